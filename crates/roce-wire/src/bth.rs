@@ -1,0 +1,530 @@
+//! The InfiniBand Base Transport Header (12 bytes), as RoCEv2 carries it after UDP.
+//!
+//! Layout [IBA 9.2; rxe_hdr.h; protocol.md §1.6]:
+//!
+//! | Byte | Bits | Field |
+//! |---|---|---|
+//! | 0 | 7:0 | OpCode |
+//! | 1 | 7 / 6 / 5:4 / 3:0 | SE / MigReq / PadCnt / TVer |
+//! | 2–3 | | P_Key |
+//! | 4 | 7 / 6 / 5:0 | FECN / BECN / Resv6a |
+//! | 5–7 | | DestQP |
+//! | 8 | 7 / 6:0 | AckReq / Resv7 |
+//! | 9–11 | | PSN |
+
+use crate::error::{check_len, Layer, Result};
+use crate::ext::ExtMask;
+use crate::field::{be16, be24, put16, put24};
+
+/// Byte ranges of the BTH.
+pub mod field {
+    #![allow(missing_docs)]
+    use crate::field::Field;
+    pub const OPCODE: usize = 0;
+    pub const FLAGS: usize = 1;
+    pub const PKEY: Field = 2..4;
+    pub const FECN_BECN: usize = 4;
+    pub const DEST_QP: Field = 5..8;
+    pub const ACK_REQ: usize = 8;
+    pub const PSN: Field = 9..12;
+}
+
+/// Length of the BTH.
+pub const BTH_LEN: usize = 12;
+
+/// The transport service an opcode belongs to (opcode bits 7:5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// Reliable Connected (0x00).
+    Rc,
+    /// Unreliable Connected (0x20).
+    Uc,
+    /// Reliable Datagram (0x40).
+    Rd,
+    /// Unreliable Datagram (0x60).
+    Ud,
+    /// Congestion Notification Packet (0x80).
+    Cnp,
+    /// Extended Reliable Connected (0xA0).
+    Xrc,
+    /// Manufacturer specific (0xC0, 0xE0).
+    Vendor,
+}
+
+impl Transport {
+    /// Short name as tshark prints it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Transport::Rc => "RC",
+            Transport::Uc => "UC",
+            Transport::Rd => "RD",
+            Transport::Ud => "UD",
+            Transport::Cnp => "CNP",
+            Transport::Xrc => "XRC",
+            Transport::Vendor => "Vendor",
+        }
+    }
+}
+
+enum_with_unknown! {
+    /// The BTH opcode: every RC, UC, UD and CNP opcode [include/rdma/ib_pack.h]; RD, XRC and
+    /// vendor opcodes are kept as `Unknown`.
+    pub enum Opcode(u8) {
+        /// RC SEND First.
+        RcSendFirst = 0x00,
+        /// RC SEND Middle.
+        RcSendMiddle = 0x01,
+        /// RC SEND Last.
+        RcSendLast = 0x02,
+        /// RC SEND Last with Immediate.
+        RcSendLastWithImmediate = 0x03,
+        /// RC SEND Only.
+        RcSendOnly = 0x04,
+        /// RC SEND Only with Immediate.
+        RcSendOnlyWithImmediate = 0x05,
+        /// RC RDMA WRITE First.
+        RcRdmaWriteFirst = 0x06,
+        /// RC RDMA WRITE Middle.
+        RcRdmaWriteMiddle = 0x07,
+        /// RC RDMA WRITE Last.
+        RcRdmaWriteLast = 0x08,
+        /// RC RDMA WRITE Last with Immediate.
+        RcRdmaWriteLastWithImmediate = 0x09,
+        /// RC RDMA WRITE Only.
+        RcRdmaWriteOnly = 0x0a,
+        /// RC RDMA WRITE Only with Immediate.
+        RcRdmaWriteOnlyWithImmediate = 0x0b,
+        /// RC RDMA READ Request.
+        RcRdmaReadRequest = 0x0c,
+        /// RC RDMA READ Response First.
+        RcRdmaReadResponseFirst = 0x0d,
+        /// RC RDMA READ Response Middle.
+        RcRdmaReadResponseMiddle = 0x0e,
+        /// RC RDMA READ Response Last.
+        RcRdmaReadResponseLast = 0x0f,
+        /// RC RDMA READ Response Only.
+        RcRdmaReadResponseOnly = 0x10,
+        /// RC Acknowledge.
+        RcAcknowledge = 0x11,
+        /// RC ATOMIC Acknowledge.
+        RcAtomicAcknowledge = 0x12,
+        /// RC CmpSwap.
+        RcCompareSwap = 0x13,
+        /// RC FetchAdd.
+        RcFetchAdd = 0x14,
+        /// RC SEND Last with Invalidate.
+        RcSendLastWithInvalidate = 0x16,
+        /// RC SEND Only with Invalidate.
+        RcSendOnlyWithInvalidate = 0x17,
+        /// RC FLUSH (IBA 1.5 memory placement extension; rxe since 6.2).
+        RcFlush = 0x1c,
+        /// RC ATOMIC WRITE (IBA 1.5; rxe since 6.2).
+        RcAtomicWrite = 0x1d,
+        /// UC SEND First.
+        UcSendFirst = 0x20,
+        /// UC SEND Middle.
+        UcSendMiddle = 0x21,
+        /// UC SEND Last.
+        UcSendLast = 0x22,
+        /// UC SEND Last with Immediate.
+        UcSendLastWithImmediate = 0x23,
+        /// UC SEND Only.
+        UcSendOnly = 0x24,
+        /// UC SEND Only with Immediate.
+        UcSendOnlyWithImmediate = 0x25,
+        /// UC RDMA WRITE First.
+        UcRdmaWriteFirst = 0x26,
+        /// UC RDMA WRITE Middle.
+        UcRdmaWriteMiddle = 0x27,
+        /// UC RDMA WRITE Last.
+        UcRdmaWriteLast = 0x28,
+        /// UC RDMA WRITE Last with Immediate.
+        UcRdmaWriteLastWithImmediate = 0x29,
+        /// UC RDMA WRITE Only.
+        UcRdmaWriteOnly = 0x2a,
+        /// UC RDMA WRITE Only with Immediate.
+        UcRdmaWriteOnlyWithImmediate = 0x2b,
+        /// UD SEND Only.
+        UdSendOnly = 0x64,
+        /// UD SEND Only with Immediate.
+        UdSendOnlyWithImmediate = 0x65,
+        /// Congestion Notification Packet (RoCEv2 annex A17.9.3).
+        Cnp = 0x81,
+    }
+}
+
+impl Opcode {
+    /// Every named opcode, for tests and fuzz seeds.
+    pub const ALL: [Opcode; 43] = [
+        Opcode::RcSendFirst, Opcode::RcSendMiddle, Opcode::RcSendLast, Opcode::RcSendLastWithImmediate,
+        Opcode::RcSendOnly, Opcode::RcSendOnlyWithImmediate, Opcode::RcRdmaWriteFirst,
+        Opcode::RcRdmaWriteMiddle, Opcode::RcRdmaWriteLast, Opcode::RcRdmaWriteLastWithImmediate,
+        Opcode::RcRdmaWriteOnly, Opcode::RcRdmaWriteOnlyWithImmediate, Opcode::RcRdmaReadRequest,
+        Opcode::RcRdmaReadResponseFirst, Opcode::RcRdmaReadResponseMiddle, Opcode::RcRdmaReadResponseLast,
+        Opcode::RcRdmaReadResponseOnly, Opcode::RcAcknowledge, Opcode::RcAtomicAcknowledge,
+        Opcode::RcCompareSwap, Opcode::RcFetchAdd, Opcode::RcSendLastWithInvalidate,
+        Opcode::RcSendOnlyWithInvalidate, Opcode::RcFlush, Opcode::RcAtomicWrite, Opcode::UcSendFirst,
+        Opcode::UcSendMiddle, Opcode::UcSendLast, Opcode::UcSendLastWithImmediate, Opcode::UcSendOnly,
+        Opcode::UcSendOnlyWithImmediate, Opcode::UcRdmaWriteFirst, Opcode::UcRdmaWriteMiddle,
+        Opcode::UcRdmaWriteLast, Opcode::UcRdmaWriteLastWithImmediate, Opcode::UcRdmaWriteOnly,
+        Opcode::UcRdmaWriteOnlyWithImmediate, Opcode::UdSendOnly, Opcode::UdSendOnlyWithImmediate,
+        Opcode::Cnp, Opcode::Unknown(0x40), Opcode::Unknown(0xa0), Opcode::Unknown(0xff),
+    ];
+
+    /// The transport service (opcode bits 7:5).
+    pub fn transport(self) -> Transport {
+        match u8::from(self) >> 5 {
+            0 => Transport::Rc,
+            1 => Transport::Uc,
+            2 => Transport::Rd,
+            3 => Transport::Ud,
+            4 => Transport::Cnp,
+            5 => Transport::Xrc,
+            _ => Transport::Vendor,
+        }
+    }
+
+    /// The extension headers this opcode carries after the BTH, in wire order
+    /// [IBA table 38; rxe_opcode.c]. Unknown opcodes carry none (their bytes stay payload).
+    pub fn ext_headers(self) -> ExtMask {
+        use Opcode::*;
+        match self {
+            RcSendLastWithImmediate | RcSendOnlyWithImmediate | RcRdmaWriteLastWithImmediate
+            | UcSendLastWithImmediate | UcSendOnlyWithImmediate | UcRdmaWriteLastWithImmediate => ExtMask::IMMDT,
+            RcRdmaWriteFirst | RcRdmaWriteOnly | RcRdmaReadRequest | RcAtomicWrite | UcRdmaWriteFirst
+            | UcRdmaWriteOnly => ExtMask::RETH,
+            RcRdmaWriteOnlyWithImmediate | UcRdmaWriteOnlyWithImmediate => ExtMask::RETH.union(ExtMask::IMMDT),
+            RcRdmaReadResponseFirst | RcRdmaReadResponseLast | RcRdmaReadResponseOnly | RcAcknowledge => {
+                ExtMask::AETH
+            }
+            RcAtomicAcknowledge => ExtMask::AETH.union(ExtMask::ATOMIC_ACK_ETH),
+            RcCompareSwap | RcFetchAdd => ExtMask::ATOMIC_ETH,
+            RcSendLastWithInvalidate | RcSendOnlyWithInvalidate => ExtMask::IETH,
+            RcFlush => ExtMask::FETH.union(ExtMask::RETH),
+            UdSendOnly => ExtMask::DETH,
+            UdSendOnlyWithImmediate => ExtMask::DETH.union(ExtMask::IMMDT),
+            _ => ExtMask::NONE,
+        }
+    }
+
+    /// The opcode's name as the kernel spells it after `IB_OPCODE_` (for example `UD_SEND_ONLY`).
+    pub fn name(self) -> &'static str {
+        use Opcode::*;
+        match self {
+            RcSendFirst => "RC_SEND_FIRST",
+            RcSendMiddle => "RC_SEND_MIDDLE",
+            RcSendLast => "RC_SEND_LAST",
+            RcSendLastWithImmediate => "RC_SEND_LAST_WITH_IMMEDIATE",
+            RcSendOnly => "RC_SEND_ONLY",
+            RcSendOnlyWithImmediate => "RC_SEND_ONLY_WITH_IMMEDIATE",
+            RcRdmaWriteFirst => "RC_RDMA_WRITE_FIRST",
+            RcRdmaWriteMiddle => "RC_RDMA_WRITE_MIDDLE",
+            RcRdmaWriteLast => "RC_RDMA_WRITE_LAST",
+            RcRdmaWriteLastWithImmediate => "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+            RcRdmaWriteOnly => "RC_RDMA_WRITE_ONLY",
+            RcRdmaWriteOnlyWithImmediate => "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+            RcRdmaReadRequest => "RC_RDMA_READ_REQUEST",
+            RcRdmaReadResponseFirst => "RC_RDMA_READ_RESPONSE_FIRST",
+            RcRdmaReadResponseMiddle => "RC_RDMA_READ_RESPONSE_MIDDLE",
+            RcRdmaReadResponseLast => "RC_RDMA_READ_RESPONSE_LAST",
+            RcRdmaReadResponseOnly => "RC_RDMA_READ_RESPONSE_ONLY",
+            RcAcknowledge => "RC_ACKNOWLEDGE",
+            RcAtomicAcknowledge => "RC_ATOMIC_ACKNOWLEDGE",
+            RcCompareSwap => "RC_COMPARE_SWAP",
+            RcFetchAdd => "RC_FETCH_ADD",
+            RcSendLastWithInvalidate => "RC_SEND_LAST_WITH_INVALIDATE",
+            RcSendOnlyWithInvalidate => "RC_SEND_ONLY_WITH_INVALIDATE",
+            RcFlush => "RC_FLUSH",
+            RcAtomicWrite => "RC_ATOMIC_WRITE",
+            UcSendFirst => "UC_SEND_FIRST",
+            UcSendMiddle => "UC_SEND_MIDDLE",
+            UcSendLast => "UC_SEND_LAST",
+            UcSendLastWithImmediate => "UC_SEND_LAST_WITH_IMMEDIATE",
+            UcSendOnly => "UC_SEND_ONLY",
+            UcSendOnlyWithImmediate => "UC_SEND_ONLY_WITH_IMMEDIATE",
+            UcRdmaWriteFirst => "UC_RDMA_WRITE_FIRST",
+            UcRdmaWriteMiddle => "UC_RDMA_WRITE_MIDDLE",
+            UcRdmaWriteLast => "UC_RDMA_WRITE_LAST",
+            UcRdmaWriteLastWithImmediate => "UC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+            UcRdmaWriteOnly => "UC_RDMA_WRITE_ONLY",
+            UcRdmaWriteOnlyWithImmediate => "UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+            UdSendOnly => "UD_SEND_ONLY",
+            UdSendOnlyWithImmediate => "UD_SEND_ONLY_WITH_IMMEDIATE",
+            Cnp => "CNP",
+            Unknown(_) => "UNKNOWN",
+        }
+    }
+}
+
+/// A checked view of a BTH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wrap a buffer without checking its length.
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Packet { buffer }
+    }
+
+    /// Wrap a buffer, checking that it holds a whole BTH.
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let p = Packet::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+
+    /// Check that the buffer holds a whole BTH.
+    pub fn check_len(&self) -> Result<()> {
+        check_len(Layer::Bth, self.buffer.as_ref(), BTH_LEN)
+    }
+
+    /// The wrapped buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    /// OpCode.
+    pub fn opcode(&self) -> Opcode {
+        Opcode::from(self.b()[field::OPCODE])
+    }
+    /// Solicited Event.
+    pub fn solicited(&self) -> bool {
+        self.b()[field::FLAGS] & 0x80 != 0
+    }
+    /// MigReq.
+    pub fn mig_req(&self) -> bool {
+        self.b()[field::FLAGS] & 0x40 != 0
+    }
+    /// PadCnt: bytes of pad after the payload.
+    pub fn pad_count(&self) -> u8 {
+        (self.b()[field::FLAGS] >> 4) & 3
+    }
+    /// Transport header version (must be 0).
+    pub fn tver(&self) -> u8 {
+        self.b()[field::FLAGS] & 0x0f
+    }
+    /// Partition key.
+    pub fn pkey(&self) -> u16 {
+        be16(self.b(), field::PKEY.start)
+    }
+    /// Forward explicit congestion notification.
+    pub fn fecn(&self) -> bool {
+        self.b()[field::FECN_BECN] & 0x80 != 0
+    }
+    /// Backward explicit congestion notification.
+    pub fn becn(&self) -> bool {
+        self.b()[field::FECN_BECN] & 0x40 != 0
+    }
+    /// The six reserved bits of byte 4.
+    pub fn resv6a(&self) -> u8 {
+        self.b()[field::FECN_BECN] & 0x3f
+    }
+    /// Destination QP.
+    pub fn dest_qp(&self) -> u32 {
+        be24(self.b(), field::DEST_QP.start)
+    }
+    /// Acknowledge request.
+    pub fn ack_req(&self) -> bool {
+        self.b()[field::ACK_REQ] & 0x80 != 0
+    }
+    /// The seven reserved bits of byte 8.
+    pub fn resv7(&self) -> u8 {
+        self.b()[field::ACK_REQ] & 0x7f
+    }
+    /// Packet sequence number.
+    pub fn psn(&self) -> u32 {
+        be24(self.b(), field::PSN.start)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    fn bm(&mut self) -> &mut [u8] {
+        self.buffer.as_mut()
+    }
+    /// Set OpCode.
+    pub fn set_opcode(&mut self, v: Opcode) {
+        self.bm()[field::OPCODE] = v.into();
+    }
+    /// Set byte 1 from its four fields.
+    pub fn set_flags(&mut self, solicited: bool, mig_req: bool, pad_count: u8, tver: u8) {
+        self.bm()[field::FLAGS] =
+            (u8::from(solicited) << 7) | (u8::from(mig_req) << 6) | ((pad_count & 3) << 4) | (tver & 0x0f);
+    }
+    /// Set the partition key.
+    pub fn set_pkey(&mut self, v: u16) {
+        put16(self.bm(), field::PKEY.start, v);
+    }
+    /// Set byte 4 from FECN, BECN and the reserved bits.
+    pub fn set_fecn_becn(&mut self, fecn: bool, becn: bool, resv6a: u8) {
+        self.bm()[field::FECN_BECN] = (u8::from(fecn) << 7) | (u8::from(becn) << 6) | (resv6a & 0x3f);
+    }
+    /// Set the destination QP (24 bits).
+    pub fn set_dest_qp(&mut self, v: u32) {
+        put24(self.bm(), field::DEST_QP.start, v & 0xff_ffff);
+    }
+    /// Set byte 8 from AckReq and the reserved bits.
+    pub fn set_ack_req(&mut self, ack_req: bool, resv7: u8) {
+        self.bm()[field::ACK_REQ] = (u8::from(ack_req) << 7) | (resv7 & 0x7f);
+    }
+    /// Set the PSN (24 bits).
+    pub fn set_psn(&mut self, v: u32) {
+        put24(self.bm(), field::PSN.start, v & 0xff_ffff);
+    }
+}
+
+/// The owned form of a BTH: every bit, reserved ones included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Repr {
+    /// OpCode.
+    pub opcode: Opcode,
+    /// Solicited Event.
+    pub solicited: bool,
+    /// MigReq (rxe sends 0).
+    pub mig_req: bool,
+    /// PadCnt (0–3).
+    pub pad_count: u8,
+    /// Transport header version (0).
+    pub tver: u8,
+    /// Partition key.
+    pub pkey: u16,
+    /// FECN.
+    pub fecn: bool,
+    /// BECN.
+    pub becn: bool,
+    /// Reserved bits 5:0 of byte 4.
+    pub resv6a: u8,
+    /// Destination QP (24 bits).
+    pub dest_qp: u32,
+    /// AckReq.
+    pub ack_req: bool,
+    /// Reserved bits 6:0 of byte 8.
+    pub resv7: u8,
+    /// PSN (24 bits).
+    pub psn: u32,
+}
+
+impl Repr {
+    /// Length on the wire.
+    pub const LEN: usize = BTH_LEN;
+
+    /// A BTH with the given opcode, P_Key 0xFFFF, everything else zero.
+    pub const fn new(opcode: Opcode, dest_qp: u32, psn: u32) -> Repr {
+        Repr {
+            opcode,
+            solicited: false,
+            mig_req: false,
+            pad_count: 0,
+            tver: 0,
+            pkey: crate::DEFAULT_PKEY,
+            fecn: false,
+            becn: false,
+            resv6a: 0,
+            dest_qp,
+            ack_req: false,
+            resv7: 0,
+            psn,
+        }
+    }
+
+    /// Parse a checked view.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) -> Result<Repr> {
+        p.check_len()?;
+        Ok(Repr {
+            opcode: p.opcode(),
+            solicited: p.solicited(),
+            mig_req: p.mig_req(),
+            pad_count: p.pad_count(),
+            tver: p.tver(),
+            pkey: p.pkey(),
+            fecn: p.fecn(),
+            becn: p.becn(),
+            resv6a: p.resv6a(),
+            dest_qp: p.dest_qp(),
+            ack_req: p.ack_req(),
+            resv7: p.resv7(),
+            psn: p.psn(),
+        })
+    }
+
+    /// Parse the first 12 bytes of `buf`.
+    pub fn parse_bytes(buf: &[u8]) -> Result<Repr> {
+        Repr::parse(&Packet::new_checked(buf)?)
+    }
+
+    /// Length on the wire.
+    pub const fn buffer_len(&self) -> usize {
+        BTH_LEN
+    }
+
+    /// Write into a view of at least 12 bytes.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, p: &mut Packet<&mut T>) {
+        p.set_opcode(self.opcode);
+        p.set_flags(self.solicited, self.mig_req, self.pad_count, self.tver);
+        p.set_pkey(self.pkey);
+        p.set_fecn_becn(self.fecn, self.becn, self.resv6a);
+        p.set_dest_qp(self.dest_qp);
+        p.set_ack_req(self.ack_req, self.resv7);
+        p.set_psn(self.psn);
+    }
+
+    /// Write into the first 12 bytes of `buf` (panics if shorter).
+    pub fn emit_bytes(&self, buf: &mut [u8]) {
+        self.emit(&mut Packet::new_unchecked(buf));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    // The BTH of the ConnectX-4 CNP capture (protocol.md §1.11).
+    const CNP_BTH: [u8; 12] = [0x81, 0x00, 0xff, 0xff, 0x40, 0x00, 0x01, 0x18, 0x00, 0x00, 0x00, 0x00];
+
+    #[test]
+    fn parses_cnp() {
+        let r = Repr::parse_bytes(&CNP_BTH).unwrap();
+        assert_eq!(r.opcode, Opcode::Cnp);
+        assert!(r.becn && !r.fecn);
+        assert_eq!(r.dest_qp, 0x118);
+        assert_eq!(r.pkey, 0xffff);
+        let mut out = [0u8; 12];
+        r.emit_bytes(&mut out);
+        assert_eq!(out, CNP_BTH);
+    }
+
+    #[test]
+    fn truncated_is_len_error() {
+        for n in 0..12 {
+            let e = Repr::parse_bytes(&CNP_BTH[..n]).unwrap_err();
+            assert_eq!(e, crate::Error::len(Layer::Bth, 0, 12, n));
+        }
+    }
+
+    #[test]
+    fn opcode_table_is_total() {
+        for op in 0..=255u8 {
+            let o = Opcode::from(op);
+            assert_eq!(u8::from(o), op);
+            let _ = (o.ext_headers(), o.name(), o.transport());
+        }
+        assert_eq!(Opcode::from(0x64).ext_headers(), ExtMask::DETH);
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(bytes in proptest::array::uniform12(any::<u8>())) {
+            let r = Repr::parse_bytes(&bytes).unwrap();
+            let mut out = [0u8; 12];
+            r.emit_bytes(&mut out);
+            prop_assert_eq!(out, bytes);
+            prop_assert_eq!(Repr::parse_bytes(&out).unwrap(), r);
+        }
+    }
+}

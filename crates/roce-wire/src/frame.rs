@@ -1,0 +1,724 @@
+//! A whole RoCEv2 frame: Ethernet ▶ 802.1Q? ▶ IPv4 | IPv6 ▶ UDP 4791 ▶ BTH ▶ extension headers
+//! ▶ payload ▶ pad ▶ ICRC.
+//!
+//! Ethernet, VLAN, IP and UDP headers are etherparse's owned headers; this module checks them
+//! the way a RoCEv2 receiver must (lengths against the frame, no fragments, UDP to 4791) and
+//! reports every failure with the layer and the frame offset.
+//!
+//! - [`parse`] is strict, as rxe is: a bad ICRC, a bad IPv4 header checksum, a non-zero TVer or
+//!   a pad larger than the payload is an error.
+//! - [`parse_lax`] decodes as far as the bytes allow and records the ICRC and checksum outcome
+//!   in the [`Frame`] instead of failing: for decoders and captures.
+//! - [`FrameRepr::emit`] builds a complete frame: lengths, EtherTypes, the IPv4 checksum and the
+//!   ICRC are computed; every other field is written as the Repr holds it.
+
+use core::net::IpAddr;
+
+use etherparse::{EtherType, Ethernet2Header, IpNumber, Ipv4Header, Ipv6Header, SingleVlanHeader, UdpHeader};
+
+use crate::bth::{self, BTH_LEN};
+use crate::error::{ContentError, Error, Layer, Result};
+use crate::ext::ExtHeaders;
+use crate::icrc::{self, IpVersion, ICRC_LEN};
+use crate::ROCEV2_UDP_PORT;
+
+const ETH_LEN: usize = 14;
+const VLAN_LEN: usize = 4;
+const IPV4_MIN: usize = 20;
+const IPV6_LEN: usize = 40;
+const UDP_LEN: usize = 8;
+
+/// The IP header of a RoCEv2 frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IpHeader {
+    /// IPv4 (RoCEv2 over IPv4: the GIDs are IPv4-mapped).
+    V4(Ipv4Header),
+    /// IPv6.
+    V6(Ipv6Header),
+}
+
+impl IpHeader {
+    /// Header length in bytes.
+    pub fn header_len(&self) -> usize {
+        match self {
+            IpHeader::V4(h) => h.header_len(),
+            IpHeader::V6(_) => IPV6_LEN,
+        }
+    }
+    /// Source address.
+    pub fn source(&self) -> IpAddr {
+        match self {
+            IpHeader::V4(h) => IpAddr::from(h.source),
+            IpHeader::V6(h) => IpAddr::from(h.source),
+        }
+    }
+    /// Destination address.
+    pub fn destination(&self) -> IpAddr {
+        match self {
+            IpHeader::V4(h) => IpAddr::from(h.destination),
+            IpHeader::V6(h) => IpAddr::from(h.destination),
+        }
+    }
+    /// The version for the ICRC's masking.
+    pub fn version(&self) -> IpVersion {
+        match self {
+            IpHeader::V4(_) => IpVersion::V4,
+            IpHeader::V6(_) => IpVersion::V6,
+        }
+    }
+    /// TTL or hop limit.
+    pub fn hop_limit(&self) -> u8 {
+        match self {
+            IpHeader::V4(h) => h.time_to_live,
+            IpHeader::V6(h) => h.hop_limit,
+        }
+    }
+    /// IPv4 TOS byte or IPv6 traffic class.
+    pub fn traffic_class(&self) -> u8 {
+        match self {
+            IpHeader::V4(h) => (h.dscp.value() << 2) | h.ecn.value(),
+            IpHeader::V6(h) => h.traffic_class,
+        }
+    }
+}
+
+/// Everything needed to emit a frame: the owned headers and borrowed payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameRepr<'a> {
+    /// Ethernet II header (its EtherType is computed on emit).
+    pub ethernet: Ethernet2Header,
+    /// Optional 802.1Q tag (its inner EtherType is computed on emit).
+    pub vlan: Option<SingleVlanHeader>,
+    /// IP header (lengths, protocol and the IPv4 checksum are computed on emit).
+    pub ip: IpHeader,
+    /// UDP header (length is computed on emit; the checksum is written as held, 0 as rxe sends).
+    pub udp: UdpHeader,
+    /// Base transport header (PadCnt is written as held: use [`FrameRepr::with_auto_pad`]).
+    pub bth: bth::Repr,
+    /// The extension headers the opcode carries.
+    pub ext: ExtHeaders,
+    /// Transport payload (a MAD, a datagram …).
+    pub payload: &'a [u8],
+    /// Pad byte values (the first `bth.pad_count` are used; rxe sends zeros).
+    pub pad: [u8; 3],
+}
+
+/// Where each layer starts in a parsed frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Offsets {
+    /// The IP header.
+    pub ip: usize,
+    /// The UDP header.
+    pub udp: usize,
+    /// The BTH.
+    pub bth: usize,
+    /// The first extension header (or the payload if none).
+    pub ext: usize,
+    /// The payload.
+    pub payload: usize,
+    /// The ICRC.
+    pub icrc: usize,
+    /// One past the ICRC (the end of the UDP datagram).
+    pub end: usize,
+}
+
+/// A parsed frame: the Repr plus what the wire said about its integrity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// The decoded headers and payload.
+    pub repr: FrameRepr<'a>,
+    /// The ICRC on the wire (as a CRC value).
+    pub icrc: u32,
+    /// The ICRC computed over the frame.
+    pub icrc_expected: u32,
+    /// Whether the IPv4 header checksum was right (always true for IPv6).
+    pub ip_checksum_ok: bool,
+    /// Bytes after the IP packet (Ethernet minimum-size padding).
+    pub trailer: &'a [u8],
+    /// Where each layer starts.
+    pub offsets: Offsets,
+}
+
+impl Frame<'_> {
+    /// Whether the ICRC on the wire is right.
+    pub fn icrc_ok(&self) -> bool {
+        self.icrc == self.icrc_expected
+    }
+}
+
+/// Parse a frame strictly, as rxe accepts it (see the module docs).
+pub fn parse(buf: &[u8]) -> Result<Frame<'_>> {
+    parse_inner(buf, true)
+}
+
+/// Parse a frame as far as possible, recording (not failing on) the ICRC, the IPv4 checksum,
+/// TVer and an oversize pad (the pad is then treated as 0).
+pub fn parse_lax(buf: &[u8]) -> Result<Frame<'_>> {
+    parse_inner(buf, false)
+}
+
+fn content(layer: Layer, offset: usize, kind: ContentError) -> Error {
+    Error::content(layer, offset, kind)
+}
+
+fn need(layer: Layer, offset: usize, required: usize, have: usize) -> Result<()> {
+    if have < required {
+        Err(Error::len(layer, offset, required, have))
+    } else {
+        Ok(())
+    }
+}
+
+fn parse_inner(buf: &[u8], strict: bool) -> Result<Frame<'_>> {
+    need(Layer::Ethernet, 0, ETH_LEN, buf.len())?;
+    let (ethernet, _) = Ethernet2Header::from_slice(buf).map_err(|_| Error::len(Layer::Ethernet, 0, ETH_LEN, buf.len()))?;
+    let mut ether_type = ethernet.ether_type;
+    let mut off = ETH_LEN;
+    let mut vlan = None;
+    if ether_type == EtherType::VLAN_TAGGED_FRAME {
+        need(Layer::Vlan, off, VLAN_LEN, buf.len() - off)?;
+        let (v, _) = SingleVlanHeader::from_slice(&buf[off..])
+            .map_err(|_| Error::len(Layer::Vlan, off, VLAN_LEN, buf.len() - off))?;
+        ether_type = v.ether_type;
+        vlan = Some(v);
+        off += VLAN_LEN;
+    }
+    let ip_off = off;
+    let rest = &buf[ip_off..];
+    let (ip, ip_hlen, ip_end, ip_checksum_ok) = match ether_type {
+        EtherType::IPV4 => parse_ipv4(rest, ip_off, strict)?,
+        EtherType::IPV6 => parse_ipv6(rest, ip_off)?,
+        other => {
+            let at = if vlan.is_some() { ip_off - 2 } else { 12 };
+            return Err(content(Layer::Ethernet, at, ContentError::UnsupportedEtherType(other.0)));
+        }
+    };
+    // From here on everything is inside the IP packet.
+    let packet = &buf[ip_off..ip_off + ip_end];
+    let trailer = &buf[ip_off + ip_end..];
+    let udp_off = ip_hlen;
+    need(Layer::Udp, ip_off + udp_off, UDP_LEN, packet.len() - udp_off)?;
+    let (udp, _) = UdpHeader::from_slice(&packet[udp_off..])
+        .map_err(|_| Error::len(Layer::Udp, ip_off + udp_off, UDP_LEN, packet.len() - udp_off))?;
+    if udp.destination_port != ROCEV2_UDP_PORT {
+        return Err(content(Layer::Udp, ip_off + udp_off + 2, ContentError::NotRoceV2Port { port: udp.destination_port }));
+    }
+    let udp_len = usize::from(udp.length);
+    let available = packet.len() - udp_off;
+    if udp_len < UDP_LEN || udp_len > available {
+        return Err(content(Layer::Udp, ip_off + udp_off + 4, ContentError::UdpLength { claimed: udp_len, available }));
+    }
+    // The RoCE part: BTH .. ICRC, exactly the UDP payload.
+    let bth_off = udp_off + UDP_LEN;
+    let roce = &packet[bth_off..udp_off + udp_len];
+    let abs = |o: usize| ip_off + o;
+    need(Layer::Bth, abs(bth_off), BTH_LEN, roce.len())?;
+    let mut bth = bth::Repr::parse_bytes(roce).map_err(|e| e.add_offset(abs(bth_off)))?;
+    if strict && bth.tver != 0 {
+        return Err(content(Layer::Bth, abs(bth_off) + 1, ContentError::UnsupportedTver(bth.tver)));
+    }
+    let ext_off = bth_off + BTH_LEN;
+    let (ext, ext_len) =
+        ExtHeaders::parse(bth.opcode.ext_headers(), &roce[BTH_LEN..]).map_err(|e| e.add_offset(abs(ext_off)))?;
+    let after_ext = roce.len() - BTH_LEN - ext_len;
+    let payload_off = ext_off + ext_len;
+    if after_ext < ICRC_LEN {
+        return Err(Error::len(Layer::Icrc, abs(payload_off), ICRC_LEN, after_ext));
+    }
+    let payload_and_pad = after_ext - ICRC_LEN;
+    let mut pad_count = usize::from(bth.pad_count);
+    if pad_count > payload_and_pad {
+        if strict {
+            return Err(content(
+                Layer::Bth,
+                abs(bth_off) + 1,
+                ContentError::BadPad { pad: bth.pad_count, payload_and_pad },
+            ));
+        }
+        pad_count = 0;
+        bth.pad_count = 0;
+    }
+    let icrc_off = payload_off + payload_and_pad;
+    let payload = &packet[payload_off..icrc_off - pad_count];
+    let mut pad = [0u8; 3];
+    pad[..pad_count].copy_from_slice(&packet[icrc_off - pad_count..icrc_off]);
+    let (found, expected) = icrc::check(&packet[..icrc_off + ICRC_LEN], ip.version(), ip_hlen)
+        .map_err(|e| e.add_offset(ip_off))?;
+    if strict && found != expected {
+        return Err(content(Layer::Icrc, abs(icrc_off), ContentError::IcrcMismatch { found, expected }));
+    }
+    Ok(Frame {
+        repr: FrameRepr { ethernet, vlan, ip, udp, bth, ext, payload, pad },
+        icrc: found,
+        icrc_expected: expected,
+        ip_checksum_ok,
+        trailer,
+        offsets: Offsets {
+            ip: ip_off,
+            udp: abs(udp_off),
+            bth: abs(bth_off),
+            ext: abs(ext_off),
+            payload: abs(payload_off),
+            icrc: abs(icrc_off),
+            end: abs(icrc_off + ICRC_LEN),
+        },
+    })
+}
+
+/// Returns the header, its length, the IP packet's length and whether the checksum is right.
+fn parse_ipv4(b: &[u8], off: usize, strict: bool) -> Result<(IpHeader, usize, usize, bool)> {
+    need(Layer::Ipv4, off, IPV4_MIN, b.len())?;
+    let version = b[0] >> 4;
+    if version != 4 {
+        return Err(content(Layer::Ipv4, off, ContentError::IpVersionMismatch { version }));
+    }
+    let ihl = b[0] & 0x0f;
+    if ihl < 5 {
+        return Err(content(Layer::Ipv4, off, ContentError::Ipv4HeaderLenTooSmall { ihl }));
+    }
+    let hlen = usize::from(ihl) * 4;
+    need(Layer::Ipv4, off, hlen, b.len())?;
+    let total = usize::from(u16::from_be_bytes([b[2], b[3]]));
+    if total < hlen || total > b.len() {
+        return Err(content(Layer::Ipv4, off + 2, ContentError::IpLength { claimed: total, available: b.len() }));
+    }
+    if b[6] & 0x20 != 0 || (u16::from_be_bytes([b[6], b[7]]) & 0x1fff) != 0 {
+        return Err(content(Layer::Ipv4, off + 6, ContentError::Ipv4Fragmented));
+    }
+    if b[9] != 17 {
+        return Err(content(Layer::Ipv4, off + 9, ContentError::NotUdp { protocol: b[9] }));
+    }
+    let (h, _) = Ipv4Header::from_slice(&b[..hlen]).map_err(|_| content(Layer::Ipv4, off, ContentError::Malformed))?;
+    let expected = h.calc_header_checksum();
+    let ok = expected == h.header_checksum;
+    if strict && !ok {
+        return Err(content(
+            Layer::Ipv4,
+            off + 10,
+            ContentError::Ipv4Checksum { found: h.header_checksum, expected },
+        ));
+    }
+    Ok((IpHeader::V4(h), hlen, total, ok))
+}
+
+fn parse_ipv6(b: &[u8], off: usize) -> Result<(IpHeader, usize, usize, bool)> {
+    need(Layer::Ipv6, off, IPV6_LEN, b.len())?;
+    let version = b[0] >> 4;
+    if version != 6 {
+        return Err(content(Layer::Ipv6, off, ContentError::IpVersionMismatch { version }));
+    }
+    let payload_len = usize::from(u16::from_be_bytes([b[4], b[5]]));
+    let total = IPV6_LEN + payload_len;
+    if total > b.len() {
+        return Err(content(Layer::Ipv6, off + 4, ContentError::IpLength { claimed: total, available: b.len() }));
+    }
+    if b[6] != 17 {
+        return Err(content(Layer::Ipv6, off + 6, ContentError::NotUdp { protocol: b[6] }));
+    }
+    let (h, _) = Ipv6Header::from_slice(&b[..IPV6_LEN]).map_err(|_| content(Layer::Ipv6, off, ContentError::Malformed))?;
+    Ok((IpHeader::V6(h), IPV6_LEN, total, true))
+}
+
+/// The UDP source port rxe uses for a QP: `0xC000 + (hash_32(qpn, 14) & 0x3FFF)`
+/// [rxe_qp.c rxe_qp_init_req; protocol.md §1.5]. QP1 gives 0xD872.
+pub const fn rxe_udp_sport(qpn: u32) -> u16 {
+    let hash = qpn.wrapping_mul(0x61C8_8647) >> (32 - 14);
+    0xC000 + (hash & 0x3FFF) as u16
+}
+
+impl<'a> FrameRepr<'a> {
+    /// A frame as rxe builds one: IPv4 with DF, TTL 64 and ID 0, or IPv6 with hop limit 64
+    /// and flow label 0; UDP source port 0xC000 and checksum 0; PadCnt from the payload length;
+    /// zero pad. Addresses of different families are a caller bug: the IPv6 form of an IPv4
+    /// address is used then.
+    pub fn new(
+        src_mac: [u8; 6],
+        dst_mac: [u8; 6],
+        src: IpAddr,
+        dst: IpAddr,
+        bth: bth::Repr,
+        ext: ExtHeaders,
+        payload: &'a [u8],
+    ) -> FrameRepr<'a> {
+        let ip = match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let mut h = Ipv4Header::new(0, 64, IpNumber::UDP, s.octets(), d.octets())
+                    .unwrap_or_else(|_| Ipv4Header::default());
+                h.dont_fragment = true;
+                IpHeader::V4(h)
+            }
+            (s, d) => IpHeader::V6(Ipv6Header {
+                traffic_class: 0,
+                flow_label: Default::default(),
+                payload_length: 0,
+                next_header: IpNumber::UDP,
+                hop_limit: 64,
+                source: to_v6(s),
+                destination: to_v6(d),
+            }),
+        };
+        FrameRepr {
+            ethernet: Ethernet2Header { source: src_mac, destination: dst_mac, ether_type: EtherType::IPV4 },
+            vlan: None,
+            ip,
+            udp: UdpHeader { source_port: 0xC000, destination_port: ROCEV2_UDP_PORT, length: 0, checksum: 0 },
+            bth,
+            ext,
+            payload,
+            pad: [0; 3],
+        }
+        .with_auto_pad()
+    }
+
+    /// Set PadCnt to `(-payload_len) & 3` (and zero the pad bytes), as rxe does.
+    #[must_use]
+    pub fn with_auto_pad(mut self) -> Self {
+        self.bth.pad_count = (self.payload.len().wrapping_neg() & 3) as u8;
+        self.pad = [0; 3];
+        self
+    }
+
+    /// Bytes of pad actually emitted (PadCnt).
+    pub fn pad_len(&self) -> usize {
+        usize::from(self.bth.pad_count & 3)
+    }
+
+    /// Length of the UDP datagram (UDP header .. ICRC).
+    pub fn udp_len(&self) -> usize {
+        UDP_LEN + BTH_LEN + self.ext.buffer_len() + self.payload.len() + self.pad_len() + ICRC_LEN
+    }
+
+    /// Length of the whole frame.
+    pub fn buffer_len(&self) -> usize {
+        ETH_LEN + self.vlan.as_ref().map_or(0, |_| VLAN_LEN) + self.ip.header_len() + self.udp_len()
+    }
+
+    /// Set every computed field (EtherTypes, IP lengths and protocol, the IPv4 checksum, the
+    /// UDP length) so that the Repr equals what `parse` returns for the emitted frame.
+    /// Fails if the frame is too long for the IP or UDP length fields.
+    pub fn fill(&mut self) -> Result<()> {
+        let udp_len = self.udp_len();
+        let ip_type = match self.ip {
+            IpHeader::V4(_) => EtherType::IPV4,
+            IpHeader::V6(_) => EtherType::IPV6,
+        };
+        match &mut self.vlan {
+            Some(v) => {
+                v.ether_type = ip_type;
+                self.ethernet.ether_type = EtherType::VLAN_TAGGED_FRAME;
+            }
+            None => self.ethernet.ether_type = ip_type,
+        }
+        let too_long = |layer| Error::content(layer, 0, ContentError::FieldOutOfRange { value: udp_len, max: 65535 });
+        match &mut self.ip {
+            IpHeader::V4(h) => {
+                h.protocol = IpNumber::UDP;
+                h.set_payload_len(udp_len).map_err(|_| too_long(Layer::Ipv4))?;
+                h.header_checksum = h.calc_header_checksum();
+            }
+            IpHeader::V6(h) => {
+                h.next_header = IpNumber::UDP;
+                h.set_payload_length(udp_len).map_err(|_| too_long(Layer::Ipv6))?;
+            }
+        }
+        self.udp.length = u16::try_from(udp_len).map_err(|_| too_long(Layer::Udp))?;
+        Ok(())
+    }
+
+    /// Emit the complete frame into `buf`; returns its length. Lengths, EtherTypes, the IPv4
+    /// checksum and the ICRC are computed (the Repr itself is not changed). Fails with a
+    /// length error if `buf` is shorter than [`FrameRepr::buffer_len`].
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let len = self.buffer_len();
+        if buf.len() < len {
+            return Err(Error::len(Layer::Ethernet, 0, len, buf.len()));
+        }
+        let mut r = self.clone();
+        r.fill()?;
+        let mut at = 0;
+        buf[..ETH_LEN].copy_from_slice(&r.ethernet.to_bytes());
+        at += ETH_LEN;
+        if let Some(v) = &r.vlan {
+            buf[at..at + VLAN_LEN].copy_from_slice(&v.to_bytes());
+            at += VLAN_LEN;
+        }
+        let ip_off = at;
+        match &r.ip {
+            IpHeader::V4(h) => {
+                let bytes = h.to_bytes();
+                buf[at..at + bytes.len()].copy_from_slice(&bytes);
+                at += bytes.len();
+            }
+            IpHeader::V6(h) => {
+                buf[at..at + IPV6_LEN].copy_from_slice(&h.to_bytes());
+                at += IPV6_LEN;
+            }
+        }
+        let ip_hlen = at - ip_off;
+        buf[at..at + UDP_LEN].copy_from_slice(&r.udp.to_bytes());
+        at += UDP_LEN;
+        r.bth.emit_bytes(&mut buf[at..at + BTH_LEN]);
+        at += BTH_LEN;
+        at += r.ext.emit(&mut buf[at..]);
+        buf[at..at + r.payload.len()].copy_from_slice(r.payload);
+        at += r.payload.len();
+        let pad = r.pad_len();
+        buf[at..at + pad].copy_from_slice(&r.pad[..pad]);
+        at += pad;
+        let icrc = icrc::compute(&buf[ip_off..at], r.ip.version(), ip_hlen)?;
+        buf[at..at + ICRC_LEN].copy_from_slice(&icrc::to_wire(icrc));
+        Ok(at + ICRC_LEN)
+    }
+}
+
+fn to_v6(a: IpAddr) -> [u8; 16] {
+    match a {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::ext::ExtMask;
+    use crate::golden;
+    use crate::{aeth, atomic_ack_eth, atomic_eth, deth, feth, ieth, immdt, reth};
+    use proptest::prelude::*;
+    use std::vec::Vec;
+
+    fn reemit(bytes: &[u8]) -> Vec<u8> {
+        let f = parse(bytes).unwrap();
+        let mut out = std::vec![0u8; f.repr.buffer_len()];
+        let n = f.repr.emit(&mut out).unwrap();
+        assert_eq!(n, out.len());
+        out
+    }
+
+    #[test]
+    fn golden_frames_parse_and_reemit_byte_for_byte() {
+        for g in [&golden::SCAPY_UC_SEND_ONLY[..], &golden::CX4_CNP[..], &golden::SA_DELETE_MCMEMBER[..]] {
+            assert_eq!(reemit(g), g);
+        }
+        let f = parse(&golden::SA_DELETE_MCMEMBER).unwrap();
+        assert_eq!(f.repr.bth.opcode, crate::bth::Opcode::UdSendOnly);
+        assert_eq!(f.repr.ext.deth, Some(deth::Repr::new(crate::GSI_QKEY, 1)));
+        assert_eq!(f.repr.payload.len(), 256);
+        assert_eq!(f.icrc, 0xEC2D_4ADF);
+        assert_eq!(f.offsets.payload, 62);
+        assert_eq!(f.offsets.icrc, 318);
+        let f = parse(&golden::SCAPY_UC_SEND_ONLY).unwrap();
+        assert_eq!((f.repr.bth.pad_count, f.repr.payload.len()), (2, 18));
+        assert_eq!(f.repr.bth.psn, 13_571_856);
+        let f = parse(&golden::CX4_CNP).unwrap();
+        assert_eq!(f.icrc, 0x2A00_FD82);
+    }
+
+    #[test]
+    fn fecn_becn_do_not_change_the_icrc() {
+        for bits in [0x80u8, 0x40, 0xc0, 0x3f, 0xff] {
+            let mut f = golden::SA_DELETE_MCMEMBER;
+            f[42 + 4] = bits;
+            let p = parse(&f).unwrap();
+            assert_eq!(p.icrc, 0xEC2D_4ADF);
+            assert_eq!(p.repr.bth.fecn, bits & 0x80 != 0);
+            assert_eq!(reemit(&f), f);
+        }
+    }
+
+    #[test]
+    fn any_flip_inside_the_icrc_coverage_is_detected() {
+        let g = golden::SA_DELETE_MCMEMBER;
+        // Masked bytes are outside the coverage: TOS 15, TTL 22, IP checksum 24–25, UDP checksum 40–41, BTH byte 4 = 46.
+        let masked = [15usize, 22, 24, 25, 40, 41, 46];
+        for byte in 14..g.len() - 4 {
+            for bit in 0..8 {
+                let mut f = g;
+                f[byte] ^= 1 << bit;
+                let (found, computed) = icrc::check(&f[14..], IpVersion::V4, 20).unwrap();
+                assert_eq!(found == computed, masked.contains(&byte), "byte {byte} bit {bit}");
+                if !masked.contains(&byte) {
+                    assert!(parse(&f).is_err());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_icrc_is_a_typed_error_at_the_icrc() {
+        let mut f = golden::SA_DELETE_MCMEMBER;
+        f[321] ^= 1;
+        let e = parse(&f).unwrap_err();
+        assert_eq!(e.layer(), Layer::Icrc);
+        assert_eq!(e.offset(), 318);
+        assert!(matches!(e, Error::Content { kind: ContentError::IcrcMismatch { .. }, .. }));
+        let lax = parse_lax(&f).unwrap();
+        assert!(!lax.icrc_ok());
+    }
+
+    #[test]
+    fn truncation_at_every_offset_is_a_typed_error() {
+        for g in [&golden::SCAPY_UC_SEND_ONLY[..], &golden::CX4_CNP[..], &golden::SA_DELETE_MCMEMBER[..]] {
+            for n in 0..g.len() {
+                let e = parse(&g[..n]).unwrap_err();
+                assert!(e.offset() <= g.len());
+                let _ = std::format!("{e}");
+                let _ = parse_lax(&g[..n]);
+            }
+        }
+        assert_eq!(parse(&golden::SA_DELETE_MCMEMBER[..10]).unwrap_err(), Error::len(Layer::Ethernet, 0, 14, 10));
+        assert_eq!(parse(&golden::SA_DELETE_MCMEMBER[..30]).unwrap_err(), Error::len(Layer::Ipv4, 14, 20, 16));
+    }
+
+    #[test]
+    fn content_errors_name_the_field() {
+        let g = golden::SA_DELETE_MCMEMBER;
+        let mut f = g;
+        f[12] = 0x88;
+        assert_eq!(parse(&f).unwrap_err().offset(), 12);
+        let mut f = g;
+        f[14] = 0x65;
+        assert_eq!(parse(&f).unwrap_err(), Error::content(Layer::Ipv4, 14, ContentError::IpVersionMismatch { version: 6 }));
+        let mut f = g;
+        f[36] = 0x12; // UDP dport 4791 → 0x12b7 high byte unchanged; change low byte
+        f[37] = 0x00;
+        assert!(matches!(parse(&f).unwrap_err(), Error::Content { layer: Layer::Udp, offset: 36, .. }));
+        let mut f = g;
+        f[43] |= 0x01; // TVer 1
+        assert!(matches!(parse(&f).unwrap_err(), Error::Content { layer: Layer::Bth, offset: 43, .. }));
+        let mut f = g;
+        f[25] ^= 0xff; // IPv4 checksum
+        assert!(matches!(parse(&f).unwrap_err(), Error::Content { layer: Layer::Ipv4, offset: 24, .. }));
+        assert!(parse_lax(&f).is_ok());
+    }
+
+    #[test]
+    fn oversize_pad_is_rejected() {
+        // A UD frame with no payload and PadCnt 3.
+        let mut bth = crate::bth::Repr::new(crate::bth::Opcode::UdSendOnly, 1, 0);
+        bth.pad_count = 0;
+        let r = FrameRepr::new([2; 6], [4; 6], IpAddr::from([198, 18, 0, 1]), IpAddr::from([198, 18, 0, 2]), bth, ExtHeaders::deth(1, 2), &[]);
+        let mut buf = [0u8; 128];
+        let n = r.emit(&mut buf).unwrap();
+        buf[14 + 20 + 8 + 1] |= 0x30;
+        let e = parse(&buf[..n]).unwrap_err();
+        assert!(matches!(e, Error::Content { layer: Layer::Bth, offset: 43, kind: ContentError::BadPad { .. } }));
+        assert_eq!(parse_lax(&buf[..n]).unwrap().repr.bth.pad_count, 0);
+    }
+
+    #[test]
+    fn rxe_qp1_source_port() {
+        assert_eq!(rxe_udp_sport(1), 0xD872);
+    }
+
+    fn ext_for(mask: ExtMask, v: u64) -> ExtHeaders {
+        let w = v as u32;
+        let mut h = ExtHeaders::default();
+        if mask.contains(ExtMask::DETH) {
+            h.deth = Some(deth::Repr { qkey: w, reserved: (v >> 8) as u8, src_qp: w & 0xff_ffff });
+        }
+        if mask.contains(ExtMask::FETH) {
+            h.feth = Some(feth::Repr { bits: w.rotate_left(3) });
+        }
+        if mask.contains(ExtMask::RETH) {
+            h.reth = Some(reth::Repr { va: v, rkey: w ^ 0x55, dma_len: w >> 3 });
+        }
+        if mask.contains(ExtMask::ATOMIC_ETH) {
+            h.atomic_eth = Some(atomic_eth::Repr { va: v, rkey: w, swap_add: !v, compare: v.rotate_left(7) });
+        }
+        if mask.contains(ExtMask::AETH) {
+            h.aeth = Some(aeth::Repr { syndrome: (v >> 16) as u8, msn: w & 0xff_ffff });
+        }
+        if mask.contains(ExtMask::ATOMIC_ACK_ETH) {
+            h.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig: v ^ 0xdead });
+        }
+        if mask.contains(ExtMask::IMMDT) {
+            h.immdt = Some(immdt::Repr { imm_data: w.swap_bytes() });
+        }
+        if mask.contains(ExtMask::IETH) {
+            h.ieth = Some(ieth::Repr { rkey: !w });
+        }
+        h
+    }
+
+    prop_compose! {
+        fn arb_bth()(op in proptest::sample::select(&crate::bth::Opcode::ALL[..]), flags in any::<u8>(),
+                     pkey in any::<u16>(), b4 in any::<u8>(), qp in 0u32..0x100_0000, b8 in any::<u8>(),
+                     psn in 0u32..0x100_0000) -> crate::bth::Repr {
+            let mut raw = [0u8; 12];
+            crate::bth::Repr::new(op, qp, psn).emit_bytes(&mut raw);
+            raw[1] = flags & 0xf0; // TVer 0, as the strict parser requires
+            raw[2..4].copy_from_slice(&pkey.to_be_bytes());
+            raw[4] = b4;
+            raw[8] = b8;
+            crate::bth::Repr::parse_bytes(&raw).unwrap()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn whole_frame_round_trip(
+            v6 in any::<bool>(), vlan in proptest::option::of((0u8..8, any::<bool>(), 0u16..4096)),
+            src in any::<[u8; 16]>(), dst in any::<[u8; 16]>(), hop in any::<u8>(), tc in any::<u8>(),
+            id in any::<u16>(), sport in any::<u16>(), csum in any::<u16>(), mut bth in arb_bth(),
+            v in any::<u64>(), payload in proptest::collection::vec(any::<u8>(), 0..300),
+            pad in any::<[u8; 3]>(), macs in any::<([u8; 6], [u8; 6])>(),
+        ) {
+            let (s, d) = if v6 {
+                (IpAddr::from(src), IpAddr::from(dst))
+            } else {
+                (IpAddr::from([src[0], src[1], src[2], src[3]]), IpAddr::from([dst[0], dst[1], dst[2], dst[3]]))
+            };
+            let ext = ext_for(bth.opcode.ext_headers(), v);
+            bth.pad_count &= 3;
+            let mut r = FrameRepr::new(macs.0, macs.1, s, d, bth, ext, &payload);
+            r.bth.pad_count = bth.pad_count;
+            for i in 0..3 { r.pad[i] = if i < usize::from(bth.pad_count) { pad[i] } else { 0 }; }
+            r.udp.source_port = sport;
+            r.udp.checksum = csum;
+            match &mut r.ip {
+                IpHeader::V4(h) => { h.time_to_live = hop; h.identification = id;
+                    h.dscp = etherparse::IpDscp::try_new(tc >> 2).unwrap(); h.ecn = etherparse::IpEcn::try_new(tc & 3).unwrap(); }
+                IpHeader::V6(h) => { h.hop_limit = hop; h.traffic_class = tc;
+                    h.flow_label = etherparse::Ipv6FlowLabel::try_new(u32::from(id) << 4).unwrap(); }
+            }
+            if let Some((pcp, dei, vid)) = vlan {
+                r.vlan = Some(SingleVlanHeader { pcp: etherparse::VlanPcp::try_new(pcp).unwrap(), drop_eligible_indicator: dei,
+                    vlan_id: etherparse::VlanId::try_new(vid).unwrap(), ether_type: EtherType::IPV4 });
+            }
+            r.fill().unwrap();
+            let mut buf = std::vec![0u8; r.buffer_len()];
+            let n = r.emit(&mut buf).unwrap();
+            prop_assert_eq!(n, buf.len());
+            let f = parse(&buf).unwrap();
+            prop_assert!(f.icrc_ok());
+            prop_assert_eq!(&f.repr, &r);
+            // The ICRC agrees with an independent whole-buffer CRC of the masked bytes.
+            let ip = f.offsets.ip;
+            let mut masked = buf[ip..f.offsets.icrc].to_vec();
+            let h = f.offsets.udp - ip;
+            if v6 { masked[0] |= 0x0f; masked[1] = 0xff; masked[2] = 0xff; masked[3] = 0xff; masked[7] = 0xff; }
+            else { masked[1] = 0xff; masked[8] = 0xff; masked[10] = 0xff; masked[11] = 0xff; }
+            masked[h + 6] = 0xff; masked[h + 7] = 0xff; masked[h + 12] = 0xff;
+            let mut all = std::vec![0xffu8; 8];
+            all.extend_from_slice(&masked);
+            prop_assert_eq!(f.icrc, crc32fast::hash(&all));
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = parse(&bytes);
+            let _ = parse_lax(&bytes);
+        }
+
+        #[test]
+        fn mutated_golden_never_panics(i in 0usize..322, b in any::<u8>(), cut in 0usize..323) {
+            let mut f = golden::SA_DELETE_MCMEMBER;
+            f[i] = b;
+            let _ = parse(&f[..cut]);
+            let _ = parse_lax(&f[..cut]);
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The RoCEv2 Invariant CRC, computed exactly as Linux rxe computes it.
+//!
+//! [rxe_icrc.c rxe_icrc_hdr / rxe_icrc_generate / rxe_icrc_check; scapy contrib/roce.py
+//! `BTH.compute_icrc`; protocol.md §1.9]
+//!
+//! ICRC = CRC-32 (IEEE 802.3, reflected, as zlib's `crc32`) over
+//! `8 × 0xFF ‖ IP header (masked) ‖ UDP header (masked) ‖ BTH (masked) ‖ rest of the transport
+//! headers ‖ payload ‖ pad`, where the masked fields are set to all ones:
+//! - IPv4: TOS (byte 1), TTL (byte 8), header checksum (bytes 10–11);
+//! - IPv6: traffic class and flow label (bytes 0–3 become `6F FF FF FF`), hop limit (byte 7);
+//! - UDP: checksum (bytes 6–7);
+//! - BTH: the whole of byte 4 (FECN, BECN and the six reserved bits).
+//!
+//! The 32-bit value goes on the wire least-significant byte first (like the Ethernet FCS).
+//!
+//! One deliberate difference: rxe copies exactly 20 bytes of IPv4 header into its pseudo-header
+//! and assumes UDP follows; for an IPv4 header with options (which RoCEv2 never sends) this
+//! crate covers the whole IP header, as the IBA annex defines it.
+
+use crate::error::{Error, Layer, Result};
+
+/// zlib's `crc32(b"\xff" * 8)`: the CRC register after the 8 bytes standing for the masked LRH
+/// (rxe's seed 0xDEBB20E3 is its complement, before the final inversion).
+pub const SEED: u32 = 0x2144_df1c;
+
+/// Length of the ICRC.
+pub const ICRC_LEN: usize = 4;
+
+const UDP_LEN: usize = 8;
+const BTH_LEN: usize = crate::bth::BTH_LEN;
+/// The largest masked prefix: an IPv4 header with 40 bytes of options (60) + UDP + BTH.
+const MAX_PREFIX: usize = 60 + UDP_LEN + BTH_LEN;
+
+/// The IP version of the packet the ICRC covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpVersion {
+    /// IPv4 (masks TOS, TTL, header checksum).
+    V4,
+    /// IPv6 (masks traffic class, flow label, hop limit).
+    V6,
+}
+
+/// Compute the ICRC of `packet`, which runs from the first byte of the IP header to the last
+/// pad byte (the ICRC itself excluded). `ip_header_len` is where UDP starts (20 for IPv4
+/// without options, 40 for IPv6). Returns a length error if `packet` is shorter than the
+/// IP, UDP and BTH headers.
+pub fn compute(packet: &[u8], version: IpVersion, ip_header_len: usize) -> Result<u32> {
+    let prefix_len = ip_header_len + UDP_LEN + BTH_LEN;
+    if prefix_len > MAX_PREFIX || packet.len() < prefix_len {
+        return Err(Error::len(Layer::Icrc, 0, prefix_len, packet.len()));
+    }
+    let mut prefix = [0u8; MAX_PREFIX];
+    let masked = &mut prefix[..prefix_len];
+    masked.copy_from_slice(&packet[..prefix_len]);
+    match version {
+        IpVersion::V4 => {
+            masked[1] = 0xff;
+            masked[8] = 0xff;
+            masked[10] = 0xff;
+            masked[11] = 0xff;
+        }
+        IpVersion::V6 => {
+            masked[0] |= 0x0f;
+            masked[1] = 0xff;
+            masked[2] = 0xff;
+            masked[3] = 0xff;
+            masked[7] = 0xff;
+        }
+    }
+    masked[ip_header_len + 6] = 0xff;
+    masked[ip_header_len + 7] = 0xff;
+    masked[ip_header_len + UDP_LEN + 4] = 0xff;
+    let mut h = crc32fast::Hasher::new_with_initial(SEED);
+    h.update(masked);
+    h.update(&packet[prefix_len..]);
+    Ok(h.finalize())
+}
+
+/// The four wire bytes of an ICRC value (least-significant byte first).
+pub const fn to_wire(icrc: u32) -> [u8; 4] {
+    icrc.to_le_bytes()
+}
+
+/// The ICRC value of four wire bytes.
+pub const fn from_wire(bytes: [u8; 4]) -> u32 {
+    u32::from_le_bytes(bytes)
+}
+
+/// Verify a packet that ends with its ICRC (IP header first). Returns `(found, computed)`.
+pub fn check(packet_with_icrc: &[u8], version: IpVersion, ip_header_len: usize) -> Result<(u32, u32)> {
+    let n = packet_with_icrc.len();
+    let min = ip_header_len + UDP_LEN + BTH_LEN + ICRC_LEN;
+    if n < min {
+        return Err(Error::len(Layer::Icrc, 0, min, n));
+    }
+    let found = from_wire([
+        packet_with_icrc[n - 4],
+        packet_with_icrc[n - 3],
+        packet_with_icrc[n - 2],
+        packet_with_icrc[n - 1],
+    ]);
+    Ok((found, compute(&packet_with_icrc[..n - 4], version, ip_header_len)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_is_eight_ff_bytes() {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&[0xff; 8]);
+        assert_eq!(h.finalize(), SEED);
+        assert_eq!(!SEED, 0xdebb_20e3);
+    }
+
+    // scapy's UC SEND_ONLY unit test (protocol.md §1.11): wire ICRC 78 f3 53 f3.
+    #[test]
+    fn scapy_uc_send_only() {
+        let ip: [u8; 20] = [
+            0x45, 0x01, 0x00, 0x40, 0x04, 0x78, 0x40, 0x00, 0x40, 0x11, 0xb4, 0xd5, 192, 168, 0, 7, 192, 168, 0, 7,
+        ];
+        let mut pkt = [0u8; 60];
+        pkt[..20].copy_from_slice(&ip);
+        pkt[20..28].copy_from_slice(&[0xc0, 0x00, 0x12, 0xb7, 0x00, 0x2c, 0x00, 0x00]);
+        pkt[28..40].copy_from_slice(&[0x24, 0x60, 0xff, 0xff, 0x00, 0x00, 0x00, 0xd3, 0x00, 0xcf, 0x17, 0x10]);
+        pkt[40..60].copy_from_slice(&[
+            0x46, 0x30, 0x81, 0x8b, 0xe2, 0x89, 0x35, 0xd9, 0x0e, 0x9a, 0x95, 0x50, 0x54, 0x01, 0xbe, 0x88, 0x5e,
+            0x50, 0x00, 0x00,
+        ]);
+        let icrc = compute(&pkt, IpVersion::V4, 20).unwrap();
+        assert_eq!(icrc, 0xf353_f378);
+        assert_eq!(to_wire(icrc), [0x78, 0xf3, 0x53, 0xf3]);
+    }
+
+    #[test]
+    fn short_input_is_an_error() {
+        for n in 0..40 {
+            assert!(compute(&[0u8; 40][..n], IpVersion::V4, 20).is_err());
+            assert!(check(&[0u8; 44][..n], IpVersion::V4, 20).is_err());
+        }
+        assert!(compute(&[0u8; 200], IpVersion::V4, 100).is_err());
+    }
+}

@@ -1,0 +1,78 @@
+//! # roce-wire: every wire format of a userspace RoCEv2 CM and multicast stack
+//!
+//! RoCEv2 framing (Ethernet, optional 802.1Q, IPv4/IPv6, UDP 4791, BTH and every extension
+//! header, pad, ICRC exactly as Linux rxe computes it), the InfiniBand management formats
+//! (MAD, RMPP, SA header, MCMemberRecord, ClassPortInfo, the CM messages and the RDMA-CM
+//! private-data header) and the RoCE-native multicast and neighbour formats (IGMP, MLDv2,
+//! ARP, neighbour discovery).
+//!
+//! ## The contract (after smoltcp's `wire`)
+//! Each format lives in one module with
+//! - a `field` module of byte ranges,
+//! - a checked zero-copy view `Packet<T: AsRef<[u8]>>`: once `Packet::new_checked` (or
+//!   `check_len`) returned `Ok`, no accessor panics; setters exist for `T: AsMut<[u8]>`;
+//! - an owned `Repr` with `parse`, `buffer_len` and `emit`. `emit` never panics when the
+//!   buffer is at least `buffer_len()` bytes long.
+//!
+//! Enums keep unknown values (`Opcode::Unknown(0x1f)`), so any input re-emits byte for byte.
+//! Every parse error is an [`Error`] that names the [`Layer`] and the byte offset.
+//! Parsing untrusted input never panics: the fuzz targets in `fuzz/` hold the crate to it.
+//!
+//! The crate is `no_std` (with an optional `std` feature for `std::error::Error` users) and
+//! forbids `unsafe`.
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(feature = "std")]
+extern crate std;
+
+#[macro_use]
+mod macros;
+
+pub mod error;
+pub mod field;
+pub mod gid;
+
+pub mod bth;
+pub mod ext;
+pub mod reth;
+pub mod aeth;
+pub mod deth;
+pub mod immdt;
+pub mod ieth;
+pub mod feth;
+pub mod atomic_eth;
+pub mod atomic_ack_eth;
+pub mod icrc;
+pub mod frame;
+pub mod golden;
+
+pub mod mad;
+pub mod rmpp;
+pub mod sa;
+pub mod mcmember;
+pub mod class_port_info;
+pub mod cm;
+
+pub mod igmp;
+pub mod mld;
+pub mod arp;
+pub mod ndisc;
+pub mod l2;
+
+pub use error::{ContentError, Error, Layer, Result};
+pub use gid::Gid;
+
+/// The UDP destination port of RoCEv2.
+pub const ROCEV2_UDP_PORT: u16 = 4791;
+/// The multicast destination QP number.
+pub const MULTICAST_QPN: u32 = 0xFF_FFFF;
+/// The Q_Key of QP1 (GSI), `IB_QP1_QKEY`.
+pub const GSI_QKEY: u32 = 0x8001_0000;
+/// The Q_Key RDMA-CM uses for UD port spaces, `RDMA_UDP_QKEY`.
+pub const RDMA_UDP_QKEY: u32 = 0x0123_4567;
+/// The default (full-membership) partition key.
+pub const DEFAULT_PKEY: u16 = 0xFFFF;
+/// The size of every MAD carried here.
+pub const MAD_SIZE: usize = 256;
