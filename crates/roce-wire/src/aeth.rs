@@ -29,6 +29,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 /// An owned AETH.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Repr {
     /// Syndrome byte.

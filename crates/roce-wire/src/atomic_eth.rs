@@ -39,6 +39,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 /// An owned AtomicETH.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Repr {
     /// Virtual address.

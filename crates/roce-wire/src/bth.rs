@@ -33,6 +33,7 @@ pub mod field {
 pub const BTH_LEN: usize = 12;
 
 /// The transport service an opcode belongs to (opcode bits 7:5).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Transport {
     /// Reliable Connected (0x00).
@@ -156,19 +157,49 @@ enum_with_unknown! {
 impl Opcode {
     /// Every named opcode, for tests and fuzz seeds.
     pub const ALL: [Opcode; 43] = [
-        Opcode::RcSendFirst, Opcode::RcSendMiddle, Opcode::RcSendLast, Opcode::RcSendLastWithImmediate,
-        Opcode::RcSendOnly, Opcode::RcSendOnlyWithImmediate, Opcode::RcRdmaWriteFirst,
-        Opcode::RcRdmaWriteMiddle, Opcode::RcRdmaWriteLast, Opcode::RcRdmaWriteLastWithImmediate,
-        Opcode::RcRdmaWriteOnly, Opcode::RcRdmaWriteOnlyWithImmediate, Opcode::RcRdmaReadRequest,
-        Opcode::RcRdmaReadResponseFirst, Opcode::RcRdmaReadResponseMiddle, Opcode::RcRdmaReadResponseLast,
-        Opcode::RcRdmaReadResponseOnly, Opcode::RcAcknowledge, Opcode::RcAtomicAcknowledge,
-        Opcode::RcCompareSwap, Opcode::RcFetchAdd, Opcode::RcSendLastWithInvalidate,
-        Opcode::RcSendOnlyWithInvalidate, Opcode::RcFlush, Opcode::RcAtomicWrite, Opcode::UcSendFirst,
-        Opcode::UcSendMiddle, Opcode::UcSendLast, Opcode::UcSendLastWithImmediate, Opcode::UcSendOnly,
-        Opcode::UcSendOnlyWithImmediate, Opcode::UcRdmaWriteFirst, Opcode::UcRdmaWriteMiddle,
-        Opcode::UcRdmaWriteLast, Opcode::UcRdmaWriteLastWithImmediate, Opcode::UcRdmaWriteOnly,
-        Opcode::UcRdmaWriteOnlyWithImmediate, Opcode::UdSendOnly, Opcode::UdSendOnlyWithImmediate,
-        Opcode::Cnp, Opcode::Unknown(0x40), Opcode::Unknown(0xa0), Opcode::Unknown(0xff),
+        Opcode::RcSendFirst,
+        Opcode::RcSendMiddle,
+        Opcode::RcSendLast,
+        Opcode::RcSendLastWithImmediate,
+        Opcode::RcSendOnly,
+        Opcode::RcSendOnlyWithImmediate,
+        Opcode::RcRdmaWriteFirst,
+        Opcode::RcRdmaWriteMiddle,
+        Opcode::RcRdmaWriteLast,
+        Opcode::RcRdmaWriteLastWithImmediate,
+        Opcode::RcRdmaWriteOnly,
+        Opcode::RcRdmaWriteOnlyWithImmediate,
+        Opcode::RcRdmaReadRequest,
+        Opcode::RcRdmaReadResponseFirst,
+        Opcode::RcRdmaReadResponseMiddle,
+        Opcode::RcRdmaReadResponseLast,
+        Opcode::RcRdmaReadResponseOnly,
+        Opcode::RcAcknowledge,
+        Opcode::RcAtomicAcknowledge,
+        Opcode::RcCompareSwap,
+        Opcode::RcFetchAdd,
+        Opcode::RcSendLastWithInvalidate,
+        Opcode::RcSendOnlyWithInvalidate,
+        Opcode::RcFlush,
+        Opcode::RcAtomicWrite,
+        Opcode::UcSendFirst,
+        Opcode::UcSendMiddle,
+        Opcode::UcSendLast,
+        Opcode::UcSendLastWithImmediate,
+        Opcode::UcSendOnly,
+        Opcode::UcSendOnlyWithImmediate,
+        Opcode::UcRdmaWriteFirst,
+        Opcode::UcRdmaWriteMiddle,
+        Opcode::UcRdmaWriteLast,
+        Opcode::UcRdmaWriteLastWithImmediate,
+        Opcode::UcRdmaWriteOnly,
+        Opcode::UcRdmaWriteOnlyWithImmediate,
+        Opcode::UdSendOnly,
+        Opcode::UdSendOnlyWithImmediate,
+        Opcode::Cnp,
+        Opcode::Unknown(0x40),
+        Opcode::Unknown(0xa0),
+        Opcode::Unknown(0xff),
     ];
 
     /// The transport service (opcode bits 7:5).
@@ -189,14 +220,16 @@ impl Opcode {
     pub fn ext_headers(self) -> ExtMask {
         use Opcode::*;
         match self {
-            RcSendLastWithImmediate | RcSendOnlyWithImmediate | RcRdmaWriteLastWithImmediate
-            | UcSendLastWithImmediate | UcSendOnlyWithImmediate | UcRdmaWriteLastWithImmediate => ExtMask::IMMDT,
+            RcSendLastWithImmediate
+            | RcSendOnlyWithImmediate
+            | RcRdmaWriteLastWithImmediate
+            | UcSendLastWithImmediate
+            | UcSendOnlyWithImmediate
+            | UcRdmaWriteLastWithImmediate => ExtMask::IMMDT,
             RcRdmaWriteFirst | RcRdmaWriteOnly | RcRdmaReadRequest | RcAtomicWrite | UcRdmaWriteFirst
             | UcRdmaWriteOnly => ExtMask::RETH,
             RcRdmaWriteOnlyWithImmediate | UcRdmaWriteOnlyWithImmediate => ExtMask::RETH.union(ExtMask::IMMDT),
-            RcRdmaReadResponseFirst | RcRdmaReadResponseLast | RcRdmaReadResponseOnly | RcAcknowledge => {
-                ExtMask::AETH
-            }
+            RcRdmaReadResponseFirst | RcRdmaReadResponseLast | RcRdmaReadResponseOnly | RcAcknowledge => ExtMask::AETH,
             RcAtomicAcknowledge => ExtMask::AETH.union(ExtMask::ATOMIC_ACK_ETH),
             RcCompareSwap | RcFetchAdd => ExtMask::ATOMIC_ETH,
             RcSendLastWithInvalidate | RcSendOnlyWithInvalidate => ExtMask::IETH,
@@ -379,6 +412,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 }
 
 /// The owned form of a BTH: every bit, reserved ones included.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Repr {
     /// OpCode.

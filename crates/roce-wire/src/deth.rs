@@ -34,6 +34,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 /// An owned DETH.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Repr {
     /// Queue key (0x80010000 for QP1).

@@ -340,10 +340,9 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Error::Len { layer, offset, required_len, len } => write!(
-                f,
-                "{layer} at byte {offset}: truncated, needs {required_len} bytes but only {len} remain"
-            ),
+            Error::Len { layer, offset, required_len, len } => {
+                write!(f, "{layer} at byte {offset}: truncated, needs {required_len} bytes but only {len} remain")
+            }
             Error::Content { layer, offset, kind } => write!(f, "{layer} at byte {offset}: {kind}"),
         }
     }

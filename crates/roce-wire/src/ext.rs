@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::{aeth, atomic_ack_eth, atomic_eth, deth, feth, ieth, immdt, reth};
 
 /// A set of extension headers, as a bit mask.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct ExtMask(pub u8);
 
@@ -74,6 +75,7 @@ impl ExtMask {
 }
 
 /// The extension headers of one packet; each is present iff the opcode carries it.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct ExtHeaders {
     /// Datagram ETH.

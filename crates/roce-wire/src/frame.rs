@@ -171,7 +171,8 @@ fn need(layer: Layer, offset: usize, required: usize, have: usize) -> Result<()>
 
 fn parse_inner(buf: &[u8], strict: bool) -> Result<Frame<'_>> {
     need(Layer::Ethernet, 0, ETH_LEN, buf.len())?;
-    let (ethernet, _) = Ethernet2Header::from_slice(buf).map_err(|_| Error::len(Layer::Ethernet, 0, ETH_LEN, buf.len()))?;
+    let (ethernet, _) =
+        Ethernet2Header::from_slice(buf).map_err(|_| Error::len(Layer::Ethernet, 0, ETH_LEN, buf.len()))?;
     let mut ether_type = ethernet.ether_type;
     let mut off = ETH_LEN;
     let mut vlan = None;
@@ -201,7 +202,11 @@ fn parse_inner(buf: &[u8], strict: bool) -> Result<Frame<'_>> {
     let (udp, _) = UdpHeader::from_slice(&packet[udp_off..])
         .map_err(|_| Error::len(Layer::Udp, ip_off + udp_off, UDP_LEN, packet.len() - udp_off))?;
     if udp.destination_port != ROCEV2_UDP_PORT {
-        return Err(content(Layer::Udp, ip_off + udp_off + 2, ContentError::NotRoceV2Port { port: udp.destination_port }));
+        return Err(content(
+            Layer::Udp,
+            ip_off + udp_off + 2,
+            ContentError::NotRoceV2Port { port: udp.destination_port },
+        ));
     }
     let udp_len = usize::from(udp.length);
     let available = packet.len() - udp_off;
@@ -242,8 +247,8 @@ fn parse_inner(buf: &[u8], strict: bool) -> Result<Frame<'_>> {
     let payload = &packet[payload_off..icrc_off - pad_count];
     let mut pad = [0u8; 3];
     pad[..pad_count].copy_from_slice(&packet[icrc_off - pad_count..icrc_off]);
-    let (found, expected) = icrc::check(&packet[..icrc_off + ICRC_LEN], ip.version(), ip_hlen)
-        .map_err(|e| e.add_offset(ip_off))?;
+    let (found, expected) =
+        icrc::check(&packet[..icrc_off + ICRC_LEN], ip.version(), ip_hlen).map_err(|e| e.add_offset(ip_off))?;
     if strict && found != expected {
         return Err(content(Layer::Icrc, abs(icrc_off), ContentError::IcrcMismatch { found, expected }));
     }
@@ -292,11 +297,7 @@ fn parse_ipv4(b: &[u8], off: usize, strict: bool) -> Result<(IpHeader, usize, us
     let expected = h.calc_header_checksum();
     let ok = expected == h.header_checksum;
     if strict && !ok {
-        return Err(content(
-            Layer::Ipv4,
-            off + 10,
-            ContentError::Ipv4Checksum { found: h.header_checksum, expected },
-        ));
+        return Err(content(Layer::Ipv4, off + 10, ContentError::Ipv4Checksum { found: h.header_checksum, expected }));
     }
     Ok((IpHeader::V4(h), hlen, total, ok))
 }
@@ -315,7 +316,8 @@ fn parse_ipv6(b: &[u8], off: usize) -> Result<(IpHeader, usize, usize, bool)> {
     if b[6] != 17 {
         return Err(content(Layer::Ipv6, off + 6, ContentError::NotUdp { protocol: b[6] }));
     }
-    let (h, _) = Ipv6Header::from_slice(&b[..IPV6_LEN]).map_err(|_| content(Layer::Ipv6, off, ContentError::Malformed))?;
+    let (h, _) =
+        Ipv6Header::from_slice(&b[..IPV6_LEN]).map_err(|_| content(Layer::Ipv6, off, ContentError::Malformed))?;
     Ok((IpHeader::V6(h), IPV6_LEN, total, true))
 }
 
@@ -579,7 +581,10 @@ mod tests {
         assert_eq!(parse(&f).unwrap_err().offset(), 12);
         let mut f = g;
         f[14] = 0x65;
-        assert_eq!(parse(&f).unwrap_err(), Error::content(Layer::Ipv4, 14, ContentError::IpVersionMismatch { version: 6 }));
+        assert_eq!(
+            parse(&f).unwrap_err(),
+            Error::content(Layer::Ipv4, 14, ContentError::IpVersionMismatch { version: 6 })
+        );
         let mut f = g;
         f[36] = 0x12; // UDP dport 4791 → 0x12b7 high byte unchanged; change low byte
         f[37] = 0x00;
@@ -598,7 +603,15 @@ mod tests {
         // A UD frame with no payload and PadCnt 3.
         let mut bth = crate::bth::Repr::new(crate::bth::Opcode::UdSendOnly, 1, 0);
         bth.pad_count = 0;
-        let r = FrameRepr::new([2; 6], [4; 6], IpAddr::from([198, 18, 0, 1]), IpAddr::from([198, 18, 0, 2]), bth, ExtHeaders::deth(1, 2), &[]);
+        let r = FrameRepr::new(
+            [2; 6],
+            [4; 6],
+            IpAddr::from([198, 18, 0, 1]),
+            IpAddr::from([198, 18, 0, 2]),
+            bth,
+            ExtHeaders::deth(1, 2),
+            &[],
+        );
         let mut buf = [0u8; 128];
         let n = r.emit(&mut buf).unwrap();
         buf[14 + 20 + 8 + 1] |= 0x30;
@@ -675,7 +688,9 @@ mod tests {
             bth.pad_count &= 3;
             let mut r = FrameRepr::new(macs.0, macs.1, s, d, bth, ext, &payload);
             r.bth.pad_count = bth.pad_count;
-            for i in 0..3 { r.pad[i] = if i < usize::from(bth.pad_count) { pad[i] } else { 0 }; }
+            r.pad = [0; 3];
+            let n = usize::from(bth.pad_count);
+            r.pad[..n].copy_from_slice(&pad[..n]);
             r.udp.source_port = sport;
             r.udp.checksum = csum;
             match &mut r.ip {

@@ -36,8 +36,18 @@ impl Gid {
     /// The IPv4 address if this GID is IPv4-mapped.
     pub const fn to_ipv4(&self) -> Option<Ipv4Addr> {
         let b = &self.0;
-        if b[0] == 0 && b[1] == 0 && b[2] == 0 && b[3] == 0 && b[4] == 0 && b[5] == 0 && b[6] == 0
-            && b[7] == 0 && b[8] == 0 && b[9] == 0 && b[10] == 0xff && b[11] == 0xff
+        if b[0] == 0
+            && b[1] == 0
+            && b[2] == 0
+            && b[3] == 0
+            && b[4] == 0
+            && b[5] == 0
+            && b[6] == 0
+            && b[7] == 0
+            && b[8] == 0
+            && b[9] == 0
+            && b[10] == 0xff
+            && b[11] == 0xff
         {
             Some(Ipv4Addr::new(b[12], b[13], b[14], b[15]))
         } else {
@@ -71,7 +81,9 @@ impl Gid {
 
     /// The 64-bit interface identifier (bytes 8..16).
     pub const fn interface_id(&self) -> u64 {
-        u64::from_be_bytes([self.0[8], self.0[9], self.0[10], self.0[11], self.0[12], self.0[13], self.0[14], self.0[15]])
+        u64::from_be_bytes([
+            self.0[8], self.0[9], self.0[10], self.0[11], self.0[12], self.0[13], self.0[14], self.0[15],
+        ])
     }
 
     /// Build from a subnet prefix and an interface identifier (GUID).

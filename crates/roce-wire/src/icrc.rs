@@ -44,11 +44,46 @@ pub enum IpVersion {
 /// pad byte (the ICRC itself excluded). `ip_header_len` is where UDP starts (20 for IPv4
 /// without options, 40 for IPv6). Returns a length error if `packet` is shorter than the
 /// IP, UDP and BTH headers.
+///
+/// How it stays at raw CRC speed: masking a field to all ones is XORing it with a delta, and
+/// CRC is linear, so a delta at byte `j` has the same effect on the result as a known change
+/// of the CRC register before byte 0 (the delta run backwards through `j` byte steps; the
+/// byte step is invertible). Those register changes are tabulated per masked byte position at
+/// compile time, so the ICRC is one CRC pass over the unmodified bytes from an adjusted seed,
+/// with no masked copy. IPv4 headers with options take the plain masked-copy path.
 pub fn compute(packet: &[u8], version: IpVersion, ip_header_len: usize) -> Result<u32> {
     let prefix_len = ip_header_len + UDP_LEN + BTH_LEN;
     if prefix_len > MAX_PREFIX || packet.len() < prefix_len {
         return Err(Error::len(Layer::Icrc, 0, prefix_len, packet.len()));
     }
+    let adjust = match (version, ip_header_len) {
+        (IpVersion::V4, 20) => seed_adjust(packet, &V4_MASKED, &V4_TABLES),
+        (IpVersion::V6, 40) => seed_adjust(packet, &V6_MASKED, &V6_TABLES),
+        _ => return Ok(compute_by_copy(packet, version, ip_header_len)),
+    };
+    let mut h = crc32fast::Hasher::new_with_initial(SEED ^ adjust);
+    h.update(packet);
+    Ok(h.finalize())
+}
+
+/// The register change equivalent to setting the masked bits of `packet` to one.
+#[inline(always)]
+fn seed_adjust<const N: usize>(packet: &[u8], masked: &[(usize, u8); N], tables: &[[u32; 256]; N]) -> u32 {
+    let mut adjust = 0;
+    let mut i = 0;
+    while i < N {
+        let (pos, bits) = masked[i];
+        // The delta is the bits that masking turns from 0 to 1.
+        let delta = !packet[pos] & bits;
+        adjust ^= tables[i][usize::from(delta)];
+        i += 1;
+    }
+    adjust
+}
+
+/// The reference form: copy the headers, set the masked fields to ones, hash in two parts.
+fn compute_by_copy(packet: &[u8], version: IpVersion, ip_header_len: usize) -> u32 {
+    let prefix_len = ip_header_len + UDP_LEN + BTH_LEN;
     let mut prefix = [0u8; MAX_PREFIX];
     let masked = &mut prefix[..prefix_len];
     masked.copy_from_slice(&packet[..prefix_len]);
@@ -73,7 +108,74 @@ pub fn compute(packet: &[u8], version: IpVersion, ip_header_len: usize) -> Resul
     let mut h = crc32fast::Hasher::new_with_initial(SEED);
     h.update(masked);
     h.update(&packet[prefix_len..]);
-    Ok(h.finalize())
+    h.finalize()
+}
+
+/// (byte position from the IP header, bits the ICRC sets) for IPv4 without options:
+/// TOS, TTL, header checksum, UDP checksum, BTH byte 4.
+const V4_MASKED: [(usize, u8); 7] = [(1, 0xff), (8, 0xff), (10, 0xff), (11, 0xff), (26, 0xff), (27, 0xff), (32, 0xff)];
+/// The same for IPv6: traffic class and flow label (low nibble of byte 0, bytes 1–3), hop
+/// limit, UDP checksum, BTH byte 4.
+const V6_MASKED: [(usize, u8); 8] =
+    [(0, 0x0f), (1, 0xff), (2, 0xff), (3, 0xff), (7, 0xff), (46, 0xff), (47, 0xff), (52, 0xff)];
+
+static V4_TABLES: [[u32; 256]; 7] = delta_tables(&V4_MASKED);
+static V6_TABLES: [[u32; 256]; 8] = delta_tables(&V6_MASKED);
+
+/// The reflected CRC-32 byte table (polynomial 0xEDB88320).
+const CRC_TABLE: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+/// For each top byte of a table entry, its index (the top bytes are a permutation).
+const CRC_TABLE_INDEX_BY_TOP: [u8; 256] = {
+    let mut inv = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        inv[(CRC_TABLE[i] >> 24) as usize] = i as u8;
+        i += 1;
+    }
+    inv
+};
+
+/// Undo one byte step of the reflected CRC register: `r' = (r >> 8) ^ T[r & 0xff]`.
+const fn unstep(r: u32) -> u32 {
+    let i = CRC_TABLE_INDEX_BY_TOP[(r >> 24) as usize];
+    ((r ^ CRC_TABLE[i as usize]) << 8) | i as u32
+}
+
+/// Per masked position `j`: for every delta byte `d`, the register change before byte 0 that
+/// has the effect of XORing `d` into byte `j` (`d` run back through `j` byte steps).
+const fn delta_tables<const N: usize>(masked: &[(usize, u8); N]) -> [[u32; 256]; N] {
+    let mut out = [[0u32; 256]; N];
+    let mut m = 0;
+    while m < N {
+        let mut d = 0;
+        while d < 256 {
+            let mut r = d as u32;
+            let mut j = 0;
+            while j < masked[m].0 {
+                r = unstep(r);
+                j += 1;
+            }
+            out[m][d] = r;
+            d += 1;
+        }
+        m += 1;
+    }
+    out
 }
 
 /// The four wire bytes of an ICRC value (least-significant byte first).
@@ -93,12 +195,8 @@ pub fn check(packet_with_icrc: &[u8], version: IpVersion, ip_header_len: usize) 
     if n < min {
         return Err(Error::len(Layer::Icrc, 0, min, n));
     }
-    let found = from_wire([
-        packet_with_icrc[n - 4],
-        packet_with_icrc[n - 3],
-        packet_with_icrc[n - 2],
-        packet_with_icrc[n - 1],
-    ]);
+    let found =
+        from_wire([packet_with_icrc[n - 4], packet_with_icrc[n - 3], packet_with_icrc[n - 2], packet_with_icrc[n - 1]]);
     Ok((found, compute(&packet_with_icrc[..n - 4], version, ip_header_len)?))
 }
 
@@ -117,20 +215,42 @@ mod tests {
     // scapy's UC SEND_ONLY unit test (protocol.md §1.11): wire ICRC 78 f3 53 f3.
     #[test]
     fn scapy_uc_send_only() {
-        let ip: [u8; 20] = [
-            0x45, 0x01, 0x00, 0x40, 0x04, 0x78, 0x40, 0x00, 0x40, 0x11, 0xb4, 0xd5, 192, 168, 0, 7, 192, 168, 0, 7,
-        ];
+        let ip: [u8; 20] =
+            [0x45, 0x01, 0x00, 0x40, 0x04, 0x78, 0x40, 0x00, 0x40, 0x11, 0xb4, 0xd5, 192, 168, 0, 7, 192, 168, 0, 7];
         let mut pkt = [0u8; 60];
         pkt[..20].copy_from_slice(&ip);
         pkt[20..28].copy_from_slice(&[0xc0, 0x00, 0x12, 0xb7, 0x00, 0x2c, 0x00, 0x00]);
         pkt[28..40].copy_from_slice(&[0x24, 0x60, 0xff, 0xff, 0x00, 0x00, 0x00, 0xd3, 0x00, 0xcf, 0x17, 0x10]);
         pkt[40..60].copy_from_slice(&[
-            0x46, 0x30, 0x81, 0x8b, 0xe2, 0x89, 0x35, 0xd9, 0x0e, 0x9a, 0x95, 0x50, 0x54, 0x01, 0xbe, 0x88, 0x5e,
-            0x50, 0x00, 0x00,
+            0x46, 0x30, 0x81, 0x8b, 0xe2, 0x89, 0x35, 0xd9, 0x0e, 0x9a, 0x95, 0x50, 0x54, 0x01, 0xbe, 0x88, 0x5e, 0x50,
+            0x00, 0x00,
         ]);
         let icrc = compute(&pkt, IpVersion::V4, 20).unwrap();
         assert_eq!(icrc, 0xf353_f378);
         assert_eq!(to_wire(icrc), [0x78, 0xf3, 0x53, 0xf3]);
+    }
+
+    #[test]
+    fn seed_adjustment_equals_masked_copy() {
+        // Every byte value at every masked position, both IP versions, against the copy form.
+        for version in [IpVersion::V4, IpVersion::V6] {
+            let hl = if version == IpVersion::V4 { 20 } else { 40 };
+            let mut pkt = [0u8; 120];
+            for (i, b) in pkt.iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(37).wrapping_add(11);
+            }
+            for pos in 0..hl + 20 {
+                for v in [0u8, 0x0f, 0x5a, 0xf0, 0xff] {
+                    let mut p = pkt;
+                    p[pos] = v;
+                    assert_eq!(
+                        compute(&p, version, hl).unwrap(),
+                        compute_by_copy(&p, version, hl),
+                        "{version:?} byte {pos} = {v:#x}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 /// The owned header.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Repr {
     /// The R_Key to invalidate.

@@ -34,32 +34,35 @@ pub mod error;
 pub mod field;
 pub mod gid;
 
-pub mod bth;
-pub mod ext;
-pub mod reth;
 pub mod aeth;
-pub mod deth;
-pub mod immdt;
-pub mod ieth;
-pub mod feth;
-pub mod atomic_eth;
 pub mod atomic_ack_eth;
-pub mod icrc;
+pub mod atomic_eth;
+pub mod bth;
+pub mod deth;
+pub mod ext;
+pub mod feth;
 pub mod frame;
 pub mod golden;
+pub mod icrc;
+pub mod ieth;
+pub mod immdt;
+pub mod reth;
 
-pub mod mad;
-pub mod rmpp;
-pub mod sa;
-pub mod mcmember;
 pub mod class_port_info;
 pub mod cm;
+pub mod mad;
+pub mod mcmember;
+pub mod rmpp;
+pub mod sa;
 
-pub mod igmp;
-pub mod mld;
 pub mod arp;
-pub mod ndisc;
+pub mod igmp;
 pub mod l2;
+pub mod mld;
+pub mod ndisc;
+
+#[cfg(feature = "serde")]
+pub mod serde_support;
 
 pub use error::{ContentError, Error, Layer, Result};
 pub use gid::Gid;

@@ -42,6 +42,14 @@ macro_rules! enum_with_unknown {
                 }
             }
         }
+
+        /// Serialized as the wire code, so that unknown values survive.
+        #[cfg(feature = "serde")]
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> ::core::result::Result<S::Ok, S::Error> {
+                <$ty as serde::Serialize>::serialize(&<$ty>::from(*self), s)
+            }
+        }
     }
 }
 

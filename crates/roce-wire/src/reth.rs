@@ -34,6 +34,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 /// An owned RETH.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Repr {
     /// Virtual address.

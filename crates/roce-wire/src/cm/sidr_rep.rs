@@ -1,0 +1,364 @@
+//! SIDR_REP (Service ID Resolution Response, attribute 0x0018): IBTA vol. 1 table 120,
+//! `struct cm_sidr_rep_msg` [cm_msgs.h], `CM_SIDR_REP_*` [ibta_vol1_c12.h]. Offsets are from
+//! the start of the data area (MAD byte 24). tshark 4.0 does not dissect SIDR fields.
+//!
+//! The kernel (`cm_format_sidr_rep`) sets RequestID, Status, QPN, ServiceID, Q_Key, the
+//! additional information and private data, but not the Additional Information Length.
+
+use crate::cm::{check_data_len, DATA_LEN};
+use crate::error::Result;
+use crate::field::{array, be24, be32, be64, put24, put32, put64};
+
+/// Byte positions inside the SIDR_REP body (data-area offsets).
+pub mod field {
+    use crate::field::*;
+    /// RequestID (32), echoed from the SIDR_REQ.
+    pub const REQUEST_ID: Field = 0..4;
+    /// Status (8).
+    pub const STATUS: usize = 4;
+    /// Additional Information Length (8).
+    pub const ADDITIONAL_INFO_LENGTH: usize = 5;
+    /// Reserved.
+    pub const RESERVED_6: Field = 6..8;
+    /// QPN (24).
+    pub const QPN: Field = 8..11;
+    /// Reserved byte after the QPN.
+    pub const RESERVED_11: usize = 11;
+    /// ServiceID (64, not 8-byte aligned).
+    pub const SERVICE_ID: Field = 12..20;
+    /// Q_Key (32).
+    pub const Q_KEY: Field = 20..24;
+    /// Additional Information (72 bytes, `IB_CM_SIDR_REP_INFO_LENGTH`).
+    pub const ADDITIONAL_INFO: Field = 24..96;
+    /// Private data (136 bytes).
+    pub const PRIVATE_DATA: Field = 96..232;
+}
+
+enum_with_unknown! {
+    /// SIDR_REP status, `enum ib_cm_sidr_status` [ib_cm.h] (IBTA vol. 1 table 121).
+    pub enum SidrStatus(u8) {
+        /// 0: the QPN and Q_Key are valid.
+        Success = 0,
+        /// 1: ServiceID not supported (no listener), `IB_SIDR_UNSUPPORTED`.
+        ServiceIdNotSupported = 1,
+        /// 2: rejected by the service provider (`rdma_reject()` on a UD id).
+        Rejected = 2,
+        /// 3: no QP available.
+        NoQp = 3,
+        /// 4: redirect (additional information holds ClassPortInfo).
+        Redirect = 4,
+        /// 5: unsupported class version.
+        UnsupportedVersion = 5,
+    }
+}
+
+/// A read/write view of a SIDR_REP body.
+#[derive(Debug, Clone)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wrap a buffer without checking its length.
+    pub const fn new_unchecked(buffer: T) -> Packet<T> {
+        Packet { buffer }
+    }
+    /// Wrap a buffer after checking that it holds the 232-byte data area.
+    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
+        let p = Self::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+    /// Check the length: a shorter buffer is an `Error::Len` at MAD byte 24.
+    pub fn check_len(&self) -> Result<()> {
+        check_data_len(self.buffer.as_ref())
+    }
+    /// Give back the buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+    /// RequestID.
+    pub fn request_id(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::REQUEST_ID.start)
+    }
+    /// Status.
+    pub fn status(&self) -> SidrStatus {
+        SidrStatus::from(self.buffer.as_ref()[field::STATUS])
+    }
+    /// Additional Information Length.
+    pub fn additional_info_length(&self) -> u8 {
+        self.buffer.as_ref()[field::ADDITIONAL_INFO_LENGTH]
+    }
+    /// Reserved bytes 6..8.
+    pub fn reserved_6(&self) -> [u8; 2] {
+        array(self.buffer.as_ref(), field::RESERVED_6.start)
+    }
+    /// QPN (24 bits).
+    pub fn qpn(&self) -> u32 {
+        be24(self.buffer.as_ref(), field::QPN.start)
+    }
+    /// Reserved byte 11.
+    pub fn reserved_11(&self) -> u8 {
+        self.buffer.as_ref()[field::RESERVED_11]
+    }
+    /// ServiceID.
+    pub fn service_id(&self) -> u64 {
+        be64(self.buffer.as_ref(), field::SERVICE_ID.start)
+    }
+    /// Q_Key.
+    pub fn qkey(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::Q_KEY.start)
+    }
+    /// The 72 bytes of additional information.
+    pub fn additional_info(&self) -> &[u8] {
+        &self.buffer.as_ref()[field::ADDITIONAL_INFO]
+    }
+    /// The 136 bytes of private data.
+    pub fn private_data(&self) -> &[u8] {
+        &self.buffer.as_ref()[field::PRIVATE_DATA]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Set the RequestID.
+    pub fn set_request_id(&mut self, v: u32) {
+        put32(self.buffer.as_mut(), field::REQUEST_ID.start, v)
+    }
+    /// Set the Status.
+    pub fn set_status(&mut self, v: SidrStatus) {
+        self.buffer.as_mut()[field::STATUS] = u8::from(v)
+    }
+    /// Set the Additional Information Length.
+    pub fn set_additional_info_length(&mut self, v: u8) {
+        self.buffer.as_mut()[field::ADDITIONAL_INFO_LENGTH] = v
+    }
+    /// Set reserved bytes 6..8.
+    pub fn set_reserved_6(&mut self, v: [u8; 2]) {
+        self.buffer.as_mut()[field::RESERVED_6].copy_from_slice(&v)
+    }
+    /// Set the QPN (low 24 bits).
+    pub fn set_qpn(&mut self, v: u32) {
+        put24(self.buffer.as_mut(), field::QPN.start, v)
+    }
+    /// Set reserved byte 11.
+    pub fn set_reserved_11(&mut self, v: u8) {
+        self.buffer.as_mut()[field::RESERVED_11] = v
+    }
+    /// Set the ServiceID.
+    pub fn set_service_id(&mut self, v: u64) {
+        put64(self.buffer.as_mut(), field::SERVICE_ID.start, v)
+    }
+    /// Set the Q_Key.
+    pub fn set_qkey(&mut self, v: u32) {
+        put32(self.buffer.as_mut(), field::Q_KEY.start, v)
+    }
+    /// The additional information, writable.
+    pub fn additional_info_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[field::ADDITIONAL_INFO]
+    }
+    /// The private data, writable.
+    pub fn private_data_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[field::PRIVATE_DATA]
+    }
+}
+
+/// An owned SIDR_REP body.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repr {
+    /// RequestID (the SIDR_REQ's).
+    pub request_id: u32,
+    /// Status.
+    pub status: SidrStatus,
+    /// Additional Information Length.
+    pub additional_info_length: u8,
+    /// Reserved bytes 6..8.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
+    pub reserved_6: [u8; 2],
+    /// QPN (24 bits) of the service's UD QP.
+    pub qpn: u32,
+    /// Reserved byte 11.
+    pub reserved_11: u8,
+    /// ServiceID.
+    pub service_id: u64,
+    /// Q_Key of the service's UD QP (RDMA-CM: `RDMA_UDP_QKEY` 0x01234567).
+    pub qkey: u32,
+    /// Additional information (72 bytes).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
+    pub additional_info: [u8; 72],
+    /// Private data (136 bytes).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
+    pub private_data: [u8; 136],
+}
+
+impl Default for Repr {
+    fn default() -> Self {
+        Repr {
+            request_id: 0,
+            status: SidrStatus::Success,
+            additional_info_length: 0,
+            reserved_6: [0; 2],
+            qpn: 0,
+            reserved_11: 0,
+            service_id: 0,
+            qkey: 0,
+            additional_info: [0; 72],
+            private_data: [0; 136],
+        }
+    }
+}
+
+impl Repr {
+    /// The body length: the whole data area.
+    pub const LEN: usize = DATA_LEN;
+    /// The private-data size, `IB_CM_SIDR_REP_PRIVATE_DATA_SIZE`.
+    pub const PRIVATE_DATA_LEN: usize = 136;
+    /// The additional-information size, `IB_CM_SIDR_REP_INFO_LENGTH`.
+    pub const ADDITIONAL_INFO_LEN: usize = 72;
+
+    /// Parse a SIDR_REP view.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
+        packet.check_len()?;
+        let b = packet.buffer.as_ref();
+        Ok(Repr {
+            request_id: packet.request_id(),
+            status: packet.status(),
+            additional_info_length: packet.additional_info_length(),
+            reserved_6: packet.reserved_6(),
+            qpn: packet.qpn(),
+            reserved_11: packet.reserved_11(),
+            service_id: packet.service_id(),
+            qkey: packet.qkey(),
+            additional_info: array(b, field::ADDITIONAL_INFO.start),
+            private_data: array(b, field::PRIVATE_DATA.start),
+        })
+    }
+
+    /// Parse a SIDR_REP body from the data area (at least 232 bytes). Never panics.
+    pub fn parse_bytes(buf: &[u8]) -> Result<Repr> {
+        Repr::parse(&Packet::new_checked(buf)?)
+    }
+
+    /// The body length: 232.
+    pub const fn buffer_len(&self) -> usize {
+        DATA_LEN
+    }
+
+    /// Write the body into a view.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+        packet.set_request_id(self.request_id);
+        packet.set_status(self.status);
+        packet.set_additional_info_length(self.additional_info_length);
+        packet.set_reserved_6(self.reserved_6);
+        packet.set_qpn(self.qpn);
+        packet.set_reserved_11(self.reserved_11);
+        packet.set_service_id(self.service_id);
+        packet.set_qkey(self.qkey);
+        packet.additional_info_mut().copy_from_slice(&self.additional_info);
+        packet.private_data_mut().copy_from_slice(&self.private_data);
+    }
+
+    /// Write the body into the first 232 bytes of `buf`.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than 232 bytes.
+    pub fn emit_bytes(&self, buf: &mut [u8]) {
+        self.emit(&mut Packet::new_unchecked(buf));
+    }
+
+    /// The meaningful additional-information bytes: the first `additional_info_length` (at
+    /// most 72).
+    pub fn additional_info_bytes(&self) -> &[u8] {
+        &self.additional_info[..(self.additional_info_length as usize).min(Self::ADDITIONAL_INFO_LEN)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::cm::cma_hdr::{service_id, RDMA_PS_UDP};
+    use crate::cm::test_util::*;
+    use crate::error::{Error, Layer};
+    use proptest::prelude::*;
+
+    #[test]
+    fn golden_kernel_sidr_rep() {
+        // cma_send_sidr_rep(IB_SIDR_SUCCESS) → cm_format_sidr_rep: request ID, status, QPN,
+        // service ID, Q_Key = RDMA_UDP_QKEY.
+        let mut d = [0u8; DATA_LEN];
+        iba_set32(&mut d, 0, 32, 0x0BAD_CAFE); // CM_SIDR_REP_REQUESTID
+        iba_set8(&mut d, 4, 8, 0); // CM_SIDR_REP_STATUS
+        iba_set32(&mut d, 8, 24, 0x13); // CM_SIDR_REP_QPN
+        iba_set64(&mut d, 12, service_id(RDMA_PS_UDP, 7471)); // CM_SIDR_REP_SERVICEID
+        iba_set32(&mut d, 20, 32, crate::RDMA_UDP_QKEY as u64); // CM_SIDR_REP_Q_KEY
+        let r = Repr {
+            request_id: 0x0BAD_CAFE,
+            status: SidrStatus::Success,
+            qpn: 0x13,
+            service_id: 0x0000_0000_0111_1D2F,
+            qkey: 0x0123_4567,
+            ..Repr::default()
+        };
+        let mut out = [0u8; DATA_LEN];
+        r.emit_bytes(&mut out);
+        assert_eq!(out, d);
+        assert_eq!(d[8..24], [0, 0, 0x13, 0, 0, 0, 0, 0, 0x01, 0x11, 0x1D, 0x2F, 0x01, 0x23, 0x45, 0x67]);
+        assert_eq!(Repr::parse_bytes(&d).unwrap(), r);
+
+        // cm_reject_sidr_req(IB_SIDR_UNSUPPORTED) for a ServiceID nobody listens on.
+        iba_set8(&mut d, 4, 8, 1);
+        assert_eq!(Repr::parse_bytes(&d).unwrap().status, SidrStatus::ServiceIdNotSupported);
+    }
+
+    #[test]
+    fn status_codes() {
+        assert_eq!(u8::from(SidrStatus::Rejected), 2);
+        assert_eq!(u8::from(SidrStatus::UnsupportedVersion), 5);
+        assert_eq!(SidrStatus::from(6), SidrStatus::Unknown(6));
+    }
+
+    #[test]
+    fn truncation() {
+        let d = [0u8; DATA_LEN];
+        for len in 0..DATA_LEN {
+            assert_eq!(Repr::parse_bytes(&d[..len]), Err(Error::len(Layer::Cm, 24, DATA_LEN, len)));
+        }
+    }
+
+    fn any_sidr_rep() -> impl Strategy<Value = Repr> {
+        (
+            (any::<u32>(), any::<u8>(), any::<u8>(), any::<[u8; 2]>(), u24(), any::<u8>(), any::<u64>(), any::<u32>()),
+            (bytes::<72>(), bytes::<136>()),
+        )
+            .prop_map(|(a, (info, pd))| Repr {
+                request_id: a.0,
+                status: SidrStatus::from(a.1),
+                additional_info_length: a.2,
+                reserved_6: a.3,
+                qpn: a.4,
+                reserved_11: a.5,
+                service_id: a.6,
+                qkey: a.7,
+                additional_info: info,
+                private_data: pd,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn repr_round_trips(r in any_sidr_rep()) {
+            let mut buf = [0u8; DATA_LEN];
+            r.emit_bytes(&mut buf);
+            prop_assert_eq!(Repr::parse_bytes(&buf).unwrap(), r);
+            prop_assert!(r.additional_info_bytes().len() <= 72);
+        }
+
+        #[test]
+        fn bytes_round_trip(d in bytes::<DATA_LEN>()) {
+            let mut out = [0u8; DATA_LEN];
+            Repr::parse_bytes(&d).unwrap().emit_bytes(&mut out);
+            prop_assert_eq!(&out[..], &d[..]);
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! SIDR_REQ (Service ID Resolution Request, attribute 0x0017): IBTA vol. 1 table 119,
+//! `struct cm_sidr_req_msg` [cm_msgs.h], `CM_SIDR_REQ_*` [ibta_vol1_c12.h]. Offsets are from
+//! the start of the data area (MAD byte 24). tshark 4.0 does not dissect SIDR fields.
+//!
+//! RDMA-CM sends one from `rdma_connect()` on a UD id (`cma_resolve_ib_udp`), with the
+//! RDMA-CM header ([`crate::cm::cma_hdr`]) at the front of the private data and the ServiceID
+//! of `RDMA_PS_UDP`.
+
+use crate::cm::{check_data_len, DATA_LEN, DATA_OFFSET};
+use crate::error::Result;
+use crate::field::{array, be16, be32, be64, put16, put32, put64};
+
+/// Byte positions inside the SIDR_REQ body (data-area offsets).
+pub mod field {
+    use crate::field::*;
+    /// RequestID (32): the sender's local ID.
+    pub const REQUEST_ID: Field = 0..4;
+    /// Partition Key (16).
+    pub const PARTITION_KEY: Field = 4..6;
+    /// Reserved.
+    pub const RESERVED_6: Field = 6..8;
+    /// ServiceID (64).
+    pub const SERVICE_ID: Field = 8..16;
+    /// Private data (216 bytes).
+    pub const PRIVATE_DATA: Field = 16..232;
+}
+
+/// A read/write view of a SIDR_REQ body.
+#[derive(Debug, Clone)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wrap a buffer without checking its length.
+    pub const fn new_unchecked(buffer: T) -> Packet<T> {
+        Packet { buffer }
+    }
+    /// Wrap a buffer after checking that it holds the 232-byte data area.
+    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
+        let p = Self::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+    /// Check the length: a shorter buffer is an `Error::Len` at MAD byte 24.
+    pub fn check_len(&self) -> Result<()> {
+        check_data_len(self.buffer.as_ref())
+    }
+    /// Give back the buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+    /// RequestID.
+    pub fn request_id(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::REQUEST_ID.start)
+    }
+    /// Partition Key.
+    pub fn partition_key(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::PARTITION_KEY.start)
+    }
+    /// Reserved bytes 6..8.
+    pub fn reserved_6(&self) -> [u8; 2] {
+        array(self.buffer.as_ref(), field::RESERVED_6.start)
+    }
+    /// ServiceID.
+    pub fn service_id(&self) -> u64 {
+        be64(self.buffer.as_ref(), field::SERVICE_ID.start)
+    }
+    /// The 216 bytes of private data.
+    pub fn private_data(&self) -> &[u8] {
+        &self.buffer.as_ref()[field::PRIVATE_DATA]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Set the RequestID.
+    pub fn set_request_id(&mut self, v: u32) {
+        put32(self.buffer.as_mut(), field::REQUEST_ID.start, v)
+    }
+    /// Set the Partition Key.
+    pub fn set_partition_key(&mut self, v: u16) {
+        put16(self.buffer.as_mut(), field::PARTITION_KEY.start, v)
+    }
+    /// Set reserved bytes 6..8.
+    pub fn set_reserved_6(&mut self, v: [u8; 2]) {
+        self.buffer.as_mut()[field::RESERVED_6].copy_from_slice(&v)
+    }
+    /// Set the ServiceID.
+    pub fn set_service_id(&mut self, v: u64) {
+        put64(self.buffer.as_mut(), field::SERVICE_ID.start, v)
+    }
+    /// The private data, writable.
+    pub fn private_data_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[field::PRIVATE_DATA]
+    }
+}
+
+/// An owned SIDR_REQ body.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repr {
+    /// RequestID (the sender's local ID; the SIDR_REP echoes it).
+    pub request_id: u32,
+    /// Partition Key.
+    pub partition_key: u16,
+    /// Reserved bytes 6..8.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
+    pub reserved_6: [u8; 2],
+    /// ServiceID.
+    pub service_id: u64,
+    /// Private data (216 bytes; RDMA-CM puts its 36-byte header first).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
+    pub private_data: [u8; 216],
+}
+
+impl Default for Repr {
+    fn default() -> Self {
+        Repr { request_id: 0, partition_key: 0, reserved_6: [0; 2], service_id: 0, private_data: [0; 216] }
+    }
+}
+
+impl Repr {
+    /// The body length: the whole data area.
+    pub const LEN: usize = DATA_LEN;
+    /// The private-data size, `IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE`.
+    pub const PRIVATE_DATA_LEN: usize = 216;
+
+    /// Parse a SIDR_REQ view.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
+        packet.check_len()?;
+        Ok(Repr {
+            request_id: packet.request_id(),
+            partition_key: packet.partition_key(),
+            reserved_6: packet.reserved_6(),
+            service_id: packet.service_id(),
+            private_data: array(packet.buffer.as_ref(), field::PRIVATE_DATA.start),
+        })
+    }
+
+    /// Parse a SIDR_REQ body from the data area (at least 232 bytes). Never panics.
+    pub fn parse_bytes(buf: &[u8]) -> Result<Repr> {
+        Repr::parse(&Packet::new_checked(buf)?)
+    }
+
+    /// The body length: 232.
+    pub const fn buffer_len(&self) -> usize {
+        DATA_LEN
+    }
+
+    /// Write the body into a view.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+        packet.set_request_id(self.request_id);
+        packet.set_partition_key(self.partition_key);
+        packet.set_reserved_6(self.reserved_6);
+        packet.set_service_id(self.service_id);
+        packet.private_data_mut().copy_from_slice(&self.private_data);
+    }
+
+    /// Write the body into the first 232 bytes of `buf`.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than 232 bytes.
+    pub fn emit_bytes(&self, buf: &mut [u8]) {
+        self.emit(&mut Packet::new_unchecked(buf));
+    }
+
+    /// The RDMA-CM header at the front of the private data (IP port spaces only). Errors carry
+    /// MAD offsets (private data starts at MAD byte 40).
+    pub fn cma_header(&self) -> Result<crate::cm::cma_hdr::Repr> {
+        crate::cm::cma_hdr::Repr::parse_bytes(&self.private_data)
+            .map_err(|e| e.add_offset(DATA_OFFSET + field::PRIVATE_DATA.start))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::cm::cma_hdr::{self, RDMA_PS_UDP};
+    use crate::cm::test_util::*;
+    use crate::error::{ContentError, Error, Layer};
+    use core::net::{IpAddr, Ipv4Addr};
+    use proptest::prelude::*;
+
+    /// A SIDR_REQ as the kernel sends it for `rdma_connect()` on a UD id
+    /// (`cma_resolve_ib_udp` + `cm_format_sidr_req`): request ID = local ID, P_Key of the
+    /// path, ServiceID of RDMA_PS_UDP, private data = cma_hdr + user data in a kzalloc'ed
+    /// buffer.
+    #[test]
+    fn golden_kernel_sidr_req() {
+        let src = Ipv4Addr::new(198, 18, 0, 1);
+        let dst = Ipv4Addr::new(198, 18, 0, 2);
+        let mut d = [0u8; DATA_LEN];
+        iba_set32(&mut d, 0, 32, 0x0BAD_CAFE); // CM_SIDR_REQ_REQUESTID
+        iba_set16(&mut d, 4, 16, 0xFFFF); // CM_SIDR_REQ_PARTITION_KEY
+        iba_set64(&mut d, 8, cma_hdr::service_id(RDMA_PS_UDP, 7471)); // CM_SIDR_REQ_SERVICEID
+        let mut pd = [0u8; 36 + 3];
+        pd[1] = 0x40;
+        pd[2..4].copy_from_slice(&0xD431u16.to_be_bytes());
+        pd[16..20].copy_from_slice(&src.octets());
+        pd[32..36].copy_from_slice(&dst.octets());
+        pd[36..].copy_from_slice(b"hey");
+        iba_set_mem(&mut d, 16, &pd); // CM_SIDR_REQ_PRIVATE_DATA
+
+        let mut r = Repr {
+            request_id: 0x0BAD_CAFE,
+            partition_key: 0xFFFF,
+            service_id: 0x0000_0000_0111_1D2F,
+            ..Repr::default()
+        };
+        cma_hdr::Repr::new_v4(src, 0xD431, dst).emit_bytes(&mut r.private_data);
+        r.private_data[36..39].copy_from_slice(b"hey");
+        let mut out = [0u8; DATA_LEN];
+        r.emit_bytes(&mut out);
+        assert_eq!(out, d);
+        assert_eq!(d[..16], [0x0B, 0xAD, 0xCA, 0xFE, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0, 0x01, 0x11, 0x1D, 0x2F]);
+        assert_eq!(d[16..20], [0x00, 0x40, 0xD4, 0x31]);
+        let p = Repr::parse_bytes(&d).unwrap();
+        assert_eq!(p, r);
+        let h = p.cma_header().unwrap();
+        assert_eq!((h.src_ip(), h.dst_ip()), (IpAddr::V4(src), IpAddr::V4(dst)));
+        assert_eq!(cma_hdr::split_service_id(p.service_id), (RDMA_PS_UDP, 7471));
+
+        r.private_data[0] = 1;
+        assert_eq!(r.cma_header(), Err(Error::content(Layer::CmaHeader, 40, ContentError::Malformed)));
+    }
+
+    #[test]
+    fn truncation() {
+        let d = [0u8; DATA_LEN];
+        for len in 0..DATA_LEN {
+            assert_eq!(Repr::parse_bytes(&d[..len]), Err(Error::len(Layer::Cm, 24, DATA_LEN, len)));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn repr_round_trips(id in any::<u32>(), pk in any::<u16>(), res in any::<[u8; 2]>(), sid in any::<u64>(), pd in bytes::<216>()) {
+            let repr = Repr { request_id: id, partition_key: pk, reserved_6: res, service_id: sid, private_data: pd };
+            let mut buf = [0u8; DATA_LEN];
+            repr.emit_bytes(&mut buf);
+            prop_assert_eq!(Repr::parse_bytes(&buf).unwrap(), repr);
+        }
+
+        #[test]
+        fn bytes_round_trip(d in bytes::<DATA_LEN>()) {
+            let mut out = [0u8; DATA_LEN];
+            Repr::parse_bytes(&d).unwrap().emit_bytes(&mut out);
+            prop_assert_eq!(&out[..], &d[..]);
+        }
+    }
+}

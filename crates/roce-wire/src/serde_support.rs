@@ -1,0 +1,24 @@
+//! Serialization helpers for the optional `serde` feature: byte arrays as lowercase hex
+//! strings, GIDs as IPv6-style text.
+
+/// Serialize bytes as one lowercase hex string.
+pub fn hex<S: serde::Serializer, const N: usize>(bytes: &[u8; N], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&Hex(bytes))
+}
+
+struct Hex<'a>(&'a [u8]);
+
+impl core::fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl serde::Serialize for crate::Gid {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}

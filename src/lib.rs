@@ -1,0 +1,9 @@
+//! The `roce` tool's library side: capture files and the frame decoder that `roce decode`
+//! prints. The wire formats themselves live in `roce-wire`.
+
+pub mod capture;
+pub mod decode;
+mod decode_l2;
+mod decode_mad;
+pub mod samples;
+mod samples_l2;

@@ -1,0 +1,149 @@
+//! Shared helpers for the cross-crate and oracle tests: a deterministic PRNG, random RoCEv2
+//! frames of every opcode, and locating the external oracles (tshark, the scapy venv).
+#![allow(dead_code)]
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::Command;
+
+use roce_wire::bth::{self, Opcode};
+use roce_wire::ext::{ExtHeaders, ExtMask};
+use roce_wire::frame::{FrameRepr, IpHeader};
+use roce_wire::{aeth, atomic_ack_eth, atomic_eth, deth, feth, ieth, immdt, reth};
+
+/// xorshift64*: deterministic, dependency-free randomness for reproducible oracle runs.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// Random extension headers for `mask`.
+pub fn random_ext(rng: &mut Rng, mask: ExtMask) -> ExtHeaders {
+    let mut h = ExtHeaders::default();
+    if mask.contains(ExtMask::DETH) {
+        h.deth = Some(deth::Repr { qkey: rng.next() as u32, reserved: 0, src_qp: rng.next() as u32 & 0xff_ffff });
+    }
+    if mask.contains(ExtMask::FETH) {
+        h.feth = Some(feth::Repr { bits: rng.next() as u32 });
+    }
+    if mask.contains(ExtMask::RETH) {
+        h.reth = Some(reth::Repr { va: rng.next(), rkey: rng.next() as u32, dma_len: rng.next() as u32 });
+    }
+    if mask.contains(ExtMask::ATOMIC_ETH) {
+        h.atomic_eth = Some(atomic_eth::Repr {
+            va: rng.next(),
+            rkey: rng.next() as u32,
+            swap_add: rng.next(),
+            compare: rng.next(),
+        });
+    }
+    if mask.contains(ExtMask::AETH) {
+        h.aeth = Some(aeth::Repr { syndrome: rng.next() as u8, msn: rng.next() as u32 & 0xff_ffff });
+    }
+    if mask.contains(ExtMask::ATOMIC_ACK_ETH) {
+        h.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig: rng.next() });
+    }
+    if mask.contains(ExtMask::IMMDT) {
+        h.immdt = Some(immdt::Repr { imm_data: rng.next() as u32 });
+    }
+    if mask.contains(ExtMask::IETH) {
+        h.ieth = Some(ieth::Repr { rkey: rng.next() as u32 });
+    }
+    h
+}
+
+/// A random, well-formed RoCEv2 frame: IPv4 or IPv6, opcode `op`, random masked fields
+/// (TOS/TC, TTL/hop limit, flow label, UDP checksum, FECN/BECN), random pad bytes and payload.
+pub fn random_frame(rng: &mut Rng, op: Opcode, v6: bool, payload: &[u8]) -> Vec<u8> {
+    let (src, dst) = if v6 {
+        let mut s = [0u8; 16];
+        let mut d = [0u8; 16];
+        s[0] = 0xfd;
+        d[0] = 0xfd;
+        s[8..].copy_from_slice(&rng.next().to_be_bytes());
+        d[8..].copy_from_slice(&rng.next().to_be_bytes());
+        (IpAddr::from(s), IpAddr::from(d))
+    } else {
+        let a = rng.next() as u32;
+        (IpAddr::from([198, 18, (a >> 8) as u8, a as u8]), IpAddr::from([198, 19, (a >> 24) as u8, (a >> 16) as u8]))
+    };
+    let mut b = bth::Repr::new(op, rng.next() as u32 & 0xff_ffff, rng.next() as u32 & 0xff_ffff);
+    b.pkey = rng.next() as u16;
+    b.solicited = rng.chance(50);
+    b.mig_req = rng.chance(50);
+    b.fecn = rng.chance(30);
+    b.becn = rng.chance(30);
+    b.ack_req = rng.chance(50);
+    let ext = random_ext(rng, op.ext_headers());
+    let mut r = FrameRepr::new([0x02, 0, 0, 0, 0, 1], [0x02, 0, 0, 0, 0, 2], src, dst, b, ext, payload);
+    // Random pad count and bytes (a sender may pad with anything; the ICRC covers it).
+    r.bth.pad_count = rng.below(4) as u8;
+    for i in 0..usize::from(r.bth.pad_count) {
+        r.pad[i] = rng.next() as u8;
+    }
+    r.udp.source_port = rng.next() as u16;
+    r.udp.checksum = if rng.chance(50) { 0 } else { rng.next() as u16 };
+    match &mut r.ip {
+        IpHeader::V4(h) => {
+            h.time_to_live = rng.next() as u8;
+            h.identification = rng.next() as u16;
+            let tos = rng.next() as u8;
+            h.dscp = etherparse::IpDscp::try_new(tos >> 2).unwrap();
+            h.ecn = etherparse::IpEcn::try_new(tos & 3).unwrap();
+        }
+        IpHeader::V6(h) => {
+            h.hop_limit = rng.next() as u8;
+            h.traffic_class = rng.next() as u8;
+            h.flow_label = etherparse::Ipv6FlowLabel::try_new(rng.next() as u32 & 0xf_ffff).unwrap();
+        }
+    }
+    let mut out = vec![0u8; r.buffer_len()];
+    r.emit(&mut out).unwrap();
+    out
+}
+
+/// The tshark binary; a missing one fails the test (tests/setup.sh installs it).
+pub fn tshark() -> PathBuf {
+    let ok = Command::new("tshark").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
+    assert!(ok, "tshark is required (the oracle for every byte we emit): run tests/setup.sh or tests/run-all.sh");
+    PathBuf::from("tshark")
+}
+
+/// The Python with scapy; a missing one fails the test (tests/setup.sh creates .venv).
+pub fn scapy_python() -> PathBuf {
+    let p = std::env::var_os("ROCE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+    let ok = Command::new(&p)
+        .args(["-c", "import scapy.contrib.roce"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(ok, "python with scapy is required at {} (ROCE_PYTHON): run tests/setup.sh", p.display());
+    p
+}
+
+/// A fresh directory under target/ for a test's artefacts (kept after the run for inspection).
+pub fn artefact_dir(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

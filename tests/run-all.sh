@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The one test command (README: "Run every test"). Installs what the tests need, then runs
+# every test: unit, property, golden, oracle (tshark, scapy), fuzz-corpus replay, and builds the
+# fuzz targets and benchmarks so they cannot rot. A missing tool is a failure, never a skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+bash tests/setup.sh
+export ROCE_PYTHON="$PWD/.venv/bin/python"
+
+cargo test --workspace --locked
+# The fuzz targets live in their own workspace (cargo-fuzz's layout); a plain build keeps them compiling.
+cargo build --locked --manifest-path fuzz/Cargo.toml --bins
+# Benchmarks compile and run once each in test mode (no timing): they cannot rot either.
+cargo test --locked -p roce-wire --benches

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh Debian 12 machine. Idempotent; needs root for apt.
+#   - tshark (Wireshark's dissectors: the oracle for every byte we emit)
+#   - python3-venv and a venv at .venv with scapy (an independent ICRC implementation)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "setup: need root to install: ${need_apt[*]}" >&2
+        exit 1
+    fi
+    echo "setup: installing ${need_apt[*]} from Debian"
+    apt-get update -qq
+    # tshark asks whether non-root users may capture; the default (no) is what we want.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+if ! .venv/bin/python -c 'import scapy.contrib.roce' >/dev/null 2>&1; then
+    echo "setup: creating .venv with scapy from PyPI"
+    python3 -m venv .venv
+    .venv/bin/pip install --quiet --disable-pip-version-check 'scapy==2.6.1'
+fi
+echo "setup: tshark $(tshark --version | head -1 | awk '{print $3}'), scapy $(.venv/bin/python -c 'import scapy; print(scapy.VERSION)')"
