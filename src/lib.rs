@@ -7,3 +7,5 @@ mod decode_l2;
 mod decode_mad;
 pub mod samples;
 mod samples_l2;
+#[doc(hidden)]
+pub mod fuzz_targets;

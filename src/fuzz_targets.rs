@@ -1,0 +1,102 @@
+//! The bodies of the cargo-fuzz targets in `fuzz/`, here so that `cargo test` can replay every
+//! corpus and regression file through exactly the same code (tests/fuzz_corpus.rs).
+//!
+//! Each function takes arbitrary bytes and panics only when an invariant breaks: a parser
+//! panicking, or a Repr that does not survive emit ▶ parse (byte for byte where the format
+//! keeps every bit).
+
+use roce_wire::cm::CmMessage;
+use roce_wire::mad::MadRepr;
+use roce_wire::mcmember::McMemberRecord;
+use roce_wire::sa::SaMad;
+use roce_wire::{frame, l2, MAD_SIZE};
+
+/// Whole RoCEv2 frames: strict and lax parsing never panic, errors print, and what the strict
+/// parser accepts the lax one accepts too, with the same Repr.
+pub fn frame(data: &[u8]) {
+    let lax = frame::parse_lax(data);
+    match frame::parse(data) {
+        Ok(f) => assert_eq!(lax.map(|l| l.repr), Ok(f.repr), "lax and strict disagree on an accepted frame"),
+        Err(e) => {
+            let _ = (e.to_string(), e.reason(), e.layer(), e.offset());
+            assert!(e.offset() <= data.len(), "error offset past the end of the input");
+        }
+    }
+}
+
+/// parse ▶ emit ▶ parse: a frame the strict parser accepts re-emits to a frame that parses
+/// back to the same Repr, byte for byte when its IP packet held exactly the UDP datagram.
+pub fn roundtrip(data: &[u8]) {
+    let Ok(f) = frame::parse(data) else { return };
+    let mut repr = f.repr.clone();
+    repr.fill().expect("a parsed frame's lengths fit");
+    let mut out = vec![0u8; repr.buffer_len()];
+    let n = repr.emit(&mut out).expect("buffer_len is enough");
+    assert_eq!(n, out.len());
+    let again = frame::parse(&out).expect("our own emitted frame parses");
+    assert_eq!(again.repr, repr, "parse(emit(repr)) != repr");
+    assert!(again.icrc_ok());
+    let canonical = f.offsets.end == data.len() - f.trailer.len();
+    if canonical {
+        assert_eq!(&out[..], &data[..f.offsets.end], "a canonical frame re-emits byte for byte");
+    }
+}
+
+/// MADs: the common header, whole SA MADs (MCMemberRecord, ClassPortInfo, raw), and a bare
+/// MCMemberRecord; each re-emits byte for byte.
+pub fn mad(data: &[u8]) {
+    if let Ok(m) = MadRepr::parse_bytes(data) {
+        assert_eq!(m.to_bytes()[..], data[..MAD_SIZE]);
+        let _ = m.header.method_name();
+        let _ = m.header.attribute_name();
+    }
+    if let Ok(sa) = SaMad::parse(data) {
+        assert_eq!(sa.to_bytes()[..], data[..MAD_SIZE], "SA MAD re-emits byte for byte");
+        let _ = SaMad::parse_checked(data);
+    }
+    if let Ok(r) = McMemberRecord::parse_bytes(data) {
+        assert_eq!(r.to_bytes()[..], data[..McMemberRecord::LEN]);
+        let _ = format!("{} {}", r.join_state, r.mgid);
+    }
+}
+
+/// CM message bodies: the first two bytes pick the attribute ID, the rest is the 232-byte data
+/// area (which must re-emit byte for byte).
+pub fn cm(data: &[u8]) {
+    if data.len() < 2 {
+        return;
+    }
+    let attr = u16::from_be_bytes([data[0], data[1]]) & 0x1f;
+    let body = &data[2..];
+    if let Ok(msg) = CmMessage::parse(attr, body) {
+        let mut out = [0u8; roce_wire::cm::DATA_LEN];
+        msg.emit(&mut out);
+        assert_eq!(out[..], body[..roce_wire::cm::DATA_LEN], "CM body re-emits byte for byte");
+        let _ = (msg.name(), msg.local_comm_id(), msg.remote_comm_id());
+        if let CmMessage::Req(r) = &msg {
+            let _ = r.cma_header();
+        }
+        if let CmMessage::SidrReq(r) = &msg {
+            let _ = r.cma_header();
+        }
+    }
+}
+
+/// Non-RoCE frames (ARP, IGMP, MLD, neighbour discovery): parsing and printing never panic.
+pub fn l2(data: &[u8]) {
+    if let Ok(f) = l2::parse_frame(data) {
+        let _ = f.packet.to_string();
+    }
+}
+
+/// The whole decoder of `roce decode`, both outputs: never panics, always one line.
+pub fn decode(data: &[u8]) {
+    let d = crate::decode::decode_ethernet(data);
+    assert!(!d.summary.contains('\n'));
+    let line = serde_json::Value::Object(d.json).to_string();
+    assert!(!line.contains('\n'));
+}
+
+/// Every target by name (the file names under fuzz/fuzz_targets/).
+pub const TARGETS: [(&str, fn(&[u8])); 6] =
+    [("frame", frame), ("roundtrip", roundtrip), ("mad", mad), ("cm", cm), ("l2", l2), ("decode", decode)];
