@@ -10,7 +10,7 @@
 use core::fmt;
 
 /// The protocol layer (header or record) an error belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Layer {
     /// Ethernet II header.
