@@ -21,7 +21,9 @@ fn decodes_every_frame_of_the_sample_one_line_each() {
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), n);
-    assert!(lines.iter().any(|l| l.contains("SubnAdmDelete(MCMemberRecord)") && l.contains("mask=0x10003") && l.contains("ICRC ok")));
+    assert!(lines
+        .iter()
+        .any(|l| l.contains("SubnAdmDelete(MCMemberRecord)") && l.contains("mask=0x10003") && l.contains("ICRC ok")));
     assert!(lines.iter().any(|l| l.contains("ICRC bad")));
     assert!(lines.iter().any(|l| l.contains("IGMPv3") && l.contains("not RoCEv2")));
     assert!(lines.iter().any(|l| l.contains("malformed")));

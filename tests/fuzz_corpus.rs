@@ -55,7 +55,8 @@ fn seed_corpora_are_current() {
         }
         for (name, bytes) in &inputs {
             let p = dir.join(format!("seed-{name}.bin"));
-            let on_disk = std::fs::read(&p).unwrap_or_else(|_| panic!("{} missing: rerun with ROCE_BLESS=1", p.display()));
+            let on_disk =
+                std::fs::read(&p).unwrap_or_else(|_| panic!("{} missing: rerun with ROCE_BLESS=1", p.display()));
             assert!(on_disk == *bytes, "{} is stale: rerun with ROCE_BLESS=1", p.display());
         }
     }

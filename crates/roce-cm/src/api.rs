@@ -1,0 +1,495 @@
+//! The `rdma_cm_id` calls, with the kernel's state checks and error numbers [cma.c;
+//! protocol.md §5.2–5.3]. spec/cm-states.csv lists every (state, call) outcome; a test walks
+//! it against these functions.
+
+use core::time::Duration;
+use std::net::{IpAddr, SocketAddr};
+
+use roce_wire::mcmember::JoinState;
+
+use crate::cm::ConnectParam;
+use crate::event::{CmEvent, EventKind, EventParam};
+use crate::id::{link_local_without_scope, wildcard_like, BindInfo, CmId, CmState, PortSpace, QpType};
+use crate::mcast::MemberKey;
+use crate::stack::{Stack, Work};
+use crate::{Errno, Instant};
+
+/// What the stack keeps per `rdma_cm_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdRecord {
+    /// Port space.
+    pub ps: PortSpace,
+    /// QP type.
+    pub qp_type: QpType,
+    /// State.
+    pub state: CmState,
+    /// Source address and port (after bind or resolution).
+    pub src: Option<SocketAddr>,
+    /// Destination (after resolve_addr).
+    pub dst: Option<SocketAddr>,
+    /// Whether the port is held in the port table.
+    pub(crate) bound: bool,
+    /// SO_REUSEADDR.
+    pub reuseaddr: bool,
+    /// IPV6_V6ONLY-like: the address family only.
+    pub afonly: bool,
+    pub(crate) afonly_set: bool,
+    /// Whether a device is attached (a specific bind or a resolved address).
+    pub has_device: bool,
+    /// The UD QP associated with the id (rdma_create_qp).
+    pub qpn: Option<u32>,
+    pub(crate) members: Vec<MemberKey>,
+    pub(crate) conn: Option<u32>,
+    /// The listener a child id came from.
+    pub listen_parent: Option<CmId>,
+}
+
+impl Stack {
+    pub(crate) fn alloc_id(&mut self, ps: PortSpace, qp_type: QpType) -> CmId {
+        let id = CmId(self.next_id);
+        self.next_id += 1;
+        self.ids.insert(
+            id,
+            IdRecord {
+                ps,
+                qp_type,
+                state: CmState::Idle,
+                src: None,
+                dst: None,
+                bound: false,
+                reuseaddr: false,
+                afonly: false,
+                afonly_set: false,
+                has_device: false,
+                qpn: None,
+                members: Vec::new(),
+                conn: None,
+                listen_parent: None,
+            },
+        );
+        id
+    }
+
+    pub(crate) fn set_state(&mut self, id: CmId, st: CmState) {
+        if let Some(r) = self.ids.get_mut(&id) {
+            r.state = st;
+        }
+    }
+
+    fn rec(&self, id: CmId) -> Result<&IdRecord, Errno> {
+        self.ids.get(&id).ok_or(Errno::ENOENT)
+    }
+
+    /// The id's record (state, addresses, options).
+    pub fn id(&self, id: CmId) -> Option<&IdRecord> {
+        self.ids.get(&id)
+    }
+
+    /// The id's state.
+    pub fn state(&self, id: CmId) -> Option<CmState> {
+        self.ids.get(&id).map(|r| r.state)
+    }
+
+    /// Every live id.
+    pub fn ids(&self) -> impl Iterator<Item = CmId> + '_ {
+        self.ids.keys().copied()
+    }
+
+    /// `rdma_create_id`: a new id in IDLE. The QP type must fit the port space (ucma:
+    /// TCP ▶ RC, UDP and IPOIB ▶ UD, IB either), else EINVAL.
+    pub fn create_id(&mut self, ps: PortSpace, qp_type: QpType) -> Result<CmId, Errno> {
+        let ok = match ps {
+            PortSpace::Tcp => qp_type == QpType::Rc,
+            PortSpace::Udp | PortSpace::Ipoib => qp_type == QpType::Ud,
+            PortSpace::Ib => true,
+        };
+        if !ok {
+            return Err(Errno::EINVAL);
+        }
+        Ok(self.alloc_id(ps, qp_type))
+    }
+
+    /// `rdma_create_qp` for a UD id: a QP with the port space's Q_Key (0x01234567), used for
+    /// multicast attach on join and for SIDR accept.
+    pub fn create_qp_for_id(&mut self, id: CmId) -> Result<u32, Errno> {
+        let r = self.rec(id)?;
+        if r.qp_type != QpType::Ud {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        if r.qpn.is_some() {
+            return Err(Errno::EINVAL);
+        }
+        let qpn = self.create_qp(roce_wire::RDMA_UDP_QKEY);
+        if let Some(r) = self.ids.get_mut(&id) {
+            r.qpn = Some(qpn);
+        }
+        Ok(qpn)
+    }
+
+    fn bind_info(&self, id: CmId) -> BindInfo {
+        let r = &self.ids[&id];
+        BindInfo {
+            addr: r.src.unwrap_or_else(|| SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 0)),
+            reuseaddr: r.reuseaddr,
+            afonly: r.afonly,
+        }
+    }
+
+    /// `rdma_bind_addr`.
+    pub fn bind_addr(&mut self, id: CmId, addr: SocketAddr) -> Result<(), Errno> {
+        let r = self.rec(id)?;
+        if r.state != CmState::Idle {
+            return Err(Errno::EINVAL);
+        }
+        if link_local_without_scope(&addr) {
+            return Err(Errno::EINVAL);
+        }
+        if !addr.ip().is_unspecified() && !self.is_local(&addr.ip()) {
+            return Err(Errno::EADDRNOTAVAIL);
+        }
+        let ps = r.ps;
+        let reuse = r.reuseaddr;
+        let afonly = if r.afonly_set { r.afonly } else { addr.is_ipv4() };
+        if let Some(r) = self.ids.get_mut(&id) {
+            r.afonly = afonly;
+            r.src = Some(addr);
+        }
+        let port = if addr.port() == 0 {
+            self.alloc_any_port(ps, id)?
+        } else {
+            if addr.port() < 1024 && !self.cfg.privileged {
+                self.undo_bind(id);
+                return Err(Errno::EACCES);
+            }
+            let mine = self.bind_info(id);
+            if let Err(e) = self.ports.check(ps, addr.port(), id, mine, reuse, |c| self.bind_info(c)) {
+                self.undo_bind(id);
+                return Err(e);
+            }
+            addr.port()
+        };
+        self.ports.insert(ps, port, id);
+        let has_device = !addr.ip().is_unspecified();
+        if let Some(r) = self.ids.get_mut(&id) {
+            r.src = Some(SocketAddr::new(addr.ip(), port));
+            r.bound = true;
+            r.has_device = has_device;
+            r.state = CmState::AddrBound;
+        }
+        Ok(())
+    }
+
+    fn undo_bind(&mut self, id: CmId) {
+        if let Some(r) = self.ids.get_mut(&id) {
+            r.src = None;
+        }
+    }
+
+    /// `cma_alloc_any_port`: a random start in the ephemeral range, then a linear probe for a
+    /// port nobody holds.
+    fn alloc_any_port(&mut self, ps: PortSpace, id: CmId) -> Result<u16, Errno> {
+        let (lo, hi) = self.cfg.ephemeral_ports;
+        let span = u32::from(hi.saturating_sub(lo)) + 1;
+        let start = (self.random() % u64::from(span)) as u32;
+        for i in 0..span {
+            let port = lo + ((start + i) % span) as u16;
+            if !self.ports.in_use(ps, port) {
+                return Ok(port);
+            }
+        }
+        self.undo_bind(id);
+        Err(Errno::EADDRNOTAVAIL)
+    }
+
+    fn release_port(&mut self, id: CmId) {
+        if let Some(r) = self.ids.get_mut(&id) {
+            if r.bound {
+                r.bound = false;
+                if let Some(src) = r.src {
+                    let ps = r.ps;
+                    self.ports.remove(ps, src.port(), id);
+                }
+            }
+        }
+    }
+
+    /// `rdma_resolve_addr`: from IDLE (binding implicitly) or ADDR_BOUND to ADDR_QUERY; then
+    /// ADDR_RESOLVED or ADDR_ERROR, by ARP/ND for a unicast peer and at once (queued) for a
+    /// multicast or local destination.
+    pub fn resolve_addr(
+        &mut self,
+        now: Instant,
+        id: CmId,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        timeout: Duration,
+    ) -> Result<(), Errno> {
+        let st = self.rec(id)?.state;
+        if st == CmState::Idle {
+            let bind = src.unwrap_or_else(|| SocketAddr::new(wildcard_like(&dst.ip()), 0));
+            if bind.is_ipv4() != dst.is_ipv4() {
+                return Err(Errno::EINVAL);
+            }
+            self.bind_addr(id, bind)?;
+        }
+        let r = self.rec(id)?;
+        if r.state != CmState::AddrBound {
+            return Err(Errno::EINVAL);
+        }
+        if r.src.is_some_and(|s| s.is_ipv4() != dst.is_ipv4()) {
+            return Err(Errno::EINVAL);
+        }
+        let ip = dst.ip();
+        if !ip.is_multicast() && !self.is_local(&ip) && !self.on_link(&ip) {
+            return Err(Errno::ENETUNREACH);
+        }
+        if let Some(r) = self.ids.get_mut(&id) {
+            r.state = CmState::AddrQuery;
+            r.dst = Some(dst);
+        }
+        if ip.is_multicast() || self.is_local(&ip) || self.resolve_neighbor(now, ip, id) {
+            self.schedule(now, Work::AddrResolved(id));
+        } else {
+            self.schedule(now + timeout, Work::ResolveDeadline(id));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn addr_resolved(&mut self, _now: Instant, id: CmId) {
+        let Some(r) = self.ids.get(&id) else { return };
+        if r.state != CmState::AddrQuery {
+            return;
+        }
+        let dst = r.dst;
+        let src = r.src;
+        let new_src = match (src, dst) {
+            (Some(s), Some(d)) if s.ip().is_unspecified() => {
+                self.source_for(&d.ip()).map(|ip| SocketAddr::new(ip, s.port()))
+            }
+            (s, _) => s,
+        };
+        if let Some(r) = self.ids.get_mut(&id) {
+            r.state = CmState::AddrResolved;
+            r.src = new_src;
+            r.has_device = true;
+        }
+        self.unschedule(|w| *w == Work::ResolveDeadline(id));
+        self.push_event(CmEvent {
+            id,
+            listen_id: None,
+            kind: EventKind::AddrResolved,
+            status: 0,
+            param: EventParam::None,
+        });
+    }
+
+    pub(crate) fn addr_error(&mut self, id: CmId, err: Errno) {
+        let Some(r) = self.ids.get_mut(&id) else { return };
+        if r.state != CmState::AddrQuery {
+            return;
+        }
+        r.state = CmState::AddrBound;
+        self.unschedule(|w| *w == Work::ResolveDeadline(id) || *w == Work::AddrResolved(id));
+        self.push_event(CmEvent {
+            id,
+            listen_id: None,
+            kind: EventKind::AddrError,
+            status: err.status(),
+            param: EventParam::None,
+        });
+    }
+
+    pub(crate) fn resolve_deadline(&mut self, id: CmId) {
+        for n in self.neighbors.values_mut() {
+            if let crate::neigh::Neighbor::Incomplete { resolvers, .. } = n {
+                resolvers.retain(|x| *x != id);
+            }
+        }
+        self.addr_error(id, Errno::ETIMEDOUT);
+    }
+
+    /// `rdma_resolve_route`: ADDR_RESOLVED ▶ ROUTE_QUERY ▶ (queued) ROUTE_RESOLVED; on RoCE the
+    /// path is built locally.
+    pub fn resolve_route(&mut self, now: Instant, id: CmId, timeout: Duration) -> Result<(), Errno> {
+        let r = self.rec(id)?;
+        if timeout.is_zero() || r.state != CmState::AddrResolved {
+            return Err(Errno::EINVAL);
+        }
+        self.set_state(id, CmState::RouteQuery);
+        self.schedule(now, Work::RouteResolved(id));
+        Ok(())
+    }
+
+    pub(crate) fn route_resolved(&mut self, id: CmId) {
+        if self.state(id) == Some(CmState::RouteQuery) {
+            self.set_state(id, CmState::RouteResolved);
+            self.push_event(CmEvent {
+                id,
+                listen_id: None,
+                kind: EventKind::RouteResolved,
+                status: 0,
+                param: EventParam::None,
+            });
+        }
+    }
+
+    /// `rdma_listen`: from IDLE (binding the IPv4 wildcard) or ADDR_BOUND; with reuseaddr the
+    /// address must still be unique.
+    pub fn listen(&mut self, id: CmId, _backlog: u32) -> Result<(), Errno> {
+        if self.rec(id)?.state == CmState::Idle {
+            self.bind_addr(id, SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 0))?;
+        }
+        let r = self.rec(id)?;
+        if r.state != CmState::AddrBound {
+            return Err(Errno::EINVAL);
+        }
+        if r.reuseaddr {
+            let (ps, port) = (r.ps, r.src.map_or(0, |s| s.port()));
+            let mine = self.bind_info(id);
+            self.ports.check(ps, port, id, mine, false, |c| self.bind_info(c))?;
+        }
+        self.set_state(id, CmState::Listen);
+        Ok(())
+    }
+
+    /// `rdma_connect`: ROUTE_RESOLVED ▶ CONNECT, sending a REQ (or a SIDR_REQ for UD).
+    pub fn connect(&mut self, now: Instant, id: CmId, param: &ConnectParam) -> Result<(), Errno> {
+        if self.rec(id)?.state != CmState::RouteResolved {
+            return Err(Errno::EINVAL);
+        }
+        self.set_state(id, CmState::Connect);
+        if let Err(e) = self.start_connect(now, id, param) {
+            self.set_state(id, CmState::RouteResolved);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// `rdma_accept` on a child id in CONNECT with a pending request.
+    pub fn accept(&mut self, now: Instant, id: CmId, param: &ConnectParam) -> Result<(), Errno> {
+        if self.rec(id)?.state != CmState::Connect {
+            return Err(Errno::EINVAL);
+        }
+        self.cm_accept(now, id, param)
+    }
+
+    /// `rdma_reject`: EINVAL unless the id has a pending request.
+    pub fn reject(&mut self, id: CmId, private_data: &[u8]) -> Result<(), Errno> {
+        self.rec(id)?;
+        self.cm_reject(id, private_data)
+    }
+
+    /// `rdma_disconnect`: EINVAL unless the id has a CM connection.
+    pub fn disconnect(&mut self, now: Instant, id: CmId) -> Result<(), Errno> {
+        self.rec(id)?;
+        self.cm_disconnect(now, id)
+    }
+
+    /// `rdma_join_multicast` (`join_state`: exactly one bit; RDMA-CM itself offers
+    /// FullMember and SendOnlyFullMember, NonMember and SendOnlyNonMember go on the wire too).
+    /// Needs a device and ADDR_BOUND or ADDR_RESOLVED (else EINVAL); the group must be a
+    /// multicast address (EINVAL), IPv6 groups need `ipv6_multicast` (else ENOTSUPP, the
+    /// kernel's answer on RoCEv2). Completion is MULTICAST_JOIN or MULTICAST_ERROR.
+    pub fn join_multicast(
+        &mut self,
+        now: Instant,
+        id: CmId,
+        group: IpAddr,
+        join_state: JoinState,
+    ) -> Result<(), Errno> {
+        let r = self.rec(id)?;
+        if !r.has_device || !matches!(r.state, CmState::AddrBound | CmState::AddrResolved) {
+            return Err(Errno::EINVAL);
+        }
+        if join_state.0 == 0 || join_state.0 & (join_state.0 - 1) != 0 || join_state.0 > 0x8 {
+            return Err(Errno::EINVAL);
+        }
+        if group.is_unspecified() || !group.is_multicast() {
+            return Err(Errno::EINVAL);
+        }
+        if group.is_ipv6() && !self.cfg.ipv6_multicast {
+            return Err(Errno::ENOTSUPP);
+        }
+        if self.source_for(&group).is_none() {
+            return Err(Errno::ENODEV);
+        }
+        self.start_join(now, id, group, join_state);
+        Ok(())
+    }
+
+    /// `rdma_leave_multicast`: never blocks and never fails for a live id; an unknown group is
+    /// a no-op (the kernel's void). Completion is reported as MULTICAST_LEFT (or
+    /// MULTICAST_ERROR when the SA never answers the Delete).
+    pub fn leave_multicast(&mut self, now: Instant, id: CmId, group: IpAddr) -> Result<(), Errno> {
+        self.rec(id)?;
+        self.start_leave(now, id, group);
+        Ok(())
+    }
+
+    /// `rdma_destroy_id`: leaves every group (no events), ends a connection (DREQ or REJ),
+    /// releases the port; queued events of the id are dropped.
+    pub fn destroy_id(&mut self, now: Instant, id: CmId) -> Result<(), Errno> {
+        self.rec(id)?;
+        self.set_state(id, CmState::Destroying);
+        let members = self.ids.get(&id).map(|r| r.members.clone()).unwrap_or_default();
+        for m in members {
+            self.remove_member(now, m, false);
+        }
+        self.cm_destroy(id);
+        self.release_port(id);
+        self.unschedule(
+            |w| matches!(w, Work::AddrResolved(x) | Work::RouteResolved(x) | Work::ResolveDeadline(x) if *x == id),
+        );
+        for n in self.neighbors.values_mut() {
+            if let crate::neigh::Neighbor::Incomplete { resolvers, .. } = n {
+                resolvers.retain(|x| *x != id);
+            }
+        }
+        self.ids.remove(&id);
+        self.events.retain(|e| e.id != id);
+        Ok(())
+    }
+
+    /// `rdma_set_reuseaddr`: allowed when (reuse and not LISTEN) or in IDLE.
+    pub fn set_reuseaddr(&mut self, id: CmId, reuse: bool) -> Result<(), Errno> {
+        let r = self.ids.get_mut(&id).ok_or(Errno::ENOENT)?;
+        if (reuse && r.state != CmState::Listen) || r.state == CmState::Idle {
+            r.reuseaddr = reuse;
+            Ok(())
+        } else {
+            Err(Errno::EINVAL)
+        }
+    }
+
+    /// `rdma_set_afonly`: only in IDLE or ADDR_BOUND.
+    pub fn set_afonly(&mut self, id: CmId, afonly: bool) -> Result<(), Errno> {
+        let r = self.ids.get_mut(&id).ok_or(Errno::ENOENT)?;
+        if matches!(r.state, CmState::Idle | CmState::AddrBound) {
+            r.afonly = afonly;
+            r.afonly_set = true;
+            Ok(())
+        } else {
+            Err(Errno::EINVAL)
+        }
+    }
+
+    /// The device went away: every id moves to DEVICE_REMOVAL and gets the event.
+    pub fn remove_device(&mut self) {
+        let ids: Vec<CmId> = self.ids.keys().copied().collect();
+        for id in ids {
+            if let Some(r) = self.ids.get_mut(&id) {
+                if matches!(r.state, CmState::Destroying | CmState::DeviceRemoval) {
+                    continue;
+                }
+                r.state = CmState::DeviceRemoval;
+                self.push_event(CmEvent {
+                    id,
+                    listen_id: None,
+                    kind: EventKind::DeviceRemoval,
+                    status: 0,
+                    param: EventParam::None,
+                });
+            }
+        }
+    }
+}

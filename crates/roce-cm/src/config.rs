@@ -1,0 +1,162 @@
+//! A stack's configuration: its port's addresses, the SA, timers and which multicast paths
+//! it uses. Every timer defaults to the kernel's value.
+
+use core::time::Duration;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// Which multicast signalling a stack uses for joins and leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MulticastPaths {
+    /// InfiniBand SA: SubnAdmSet/SubnAdmDelete of an MCMemberRecord to the SA's QP1 (what the
+    /// kernel does on an IB port).
+    pub sa: bool,
+    /// RoCE-native: IGMP for IPv4 groups, MLDv2 for IPv6 groups (what the kernel does on RoCE).
+    pub igmp_mld: bool,
+}
+
+impl MulticastPaths {
+    /// Both paths (the default).
+    pub const BOTH: MulticastPaths = MulticastPaths { sa: true, igmp_mld: true };
+    /// Only the SA path.
+    pub const SA_ONLY: MulticastPaths = MulticastPaths { sa: true, igmp_mld: false };
+    /// Only IGMP/MLD, as a Linux RoCE port.
+    pub const IGMP_MLD_ONLY: MulticastPaths = MulticastPaths { sa: false, igmp_mld: true };
+}
+
+impl Default for MulticastPaths {
+    fn default() -> Self {
+        MulticastPaths::BOTH
+    }
+}
+
+/// The IGMP version a stack speaks for IPv4 groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IgmpVersion {
+    /// IGMPv2: report to the group, leave to 224.0.0.2.
+    V2,
+    /// IGMPv3 (Linux's default): reports to 224.0.0.22.
+    #[default]
+    V3,
+}
+
+/// SA transaction timing [sa_query.c; multicast.c; protocol.md §4.3].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaTiming {
+    /// The whole budget of one SA query (multicast join/leave: 3000 ms).
+    pub timeout: Duration,
+    /// Retransmissions within the budget (kernel ≥ 5.15: 10).
+    pub retries: u32,
+    /// The smallest interval between transmissions (kernel ≥ 6.13: 500 ms); the per-try
+    /// interval is `max(min_retry_interval, timeout / (retries + 1))` … capped by the budget.
+    pub min_retry_interval: Duration,
+    /// Extra Delete attempts per group after a failed leave (multicast.c: 3).
+    pub leave_retries: u32,
+}
+
+impl Default for SaTiming {
+    fn default() -> Self {
+        SaTiming {
+            timeout: Duration::from_millis(3000),
+            retries: 10,
+            min_retry_interval: Duration::from_millis(500),
+            leave_retries: 3,
+        }
+    }
+}
+
+impl SaTiming {
+    /// The interval between transmissions of one query.
+    pub fn retry_interval(&self) -> Duration {
+        let per_try = self.timeout / (self.retries + 1).max(1);
+        per_try.max(self.min_retry_interval).min(self.timeout)
+    }
+}
+
+/// Neighbour resolution timing (Linux ARP/ND defaults: 3 probes, 1 s apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeighTiming {
+    /// Probes sent before giving up.
+    pub probes: u32,
+    /// Interval between probes.
+    pub interval: Duration,
+}
+
+impl Default for NeighTiming {
+    fn default() -> Self {
+        NeighTiming { probes: 3, interval: Duration::from_millis(1000) }
+    }
+}
+
+/// Configuration of one [`crate::Stack`] (one RoCE port).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackConfig {
+    /// The port's MAC address.
+    pub mac: [u8; 6],
+    /// IPv4 address and prefix length, if any.
+    pub ipv4: Option<(Ipv4Addr, u8)>,
+    /// IPv6 addresses and prefix lengths (the link-local one is derived from the MAC if absent).
+    pub ipv6: Vec<(Ipv6Addr, u8)>,
+    /// The partition key (RDMA-CM uses 0xFFFF on RoCE).
+    pub pkey: u16,
+    /// The SA's address (its QP1 answers with Q_Key 0x80010000); `None` disables the SA path.
+    pub sa: Option<IpAddr>,
+    /// Which multicast paths to use.
+    pub multicast_paths: MulticastPaths,
+    /// IGMP version for IPv4 groups.
+    pub igmp_version: IgmpVersion,
+    /// Accept IPv6 multicast joins (the kernel refuses them on RoCEv2 with ENOTSUPP; we
+    /// support them unless this is false).
+    pub ipv6_multicast: bool,
+    /// SA timing.
+    pub sa_timing: SaTiming,
+    /// ARP/ND timing.
+    pub neigh_timing: NeighTiming,
+    /// Seed for the random parts (the TID's upper half, ephemeral port start, CM IDs, PSNs):
+    /// the engine has no randomness of its own, so a driver passes real entropy and a test a
+    /// fixed value.
+    pub seed: u64,
+    /// Whether binds below port 1024 are allowed (CAP_NET_BIND_SERVICE).
+    pub privileged: bool,
+    /// The ephemeral port range (ip_local_port_range: 32768–60999).
+    pub ephemeral_ports: (u16, u16),
+    /// The port MTU (IB MTU enum value: 1=256 … 5=4096) reported in local records.
+    pub mtu: u8,
+    /// How long a CM connection stays in TIMEWAIT after a disconnect.
+    pub timewait: Duration,
+    /// How long the CM waits for an answer to a REQ, SIDR_REQ or DREQ before resending
+    /// (CMA_CM_RESPONSE_TIMEOUT 20: 4.096 µs × 2^20 ≈ 4.3 s).
+    pub cm_response_timeout: Duration,
+    /// CM resends before giving up (CMA_MAX_CM_RETRIES: 15).
+    pub cm_max_retries: u32,
+}
+
+impl StackConfig {
+    /// A configuration with the kernel's defaults for a port with this MAC and IPv4 address.
+    pub fn new(mac: [u8; 6], ipv4: Ipv4Addr, prefix: u8) -> StackConfig {
+        StackConfig {
+            mac,
+            ipv4: Some((ipv4, prefix)),
+            ipv6: Vec::new(),
+            pkey: roce_wire::DEFAULT_PKEY,
+            sa: None,
+            multicast_paths: MulticastPaths::default(),
+            igmp_version: IgmpVersion::default(),
+            ipv6_multicast: true,
+            sa_timing: SaTiming::default(),
+            neigh_timing: NeighTiming::default(),
+            seed: 0x0123_4567_89ab_cdef,
+            privileged: true,
+            ephemeral_ports: (32768, 60999),
+            mtu: 4,
+            timewait: Duration::from_millis(1000),
+            cm_response_timeout: Duration::from_nanos(4096 << 20),
+            cm_max_retries: 15,
+        }
+    }
+
+    /// The link-local IPv6 address derived from the MAC (EUI-64), as the kernel makes GID 0.
+    pub fn link_local(&self) -> Ipv6Addr {
+        let m = self.mac;
+        Ipv6Addr::from([0xfe, 0x80, 0, 0, 0, 0, 0, 0, m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
+    }
+}

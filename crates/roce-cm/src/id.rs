@@ -1,0 +1,208 @@
+//! `rdma_cm_id`: handles, states, port spaces, and the port table with the kernel's
+//! uniqueness rules [cma.c cma_check_port, cma_alloc_any_port, cma_use_port; cma_priv.h].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+
+use crate::Errno;
+
+/// A handle to an `rdma_cm_id` of one stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CmId(pub u32);
+
+/// `enum rdma_cm_state` [cma_priv.h], values as the kernel numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CmState {
+    /// 0
+    Idle,
+    /// 1
+    AddrQuery,
+    /// 2
+    AddrResolved,
+    /// 3
+    RouteQuery,
+    /// 4
+    RouteResolved,
+    /// 5
+    Connect,
+    /// 6
+    Disconnect,
+    /// 7
+    AddrBound,
+    /// 8
+    Listen,
+    /// 9
+    DeviceRemoval,
+    /// 10
+    Destroying,
+}
+
+impl CmState {
+    /// The kernel's name without the `RDMA_CM_` prefix.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CmState::Idle => "IDLE",
+            CmState::AddrQuery => "ADDR_QUERY",
+            CmState::AddrResolved => "ADDR_RESOLVED",
+            CmState::RouteQuery => "ROUTE_QUERY",
+            CmState::RouteResolved => "ROUTE_RESOLVED",
+            CmState::Connect => "CONNECT",
+            CmState::Disconnect => "DISCONNECT",
+            CmState::AddrBound => "ADDR_BOUND",
+            CmState::Listen => "LISTEN",
+            CmState::DeviceRemoval => "DEVICE_REMOVAL",
+            CmState::Destroying => "DESTROYING",
+        }
+    }
+
+    /// Parse a name as `name()` writes it.
+    pub fn from_name(s: &str) -> Option<CmState> {
+        ALL_STATES.iter().copied().find(|st| st.name() == s)
+    }
+}
+
+/// Every state.
+pub const ALL_STATES: [CmState; 11] = [
+    CmState::Idle,
+    CmState::AddrQuery,
+    CmState::AddrResolved,
+    CmState::RouteQuery,
+    CmState::RouteResolved,
+    CmState::Connect,
+    CmState::Disconnect,
+    CmState::AddrBound,
+    CmState::Listen,
+    CmState::DeviceRemoval,
+    CmState::Destroying,
+];
+
+/// `enum rdma_ucm_port_space`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PortSpace {
+    /// RDMA_PS_IPOIB (0x0002): UD.
+    Ipoib,
+    /// RDMA_PS_TCP (0x0106): RC.
+    Tcp,
+    /// RDMA_PS_UDP (0x0111): UD.
+    Udp,
+    /// RDMA_PS_IB (0x013F): RC or UD.
+    Ib,
+}
+
+impl PortSpace {
+    /// The kernel's value.
+    pub const fn value(self) -> u16 {
+        match self {
+            PortSpace::Ipoib => 0x0002,
+            PortSpace::Tcp => 0x0106,
+            PortSpace::Udp => 0x0111,
+            PortSpace::Ib => 0x013F,
+        }
+    }
+
+    /// The port space with this value.
+    pub fn from_value(v: u16) -> Option<PortSpace> {
+        [PortSpace::Ipoib, PortSpace::Tcp, PortSpace::Udp, PortSpace::Ib].into_iter().find(|p| p.value() == v)
+    }
+
+    /// Whether the port space is datagram (its connect is SIDR).
+    pub const fn is_ud(self) -> bool {
+        matches!(self, PortSpace::Udp | PortSpace::Ipoib)
+    }
+}
+
+/// The QP type an id is created with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpType {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable datagram.
+    Ud,
+}
+
+/// `(port space, port)` → the ids bound to it.
+#[derive(Debug, Default)]
+pub(crate) struct PortTable {
+    binds: BTreeMap<(PortSpace, u16), BTreeSet<CmId>>,
+}
+
+/// What the port table needs to know about an id to apply the uniqueness rules.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BindInfo {
+    pub addr: SocketAddr,
+    pub reuseaddr: bool,
+    pub afonly: bool,
+}
+
+impl PortTable {
+    /// `cma_check_port`: may `me` (with `reuseaddr` as given) share the port with its owners?
+    pub fn check(
+        &self,
+        ps: PortSpace,
+        port: u16,
+        me: CmId,
+        mine: BindInfo,
+        reuseaddr: bool,
+        info: impl Fn(CmId) -> BindInfo,
+    ) -> Result<(), Errno> {
+        let Some(owners) = self.binds.get(&(ps, port)) else { return Ok(()) };
+        for &cur in owners {
+            if cur == me {
+                continue;
+            }
+            let c = info(cur);
+            if reuseaddr && c.reuseaddr {
+                continue;
+            }
+            if mine.afonly && c.afonly && mine.addr.is_ipv4() != c.addr.is_ipv4() {
+                continue;
+            }
+            if mine.addr.ip().is_unspecified() || c.addr.ip().is_unspecified() {
+                return Err(Errno::EADDRNOTAVAIL);
+            }
+            if mine.addr.ip() == c.addr.ip() {
+                return Err(Errno::EADDRINUSE);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether any id holds the port.
+    pub fn in_use(&self, ps: PortSpace, port: u16) -> bool {
+        self.binds.get(&(ps, port)).is_some_and(|s| !s.is_empty())
+    }
+
+    pub fn insert(&mut self, ps: PortSpace, port: u16, id: CmId) {
+        self.binds.entry((ps, port)).or_default().insert(id);
+    }
+
+    pub fn remove(&mut self, ps: PortSpace, port: u16, id: CmId) {
+        if let Some(s) = self.binds.get_mut(&(ps, port)) {
+            s.remove(&id);
+            if s.is_empty() {
+                self.binds.remove(&(ps, port));
+            }
+        }
+    }
+
+    /// Every bound (space, port) pair with its owners.
+    pub fn iter(&self) -> impl Iterator<Item = (&(PortSpace, u16), &BTreeSet<CmId>)> {
+        self.binds.iter()
+    }
+}
+
+/// Whether an address is an IPv6 link-local one without a scope id (the kernel refuses it).
+pub(crate) fn link_local_without_scope(addr: &SocketAddr) -> bool {
+    match addr {
+        SocketAddr::V6(a) => (a.ip().segments()[0] & 0xffc0) == 0xfe80 && a.scope_id() == 0,
+        SocketAddr::V4(_) => false,
+    }
+}
+
+/// The unspecified address of `ip`'s family.
+pub(crate) fn wildcard_like(ip: &IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+    }
+}

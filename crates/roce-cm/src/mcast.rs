@@ -1,0 +1,620 @@
+//! Multicast membership with the kernel's InfiniBand accounting [multicast.c; protocol.md
+//! §4.2], carried as SA transactions over RoCEv2, beside the RoCE-native IGMP/MLD [cma.c
+//! cma_iboe_join_multicast, destroy_mc].
+//!
+//! Per group (MGID): members counted per join-state bit; `rec`, the last record the SA
+//! returned, whose JoinState is the set of bits the SA holds for this port. The group's work
+//! runs one SA transaction at a time: first pending joins (a Set when the member needs a bit
+//! `rec` lacks; otherwise satisfied locally), then a Delete of exactly the bits whose count
+//! fell to zero, on `rec`, mask 0x10003; a failed Delete is retried up to 3 more times.
+//! A leave never blocks: it is a state, emitted on the next poll.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::net::IpAddr;
+
+use roce_wire::igmp::IgmpMessage;
+use roce_wire::l2::{IgmpFrame, MldFrame};
+use roce_wire::mad::{MadStatus, Method};
+use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord, Selector};
+use roce_wire::mld::MldMessage;
+use roce_wire::sa::{attr, SaData, SaMad};
+use roce_wire::{Gid, MULTICAST_QPN, RDMA_UDP_QKEY};
+
+use crate::config::IgmpVersion;
+use crate::counters::DropReason;
+use crate::event::{AddressHandle, CmEvent, EventKind, EventParam, UdParam};
+use crate::id::{CmId, PortSpace};
+use crate::neigh::{emit_frame, multicast_mac};
+use crate::sa_client::TxnOwner;
+use crate::stack::{Outgoing, Stack, Work};
+use crate::{Errno, Instant};
+
+/// The outcome of an application's SA query: the response MAD (whatever its status), or
+/// ETIMEDOUT when the SA never answered within the retries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaQueryResult {
+    /// The handle `sa_query` returned.
+    pub handle: u64,
+    /// The SA's response, or the error.
+    pub result: Result<SaMad, Errno>,
+}
+
+/// A member handle (one join of one id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemberKey(pub u64);
+
+/// Where a member stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    /// Waiting for the group's work (its Set not sent yet).
+    Pending,
+    /// Its Set is in flight.
+    Joining,
+    /// Joined: counted in the group's per-bit counts.
+    Joined,
+    /// Left while its Set was in flight: the SA's answer will be undone by a Delete.
+    Cancelled,
+}
+
+/// One join of one id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// The id that joined.
+    pub id: CmId,
+    /// The group's MGID.
+    pub mgid: Gid,
+    /// The address the application joined.
+    pub addr: IpAddr,
+    /// The requested join state (one bit).
+    pub join_state: JoinState,
+    /// The member's state.
+    pub state: MemberState,
+    /// Whether it holds an IP-level (IGMP/MLD) reference.
+    pub(crate) ip_ref: bool,
+}
+
+/// The transaction a group has in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GroupOp {
+    Join { member: MemberKey },
+    Leave { bits: u8, leavers: Vec<CmId> },
+}
+
+/// One multicast group of this port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// The address applications joined it by.
+    pub addr: IpAddr,
+    /// The MGID (`::ffff:G` for an IPv4 group on RoCEv2, the address for IPv6).
+    pub mgid: Gid,
+    /// Local members per join-state bit (FullMember, NonMember, SendOnlyNonMember,
+    /// SendOnlyFullMember).
+    pub counts: [u32; 4],
+    /// The last record the SA returned; its JoinState is what the SA holds for us.
+    pub rec: Option<McMemberRecord>,
+    pub(crate) busy: Option<GroupOp>,
+    pub(crate) pending: VecDeque<MemberKey>,
+    pub(crate) members: BTreeSet<MemberKey>,
+    pub(crate) leave_retries: u32,
+    /// Ids whose leave waits for the next Delete's answer.
+    pub(crate) leavers: Vec<CmId>,
+}
+
+/// The MGID RDMA-CM uses on RoCEv2 for a group address [cma.c cma_iboe_set_mgid].
+pub fn mgid_for(group: &IpAddr) -> Gid {
+    Gid::from_ip(*group)
+}
+
+fn bit_index(js: JoinState) -> usize {
+    (js.0 & 0x0f).trailing_zeros().min(3) as usize
+}
+
+impl Stack {
+    /// The groups of this port.
+    pub fn groups(&self) -> impl Iterator<Item = &Group> {
+        self.groups.values()
+    }
+
+    /// Members of this port (all ids).
+    pub fn members(&self) -> impl Iterator<Item = (&MemberKey, &Member)> {
+        self.members.iter()
+    }
+
+    /// Outstanding SA transactions.
+    pub fn sa_transactions(&self) -> usize {
+        self.sa.len()
+    }
+
+    /// SA MADs sent (first sends and retransmissions) and retransmissions alone.
+    pub fn sa_sent(&self) -> (u64, u64) {
+        (self.sa.sent, self.sa.retransmissions)
+    }
+
+    fn sa_enabled(&self) -> bool {
+        self.cfg.sa.is_some() && self.cfg.multicast_paths.sa
+    }
+
+    /// Join `group` with one join-state bit (see [`Stack::join_multicast`]); the id's state
+    /// was checked by the caller.
+    pub(crate) fn start_join(&mut self, now: Instant, id: CmId, group: IpAddr, join_state: JoinState) {
+        let mgid = mgid_for(&group);
+        let key = MemberKey(self.next_member);
+        self.next_member += 1;
+        let send_only = join_state == JoinState::SEND_ONLY_FULL_MEMBER || join_state == JoinState::SEND_ONLY_NON_MEMBER;
+        let ip_ref = self.cfg.multicast_paths.igmp_mld && !send_only;
+        self.members.insert(key, Member { id, mgid, addr: group, join_state, state: MemberState::Pending, ip_ref });
+        if let Some(rec) = self.ids.get_mut(&id) {
+            rec.members.push(key);
+        }
+        let g = self.groups.entry(mgid).or_insert_with(|| Group {
+            addr: group,
+            mgid,
+            counts: [0; 4],
+            rec: None,
+            busy: None,
+            pending: VecDeque::new(),
+            members: BTreeSet::new(),
+            leave_retries: 0,
+            leavers: Vec::new(),
+        });
+        g.members.insert(key);
+        if ip_ref {
+            self.ip_group_ref(now, group, true);
+        }
+        if self.sa_enabled() {
+            if let Some(g) = self.groups.get_mut(&mgid) {
+                g.pending.push_back(key);
+            }
+            self.run_group(now, mgid);
+        } else {
+            // RoCE: the kernel builds the record locally and queues the event.
+            self.schedule(now, Work::LocalJoinDone(key));
+        }
+    }
+
+    /// The record RDMA-CM sends in its Set [cma.c cma_join_ib_multicast] (mask 0x130C7).
+    fn join_record(&self, m: &Member) -> McMemberRecord {
+        let ps = self.ids.get(&m.id).map(|r| r.ps);
+        McMemberRecord {
+            mgid: m.mgid,
+            port_gid: self.source_for(&m.addr).map(Gid::from_ip).unwrap_or_default(),
+            q_key: if matches!(ps, Some(PortSpace::Udp) | Some(PortSpace::Ib)) { RDMA_UDP_QKEY } else { 0 },
+            p_key: self.cfg.pkey,
+            join_state: m.join_state,
+            ..McMemberRecord::default()
+        }
+    }
+
+    /// The record a RoCE join builds without an SA [cma.c cma_iboe_join_multicast].
+    fn local_record(&self, m: &Member) -> McMemberRecord {
+        let mut r = self.join_record(m);
+        r.mtu_selector = Selector::Exactly;
+        r.mtu = self.cfg.mtu;
+        r.rate_selector = Selector::Exactly;
+        r.rate = 3;
+        r.hop_limit = if m.addr.is_ipv4() { 64 } else { 1 };
+        r
+    }
+
+    /// The group's work: pending joins, then leaving bits nobody holds, then cleanup.
+    pub(crate) fn run_group(&mut self, now: Instant, mgid: Gid) {
+        loop {
+            let Some(g) = self.groups.get(&mgid) else { return };
+            if g.busy.is_some() {
+                return;
+            }
+            // 1. Pending joins.
+            if let Some(&key) = g.pending.front() {
+                let held = g.rec.map_or(0, |r| r.join_state.0);
+                let Some(m) = self.members.get(&key).cloned() else {
+                    self.groups.get_mut(&mgid).map(|g| g.pending.pop_front());
+                    continue;
+                };
+                if let Some(g) = self.groups.get_mut(&mgid) {
+                    g.pending.pop_front();
+                }
+                if held & m.join_state.0 == m.join_state.0 && held != 0 {
+                    // The SA already holds our bit: satisfied locally (multicast.c process_join).
+                    let rec = self.groups.get(&mgid).and_then(|g| g.rec);
+                    self.member_joined(key, rec);
+                    continue;
+                }
+                let rec = self.join_record(&m);
+                let mad = SaMad::request(
+                    Method::Set,
+                    0,
+                    attr::MC_MEMBER_RECORD,
+                    ComponentMask::KERNEL_JOIN.0,
+                    SaData::mc_member(rec),
+                );
+                self.sa.start(now, mad, TxnOwner::Join(mgid));
+                if let Some(mm) = self.members.get_mut(&key) {
+                    mm.state = MemberState::Joining;
+                }
+                if let Some(g) = self.groups.get_mut(&mgid) {
+                    g.busy = Some(GroupOp::Join { member: key });
+                    g.leave_retries = self.cfg.sa_timing.leave_retries;
+                }
+                return;
+            }
+            // 2. Bits no local member holds any more (get_leave_state).
+            let Some(g) = self.groups.get_mut(&mgid) else { return };
+            let held = g.rec.map_or(0, |r| r.join_state.0);
+            let mut leave = 0u8;
+            for bit in 0..4 {
+                if held & (1 << bit) != 0 && g.counts[bit] == 0 {
+                    leave |= 1 << bit;
+                }
+            }
+            if leave != 0 {
+                let mut rec = g.rec.unwrap_or_default();
+                if let Some(r) = g.rec.as_mut() {
+                    r.join_state = JoinState(r.join_state.0 & !leave);
+                }
+                rec.join_state = JoinState(leave);
+                let leavers = std::mem::take(&mut g.leavers);
+                g.busy = Some(GroupOp::Leave { bits: leave, leavers });
+                let mad = SaMad::request(
+                    Method::Delete,
+                    0,
+                    attr::MC_MEMBER_RECORD,
+                    ComponentMask::KERNEL_LEAVE.0,
+                    SaData::mc_member(rec),
+                );
+                self.sa.start(now, mad, TxnOwner::Leave(mgid));
+                return;
+            }
+            // 3. Idle: leaves that needed no Delete are complete; an empty group goes.
+            let leavers = std::mem::take(&mut g.leavers);
+            let empty = g.members.is_empty() && held == 0;
+            let addr = g.addr;
+            for id in leavers {
+                self.multicast_event(id, EventKind::MulticastLeft, 0, addr, None, None);
+            }
+            if empty {
+                self.groups.remove(&mgid);
+            }
+            return;
+        }
+    }
+
+    fn member_joined(&mut self, key: MemberKey, rec: Option<McMemberRecord>) {
+        let Some(m) = self.members.get_mut(&key) else { return };
+        m.state = MemberState::Joined;
+        let m = m.clone();
+        if let Some(g) = self.groups.get_mut(&m.mgid) {
+            g.counts[bit_index(m.join_state)] += 1;
+        }
+        let rec = rec.unwrap_or_else(|| self.local_record(&m));
+        let ah = AddressHandle {
+            dgid: m.mgid,
+            sgid: rec.port_gid,
+            dmac: multicast_mac(&m.addr).unwrap_or([0xff; 6]),
+            hop_limit: if rec.hop_limit == 0 { 64 } else { rec.hop_limit },
+            traffic_class: rec.traffic_class,
+            flow_label: rec.flow_label,
+            sl: rec.sl,
+        };
+        let ud = UdParam { ah, qp_num: MULTICAST_QPN, qkey: rec.q_key };
+        // librdmacm attaches the id's QP on MULTICAST_JOIN unless the join is send-only.
+        let send_only = m.join_state.0 & 0x0c != 0;
+        if let Some(qpn) = self.ids.get(&m.id).and_then(|r| r.qpn) {
+            if !send_only {
+                let _ = self.attach_mcast(qpn, m.mgid);
+            }
+        }
+        self.multicast_event(m.id, EventKind::MulticastJoin, 0, m.addr, Some(rec), Some(ud));
+    }
+
+    pub(crate) fn multicast_event(
+        &mut self,
+        id: CmId,
+        kind: EventKind,
+        status: i32,
+        group: IpAddr,
+        record: Option<McMemberRecord>,
+        ud: Option<UdParam>,
+    ) {
+        self.multicast_event_sa(id, kind, status, group, record, ud, None);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn multicast_event_sa(
+        &mut self,
+        id: CmId,
+        kind: EventKind,
+        status: i32,
+        group: IpAddr,
+        record: Option<McMemberRecord>,
+        ud: Option<UdParam>,
+        sa_status: Option<u16>,
+    ) {
+        if !self.ids.contains_key(&id) {
+            return; // destroyed ids get no events
+        }
+        self.push_event(CmEvent {
+            id,
+            listen_id: None,
+            kind,
+            status,
+            param: EventParam::Multicast { group, record, ud, sa_status },
+        });
+    }
+
+    pub(crate) fn local_join_done(&mut self, key: MemberKey) {
+        if self.members.get(&key).is_some_and(|m| m.state == MemberState::Pending) {
+            self.member_joined(key, None);
+        }
+    }
+
+    /// Leave one join of `group` by `id` (the first matching, as the kernel does).
+    pub(crate) fn start_leave(&mut self, now: Instant, id: CmId, group: IpAddr) {
+        let key = self
+            .ids
+            .get(&id)
+            .and_then(|r| r.members.iter().copied().find(|k| self.members.get(k).is_some_and(|m| m.addr == group)));
+        let Some(key) = key else { return }; // unknown group: a no-op
+        self.remove_member(now, key, true);
+    }
+
+    /// Take a member out of its group: cancel it if its join is not done, uncount it if it is,
+    /// drop its IP-level reference, and let the group's work send what is needed.
+    pub(crate) fn remove_member(&mut self, now: Instant, key: MemberKey, report: bool) {
+        let Some(m) = self.members.get(&key).cloned() else { return };
+        if let Some(r) = self.ids.get_mut(&m.id) {
+            r.members.retain(|k| *k != key);
+            if let Some(qpn) = r.qpn {
+                if m.state == MemberState::Joined && m.join_state.0 & 0x0c == 0 {
+                    let still = r.members.iter().any(|k| self.members.get(k).is_some_and(|o| o.mgid == m.mgid));
+                    if !still {
+                        let _ = self.detach_mcast(qpn, m.mgid);
+                    }
+                }
+            }
+        }
+        if m.ip_ref {
+            self.ip_group_ref(now, m.addr, false);
+        }
+        let Some(g) = self.groups.get_mut(&m.mgid) else {
+            self.members.remove(&key);
+            return;
+        };
+        g.members.remove(&key);
+        g.pending.retain(|k| *k != key);
+        match m.state {
+            MemberState::Joined => g.counts[bit_index(m.join_state)] -= 1,
+            MemberState::Joining => {
+                // Keep the record so the Set's answer can be matched; the Delete follows.
+                if let Some(mm) = self.members.get_mut(&key) {
+                    mm.state = MemberState::Cancelled;
+                }
+                if report {
+                    if let Some(g) = self.groups.get_mut(&m.mgid) {
+                        g.leavers.push(m.id);
+                    }
+                }
+                return;
+            }
+            MemberState::Pending | MemberState::Cancelled => {}
+        }
+        self.members.remove(&key);
+        if report {
+            if let Some(g) = self.groups.get_mut(&m.mgid) {
+                g.leavers.push(m.id);
+            }
+        }
+        self.unschedule(|w| *w == Work::LocalJoinDone(key));
+        self.run_group(now, m.mgid);
+    }
+
+    /// An SA response arrived on QP1.
+    pub(crate) fn handle_sa_response(&mut self, now: Instant, payload: &[u8]) {
+        let Ok(resp) = SaMad::parse(payload) else {
+            self.counters.drop(DropReason::BadMad);
+            return;
+        };
+        let Some(matched) = self.sa.handle_response(&resp) else {
+            self.counters.drop(DropReason::UnsolicitedResponse);
+            return;
+        };
+        self.counters.rx_accepted += 1;
+        let status = resp.header.status;
+        match matched.owner {
+            TxnOwner::Join(mgid) => {
+                let Some(g) = self.groups.get_mut(&mgid) else { return };
+                let Some(GroupOp::Join { member }) = g.busy.take() else { return };
+                let m = self.members.get(&member).cloned();
+                if status == MadStatus(0) {
+                    let bits = m.as_ref().map_or(0, |m| m.join_state.0);
+                    let held = g.rec.map_or(0, |r| r.join_state.0);
+                    let mut rec = resp.mc_member().copied().unwrap_or_else(|| g.rec.unwrap_or_default());
+                    rec.join_state = JoinState(held | bits);
+                    g.rec = Some(rec);
+                    match m.map(|m| m.state) {
+                        Some(MemberState::Joining) => self.member_joined(member, Some(rec)),
+                        Some(MemberState::Cancelled) => {
+                            self.members.remove(&member);
+                        }
+                        _ => {}
+                    }
+                } else if let Some(m) = m {
+                    self.members.remove(&member);
+                    if let Some(g) = self.groups.get_mut(&mgid) {
+                        g.members.remove(&member);
+                    }
+                    if let Some(r) = self.ids.get_mut(&m.id) {
+                        r.members.retain(|k| *k != member);
+                    }
+                    if m.ip_ref {
+                        self.ip_group_ref(now, m.addr, false);
+                    }
+                    if m.state == MemberState::Joining {
+                        // Any non-zero SA status fails the join with -EINVAL (sa_query.c).
+                        self.multicast_event_sa(
+                            m.id,
+                            EventKind::MulticastError,
+                            Errno::EINVAL.status(),
+                            m.addr,
+                            None,
+                            None,
+                            Some(status.0),
+                        );
+                    }
+                }
+                self.run_group(now, mgid);
+            }
+            TxnOwner::Leave(mgid) => {
+                if status == MadStatus(0) {
+                    self.leave_done(now, mgid, 0, None);
+                } else {
+                    self.leave_failed(now, mgid, Errno::EINVAL, Some(status.0));
+                }
+            }
+            TxnOwner::Query(handle) => {
+                self.sa_results.push_back(SaQueryResult { handle, result: Ok(resp) });
+            }
+        }
+    }
+
+    /// Send an SA request (Get, GetTable, …) of the application's to the configured SA; the
+    /// answer (or ETIMEDOUT after the retries) comes from [`Stack::poll_sa_result`]. ENODEV
+    /// without an SA.
+    pub fn sa_query(&mut self, now: Instant, request: SaMad) -> Result<u64, Errno> {
+        if self.cfg.sa.is_none() {
+            return Err(Errno::ENODEV);
+        }
+        let handle = self.next_member;
+        self.next_member += 1;
+        self.sa.start(now, request, TxnOwner::Query(handle));
+        Ok(handle)
+    }
+
+    /// The next answer to an [`Stack::sa_query`].
+    pub fn poll_sa_result(&mut self) -> Option<SaQueryResult> {
+        self.sa_results.pop_front()
+    }
+
+    /// An SA transaction ran out of time.
+    pub(crate) fn sa_transaction_failed(&mut self, now: Instant, _tid: u64, owner: TxnOwner, sa_status: Option<u16>) {
+        match owner {
+            TxnOwner::Join(mgid) => {
+                let Some(g) = self.groups.get_mut(&mgid) else { return };
+                let Some(GroupOp::Join { member }) = g.busy.take() else { return };
+                if let Some(m) = self.members.remove(&member) {
+                    if let Some(g) = self.groups.get_mut(&mgid) {
+                        g.members.remove(&member);
+                    }
+                    if let Some(r) = self.ids.get_mut(&m.id) {
+                        r.members.retain(|k| *k != member);
+                    }
+                    if m.ip_ref {
+                        self.ip_group_ref(now, m.addr, false);
+                    }
+                    if m.state == MemberState::Joining {
+                        self.multicast_event_sa(
+                            m.id,
+                            EventKind::MulticastError,
+                            Errno::ETIMEDOUT.status(),
+                            m.addr,
+                            None,
+                            None,
+                            sa_status,
+                        );
+                    }
+                }
+                self.run_group(now, mgid);
+            }
+            TxnOwner::Leave(mgid) => self.leave_failed(now, mgid, Errno::ETIMEDOUT, sa_status),
+            TxnOwner::Query(handle) => {
+                self.sa_results.push_back(SaQueryResult { handle, result: Err(Errno::ETIMEDOUT) })
+            }
+        }
+    }
+
+    fn leave_done(&mut self, now: Instant, mgid: Gid, status: i32, sa_status: Option<u16>) {
+        let Some(g) = self.groups.get_mut(&mgid) else { return };
+        let Some(GroupOp::Leave { leavers, .. }) = g.busy.take() else { return };
+        let addr = g.addr;
+        for id in leavers {
+            if status == 0 {
+                self.multicast_event(id, EventKind::MulticastLeft, 0, addr, None, None);
+            } else {
+                self.multicast_event_sa(id, EventKind::MulticastError, status, addr, None, None, sa_status);
+            }
+        }
+        self.run_group(now, mgid);
+    }
+
+    /// A Delete failed: resend it while the group's leave retries last (leave_handler), then
+    /// report the failure to the ids that left.
+    fn leave_failed(&mut self, now: Instant, mgid: Gid, err: Errno, sa_status: Option<u16>) {
+        let Some(g) = self.groups.get_mut(&mgid) else { return };
+        let Some(GroupOp::Leave { bits, .. }) = &g.busy else { return };
+        let bits = *bits;
+        if g.leave_retries > 0 {
+            g.leave_retries -= 1;
+            let mut rec = g.rec.unwrap_or_default();
+            rec.join_state = JoinState(bits);
+            let mad = SaMad::request(
+                Method::Delete,
+                0,
+                attr::MC_MEMBER_RECORD,
+                ComponentMask::KERNEL_LEAVE.0,
+                SaData::mc_member(rec),
+            );
+            self.sa.start(now, mad, TxnOwner::Leave(mgid));
+            return;
+        }
+        self.leave_done(now, mgid, err.status(), sa_status);
+    }
+
+    /// ip_mc_inc_group / ip_mc_dec_group: the first local user of a group sends the join
+    /// report, the last one the leave; each is repeated once a second later (robustness 2).
+    fn ip_group_ref(&mut self, now: Instant, group: IpAddr, join: bool) {
+        let count = self.ip_group_refs.entry(group).or_insert(0);
+        let send = if join {
+            *count += 1;
+            *count == 1
+        } else {
+            *count = count.saturating_sub(1);
+            *count == 0
+        };
+        if *count == 0 {
+            self.ip_group_refs.remove(&group);
+        }
+        if send {
+            self.unschedule(|w| matches!(w, Work::ReportRepeat { group: g, .. } if *g == group));
+            self.send_group_report(group, join);
+            self.schedule(now + core::time::Duration::from_secs(1), Work::ReportRepeat { group, join });
+        }
+    }
+
+    /// One IGMP or MLDv2 report for `group`.
+    pub(crate) fn send_group_report(&mut self, group: IpAddr, join: bool) {
+        let frame = match group {
+            IpAddr::V4(g) => {
+                let Some((src, _)) = self.cfg.ipv4 else { return };
+                let msg = match (self.cfg.igmp_version, join) {
+                    (IgmpVersion::V3, true) => IgmpMessage::v3_join(g),
+                    (IgmpVersion::V3, false) => IgmpMessage::v3_leave(g),
+                    (IgmpVersion::V2, true) => IgmpMessage::v2_report(g),
+                    (IgmpVersion::V2, false) => IgmpMessage::v2_leave(g),
+                };
+                emit_frame(&IgmpFrame::new(self.cfg.mac, src, msg))
+            }
+            IpAddr::V6(g) => {
+                let msg = if join { MldMessage::join(g) } else { MldMessage::leave(g) };
+                emit_frame(&MldFrame::new(self.cfg.mac, self.cfg.link_local(), msg))
+            }
+        };
+        self.tx.push_back(Outgoing::Raw(frame));
+    }
+
+    /// Answer a query: a report for every group of that family we hold at IP level.
+    pub(crate) fn report_all_groups(&mut self, ipv4: bool) {
+        let groups: Vec<IpAddr> = self.ip_group_refs.keys().copied().filter(|g| g.is_ipv4() == ipv4).collect();
+        for g in groups {
+            self.send_group_report(g, true);
+        }
+    }
+}

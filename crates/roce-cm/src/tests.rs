@@ -1,0 +1,671 @@
+//! Engine tests on a minimal in-crate wire (cross-crate scenarios with the simulated link
+//! and the real SA responder live in the workspace's tests/).
+
+use core::time::Duration;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use roce_wire::mad::{MadStatus, Method};
+use roce_wire::mcmember::{ComponentMask, JoinState};
+use roce_wire::sa::{SaData, SaMad};
+use roce_wire::{frame, MAD_SIZE};
+
+use crate::*;
+
+const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const SA: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+const GROUP: Ipv4Addr = Ipv4Addr::new(239, 1, 2, 3);
+
+/// Two stacks on one wire: 0 is the host under test, 1 hosts a toy SA that answers every
+/// Set with an MLID and every Delete with DeleteResp (unless `sa_silent`).
+pub(crate) struct Wire {
+    pub stacks: Vec<Stack>,
+    pub now: Instant,
+    pub frames: Vec<(usize, Vec<u8>)>,
+    pub sa_silent: bool,
+}
+
+impl Wire {
+    pub fn new(paths: MulticastPaths) -> Wire {
+        let mut a = StackConfig::new([2, 0, 0, 0, 0, 1], A, 24);
+        a.sa = Some(IpAddr::V4(SA));
+        a.multicast_paths = paths;
+        let b = StackConfig::new([2, 0, 0, 0, 0, 2], SA, 24);
+        let mut sa = Stack::new(b);
+        sa.register_mad_agent(0x03);
+        Wire { stacks: vec![Stack::new(a), sa], now: Instant::ZERO, frames: Vec::new(), sa_silent: false }
+    }
+
+    fn answer_sa(&mut self) {
+        while let Some(req) = self.stacks[1].poll_mad_request() {
+            if self.sa_silent {
+                continue;
+            }
+            let m = SaMad::parse(&req.mad).unwrap();
+            let mut rec = *m.mc_member().unwrap();
+            let resp = match m.header.method {
+                Method::Set => {
+                    rec.mlid = 0xC001;
+                    m.response_to(Method::Get, MadStatus(0), SaData::mc_member(rec))
+                }
+                Method::Delete => m.response_to(Method::Delete, MadStatus(0), SaData::mc_member(rec)),
+                _ => m.response_to(Method::Get, MadStatus::UNSUPPORTED_METHOD_ATTR, m.data),
+            };
+            self.stacks[1].send_mad(req.src, req.src_qp, &resp.to_bytes());
+        }
+    }
+
+    /// Move frames until nothing moves, advancing time to the next timer; bounded.
+    pub fn run_for(&mut self, d: Duration) {
+        let end = self.now + d;
+        let mut buf = vec![0u8; 9000];
+        for _ in 0..100_000 {
+            let mut moved = false;
+            for i in 0..self.stacks.len() {
+                while let Some(n) = self.stacks[i].poll_transmit(self.now, &mut buf) {
+                    let f = buf[..n].to_vec();
+                    self.frames.push((i, f.clone()));
+                    for j in 0..self.stacks.len() {
+                        if j != i {
+                            self.stacks[j].handle_frame(self.now, &f);
+                        }
+                    }
+                    moved = true;
+                }
+            }
+            self.answer_sa();
+            if moved {
+                continue;
+            }
+            let next = self.stacks.iter().filter_map(|s| s.poll_timeout()).min();
+            match next {
+                Some(t) if t <= self.now => {
+                    for s in &mut self.stacks {
+                        s.handle_timeout(self.now);
+                    }
+                }
+                Some(t) if t <= end => {
+                    self.now = t;
+                    for s in &mut self.stacks {
+                        s.handle_timeout(self.now);
+                    }
+                }
+                _ => {
+                    self.now = end;
+                    return;
+                }
+            }
+        }
+        panic!("livelock");
+    }
+
+    pub fn events(&mut self, i: usize) -> Vec<CmEvent> {
+        std::iter::from_fn(|| self.stacks[i].poll_event()).collect()
+    }
+
+    /// The SA MADs stack `i` sent, in order.
+    pub fn sa_mads(&self, i: usize) -> Vec<SaMad> {
+        self.frames
+            .iter()
+            .filter(|(s, _)| *s == i)
+            .filter_map(|(_, f)| frame::parse(f).ok().map(|p| p.repr.payload.to_vec()))
+            .filter(|p| p.len() == MAD_SIZE && p[1] == 0x03)
+            .filter_map(|p| SaMad::parse(&p).ok())
+            .collect()
+    }
+}
+
+fn bound_id(w: &mut Wire, ps: PortSpace) -> CmId {
+    let s = &mut w.stacks[0];
+    let id = s.create_id(ps, QpType::Ud).unwrap();
+    s.bind_addr(id, SocketAddr::new(IpAddr::V4(A), 0)).unwrap();
+    id
+}
+
+#[test]
+fn join_and_leave_put_set_and_delete_on_the_wire() {
+    let mut w = Wire::new(MulticastPaths::BOTH);
+    let id = bound_id(&mut w, PortSpace::Udp);
+    let now = w.now;
+    w.stacks[0].join_multicast(now, id, IpAddr::V4(GROUP), JoinState::FULL_MEMBER).unwrap();
+    w.run_for(Duration::from_millis(100));
+    let ev = w.events(0);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0].kind, EventKind::MulticastJoin);
+    let EventParam::Multicast { record: Some(rec), ud: Some(ud), .. } = &ev[0].param else { panic!() };
+    assert_eq!(rec.mlid, 0xC001);
+    assert_eq!(ud.qp_num, 0xFF_FFFF);
+    assert_eq!(ud.qkey, 0x0123_4567);
+    let now = w.now;
+    w.stacks[0].leave_multicast(now, id, IpAddr::V4(GROUP)).unwrap();
+    w.run_for(Duration::from_millis(100));
+    let ev = w.events(0);
+    assert_eq!(ev.iter().map(|e| e.kind).collect::<Vec<_>>(), vec![EventKind::MulticastLeft]);
+    let mads = w.sa_mads(0);
+    assert_eq!(mads.len(), 2);
+    assert_eq!(mads[0].header.method, Method::Set);
+    assert_eq!(mads[0].sa.component_mask, ComponentMask::KERNEL_JOIN.0);
+    assert_eq!(mads[1].header.method, Method::Delete);
+    assert_eq!(mads[1].sa.component_mask, ComponentMask::KERNEL_LEAVE.0);
+    let del = mads[1].mc_member().unwrap();
+    assert_eq!(del.join_state, JoinState::FULL_MEMBER);
+    assert_eq!(del.mlid, 0xC001, "the Delete carries the record the SA returned");
+    assert_ne!(mads[0].header.transaction_id, mads[1].header.transaction_id);
+    assert_eq!(w.stacks[0].groups().count(), 0);
+    assert_eq!(w.stacks[0].sa_transactions(), 0);
+    // Every frame decodes strictly, and the IGMP join and leave went out.
+    let igmp = w.frames.iter().filter(|(s, f)| *s == 0 && f.len() > 23 && f[12..14] == [8, 0] && f[23] == 2).count();
+    assert_eq!(igmp, 2, "IGMP join and leave (repeats come a second later)");
+    assert_eq!(w.stacks[0].counters().total_dropped(), 0, "{:?}", w.stacks[0].counters());
+}
+
+#[test]
+fn two_ids_one_group_one_set_and_one_delete() {
+    let mut w = Wire::new(MulticastPaths::SA_ONLY);
+    let a = bound_id(&mut w, PortSpace::Udp);
+    let b = w.stacks[0].create_id(PortSpace::Udp, QpType::Ud).unwrap();
+    w.stacks[0].bind_addr(b, SocketAddr::new(IpAddr::V4(A), 0)).unwrap();
+    let now = w.now;
+    w.stacks[0].join_multicast(now, a, IpAddr::V4(GROUP), JoinState::FULL_MEMBER).unwrap();
+    w.stacks[0].join_multicast(now, b, IpAddr::V4(GROUP), JoinState::FULL_MEMBER).unwrap();
+    w.run_for(Duration::from_millis(100));
+    assert_eq!(w.events(0).iter().filter(|e| e.kind == EventKind::MulticastJoin).count(), 2);
+    assert_eq!(w.sa_mads(0).len(), 1, "the second member is satisfied locally");
+    let now = w.now;
+    w.stacks[0].leave_multicast(now, a, IpAddr::V4(GROUP)).unwrap();
+    w.run_for(Duration::from_millis(100));
+    assert_eq!(w.sa_mads(0).len(), 1, "another FullMember remains: no Delete");
+    let now = w.now;
+    w.stacks[0].leave_multicast(now, b, IpAddr::V4(GROUP)).unwrap();
+    w.run_for(Duration::from_millis(100));
+    let mads = w.sa_mads(0);
+    assert_eq!(mads.len(), 2);
+    assert_eq!(mads[1].header.method, Method::Delete);
+}
+
+#[test]
+fn unanswered_leave_is_retried_then_reported_without_blocking() {
+    let mut w = Wire::new(MulticastPaths::SA_ONLY);
+    let id = bound_id(&mut w, PortSpace::Udp);
+    let now = w.now;
+    w.stacks[0].join_multicast(now, id, IpAddr::V4(GROUP), JoinState::FULL_MEMBER).unwrap();
+    w.run_for(Duration::from_millis(100));
+    w.events(0);
+    w.sa_silent = true;
+    let now = w.now;
+    w.stacks[0].leave_multicast(now, id, IpAddr::V4(GROUP)).unwrap();
+    w.run_for(Duration::from_secs(20));
+    let ev = w.events(0);
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].kind, EventKind::MulticastError);
+    assert_eq!(ev[0].status, Errno::ETIMEDOUT.status());
+    let deletes = w.sa_mads(0).iter().filter(|m| m.header.method == Method::Delete).count();
+    // 4 Delete queries (1 + 3 leave retries), each sent at 0, 0.5, …, 2.5 s (6 times).
+    assert_eq!(deletes, 24);
+    assert_eq!(w.stacks[0].sa_transactions(), 0);
+    assert_eq!(w.stacks[0].groups().count(), 0);
+    assert_eq!(w.stacks[0].pending_work(), 0);
+}
+
+#[test]
+fn leave_before_the_set_is_answered_cancels_and_cleans_up() {
+    let mut w = Wire::new(MulticastPaths::SA_ONLY);
+    let id = bound_id(&mut w, PortSpace::Udp);
+    let now = w.now;
+    w.stacks[0].join_multicast(now, id, IpAddr::V4(GROUP), JoinState::FULL_MEMBER).unwrap();
+    w.stacks[0].leave_multicast(now, id, IpAddr::V4(GROUP)).unwrap();
+    w.run_for(Duration::from_millis(100));
+    let kinds: Vec<_> = w.events(0).iter().map(|e| e.kind).collect();
+    assert!(!kinds.contains(&EventKind::MulticastJoin), "{kinds:?}");
+    assert!(kinds.contains(&EventKind::MulticastLeft), "{kinds:?}");
+    // The Set was already queued; its success is undone by a Delete.
+    let methods: Vec<_> = w.sa_mads(0).iter().map(|m| m.header.method).collect();
+    assert_eq!(methods, vec![Method::Set, Method::Delete]);
+    assert_eq!(w.stacks[0].groups().count(), 0);
+}
+
+#[test]
+fn igmp_only_join_completes_locally() {
+    let mut w = Wire::new(MulticastPaths::IGMP_MLD_ONLY);
+    let id = bound_id(&mut w, PortSpace::Udp);
+    let now = w.now;
+    w.stacks[0].join_multicast(now, id, IpAddr::V4(GROUP), JoinState::FULL_MEMBER).unwrap();
+    w.run_for(Duration::from_millis(10));
+    let ev = w.events(0);
+    assert_eq!(ev[0].kind, EventKind::MulticastJoin);
+    assert!(w.sa_mads(0).is_empty());
+}
+
+#[test]
+fn sa_timeout_on_join_is_multicast_error() {
+    let mut w = Wire::new(MulticastPaths::SA_ONLY);
+    w.sa_silent = true;
+    let id = bound_id(&mut w, PortSpace::Udp);
+    let now = w.now;
+    w.stacks[0].join_multicast(now, id, IpAddr::V4(GROUP), JoinState::FULL_MEMBER).unwrap();
+    w.run_for(Duration::from_secs(5));
+    let ev = w.events(0);
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].kind, EventKind::MulticastError);
+    assert_eq!(ev[0].status, -110);
+    assert_eq!(w.stacks[0].groups().count(), 0);
+    assert_eq!(w.stacks[0].sa_transactions(), 0);
+}
+
+#[test]
+fn resolve_addr_by_arp_and_route() {
+    let mut w = Wire::new(MulticastPaths::BOTH);
+    let s = &mut w.stacks[0];
+    let id = s.create_id(PortSpace::Udp, QpType::Ud).unwrap();
+    s.resolve_addr(Instant::ZERO, id, None, SocketAddr::new(IpAddr::V4(SA), 7174), Duration::from_secs(2)).unwrap();
+    assert_eq!(s.state(id), Some(CmState::AddrQuery));
+    w.run_for(Duration::from_millis(10));
+    let ev = w.events(0);
+    assert_eq!(ev[0].kind, EventKind::AddrResolved);
+    let s = &mut w.stacks[0];
+    assert_eq!(s.state(id), Some(CmState::AddrResolved));
+    assert_eq!(s.id(id).unwrap().src.unwrap().ip(), IpAddr::V4(A));
+    s.resolve_route(w.now, id, Duration::from_secs(1)).unwrap();
+    assert_eq!(s.state(id), Some(CmState::RouteQuery));
+    w.run_for(Duration::from_millis(1));
+    assert_eq!(w.events(0)[0].kind, EventKind::RouteResolved);
+    // An address nobody answers for: ADDR_ERROR with -ETIMEDOUT after the probes.
+    let s = &mut w.stacks[0];
+    let id2 = s.create_id(PortSpace::Udp, QpType::Ud).unwrap();
+    s.resolve_addr(
+        w.now,
+        id2,
+        None,
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 99)), 1),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    w.run_for(Duration::from_secs(5));
+    let ev = w.events(0);
+    assert_eq!((ev[0].kind, ev[0].status), (EventKind::AddrError, -110));
+    assert_eq!(w.stacks[0].state(id2), Some(CmState::AddrBound));
+}
+
+#[test]
+fn multicast_datagrams_reach_attached_qps_only_with_the_right_qkey() {
+    let mut w = Wire::new(MulticastPaths::BOTH);
+    // Receiver: stack 1 joins too (IGMP-only there: no SA of its own).
+    let rid = w.stacks[1].create_id(PortSpace::Udp, QpType::Ud).unwrap();
+    w.stacks[1].bind_addr(rid, SocketAddr::new(IpAddr::V4(SA), 0)).unwrap();
+    let rqp = w.stacks[1].create_qp_for_id(rid).unwrap();
+    w.stacks[1].join_multicast(Instant::ZERO, rid, IpAddr::V4(GROUP), JoinState::FULL_MEMBER).unwrap();
+    let sid = bound_id(&mut w, PortSpace::Udp);
+    let sqp = w.stacks[0].create_qp_for_id(sid).unwrap();
+    w.stacks[0].join_multicast(Instant::ZERO, sid, IpAddr::V4(GROUP), JoinState::SEND_ONLY_FULL_MEMBER).unwrap();
+    w.run_for(Duration::from_millis(50));
+    let ev = w.events(0);
+    let EventParam::Multicast { ud: Some(ud), .. } = &ev[0].param else { panic!("{ev:?}") };
+    let dest = UdDest { ah: ud.ah, remote_qpn: ud.qp_num, remote_qkey: ud.qkey };
+    for i in 0..5u8 {
+        w.stacks[0].post_send(sqp, &dest, &[i; 100], None).unwrap();
+    }
+    let bad = UdDest { remote_qkey: 0x1111, ..dest };
+    w.stacks[0].post_send(sqp, &bad, b"wrong qkey", None).unwrap();
+    w.run_for(Duration::from_millis(10));
+    let got: Vec<_> = std::iter::from_fn(|| w.stacks[1].poll_recv(rqp)).collect();
+    assert_eq!(got.len(), 5);
+    assert_eq!(got[0].src, IpAddr::V4(A));
+    assert_eq!(got[0].src_qp, sqp);
+    assert_eq!(w.stacks[1].counters().dropped(DropReason::QkeyViolation), 1);
+}
+
+#[test]
+fn bind_rules() {
+    let mut s = Stack::new(StackConfig::new([2, 0, 0, 0, 0, 1], A, 24));
+    let a = s.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    let b = s.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    let c = s.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    s.bind_addr(a, SocketAddr::new(IpAddr::V4(A), 7000)).unwrap();
+    assert_eq!(s.bind_addr(b, SocketAddr::new(IpAddr::V4(A), 7000)), Err(Errno::EADDRINUSE));
+    assert_eq!(s.bind_addr(c, "0.0.0.0:7000".parse().unwrap()), Err(Errno::EADDRNOTAVAIL));
+    assert_eq!(s.bind_addr(b, "198.18.0.77:7000".parse().unwrap()), Err(Errno::EADDRNOTAVAIL));
+    assert_eq!(s.state(b), Some(CmState::Idle));
+    s.bind_addr(b, SocketAddr::new(IpAddr::V4(A), 7001)).unwrap();
+    assert_eq!(s.bind_addr(b, SocketAddr::new(IpAddr::V4(A), 7002)), Err(Errno::EINVAL));
+    // Both reuseaddr: shared.
+    let d = s.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    let e = s.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    s.set_reuseaddr(d, true).unwrap();
+    s.set_reuseaddr(e, true).unwrap();
+    s.bind_addr(d, SocketAddr::new(IpAddr::V4(A), 8000)).unwrap();
+    s.bind_addr(e, SocketAddr::new(IpAddr::V4(A), 8000)).unwrap();
+    // Listening needs uniqueness even with reuseaddr.
+    assert_eq!(s.listen(d, 1), Err(Errno::EADDRINUSE));
+    s.destroy_id(Instant::ZERO, e).unwrap();
+    s.listen(d, 1).unwrap();
+    assert_eq!(s.set_reuseaddr(d, true), Err(Errno::EINVAL));
+    // Other port spaces are separate.
+    let u = s.create_id(PortSpace::Udp, QpType::Ud).unwrap();
+    s.bind_addr(u, SocketAddr::new(IpAddr::V4(A), 7000)).unwrap();
+    assert_eq!(s.create_id(PortSpace::Tcp, QpType::Ud), Err(Errno::EINVAL));
+}
+
+/// The SA MADs as (method, JoinState, mask) triples.
+fn sa_trace(w: &Wire) -> Vec<(Method, u8, u64)> {
+    w.sa_mads(0)
+        .iter()
+        .map(|m| (m.header.method, m.mc_member().map_or(0, |r| r.join_state.0), m.sa.component_mask))
+        .collect()
+}
+
+/// IGMP messages from stack 0 as (type, record type) pairs: v3 reports carry one record.
+fn igmp_trace(w: &Wire) -> Vec<(u8, u8)> {
+    w.frames
+        .iter()
+        .filter(|(s, f)| *s == 0 && f.len() > 23 && f[12..14] == [8, 0] && f[23] == 2)
+        .map(|(_, f)| {
+            let ihl = usize::from(f[14] & 0x0f) * 4;
+            let igmp = &f[14 + ihl..];
+            (igmp[0], if igmp[0] == 0x22 { igmp[8] } else { 0 })
+        })
+        .collect()
+}
+
+const SET: Method = Method::Set;
+const DEL: Method = Method::Delete;
+const JOIN: u64 = 0x130C7;
+const LEAVE: u64 = 0x10003;
+
+fn join(w: &mut Wire, id: CmId, js: JoinState) {
+    let now = w.now;
+    w.stacks[0].join_multicast(now, id, IpAddr::V4(GROUP), js).unwrap();
+    w.run_for(Duration::from_millis(100));
+}
+
+fn leave(w: &mut Wire, id: CmId) {
+    let now = w.now;
+    w.stacks[0].leave_multicast(now, id, IpAddr::V4(GROUP)).unwrap();
+    w.run_for(Duration::from_millis(100));
+}
+
+// The sequences of spec/multicast.md, scenario by scenario.
+
+#[test]
+fn s1_full_and_send_only_members_each_bit_set_and_deleted() {
+    let mut w = Wire::new(MulticastPaths::BOTH);
+    let a = bound_id(&mut w, PortSpace::Udp);
+    let b = bound_id(&mut w, PortSpace::Udp);
+    join(&mut w, a, JoinState::FULL_MEMBER);
+    join(&mut w, b, JoinState::SEND_ONLY_FULL_MEMBER);
+    leave(&mut w, a);
+    leave(&mut w, b);
+    assert_eq!(sa_trace(&w), vec![(SET, 1, JOIN), (SET, 8, JOIN), (DEL, 1, LEAVE), (DEL, 8, LEAVE)]);
+    // One IGMPv3 CHANGE_TO_EXCLUDE on the FullMember join, one CHANGE_TO_INCLUDE on its
+    // leave; none for the send-only member (cma.c destroy_mc, since 2021).
+    assert_eq!(igmp_trace(&w), vec![(0x22, 4), (0x22, 3)]);
+    let kinds: Vec<_> = w.events(0).iter().map(|e| (e.id, e.kind)).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (a, EventKind::MulticastJoin),
+            (b, EventKind::MulticastJoin),
+            (a, EventKind::MulticastLeft),
+            (b, EventKind::MulticastLeft)
+        ]
+    );
+}
+
+#[test]
+fn s2_second_full_member_is_local_and_only_the_last_leave_deletes() {
+    let mut w = Wire::new(MulticastPaths::BOTH);
+    let a = bound_id(&mut w, PortSpace::Udp);
+    let b = bound_id(&mut w, PortSpace::Udp);
+    join(&mut w, a, JoinState::FULL_MEMBER);
+    join(&mut w, b, JoinState::FULL_MEMBER);
+    leave(&mut w, a);
+    assert_eq!(sa_trace(&w), vec![(SET, 1, JOIN)]);
+    leave(&mut w, b);
+    assert_eq!(sa_trace(&w), vec![(SET, 1, JOIN), (DEL, 1, LEAVE)]);
+    // ip_mc_inc_group/ip_mc_dec_group are refcounted: one report each way.
+    assert_eq!(igmp_trace(&w), vec![(0x22, 4), (0x22, 3)]);
+}
+
+#[test]
+fn s3_upgrade_send_only_to_full_then_partial_leave() {
+    let mut w = Wire::new(MulticastPaths::SA_ONLY);
+    let a = bound_id(&mut w, PortSpace::Udp);
+    join(&mut w, a, JoinState::SEND_ONLY_FULL_MEMBER);
+    join(&mut w, a, JoinState::FULL_MEMBER);
+    // Leaving "the group" leaves the first join of it (the send-only one), as cma.c does.
+    leave(&mut w, a);
+    assert_eq!(sa_trace(&w), vec![(SET, 8, JOIN), (SET, 1, JOIN), (DEL, 8, LEAVE)]);
+    leave(&mut w, a);
+    assert_eq!(sa_trace(&w).last(), Some(&(DEL, 1, LEAVE)));
+    assert_eq!(w.stacks[0].groups().count(), 0);
+}
+
+#[test]
+fn s4_destroy_id_leaves_every_group_without_events() {
+    let mut w = Wire::new(MulticastPaths::BOTH);
+    let a = bound_id(&mut w, PortSpace::Udp);
+    let now = w.now;
+    for g in [GROUP, Ipv4Addr::new(239, 1, 2, 4), Ipv4Addr::new(239, 1, 2, 5)] {
+        w.stacks[0].join_multicast(now, a, IpAddr::V4(g), JoinState::FULL_MEMBER).unwrap();
+    }
+    w.run_for(Duration::from_millis(100));
+    assert_eq!(w.events(0).len(), 3);
+    let now = w.now;
+    w.stacks[0].destroy_id(now, a).unwrap();
+    w.run_for(Duration::from_secs(3));
+    assert!(w.events(0).is_empty());
+    let dels = sa_trace(&w).iter().filter(|t| t.0 == DEL).count();
+    assert_eq!(dels, 3);
+    assert_eq!(w.stacks[0].groups().count(), 0);
+    assert_eq!(w.stacks[0].pending_work(), 0);
+    assert!(w.stacks[0].bound_ports().is_empty());
+}
+
+#[test]
+fn s5_ipv6_group_uses_mld_and_the_sa() {
+    let mut w = Wire::new(MulticastPaths::BOTH);
+    let id = w.stacks[0].create_id(PortSpace::Udp, QpType::Ud).unwrap();
+    let ll = w.stacks[0].config().link_local();
+    w.stacks[0].bind_addr(id, SocketAddr::new(IpAddr::V6(ll), 0)).expect_err("link-local without scope id");
+    let mut cfg = w.stacks[0].config().clone();
+    cfg.ipv6.push(("fd00::1".parse().unwrap(), 64));
+    w.stacks[0] = Stack::new(cfg);
+    let id = w.stacks[0].create_id(PortSpace::Udp, QpType::Ud).unwrap();
+    w.stacks[0].bind_addr(id, "[fd00::1]:0".parse().unwrap()).unwrap();
+    let g: IpAddr = "ff0e::1:2:3".parse().unwrap();
+    // The SA lives at an IPv4 address here: the SA path is per port, not per group family.
+    w.stacks[0].join_multicast(Instant::ZERO, id, g, JoinState::FULL_MEMBER).unwrap();
+    w.run_for(Duration::from_millis(100));
+    assert_eq!(w.events(0)[0].kind, EventKind::MulticastJoin);
+    let mld = w.frames.iter().filter(|(s, f)| *s == 0 && f[12..14] == [0x86, 0xdd]).count();
+    assert!(mld >= 1);
+    let mut cfg = w.stacks[0].config().clone();
+    cfg.ipv6_multicast = false;
+    let mut s = Stack::new(cfg);
+    let id = s.create_id(PortSpace::Udp, QpType::Ud).unwrap();
+    s.bind_addr(id, "[fd00::1]:0".parse().unwrap()).unwrap();
+    assert_eq!(s.join_multicast(Instant::ZERO, id, g, JoinState::FULL_MEMBER), Err(Errno::ENOTSUPP));
+}
+
+#[test]
+fn join_preconditions() {
+    let mut s = Stack::new(StackConfig::new([2, 0, 0, 0, 0, 1], A, 24));
+    let id = s.create_id(PortSpace::Udp, QpType::Ud).unwrap();
+    let g = IpAddr::V4(GROUP);
+    assert_eq!(s.join_multicast(Instant::ZERO, id, g, JoinState::FULL_MEMBER), Err(Errno::EINVAL), "IDLE");
+    s.bind_addr(id, "0.0.0.0:0".parse().unwrap()).unwrap();
+    assert_eq!(
+        s.join_multicast(Instant::ZERO, id, g, JoinState::FULL_MEMBER),
+        Err(Errno::EINVAL),
+        "wildcard bind: no device"
+    );
+    let id = s.create_id(PortSpace::Udp, QpType::Ud).unwrap();
+    s.bind_addr(id, SocketAddr::new(IpAddr::V4(A), 0)).unwrap();
+    assert_eq!(
+        s.join_multicast(Instant::ZERO, id, IpAddr::V4(Ipv4Addr::UNSPECIFIED), JoinState::FULL_MEMBER),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(s.join_multicast(Instant::ZERO, id, g, JoinState(0x9)), Err(Errno::EINVAL));
+    assert_eq!(s.join_multicast(Instant::ZERO, id, g, JoinState(0)), Err(Errno::EINVAL));
+    assert_eq!(s.leave_multicast(Instant::ZERO, id, g), Ok(()), "unknown group: no-op");
+    for js in [JoinState::NON_MEMBER, JoinState::SEND_ONLY_NON_MEMBER] {
+        assert_eq!(s.join_multicast(Instant::ZERO, id, g, js), Ok(()));
+    }
+}
+
+#[test]
+fn bad_frames_are_counted_never_fatal() {
+    let mut w = Wire::new(MulticastPaths::BOTH);
+    let id = bound_id(&mut w, PortSpace::Udp);
+    join(&mut w, id, JoinState::FULL_MEMBER);
+    let good = w.frames.iter().find(|(s, f)| *s == 1 && frame::parse(f).is_ok()).unwrap().1.clone();
+    let s = &mut w.stacks[0];
+    let before = s.counters().clone();
+    let mut bad = good.clone();
+    let n = bad.len();
+    bad[n - 1] ^= 1;
+    s.handle_frame(Instant::ZERO, &bad);
+    s.handle_frame(Instant::ZERO, &good[..40]);
+    s.handle_frame(Instant::ZERO, &good); // a replayed response: no transaction matches
+    let mut wrong_pkey = good.clone();
+    wrong_pkey[44] = 0x7f;
+    wrong_pkey[45] = 0x00;
+    let f = frame::parse_lax(&wrong_pkey).unwrap();
+    let mut r = f.repr.clone();
+    r.fill().unwrap();
+    let mut buf = vec![0u8; r.buffer_len()];
+    r.emit(&mut buf).unwrap();
+    s.handle_frame(Instant::ZERO, &buf);
+    let c = s.counters();
+    assert_eq!(c.dropped(DropReason::BadIcrc), before.dropped(DropReason::BadIcrc) + 1);
+    assert_eq!(c.dropped(DropReason::UnsolicitedResponse), before.dropped(DropReason::UnsolicitedResponse) + 1);
+    assert_eq!(c.dropped(DropReason::BadPkey), before.dropped(DropReason::BadPkey) + 1);
+    assert!(c.total_dropped() >= before.total_dropped() + 4);
+    assert_eq!(
+        c.rx_frames,
+        c.rx_accepted
+            + c.dropped
+                .iter()
+                .filter(|(r, _)| !matches!(r, DropReason::NeighborUnresolved | DropReason::TransmitBufferTooSmall))
+                .map(|(_, n)| n)
+                .sum::<u64>()
+    );
+}
+
+mod state_machine {
+    //! Random call sequences and injected frames keep the invariants of spec/multicast.md.
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Join(usize, usize, usize),
+        Leave(usize, usize),
+        Destroy(usize),
+        Run(u64),
+        SaSilent(bool),
+        Garbage(Vec<u8>),
+        Mutate(usize, usize, u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..3usize, 0..3usize, 0..4usize).prop_map(|(i, g, j)| Op::Join(i, g, j)),
+            3 => (0..3usize, 0..3usize).prop_map(|(i, g)| Op::Leave(i, g)),
+            1 => (0..3usize).prop_map(Op::Destroy),
+            3 => (0..4000u64).prop_map(Op::Run),
+            1 => any::<bool>().prop_map(Op::SaSilent),
+            1 => proptest::collection::vec(any::<u8>(), 0..400).prop_map(Op::Garbage),
+            1 => (any::<usize>(), any::<usize>(), any::<u8>()).prop_map(|(f, b, v)| Op::Mutate(f, b, v)),
+        ]
+    }
+
+    fn group(i: usize) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(239, 1, 2, 3 + i as u8))
+    }
+
+    fn check(s: &Stack) {
+        // 1. counts match Joined members; 3. members and ids agree.
+        for g in s.groups.values() {
+            let mut counts = [0u32; 4];
+            for k in &g.members {
+                let m = s.members.get(k).expect("group member exists");
+                assert_eq!(m.mgid, g.mgid);
+                if m.state == crate::mcast::MemberState::Joined {
+                    counts[(m.join_state.0.trailing_zeros() as usize).min(3)] += 1;
+                }
+            }
+            assert_eq!(counts, g.counts, "per-bit counts");
+        }
+        for (k, m) in &s.members {
+            if m.state != crate::mcast::MemberState::Cancelled {
+                let r = s.ids.get(&m.id).expect("member's id is alive");
+                assert!(r.members.contains(k));
+            }
+        }
+        for r in s.ids.values() {
+            for k in &r.members {
+                assert!(s.members.contains_key(k), "id names a live member");
+            }
+        }
+        let c = s.counters();
+        let drops: u64 = c
+            .dropped
+            .iter()
+            .filter(|(r, _)| !matches!(r, DropReason::NeighborUnresolved | DropReason::TransmitBufferTooSmall))
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(c.rx_frames, c.rx_accepted + drops, "every frame accepted or counted once");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+        #[test]
+        fn random_calls_and_frames_keep_the_invariants(ops in proptest::collection::vec(op(), 1..40)) {
+            let mut w = Wire::new(MulticastPaths::BOTH);
+            let mut ids: Vec<CmId> = (0..3).map(|_| bound_id(&mut w, PortSpace::Udp)).collect();
+            let js = [JoinState::FULL_MEMBER, JoinState::NON_MEMBER, JoinState::SEND_ONLY_NON_MEMBER, JoinState::SEND_ONLY_FULL_MEMBER];
+            for op in ops {
+                let now = w.now;
+                match op {
+                    Op::Join(i, g, j) => { w.stacks[0].join_multicast(now, ids[i], group(g), js[j]).unwrap(); }
+                    Op::Leave(i, g) => { w.stacks[0].leave_multicast(now, ids[i], group(g)).unwrap(); }
+                    Op::Destroy(i) => {
+                        w.stacks[0].destroy_id(now, ids[i]).unwrap();
+                        ids[i] = bound_id(&mut w, PortSpace::Udp);
+                    }
+                    Op::Run(ms) => w.run_for(Duration::from_millis(ms)),
+                    Op::SaSilent(b) => w.sa_silent = b,
+                    Op::Garbage(bytes) => w.stacks[0].handle_frame(now, &bytes),
+                    Op::Mutate(f, b, v) => {
+                        if !w.frames.is_empty() {
+                            let mut fr = w.frames[f % w.frames.len()].1.clone();
+                            let n = fr.len();
+                            fr[b % n] = v;
+                            w.stacks[0].handle_frame(now, &fr);
+                        }
+                    }
+                }
+                check(&w.stacks[0]);
+            }
+            // Quiescence: everything destroyed, the SA answering, time enough for retries.
+            w.sa_silent = false;
+            let now = w.now;
+            for id in ids {
+                w.stacks[0].destroy_id(now, id).unwrap();
+            }
+            w.run_for(Duration::from_secs(30));
+            check(&w.stacks[0]);
+            let s = &w.stacks[0];
+            prop_assert_eq!(s.groups.len(), 0);
+            prop_assert_eq!(s.members.len(), 0);
+            prop_assert_eq!(s.sa_transactions(), 0);
+            prop_assert_eq!(s.pending_work(), 0);
+            prop_assert!(s.bound_ports().is_empty());
+            // Every RoCE frame we emitted parses strictly.
+            for (i, f) in &w.frames {
+                if *i == 0 && f.len() > 37 && f[12..14] == [8, 0] && f[23] == 17 {
+                    prop_assert!(frame::parse(f).is_ok());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! # roce-net: I/O for the roce engines
+//!
+//! - [`Node`]: the sans-IO engine shape (`handle_frame`, `poll_transmit`, `poll_timeout`,
+//!   `handle_timeout`) that `roce_cm::Stack` implements and every driver runs.
+//! - [`SimNet`]: a deterministic simulated Ethernet segment (a hub) with a virtual clock and
+//!   per-node cables with latency, jitter, loss, duplication, reordering, corruption, MTU and
+//!   bandwidth; it captures every frame to pcap. [`ScriptedNode`] is a hand-driven peer.
+//! - [`Device`]: a non-blocking frame device for real I/O, with smoltcp-style wrappers
+//!   [`PcapDevice`] (capture both directions) and [`FaultDevice`] (seeded loss, corruption,
+//!   delay, duplication), and [`MemoryDevice`] (an in-memory back-to-back pair).
+//! - [`pcap`]: reading pcap/pcapng and writing pcap (re-exported by the `roce` package as
+//!   `roce::capture`).
+#![warn(missing_docs)]
+
+mod corrupt;
+pub mod device;
+pub mod fault;
+pub mod node;
+pub mod pcap;
+pub mod pcap_device;
+mod rng;
+pub mod sa_host;
+pub mod sim;
+
+pub use corrupt::CorruptScope;
+pub use device::{Device, MemoryDevice};
+pub use fault::{FaultConfig, FaultDevice, FaultStats};
+pub use node::{Node, Received, ScriptedNode};
+pub use pcap_device::PcapDevice;
+pub use roce_cm::Instant;
+pub use sa_host::SaHost;
+pub use sim::{CapturedTx, LinkConfig, Livelock, NodeId, NodeStats, SimNet};

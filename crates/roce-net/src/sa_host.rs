@@ -1,0 +1,59 @@
+//! An SA host: a [`roce_cm::Stack`] (for ARP/ND and RoCEv2 framing on QP1) with a
+//! [`roce_sa::SaResponder`] registered as its class-0x03 agent, the way `roce sa-agent` sits on
+//! a kernel's umad. Used in-process on the simulated link and by `roce demo`.
+
+use roce_cm::{Instant, Stack, StackConfig};
+use roce_sa::{Requester, SaConfig, SaResponder};
+
+use crate::node::Node;
+
+/// A host whose QP1 answers SA requests with an in-process responder.
+#[derive(Debug)]
+pub struct SaHost {
+    /// The port's engine (ARP, framing, QP1).
+    pub stack: Stack,
+    /// The SA.
+    pub sa: SaResponder,
+    /// MADs answered (responses sent, RMPP segments counted one each).
+    pub answered: u64,
+}
+
+impl SaHost {
+    /// A host with this port configuration and SA configuration.
+    pub fn new(port: StackConfig, sa: SaConfig) -> SaHost {
+        let mut stack = Stack::new(port);
+        stack.register_mad_agent(0x03);
+        SaHost { stack, sa: SaResponder::new(sa), answered: 0 }
+    }
+
+    /// Hand every queued SA request to the responder and queue its answers.
+    pub fn pump(&mut self) {
+        while let Some(req) = self.stack.poll_mad_request() {
+            let reply = self.sa.handle_mad(Requester::new(req.src_gid, req.src_qp), &req.mad);
+            for mad in reply.as_slice() {
+                self.stack.send_mad(req.src, req.src_qp, mad);
+                self.answered += 1;
+            }
+        }
+    }
+}
+
+impl Node for SaHost {
+    fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
+        self.stack.handle_frame(now, frame);
+        self.pump();
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.stack.poll_transmit(now, buf)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.stack.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.stack.handle_timeout(now);
+        self.pump();
+    }
+}

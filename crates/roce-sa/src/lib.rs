@@ -1,0 +1,61 @@
+//! # roce-sa: a sans-IO SA responder (the MCMemberRecord service of a subnet manager)
+//!
+//! [`SaResponder`] answers the Subnet Administration MADs that RDMA-CM and the kernel's SA
+//! client send to join and leave multicast groups (SubnAdmSet / SubnAdmDelete of an
+//! MCMemberRecord), to look groups up (SubnAdmGet / SubnAdmGetTable) and to read the SA's
+//! ClassPortInfo, with the rules and status codes of OpenSM's `osm_sa_mcmember_record.c`.
+//! It serves RoCEv2 (GIDs are IP addresses; the PortGID prefix check is off unless a prefix
+//! is configured) as well as InfiniBand ([`SaConfig::infiniband`]).
+//!
+//! It is sans-IO: no socket, no clock. Hand it each MAD received on QP1 with the requester's
+//! address and QP, and send back what it returns:
+//!
+//! ```
+//! use roce_sa::{Requester, SaConfig, SaResponder};
+//! use roce_wire::mad::{MadStatus, Method};
+//! use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord};
+//! use roce_wire::sa::{attr, SaData, SaMad};
+//! use roce_wire::Gid;
+//!
+//! let mut sa = SaResponder::new(SaConfig::roce());
+//! let me = Gid::from_ipv4([198, 18, 0, 1].into());
+//! let mgid = Gid::from_ipv4([239, 1, 2, 3].into());
+//! let rec = McMemberRecord {
+//!     mgid,
+//!     port_gid: me,
+//!     q_key: 0x0123_4567,
+//!     p_key: 0xFFFF,
+//!     join_state: JoinState::FULL_MEMBER,
+//!     ..McMemberRecord::default()
+//! };
+//! let join = SaMad::request(Method::Set, 1, attr::MC_MEMBER_RECORD, ComponentMask::KERNEL_JOIN.0, SaData::mc_member(rec));
+//! let reply = sa.handle_mad(Requester::new(me, 1), &join.to_bytes());
+//! let resp = SaMad::parse(&reply[0]).unwrap();
+//! assert_eq!(resp.header.status, MadStatus::SUCCESS);
+//! assert_eq!(resp.mc_member().unwrap().mlid, 0xC000);
+//! assert_eq!(sa.join_state(&mgid, &me), Some(JoinState::FULL_MEMBER));
+//! ```
+//!
+//! The rules it implements, with their IBA compliance statements and OpenSM functions, and
+//! where it deliberately differs from OpenSM (the send-only full member MLID leak of
+//! OpenSM #43, the RoCE prefix check, RMPP windowing), are in spec/sa.md.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod cache;
+pub mod config;
+pub mod group;
+mod mlid;
+pub mod rate;
+mod reply;
+mod responder;
+mod stats;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{ConfigError, SaConfig};
+pub use group::{Group, Member, FULL_JOIN_STATES};
+pub use reply::Reply;
+pub use responder::{MemoryUsage, Requester, SaResponder, MC_MEMBER_ATTRIBUTE_OFFSET, TABLE_RECORD_LEN};
+pub use stats::SaStats;

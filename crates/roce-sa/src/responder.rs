@@ -1,0 +1,825 @@
+//! [`SaResponder`]: one MAD in, the answer out.
+
+use std::collections::HashMap;
+
+use roce_wire::class_port_info::ClassPortInfo;
+use roce_wire::mad::{MadStatus, Method, MgmtClass, BASE_VERSION};
+use roce_wire::mcmember::{ComponentMask as Cm, JoinState, McMemberRecord, Selector, MC_MEMBER_RECORD_LEN};
+use roce_wire::rmpp::{RmppFlags, RmppRepr, RmppType, NO_RESPTIME, RMPP_VERSION};
+use roce_wire::sa::{attr, SaData, SaMad, SA_CLASS_VERSION, SA_DATA_LEN, SA_HEADER_LEN};
+use roce_wire::{Gid, DEFAULT_PKEY, GSI_QKEY, MAD_SIZE};
+
+use crate::cache::DupCache;
+use crate::config::{ConfigError, SaConfig};
+use crate::group::{hash_table_bytes, Group, Member, FULL_JOIN_STATES};
+use crate::mlid::MlidPool;
+use crate::rate::{compare_rates, mtu_is_valid, rate_is_valid, rate_prev};
+use crate::reply::Reply;
+use crate::stats::SaStats;
+
+/// The size of an MCMemberRecord in a table, 52 bytes padded to 8-byte words (56): OpenSM's
+/// `ib_member_rec_t` carries 4 pad bytes, and AttributeOffset = 56 / 8 = 7.
+pub const TABLE_RECORD_LEN: usize = MC_MEMBER_RECORD_LEN.div_ceil(8) * 8;
+/// AttributeOffset of an MCMemberRecord response, in 8-byte words (`ib_get_attr_offset`).
+pub const MC_MEMBER_ATTRIBUTE_OFFSET: u16 = (TABLE_RECORD_LEN / 8) as u16;
+
+/// Link-local multicast scope, the one OpenSM gives an SA-allocated MGID when the request
+/// names none (`IB_MC_SCOPE_LINK_LOCAL`).
+const SCOPE_LINK_LOCAL: u8 = 0x2;
+/// Tries at a free MGID before NO_RESOURCES (`build_new_mgid`).
+const MGID_TRIES: u32 = 1000;
+
+/// Who sent a MAD: on RoCEv2 the source IP address as a GID (IPv4-mapped or IPv6), the
+/// source QP from the DETH, and the P_Key of the BTH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Requester {
+    /// The requester's port GID: the packet's source address (GRH SGID on IB).
+    pub gid: Gid,
+    /// The requester's QP number (DETH SrcQP; 1 for the kernel's GSI).
+    pub qpn: u32,
+    /// The P_Key the request came with (BTH). It stands for the requester port's partition
+    /// membership in OpenSM's P_Key tests; [`Requester::new`] uses the default 0xFFFF.
+    pub pkey: u16,
+}
+
+impl Requester {
+    /// A requester in the default partition (P_Key 0xFFFF).
+    pub const fn new(gid: Gid, qpn: u32) -> Requester {
+        Requester { gid, qpn, pkey: DEFAULT_PKEY }
+    }
+
+    /// The same requester with another P_Key.
+    pub const fn with_pkey(self, pkey: u16) -> Requester {
+        Requester { pkey, ..self }
+    }
+}
+
+/// Heap bytes held by a responder, estimated from the capacities of its containers and the
+/// sizes of its types (see [`SaResponder::memory_usage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryUsage {
+    /// The group hash table (MGID key, group record, member-vector header, counters).
+    pub group_table: usize,
+    /// Every group's member vector (port GID, join state, proxy flag per member).
+    pub members: usize,
+    /// The MLID bitmap and reference counts.
+    pub mlid_pool: usize,
+    /// The duplicate-request cache.
+    pub dup_cache: usize,
+}
+
+impl MemoryUsage {
+    /// The sum.
+    pub const fn total(&self) -> usize {
+        self.group_table + self.members + self.mlid_pool + self.dup_cache
+    }
+}
+
+/// The SA's MCMemberRecord service, sans-IO: feed it the MADs that arrive on QP1 with
+/// [`SaResponder::handle_mad`] and send back what it returns, to the requester's address and
+/// QP. It keeps no clock and opens no socket.
+///
+/// The rules, each with its reference, are listed in spec/sa.md.
+#[derive(Debug, Clone)]
+pub struct SaResponder {
+    config: SaConfig,
+    groups: HashMap<Gid, Group, foldhash::fast::RandomState>,
+    mlids: MlidPool,
+    cache: DupCache,
+    stats: SaStats,
+    member_count: usize,
+    mgid_counter: u32,
+}
+
+/// A checked outcome of a transaction: the record to answer with, or the status.
+type Outcome = Result<McMemberRecord, MadStatus>;
+
+impl SaResponder {
+    /// A responder with this configuration.
+    ///
+    /// # Panics
+    /// If the configuration is invalid ([`SaConfig::validate`]); see [`SaResponder::try_new`].
+    pub fn new(config: SaConfig) -> SaResponder {
+        match SaResponder::try_new(config) {
+            Ok(r) => r,
+            Err(e) => panic!("invalid SaConfig: {e}"),
+        }
+    }
+
+    /// A responder, or the reason the configuration is refused.
+    pub fn try_new(config: SaConfig) -> Result<SaResponder, ConfigError> {
+        config.validate()?;
+        Ok(SaResponder {
+            mlids: MlidPool::new(config.mlid_start, config.mlid_count, config.share_mlids),
+            cache: DupCache::new(config.dup_cache_size),
+            groups: HashMap::with_hasher(Default::default()),
+            stats: SaStats::default(),
+            member_count: 0,
+            mgid_counter: 0,
+            config,
+        })
+    }
+
+    /// Handle one MAD received from `from` and return the MADs to send back to it (none for a
+    /// response or a MAD that is dropped; see [`SaStats`] for the reasons). `mad` is the
+    /// 256-byte MAD (bytes past 256 are ignored).
+    pub fn handle_mad(&mut self, from: Requester, mad: &[u8]) -> Reply {
+        self.stats.received += 1;
+        let Some(bytes) = mad.first_chunk::<MAD_SIZE>() else {
+            self.stats.dropped_short += 1;
+            return Reply::None;
+        };
+        let Ok(req) = SaMad::parse(bytes) else {
+            self.stats.dropped_short += 1;
+            return Reply::None;
+        };
+        let h = &req.header;
+        if h.base_version != BASE_VERSION {
+            self.stats.dropped_base_version += 1;
+            return Reply::None;
+        }
+        if h.mgmt_class != MgmtClass::SubnAdm {
+            self.stats.dropped_not_sa += 1;
+            return Reply::None;
+        }
+        if h.is_response_mad() {
+            self.stats.dropped_response += 1;
+            return Reply::None;
+        }
+        let reply = self.answer(&from, &req, bytes);
+        if let Some(first) = reply.first() {
+            self.stats.answered += 1;
+            self.stats.mads_out += reply.len() as u64;
+            if first[4..6] != [0, 0] {
+                self.stats.errors += 1;
+            }
+        }
+        reply
+    }
+
+    fn answer(&mut self, from: &Requester, req: &SaMad, bytes: &[u8; MAD_SIZE]) -> Reply {
+        // A class version nobody registered for: the kernel MAD layer finds no agent and
+        // answers 0x000C itself [mad.c `generate_unmatched_resp`].
+        if req.header.class_version != SA_CLASS_VERSION {
+            return Reply::One(error_mad(req, MadStatus::UNSUPPORTED_METHOD_ATTR));
+        }
+        if req.rmpp.is_active()
+            && !(req.rmpp.rmpp_type == RmppType::Data && req.rmpp.flags.contains(RmppFlags::FIRST | RmppFlags::LAST))
+        {
+            self.stats.dropped_rmpp += 1;
+            return Reply::None;
+        }
+        if req.sa.sm_key != 0 && req.sa.sm_key != self.config.sa_key {
+            self.stats.dropped_sm_key += 1;
+            return Reply::None;
+        }
+        match (req.header.attribute_id, req.header.method) {
+            (attr::CLASS_PORT_INFO, Method::Get) => Reply::One(self.class_port_info(req)),
+            (attr::MC_MEMBER_RECORD, m @ (Method::Set | Method::Delete)) => {
+                let tid = req.header.transaction_id;
+                if let Some(cached) = self.cache.get(from, tid, bytes) {
+                    self.stats.duplicates += 1;
+                    return Reply::One(*cached);
+                }
+                let out = if m == Method::Set {
+                    let o = self.join(from, req);
+                    self.stats.joins += u64::from(o.is_ok());
+                    o
+                } else {
+                    let o = self.leave(from, req);
+                    self.stats.leaves += u64::from(o.is_ok());
+                    o
+                };
+                let mad = match out {
+                    Ok(rec) => req
+                        .response_to(response_method(m), MadStatus::SUCCESS, SaData::mc_member(exactly(rec)))
+                        .to_bytes(),
+                    Err(status) => error_mad(req, status),
+                };
+                self.cache.insert(from, tid, bytes, &mad);
+                Reply::One(mad)
+            }
+            (attr::MC_MEMBER_RECORD, Method::Get | Method::GetTable) => {
+                self.stats.queries += 1;
+                self.query(from, req)
+            }
+            _ => Reply::One(error_mad(req, MadStatus::UNSUPPORTED_METHOD_ATTR)),
+        }
+    }
+
+    /// ClassPortInfo as OpenSM fills it [osm_sa_class_port_info.c `cpi_rcv_respond`].
+    fn class_port_info(&self, req: &SaMad) -> [u8; MAD_SIZE] {
+        let mut cpi = ClassPortInfo {
+            base_version: BASE_VERSION,
+            class_version: SA_CLASS_VERSION,
+            capability_mask: self.config.capability_mask,
+            redirect_qkey: GSI_QKEY,
+            trap_qkey: GSI_QKEY,
+            ..ClassPortInfo::default()
+        };
+        cpi.set_capability_mask2(self.config.capability_mask2);
+        cpi.set_resp_time_value(self.config.resp_time_value);
+        cpi.set_redirect_qpn(1);
+        req.response_to(Method::Get, MadStatus::SUCCESS, SaData::class_port_info(cpi)).to_bytes()
+    }
+
+    // ---------------------------------------------------------------- join (SubnAdmSet)
+
+    /// SubnAdmSet(MCMemberRecord): join, creating the group if needed
+    /// [osm_sa_mcmember_record.c `osm_mcmr_rcv_process`, `mcmr_rcv_join_mgrp`].
+    fn join(&mut self, from: &Requester, req: &SaMad) -> Outcome {
+        let mask = Cm(req.sa.component_mask);
+        let rec = record_of(req);
+        if !mask.contains(Cm::OPENSM_JOIN_REQUIRED) {
+            return Err(MadStatus::INSUF_COMPS);
+        }
+        check_rate_mtu(mask, &rec)?;
+        self.check_prefix(&rec.port_gid)?;
+        // The port must be one the SA knows: any unicast GID on RoCE.
+        if rec.port_gid == Gid::ZERO || rec.port_gid.is_multicast() {
+            return Err(MadStatus::REQ_INVALID);
+        }
+        let proxy = rec.port_gid != from.gid;
+        if proxy && !(self.config.allow_proxy_join && rec.proxy_join) {
+            return Err(MadStatus::REQ_INVALID);
+        }
+        if mask.contains(Cm::P_KEY) && rec.p_key & 0x7FFF == 0 {
+            return Err(MadStatus::REQ_INVALID);
+        }
+        let js = JoinState(rec.join_state.0 & 0xF);
+
+        let (grp, new_mlid) = match self.groups.get(&rec.mgid) {
+            None => {
+                // o15-0.1.9: only a full member (or send-only full member) creates a group.
+                if (js & FULL_JOIN_STATES).is_empty() {
+                    return Err(MadStatus::REQ_INVALID);
+                }
+                if !mask.contains(Cm::OPENSM_CREATE_REQUIRED) {
+                    return Err(MadStatus::INSUF_COMPS);
+                }
+                let mut g = self.new_group_record(mask, &rec)?;
+                if self.groups.len() >= self.config.max_groups {
+                    return Err(MadStatus::NO_RESOURCES);
+                }
+                g.mlid = self.mlids.alloc(rec.mlid).ok_or(MadStatus::NO_RESOURCES)?;
+                (g, Some(g.mlid))
+            }
+            Some(g) => {
+                if !other_components_match(mask, &rec, g.record()) {
+                    return Err(MadStatus::REQ_INVALID);
+                }
+                (*g.record(), None)
+            }
+        };
+
+        if let Err(status) = self.check_join(from, mask, &rec, &grp, js, new_mlid.is_some()) {
+            if let Some(mlid) = new_mlid {
+                self.mlids.free(mlid);
+            }
+            return Err(status);
+        }
+
+        let group = self.groups.entry(grp.mgid).or_insert_with(|| Group::new(grp));
+        if new_mlid.is_some() {
+            self.stats.groups_created += 1;
+        }
+        let before = group.members().len();
+        let merged = group.add(rec.port_gid, js, proxy);
+        self.member_count += group.members().len() - before;
+
+        // The answer: the request with the group's values [`copy_from_create_mc_rec`] and the
+        // merged JoinState (o15-0.1.11).
+        let mut out = rec;
+        out.mgid = grp.mgid;
+        out.q_key = grp.q_key;
+        out.mlid = grp.mlid;
+        out.traffic_class = grp.traffic_class;
+        out.p_key = grp.p_key;
+        out.sl = grp.sl;
+        out.flow_label = grp.flow_label;
+        out.hop_limit = grp.hop_limit;
+        out.scope = grp.scope;
+        out.mtu = grp.mtu;
+        out.rate = grp.rate;
+        out.packet_life_time = grp.packet_life_time;
+        out.join_state = merged;
+        Ok(out)
+    }
+
+    /// The checks of a join that hold for new and existing groups alike.
+    fn check_join(
+        &self,
+        from: &Requester,
+        mask: Cm,
+        rec: &McMemberRecord,
+        grp: &McMemberRecord,
+        js: JoinState,
+        new_group: bool,
+    ) -> Result<(), MadStatus> {
+        // o15-0.2.4: selectors met, port able to use the group, JoinState not empty
+        // [`validate_more_comp_fields`, `validate_port_caps`].
+        if !selectors_match(mask, rec, grp) || !self.port_can_use(grp) || js.is_empty() {
+            return Err(MadStatus::REQ_INVALID);
+        }
+        // The joining port must be in the group's partition (ERR 1B14).
+        if !pkey_shared(from.pkey, grp.p_key) {
+            return Err(MadStatus::REQ_INVALID);
+        }
+        // o15-0.2.1: who may modify an existing membership [`validate_modify`].
+        if !new_group {
+            if let Some(m) = self.groups.get(&grp.mgid).and_then(|g| g.member(&rec.port_gid)) {
+                if !may_modify(from, m, grp) {
+                    return Err(MadStatus::REQ_INVALID);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The record of a new group: MGID (allocated when zero, else validated), MTU, rate and
+    /// PacketLifeTime made real, selectors "exactly" [`mcmr_rcv_create_new_mgrp`,
+    /// `mgrp_request_is_realizable`].
+    fn new_group_record(&mut self, mask: Cm, rec: &McMemberRecord) -> Outcome {
+        let mut g = *rec;
+        if rec.mgid == Gid::ZERO {
+            g.mgid = self.allocate_mgid(mask, rec)?;
+        } else if !self.mgid_is_valid(&rec.mgid) {
+            return Err(MadStatus::REQ_INVALID);
+        }
+        g.mtu = self.realize_mtu(mask, rec).ok_or(MadStatus::REQ_INVALID)?;
+        g.rate = self.realize_rate(mask, rec).ok_or(MadStatus::REQ_INVALID)?;
+        g.packet_life_time = self.realize_packet_life(mask, rec).ok_or(MadStatus::REQ_INVALID)?;
+        Ok(exactly(g))
+    }
+
+    /// An MGID for a group created with MGID 0: ff1S:a01b:PPPP:PPPP:PPPP:PPPP:CCCC:CCCC, S the
+    /// requested scope (link-local when none), P the subnet prefix, C a counter
+    /// [`build_new_mgid`].
+    fn allocate_mgid(&mut self, mask: Cm, rec: &McMemberRecord) -> Result<Gid, MadStatus> {
+        let scope = if mask.contains(Cm::SCOPE) { rec.scope & 0xF } else { SCOPE_LINK_LOCAL };
+        let prefix = self.config.subnet_prefix.unwrap_or(0).to_be_bytes();
+        for _ in 0..MGID_TRIES {
+            let mut g = [0u8; 16];
+            g[0] = 0xFF;
+            g[1] = 0x10 | scope;
+            g[2] = 0xA0;
+            g[3] = 0x1B;
+            g[4..12].copy_from_slice(&prefix);
+            g[12..16].copy_from_slice(&self.mgid_counter.to_be_bytes());
+            self.mgid_counter = self.mgid_counter.wrapping_add(1);
+            if !self.groups.contains_key(&Gid(g)) {
+                return Ok(Gid(g));
+            }
+        }
+        Err(MadStatus::NO_RESOURCES)
+    }
+
+    /// A requested MGID acceptable for a new group (see [`SaConfig::ib_mgid_validation`]).
+    fn mgid_is_valid(&self, mgid: &Gid) -> bool {
+        if !self.config.ib_mgid_validation {
+            return mgid.is_multicast();
+        }
+        let b = &mgid.0;
+        if b[0] != 0xFF {
+            return false;
+        }
+        let signature = u16::from_be_bytes([b[2], b[3]]);
+        if signature == 0x401B || signature == 0x601B {
+            return true; // IPoIB MGIDs are not checked further
+        }
+        if b[1] & 0xE0 != 0 {
+            return false; // reserved flag bits
+        }
+        !(signature == 0xA01B && b[1] & 0x0F == SCOPE_LINK_LOCAL)
+    }
+
+    fn realize_mtu(&self, mask: Cm, rec: &McMemberRecord) -> Option<u8> {
+        let port = self.config.mtu;
+        if !mask.contains(Cm::MTU | Cm::MTU_SELECTOR) || rec.mtu_selector == Selector::Largest {
+            return Some(port);
+        }
+        let want = rec.mtu;
+        let mtu = match rec.mtu_selector {
+            Selector::GreaterThan if want >= port => return None,
+            Selector::GreaterThan => port,
+            Selector::LessThan if want > port => port,
+            Selector::LessThan => want.wrapping_sub(1),
+            _ => want,
+        };
+        mtu_is_valid(mtu).then_some(mtu)
+    }
+
+    fn realize_rate(&self, mask: Cm, rec: &McMemberRecord) -> Option<u8> {
+        let port = self.config.rate;
+        if !mask.contains(Cm::RATE | Cm::RATE_SELECTOR) || rec.rate_selector == Selector::Largest {
+            return Some(port);
+        }
+        let want = rec.rate;
+        let rate = match rec.rate_selector {
+            Selector::GreaterThan if compare_rates(want, port).is_ge() => return None,
+            Selector::GreaterThan => port,
+            Selector::LessThan if compare_rates(want, port).is_gt() => port,
+            Selector::LessThan => rate_prev(want),
+            _ => want,
+        };
+        rate_is_valid(rate).then_some(rate)
+    }
+
+    /// PacketLifeTime of a new group. OpenSM keeps the request's value whatever the mask; this
+    /// responder uses the configured one unless the request names one, and honours the
+    /// selector the way MTU and rate are honoured (a smaller life time is "better").
+    fn realize_packet_life(&self, mask: Cm, rec: &McMemberRecord) -> Option<u8> {
+        let port = self.config.packet_life;
+        let want = rec.packet_life_time & 0x3F;
+        if !mask.contains(Cm::PACKET_LIFE_TIME) {
+            return Some(port);
+        }
+        if !mask.contains(Cm::PACKET_LIFE_TIME_SELECTOR) {
+            return Some(want);
+        }
+        match rec.packet_life_time_selector {
+            Selector::GreaterThan if port > want => Some(port),
+            Selector::GreaterThan => (want < 0x3F).then(|| want + 1),
+            Selector::LessThan if port < want => Some(port),
+            Selector::LessThan => want.checked_sub(1),
+            Selector::Largest => Some(port),
+            _ => Some(want),
+        }
+    }
+
+    /// Whether a port of this SA's MTU and rate can be in the group [`validate_port_caps`].
+    fn port_can_use(&self, grp: &McMemberRecord) -> bool {
+        self.config.mtu >= grp.mtu && compare_rates(self.config.rate, grp.rate).is_ge()
+    }
+
+    fn check_prefix(&self, port_gid: &Gid) -> Result<(), MadStatus> {
+        match self.config.subnet_prefix {
+            Some(p) if port_gid.subnet_prefix() != p => Err(MadStatus::INVALID_GID),
+            _ => Ok(()),
+        }
+    }
+
+    // ---------------------------------------------------------------- leave (SubnAdmDelete)
+
+    /// SubnAdmDelete(MCMemberRecord): leave [`mcmr_rcv_leave_mgrp`, `validate_delete`
+    /// (o15-0.1.14), `osm_mgrp_remove_port`].
+    fn leave(&mut self, from: &Requester, req: &SaMad) -> Outcome {
+        let mask = Cm(req.sa.component_mask);
+        let rec = record_of(req);
+        if !mask.contains(Cm::OPENSM_JOIN_REQUIRED) {
+            return Err(MadStatus::INSUF_COMPS);
+        }
+        check_rate_mtu(mask, &rec)?;
+        self.check_prefix(&rec.port_gid)?;
+        let group = self.groups.get_mut(&rec.mgid).ok_or(MadStatus::REQ_INVALID)?;
+        let i = group.find(&rec.port_gid).map_err(|_| MadStatus::REQ_INVALID)?;
+        let m = group.members()[i];
+        let js = JoinState(rec.join_state.0 & 0xF);
+        // o15-0.1.14 2 and 3: at least one stored bit, and no bit that is not stored.
+        if (js & m.join_state()).is_empty() || !m.join_state().contains(js) {
+            return Err(MadStatus::REQ_INVALID);
+        }
+        // o15-0.1.14 4 / o15-0.2.1.
+        if !may_modify(from, &m, group.record()) {
+            return Err(MadStatus::REQ_INVALID);
+        }
+        let left = group.leave(i, js);
+        if left.is_empty() {
+            self.member_count -= 1;
+        }
+        let scope = group.record().scope;
+        if group.full_member_count() == 0 {
+            // The last full member left: the group goes, with any other member, and its MLID
+            // is free again [`osm_mgrp_cleanup`].
+            let mlid = group.mlid();
+            let rest = group.members().len();
+            self.groups.remove(&rec.mgid);
+            self.member_count -= rest;
+            self.mlids.free(mlid);
+            self.stats.groups_deleted += 1;
+        }
+        let mut out = rec;
+        out.scope = scope;
+        out.join_state = left;
+        Ok(out)
+    }
+
+    // ---------------------------------------------------------------- Get / GetTable
+
+    /// SubnAdmGet / SubnAdmGetTable(MCMemberRecord) [`mcmr_query_mgrp`, `mcmr_by_comp_mask`,
+    /// osm_sa.c `osm_sa_respond`].
+    fn query(&self, from: &Requester, req: &SaMad) -> Reply {
+        let mask = Cm(req.sa.component_mask);
+        let rec = record_of(req);
+        if let Err(status) = check_rate_mtu(mask, &rec) {
+            return Reply::One(error_mad(req, status));
+        }
+        let trusted = req.sa.sm_key != 0;
+        let mut found = Vec::new();
+        if mask.contains(Cm::MGID) {
+            if let Some(g) = self.groups.get(&rec.mgid) {
+                self.match_group(from, mask, &rec, g, trusted, &mut found);
+            }
+        } else {
+            let mut all: Vec<&Group> = self.groups.values().collect();
+            all.sort_unstable_by_key(|g| g.mgid());
+            for g in all {
+                self.match_group(from, mask, &rec, g, trusted, &mut found);
+            }
+        }
+        // p923: PortGID, JoinState and ProxyJoin are zero for an untrusted requester.
+        if !trusted {
+            for r in &mut found {
+                r.port_gid = Gid::ZERO;
+                r.join_state = JoinState::NONE;
+                r.proxy_join = false;
+            }
+        }
+        if req.header.method == Method::Get {
+            return Reply::One(match found.len() {
+                0 => error_mad(req, MadStatus::NO_RECORDS),
+                1 => req.response_to(Method::Get, MadStatus::SUCCESS, SaData::mc_member(found[0])).to_bytes(),
+                // C15-0.1.30: a Get that matches more than one record is an error.
+                _ => error_mad(req, MadStatus::TOO_MANY_RECORDS),
+            });
+        }
+        table_reply(req, &found)
+    }
+
+    /// Add the records of group `g` that match the request.
+    fn match_group(
+        &self,
+        from: &Requester,
+        mask: Cm,
+        rec: &McMemberRecord,
+        g: &Group,
+        trusted: bool,
+        out: &mut Vec<McMemberRecord>,
+    ) {
+        let grp = g.record();
+        if mask.contains(Cm::MLID) && rec.mlid != grp.mlid {
+            return;
+        }
+        // The requester must be in the group's partition.
+        if !pkey_shared(from.pkey, grp.p_key) {
+            return;
+        }
+        if !other_components_match(mask, rec, grp) {
+            return;
+        }
+        if mask.contains(Cm::PROXY_JOIN) && rec.proxy_join != grp.proxy_join {
+            return;
+        }
+        if !selectors_match(mask, rec, grp) {
+            return;
+        }
+        let state_mask =
+            (if mask.contains(Cm::SCOPE) { 0xF0 } else { 0 }) | (if mask.contains(Cm::JOIN_STATE) { 0x0F } else { 0 });
+        let wanted = scope_state(rec.scope, rec.join_state) & state_mask;
+        let member_record = |m: &Member| McMemberRecord {
+            port_gid: m.port_gid(),
+            join_state: m.join_state(),
+            proxy_join: m.proxy(),
+            ..*grp
+        };
+        if mask.contains(Cm::PORT_GID) {
+            if let Some(m) = g.member(&rec.port_gid) {
+                if scope_state(grp.scope, m.join_state()) & state_mask == wanted {
+                    out.push(member_record(m));
+                }
+            }
+        } else if trusted {
+            for m in g.members() {
+                if scope_state(grp.scope, m.join_state()) & state_mask == wanted {
+                    out.push(member_record(m));
+                }
+            }
+        } else if scope_state(grp.scope, grp.join_state) & state_mask == wanted {
+            out.push(McMemberRecord { port_gid: Gid::ZERO, proxy_join: false, ..*grp });
+        }
+    }
+
+    // ---------------------------------------------------------------- accessors
+
+    /// The configuration.
+    pub fn config(&self) -> &SaConfig {
+        &self.config
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &SaStats {
+        &self.stats
+    }
+
+    /// Every group, in no particular order (sort by [`Group::mgid`] for a stable one).
+    pub fn groups(&self) -> impl Iterator<Item = &Group> + '_ {
+        self.groups.values()
+    }
+
+    /// The group with this MGID.
+    pub fn group(&self, mgid: &Gid) -> Option<&Group> {
+        self.groups.get(mgid)
+    }
+
+    /// The join state of `port_gid` in group `mgid` (`None`: not a member).
+    pub fn join_state(&self, mgid: &Gid, port_gid: &Gid) -> Option<JoinState> {
+        self.groups.get(mgid)?.member(port_gid).map(Member::join_state)
+    }
+
+    /// Number of groups.
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Number of memberships (members summed over the groups).
+    pub fn member_count(&self) -> usize {
+        self.member_count
+    }
+
+    /// Number of distinct MLIDs in use.
+    pub fn mlids_in_use(&self) -> usize {
+        self.mlids.in_use()
+    }
+
+    /// The MLIDs in use, lowest first.
+    pub fn mlids(&self) -> impl Iterator<Item = u16> + '_ {
+        self.mlids.iter()
+    }
+
+    /// Groups holding `mlid` (0: free; more than 1 only with [`SaConfig::share_mlids`]).
+    pub fn mlid_group_count(&self, mlid: u16) -> u32 {
+        self.mlids.refs(mlid)
+    }
+
+    /// Entries in the duplicate-request cache.
+    pub fn cached_replies(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Heap bytes held, estimated from container capacities and type sizes (the hash tables
+    /// are counted with hashbrown's layout: power-of-two buckets at most 7/8 full, one control
+    /// byte each). Allocator overhead per allocation is not included.
+    pub fn memory_usage(&self) -> MemoryUsage {
+        MemoryUsage {
+            group_table: hash_table_bytes(self.groups.capacity(), core::mem::size_of::<(Gid, Group)>()),
+            members: self.groups.values().map(Group::members_heap_bytes).sum(),
+            mlid_pool: self.mlids.heap_bytes(),
+            dup_cache: self.cache.heap_bytes(),
+        }
+    }
+}
+
+// -------------------------------------------------------------------- helpers
+
+/// The MCMemberRecord of a request (the SA data decoded by attribute; re-read when the
+/// decoder kept raw bytes).
+fn record_of(req: &SaMad) -> McMemberRecord {
+    match &req.data {
+        SaData::McMember { record, .. } => *record,
+        other => McMemberRecord::parse_bytes(&other.to_bytes()).unwrap_or_default(),
+    }
+}
+
+/// MTU and rate, when given with their selectors, must be valid codes (else 0x0200)
+/// [`rate_is_valid`, `mtu_is_valid` of osm_sa_mcmember_record.c].
+fn check_rate_mtu(mask: Cm, rec: &McMemberRecord) -> Result<(), MadStatus> {
+    if mask.contains(Cm::RATE | Cm::RATE_SELECTOR) && !rate_is_valid(rec.rate) {
+        return Err(MadStatus::REQ_INVALID);
+    }
+    if mask.contains(Cm::MTU | Cm::MTU_SELECTOR) && !mtu_is_valid(rec.mtu) {
+        return Err(MadStatus::REQ_INVALID);
+    }
+    Ok(())
+}
+
+/// The components named in `mask` equal the group's: Q_Key, P_Key (same base, not both
+/// limited), TClass, SL, FlowLabel, HopLimit [`validate_other_comp_fields`].
+fn other_components_match(mask: Cm, rec: &McMemberRecord, grp: &McMemberRecord) -> bool {
+    if mask.contains(Cm::Q_KEY) && rec.q_key != grp.q_key {
+        return false;
+    }
+    if mask.contains(Cm::P_KEY) && ((rec.p_key | grp.p_key) & 0x8000 == 0 || rec.p_key & 0x7FFF != grp.p_key & 0x7FFF) {
+        return false;
+    }
+    !(mask.contains(Cm::TCLASS) && rec.traffic_class != grp.traffic_class
+        || mask.contains(Cm::SL) && rec.sl != grp.sl
+        || mask.contains(Cm::FLOW_LABEL) && rec.flow_label != grp.flow_label
+        || mask.contains(Cm::HOP_LIMIT) && rec.hop_limit != grp.hop_limit)
+}
+
+/// The selectors named in `mask` are met by the group's MTU, rate and PacketLifeTime
+/// [`validate_more_comp_fields`; PacketLifeTime added here, OpenSM ignores it].
+fn selectors_match(mask: Cm, rec: &McMemberRecord, grp: &McMemberRecord) -> bool {
+    use core::cmp::Ordering;
+    let meets = |sel: Selector, group_vs_wanted: Ordering| match sel {
+        Selector::GreaterThan => group_vs_wanted.is_gt(),
+        Selector::LessThan => group_vs_wanted.is_lt(),
+        Selector::Exactly => group_vs_wanted.is_eq(),
+        _ => true,
+    };
+    (!mask.contains(Cm::MTU_SELECTOR) || meets(rec.mtu_selector, grp.mtu.cmp(&rec.mtu)))
+        && (!mask.contains(Cm::RATE_SELECTOR) || meets(rec.rate_selector, compare_rates(grp.rate, rec.rate)))
+        && (!mask.contains(Cm::PACKET_LIFE_TIME_SELECTOR)
+            || meets(rec.packet_life_time_selector, grp.packet_life_time.cmp(&(rec.packet_life_time & 0x3F))))
+}
+
+/// Whether a requester whose P_Key is `pkey` is in the partition of `group_pkey` (same base;
+/// `osm_physp_has_pkey` looks the base up in the port's table).
+const fn pkey_shared(pkey: u16, group_pkey: u16) -> bool {
+    pkey & 0x7FFF == group_pkey & 0x7FFF
+}
+
+/// o15-0.2.1: a member joined by itself may be modified only by itself; one joined by proxy by
+/// any port in the group's partition [`validate_modify`].
+fn may_modify(from: &Requester, m: &Member, grp: &McMemberRecord) -> bool {
+    if m.proxy() {
+        pkey_shared(from.pkey, grp.p_key)
+    } else {
+        from.gid == m.port_gid()
+    }
+}
+
+const fn scope_state(scope: u8, js: JoinState) -> u8 {
+    (scope << 4) | (js.0 & 0xF)
+}
+
+/// The MTU, rate and PacketLifeTime selectors set to "exactly", as OpenSM answers
+/// [`mcmr_rcv_respond`].
+fn exactly(mut r: McMemberRecord) -> McMemberRecord {
+    r.mtu_selector = Selector::Exactly;
+    r.rate_selector = Selector::Exactly;
+    r.packet_life_time_selector = Selector::Exactly;
+    r
+}
+
+/// The method of the answer: GetResp for Set, else the request's method with the R bit.
+fn response_method(m: Method) -> Method {
+    if m == Method::Set {
+        Method::Get
+    } else {
+        m
+    }
+}
+
+/// An error answer as OpenSM builds it: the request MAD (RMPP and SA headers, data) sent back
+/// with the status, the R bit, Set turned into GetResp, SM_Key 0 and, for GetTable,
+/// AttributeOffset 0 [osm_sa.c `osm_sa_send_error`].
+fn error_mad(req: &SaMad, status: MadStatus) -> [u8; MAD_SIZE] {
+    let mut r = req.response_to(response_method(req.header.method), status, req.data);
+    r.rmpp = req.rmpp;
+    r.sa.reserved = req.sa.reserved;
+    r.sa.attribute_offset = if req.header.method == Method::GetTable { 0 } else { req.sa.attribute_offset };
+    r.to_bytes()
+}
+
+/// A GetTableResp: the records, 56 bytes apart, cut into 200-byte RMPP DATA segments
+/// [osm_sa.c `osm_sa_respond`; mad_rmpp.c for the PayloadLength of each segment].
+fn table_reply(req: &SaMad, records: &[McMemberRecord]) -> Reply {
+    let data_len = records.len() * TABLE_RECORD_LEN;
+    let segments = data_len.div_ceil(SA_DATA_LEN).max(1);
+    let mut stream = vec![0u8; segments * SA_DATA_LEN];
+    for (i, r) in records.iter().enumerate() {
+        let at = i * TABLE_RECORD_LEN;
+        r.emit_bytes(&mut stream[at..at + MC_MEMBER_RECORD_LEN]);
+    }
+    let offset = if records.is_empty() { 0 } else { MC_MEMBER_ATTRIBUTE_OFFSET };
+    let mut out = Vec::with_capacity(segments);
+    for (s, chunk) in stream.chunks_exact(SA_DATA_LEN).enumerate() {
+        let (first, last) = (s == 0, s + 1 == segments);
+        let mut flags = RmppFlags::ACTIVE;
+        if first {
+            flags |= RmppFlags::FIRST;
+        }
+        if last {
+            flags |= RmppFlags::LAST;
+        }
+        // PayloadLength: the bytes after the RMPP header in the whole transfer on the first
+        // segment, in this segment on the last, 0 in between (the SA header repeats in each).
+        let payload = if last {
+            SA_HEADER_LEN + data_len - SA_DATA_LEN * (segments - 1)
+        } else if first {
+            data_len + SA_HEADER_LEN * segments
+        } else {
+            0
+        };
+        let mut data = [0u8; SA_DATA_LEN];
+        data.copy_from_slice(chunk);
+        let mut m = req.response_to(Method::GetTable, MadStatus::SUCCESS, SaData::Raw(data));
+        m.rmpp = RmppRepr {
+            version: RMPP_VERSION,
+            rmpp_type: RmppType::Data,
+            resp_time: NO_RESPTIME,
+            flags,
+            status: 0,
+            data1: s as u32 + 1,
+            data2: payload as u32,
+        };
+        m.sa.attribute_offset = offset;
+        out.push(m.to_bytes());
+    }
+    if out.len() == 1 {
+        Reply::One(out[0])
+    } else {
+        Reply::Many(out)
+    }
+}
