@@ -10,7 +10,6 @@ use roce_wire::mcmember::JoinState;
 use crate::cm::ConnectParam;
 use crate::event::{CmEvent, EventKind, EventParam};
 use crate::id::{link_local_without_scope, wildcard_like, BindInfo, CmId, CmState, PortSpace, QpType};
-use crate::mcast::MemberKey;
 use crate::stack::{Stack, Work};
 use crate::{Errno, Instant};
 
@@ -38,7 +37,7 @@ pub struct IdRecord {
     pub has_device: bool,
     /// The UD QP associated with the id (rdma_create_qp).
     pub qpn: Option<u32>,
-    pub(crate) members: Vec<MemberKey>,
+    pub(crate) members: crate::mcast::IdMembers,
     pub(crate) conn: Option<u32>,
     /// The listener a child id came from.
     pub listen_parent: Option<CmId>,
@@ -62,7 +61,7 @@ impl Stack {
                 afonly_set: false,
                 has_device: false,
                 qpn: None,
-                members: Vec::new(),
+                members: Default::default(),
                 conn: None,
                 listen_parent: None,
             },
@@ -431,7 +430,7 @@ impl Stack {
     pub fn destroy_id(&mut self, now: Instant, id: CmId) -> Result<(), Errno> {
         self.rec(id)?;
         self.set_state(id, CmState::Destroying);
-        let members = self.ids.get(&id).map(|r| r.members.clone()).unwrap_or_default();
+        let members = self.ids.get(&id).map(|r| r.members.keys()).unwrap_or_default();
         for m in members {
             self.remove_member(now, m, false);
         }

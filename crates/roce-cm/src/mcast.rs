@@ -39,6 +39,45 @@ pub struct SaQueryResult {
     pub result: Result<SaMad, Errno>,
 }
 
+/// An id's joins, indexed by group so that a leave finds the id's first join of a group, and
+/// the last leave of a group is seen, in O(log n) however many groups the id holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IdMembers {
+    by_group: BTreeSet<(IpAddr, MemberKey)>,
+}
+
+impl IdMembers {
+    pub(crate) fn insert(&mut self, group: IpAddr, k: MemberKey) {
+        self.by_group.insert((group, k));
+    }
+    pub(crate) fn remove(&mut self, group: IpAddr, k: MemberKey) {
+        self.by_group.remove(&(group, k));
+    }
+    /// The id's first (oldest) join of `group`.
+    pub(crate) fn first_of(&self, group: IpAddr) -> Option<MemberKey> {
+        self.by_group.range((group, MemberKey(0))..=(group, MemberKey(u64::MAX))).next().map(|(_, k)| *k)
+    }
+    pub(crate) fn has_group(&self, group: IpAddr) -> bool {
+        self.first_of(group).is_some()
+    }
+    /// Every join of the id.
+    pub fn keys(&self) -> Vec<MemberKey> {
+        self.by_group.iter().map(|(_, k)| *k).collect()
+    }
+    /// Whether the id holds this join (linear: for checks, not for the data path).
+    pub fn contains(&self, k: &MemberKey) -> bool {
+        self.by_group.iter().any(|(_, x)| x == k)
+    }
+    /// Number of joins.
+    pub fn len(&self) -> usize {
+        self.by_group.len()
+    }
+    /// Whether the id holds no join.
+    pub fn is_empty(&self) -> bool {
+        self.by_group.is_empty()
+    }
+}
+
 /// A member handle (one join of one id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MemberKey(pub u64);
@@ -80,11 +119,10 @@ pub(crate) enum GroupOp {
     Leave { bits: u8, leavers: Vec<CmId> },
 }
 
-/// One multicast group of this port.
+/// One multicast group of this port. Kept small (most groups sit idle for their lifetime):
+/// the work state exists only while there is work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Group {
-    /// The address applications joined it by.
-    pub addr: IpAddr,
     /// The MGID (`::ffff:G` for an IPv4 group on RoCEv2, the address for IPv6).
     pub mgid: Gid,
     /// Local members per join-state bit (FullMember, NonMember, SendOnlyNonMember,
@@ -92,12 +130,52 @@ pub struct Group {
     pub counts: [u32; 4],
     /// The last record the SA returned; its JoinState is what the SA holds for us.
     pub rec: Option<McMemberRecord>,
-    pub(crate) busy: Option<GroupOp>,
-    pub(crate) pending: VecDeque<MemberKey>,
-    pub(crate) members: BTreeSet<MemberKey>,
+    pub(crate) members: Vec<MemberKey>,
     pub(crate) leave_retries: u32,
-    /// Ids whose leave waits for the next Delete's answer.
-    pub(crate) leavers: Vec<CmId>,
+    pub(crate) work: Option<Box<GroupWork>>,
+}
+
+/// A group's work in progress: the transaction in flight, joins waiting, ids waiting for the
+/// next Delete's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct GroupWork {
+    pub busy: Option<GroupOp>,
+    pub pending: VecDeque<MemberKey>,
+    pub leavers: Vec<CmId>,
+}
+
+impl Group {
+    /// The group's address (the MGID as an IP address).
+    pub fn addr(&self) -> IpAddr {
+        self.mgid.to_ip()
+    }
+
+    pub(crate) fn w(&mut self) -> &mut GroupWork {
+        self.work.get_or_insert_with(Default::default)
+    }
+
+    pub(crate) fn is_busy(&self) -> bool {
+        self.work.as_ref().is_some_and(|w| w.busy.is_some())
+    }
+
+    fn pending_front(&self) -> Option<MemberKey> {
+        self.work.as_ref().and_then(|w| w.pending.front().copied())
+    }
+
+    fn take_busy(&mut self) -> Option<GroupOp> {
+        self.work.as_mut().and_then(|w| w.busy.take())
+    }
+
+    fn take_leavers(&mut self) -> Vec<CmId> {
+        self.work.as_mut().map(|w| std::mem::take(&mut w.leavers)).unwrap_or_default()
+    }
+
+    /// Drop the work state when there is none.
+    fn compact(&mut self) {
+        if self.work.as_ref().is_some_and(|w| w.busy.is_none() && w.pending.is_empty() && w.leavers.is_empty()) {
+            self.work = None;
+        }
+    }
 }
 
 /// The MGID RDMA-CM uses on RoCEv2 for a group address [cma.c cma_iboe_set_mgid].
@@ -144,26 +222,23 @@ impl Stack {
         let ip_ref = self.cfg.multicast_paths.igmp_mld && !send_only;
         self.members.insert(key, Member { id, mgid, addr: group, join_state, state: MemberState::Pending, ip_ref });
         if let Some(rec) = self.ids.get_mut(&id) {
-            rec.members.push(key);
+            rec.members.insert(group, key);
         }
         let g = self.groups.entry(mgid).or_insert_with(|| Group {
-            addr: group,
             mgid,
             counts: [0; 4],
             rec: None,
-            busy: None,
-            pending: VecDeque::new(),
-            members: BTreeSet::new(),
+            members: Vec::new(),
             leave_retries: 0,
-            leavers: Vec::new(),
+            work: None,
         });
-        g.members.insert(key);
+        g.members.push(key);
         if ip_ref {
             self.ip_group_ref(now, group, true);
         }
         if self.sa_enabled() {
             if let Some(g) = self.groups.get_mut(&mgid) {
-                g.pending.push_back(key);
+                g.w().pending.push_back(key);
             }
             self.run_group(now, mgid);
         } else {
@@ -200,18 +275,18 @@ impl Stack {
     pub(crate) fn run_group(&mut self, now: Instant, mgid: Gid) {
         loop {
             let Some(g) = self.groups.get(&mgid) else { return };
-            if g.busy.is_some() {
+            if g.is_busy() {
                 return;
             }
             // 1. Pending joins.
-            if let Some(&key) = g.pending.front() {
+            if let Some(key) = g.pending_front() {
                 let held = g.rec.map_or(0, |r| r.join_state.0);
                 let Some(m) = self.members.get(&key).cloned() else {
-                    self.groups.get_mut(&mgid).map(|g| g.pending.pop_front());
+                    self.groups.get_mut(&mgid).map(|g| g.w().pending.pop_front());
                     continue;
                 };
                 if let Some(g) = self.groups.get_mut(&mgid) {
-                    g.pending.pop_front();
+                    g.w().pending.pop_front();
                 }
                 if held & m.join_state.0 == m.join_state.0 && held != 0 {
                     // The SA already holds our bit: satisfied locally (multicast.c process_join).
@@ -232,7 +307,7 @@ impl Stack {
                     mm.state = MemberState::Joining;
                 }
                 if let Some(g) = self.groups.get_mut(&mgid) {
-                    g.busy = Some(GroupOp::Join { member: key });
+                    g.w().busy = Some(GroupOp::Join { member: key });
                     g.leave_retries = self.cfg.sa_timing.leave_retries;
                 }
                 return;
@@ -252,8 +327,8 @@ impl Stack {
                     r.join_state = JoinState(r.join_state.0 & !leave);
                 }
                 rec.join_state = JoinState(leave);
-                let leavers = std::mem::take(&mut g.leavers);
-                g.busy = Some(GroupOp::Leave { bits: leave, leavers });
+                let leavers = g.take_leavers();
+                g.w().busy = Some(GroupOp::Leave { bits: leave, leavers });
                 let mad = SaMad::request(
                     Method::Delete,
                     0,
@@ -265,9 +340,10 @@ impl Stack {
                 return;
             }
             // 3. Idle: leaves that needed no Delete are complete; an empty group goes.
-            let leavers = std::mem::take(&mut g.leavers);
+            let leavers = g.take_leavers();
+            g.compact();
             let empty = g.members.is_empty() && held == 0;
-            let addr = g.addr;
+            let addr = g.addr();
             for id in leavers {
                 self.multicast_event(id, EventKind::MulticastLeft, 0, addr, None, None);
             }
@@ -349,10 +425,7 @@ impl Stack {
 
     /// Leave one join of `group` by `id` (the first matching, as the kernel does).
     pub(crate) fn start_leave(&mut self, now: Instant, id: CmId, group: IpAddr) {
-        let key = self
-            .ids
-            .get(&id)
-            .and_then(|r| r.members.iter().copied().find(|k| self.members.get(k).is_some_and(|m| m.addr == group)));
+        let key = self.ids.get(&id).and_then(|r| r.members.first_of(group));
         let Some(key) = key else { return }; // unknown group: a no-op
         self.remove_member(now, key, true);
     }
@@ -362,10 +435,10 @@ impl Stack {
     pub(crate) fn remove_member(&mut self, now: Instant, key: MemberKey, report: bool) {
         let Some(m) = self.members.get(&key).cloned() else { return };
         if let Some(r) = self.ids.get_mut(&m.id) {
-            r.members.retain(|k| *k != key);
+            r.members.remove(m.addr, key);
             if let Some(qpn) = r.qpn {
                 if m.state == MemberState::Joined && m.join_state.0 & 0x0c == 0 {
-                    let still = r.members.iter().any(|k| self.members.get(k).is_some_and(|o| o.mgid == m.mgid));
+                    let still = r.members.has_group(m.addr);
                     if !still {
                         let _ = self.detach_mcast(qpn, m.mgid);
                     }
@@ -379,8 +452,10 @@ impl Stack {
             self.members.remove(&key);
             return;
         };
-        g.members.remove(&key);
-        g.pending.retain(|k| *k != key);
+        g.members.retain(|k| *k != key);
+        if let Some(w) = g.work.as_mut() {
+            w.pending.retain(|k| *k != key);
+        }
         match m.state {
             MemberState::Joined => g.counts[bit_index(m.join_state)] -= 1,
             MemberState::Joining => {
@@ -390,7 +465,7 @@ impl Stack {
                 }
                 if report {
                     if let Some(g) = self.groups.get_mut(&m.mgid) {
-                        g.leavers.push(m.id);
+                        g.w().leavers.push(m.id);
                     }
                 }
                 return;
@@ -400,10 +475,10 @@ impl Stack {
         self.members.remove(&key);
         if report {
             if let Some(g) = self.groups.get_mut(&m.mgid) {
-                g.leavers.push(m.id);
+                g.w().leavers.push(m.id);
             }
         }
-        self.unschedule(|w| *w == Work::LocalJoinDone(key));
+        self.cancel(&Work::LocalJoinDone(key));
         self.run_group(now, m.mgid);
     }
 
@@ -422,7 +497,7 @@ impl Stack {
         match matched.owner {
             TxnOwner::Join(mgid) => {
                 let Some(g) = self.groups.get_mut(&mgid) else { return };
-                let Some(GroupOp::Join { member }) = g.busy.take() else { return };
+                let Some(GroupOp::Join { member }) = g.take_busy() else { return };
                 let m = self.members.get(&member).cloned();
                 if status == MadStatus(0) {
                     let bits = m.as_ref().map_or(0, |m| m.join_state.0);
@@ -440,10 +515,10 @@ impl Stack {
                 } else if let Some(m) = m {
                     self.members.remove(&member);
                     if let Some(g) = self.groups.get_mut(&mgid) {
-                        g.members.remove(&member);
+                        g.members.retain(|k| *k != member);
                     }
                     if let Some(r) = self.ids.get_mut(&m.id) {
-                        r.members.retain(|k| *k != member);
+                        r.members.remove(m.addr, member);
                     }
                     if m.ip_ref {
                         self.ip_group_ref(now, m.addr, false);
@@ -499,13 +574,13 @@ impl Stack {
         match owner {
             TxnOwner::Join(mgid) => {
                 let Some(g) = self.groups.get_mut(&mgid) else { return };
-                let Some(GroupOp::Join { member }) = g.busy.take() else { return };
+                let Some(GroupOp::Join { member }) = g.take_busy() else { return };
                 if let Some(m) = self.members.remove(&member) {
                     if let Some(g) = self.groups.get_mut(&mgid) {
-                        g.members.remove(&member);
+                        g.members.retain(|k| *k != member);
                     }
                     if let Some(r) = self.ids.get_mut(&m.id) {
-                        r.members.retain(|k| *k != member);
+                        r.members.remove(m.addr, member);
                     }
                     if m.ip_ref {
                         self.ip_group_ref(now, m.addr, false);
@@ -533,8 +608,8 @@ impl Stack {
 
     fn leave_done(&mut self, now: Instant, mgid: Gid, status: i32, sa_status: Option<u16>) {
         let Some(g) = self.groups.get_mut(&mgid) else { return };
-        let Some(GroupOp::Leave { leavers, .. }) = g.busy.take() else { return };
-        let addr = g.addr;
+        let Some(GroupOp::Leave { leavers, .. }) = g.take_busy() else { return };
+        let addr = g.addr();
         for id in leavers {
             if status == 0 {
                 self.multicast_event(id, EventKind::MulticastLeft, 0, addr, None, None);
@@ -549,7 +624,7 @@ impl Stack {
     /// report the failure to the ids that left.
     fn leave_failed(&mut self, now: Instant, mgid: Gid, err: Errno, sa_status: Option<u16>) {
         let Some(g) = self.groups.get_mut(&mgid) else { return };
-        let Some(GroupOp::Leave { bits, .. }) = &g.busy else { return };
+        let Some(GroupOp::Leave { bits, .. }) = g.work.as_ref().and_then(|w| w.busy.as_ref()) else { return };
         let bits = *bits;
         if g.leave_retries > 0 {
             g.leave_retries -= 1;
@@ -583,7 +658,8 @@ impl Stack {
             self.ip_group_refs.remove(&group);
         }
         if send {
-            self.unschedule(|w| matches!(w, Work::ReportRepeat { group: g, .. } if *g == group));
+            self.cancel(&Work::ReportRepeat { group, join: true });
+            self.cancel(&Work::ReportRepeat { group, join: false });
             self.send_group_report(group, join);
             self.schedule(now + core::time::Duration::from_secs(1), Work::ReportRepeat { group, join });
         }

@@ -137,7 +137,7 @@ impl Stack {
         }
         let prev = self.neighbors.insert(ip, Neighbor::Reachable { mac });
         if let Some(Neighbor::Incomplete { waiting, resolvers, .. }) = prev {
-            self.unschedule(|w| *w == Work::NeighborProbe(ip));
+            self.cancel(&Work::NeighborProbe(ip));
             for p in waiting {
                 self.tx.push_back(Outgoing::Roce(p));
             }

@@ -2,7 +2,7 @@
 //! kernel's retry timing, responses matched by TID and method [sa_query.c send_mad, recv_handler;
 //! mad.c find_mad_agent, timeout_sends].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use roce_wire::mad::Method;
 use roce_wire::sa::SaMad;
@@ -29,6 +29,10 @@ pub(crate) struct Txn {
     next_send: Instant,
     deadline: Instant,
     sends: u32,
+    /// Waiting in the outbox for (re)transmission.
+    queued: bool,
+    /// The key of this transaction in the timer index.
+    due: Instant,
 }
 
 /// The outstanding transactions of one stack.
@@ -39,6 +43,8 @@ pub(crate) struct SaClient {
     timing: SaTiming,
     txns: BTreeMap<u64, Txn>,
     outbox: VecDeque<u64>,
+    /// (when the transaction next needs attention, TID): retransmission or deadline.
+    timers: BTreeSet<(Instant, u64)>,
     /// Transmissions in all (first sends and retries), for tests and tools.
     pub sent: u64,
     /// Retransmissions.
@@ -60,6 +66,7 @@ impl SaClient {
             timing,
             txns: BTreeMap::new(),
             outbox: VecDeque::new(),
+            timers: BTreeSet::new(),
             sent: 0,
             retransmissions: 0,
         }
@@ -79,9 +86,18 @@ impl SaClient {
     pub fn start(&mut self, now: Instant, mut mad: SaMad, owner: TxnOwner) -> u64 {
         let tid = self.next_tid();
         mad.header.transaction_id = tid;
-        self.txns.insert(tid, Txn { mad, owner, next_send: now, deadline: now + self.timing.timeout, sends: 0 });
+        let deadline = now + self.timing.timeout;
+        self.txns.insert(tid, Txn { mad, owner, next_send: now, deadline, sends: 0, queued: true, due: deadline });
+        self.timers.insert((deadline, tid));
         self.outbox.push_back(tid);
         tid
+    }
+
+    /// Re-index a transaction under its next due time.
+    fn rearm(timers: &mut BTreeSet<(Instant, u64)>, tid: u64, t: &mut Txn, retries: u32) {
+        timers.remove(&(t.due, tid));
+        t.due = if t.sends <= retries { t.next_send.min(t.deadline) } else { t.deadline };
+        timers.insert((t.due, tid));
     }
 
     /// The next MAD to put on the wire, if any.
@@ -90,11 +106,13 @@ impl SaClient {
             let interval = self.timing.retry_interval();
             let retries = self.timing.retries;
             let Some(t) = self.txns.get_mut(&tid) else { continue };
+            t.queued = false;
             if t.sends > retries {
                 continue;
             }
             t.sends += 1;
             t.next_send = now + interval;
+            Self::rearm(&mut self.timers, tid, t, retries);
             self.sent += 1;
             if t.sends > 1 {
                 self.retransmissions += 1;
@@ -109,25 +127,34 @@ impl SaClient {
         if !self.outbox.is_empty() {
             return Some(Instant::ZERO);
         }
-        self.txns
-            .values()
-            .map(|t| if t.sends <= self.timing.retries { t.next_send.min(t.deadline) } else { t.deadline })
-            .min()
+        self.timers.first().map(|(t, _)| *t)
     }
 
     /// Queue due retransmissions; return the transactions whose deadline passed (removed).
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<(u64, Txn)> {
         let mut expired = Vec::new();
-        let mut resend = Vec::new();
-        for (&tid, t) in &self.txns {
+        while let Some(&(due, tid)) = self.timers.first() {
+            if due > now {
+                break;
+            }
+            self.timers.pop_first();
+            let Some(t) = self.txns.get_mut(&tid) else { continue };
             if t.deadline <= now {
-                expired.push(tid);
-            } else if t.sends <= self.timing.retries && t.next_send <= now && !self.outbox.contains(&tid) {
-                resend.push(tid);
+                if let Some(t) = self.txns.remove(&tid) {
+                    expired.push((tid, t));
+                }
+                continue;
+            }
+            // A retransmission is due: queue it; it is re-armed when it goes out. Until then it
+            // waits on its deadline only.
+            t.due = t.deadline;
+            self.timers.insert((t.deadline, tid));
+            if !t.queued {
+                t.queued = true;
+                self.outbox.push_back(tid);
             }
         }
-        self.outbox.extend(resend);
-        expired.into_iter().filter_map(|tid| self.txns.remove(&tid).map(|t| (tid, t))).collect()
+        expired
     }
 
     /// Match a response by TID and method: Set and Get are answered by GetResp, Delete by
@@ -146,7 +173,10 @@ impl SaClient {
             return None;
         }
         let t = self.txns.remove(&tid)?;
-        self.outbox.retain(|&x| x != tid);
+        self.timers.remove(&(t.due, tid));
+        if t.queued {
+            self.outbox.retain(|&x| x != tid);
+        }
         Some(Matched { owner: t.owner })
     }
 

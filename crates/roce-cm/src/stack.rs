@@ -23,7 +23,7 @@ use crate::sa_client::SaClient;
 use crate::Instant;
 
 /// Deferred work, the sans-IO form of the kernel's queued work items and timers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Work {
     /// Address resolution that needs no neighbour (loopback, multicast, already known).
     AddrResolved(CmId),
@@ -85,6 +85,8 @@ pub struct Stack {
     pub(crate) events: VecDeque<CmEvent>,
     pub(crate) tx: VecDeque<Outgoing>,
     pub(crate) work: BTreeMap<(Instant, u64), Work>,
+    /// Where each work item sits in `work`, so that cancelling one is O(log n).
+    pub(crate) work_index: HashMap<Work, Vec<(Instant, u64)>>,
     pub(crate) work_seq: u64,
     pub(crate) now: Instant,
     // ids
@@ -127,6 +129,7 @@ impl Stack {
             events: VecDeque::new(),
             tx: VecDeque::new(),
             work: BTreeMap::new(),
+            work_index: HashMap::new(),
             work_seq: 0,
             now: Instant::ZERO,
             ids: BTreeMap::new(),
@@ -219,11 +222,35 @@ impl Stack {
 
     pub(crate) fn schedule(&mut self, at: Instant, w: Work) {
         self.work_seq += 1;
-        self.work.insert((at, self.work_seq), w);
+        let key = (at, self.work_seq);
+        self.work_index.entry(w.clone()).or_default().push(key);
+        self.work.insert(key, w);
     }
 
+    fn unindex(&mut self, key: (Instant, u64), w: &Work) {
+        if let Some(v) = self.work_index.get_mut(w) {
+            v.retain(|k| *k != key);
+            if v.is_empty() {
+                self.work_index.remove(w);
+            }
+        }
+    }
+
+    /// Cancel every scheduled instance of exactly this work item.
+    pub(crate) fn cancel(&mut self, w: &Work) {
+        if let Some(keys) = self.work_index.remove(w) {
+            for k in keys {
+                self.work.remove(&k);
+            }
+        }
+    }
+
+    /// Cancel every work item matching `pred` (a scan: prefer [`Stack::cancel`]).
     pub(crate) fn unschedule(&mut self, pred: impl Fn(&Work) -> bool) {
-        self.work.retain(|_, w| !pred(w));
+        let doomed: Vec<Work> = self.work_index.keys().filter(|w| pred(w)).cloned().collect();
+        for w in doomed {
+            self.cancel(&w);
+        }
     }
 
     pub(crate) fn push_event(&mut self, ev: CmEvent) {
@@ -348,6 +375,7 @@ impl Stack {
                 break;
             }
             let Some(w) = self.work.remove(&(at, seq)) else { break };
+            self.unindex((at, seq), &w);
             self.run_work(now, w);
         }
     }

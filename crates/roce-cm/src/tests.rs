@@ -602,8 +602,8 @@ mod state_machine {
             }
         }
         for r in s.ids.values() {
-            for k in &r.members {
-                assert!(s.members.contains_key(k), "id names a live member");
+            for k in r.members.keys() {
+                assert!(s.members.contains_key(&k), "id names a live member");
             }
         }
         let c = s.counters();
@@ -668,4 +668,11 @@ mod state_machine {
             }
         }
     }
+}
+
+#[test]
+fn per_group_state_stays_small() {
+    // Memory per joined group is a target (≤ 512 B in all); these are its biggest parts.
+    assert!(std::mem::size_of::<crate::mcast::Group>() <= 160, "{}", std::mem::size_of::<crate::mcast::Group>());
+    assert!(std::mem::size_of::<crate::mcast::Member>() <= 48);
 }

@@ -1,0 +1,192 @@
+//! Engine benchmarks (issue: the sans-IO engine), ratios and figures quoted in the notes:
+//! - join+leave cycles per second through the engine against the in-process SA on the
+//!   simulated link without latency (every frame framed, ICRC'd, parsed and answered);
+//! - from `leave_multicast` to the SA Delete frame ready in `poll_transmit`;
+//! - memory per joined group and per id, and the cost per join over 100,000 groups (flat?).
+//!
+//! Memory is counted with a counting global allocator (this bench binary only).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant as WallInstant};
+
+use criterion::{criterion_group, BatchSize, Criterion, Throughput};
+use roce_cm::{CmId, EventKind, Instant, MulticastPaths, PortSpace, QpType, Stack, StackConfig};
+use roce_net::{LinkConfig, NodeId, SaHost, SimNet};
+use roce_sa::SaConfig;
+use roce_wire::mcmember::JoinState;
+
+struct Counting;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts live bytes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size(), Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        LIVE.fetch_add(n, Ordering::Relaxed);
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const SA: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+const GROUP: IpAddr = IpAddr::V4(Ipv4Addr::new(239, 1, 2, 3));
+
+fn net(paths: MulticastPaths) -> (SimNet, NodeId, NodeId, CmId) {
+    let mut net = SimNet::new(7);
+    net.set_capture(false);
+    let mut cfg = StackConfig::new([2, 0, 0, 0, 0, 1], A, 16);
+    cfg.sa = Some(IpAddr::V4(SA));
+    cfg.multicast_paths = paths;
+    let a = net.add(Stack::new(cfg), LinkConfig::default());
+    let mut sa_cfg = SaConfig::default();
+    sa_cfg.max_groups = 200_000;
+    sa_cfg.mlid_count = 0x3fff;
+    // 100,000 groups exceed the 16,383 multicast LIDs: let groups share them.
+    sa_cfg.share_mlids = true;
+    let sa = net.add(SaHost::new(StackConfig::new([2, 0, 0, 0, 0, 2], SA, 16), sa_cfg), LinkConfig::default());
+    let s = net.node_mut::<Stack>(a);
+    let id = s.create_id(PortSpace::Udp, QpType::Ud).unwrap();
+    s.bind_addr(id, SocketAddr::new(IpAddr::V4(A), 0)).unwrap();
+    (net, a, sa, id)
+}
+
+fn cycle(net: &mut SimNet, a: NodeId, id: CmId, group: IpAddr) {
+    let now = net.now();
+    net.node_mut::<Stack>(a).join_multicast(now, id, group, JoinState::FULL_MEMBER).unwrap();
+    net.drive_bounded(10_000).unwrap();
+    let e = net.node_mut::<Stack>(a).poll_event().unwrap();
+    assert_eq!(e.kind, EventKind::MulticastJoin);
+    let now = net.now();
+    net.node_mut::<Stack>(a).leave_multicast(now, id, group).unwrap();
+    net.drive_bounded(10_000).unwrap();
+    let e = net.node_mut::<Stack>(a).poll_event().unwrap();
+    assert_eq!(e.kind, EventKind::MulticastLeft);
+}
+
+fn join_leave(c: &mut Criterion) {
+    let (mut n, a, _sa, id) = net(MulticastPaths::SA_ONLY);
+    cycle(&mut n, a, id, GROUP); // learn the SA's MAC
+    let mut g = c.benchmark_group("engine");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("join_leave_cycle_vs_in_process_sa", |b| b.iter(|| cycle(&mut n, a, id, GROUP)));
+    g.bench_function("leave_to_delete_frame_ready", |b| {
+        let mut buf = vec![0u8; 9000];
+        b.iter_batched(
+            || {
+                let (mut n, a, _sa, id) = net(MulticastPaths::SA_ONLY);
+                cycle(&mut n, a, id, GROUP);
+                let now = n.now();
+                n.node_mut::<Stack>(a).join_multicast(now, id, GROUP, JoinState::FULL_MEMBER).unwrap();
+                n.drive_bounded(10_000).unwrap();
+                let _ = n.node_mut::<Stack>(a).poll_event();
+                let s: Stack = std::mem::replace(n.node_mut::<Stack>(a), Stack::new(StackConfig::new([0; 6], A, 16)));
+                (s, id)
+            },
+            |(mut s, id)| {
+                s.leave_multicast(Instant::ZERO, id, GROUP).unwrap();
+                let n = s.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+                black_box(n);
+                s
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+/// Memory per joined group and per id, and the join cost across 100,000 groups.
+fn memory_and_scaling() {
+    const N: u32 = 100_000;
+    let (mut n, a, sa, id) = net(MulticastPaths::SA_ONLY);
+    cycle(&mut n, a, id, GROUP);
+    let group = |i: u32| IpAddr::V4(Ipv4Addr::from(u32::from(Ipv4Addr::new(239, 0, 0, 0)) + i + 1));
+    let mut buf = vec![0u8; 9000];
+    // Drive the stack and the SA host by hand-free stepping: join N groups in batches.
+    let before = LIVE.load(Ordering::Relaxed);
+    let sa_before = n.node::<SaHost>(sa).sa.memory_usage();
+    let mut per_batch = Vec::new();
+    let batch = 10_000;
+    for b in 0..N / batch {
+        let t = WallInstant::now();
+        for i in b * batch..(b + 1) * batch {
+            let now = n.now();
+            n.node_mut::<Stack>(a).join_multicast(now, id, group(i), JoinState::FULL_MEMBER).unwrap();
+        }
+        n.drive_bounded(10_000_000).unwrap();
+        per_batch.push(t.elapsed() / batch);
+    }
+    while n.node_mut::<Stack>(a).poll_event().is_some() {}
+    let stack_bytes = LIVE.load(Ordering::Relaxed);
+    let s = n.node::<Stack>(a);
+    assert_eq!(s.groups().count(), N as usize);
+    let _ = (&mut buf, sa_before);
+    // The SA host's share is counted by the responder itself; subtract it.
+    let sa_now = n.node::<SaHost>(sa).sa.memory_usage();
+    let total = stack_bytes.saturating_sub(before);
+    println!(
+        "engine memory: {} bytes for {N} joined groups (both hosts) ≈ {:.0} B/group in all",
+        total,
+        total as f64 / f64::from(N)
+    );
+    println!("sa responder's own estimate after: {sa_now:?}");
+    let leave_t = WallInstant::now();
+    let now = n.now();
+    for i in 0..N {
+        n.node_mut::<Stack>(a).leave_multicast(now, id, group(i)).unwrap();
+    }
+    n.drive_bounded(10_000_000).unwrap();
+    let leave_per = leave_t.elapsed() / N;
+    println!(
+        "join cost per group by batch of 10,000 (flat is good): {:?}",
+        per_batch.iter().map(|d| format!("{:.2}µs", d.as_secs_f64() * 1e6)).collect::<Vec<_>>()
+    );
+    println!("leave cost per group over {N}: {:.2}µs", leave_per.as_secs_f64() * 1e6);
+
+    // Engine-only memory: a stack alone (no SA host in the count), joins queued.
+    let mut cfg_sa = StackConfig::new([2, 0, 0, 0, 0, 1], A, 16);
+    cfg_sa.multicast_paths = MulticastPaths::SA_ONLY;
+    cfg_sa.sa = Some(IpAddr::V4(SA));
+    let mut s = Stack::new(cfg_sa);
+    let id = s.create_id(PortSpace::Udp, QpType::Ud).unwrap();
+    s.bind_addr(id, SocketAddr::new(IpAddr::V4(A), 0)).unwrap();
+    let before = LIVE.load(Ordering::Relaxed);
+    for i in 0..N {
+        s.join_multicast(Instant::ZERO, id, group(i), JoinState::FULL_MEMBER).unwrap();
+    }
+    let per_group = (LIVE.load(Ordering::Relaxed) - before) as f64 / f64::from(N);
+    println!("engine memory per pending group (member + group + queue entries): {per_group:.0} B");
+    let before = LIVE.load(Ordering::Relaxed);
+    let mut ids = Vec::new();
+    for _ in 0..N {
+        let id = s.create_id(PortSpace::Udp, QpType::Ud).unwrap();
+        s.bind_addr(id, SocketAddr::new(IpAddr::V4(A), 0)).ok();
+        ids.push(id);
+    }
+    let per_id = (LIVE.load(Ordering::Relaxed) - before - ids.capacity() * 4) as f64 / f64::from(N);
+    println!("engine memory per bound id: {per_id:.0} B");
+    let _ = Duration::ZERO;
+}
+
+criterion_group!(benches, join_leave);
+
+fn main() {
+    if std::env::args().any(|a| a == "--bench") {
+        memory_and_scaling();
+    }
+    benches();
+    criterion::Criterion::default().configure_from_args().final_summary();
+}
