@@ -5,6 +5,7 @@ pub mod capture;
 pub mod decode;
 mod decode_l2;
 mod decode_mad;
+pub mod demo;
 #[doc(hidden)]
 pub mod fuzz_targets;
 pub mod samples;

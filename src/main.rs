@@ -31,12 +31,39 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the embedded demo: two hosts and an SA on a simulated link (no root, no network).
+    ///
+    /// A joins a multicast group (SA Set ▶ GetResp, IGMP report), B joins, A sends datagrams
+    /// to the group, B receives them, A leaves (SA Delete ▶ DeleteResp, IGMP leave), B leaves.
+    /// Prints every frame as `roce decode` does and every event, verifies each step, and exits
+    /// 0 only if every step was verified.
+    ///
+    /// Example: roce demo
+    /// Example: roce demo --ipv6 --loss 0.3 --pcap demo.pcap
+    Demo {
+        /// Write every frame to this pcap file.
+        #[arg(long)]
+        pcap: Option<PathBuf>,
+        /// Use IPv6 (fd00::/8 hosts, group ff0e::1:2:3 with MLDv2).
+        #[arg(long)]
+        ipv6: bool,
+        /// Frame loss probability on the hosts' links (0.0–1.0).
+        #[arg(long, default_value_t = 0.0)]
+        loss: f64,
+        /// Datagrams A sends to the group.
+        #[arg(short = 'C', long, default_value_t = 5)]
+        count: u32,
+        /// Seed of the simulated link.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Decode { file, json } => decode(&file, json),
+        Command::Demo { pcap, ipv6, loss, count, seed } => demo(pcap, ipv6, loss, count, seed),
     }
 }
 
@@ -71,4 +98,33 @@ fn decode(file: &std::path::Path, json: bool) -> ExitCode {
     }
     let _ = out.flush();
     ExitCode::SUCCESS
+}
+
+fn demo(pcap: Option<PathBuf>, ipv6: bool, loss: f64, count: u32, seed: u64) -> ExitCode {
+    if !(0.0..=1.0).contains(&loss) {
+        eprintln!("roce demo: --loss must be between 0 and 1, not {loss}");
+        return ExitCode::from(2);
+    }
+    let opts = roce::demo::DemoOptions { ipv6, loss, count, pcap, seed };
+    let report = roce::demo::run(&opts);
+    for l in &report.lines {
+        println!("{l}");
+    }
+    let verdict = if report.ok() { "PASS" } else { "FAIL" };
+    println!(
+        "verdict: {verdict}: {} steps verified, {} failed; {} frames; {} of {} datagrams received",
+        report.passed.len(),
+        report.failed.len(),
+        report.frames,
+        report.received,
+        report.sent
+    );
+    for f in &report.failed {
+        println!("failed: {f}");
+    }
+    if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

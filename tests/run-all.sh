@@ -13,4 +13,4 @@ cargo test --workspace --locked
 # The fuzz targets live in their own workspace (cargo-fuzz's layout); a plain build keeps them compiling.
 cargo build --locked --manifest-path fuzz/Cargo.toml --bins
 # Benchmarks compile and run once each in test mode (no timing): they cannot rot either.
-cargo test --locked -p roce-wire --benches
+cargo test --locked --workspace --benches
