@@ -10,3 +10,4 @@ pub mod demo;
 pub mod fuzz_targets;
 pub mod samples;
 mod samples_l2;
+pub mod tools;

@@ -2,6 +2,7 @@
 //! This file only parses arguments and prints; the work is in the library crates.
 
 use std::io::Write;
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -57,6 +58,114 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Join a multicast group on a real interface, send or receive, leave (rdma-core's mckey).
+    ///
+    /// Joins with an SA Set to --sa's QP1 (and an IGMP/MLD report), sends -C datagrams of -S
+    /// bytes to the group (-s) or receives them (-r, the default), then leaves (SA Delete,
+    /// IGMP/MLD leave) and prints a summary and the drop counters. Needs CAP_NET_RAW. Exit 0
+    /// only if the join and the leave were both answered (with --no-sa: sent).
+    ///
+    /// Example: roce mckey -m 239.1.2.3 -b 198.18.0.1 --iface tap0 --sa 198.18.0.2 -s -C 5 --leave-after 1
+    Mckey {
+        /// The multicast group (IPv4 or IPv6).
+        #[arg(short = 'm', long = "group")]
+        group: IpAddr,
+        /// The stack's own address on the interface (beside the kernel's).
+        #[arg(short = 'b', long = "bind")]
+        bind: IpAddr,
+        /// Send (the default is to receive).
+        #[arg(short = 's', long, conflicts_with = "receiver")]
+        sender: bool,
+        /// Receive.
+        #[arg(short = 'r', long)]
+        receiver: bool,
+        /// Messages to send or to wait for.
+        #[arg(short = 'C', long, default_value_t = 10)]
+        count: u32,
+        /// Message size in bytes.
+        #[arg(short = 'S', long, default_value_t = 100)]
+        size: usize,
+        #[command(flatten)]
+        port: PortArgs,
+        /// Join state.
+        #[arg(long, value_enum, default_value_t = JoinArg::Full)]
+        join_state: JoinArg,
+        /// Seconds to wait after sending (senders) or to receive (receivers) before leaving.
+        #[arg(long, default_value_t = 3.0)]
+        leave_after: f64,
+        /// No SA: join and leave with IGMP/MLD only, as a Linux RoCE port does.
+        #[arg(long)]
+        no_sa: bool,
+    },
+    /// Query the SA for MCMemberRecords (Get with --mgid, else GetTable), like `saquery -m`.
+    ///
+    /// A response with a non-zero status is printed with the status and its meaning, and the
+    /// exit code is 1. Needs CAP_NET_RAW.
+    ///
+    /// Example: roce sa-query --iface tap0 -b 198.18.0.1 --sa 198.18.0.2 --mgid ::ffff:239.1.2.3
+    SaQuery {
+        /// The stack's own address on the interface.
+        #[arg(short = 'b', long = "bind")]
+        bind: IpAddr,
+        /// Get this group's record (else GetTable of all).
+        #[arg(long)]
+        mgid: Option<Ipv6Addr>,
+        #[command(flatten)]
+        port: PortArgs,
+    },
+    /// Run an SA (MCMemberRecord service) on a real interface, answering on QP1 of --ip.
+    ///
+    /// Example: roce sa-server --iface veth1 --ip 198.18.0.2
+    SaServer {
+        /// The SA's address on the interface (it answers ARP/ND for it).
+        #[arg(long)]
+        ip: IpAddr,
+        /// Stop after this many seconds (default: run until killed).
+        #[arg(long)]
+        duration: Option<f64>,
+        #[command(flatten)]
+        port: PortArgs,
+    },
+}
+
+/// Where a stack runs.
+#[derive(clap::Args, Debug, Clone)]
+struct PortArgs {
+    /// The interface to run on (a raw AF_PACKET socket).
+    #[arg(long)]
+    iface: String,
+    /// The SA's address (its QP1 answers SA MADs).
+    #[arg(long)]
+    sa: Option<IpAddr>,
+    /// Prefix length of the stack's address (default: the interface's subnet, else 24/64).
+    #[arg(long)]
+    prefix: Option<u8>,
+    /// Write every frame to this pcap file.
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+    /// Print every frame, and every counter at exit.
+    #[arg(short = 'v', long)]
+    verbose: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum JoinArg {
+    /// FullMember (0x1).
+    Full,
+    /// SendOnlyFullMember (0x8).
+    Sendonly,
+}
+
+fn port_options(p: &PortArgs, local: IpAddr, no_sa: bool) -> roce::tools::PortOptions {
+    roce::tools::PortOptions {
+        iface: p.iface.clone(),
+        local,
+        prefix: p.prefix,
+        sa: if no_sa { None } else { p.sa },
+        pcap: p.pcap.clone(),
+        verbose: p.verbose,
+        paths: if no_sa { roce_cm::MulticastPaths::IGMP_MLD_ONLY } else { roce_cm::MulticastPaths::BOTH },
+    }
 }
 
 fn main() -> ExitCode {
@@ -64,6 +173,34 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Decode { file, json } => decode(&file, json),
         Command::Demo { pcap, ipv6, loss, count, seed } => demo(pcap, ipv6, loss, count, seed),
+        Command::Mckey { group, bind, sender, receiver: _, count, size, port, join_state, leave_after, no_sa } => {
+            if !no_sa && port.sa.is_none() {
+                eprintln!("roce mckey: give --sa ADDR (the SA's address), or --no-sa for IGMP/MLD only");
+                return ExitCode::from(2);
+            }
+            let o = roce::tools::MckeyOptions {
+                port: port_options(&port, bind, no_sa),
+                group,
+                sender,
+                count,
+                size,
+                join_state: match join_state {
+                    JoinArg::Full => roce_wire::mcmember::JoinState::FULL_MEMBER,
+                    JoinArg::Sendonly => roce_wire::mcmember::JoinState::SEND_ONLY_FULL_MEMBER,
+                },
+                leave_after: std::time::Duration::from_secs_f64(leave_after.max(0.0)),
+                no_sa,
+            };
+            ExitCode::from(roce::tools::mckey(&o) as u8)
+        }
+        Command::SaQuery { bind, mgid, port } => ExitCode::from(roce::tools::sa_query(
+            &port_options(&port, bind, false),
+            mgid.map(|g| roce_wire::Gid::from_ipv6(g)),
+        ) as u8),
+        Command::SaServer { ip, duration, port } => {
+            let d = duration.map(|s| std::time::Duration::from_secs_f64(s.max(0.0)));
+            ExitCode::from(roce::tools::sa_server(&port_options(&port, ip, true), d) as u8)
+        }
     }
 }
 

@@ -39,6 +39,10 @@ pub struct IdRecord {
     pub qpn: Option<u32>,
     pub(crate) members: crate::mcast::IdMembers,
     pub(crate) conn: Option<u32>,
+    /// Whether an IB CM id is attached (cma.c `id_priv->cm_id.ib`): from a successful
+    /// `rdma_connect`, a received request (child ids) or `rdma_listen` on a device, until the
+    /// id is destroyed. `rdma_reject` and `rdma_disconnect` need one (else EINVAL).
+    pub(crate) cm_id: bool,
     /// The listener a child id came from.
     pub listen_parent: Option<CmId>,
 }
@@ -63,6 +67,7 @@ impl Stack {
                 qpn: None,
                 members: Default::default(),
                 conn: None,
+                cm_id: false,
                 listen_parent: None,
             },
         );
@@ -225,10 +230,9 @@ impl Stack {
     ) -> Result<(), Errno> {
         let st = self.rec(id)?.state;
         if st == CmState::Idle {
+            // resolve_prepare_src: bind first (the source given, or the destination family's
+            // wildcard); a family mismatch is found after the bind and leaves the id bound.
             let bind = src.unwrap_or_else(|| SocketAddr::new(wildcard_like(&dst.ip()), 0));
-            if bind.is_ipv4() != dst.is_ipv4() {
-                return Err(Errno::EINVAL);
-            }
             self.bind_addr(id, bind)?;
         }
         let r = self.rec(id)?;
@@ -333,7 +337,9 @@ impl Stack {
     }
 
     /// `rdma_listen`: from IDLE (binding the IPv4 wildcard) or ADDR_BOUND; with reuseaddr the
-    /// address must still be unique.
+    /// address must still be unique, and a listening id is reusable no more (cma.c clears
+    /// `reuseaddr`). A listener on a device holds an IB CM listen id (cma_ib_listen); a
+    /// wildcard one does not (cma_listen_on_all).
     pub fn listen(&mut self, id: CmId, _backlog: u32) -> Result<(), Errno> {
         if self.rec(id)?.state == CmState::Idle {
             self.bind_addr(id, SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 0))?;
@@ -347,7 +353,11 @@ impl Stack {
             let mine = self.bind_info(id);
             self.ports.check(ps, port, id, mine, false, |c| self.bind_info(c))?;
         }
-        self.set_state(id, CmState::Listen);
+        if let Some(r) = self.ids.get_mut(&id) {
+            r.reuseaddr = false;
+            r.cm_id = r.has_device;
+            r.state = CmState::Listen;
+        }
         Ok(())
     }
 
@@ -364,21 +374,29 @@ impl Stack {
         Ok(())
     }
 
-    /// `rdma_accept` on a child id in CONNECT with a pending request.
+    /// `rdma_accept` on a child id in CONNECT with a pending request (REP, or SIDR_REP for
+    /// UD). EINVAL in any other state. In CONNECT without a request to answer (an active id,
+    /// an accepted or answered child) it fails with EINVAL and, like cma.c's `goto reject`,
+    /// rejects whatever the connection still allows (REJ for an outstanding REQ or REP).
     pub fn accept(&mut self, now: Instant, id: CmId, param: &ConnectParam) -> Result<(), Errno> {
         if self.rec(id)?.state != CmState::Connect {
             return Err(Errno::EINVAL);
         }
-        self.cm_accept(now, id, param)
+        self.cm_accept(now, id, param).inspect_err(|_| {
+            let _ = self.cm_reject(id, &[]);
+        })
     }
 
-    /// `rdma_reject`: EINVAL unless the id has a pending request.
+    /// `rdma_reject`: EINVAL without an IB CM id; then what ib_send_cm_rej allows: a REQ
+    /// received or sent, or a REP sent (REJ), or a SIDR_REQ received (SIDR_REP, Rejected);
+    /// EINVAL in any other CM state (established, disconnecting, TIMEWAIT, idle).
     pub fn reject(&mut self, id: CmId, private_data: &[u8]) -> Result<(), Errno> {
         self.rec(id)?;
         self.cm_reject(id, private_data)
     }
 
-    /// `rdma_disconnect`: EINVAL unless the id has a CM connection.
+    /// `rdma_disconnect`: EINVAL without an IB CM id; otherwise 0, sending a DREQ if the
+    /// connection is established (ib_send_cm_dreq and ib_send_cm_drep failing is not an error).
     pub fn disconnect(&mut self, now: Instant, id: CmId) -> Result<(), Errno> {
         self.rec(id)?;
         self.cm_disconnect(now, id)
@@ -386,7 +404,8 @@ impl Stack {
 
     /// `rdma_join_multicast` (`join_state`: exactly one bit; RDMA-CM itself offers
     /// FullMember and SendOnlyFullMember, NonMember and SendOnlyNonMember go on the wire too).
-    /// Needs a device and ADDR_BOUND or ADDR_RESOLVED (else EINVAL); the group must be a
+    /// Needs a device and ADDR_BOUND or ADDR_RESOLVED (else EINVAL), and a UD id (EINVAL
+    /// otherwise: "RDMA/cma: Allow UD qp_type to join multicast only"); the group must be a
     /// multicast address (EINVAL), IPv6 groups need `ipv6_multicast` (else ENOTSUPP, the
     /// kernel's answer on RoCEv2). Completion is MULTICAST_JOIN or MULTICAST_ERROR.
     pub fn join_multicast(
@@ -398,6 +417,9 @@ impl Stack {
     ) -> Result<(), Errno> {
         let r = self.rec(id)?;
         if !r.has_device || !matches!(r.state, CmState::AddrBound | CmState::AddrResolved) {
+            return Err(Errno::EINVAL);
+        }
+        if r.qp_type != QpType::Ud {
             return Err(Errno::EINVAL);
         }
         if join_state.0 == 0 || join_state.0 & (join_state.0 - 1) != 0 || join_state.0 > 0x8 {
@@ -436,6 +458,15 @@ impl Stack {
         }
         self.cm_destroy(id);
         self.release_port(id);
+        self.cancel_queries(id);
+        self.ids.remove(&id);
+        self.events.retain(|e| e.id != id);
+        Ok(())
+    }
+
+    /// cma_cancel_operation for ADDR_QUERY and ROUTE_QUERY: the queued completion, the
+    /// deadline and the neighbour resolution the id waits for.
+    fn cancel_queries(&mut self, id: CmId) {
         self.unschedule(
             |w| matches!(w, Work::AddrResolved(x) | Work::RouteResolved(x) | Work::ResolveDeadline(x) if *x == id),
         );
@@ -444,9 +475,6 @@ impl Stack {
                 resolvers.retain(|x| *x != id);
             }
         }
-        self.ids.remove(&id);
-        self.events.retain(|e| e.id != id);
-        Ok(())
     }
 
     /// `rdma_set_reuseaddr`: allowed when (reuse and not LISTEN) or in IDLE.
@@ -472,15 +500,20 @@ impl Stack {
         }
     }
 
-    /// The device went away: every id moves to DEVICE_REMOVAL and gets the event.
+    /// The device went away (cma_process_remove): every id attached to the device moves to
+    /// DEVICE_REMOVAL and gets the event, and its address or route query is cancelled. Ids
+    /// without a device are not on the device's list and are untouched: IDLE ones, ones bound
+    /// to a wildcard address (and so wildcard listeners, whose per-device listen ids the
+    /// kernel destroys silently), and ones still resolving from a wildcard source.
     pub fn remove_device(&mut self) {
         let ids: Vec<CmId> = self.ids.keys().copied().collect();
         for id in ids {
             if let Some(r) = self.ids.get_mut(&id) {
-                if matches!(r.state, CmState::Destroying | CmState::DeviceRemoval) {
+                if !r.has_device || matches!(r.state, CmState::Destroying | CmState::DeviceRemoval) {
                     continue;
                 }
                 r.state = CmState::DeviceRemoval;
+                self.cancel_queries(id);
                 self.push_event(CmEvent {
                     id,
                     listen_id: None,

@@ -2,9 +2,15 @@
 //! handshake for connected ones, with the RDMA-CM private-data header, service IDs
 //! `(ps << 16) | port`, retries and TIMEWAIT [cm.c; cma.c; protocol.md §6.5].
 //!
-//! Deliberate simplifications (spec/cm-states.md): MRA is accepted and ignored; an active
-//! id always answers a REP with RTU and reports ESTABLISHED (the kernel reports
-//! CONNECT_RESPONSE to ids without a QP and lets them call accept); LAP/APR are not handled.
+//! Events reach an id as cma_ib_handler passes them on: only in CONNECT (TIMEWAIT_EXIT only
+//! in DISCONNECT). An id has an "IB CM id" (`cm_id`, cma.c `cm_id.ib`) from its connect, its
+//! request or its listen on a device until it is destroyed: reject and disconnect need one.
+//!
+//! Deliberate simplifications (spec/cm-states.md): MRA is neither sent nor acted on; an
+//! active id always answers a REP with RTU and reports ESTABLISHED (the kernel reports
+//! CONNECT_RESPONSE to ids without a QP and lets them call accept); a DREQ is answered with
+//! DREP at once (the kernel waits for the application's rdma_disconnect or destroy); a
+//! connection given up or rejected leaves no TIMEWAIT behind; LAP/APR are not handled.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -14,7 +20,7 @@ use roce_wire::{Gid, RDMA_UDP_QKEY};
 
 use crate::counters::DropReason;
 use crate::event::{AddressHandle, CmEvent, ConnParam, EventKind, EventParam, UdParam};
-use crate::id::{CmId, CmState};
+use crate::id::{CmId, CmState, QpType};
 use crate::stack::{Outgoing, Stack, Work};
 use crate::{Errno, Instant};
 
@@ -96,13 +102,38 @@ impl Stack {
         }
     }
 
+    /// An IB CM event for an id, as cma_ib_handler / cma_sidr_rep_handler pass it on: only
+    /// while the id is in CONNECT (TIMEWAIT_EXIT only in DISCONNECT); an id in another state
+    /// (DEVICE_REMOVAL, or DISCONNECT for a late reply) hears nothing.
     fn conn_event(&mut self, id: CmId, kind: EventKind, status: i32, param: EventParam) {
-        if self.ids.contains_key(&id) {
+        let want = if kind == EventKind::TimewaitExit { CmState::Disconnect } else { CmState::Connect };
+        if self.ids.get(&id).is_some_and(|r| r.state == want) {
             self.push_event(CmEvent { id, listen_id: None, kind, status, param });
         }
     }
 
-    /// `rdma_connect`: REQ (connected port spaces) or SIDR_REQ (UD).
+    /// DREQ received, DREP received, or the DREQ given up: cma_ib_handler moves CONNECT to
+    /// DISCONNECT and reports DISCONNECTED; in any other state nothing happens.
+    fn conn_disconnected(&mut self, id: CmId, status: i32) {
+        if self.state(id) == Some(CmState::Connect) {
+            self.set_state(id, CmState::Disconnect);
+            self.push_event(CmEvent {
+                id,
+                listen_id: None,
+                kind: EventKind::Disconnected,
+                status,
+                param: EventParam::None,
+            });
+        }
+    }
+
+    /// This port's CA GUID as the CM sends it (the EUI-64 of the link-local GID).
+    fn local_ca_guid(&self) -> u64 {
+        self.cfg.link_local().octets()[8..].iter().fold(0u64, |a, b| (a << 8) | u64::from(*b))
+    }
+
+    /// `rdma_connect`: REQ, or SIDR_REQ for a UD id (rdma_connect_locked chooses by QP type,
+    /// not port space).
     pub(crate) fn start_connect(&mut self, now: Instant, id: CmId, param: &ConnectParam) -> Result<(), Errno> {
         let rec = self.ids.get(&id).ok_or(Errno::ENOENT)?.clone();
         let (Some(src), Some(dst)) = (rec.src, rec.dst) else { return Err(Errno::EINVAL) };
@@ -110,30 +141,30 @@ impl Stack {
         let comm = self.new_comm_id();
         let hdr = cma_header_for(src, dst);
         let tid = (u64::from(self.random() as u32) << 32) | u64::from(comm);
-        let (msg, state) = if rec.ps.is_ud() {
-            let mut m = cm::SidrReqRepr::default();
-            m.request_id = comm;
-            m.partition_key = self.cfg.pkey;
-            m.service_id = service_id;
+        let (msg, state) = if rec.qp_type == QpType::Ud {
+            let mut m =
+                cm::SidrReqRepr { request_id: comm, partition_key: self.cfg.pkey, service_id, ..Default::default() };
             hdr.emit_bytes(&mut m.private_data);
             copy_private(&mut m.private_data, cma_hdr::HEADER_LEN, &param.private_data);
             (CmMessage::SidrReq(m), ConnState::SidrReqSent)
         } else {
-            let mut m = cm::ReqRepr::default();
-            m.local_comm_id = comm;
-            m.service_id = service_id;
-            m.local_ca_guid = self.cfg.link_local().octets()[8..].iter().fold(0u64, |a, b| (a << 8) | u64::from(*b));
-            m.local_qpn = rec.qpn.unwrap_or(0);
-            m.responder_resources = param.responder_resources;
-            m.initiator_depth = param.initiator_depth;
-            m.remote_cm_response_timeout = 20;
-            m.starting_psn = (self.random() as u32) & 0xff_ffff;
-            m.local_cm_response_timeout = 20;
-            m.retry_count = param.retry_count & 7;
-            m.partition_key = self.cfg.pkey;
-            m.path_mtu = self.cfg.mtu;
-            m.rnr_retry_count = param.rnr_retry_count & 7;
-            m.max_cm_retries = 15;
+            let mut m = cm::ReqRepr {
+                local_comm_id: comm,
+                service_id,
+                local_ca_guid: self.local_ca_guid(),
+                local_qpn: rec.qpn.unwrap_or(0),
+                responder_resources: param.responder_resources,
+                initiator_depth: param.initiator_depth,
+                remote_cm_response_timeout: 20,
+                starting_psn: (self.random() as u32) & 0xff_ffff,
+                local_cm_response_timeout: 20,
+                retry_count: param.retry_count & 7,
+                partition_key: self.cfg.pkey,
+                path_mtu: self.cfg.mtu,
+                rnr_retry_count: param.rnr_retry_count & 7,
+                max_cm_retries: 15,
+                ..Default::default()
+            };
             m.primary_path.local_lid = 0xffff;
             m.primary_path.remote_lid = 0xffff;
             m.primary_path.local_gid = Gid::from_ip(src.ip());
@@ -161,6 +192,7 @@ impl Stack {
         self.conns.insert(comm, conn);
         if let Some(r) = self.ids.get_mut(&id) {
             r.conn = Some(comm);
+            r.cm_id = true;
         }
         self.schedule(now + self.cfg.cm_response_timeout, Work::CmTimer(comm));
         Ok(())
@@ -178,6 +210,13 @@ impl Stack {
                 }
                 self.conn_event(id, EventKind::TimewaitExit, 0, EventParam::None);
             }
+            ConnState::DreqSent if c.retries_left == 0 => {
+                // cm_process_send_error: DREQ_ERROR enters TIMEWAIT; cma reports
+                // DISCONNECTED with -ETIMEDOUT (and TIMEWAIT_EXIT later).
+                let id = c.id;
+                self.enter_timewait(now, comm);
+                self.conn_disconnected(id, Errno::ETIMEDOUT.status());
+            }
             ConnState::ReqSent | ConnState::SidrReqSent | ConnState::DreqSent | ConnState::RepSent => {
                 if c.retries_left > 0 {
                     c.retries_left -= 1;
@@ -188,21 +227,14 @@ impl Stack {
                     self.schedule(now + self.cfg.cm_response_timeout, Work::CmTimer(comm));
                     return;
                 }
-                let (id, state) = (c.id, c.state);
+                let id = c.id;
                 self.conns.remove(&comm);
                 if let Some(r) = self.ids.get_mut(&id) {
                     r.conn = None;
                 }
-                match state {
-                    ConnState::DreqSent => {
-                        self.set_state(id, CmState::Disconnect);
-                        self.conn_event(id, EventKind::Disconnected, Errno::ETIMEDOUT.status(), EventParam::None);
-                    }
-                    ConnState::RepSent => {
-                        self.conn_event(id, EventKind::ConnectError, Errno::ETIMEDOUT.status(), EventParam::None);
-                    }
-                    _ => self.conn_event(id, EventKind::Unreachable, Errno::ETIMEDOUT.status(), EventParam::None),
-                }
+                // REQ_ERROR, REP_ERROR and SIDR_REQ_ERROR all reach the id as UNREACHABLE
+                // with -ETIMEDOUT (cma_ib_handler, cma_sidr_rep_handler).
+                self.conn_event(id, EventKind::Unreachable, Errno::ETIMEDOUT.status(), EventParam::None);
             }
             _ => {}
         }
@@ -227,7 +259,7 @@ impl Stack {
             CmMessage::SidrReq(r) => self.cm_sidr_req(now, src, src_qp, tid, &r),
             CmMessage::Rep(r) => self.cm_rep(now, src, tid, &r),
             CmMessage::Rtu(r) => self.cm_rtu(r.remote_comm_id),
-            CmMessage::Rej(r) => self.cm_rej(r.remote_comm_id, r.reason),
+            CmMessage::Rej(r) => self.cm_rej(src, &r),
             CmMessage::Dreq(r) => self.cm_dreq(now, src, src_qp, tid, r.local_comm_id, r.remote_comm_id),
             CmMessage::Drep(r) => self.cm_drep(now, r.remote_comm_id),
             CmMessage::SidrRep(r) => self.cm_sidr_rep(src, &r),
@@ -265,6 +297,7 @@ impl Stack {
             r.src = Some(local);
             r.dst = Some(remote);
             r.has_device = true;
+            r.cm_id = true;
             r.listen_parent = Some(listener);
         }
         id
@@ -279,13 +312,27 @@ impl Stack {
         let hdr = r.cma_header().ok();
         let dst_ip = hdr.map(|h| h.dst_ip()).unwrap_or_else(|| self.source_for(&src).unwrap_or(src));
         let Some(listener) = self.find_listener(r.service_id, dst_ip) else {
-            let mut rej = cm::RejRepr::default();
-            rej.remote_comm_id = r.local_comm_id;
-            rej.message_rejected = cm::MsgResponse::Req;
-            rej.reason = RejReason::InvalidServiceId;
+            let rej = cm::RejRepr {
+                remote_comm_id: r.local_comm_id,
+                message_rejected: cm::MsgResponse::Req,
+                reason: RejReason::InvalidServiceId,
+                ..Default::default()
+            };
             self.cm_send(src, src_qp, tid, &CmMessage::Rej(rej));
             return true;
         };
+        if self.ids.get(&listener).is_some_and(|l| l.qp_type == QpType::Ud) {
+            // cma_ib_check_req_qp_type: a REQ needs a listener of its (connected) QP type;
+            // the handler's error makes the CM reject with reason 28.
+            let rej = cm::RejRepr {
+                remote_comm_id: r.local_comm_id,
+                message_rejected: cm::MsgResponse::Req,
+                reason: RejReason::ConsumerDefined,
+                ..Default::default()
+            };
+            self.cm_send(src, src_qp, tid, &CmMessage::Rej(rej));
+            return true;
+        }
         let port = cma_hdr::split_service_id(r.service_id).1;
         let local = SocketAddr::new(dst_ip, port);
         let remote = SocketAddr::new(hdr.map(|h| h.src_ip()).unwrap_or(src), hdr.map_or(0, |h| h.src_port));
@@ -332,13 +379,26 @@ impl Stack {
         let hdr = r.cma_header().ok();
         let dst_ip = hdr.map(|h| h.dst_ip()).unwrap_or_else(|| self.source_for(&src).unwrap_or(src));
         let Some(listener) = self.find_listener(r.service_id, dst_ip) else {
-            let mut rep = cm::SidrRepRepr::default();
-            rep.request_id = r.request_id;
-            rep.status = SidrStatus::ServiceIdNotSupported;
-            rep.service_id = r.service_id;
+            let rep = cm::SidrRepRepr {
+                request_id: r.request_id,
+                status: SidrStatus::ServiceIdNotSupported,
+                service_id: r.service_id,
+                ..Default::default()
+            };
             self.cm_send(src, src_qp, tid, &CmMessage::SidrRep(rep));
             return true;
         };
+        if self.ids.get(&listener).is_some_and(|l| l.qp_type != QpType::Ud) {
+            // cma_ib_check_req_qp_type: SIDR only for a UD listener; the CM answers Rejected.
+            let rep = cm::SidrRepRepr {
+                request_id: r.request_id,
+                status: SidrStatus::Rejected,
+                service_id: r.service_id,
+                ..Default::default()
+            };
+            self.cm_send(src, src_qp, tid, &CmMessage::SidrRep(rep));
+            return true;
+        }
         let port = cma_hdr::split_service_id(r.service_id).1;
         let remote = SocketAddr::new(hdr.map(|h| h.src_ip()).unwrap_or(src), hdr.map_or(0, |h| h.src_port));
         let child = self.spawn_child(listener, SocketAddr::new(dst_ip, port), remote);
@@ -378,18 +438,23 @@ impl Stack {
         if c.peer != src {
             return false;
         }
-        if c.state == ConnState::Established {
-            // A repeated REP: our RTU was lost; send it again.
-        } else if c.state != ConnState::ReqSent {
+        if c.state == ConnState::Established && c.remote_comm_id == r.local_comm_id {
+            // A repeated REP: our RTU was lost; send it again (cm_dup_rep_handler), no event.
+            let (peer, qp) = (c.peer, c.peer_gsi_qp);
+            let rtu =
+                cm::RtuRepr { local_comm_id: r.remote_comm_id, remote_comm_id: r.local_comm_id, ..Default::default() };
+            self.cm_send(peer, qp, tid, &CmMessage::Rtu(rtu));
+            return true;
+        }
+        if c.state != ConnState::ReqSent {
             return false;
         }
         c.remote_comm_id = r.local_comm_id;
         c.remote_qpn = r.local_qpn;
         c.state = ConnState::Established;
         let (id, peer, qp) = (c.id, c.peer, c.peer_gsi_qp);
-        let mut rtu = cm::RtuRepr::default();
-        rtu.local_comm_id = r.remote_comm_id;
-        rtu.remote_comm_id = r.local_comm_id;
+        let rtu =
+            cm::RtuRepr { local_comm_id: r.remote_comm_id, remote_comm_id: r.local_comm_id, ..Default::default() };
         self.cm_send(peer, qp, tid, &CmMessage::Rtu(rtu));
         let param = ConnParam {
             private_data: r.private_data.to_vec(),
@@ -422,7 +487,22 @@ impl Stack {
         true
     }
 
-    fn cm_rej(&mut self, local_comm: u32, reason: RejReason) -> bool {
+    /// A REJ: matched by our communication ID, except a Timeout REJ without one (what a
+    /// destroyed active id sends before it knows ours), matched by the sender's ID and
+    /// address (cm_acquire_rejected_id).
+    fn cm_rej(&mut self, src: IpAddr, r: &cm::RejRepr) -> bool {
+        let reason = r.reason;
+        let local_comm = if reason == RejReason::Timeout && r.remote_comm_id == 0 {
+            match self.conn_by_remote(r.local_comm_id, src) {
+                Some(c) => c,
+                None => return false,
+            }
+        } else {
+            r.remote_comm_id
+        };
+        if self.conns.get(&local_comm).is_none_or(|c| c.peer != src || c.state == ConnState::TimeWait) {
+            return false;
+        }
         let Some(c) = self.conns.remove(&local_comm) else { return false };
         self.unschedule(|w| *w == Work::CmTimer(local_comm));
         if let Some(r) = self.ids.get_mut(&c.id) {
@@ -435,29 +515,26 @@ impl Stack {
     fn enter_timewait(&mut self, now: Instant, comm: u32) {
         if let Some(c) = self.conns.get_mut(&comm) {
             c.state = ConnState::TimeWait;
-            let id = c.id;
             self.unschedule(|w| *w == Work::CmTimer(comm));
             self.schedule(now + self.cfg.timewait, Work::CmTimer(comm));
-            self.set_state(id, CmState::Disconnect);
         }
     }
 
     fn cm_dreq(&mut self, now: Instant, src: IpAddr, src_qp: u32, tid: u64, remote_comm: u32, local_comm: u32) -> bool {
         let Some(c) = self.conns.get(&local_comm) else {
             // Unknown connection: the CM still answers DREP so the peer can finish.
-            let mut drep = cm::DrepRepr::default();
-            drep.remote_comm_id = remote_comm;
+            let drep = cm::DrepRepr { remote_comm_id: remote_comm, ..Default::default() };
             self.cm_send(src, src_qp, tid, &CmMessage::Drep(drep));
             return false;
         };
         let (id, state) = (c.id, c.state);
-        let mut drep = cm::DrepRepr::default();
-        drep.local_comm_id = local_comm;
-        drep.remote_comm_id = remote_comm;
+        let drep = cm::DrepRepr { local_comm_id: local_comm, remote_comm_id: remote_comm, ..Default::default() };
         self.cm_send(src, src_qp, tid, &CmMessage::Drep(drep));
-        if matches!(state, ConnState::Established | ConnState::DreqSent) {
+        // cm_dreq_handler: an established connection, or one whose REP or DREQ is
+        // outstanding, goes to TIMEWAIT (the DREP is sent at once here; see spec/cm-states.md).
+        if matches!(state, ConnState::Established | ConnState::RepSent | ConnState::DreqSent) {
             self.enter_timewait(now, local_comm);
-            self.conn_event(id, EventKind::Disconnected, 0, EventParam::None);
+            self.conn_disconnected(id, 0);
         }
         true
     }
@@ -469,7 +546,7 @@ impl Stack {
         }
         let id = c.id;
         self.enter_timewait(now, local_comm);
-        self.conn_event(id, EventKind::Disconnected, 0, EventParam::None);
+        self.conn_disconnected(id, 0);
         true
     }
 
@@ -509,13 +586,15 @@ impl Stack {
         let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
         match c.state {
             ConnState::ReqRcvd => {
-                let mut rep = cm::RepRepr::default();
-                rep.local_comm_id = comm;
-                rep.remote_comm_id = c.remote_comm_id;
-                rep.local_qpn = qpn;
-                rep.responder_resources = param.responder_resources;
-                rep.initiator_depth = param.initiator_depth;
-                rep.rnr_retry_count = param.rnr_retry_count & 7;
+                let mut rep = cm::RepRepr {
+                    local_comm_id: comm,
+                    remote_comm_id: c.remote_comm_id,
+                    local_qpn: qpn,
+                    responder_resources: param.responder_resources,
+                    initiator_depth: param.initiator_depth,
+                    rnr_retry_count: param.rnr_retry_count & 7,
+                    ..Default::default()
+                };
                 copy_private(&mut rep.private_data, 0, &param.private_data);
                 c.state = ConnState::RepSent;
                 let msg = CmMessage::Rep(rep);
@@ -526,12 +605,14 @@ impl Stack {
                 Ok(())
             }
             ConnState::SidrReqRcvd => {
-                let mut rep = cm::SidrRepRepr::default();
-                rep.request_id = c.remote_comm_id;
-                rep.status = SidrStatus::Success;
-                rep.qpn = qpn;
-                rep.service_id = c.service_id;
-                rep.qkey = RDMA_UDP_QKEY;
+                let mut rep = cm::SidrRepRepr {
+                    request_id: c.remote_comm_id,
+                    status: SidrStatus::Success,
+                    qpn,
+                    service_id: c.service_id,
+                    qkey: RDMA_UDP_QKEY,
+                    ..Default::default()
+                };
                 copy_private(&mut rep.private_data, 0, &param.private_data);
                 let (peer, qp, tid) = (c.peer, c.peer_gsi_qp, c.tid);
                 self.conns.remove(&comm);
@@ -545,47 +626,85 @@ impl Stack {
         }
     }
 
-    /// `rdma_reject`: REJ (consumer defined, 28) or SIDR_REP with status Rejected.
+    /// `rdma_reject` (and the reject after a failed accept): EINVAL without an IB CM id; a
+    /// UD id answers a SIDR_REQ it received with SIDR_REP Rejected (cma_send_sidr_rep); a
+    /// connected id sends a REJ, reason 28, while a REQ is outstanding either way or its REP
+    /// is (cm_send_rej_locked); any other CM state is EINVAL.
     pub(crate) fn cm_reject(&mut self, id: CmId, private_data: &[u8]) -> Result<(), Errno> {
-        let comm = self.ids.get(&id).and_then(|r| r.conn).ok_or(Errno::EINVAL)?;
-        let c = self.conns.remove(&comm).ok_or(Errno::EINVAL)?;
-        if let Some(r) = self.ids.get_mut(&id) {
-            r.conn = None;
+        let r = self.ids.get(&id).ok_or(Errno::ENOENT)?;
+        if !r.cm_id {
+            return Err(Errno::EINVAL);
         }
-        let msg = match c.state {
-            ConnState::SidrReqRcvd => {
-                let mut rep = cm::SidrRepRepr::default();
-                rep.request_id = c.remote_comm_id;
-                rep.status = SidrStatus::Rejected;
-                rep.service_id = c.service_id;
+        let ud = r.qp_type == QpType::Ud;
+        let comm = r.conn.ok_or(Errno::EINVAL)?;
+        let c = self.conns.get(&comm).ok_or(Errno::EINVAL)?;
+        let msg = match (ud, c.state) {
+            (true, ConnState::SidrReqRcvd) => {
+                let mut rep = cm::SidrRepRepr {
+                    request_id: c.remote_comm_id,
+                    status: SidrStatus::Rejected,
+                    service_id: c.service_id,
+                    ..Default::default()
+                };
                 copy_private(&mut rep.private_data, 0, private_data);
                 CmMessage::SidrRep(rep)
             }
-            _ => {
-                let mut rej = cm::RejRepr::default();
-                rej.local_comm_id = comm;
-                rej.remote_comm_id = c.remote_comm_id;
-                rej.message_rejected = cm::MsgResponse::Req;
-                rej.reason = RejReason::ConsumerDefined;
-                copy_private(&mut rej.private_data, 0, private_data);
-                CmMessage::Rej(rej)
+            (false, ConnState::ReqSent | ConnState::ReqRcvd | ConnState::RepSent) => {
+                CmMessage::Rej(self.rej_for(c, RejReason::ConsumerDefined, private_data))
             }
+            _ => return Err(Errno::EINVAL),
         };
-        self.cm_send(c.peer, c.peer_gsi_qp, c.tid, &msg);
+        let (peer, qp, tid) = (c.peer, c.peer_gsi_qp, c.tid);
+        self.drop_conn(id, comm);
+        self.cm_send(peer, qp, tid, &msg);
         Ok(())
     }
 
-    /// `rdma_disconnect`: DREQ on an established connection; otherwise nothing to send.
+    /// A REJ for `c` as cm_format_rej fills it for the connection's state: a received REQ is
+    /// rejected as such (our ID not given); anything else names both IDs, message "other".
+    fn rej_for(&self, c: &Conn, reason: RejReason, private_data: &[u8]) -> cm::RejRepr {
+        let mut rej = cm::RejRepr { remote_comm_id: c.remote_comm_id, ..Default::default() };
+        if c.state == ConnState::ReqRcvd {
+            rej.message_rejected = cm::MsgResponse::Req;
+        } else {
+            rej.local_comm_id = c.local_comm_id;
+            rej.message_rejected = cm::MsgResponse::Other;
+        }
+        rej.reason = reason;
+        copy_private(&mut rej.private_data, 0, private_data);
+        rej
+    }
+
+    /// Forget a connection (the CM id goes back to idle; the rdma_cm_id keeps its CM id).
+    fn drop_conn(&mut self, id: CmId, comm: u32) {
+        self.conns.remove(&comm);
+        self.unschedule(|w| *w == Work::CmTimer(comm));
+        if let Some(r) = self.ids.get_mut(&id) {
+            if r.conn == Some(comm) {
+                r.conn = None;
+            }
+        }
+    }
+
+    /// `rdma_disconnect`: EINVAL without an IB CM id; otherwise 0 whatever the CM state, with
+    /// a DREQ sent when the connection is established (a failing ib_send_cm_dreq and
+    /// ib_send_cm_drep is not reported).
     pub(crate) fn cm_disconnect(&mut self, now: Instant, id: CmId) -> Result<(), Errno> {
-        let comm = self.ids.get(&id).and_then(|r| r.conn).ok_or(Errno::EINVAL)?;
-        let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
+        let r = self.ids.get(&id).ok_or(Errno::ENOENT)?;
+        if !r.cm_id {
+            return Err(Errno::EINVAL);
+        }
+        let Some(comm) = r.conn else { return Ok(()) };
+        let Some(c) = self.conns.get_mut(&comm) else { return Ok(()) };
         if c.state != ConnState::Established {
             return Ok(());
         }
-        let mut dreq = cm::DreqRepr::default();
-        dreq.local_comm_id = comm;
-        dreq.remote_comm_id = c.remote_comm_id;
-        dreq.remote_qpn_eecn = c.remote_qpn;
+        let dreq = cm::DreqRepr {
+            local_comm_id: comm,
+            remote_comm_id: c.remote_comm_id,
+            remote_qpn_eecn: c.remote_qpn,
+            ..Default::default()
+        };
         c.state = ConnState::DreqSent;
         c.tid = c.tid.wrapping_add(1 << 32);
         let msg = CmMessage::Dreq(dreq);
@@ -597,25 +716,47 @@ impl Stack {
         Ok(())
     }
 
-    /// Tear down an id's connection on destroy: DREQ if established, REJ if a request waits.
+    /// Tear down an id's connection on destroy, as cm_destroy_id does for each CM state:
+    /// established: DREQ; a REQ received: REJ (28), a SIDR_REQ received: SIDR_REP Rejected;
+    /// our REQ outstanding: REJ Timeout with our CA GUID as ARI (the peer does not know our
+    /// ID yet); our REP outstanding: REJ (28); DREQ sent, TIMEWAIT, SIDR_REQ sent: nothing.
     pub(crate) fn cm_destroy(&mut self, id: CmId) {
         let Some(comm) = self.ids.get(&id).and_then(|r| r.conn) else { return };
         if let Some(c) = self.conns.get(&comm).cloned() {
-            match c.state {
+            let msg = match c.state {
                 ConnState::Established => {
-                    let mut dreq = cm::DreqRepr::default();
-                    dreq.local_comm_id = comm;
-                    dreq.remote_comm_id = c.remote_comm_id;
-                    dreq.remote_qpn_eecn = c.remote_qpn;
-                    self.cm_send(c.peer, c.peer_gsi_qp, c.tid.wrapping_add(1 << 32), &CmMessage::Dreq(dreq));
+                    let dreq = cm::DreqRepr {
+                        local_comm_id: comm,
+                        remote_comm_id: c.remote_comm_id,
+                        remote_qpn_eecn: c.remote_qpn,
+                        ..Default::default()
+                    };
+                    Some((c.tid.wrapping_add(1 << 32), CmMessage::Dreq(dreq)))
                 }
-                ConnState::ReqRcvd | ConnState::SidrReqRcvd => {
-                    let _ = self.cm_reject(id, &[]);
+                ConnState::ReqRcvd | ConnState::RepSent => {
+                    Some((c.tid, CmMessage::Rej(self.rej_for(&c, RejReason::ConsumerDefined, &[]))))
                 }
-                _ => {}
+                ConnState::ReqSent => {
+                    let mut rej = self.rej_for(&c, RejReason::Timeout, &[]);
+                    rej.ari[..8].copy_from_slice(&self.local_ca_guid().to_be_bytes());
+                    rej.reject_info_length = 8;
+                    Some((c.tid, CmMessage::Rej(rej)))
+                }
+                ConnState::SidrReqRcvd => {
+                    let rep = cm::SidrRepRepr {
+                        request_id: c.remote_comm_id,
+                        status: SidrStatus::Rejected,
+                        service_id: c.service_id,
+                        ..Default::default()
+                    };
+                    Some((c.tid, CmMessage::SidrRep(rep)))
+                }
+                ConnState::DreqSent | ConnState::TimeWait | ConnState::SidrReqSent => None,
+            };
+            if let Some((tid, msg)) = msg {
+                self.cm_send(c.peer, c.peer_gsi_qp, tid, &msg);
             }
         }
-        self.conns.remove(&comm);
-        self.unschedule(|w| *w == Work::CmTimer(comm));
+        self.drop_conn(id, comm);
     }
 }

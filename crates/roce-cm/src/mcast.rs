@@ -405,8 +405,10 @@ impl Stack {
         ud: Option<UdParam>,
         sa_status: Option<u16>,
     ) {
-        if !self.ids.contains_key(&id) {
-            return; // destroyed ids get no events
+        // Destroyed ids, and ids whose device went away, get no multicast events
+        // (cma_ib_mc_handler / cma_work_handler skip DESTROYING and DEVICE_REMOVAL).
+        if !self.ids.get(&id).is_some_and(|r| r.state != crate::id::CmState::DeviceRemoval) {
+            return;
         }
         self.push_event(CmEvent {
             id,

@@ -225,3 +225,25 @@ impl Stack {
         }
     }
 }
+
+impl Stack {
+    /// The multicast MACs this port must receive: the joined groups', all-systems
+    /// (224.0.0.1), all-nodes (ff02::1) and the solicited-node MACs of our IPv6 addresses. A
+    /// raw-socket driver adds exactly these to the interface.
+    pub fn multicast_macs(&self) -> std::collections::BTreeSet<[u8; 6]> {
+        let mut s = std::collections::BTreeSet::new();
+        s.insert(l2::ipv4_multicast_mac(std::net::Ipv4Addr::new(224, 0, 0, 1)));
+        s.insert(l2::ipv6_multicast_mac("ff02::1".parse().expect("ff02::1")));
+        let mut v6 = vec![self.cfg.link_local()];
+        v6.extend(self.cfg.ipv6.iter().map(|(a, _)| *a));
+        for a in v6 {
+            s.insert(roce_wire::ndisc::solicited_node_mac(a));
+        }
+        for g in self.groups.values() {
+            if let Some(m) = multicast_mac(&g.addr()) {
+                s.insert(m);
+            }
+        }
+        s
+    }
+}

@@ -14,10 +14,12 @@
 
 mod corrupt;
 pub mod device;
+pub mod driver;
 pub mod fault;
 pub mod node;
 pub mod pcap;
 pub mod pcap_device;
+pub mod raw;
 mod rng;
 pub mod sa_host;
 pub mod sim;

@@ -1,0 +1,223 @@
+//! The real-time event loop: runs a [`Stack`] (and, when asked, an SA responder on its QP1)
+//! on a [`Device`] — `poll_timeout` ▶ wait on the device's descriptor or the timer ▶
+//! `handle_frame` / `handle_timeout` ▶ `poll_transmit` — plus a blocking API for programs
+//! (`join` returns on MULTICAST_JOIN or MULTICAST_ERROR, with a timeout) and an event queue.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::io;
+use std::net::IpAddr;
+use std::time::{Duration, Instant as WallInstant};
+
+use roce_cm::{CmEvent, CmId, EventKind, Instant, Stack};
+use roce_sa::{Requester, SaResponder};
+use roce_wire::mcmember::JoinState;
+
+use crate::device::{Device, MAX_FRAME_LEN};
+use crate::raw::RawSocket;
+
+/// Which way a frame went, for taps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Received from the device.
+    Rx,
+    /// Sent to the device.
+    Tx,
+}
+
+/// A callback that sees every frame (printing, capture).
+pub type Tap = Box<dyn FnMut(Direction, Instant, &[u8])>;
+
+/// Devices that can be told which multicast MACs to pass (a raw socket can; others need not).
+pub trait MulticastFilter {
+    /// Pass exactly these multicast MACs.
+    fn set_multicast(&mut self, _macs: &BTreeSet<[u8; 6]>) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl MulticastFilter for RawSocket {
+    fn set_multicast(&mut self, macs: &BTreeSet<[u8; 6]>) -> io::Result<()> {
+        RawSocket::set_multicast(self, macs)
+    }
+}
+impl MulticastFilter for crate::device::MemoryDevice {}
+impl<D: MulticastFilter + Device, W: std::io::Write> MulticastFilter for crate::pcap_device::PcapDevice<D, W> {
+    fn set_multicast(&mut self, macs: &BTreeSet<[u8; 6]>) -> io::Result<()> {
+        self.inner_mut().set_multicast(macs)
+    }
+}
+impl<D: MulticastFilter + Device> MulticastFilter for crate::fault::FaultDevice<D> {
+    fn set_multicast(&mut self, macs: &BTreeSet<[u8; 6]>) -> io::Result<()> {
+        self.inner_mut().set_multicast(macs)
+    }
+}
+
+/// A stack running on a device in real time.
+pub struct Driver<D: Device + MulticastFilter> {
+    /// The device.
+    pub dev: D,
+    /// The engine.
+    pub stack: Stack,
+    /// An SA answering the SA requests that reach this port's QP1, if any.
+    pub sa: Option<SaResponder>,
+    /// Events polled from the stack and not yet taken.
+    pub events: VecDeque<CmEvent>,
+    /// Frames that could not be sent (device errors), counted.
+    pub send_errors: u64,
+    epoch: WallInstant,
+    buf: Vec<u8>,
+    tap: Option<Tap>,
+}
+
+impl<D: Device + MulticastFilter> Driver<D> {
+    /// Run `stack` on `dev`.
+    pub fn new(dev: D, stack: Stack) -> Self {
+        Driver {
+            dev,
+            stack,
+            sa: None,
+            events: VecDeque::new(),
+            send_errors: 0,
+            epoch: WallInstant::now(),
+            buf: vec![0; MAX_FRAME_LEN],
+            tap: None,
+        }
+    }
+
+    /// Answer SA requests on this port's QP1 with `sa` (registers the class-0x03 agent).
+    pub fn with_sa(mut self, sa: SaResponder) -> Self {
+        self.stack.register_mad_agent(0x03);
+        self.sa = Some(sa);
+        self
+    }
+
+    /// See every frame in both directions.
+    pub fn set_tap(&mut self, tap: Tap) {
+        self.tap = Some(tap);
+    }
+
+    /// The engine's clock: time since the driver started.
+    pub fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let now = self.now();
+        self.pump_sa();
+        let macs = self.stack.multicast_macs();
+        self.dev.set_multicast(&macs)?;
+        while let Some(n) = self.stack.poll_transmit(now, &mut self.buf) {
+            if let Some(t) = self.tap.as_mut() {
+                t(Direction::Tx, now, &self.buf[..n]);
+            }
+            if self.dev.send(&self.buf[..n]).is_err() {
+                self.send_errors += 1;
+            }
+        }
+        while let Some(e) = self.stack.poll_event() {
+            self.events.push_back(e);
+        }
+        Ok(())
+    }
+
+    fn pump_sa(&mut self) {
+        let Some(sa) = self.sa.as_mut() else { return };
+        while let Some(req) = self.stack.poll_mad_request() {
+            let reply = sa.handle_mad(Requester::new(req.src_gid, req.src_qp), &req.mad);
+            for mad in reply.as_slice() {
+                self.stack.send_mad(req.src, req.src_qp, mad);
+            }
+        }
+    }
+
+    /// One turn of the loop: send what is queued, wait up to `max_wait` for a frame or the
+    /// stack's next timer, handle what came.
+    pub fn turn(&mut self, max_wait: Duration) -> io::Result<()> {
+        self.flush()?;
+        let now = self.now();
+        let mut wait = max_wait;
+        if let Some(t) = self.stack.poll_timeout() {
+            wait = wait.min(t.saturating_duration_since(now));
+        }
+        if let Some(fd) = self.dev.raw_fd() {
+            let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            let ms = i32::try_from(wait.as_millis().max(u128::from(!wait.is_zero()))).unwrap_or(i32::MAX);
+            // SAFETY: one valid pollfd, length 1.
+            let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+            if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return Err(io::Error::last_os_error());
+            }
+        } else if !wait.is_zero() {
+            std::thread::sleep(wait.min(Duration::from_millis(1)));
+        }
+        loop {
+            match self.dev.recv(&mut self.buf)? {
+                Some(n) => {
+                    let now = self.now();
+                    if let Some(t) = self.tap.as_mut() {
+                        t(Direction::Rx, now, &self.buf[..n]);
+                    }
+                    let frame = self.buf[..n].to_vec();
+                    self.stack.handle_frame(now, &frame);
+                    self.pump_sa();
+                }
+                None => break,
+            }
+        }
+        let now = self.now();
+        if self.stack.poll_timeout().is_some_and(|t| t <= now) {
+            self.stack.handle_timeout(now);
+        }
+        self.flush()
+    }
+
+    /// Run until `done` holds or `timeout` passes; returns whether `done` held.
+    pub fn run_until(&mut self, timeout: Duration, mut done: impl FnMut(&mut Self) -> bool) -> io::Result<bool> {
+        let end = WallInstant::now() + timeout;
+        loop {
+            self.flush()?;
+            if done(self) {
+                return Ok(true);
+            }
+            let left = end.saturating_duration_since(WallInstant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            self.turn(left.min(Duration::from_millis(100)))?;
+        }
+    }
+
+    /// Run for `d`.
+    pub fn run_for(&mut self, d: Duration) -> io::Result<()> {
+        self.run_until(d, |_| false).map(|_| ())
+    }
+
+    /// Take the first queued event of `id` whose kind is in `kinds`, running up to `timeout`.
+    pub fn wait_event(&mut self, id: CmId, kinds: &[EventKind], timeout: Duration) -> io::Result<Option<CmEvent>> {
+        let found = |d: &mut Self| d.events.iter().position(|e| e.id == id && kinds.contains(&e.kind));
+        self.run_until(timeout, |d| found(d).is_some())?;
+        Ok(found(self).and_then(|i| self.events.remove(i)))
+    }
+
+    /// Join and block until MULTICAST_JOIN or MULTICAST_ERROR (or the timeout).
+    pub fn join(
+        &mut self,
+        id: CmId,
+        group: IpAddr,
+        join_state: JoinState,
+        timeout: Duration,
+    ) -> io::Result<Option<CmEvent>> {
+        let now = self.now();
+        self.stack
+            .join_multicast(now, id, group, join_state)
+            .map_err(|e| io::Error::other(format!("join_multicast: {e}")))?;
+        self.wait_event(id, &[EventKind::MulticastJoin, EventKind::MulticastError], timeout)
+    }
+
+    /// Leave and block until MULTICAST_LEFT or MULTICAST_ERROR (or the timeout).
+    pub fn leave(&mut self, id: CmId, group: IpAddr, timeout: Duration) -> io::Result<Option<CmEvent>> {
+        let now = self.now();
+        self.stack.leave_multicast(now, id, group).map_err(|e| io::Error::other(format!("leave_multicast: {e}")))?;
+        self.wait_event(id, &[EventKind::MulticastLeft, EventKind::MulticastError], timeout)
+    }
+}

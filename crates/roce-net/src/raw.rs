@@ -1,0 +1,215 @@
+//! A raw AF_PACKET socket bound to one interface: the production [`Device`].
+//!
+//! It receives every frame on the interface (the engine filters MACs itself), skips the frames
+//! it sent itself, and joins the multicast MACs the engine asks for (PACKET_ADD_MEMBERSHIP),
+//! so that the NIC passes them without promiscuous mode. Interfaces are found with pnet's
+//! datalink enumeration.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::device::Device;
+
+/// What the stack needs to know about an interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceInfo {
+    /// Name (`tap0`).
+    pub name: String,
+    /// Index.
+    pub index: u32,
+    /// MAC address.
+    pub mac: Option<[u8; 6]>,
+    /// Addresses with prefix lengths.
+    pub ips: Vec<(IpAddr, u8)>,
+    /// Whether the interface is up.
+    pub up: bool,
+}
+
+/// Look an interface up by name (through pnet's datalink enumeration).
+pub fn interface(name: &str) -> io::Result<InterfaceInfo> {
+    let all = pnet_datalink::interfaces();
+    let Some(i) = all.iter().find(|i| i.name == name) else {
+        let names: Vec<&str> = all.iter().map(|i| i.name.as_str()).collect();
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no interface named {name:?} (interfaces here: {})", names.join(", ")),
+        ));
+    };
+    Ok(InterfaceInfo {
+        name: i.name.clone(),
+        index: i.index,
+        mac: i.mac.map(|m| m.octets()),
+        ips: i.ips.iter().map(|n| (n.ip(), n.prefix())).collect(),
+        up: i.is_up(),
+    })
+}
+
+/// A raw socket on one interface.
+#[derive(Debug)]
+pub struct RawSocket {
+    fd: OwnedFd,
+    ifindex: i32,
+    memberships: BTreeSet<[u8; 6]>,
+    /// The interface.
+    pub info: InterfaceInfo,
+}
+
+fn last_err(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{what}: permission denied: raw sockets need CAP_NET_RAW (run as root, or `setcap cap_net_raw+ep` on the binary); `roce demo` runs the same stack on a simulated link without it"
+            ),
+        ),
+        _ => io::Error::new(e.kind(), format!("{what}: {e}")),
+    }
+}
+
+impl RawSocket {
+    /// Open a raw socket on the interface `name`.
+    pub fn open(name: &str) -> io::Result<RawSocket> {
+        let info = interface(name)?;
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: plain socket(2) call; the result is checked before use.
+        let fd = unsafe {
+            libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, i32::from(proto))
+        };
+        if fd < 0 {
+            return Err(last_err("socket(AF_PACKET)"));
+        }
+        // SAFETY: fd is a fresh, valid descriptor we own from here on.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let ifindex = i32::try_from(info.index).map_err(|_| io::Error::other("interface index out of range"))?;
+        // SAFETY: sockaddr_ll is plain data; zeroed is a valid value.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = proto;
+        sll.sll_ifindex = ifindex;
+        // SAFETY: the pointer and length describe `sll`, which lives across the call.
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(last_err(&format!("bind to {name}")));
+        }
+        // Our own transmissions would loop back to us: ignore them (Linux ≥ 4.20; older kernels
+        // are handled by the PACKET_OUTGOING check in recv).
+        let one: libc::c_int = 1;
+        // SAFETY: the option value points at a live c_int.
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                23, /* PACKET_IGNORE_OUTGOING */
+                &one as *const _ as *const libc::c_void,
+                4,
+            );
+        }
+        Ok(RawSocket { fd, ifindex, memberships: BTreeSet::new(), info })
+    }
+
+    fn membership(&mut self, mac: [u8; 6], add: bool) -> io::Result<()> {
+        // SAFETY: packet_mreq is plain data.
+        let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
+        mreq.mr_ifindex = self.ifindex;
+        mreq.mr_type = libc::PACKET_MR_MULTICAST as u16;
+        mreq.mr_alen = 6;
+        mreq.mr_address[..6].copy_from_slice(&mac);
+        let opt = if add { libc::PACKET_ADD_MEMBERSHIP } else { libc::PACKET_DROP_MEMBERSHIP };
+        // SAFETY: the option value points at `mreq`, alive across the call.
+        let r = unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                opt,
+                &mreq as *const libc::packet_mreq as *const libc::c_void,
+                std::mem::size_of::<libc::packet_mreq>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(last_err("PACKET_ADD_MEMBERSHIP"));
+        }
+        Ok(())
+    }
+
+    /// Make the interface pass exactly these multicast MACs to us (adds and drops the
+    /// differences from the last call).
+    pub fn set_multicast(&mut self, macs: &BTreeSet<[u8; 6]>) -> io::Result<()> {
+        let add: Vec<[u8; 6]> = macs.difference(&self.memberships).copied().collect();
+        let drop: Vec<[u8; 6]> = self.memberships.difference(macs).copied().collect();
+        for m in add {
+            self.membership(m, true)?;
+            self.memberships.insert(m);
+        }
+        for m in drop {
+            self.membership(m, false)?;
+            self.memberships.remove(&m);
+        }
+        Ok(())
+    }
+
+    /// The multicast MACs currently joined.
+    pub fn multicast(&self) -> &BTreeSet<[u8; 6]> {
+        &self.memberships
+    }
+}
+
+impl Device for RawSocket {
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        // SAFETY: the buffer pointer and length describe `frame`.
+        let r = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr() as *const libc::c_void, frame.len(), 0) };
+        if r < 0 {
+            return Err(last_err("send"));
+        }
+        Ok(())
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        loop {
+            // SAFETY: sockaddr_ll is plain data.
+            let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            // SAFETY: buf and from are live and their lengths are given.
+            let r = unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                    libc::MSG_TRUNC,
+                    &mut from as *mut libc::sockaddr_ll as *mut libc::sockaddr,
+                    &mut len,
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                return match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
+                    _ => Err(last_err("recv")),
+                };
+            }
+            if from.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+                continue; // our own frame, looped back
+            }
+            let n = r as usize;
+            if n > buf.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("frame of {n} bytes truncated to {}", buf.len()),
+                ));
+            }
+            return Ok(Some(n));
+        }
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.fd.as_raw_fd())
+    }
+}

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# Builds everything the interop tests with a kernel rxe peer need (spec/interop.md). Idempotent;
+# run as root on a fresh Debian 12 machine (a re-run with a complete cache takes about a second).
+#
+#   1. installs on the host, if missing: qemu-system-x86 cpio kmod iproute2 tcpdump
+#   2. fetches with `apt-get download` (never installed on the host) the kernel image package that
+#      linux-image-amd64 depends on, busybox-static and the rdma-core packages, and unpacks them
+#      with `dpkg-deb -x` under target/interop/cache/ (the repo's target/ is gitignored)
+#   3. runs `depmod -b` and builds target/interop/vmlinuz and target/interop/base.cpio.gz: busybox,
+#      the kernel modules for virtio-net + rdma_rxe (with their modules.dep closure), the rdma-core
+#      tools with their shared libraries and the rxe provider, and the /init of tests/interop/init.sh
+#
+# Each test then appends a tiny per-run cpio (/scenario.sh, optionally a static binary) to
+# base.cpio.gz (tests/interop/harness.rs; or tests/interop/guest.sh for a shell run).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+OUT="$REPO/target/interop"
+CACHE="$OUT/cache"
+HERE="$REPO/tests/interop"
+
+log() { echo "interop-setup: $*" >&2; }
+die() { echo "interop-setup: error: $*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (apt-get, and the tests need network namespaces)"
+
+# The kernel modules to load in the guest, in this order (their modules.dep closure is added
+# before each). crc32_generic is not a modules.dep dependency of anything: rdma_rxe asks the
+# crypto API for "crc32" at runtime and fails with -ENOENT without it.
+MODULES="virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci failover net_failover virtio_net
+configfs crc32_generic ib_core ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe iw_cm ib_cm rdma_cm rdma_ucm ib_umad"
+GUEST_DEBS="busybox-static rdma-core ibverbs-providers libibverbs1 librdmacm1 rdmacm-utils ibverbs-utils perftest
+libibumad3 libnl-3-200 libnl-route-3-200 libpci3"
+# Tools copied into the guest (found in the unpacked packages, or on the host for `rdma`).
+GUEST_TOOLS="ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ibv_uc_pingpong ibv_srq_pingpong
+rping ucmatose udaddy mckey cmtime rdma_client rdma_server rdma_xclient rdma_xserver rstream riostream
+ib_send_bw ib_send_lat ib_write_bw ib_write_lat ib_read_bw ib_read_lat"
+
+# Stamp: a change of this script, the /init or the module list rebuilds the initramfs.
+STAMP_KEY="$(cat "$0" "$HERE/init.sh" "$HERE/guest-lib.sh" | sha256sum | cut -c1-16)"
+
+# ---------------------------------------------------------------- 1. host packages
+need=()
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
+command -v cpio >/dev/null 2>&1 || need+=(cpio)
+command -v depmod >/dev/null 2>&1 || need+=(kmod)
+command -v ip >/dev/null 2>&1 && command -v rdma >/dev/null 2>&1 || need+=(iproute2)
+command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
+command -v dpkg-deb >/dev/null 2>&1 || die "dpkg-deb missing: not a Debian machine?"
+updated=0
+apt_update() { if [ "$updated" -eq 0 ]; then log "apt-get update"; apt-get update -qq; updated=1; fi; }
+if [ ${#need[@]} -gt 0 ]; then
+    apt_update
+    log "installing ${need[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# ---------------------------------------------------------------- 2. guest packages (download only)
+if [ -f "$OUT/base.cpio.gz" ] && [ -f "$OUT/vmlinuz" ] && [ -f "$OUT/stamp" ] &&
+    [ "$(cat "$OUT/stamp")" = "$STAMP_KEY" ]; then
+    log "up to date: $OUT/vmlinuz $OUT/base.cpio.gz (kernel $(cat "$OUT/kernel-version"))"
+    exit 0
+fi
+t0=$(date +%s)
+mkdir -p "$CACHE/debs"
+if [ -f "$CACHE/kernel-package" ]; then
+    KPKG=$(cat "$CACHE/kernel-package")
+else
+    apt_update
+    KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+    [ -n "$KPKG" ] || die "cannot tell which kernel package linux-image-amd64 depends on"
+fi
+fetch() { # fetch PKG...: apt-get download into the cache unless a .deb of that package is there
+    local missing=()
+    for p in "$@"; do
+        compgen -G "$CACHE/debs/${p}_*.deb" >/dev/null || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        apt_update
+        log "apt-get download ${missing[*]}"
+        # (as root, apt warns that the download is not sandboxed as _apt: expected here)
+        (cd "$CACHE/debs" && apt-get download -qq "${missing[@]}" 2>&1 >/dev/null | grep -v '^W: Download is performed unsandboxed' >&2;
+            exit "${PIPESTATUS[0]}") ||
+            die "apt-get download ${missing[*]} failed"
+    fi
+}
+# shellcheck disable=SC2086
+fetch "$KPKG" $GUEST_DEBS
+echo "$KPKG" >"$CACHE/kernel-package"
+
+ROOTFS="$CACHE/unpacked"
+rm -rf "$ROOTFS"
+mkdir -p "$ROOTFS"
+for p in "$KPKG" $GUEST_DEBS; do
+    deb=$(compgen -G "$CACHE/debs/${p}_*.deb" | sort | tail -1)
+    dpkg-deb -x "$deb" "$ROOTFS"
+done
+KVER=$(ls "$ROOTFS/lib/modules")
+[ "$(echo "$KVER" | wc -w)" -eq 1 ] || die "expected one kernel in $ROOTFS/lib/modules, found: $KVER"
+log "kernel $KVER ($KPKG), unpacked in $(($(date +%s) - t0)) s"
+depmod -b "$ROOTFS" "$KVER"
+
+# ---------------------------------------------------------------- 3. the base initramfs
+STAGE="$CACHE/stage"
+rm -rf "$STAGE"
+mkdir -p "$STAGE"/{bin,sbin,dev,proc,sys,tmp,run,etc,lib,lib64,usr/bin,usr/sbin,usr/local/bin,usr/lib/x86_64-linux-gnu}
+# busybox and its applets (a static binary: it runs on the host to list them)
+cp "$ROOTFS/bin/busybox" "$STAGE/bin/busybox"
+for a in $("$STAGE/bin/busybox" --list); do
+    [ "$a" = busybox ] || ln -sf busybox "$STAGE/bin/$a"
+done
+
+# modules: the closure of $MODULES from modules.dep, in load order
+MODDIR="$ROOTFS/lib/modules/$KVER"
+declare -A seen=()
+order=()
+modpath() { # name -> relative path in modules.dep (either - or _ in file names)
+    local n="$1" alt="${1//_/-}"
+    awk -F: -v a="/$n.ko" -v b="/$alt.ko" '{k=$1; sub(/\.(xz|zst|gz)$/, "", k)}
+        substr(k, length(k)-length(a)+1) == a || substr(k, length(k)-length(b)+1) == b {print $1; exit}' "$MODDIR/modules.dep"
+}
+add_path() { # relative path: its dependencies first (the last one in modules.dep first), then itself
+    local rel="$1"
+    [ -n "${seen[$rel]:-}" ] && return 0
+    seen[$rel]=1
+    local deps
+    deps=$(awk -F': *' -v k="$rel" '$1 == k {print $2; exit}' "$MODDIR/modules.dep")
+    local rev=()
+    for d in $deps; do rev=("$d" "${rev[@]}"); done
+    for d in "${rev[@]}"; do add_path "$d"; done
+    order+=("$rel")
+}
+for m in $MODULES; do
+    rel=$(modpath "$m")
+    [ -n "$rel" ] || die "module $m not found in $MODDIR/modules.dep"
+    add_path "$rel"
+done
+mkdir -p "$STAGE/lib/modules/$KVER"
+: >"$STAGE/etc/modules.load"
+for rel in "${order[@]}"; do
+    mkdir -p "$STAGE/lib/modules/$KVER/$(dirname "$rel")"
+    case "$rel" in
+    *.ko.xz) xz -dc "$MODDIR/$rel" >"$STAGE/lib/modules/$KVER/${rel%.xz}"; rel=${rel%.xz} ;;
+    *.ko.zst) zstd -qdc "$MODDIR/$rel" >"$STAGE/lib/modules/$KVER/${rel%.zst}"; rel=${rel%.zst} ;;
+    *.ko.gz) gzip -dc "$MODDIR/$rel" >"$STAGE/lib/modules/$KVER/${rel%.gz}"; rel=${rel%.gz} ;;
+    *) cp "$MODDIR/$rel" "$STAGE/lib/modules/$KVER/$rel" ;;
+    esac
+    echo "/lib/modules/$KVER/$rel" >>"$STAGE/etc/modules.load"
+done
+log "modules (${#order[@]}): $(for r in "${order[@]}"; do basename "${r%%.ko*}"; done | tr '\n' ' ')"
+
+# rdma-core tools, the rxe provider, and every shared library ldd names
+LIBPATH="$ROOTFS/usr/lib/x86_64-linux-gnu:$ROOTFS/lib/x86_64-linux-gnu:$ROOTFS/usr/lib/x86_64-linux-gnu/libibverbs"
+copy_libs() { # ELF file -> copy the libraries it needs (from the unpacked packages first, then the host)
+    local out
+    out=$(LD_LIBRARY_PATH="$LIBPATH" ldd "$1" 2>&1) || die "ldd $1: $out"
+    if echo "$out" | grep -q 'not found'; then die "ldd $1: $(echo "$out" | grep 'not found')"; fi
+    echo "$out" | awk '/=>/ {print $3} !/=>/ && $1 ~ /^\// {print $1}' | while read -r lib; do
+        [ -f "$lib" ] || continue
+        local dest
+        case "$lib" in
+        "$ROOTFS"/*) dest="/${lib#"$ROOTFS"/}" ;;
+        *) dest="$lib" ;;
+        esac
+        # usr-merge: the guest has no /lib -> /usr/lib symlink, keep the loader at the path ELF names
+        mkdir -p "$STAGE$(dirname "$dest")"
+        [ -e "$STAGE$dest" ] || cp -L "$lib" "$STAGE$dest"
+    done
+}
+tools_found=()
+for t in $GUEST_TOOLS; do
+    src=""
+    for d in usr/bin usr/sbin bin sbin; do
+        [ -x "$ROOTFS/$d/$t" ] && src="$ROOTFS/$d/$t" && break
+    done
+    [ -n "$src" ] || die "tool $t not found in the unpacked packages"
+    cp "$src" "$STAGE/usr/bin/$t"
+    copy_libs "$src"
+    tools_found+=("$t")
+done
+# `rdma` (iproute2) from the host: same Debian release as the guest's packages
+RDMA=$(command -v rdma) || die "rdma (iproute2) missing on the host"
+cp "$RDMA" "$STAGE/usr/sbin/rdma"
+copy_libs "$RDMA"
+# the rxe provider and its driver file
+PROV="$ROOTFS/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"
+[ -f "$PROV" ] || die "rxe provider $PROV missing"
+mkdir -p "$STAGE/usr/lib/x86_64-linux-gnu/libibverbs" "$STAGE/etc/libibverbs.d"
+cp "$PROV" "$STAGE/usr/lib/x86_64-linux-gnu/libibverbs/"
+copy_libs "$PROV"
+cp "$ROOTFS/etc/libibverbs.d/rxe.driver" "$STAGE/etc/libibverbs.d/"
+# the dynamic loader at its ELF path, and a library search path
+if [ ! -e "$STAGE/lib64/ld-linux-x86-64.so.2" ]; then
+    cp -L /lib64/ld-linux-x86-64.so.2 "$STAGE/lib64/"
+fi
+printf '/usr/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu\n' >"$STAGE/etc/ld.so.conf"
+ldconfig -r "$STAGE" 2>/dev/null || log "ldconfig -r failed (the guest's /init sets LD_LIBRARY_PATH anyway)"
+cat >"$STAGE/etc/passwd" <<'PW'
+root:x:0:0:root:/root:/bin/sh
+PW
+echo "root:x:0:" >"$STAGE/etc/group"
+printf '127.0.0.1 localhost\n198.18.0.1 host\n198.18.0.2 guest\nfd00::1 host6\nfd00::2 guest6\n' >"$STAGE/etc/hosts"
+
+install -m 0755 "$HERE/init.sh" "$STAGE/init"
+install -m 0644 "$HERE/guest-lib.sh" "$STAGE/lib/interop.sh"
+echo "$KVER" >"$STAGE/etc/kernel-version"
+
+(cd "$STAGE" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet --owner=0:0 | gzip -6) >"$OUT/base.cpio.gz.tmp"
+mv "$OUT/base.cpio.gz.tmp" "$OUT/base.cpio.gz"
+cp "$ROOTFS/boot/vmlinuz-$KVER" "$OUT/vmlinuz"
+echo "$KVER" >"$OUT/kernel-version"
+echo "$STAMP_KEY" >"$OUT/stamp"
+# The unpacked tree is large (the whole kernel); the .debs stay for the next rebuild.
+rm -rf "$ROOTFS"
+log "built $OUT/base.cpio.gz ($(du -k "$OUT/base.cpio.gz" | cut -f1) KiB: busybox, ${#order[@]} modules, ${#tools_found[@]} tools) and $OUT/vmlinuz in $(($(date +%s) - t0)) s"
