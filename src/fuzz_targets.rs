@@ -103,6 +103,9 @@ pub fn decode(data: &[u8]) {
     assert!(!line.contains('\n'));
 }
 
+/// A fuzz target's body.
+pub type Target = fn(&[u8]);
+
 /// Every target by name (the file names under fuzz/fuzz_targets/).
-pub const TARGETS: [(&str, fn(&[u8])); 6] =
+pub const TARGETS: [(&str, Target); 6] =
     [("frame", frame), ("roundtrip", roundtrip), ("mad", mad), ("cm", cm), ("l2", l2), ("decode", decode)];

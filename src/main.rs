@@ -195,7 +195,7 @@ fn main() -> ExitCode {
         }
         Command::SaQuery { bind, mgid, port } => ExitCode::from(roce::tools::sa_query(
             &port_options(&port, bind, false),
-            mgid.map(|g| roce_wire::Gid::from_ipv6(g)),
+            mgid.map(roce_wire::Gid::from_ipv6),
         ) as u8),
         Command::SaServer { ip, duration, port } => {
             let d = duration.map(|s| std::time::Duration::from_secs_f64(s.max(0.0)));

@@ -407,7 +407,7 @@ impl Stack {
     ) {
         // Destroyed ids, and ids whose device went away, get no multicast events
         // (cma_ib_mc_handler / cma_work_handler skip DESTROYING and DEVICE_REMOVAL).
-        if !self.ids.get(&id).is_some_and(|r| r.state != crate::id::CmState::DeviceRemoval) {
+        if self.ids.get(&id).is_none_or(|r| r.state == crate::id::CmState::DeviceRemoval) {
             return;
         }
         self.push_event(CmEvent {

@@ -52,11 +52,8 @@ fn net(paths: MulticastPaths) -> (SimNet, NodeId, NodeId, CmId) {
     cfg.sa = Some(IpAddr::V4(SA));
     cfg.multicast_paths = paths;
     let a = net.add(Stack::new(cfg), LinkConfig::default());
-    let mut sa_cfg = SaConfig::default();
-    sa_cfg.max_groups = 200_000;
-    sa_cfg.mlid_count = 0x3fff;
     // 100,000 groups exceed the 16,383 multicast LIDs: let groups share them.
-    sa_cfg.share_mlids = true;
+    let sa_cfg = SaConfig { max_groups: 200_000, mlid_count: 0x3fff, share_mlids: true, ..SaConfig::default() };
     let sa = net.add(SaHost::new(StackConfig::new([2, 0, 0, 0, 0, 2], SA, 16), sa_cfg), LinkConfig::default());
     let s = net.node_mut::<Stack>(a);
     let id = s.create_id(PortSpace::Udp, QpType::Ud).unwrap();

@@ -150,19 +150,13 @@ impl<D: Device + MulticastFilter> Driver<D> {
         } else if !wait.is_zero() {
             std::thread::sleep(wait.min(Duration::from_millis(1)));
         }
-        loop {
-            match self.dev.recv(&mut self.buf)? {
-                Some(n) => {
-                    let now = self.now();
-                    if let Some(t) = self.tap.as_mut() {
-                        t(Direction::Rx, now, &self.buf[..n]);
-                    }
-                    let frame = self.buf[..n].to_vec();
-                    self.stack.handle_frame(now, &frame);
-                    self.pump_sa();
-                }
-                None => break,
+        while let Some(n) = self.dev.recv(&mut self.buf)? {
+            let now = self.now();
+            if let Some(t) = self.tap.as_mut() {
+                t(Direction::Rx, now, &self.buf[..n]);
             }
+            self.stack.handle_frame(now, &self.buf[..n]);
+            self.pump_sa();
         }
         let now = self.now();
         if self.stack.poll_timeout().is_some_and(|t| t <= now) {

@@ -195,7 +195,7 @@ impl Device for RawSocket {
                     _ => Err(last_err("recv")),
                 };
             }
-            if from.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+            if from.sll_pkttype == libc::PACKET_OUTGOING {
                 continue; // our own frame, looped back
             }
             let n = r as usize;
