@@ -42,14 +42,16 @@ ip addr add 198.18.0.2/24 dev eth0
 ip -6 addr add fd00::2/64 dev eth0
 rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add rxe0 failed"
 
-# the port becomes ACTIVE with the carrier; the GIDs follow the addresses (a workqueue)
+# eth0's carrier comes up a little after `ip link set up`; the GIDs follow the addresses (a
+# workqueue); rxe reports ACTIVE as soon as it is added (before the carrier): wait for all three
 i=0
-until grep -q ACTIVE "$RXE_PORT/state" 2>/dev/null && gids | grep -q ':ffff:c612:0002' &&
+until [ "$(cat /sys/class/net/eth0/operstate)" = up ] && grep -q ACTIVE "$RXE_PORT/state" 2>/dev/null && gids | grep -q ':ffff:c612:0002' &&
     gids | grep -q '^@@GID [0-9]* fd00:'; do
     i=$((i + 1))
     [ $i -gt 100 ] && break
     sleep 0.1
 done
+echo "@@NET eth0 operstate=$(cat /sys/class/net/eth0/operstate) uptime=$(uptime_s)"
 gids
 [ -e /dev/infiniband/umad0 ] && echo "@@DEV /dev/infiniband/umad0" || echo "@@ERROR no /dev/infiniband/umad0"
 echo "@@RDMA $(rdma link show rxe0/1 2>&1)"

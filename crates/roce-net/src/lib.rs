@@ -16,6 +16,7 @@ mod corrupt;
 pub mod device;
 pub mod driver;
 pub mod fault;
+pub mod ibsim;
 pub mod node;
 pub mod pcap;
 pub mod pcap_device;

@@ -12,10 +12,16 @@ use roce_wire::icrc::{self, IpVersion};
 fn frame_parse_emit(c: &mut Criterion) {
     let mut g = c.benchmark_group("sa_frame_322B");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("parse_and_verify_icrc", |b| {
+    g.bench_function("parse_owned_and_verify_icrc", |b| {
         b.iter(|| {
             let f = frame::parse(black_box(&SA_DELETE_MCMEMBER)).unwrap();
             black_box(f.icrc)
+        })
+    });
+    g.bench_function("view_and_verify_icrc", |b| {
+        b.iter(|| {
+            let f = frame::FramePacket::new_checked(black_box(&SA_DELETE_MCMEMBER)).unwrap();
+            black_box((f.bth().dest_qp(), f.payload().len()))
         })
     });
     let repr = frame::parse(&SA_DELETE_MCMEMBER).unwrap().repr;

@@ -14,7 +14,10 @@
 
 use core::net::IpAddr;
 
-use etherparse::{EtherType, Ethernet2Header, IpNumber, Ipv4Header, Ipv6Header, SingleVlanHeader, UdpHeader};
+use etherparse::{
+    EtherType, Ethernet2Header, IpDscp, IpEcn, IpFragOffset, IpNumber, Ipv4Header, Ipv4Options, Ipv6Header,
+    SingleVlanHeader, UdpHeader,
+};
 
 use crate::bth::{self, BTH_LEN};
 use crate::error::{ContentError, Error, Layer, Result};
@@ -169,46 +172,140 @@ fn need(layer: Layer, offset: usize, required: usize, have: usize) -> Result<()>
     }
 }
 
-fn parse_inner(buf: &[u8], strict: bool) -> Result<Frame<'_>> {
+/// A checked zero-copy view of a whole RoCEv2 frame: every check of [`parse`] (or of
+/// [`parse_lax`]) made once, the layers' offsets recorded, nothing copied. The fast path for
+/// receivers that only need a few fields (the BTH, the DETH, the payload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FramePacket<'a> {
+    buf: &'a [u8],
+    /// Where each layer starts.
+    pub offsets: Offsets,
+    ipv6: bool,
+    vlan: bool,
+    pad_count: u8,
+    /// The ICRC on the wire.
+    pub icrc: u32,
+    /// The ICRC computed over the frame.
+    pub icrc_expected: u32,
+    /// Whether the IPv4 header checksum was right (always true for IPv6).
+    pub ip_checksum_ok: bool,
+    ip_end: usize,
+}
+
+impl<'a> FramePacket<'a> {
+    /// Check a frame as [`parse`] does (strict, as rxe accepts frames).
+    pub fn new_checked(buf: &'a [u8]) -> Result<FramePacket<'a>> {
+        scan(buf, true)
+    }
+
+    /// Check a frame as [`parse_lax`] does.
+    pub fn new_lax(buf: &'a [u8]) -> Result<FramePacket<'a>> {
+        scan(buf, false)
+    }
+
+    /// The whole buffer.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.buf
+    }
+
+    /// Whether the frame is IPv6.
+    pub fn is_ipv6(&self) -> bool {
+        self.ipv6
+    }
+
+    /// Whether an 802.1Q tag is present.
+    pub fn has_vlan(&self) -> bool {
+        self.vlan
+    }
+
+    /// The IP source address.
+    pub fn src_ip(&self) -> IpAddr {
+        ip_at(self.buf, self.offsets.ip, self.ipv6, true)
+    }
+
+    /// The IP destination address.
+    pub fn dst_ip(&self) -> IpAddr {
+        ip_at(self.buf, self.offsets.ip, self.ipv6, false)
+    }
+
+    /// The BTH.
+    pub fn bth(&self) -> bth::Packet<&'a [u8]> {
+        bth::Packet::new_unchecked(&self.buf[self.offsets.bth..self.offsets.ext])
+    }
+
+    /// The DETH, if the opcode carries one (it comes first among the extension headers).
+    pub fn deth(&self) -> Option<crate::deth::Packet<&'a [u8]>> {
+        let op = self.bth().opcode();
+        op.ext_headers().contains(crate::ext::ExtMask::DETH).then(|| {
+            crate::deth::Packet::new_unchecked(&self.buf[self.offsets.ext..self.offsets.ext + crate::deth::LEN])
+        })
+    }
+
+    /// The payload (pad excluded).
+    pub fn payload(&self) -> &'a [u8] {
+        &self.buf[self.offsets.payload..self.offsets.icrc - usize::from(self.pad_count)]
+    }
+
+    /// Whether the ICRC on the wire is right.
+    pub fn icrc_ok(&self) -> bool {
+        self.icrc == self.icrc_expected
+    }
+
+    /// Build the owned form.
+    pub fn to_frame(&self) -> Result<Frame<'a>> {
+        build(self)
+    }
+}
+
+fn ip_at(b: &[u8], ip: usize, v6: bool, src: bool) -> IpAddr {
+    if v6 {
+        let at = ip + if src { 8 } else { 24 };
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&b[at..at + 16]);
+        IpAddr::from(a)
+    } else {
+        let at = ip + if src { 12 } else { 16 };
+        IpAddr::from([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    }
+}
+
+fn scan(buf: &[u8], strict: bool) -> Result<FramePacket<'_>> {
     need(Layer::Ethernet, 0, ETH_LEN, buf.len())?;
-    let (ethernet, _) =
-        Ethernet2Header::from_slice(buf).map_err(|_| Error::len(Layer::Ethernet, 0, ETH_LEN, buf.len()))?;
-    let mut ether_type = ethernet.ether_type;
+    let mut ether_type = u16::from_be_bytes([buf[12], buf[13]]);
     let mut off = ETH_LEN;
-    let mut vlan = None;
-    if ether_type == EtherType::VLAN_TAGGED_FRAME {
+    let mut vlan = false;
+    if ether_type == EtherType::VLAN_TAGGED_FRAME.0 {
         need(Layer::Vlan, off, VLAN_LEN, buf.len() - off)?;
-        let (v, _) = SingleVlanHeader::from_slice(&buf[off..])
-            .map_err(|_| Error::len(Layer::Vlan, off, VLAN_LEN, buf.len() - off))?;
-        ether_type = v.ether_type;
-        vlan = Some(v);
+        ether_type = u16::from_be_bytes([buf[off + 2], buf[off + 3]]);
+        vlan = true;
         off += VLAN_LEN;
     }
     let ip_off = off;
     let rest = &buf[ip_off..];
-    let (ip, ip_hlen, ip_end, ip_checksum_ok) = match ether_type {
-        EtherType::IPV4 => parse_ipv4(rest, ip_off, strict)?,
-        EtherType::IPV6 => parse_ipv6(rest, ip_off)?,
+    let (ipv6, ip_hlen, ip_len, ip_checksum_ok) = match EtherType(ether_type) {
+        EtherType::IPV4 => {
+            let (hlen, total, ok) = check_ipv4(rest, ip_off, strict)?;
+            (false, hlen, total, ok)
+        }
+        EtherType::IPV6 => {
+            let (hlen, total) = check_ipv6(rest, ip_off)?;
+            (true, hlen, total, true)
+        }
         other => {
-            let at = if vlan.is_some() { ip_off - 2 } else { 12 };
+            let at = if vlan { ip_off - 2 } else { 12 };
             return Err(content(Layer::Ethernet, at, ContentError::UnsupportedEtherType(other.0)));
         }
     };
     // From here on everything is inside the IP packet.
-    let packet = &buf[ip_off..ip_off + ip_end];
-    let trailer = &buf[ip_off + ip_end..];
+    let packet = &buf[ip_off..ip_off + ip_len];
     let udp_off = ip_hlen;
     need(Layer::Udp, ip_off + udp_off, UDP_LEN, packet.len() - udp_off)?;
-    let (udp, _) = UdpHeader::from_slice(&packet[udp_off..])
-        .map_err(|_| Error::len(Layer::Udp, ip_off + udp_off, UDP_LEN, packet.len() - udp_off))?;
-    if udp.destination_port != ROCEV2_UDP_PORT {
-        return Err(content(
-            Layer::Udp,
-            ip_off + udp_off + 2,
-            ContentError::NotRoceV2Port { port: udp.destination_port },
-        ));
+    let u = &packet[udp_off..];
+    let dport = u16::from_be_bytes([u[2], u[3]]);
+    if dport != ROCEV2_UDP_PORT {
+        return Err(content(Layer::Udp, ip_off + udp_off + 2, ContentError::NotRoceV2Port { port: dport }));
     }
-    let udp_len = usize::from(udp.length);
+    let udp_len = usize::from(u16::from_be_bytes([u[4], u[5]]));
     let available = packet.len() - udp_off;
     if udp_len < UDP_LEN || udp_len > available {
         return Err(content(Layer::Udp, ip_off + udp_off + 4, ContentError::UdpLength { claimed: udp_len, available }));
@@ -218,46 +315,40 @@ fn parse_inner(buf: &[u8], strict: bool) -> Result<Frame<'_>> {
     let roce = &packet[bth_off..udp_off + udp_len];
     let abs = |o: usize| ip_off + o;
     need(Layer::Bth, abs(bth_off), BTH_LEN, roce.len())?;
-    let mut bth = bth::Repr::parse_bytes(roce).map_err(|e| e.add_offset(abs(bth_off)))?;
-    if strict && bth.tver != 0 {
-        return Err(content(Layer::Bth, abs(bth_off) + 1, ContentError::UnsupportedTver(bth.tver)));
+    let opcode = bth::Opcode::from(roce[0]);
+    let tver = roce[1] & 0x0f;
+    let mut pad = (roce[1] >> 4) & 3;
+    if strict && tver != 0 {
+        return Err(content(Layer::Bth, abs(bth_off) + 1, ContentError::UnsupportedTver(tver)));
     }
     let ext_off = bth_off + BTH_LEN;
-    let (ext, ext_len) =
-        ExtHeaders::parse(bth.opcode.ext_headers(), &roce[BTH_LEN..]).map_err(|e| e.add_offset(abs(ext_off)))?;
+    let mask = opcode.ext_headers();
+    let ext_len = mask.len();
+    if roce.len() < BTH_LEN + ext_len {
+        // Let the header parsers name the header that is cut short.
+        ExtHeaders::parse(mask, &roce[BTH_LEN..]).map_err(|e| e.add_offset(abs(ext_off)))?;
+    }
     let after_ext = roce.len() - BTH_LEN - ext_len;
     let payload_off = ext_off + ext_len;
     if after_ext < ICRC_LEN {
         return Err(Error::len(Layer::Icrc, abs(payload_off), ICRC_LEN, after_ext));
     }
     let payload_and_pad = after_ext - ICRC_LEN;
-    let mut pad_count = usize::from(bth.pad_count);
-    if pad_count > payload_and_pad {
+    if usize::from(pad) > payload_and_pad {
         if strict {
-            return Err(content(
-                Layer::Bth,
-                abs(bth_off) + 1,
-                ContentError::BadPad { pad: bth.pad_count, payload_and_pad },
-            ));
+            return Err(content(Layer::Bth, abs(bth_off) + 1, ContentError::BadPad { pad, payload_and_pad }));
         }
-        pad_count = 0;
-        bth.pad_count = 0;
+        pad = 0;
     }
     let icrc_off = payload_off + payload_and_pad;
-    let payload = &packet[payload_off..icrc_off - pad_count];
-    let mut pad = [0u8; 3];
-    pad[..pad_count].copy_from_slice(&packet[icrc_off - pad_count..icrc_off]);
+    let version = if ipv6 { IpVersion::V6 } else { IpVersion::V4 };
     let (found, expected) =
-        icrc::check(&packet[..icrc_off + ICRC_LEN], ip.version(), ip_hlen).map_err(|e| e.add_offset(ip_off))?;
+        icrc::check(&packet[..icrc_off + ICRC_LEN], version, ip_hlen).map_err(|e| e.add_offset(ip_off))?;
     if strict && found != expected {
         return Err(content(Layer::Icrc, abs(icrc_off), ContentError::IcrcMismatch { found, expected }));
     }
-    Ok(Frame {
-        repr: FrameRepr { ethernet, vlan, ip, udp, bth, ext, payload, pad },
-        icrc: found,
-        icrc_expected: expected,
-        ip_checksum_ok,
-        trailer,
+    Ok(FramePacket {
+        buf,
         offsets: Offsets {
             ip: ip_off,
             udp: abs(udp_off),
@@ -267,11 +358,62 @@ fn parse_inner(buf: &[u8], strict: bool) -> Result<Frame<'_>> {
             icrc: abs(icrc_off),
             end: abs(icrc_off + ICRC_LEN),
         },
+        ipv6,
+        vlan,
+        pad_count: pad,
+        icrc: found,
+        icrc_expected: expected,
+        ip_checksum_ok,
+        ip_end: ip_off + ip_len,
     })
 }
 
-/// Returns the header, its length, the IP packet's length and whether the checksum is right.
-fn parse_ipv4(b: &[u8], off: usize, strict: bool) -> Result<(IpHeader, usize, usize, bool)> {
+fn parse_inner(buf: &[u8], strict: bool) -> Result<Frame<'_>> {
+    build(&scan(buf, strict)?)
+}
+
+/// The owned headers of a checked frame (every check already made).
+fn build<'a>(p: &FramePacket<'a>) -> Result<Frame<'a>> {
+    let buf = p.buf;
+    let o = p.offsets;
+    let mut eth = [0u8; ETH_LEN];
+    eth.copy_from_slice(&buf[..ETH_LEN]);
+    let ethernet = Ethernet2Header::from_bytes(eth);
+    let vlan = p.vlan.then(|| SingleVlanHeader::from_bytes([buf[14], buf[15], buf[16], buf[17]]));
+    let ip = if p.ipv6 {
+        let (h, _) = Ipv6Header::from_slice(&buf[o.ip..o.udp])
+            .map_err(|_| content(Layer::Ipv6, o.ip, ContentError::Malformed))?;
+        IpHeader::V6(h)
+    } else {
+        IpHeader::V4(ipv4_header(&buf[o.ip..o.udp], o.ip)?)
+    };
+    let u = &buf[o.udp..o.bth];
+    let udp = UdpHeader {
+        source_port: u16::from_be_bytes([u[0], u[1]]),
+        destination_port: u16::from_be_bytes([u[2], u[3]]),
+        length: u16::from_be_bytes([u[4], u[5]]),
+        checksum: u16::from_be_bytes([u[6], u[7]]),
+    };
+    let mut bth = bth::Repr::parse(&p.bth())?;
+    bth.pad_count = p.pad_count;
+    let (ext, _) =
+        ExtHeaders::parse(bth.opcode.ext_headers(), &buf[o.ext..o.payload]).map_err(|e| e.add_offset(o.ext))?;
+    let pad_count = usize::from(p.pad_count);
+    let mut pad = [0u8; 3];
+    pad[..pad_count].copy_from_slice(&buf[o.icrc - pad_count..o.icrc]);
+    Ok(Frame {
+        repr: FrameRepr { ethernet, vlan, ip, udp, bth, ext, payload: p.payload(), pad },
+        icrc: p.icrc,
+        icrc_expected: p.icrc_expected,
+        ip_checksum_ok: p.ip_checksum_ok,
+        trailer: &buf[p.ip_end..],
+        offsets: o,
+    })
+}
+
+/// Check an IPv4 header: returns its length, the packet's length and whether its checksum is
+/// right.
+fn check_ipv4(b: &[u8], off: usize, strict: bool) -> Result<(usize, usize, bool)> {
     need(Layer::Ipv4, off, IPV4_MIN, b.len())?;
     let version = b[0] >> 4;
     if version != 4 {
@@ -290,19 +432,48 @@ fn parse_ipv4(b: &[u8], off: usize, strict: bool) -> Result<(IpHeader, usize, us
     if b[6] & 0x20 != 0 || (u16::from_be_bytes([b[6], b[7]]) & 0x1fff) != 0 {
         return Err(content(Layer::Ipv4, off + 6, ContentError::Ipv4Fragmented));
     }
+    if strict && b[6] & 0x80 != 0 {
+        // The reserved flag bit (RFC 791: must be zero). etherparse's header has no field for
+        // it, so such a frame could not re-emit byte for byte: the strict parser refuses it,
+        // the lax one drops the bit.
+        return Err(content(Layer::Ipv4, off + 6, ContentError::Malformed));
+    }
     if b[9] != 17 {
         return Err(content(Layer::Ipv4, off + 9, ContentError::NotUdp { protocol: b[9] }));
     }
-    let (h, _) = Ipv4Header::from_slice(&b[..hlen]).map_err(|_| content(Layer::Ipv4, off, ContentError::Malformed))?;
-    let expected = h.calc_header_checksum();
-    let ok = expected == h.header_checksum;
-    if strict && !ok {
-        return Err(content(Layer::Ipv4, off + 10, ContentError::Ipv4Checksum { found: h.header_checksum, expected }));
+    if hlen > IPV4_MIN && Ipv4Options::try_from(&b[IPV4_MIN..hlen]).is_err() {
+        return Err(content(Layer::Ipv4, off + IPV4_MIN, ContentError::Malformed));
     }
-    Ok((IpHeader::V4(h), hlen, total, ok))
+    let found = u16::from_be_bytes([b[10], b[11]]);
+    let expected = ipv4_checksum(&b[..hlen]);
+    if strict && found != expected {
+        return Err(content(Layer::Ipv4, off + 10, ContentError::Ipv4Checksum { found, expected }));
+    }
+    Ok((hlen, total, found == expected))
 }
 
-fn parse_ipv6(b: &[u8], off: usize) -> Result<(IpHeader, usize, usize, bool)> {
+/// The owned IPv4 header of checked bytes, built field by field (etherparse's parser would
+/// check them all again: this is the hot path of every received frame).
+fn ipv4_header(b: &[u8], off: usize) -> Result<Ipv4Header> {
+    Ok(Ipv4Header {
+        dscp: IpDscp::try_new(b[1] >> 2).unwrap_or(IpDscp::ZERO),
+        ecn: IpEcn::try_new(b[1] & 3).unwrap_or(IpEcn::ZERO),
+        total_len: u16::from_be_bytes([b[2], b[3]]),
+        identification: u16::from_be_bytes([b[4], b[5]]),
+        dont_fragment: b[6] & 0x40 != 0,
+        more_fragments: false,
+        fragment_offset: IpFragOffset::ZERO,
+        time_to_live: b[8],
+        protocol: IpNumber(b[9]),
+        header_checksum: u16::from_be_bytes([b[10], b[11]]),
+        source: [b[12], b[13], b[14], b[15]],
+        destination: [b[16], b[17], b[18], b[19]],
+        options: Ipv4Options::try_from(&b[IPV4_MIN..])
+            .map_err(|_| content(Layer::Ipv4, off + IPV4_MIN, ContentError::Malformed))?,
+    })
+}
+
+fn check_ipv6(b: &[u8], off: usize) -> Result<(usize, usize)> {
     need(Layer::Ipv6, off, IPV6_LEN, b.len())?;
     let version = b[0] >> 4;
     if version != 6 {
@@ -316,9 +487,23 @@ fn parse_ipv6(b: &[u8], off: usize) -> Result<(IpHeader, usize, usize, bool)> {
     if b[6] != 17 {
         return Err(content(Layer::Ipv6, off + 6, ContentError::NotUdp { protocol: b[6] }));
     }
-    let (h, _) =
-        Ipv6Header::from_slice(&b[..IPV6_LEN]).map_err(|_| content(Layer::Ipv6, off, ContentError::Malformed))?;
-    Ok((IpHeader::V6(h), IPV6_LEN, total, true))
+    Ok((IPV6_LEN, total))
+}
+
+/// The IPv4 header checksum of `hdr` (its own checksum field counted as zero).
+fn ipv4_checksum(hdr: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    let mut i = 0;
+    while i + 1 < hdr.len() {
+        if i != 10 {
+            sum += u32::from(u16::from_be_bytes([hdr[i], hdr[i + 1]]));
+        }
+        i += 2;
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
 }
 
 /// The UDP source port rxe uses for a QP: `0xC000 + (hash_32(qpn, 14) & 0x3FFF)`
@@ -710,6 +895,13 @@ mod tests {
             let f = parse(&buf).unwrap();
             prop_assert!(f.icrc_ok());
             prop_assert_eq!(&f.repr, &r);
+            // The zero-copy view agrees with the owned form.
+            let v = FramePacket::new_checked(&buf).unwrap();
+            prop_assert_eq!(v.to_frame().unwrap(), f.clone());
+            prop_assert_eq!(v.payload(), r.payload);
+            prop_assert_eq!(v.bth().psn(), r.bth.psn);
+            prop_assert_eq!((v.src_ip(), v.dst_ip()), (r.ip.source(), r.ip.destination()));
+            prop_assert_eq!(v.deth().map(|d| d.qkey()), r.ext.deth.map(|d| d.qkey));
             // The ICRC agrees with an independent whole-buffer CRC of the masked bytes.
             let ip = f.offsets.ip;
             let mut masked = buf[ip..f.offsets.icrc].to_vec();
@@ -726,6 +918,7 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
             let _ = parse(&bytes);
             let _ = parse_lax(&bytes);
+            prop_assert_eq!(FramePacket::new_checked(&bytes).is_ok(), parse(&bytes).is_ok());
         }
 
         #[test]

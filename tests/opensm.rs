@@ -1,0 +1,424 @@
+//! Interop with a real SA: OpenSM 3.3 on a fabric simulated by ibsim, reached through the
+//! pure-Rust sim client [`roce_net::ibsim::IbsimClient`] attached to HCA `Hca2` of
+//! `tests/ibsim/net`. The SA MADs are built by hand with `roce_wire` (the engine integration
+//! comes later); OpenSM's state is read back with `saquery` (through `ibsim-run`).
+//!
+//! The statuses asserted here are the ones OpenSM actually returned; spec/opensm.md records
+//! them (same case names) for the comparison with our own SA responder (crates/roce-sa).
+//!
+//! Every test starts its own fabric (its own `IBSIM_SOCKNAME`), so they may run in parallel.
+//! They fail (never skip) when ibsim or OpenSM is missing: `bash tests/ibsim/setup.sh`.
+
+#[path = "ibsim/harness.rs"]
+mod ibsim_harness;
+
+use std::net::Ipv6Addr;
+use std::time::Duration;
+
+use ibsim_harness::{Fabric, SaqueryMember};
+use roce_net::ibsim::IbsimClient;
+use roce_wire::mad::{MadStatus, Method};
+use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord};
+use roce_wire::sa::{attr, SaData, SaMad};
+use roce_wire::{Gid, RDMA_UDP_QKEY};
+
+/// The MGID the kernel's RDMA-CM builds for IPv4 group 239.1.2.3 on an IB port with
+/// `RDMA_PS_UDP` (`cma_set_mgid`: `ip_ib_mc_map` with the RDMA CM signature byte 0x01 instead
+/// of IPoIB's 0x1B): ff12:4001:ffff::ef01:203.
+const MGID_CM: Ipv6Addr = Ipv6Addr::new(0xff12, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0203);
+/// Another RDMA-CM style MGID (IPv6 group ff0e::1:2:3 ▶ signature 0x6001).
+const MGID_CM6: Ipv6Addr = Ipv6Addr::new(0xff12, 0x6001, 0xffff, 0, 0, 0x1, 0x2, 0x3);
+/// An MGID with the IPoIB signature 0x601B (IPv6-over-IB): OpenSM creates such groups with
+/// IPoIB's parameters (Q_Key 0x0B1B), so a join with RDMA-CM's Q_Key is refused.
+const MGID_IPOIB: Ipv6Addr = Ipv6Addr::new(0xff12, 0x601b, 0xffff, 0, 0, 0x1, 0x2, 0x3);
+/// The group of the proxy join (239.1.2.4 in RDMA-CM's mapping).
+const MGID_PROXY: Ipv6Addr = Ipv6Addr::new(0xff12, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0204);
+/// The IPoIB broadcast group OpenSM creates at start (no members).
+const MGID_IPOIB_BCAST: Ipv6Addr = Ipv6Addr::new(0xff12, 0x401b, 0xffff, 0, 0, 0, 0xffff, 0xffff);
+/// Our port.
+const NODE: &str = "Hca2";
+/// Another port of the fabric.
+const OTHER_NODE: &str = "Hca3";
+const SA_TIMEOUT: Duration = Duration::from_secs(5);
+
+const JOIN_MASK: u64 = ComponentMask::KERNEL_JOIN.0; // 0x130C7
+const LEAVE_MASK: u64 = ComponentMask::KERNEL_LEAVE.0; // 0x10003
+
+/// The join record `cma_join_ib_multicast` builds (see src/samples.rs `join_record`), for an
+/// InfiniBand port: MGID, our PortGID, the RDMA-CM Q_Key, the default P_Key.
+fn join_record(mgid: Ipv6Addr, port_gid: Gid, join_state: JoinState) -> McMemberRecord {
+    McMemberRecord {
+        mgid: Gid::from_ipv6(mgid),
+        port_gid,
+        q_key: RDMA_UDP_QKEY,
+        p_key: 0xFFFF,
+        join_state,
+        ..McMemberRecord::default()
+    }
+}
+
+fn ip(g: Gid) -> Ipv6Addr {
+    Ipv6Addr::from(g.0)
+}
+
+/// Send one SA request for an MCMemberRecord to the SM's LID, QP 1, and return OpenSM's answer
+/// (checked: SA class, same TID below the sim's client bits, the response bit, same attribute).
+fn sa_request(client: &mut IbsimClient, method: Method, mask: u64, rec: McMemberRecord) -> SaMad {
+    let tid = client.new_tid();
+    let req = SaMad::request(method, tid, attr::MC_MEMBER_RECORD, mask, SaData::mc_member(rec));
+    let resp = client
+        .request(client.sm_lid(), 1, &req.to_bytes(), SA_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{method:?} mask {mask:#x}: {e}"));
+    let resp = SaMad::parse_checked(&resp).expect("OpenSM's answer parses as an SA MAD");
+    assert_eq!(resp.header.transaction_id, tid, "the answer carries our TID");
+    assert!(resp.header.response, "the answer has the R bit");
+    assert_eq!(resp.header.attribute_id, attr::MC_MEMBER_RECORD);
+    resp
+}
+
+/// As [`sa_request`], but `None` when OpenSM does not answer within a second (it drops
+/// requests it cannot parse or whose method it does not support on the class).
+fn sa_try(client: &mut IbsimClient, method: Method, mask: u64, rec: McMemberRecord) -> Option<SaMad> {
+    let tid = client.new_tid();
+    let req = SaMad::request(method, tid, attr::MC_MEMBER_RECORD, mask, SaData::mc_member(rec));
+    match client.request(client.sm_lid(), 1, &req.to_bytes(), Duration::from_secs(1)) {
+        Ok(resp) => {
+            let resp = SaMad::parse_checked(&resp).expect("OpenSM's answer parses as an SA MAD");
+            assert_eq!(resp.header.transaction_id, tid, "the answer carries our TID");
+            Some(resp)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => None,
+        Err(e) => panic!("{method:?} mask {mask:#x}: {e}"),
+    }
+}
+
+/// What OpenSM answered: (method, status).
+fn answer(resp: &SaMad) -> (Method, u16) {
+    (resp.header.method, resp.header.status.0)
+}
+
+fn members(fabric: &Fabric, mgid: Ipv6Addr) -> Vec<SaqueryMember> {
+    fabric.mc_members(Some(mgid)).into_iter().filter(|m| m.mgid == mgid).collect()
+}
+
+/// The MGIDs `saquery -g` lists.
+fn groups(fabric: &Fabric) -> Vec<Ipv6Addr> {
+    fabric
+        .saquery(&["-g"])
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("MGID"))
+        .map(|v| v.trim_start_matches('.').trim().parse().expect("saquery -g MGID"))
+        .collect()
+}
+
+/// Join `mgid` with `state`, check the GetResp and saquery, leave with the record OpenSM
+/// returned, check the DeleteResp and that the port and the group are gone.
+fn join_and_leave(fabric: &Fabric, client: &mut IbsimClient, mgid: Ipv6Addr, state: JoinState) {
+    let me = client.port_gid();
+    let resp = sa_request(client, Method::Set, JOIN_MASK, join_record(mgid, me, state));
+    assert_eq!(answer(&resp), (Method::Get, 0x0000), "join {state} of {mgid}: GetResp, success");
+    assert_eq!(resp.sa.component_mask, JOIN_MASK, "OpenSM echoes the component mask");
+    let rec = *resp.mc_member().expect("a GetResp carries the MCMemberRecord");
+    assert_eq!(ip(rec.mgid), mgid);
+    assert_eq!(rec.port_gid, me);
+    assert_eq!(rec.join_state, state);
+    assert_eq!(rec.q_key, RDMA_UDP_QKEY);
+    assert_eq!(rec.p_key, 0xFFFF);
+    assert!(rec.mlid >= 0xC000, "a multicast LID: {:#x}", rec.mlid);
+
+    let listed = members(fabric, mgid);
+    assert_eq!(listed.len(), 1, "saquery -m lists one member of {mgid}: {listed:?}");
+    assert_eq!(listed[0].port_gid, ip(me), "saquery -m lists our port");
+    assert_eq!(listed[0].join_state(), state.0, "saquery -m shows JoinState {state}");
+    assert_eq!(listed[0].mlid, rec.mlid, "saquery -m shows OpenSM's MLID");
+    assert!(groups(fabric).contains(&mgid), "saquery -g lists {mgid}");
+
+    // The kernel's leave: the SA's record, JoinState = the bits to drop, mask 0x10003.
+    let leave = McMemberRecord { join_state: state, ..rec };
+    let resp = sa_request(client, Method::Delete, LEAVE_MASK, leave);
+    assert_eq!(answer(&resp), (Method::Delete, 0x0000), "leave {state} of {mgid}: DeleteResp, success");
+    let back = resp.mc_member().expect("a DeleteResp carries the record");
+    assert_eq!(ip(back.mgid), mgid);
+    assert_eq!(back.port_gid, me);
+
+    assert!(members(fabric, mgid).iter().all(|m| m.port_gid != ip(me)), "saquery -m no longer lists our port");
+    assert!(!groups(fabric).contains(&mgid), "the group is gone with its last member");
+}
+
+#[test]
+fn client_learns_its_port_from_the_sim() {
+    let fabric = Fabric::start();
+    let mut c = fabric.client(NODE);
+    assert_eq!(c.node_id(), NODE);
+    assert_eq!(c.node_type(), 1, "an HCA");
+    assert_ne!(c.port_lid(), 0, "OpenSM gave the port a LID");
+    assert_ne!(c.sm_lid(), 0);
+    assert_ne!(c.sm_lid(), c.port_lid(), "OpenSM runs on Switch1, not on our HCA");
+    assert_eq!(c.gid_prefix(), 0xfe80_0000_0000_0000, "OpenSM's default subnet prefix");
+    // The sim's SMA agrees on the port GUID (NodeInfo.PortGUID through a directed-route SMP).
+    let ni = c.smp_get(0x0011, 0).expect("SubnGet(NodeInfo)");
+    assert_eq!(u64::from_be_bytes(ni[20..28].try_into().unwrap()), c.port_guid());
+    assert_eq!(u64::from_be_bytes(ni[12..20].try_into().unwrap()), c.node_guid());
+    // ... and on the LID (SubnGet(PortInfo)).
+    let pi = c.smp_get(0x0015, 0).expect("SubnGet(PortInfo)");
+    assert_eq!(u16::from_be_bytes([pi[16], pi[17]]), c.port_lid());
+    assert_eq!(u16::from_be_bytes([pi[18], pi[19]]), c.sm_lid());
+    // OpenSM knows the port by that LID and GUID (SA NodeRecord through saquery).
+    let nr = fabric.saquery(&["NR", &c.port_lid().to_string()]);
+    assert!(nr.contains(&format!("port_guid...............{:#018x}", c.port_guid())), "saquery NR:\n{nr}");
+    // Another client on another HCA has another LID and GID.
+    let other = fabric.client(OTHER_NODE);
+    assert_ne!(other.port_lid(), c.port_lid());
+    assert_ne!(other.port_gid(), c.port_gid());
+    // At start OpenSM has the IPoIB broadcast group and nothing else.
+    assert_eq!(groups(&fabric), vec![MGID_IPOIB_BCAST]);
+}
+
+#[test]
+fn full_member_join_and_leave() {
+    let fabric = Fabric::start();
+    let mut c = fabric.client(NODE);
+    join_and_leave(&fabric, &mut c, MGID_CM, JoinState::FULL_MEMBER);
+}
+
+#[test]
+fn send_only_full_member_join_and_leave() {
+    let fabric = Fabric::start();
+    let mut c = fabric.client(NODE);
+    join_and_leave(&fabric, &mut c, MGID_CM6, JoinState::SEND_ONLY_FULL_MEMBER);
+}
+
+#[test]
+fn sa_assigned_mgid() {
+    let fabric = Fabric::start();
+    let mut c = fabric.client(NODE);
+    let me = c.port_gid();
+    let resp =
+        sa_request(&mut c, Method::Set, JOIN_MASK, join_record(Ipv6Addr::UNSPECIFIED, me, JoinState::FULL_MEMBER));
+    assert_eq!(answer(&resp), (Method::Get, 0x0000), "join with MGID 0: OpenSM assigns one");
+    let rec = *resp.mc_member().unwrap();
+    let mgid = ip(rec.mgid);
+    println!("OpenSM assigned MGID {mgid}, MLID {:#x}", rec.mlid);
+    // o15-0.2.4: an SA-assigned MGID is ff1x:a01b:<P_Key>:... (the kernel recognises such
+    // MGIDs by (word0 & 0xFFF0FFFF) == 0xFF10A01B).
+    assert_eq!(u32::from_be_bytes(rec.mgid.0[0..4].try_into().unwrap()) & 0xFFF0_FFFF, 0xFF10_A01B, "{mgid}");
+    assert_eq!(members(&fabric, mgid).len(), 1);
+    let resp =
+        sa_request(&mut c, Method::Delete, LEAVE_MASK, McMemberRecord { join_state: JoinState::FULL_MEMBER, ..rec });
+    assert_eq!(answer(&resp), (Method::Delete, 0x0000));
+    assert!(!groups(&fabric).contains(&mgid));
+}
+
+/// One request of the status table (spec/opensm.md).
+struct Case {
+    name: &'static str,
+    method: Method,
+    mask: u64,
+    rec: McMemberRecord,
+    /// What OpenSM answered: response method and status; `None`: no answer at all.
+    expect: Option<(Method, u16)>,
+}
+
+#[test]
+fn bad_requests_and_their_statuses() {
+    let fabric = Fabric::start();
+    let mut c = fabric.client(NODE);
+    let other = fabric.client(OTHER_NODE);
+    let me = c.port_gid();
+    let full = JoinState::FULL_MEMBER;
+    let send_only = JoinState::SEND_ONLY_FULL_MEMBER;
+    let j = |mgid, gid, state| join_record(mgid, gid, state);
+    let unknown_port = Gid::from_parts(0xfe80_0000_0000_0000, 0x0002_c903_dead_beef);
+    let wrong_prefix = Gid::from_parts(0xfec0_0000_0000_0000, c.port_guid());
+
+    // First the requests on a fabric without our groups.
+    let mut cases = vec![
+        Case {
+            name: "join_no_join_state",
+            method: Method::Set,
+            mask: JOIN_MASK & !ComponentMask::JOIN_STATE.0,
+            rec: j(MGID_CM, me, full),
+            expect: Some((Method::Get, 0x0600)),
+        },
+        Case {
+            name: "join_no_port_gid",
+            method: Method::Set,
+            mask: JOIN_MASK & !ComponentMask::PORT_GID.0,
+            rec: j(MGID_CM, me, full),
+            expect: Some((Method::Get, 0x0600)),
+        },
+        Case {
+            name: "join_no_mgid",
+            method: Method::Set,
+            mask: JOIN_MASK & !ComponentMask::MGID.0,
+            rec: j(MGID_CM, me, full),
+            expect: Some((Method::Get, 0x0600)),
+        },
+        Case {
+            name: "create_no_qkey",
+            method: Method::Set,
+            mask: JOIN_MASK & !ComponentMask::Q_KEY.0,
+            rec: j(MGID_CM, me, full),
+            expect: Some((Method::Get, 0x0600)),
+        },
+        Case {
+            name: "create_leave_mask_only",
+            method: Method::Set,
+            mask: LEAVE_MASK,
+            rec: j(MGID_CM, me, full),
+            expect: Some((Method::Get, 0x0600)),
+        },
+        Case {
+            name: "proxy_join_other_ports_gid",
+            method: Method::Set,
+            mask: JOIN_MASK,
+            rec: j(MGID_PROXY, other.port_gid(), full),
+            expect: Some((Method::Get, 0x0000)),
+        },
+        Case {
+            name: "join_unknown_port_gid",
+            method: Method::Set,
+            mask: JOIN_MASK,
+            rec: j(MGID_CM, unknown_port, full),
+            expect: Some((Method::Get, 0x0200)),
+        },
+        Case {
+            name: "join_wrong_subnet_prefix",
+            method: Method::Set,
+            mask: JOIN_MASK,
+            rec: j(MGID_CM, wrong_prefix, full),
+            expect: Some((Method::Get, 0x0500)),
+        },
+        Case {
+            name: "join_ipoib_mgid_rdma_cm_qkey",
+            method: Method::Set,
+            mask: JOIN_MASK,
+            rec: j(MGID_IPOIB, me, full),
+            expect: Some((Method::Get, 0x0200)),
+        },
+        Case {
+            name: "join_join_state_zero",
+            method: Method::Set,
+            mask: JOIN_MASK,
+            rec: j(MGID_CM, me, JoinState::NONE),
+            expect: Some((Method::Get, 0x0200)),
+        },
+        Case {
+            name: "leave_unknown_group",
+            method: Method::Delete,
+            mask: LEAVE_MASK,
+            rec: j(MGID_CM, me, full),
+            expect: Some((Method::Delete, 0x0200)),
+        },
+        Case {
+            name: "leave_no_join_state",
+            method: Method::Delete,
+            mask: LEAVE_MASK & !ComponentMask::JOIN_STATE.0,
+            rec: j(MGID_CM, me, full),
+            expect: Some((Method::Delete, 0x0600)),
+        },
+        Case {
+            name: "leave_ipoib_broadcast_not_member",
+            method: Method::Delete,
+            mask: LEAVE_MASK,
+            rec: j(MGID_IPOIB_BCAST, me, full),
+            expect: Some((Method::Delete, 0x0200)),
+        },
+        Case {
+            name: "send_method_unsupported",
+            method: Method::Send,
+            mask: JOIN_MASK,
+            rec: j(MGID_CM, me, full),
+            expect: None,
+        },
+    ];
+    let mut table = Vec::new();
+    let mut run = |c: &mut IbsimClient, case: &Case| {
+        let got = sa_try(c, case.method, case.mask, case.rec).map(|r| answer(&r));
+        table.push((case.name, case.method, case.mask, case.rec.join_state, got, case.expect));
+    };
+    for case in &cases {
+        run(&mut c, case);
+    }
+    // Nothing of the first batch created MGID_CM; the proxy join made Hca3 a member of
+    // MGID_PROXY, with ProxyJoin set in OpenSM's record.
+    assert!(members(&fabric, MGID_CM).is_empty(), "no bad request created {MGID_CM}");
+    let proxied = members(&fabric, MGID_PROXY);
+    assert_eq!(proxied.len(), 1, "{proxied:?}");
+    assert_eq!(proxied[0].port_gid, ip(other.port_gid()));
+    assert!(proxied[0].proxy_join, "OpenSM marks the membership ProxyJoin");
+
+    // Then requests on a group we are a FullMember of.
+    let joined = sa_request(&mut c, Method::Set, JOIN_MASK, j(MGID_CM, me, full));
+    assert_eq!(answer(&joined), (Method::Get, 0));
+    let rec = *joined.mc_member().unwrap();
+    cases = vec![
+        Case {
+            name: "rejoin_same_state",
+            method: Method::Set,
+            mask: JOIN_MASK,
+            rec: j(MGID_CM, me, full),
+            expect: Some((Method::Get, 0x0000)),
+        },
+        Case {
+            name: "join_other_qkey",
+            method: Method::Set,
+            mask: JOIN_MASK,
+            rec: McMemberRecord { q_key: 0x1111_1111, ..j(MGID_CM, me, full) },
+            expect: Some((Method::Get, 0x0200)),
+        },
+        Case {
+            name: "leave_state_not_held",
+            method: Method::Delete,
+            mask: LEAVE_MASK,
+            rec: McMemberRecord { join_state: send_only, ..rec },
+            expect: Some((Method::Delete, 0x0200)),
+        },
+        Case {
+            name: "leave_other_ports_gid",
+            method: Method::Delete,
+            mask: LEAVE_MASK,
+            rec: McMemberRecord { port_gid: other.port_gid(), ..rec },
+            expect: Some((Method::Delete, 0x0200)),
+        },
+        Case {
+            name: "proxy_leave_other_ports_gid",
+            method: Method::Delete,
+            mask: LEAVE_MASK,
+            rec: j(MGID_PROXY, other.port_gid(), full),
+            expect: Some((Method::Delete, 0x0000)),
+        },
+        Case {
+            name: "leave",
+            method: Method::Delete,
+            mask: LEAVE_MASK,
+            rec: McMemberRecord { join_state: full, ..rec },
+            expect: Some((Method::Delete, 0x0000)),
+        },
+        Case {
+            name: "leave_again",
+            method: Method::Delete,
+            mask: LEAVE_MASK,
+            rec: McMemberRecord { join_state: full, ..rec },
+            expect: Some((Method::Delete, 0x0200)),
+        },
+    ];
+    for case in &cases {
+        run(&mut c, case);
+    }
+
+    println!("| case | request | mask | JoinState | OpenSM | status |");
+    for (name, method, mask, js, got, _) in &table {
+        match got {
+            Some((m, st)) => println!("| {name} | {method:?} | {mask:#x} | {:#x} | {m:?} | {st:#06x} |", js.0),
+            None => println!("| {name} | {method:?} | {mask:#x} | {:#x} | none | none |", js.0),
+        }
+    }
+    let wrong: Vec<_> = table.iter().filter(|t| t.4 != t.5).collect();
+    assert!(
+        wrong.is_empty(),
+        "OpenSM answered otherwise than spec/opensm.md records: {:#?}",
+        wrong.iter().map(|t| (t.0, t.4)).collect::<Vec<_>>()
+    );
+    let _ = MadStatus::SUCCESS;
+}
