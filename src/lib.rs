@@ -8,6 +8,7 @@ mod decode_mad;
 pub mod demo;
 #[doc(hidden)]
 pub mod fuzz_targets;
+pub mod sa_agent;
 pub mod samples;
 mod samples_l2;
 pub mod tools;

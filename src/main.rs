@@ -113,6 +113,21 @@ enum Command {
         #[command(flatten)]
         port: PortArgs,
     },
+    /// Run the SA as a userspace agent of the kernel's umad on an RDMA (e.g. rxe) host.
+    ///
+    /// Opens /dev/infiniband/umadN, enables P_Key headers, registers for SA class 0x03
+    /// version 2 (Get, Set, GetTable, Delete) on QP1, and answers with the same SA as
+    /// `sa-server`, one log line per MAD each way. Needs access to the umad device (root).
+    ///
+    /// Example: roce sa-agent --device umad0
+    SaAgent {
+        /// The umad device (name under /dev/infiniband, or a path).
+        #[arg(long, default_value = "umad0")]
+        device: String,
+        /// Stop after this many seconds (default: run until killed).
+        #[arg(long)]
+        duration: Option<f64>,
+    },
     /// Run an SA (MCMemberRecord service) on a real interface, answering on QP1 of --ip.
     ///
     /// Example: roce sa-server --iface veth1 --ip 198.18.0.2
@@ -197,6 +212,16 @@ fn main() -> ExitCode {
             &port_options(&port, bind, false),
             mgid.map(roce_wire::Gid::from_ipv6),
         ) as u8),
+        Command::SaAgent { device, duration } => {
+            let d = duration.map(|s| std::time::Duration::from_secs_f64(s.max(0.0)));
+            match roce::sa_agent::run(&device, d, roce_sa::SaConfig::default()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("roce sa-agent: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::SaServer { ip, duration, port } => {
             let d = duration.map(|s| std::time::Duration::from_secs_f64(s.max(0.0)));
             ExitCode::from(roce::tools::sa_server(&port_options(&port, ip, true), d) as u8)

@@ -241,6 +241,11 @@ fn kernel_rxe_answers_sa_get_probe_and_drops_bad_icrc() {
     let _ = writeln!(p.report, "ibv_devinfo rc={rc}");
     assert_eq!(rc, 0, "ibv_devinfo in the guest: {out}");
     assert!(out.contains("PORT_ACTIVE"), "ibv_devinfo: {out}");
+    // the namespace's kernel answered the guest's ARP and ND for us: its neighbour table
+    let neigh = g.exec_in_netns("ip neigh show dev tap0");
+    let neigh = String::from_utf8_lossy(&neigh.stdout).into_owned();
+    let _ = write!(p.report, "netns neighbours on tap0:\n{neigh}");
+    assert!(neigh.contains("198.18.0.2") && neigh.contains("52:54:00:12:34:56"), "ip neigh in the namespace: {neigh}");
     g.signal("end");
     let pcap = g.pcap_path();
     let artefacts = g.artefacts.clone();

@@ -16,7 +16,7 @@ use std::net::Ipv6Addr;
 use std::time::Duration;
 
 use ibsim_harness::{Fabric, SaqueryMember};
-use roce_net::ibsim::IbsimClient;
+use roce_net::ibsim::{IbsimClient, IbsimNode, IbsimOptions};
 use roce_wire::mad::{MadStatus, Method};
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord};
 use roce_wire::sa::{attr, SaData, SaMad};
@@ -125,6 +125,7 @@ fn join_and_leave(fabric: &Fabric, client: &mut IbsimClient, mgid: Ipv6Addr, sta
     assert_eq!(rec.q_key, RDMA_UDP_QKEY);
     assert_eq!(rec.p_key, 0xFFFF);
     assert!(rec.mlid >= 0xC000, "a multicast LID: {:#x}", rec.mlid);
+    println!("OpenSM's record for join {state} of {mgid}: {rec:?}");
 
     let listed = members(fabric, mgid);
     assert_eq!(listed.len(), 1, "saquery -m lists one member of {mgid}: {listed:?}");
@@ -138,6 +139,7 @@ fn join_and_leave(fabric: &Fabric, client: &mut IbsimClient, mgid: Ipv6Addr, sta
     let resp = sa_request(client, Method::Delete, LEAVE_MASK, leave);
     assert_eq!(answer(&resp), (Method::Delete, 0x0000), "leave {state} of {mgid}: DeleteResp, success");
     let back = resp.mc_member().expect("a DeleteResp carries the record");
+    println!("OpenSM's DeleteResp record: {back:?}");
     assert_eq!(ip(back.mgid), mgid);
     assert_eq!(back.port_gid, me);
 
@@ -170,6 +172,23 @@ fn client_learns_its_port_from_the_sim() {
     let other = fabric.client(OTHER_NODE);
     assert_ne!(other.port_lid(), c.port_lid());
     assert_ne!(other.port_gid(), c.port_gid());
+    // Attaching by NodeGUID walks the fabric with directed-route SMPs and finds Hca3.
+    let by_guid =
+        IbsimClient::connect(&IbsimOptions { node: IbsimNode::Guid(other.node_guid()), ..fabric.options(NODE) })
+            .expect("attach by NodeGUID");
+    assert_eq!(by_guid.node_id(), OTHER_NODE);
+    assert_eq!(by_guid.port_gid(), other.port_gid());
+    let err =
+        IbsimClient::connect(&IbsimOptions { node: IbsimNode::Guid(0x1234), ..fabric.options(NODE) }).unwrap_err();
+    assert!(err.to_string().contains("no node with NodeGUID 0x0000000000001234"), "{err}");
+    // The default node: the sim's default port is Switch1's (OpenSM's), so the first HCA.
+    if std::env::var_os("SIM_HOST").is_none() {
+        let first = IbsimClient::connect(&IbsimOptions { node: IbsimNode::Default, ..fabric.options(NODE) })
+            .expect("attach to the default HCA");
+        assert_eq!(first.node_id(), "Hca1");
+    }
+    let err = IbsimClient::connect(&fabric.options("NoSuchNode")).unwrap_err();
+    assert!(err.to_string().contains("refused the connection"), "{err}");
     // At start OpenSM has the IPoIB broadcast group and nothing else.
     assert_eq!(groups(&fabric), vec![MGID_IPOIB_BCAST]);
 }

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 bash tests/setup.sh
+bash tests/interop/setup.sh
+bash tests/ibsim/setup.sh
 export ROCE_PYTHON="$PWD/.venv/bin/python"
 
 cargo test --workspace --locked

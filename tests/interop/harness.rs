@@ -411,7 +411,8 @@ impl Guest {
         let mut cmd = Command::new(tool("ip"));
         cmd.args(["netns", "exec", &ns])
             .arg(tool("tcpdump"))
-            .args(["-U", "--immediate-mode", "-n", "-s", "0", "-i", TAP, "-w", "-"])
+            // -Z root: no switch to the tcpdump user (which would also clear PR_SET_PDEATHSIG)
+            .args(["-Z", "root", "-U", "--immediate-mode", "-n", "-s", "0", "-i", TAP, "-w", "-"])
             .stdin(Stdio::null())
             .stdout(File::create(&pcap).map_err(|e| format!("{}: {e}", pcap.display()))?)
             .stderr(File::create(&tcpdump_log).map_err(|e| format!("{}: {e}", tcpdump_log.display()))?);
@@ -454,11 +455,12 @@ impl Guest {
             format!("tap,id=n0,ifname={TAP},script=no,downscript=no"),
             "-device".into(),
             format!("virtio-net-pci,netdev=n0,mac={}", mac_string(&GUEST_MAC)),
-            // ttyS1: the control channel (host → scenario)
-            "-chardev".into(),
-            format!("socket,id=ctl,path={},server=on,wait=off", ctl_path.display()),
-            "-device".into(),
-            "isa-serial,chardev=ctl,index=1".into(),
+            // ttyS0: the console on stdout (what -nographic does by default, but any explicit
+            // serial port turns that default off); ttyS1: the control channel (host → scenario)
+            "-serial".into(),
+            "mon:stdio".into(),
+            "-serial".into(),
+            format!("unix:{},server=on,wait=off", ctl_path.display()),
         ];
         let qemu_bin = tool("qemu-system-x86_64");
         write(

@@ -87,6 +87,9 @@ const CTL_DISCONNECT: u32 = 2;
 const CTL_GET_NODEINFO: u32 = 7;
 const CTL_GET_PORTINFO: u32 = 8;
 
+const NODE_TYPE_CA: u8 = 1;
+const NODE_TYPE_SWITCH: u8 = 2;
+
 /// PortInfo PortState values (PortInfo byte 32, bits 3:0).
 pub mod port_state {
     /// Down.
@@ -102,15 +105,16 @@ pub mod port_state {
 /// Which simulated node to attach to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum IbsimNode {
-    /// `$SIM_HOST` when set (as the shim does), else the sim's default port: the first port of
-    /// the net file (a switch's port 0 in ibsim's examples, where OpenSM attaches too).
+    /// `$SIM_HOST` when set (as the shim does); else the sim's default port (the first port of
+    /// the net file) when it is an HCA's; else the first HCA found walking the fabric from
+    /// there ([`IbsimClient::walk_fabric`]: breadth first, switch ports in ascending order). In
+    /// ibsim's examples the default port is a switch's port 0, where OpenSM attaches.
     #[default]
     Default,
-    /// The node named so in the net file (`Hca "Hca1"` ▶ `"Hca1"`).
+    /// The node named so in the net file (`Hca 1 "Hca1"` ▶ `"Hca1"`).
     Name(String),
-    /// The node with this NodeGUID. The sim attaches by name only, so this tries the names
-    /// `ibnetdiscover` gives (`H-%016x`, then `S-%016x`, as in net files made from a real
-    /// fabric snapshot) and checks the NodeGUID the sim reports.
+    /// The node with this NodeGUID, found by walking the fabric and attached to by its
+    /// NodeDescription (the sim attaches by name only).
     Guid(u64),
 }
 
@@ -319,29 +323,103 @@ impl IbsimClient {
     /// is not running or refuses the node.
     pub fn connect(opts: &IbsimOptions) -> io::Result<IbsimClient> {
         match &opts.node {
-            IbsimNode::Guid(guid) => {
-                let mut last = None;
-                for name in [format!("H-{guid:016x}"), format!("S-{guid:016x}")] {
-                    match Self::connect_named(opts, Some(&name)) {
-                        Ok(c) if c.node_guid() == *guid => return Ok(c),
-                        Ok(c) => {
-                            last = Some(io::Error::other(format!(
-                                "ibsim: node {name:?} has NodeGUID {:#018x}, not {guid:#018x}",
-                                c.node_guid()
-                            )))
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => last = Some(e),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::NotFound)))
-            }
             IbsimNode::Name(name) => Self::connect_named(opts, Some(name)),
+            IbsimNode::Guid(guid) => {
+                let mut probe = Self::connect_named(opts, None)?;
+                if probe.node_guid() == *guid {
+                    return Ok(probe);
+                }
+                let found = probe.walk_fabric(|n| n.node_guid == *guid)?;
+                drop(probe);
+                let Some(node) = found else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!("ibsim: no node with NodeGUID {guid:#018x} is reachable in the simulated fabric"),
+                    ));
+                };
+                Self::connect_found(opts, &node)
+            }
             IbsimNode::Default => {
-                let host = std::env::var(SIM_HOST_ENV).ok().filter(|s| !s.is_empty());
-                Self::connect_named(opts, host.as_deref())
+                if let Some(host) = std::env::var(SIM_HOST_ENV).ok().filter(|s| !s.is_empty()) {
+                    return Self::connect_named(opts, Some(&host));
+                }
+                let mut probe = Self::connect_named(opts, None)?;
+                if probe.node_type() == NODE_TYPE_CA {
+                    return Ok(probe);
+                }
+                let found = probe.walk_fabric(|n| n.node_type == NODE_TYPE_CA)?;
+                drop(probe);
+                let Some(node) = found else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "ibsim: the simulated fabric has no HCA reachable from its default port",
+                    ));
+                };
+                Self::connect_found(opts, &node)
             }
         }
+    }
+
+    /// Attach to a node found by [`IbsimClient::walk_fabric`], by its NodeDescription (ibsim
+    /// describes a node by its net-file name unless the file gives a description).
+    fn connect_found(opts: &IbsimOptions, node: &FabricNode) -> io::Result<IbsimClient> {
+        let c = Self::connect_named(opts, Some(&node.description)).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "ibsim: found NodeGUID {:#018x} described as {:?}, but cannot attach by that name: {e}",
+                    node.node_guid, node.description
+                ),
+            )
+        })?;
+        if c.node_guid() != node.node_guid {
+            return Err(io::Error::other(format!(
+                "ibsim: node {:?} has NodeGUID {:#018x}, not {:#018x}",
+                node.description,
+                c.node_guid(),
+                node.node_guid
+            )));
+        }
+        Ok(c)
+    }
+
+    /// Walk the simulated fabric breadth first from this client's port with directed-route
+    /// SubnGet(NodeInfo) and SubnGet(NodeDescription) SMPs (answered by the sim's SMAs, no SM
+    /// needed), switch ports in ascending order, and return the first node `want` accepts.
+    pub fn walk_fabric(&mut self, mut want: impl FnMut(&FabricNode) -> bool) -> io::Result<Option<FabricNode>> {
+        let mut seen = std::collections::HashSet::new();
+        let mut queue = std::collections::VecDeque::from([Vec::<u8>::new()]);
+        while let Some(path) = queue.pop_front() {
+            let Ok(info) = self.smp_get_dr(&path, 0x0011, 0) else {
+                continue; // a port that is down or leads nowhere
+            };
+            let node_guid = be64(&info[12..20]);
+            if !seen.insert(node_guid) {
+                continue;
+            }
+            let desc = self.smp_get_dr(&path, 0x0010, 0)?;
+            let end = desc.iter().position(|&b| b == 0).unwrap_or(desc.len());
+            let node = FabricNode {
+                path: path.clone(),
+                node_type: info[2],
+                num_ports: info[3],
+                node_guid,
+                port_guid: be64(&info[20..28]),
+                description: String::from_utf8_lossy(&desc[..end]).into_owned(),
+            };
+            if want(&node) {
+                return Ok(Some(node));
+            }
+            // Switches forward directed routes; a CA only from the start of the path.
+            if (node.node_type == NODE_TYPE_SWITCH || path.is_empty()) && path.len() < 63 {
+                for port in 1..=node.num_ports {
+                    let mut next = path.clone();
+                    next.push(port);
+                    queue.push_back(next);
+                }
+            }
+        }
+        Ok(None)
     }
 
     fn connect_named(opts: &IbsimOptions, node: Option<&str>) -> io::Result<IbsimClient> {
@@ -680,28 +758,57 @@ impl IbsimClient {
     /// 0, so it stays on our port), as `umad_get_port`-style tools do: returns the 64 bytes of
     /// SMP data (NodeInfo 0x0011, PortInfo 0x0015, ...) or an error with the SMP status.
     pub fn smp_get(&mut self, attribute_id: u16, attribute_modifier: u32) -> io::Result<[u8; 64]> {
+        self.smp_get_dr(&[], attribute_id, attribute_modifier)
+    }
+
+    /// A directed-route SubnGet along `path` (the out-port of each hop; at most 63 hops) to the
+    /// SMA at its end: the 64 bytes of SMP data, or an error (SMP status, or the sim could not
+    /// route it).
+    pub fn smp_get_dr(&mut self, path: &[u8], attribute_id: u16, attribute_modifier: u32) -> io::Result<[u8; 64]> {
+        if path.len() > 63 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "ibsim: a directed route has at most 63 hops"));
+        }
         let mut mad = [0u8; MAD_LEN];
         mad[0] = 1; // BaseVersion
         mad[1] = 0x81; // directed-route SMP
         mad[2] = 1; // ClassVersion
         mad[3] = 0x01; // SubnGet
+        mad[7] = path.len() as u8; // HopCount (HopPointer 0, direction outbound)
         let tid = self.new_tid();
         mad[8..16].copy_from_slice(&tid.to_be_bytes());
         mad[16..18].copy_from_slice(&attribute_id.to_be_bytes());
         mad[20..24].copy_from_slice(&attribute_modifier.to_be_bytes());
-        mad[32..34].copy_from_slice(&0xFFFFu16.to_be_bytes()); // DrSLID
-        mad[34..36].copy_from_slice(&0xFFFFu16.to_be_bytes()); // DrDLID
+        mad[32..34].copy_from_slice(&0xFFFFu16.to_be_bytes()); // DrSLID: permissive
+        mad[34..36].copy_from_slice(&0xFFFFu16.to_be_bytes()); // DrDLID: permissive
+        mad[129..129 + path.len()].copy_from_slice(path); // InitialPath[1..=HopCount]
         let resp = self.request(0xFFFF, 0, &mad, self.ctl_timeout)?;
         let status = u16::from_be_bytes([resp[4], resp[5]]) & 0x7FFF;
         if status != 0 {
             return Err(io::Error::other(format!(
-                "ibsim: SubnGet attribute {attribute_id:#06x} answered with status {status:#06x}"
+                "ibsim: SubnGet attribute {attribute_id:#06x} along {path:?} answered with status {status:#06x}"
             )));
         }
         let mut out = [0u8; 64];
         out.copy_from_slice(&resp[64..128]);
         Ok(out)
     }
+}
+
+/// A node found by [`IbsimClient::walk_fabric`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FabricNode {
+    /// The directed route to it (out-port per hop).
+    pub path: Vec<u8>,
+    /// NodeType (1 CA, 2 switch, 3 router).
+    pub node_type: u8,
+    /// NumPorts.
+    pub num_ports: u8,
+    /// NodeGUID.
+    pub node_guid: u64,
+    /// PortGUID of the port the route entered by.
+    pub port_guid: u64,
+    /// NodeDescription (ibsim: the net file's name for it).
+    pub description: String,
 }
 
 impl AsRawFd for IbsimClient {

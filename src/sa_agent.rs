@@ -1,0 +1,285 @@
+//! `roce sa-agent`: the SA responder as a userspace agent of the kernel's umad ABI on a host
+//! with an rxe (or any RoCE) device — the way the interop tests put an SA behind a kernel rxe
+//! peer, which has no SA of its own [protocol.md §6; kernel-rxe facts].
+//!
+//! The ABI (include/uapi/rdma/ib_user_mad.h): open /dev/infiniband/umadN; the
+//! `IB_USER_MAD_ENABLE_PKEY` ioctl (then every read and write carries the 64-byte
+//! `struct ib_user_mad_hdr`); `IB_USER_MAD_REGISTER_AGENT` for class 0x03 version 2, methods
+//! Get, Set, GetTable and Delete on QP 1; then read `hdr + 256-byte MAD` per request and write
+//! `hdr + response` back, reusing the request's header (its agent id, the requester's QPN, GID,
+//! hop limit, traffic class, flow label, P_Key index), timeout 0.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use roce_sa::{Requester, SaConfig, SaResponder};
+use roce_wire::mad::MadHeader;
+use roce_wire::sa::SaMad;
+use roce_wire::{Gid, MAD_SIZE};
+
+/// `struct ib_user_mad_hdr` with P_Key support: 64 bytes.
+pub const UMAD_HDR_LEN: usize = 64;
+/// `_IO(0x1b, 3)`.
+pub const IB_USER_MAD_ENABLE_PKEY: libc::c_ulong = 0x0000_1b03;
+/// `_IOWR(0x1b, 1, struct ib_user_mad_reg_req)` with the 28-byte x86-64 layout.
+pub const IB_USER_MAD_REGISTER_AGENT: libc::c_ulong = 0xc01c_1b01;
+
+/// The fields of `struct ib_user_mad_hdr` this agent uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UmadHdr {
+    /// Agent id.
+    pub id: u32,
+    /// Status of a send (or 0).
+    pub status: u32,
+    /// Response timeout for sends (0 for responses).
+    pub timeout_ms: u32,
+    /// Retries for sends.
+    pub retries: u32,
+    /// Length (header + MAD) on receive.
+    pub length: u32,
+    /// The remote QPN.
+    pub qpn: u32,
+    /// The remote Q_Key.
+    pub qkey: u32,
+    /// The remote LID (0 on RoCE).
+    pub lid: u16,
+    /// SL.
+    pub sl: u8,
+    /// Path bits.
+    pub path_bits: u8,
+    /// Whether `gid` is valid (always on RoCE).
+    pub grh_present: u8,
+    /// Local GID index.
+    pub gid_index: u8,
+    /// Hop limit.
+    pub hop_limit: u8,
+    /// Traffic class.
+    pub traffic_class: u8,
+    /// The remote GID.
+    pub gid: [u8; 16],
+    /// Flow label.
+    pub flow_label: u32,
+    /// P_Key index.
+    pub pkey_index: u16,
+}
+
+impl UmadHdr {
+    /// Decode the 64 header bytes (host-order u32s, big-endian QPN/Q_Key/LID/flow label).
+    pub fn parse(b: &[u8; UMAD_HDR_LEN]) -> UmadHdr {
+        let ne32 = |i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let be32 = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let mut gid = [0u8; 16];
+        gid.copy_from_slice(&b[36..52]);
+        UmadHdr {
+            id: ne32(0),
+            status: ne32(4),
+            timeout_ms: ne32(8),
+            retries: ne32(12),
+            length: ne32(16),
+            qpn: be32(20),
+            qkey: be32(24),
+            lid: u16::from_be_bytes([b[28], b[29]]),
+            sl: b[30],
+            path_bits: b[31],
+            grh_present: b[32],
+            gid_index: b[33],
+            hop_limit: b[34],
+            traffic_class: b[35],
+            gid,
+            flow_label: be32(52),
+            pkey_index: u16::from_ne_bytes([b[56], b[57]]),
+        }
+    }
+
+    /// Encode (reserved bytes zero).
+    pub fn emit(&self) -> [u8; UMAD_HDR_LEN] {
+        let mut b = [0u8; UMAD_HDR_LEN];
+        b[0..4].copy_from_slice(&self.id.to_ne_bytes());
+        b[4..8].copy_from_slice(&self.status.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.timeout_ms.to_ne_bytes());
+        b[12..16].copy_from_slice(&self.retries.to_ne_bytes());
+        b[16..20].copy_from_slice(&self.length.to_ne_bytes());
+        b[20..24].copy_from_slice(&self.qpn.to_be_bytes());
+        b[24..28].copy_from_slice(&self.qkey.to_be_bytes());
+        b[28..30].copy_from_slice(&self.lid.to_be_bytes());
+        b[30] = self.sl;
+        b[31] = self.path_bits;
+        b[32] = self.grh_present;
+        b[33] = self.gid_index;
+        b[34] = self.hop_limit;
+        b[35] = self.traffic_class;
+        b[36..52].copy_from_slice(&self.gid);
+        b[52..56].copy_from_slice(&self.flow_label.to_be_bytes());
+        b[56..58].copy_from_slice(&self.pkey_index.to_ne_bytes());
+        b
+    }
+}
+
+/// `struct ib_user_mad_reg_req` (28 bytes on x86-64: method_mask is 2 × u64 aligned to 4).
+pub fn reg_req(mgmt_class: u8, class_version: u8, methods: &[u8]) -> [u8; 28] {
+    let mut b = [0u8; 28];
+    let mut mask = [0u64; 2];
+    for &m in methods {
+        mask[usize::from(m / 64)] |= 1 << (m % 64);
+    }
+    b[4..12].copy_from_slice(&mask[0].to_ne_bytes());
+    b[12..20].copy_from_slice(&mask[1].to_ne_bytes());
+    b[20] = 1; // QP1 (GSI)
+    b[21] = mgmt_class;
+    b[22] = class_version;
+    b
+}
+
+fn err(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+fn summary(mad: &[u8]) -> String {
+    match SaMad::parse(mad) {
+        Ok(m) => {
+            let mut s = format!(
+                "{}({}) TID=0x{:016x} status={} mask=0x{:x}",
+                m.header.method_name(),
+                m.header.attribute_name(),
+                m.header.transaction_id,
+                m.header.status,
+                m.sa.component_mask
+            );
+            if let Some(r) = m.mc_member() {
+                s.push_str(&format!(
+                    " MGID={} PortGID={} JoinState={} MLID=0x{:04x}",
+                    r.mgid, r.port_gid, r.join_state, r.mlid
+                ));
+            }
+            s
+        }
+        Err(e) => format!("unparsable MAD: {e}"),
+    }
+}
+
+/// Run the agent on `device` (`umad0`) for `duration` (forever if `None`). Prints one line
+/// per MAD in each direction.
+pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io::Result<()> {
+    let path = if device.starts_with('/') { device.to_string() } else { format!("/dev/infiniband/{device}") };
+    let cpath = std::ffi::CString::new(path.clone()).map_err(io::Error::other)?;
+    // SAFETY: a NUL-terminated path; the result is checked.
+    let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(err(&format!("open {path}")));
+    }
+    // SAFETY: a fresh descriptor we now own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: an argument-less ioctl on our descriptor.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), IB_USER_MAD_ENABLE_PKEY as _) } < 0 {
+        return Err(err("IB_USER_MAD_ENABLE_PKEY"));
+    }
+    let mut req = reg_req(0x03, 2, &[0x01, 0x02, 0x12, 0x15]);
+    // SAFETY: the ioctl reads and writes the 28-byte request, which lives across the call.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), IB_USER_MAD_REGISTER_AGENT as _, req.as_mut_ptr()) } < 0 {
+        return Err(err("IB_USER_MAD_REGISTER_AGENT (class 0x03 v2, methods Get/Set/GetTable/Delete, QP1)"));
+    }
+    let agent = u32::from_ne_bytes([req[0], req[1], req[2], req[3]]);
+    println!(
+        "sa-agent: registered agent {agent} on {path} for class 0x03 version 2 (Get, Set, GetTable, Delete) on QP1"
+    );
+    let mut sa = SaResponder::new(sa_config);
+    let end = duration.map(|d| Instant::now() + d);
+    let mut buf = [0u8; UMAD_HDR_LEN + MAD_SIZE * 2];
+    loop {
+        let left = end.map(|e| e.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|l| l.is_zero()) {
+            return Ok(());
+        }
+        let ms = left.map_or(1000, |l| l.as_millis().min(1000) as i32);
+        let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if r <= 0 {
+            continue;
+        }
+        // SAFETY: reading into our buffer with its length.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+        if n < 0 {
+            return Err(err("read"));
+        }
+        let n = n as usize;
+        if n < UMAD_HDR_LEN + MAD_SIZE {
+            println!("sa-agent: short read of {n} bytes ignored");
+            continue;
+        }
+        let mut hb = [0u8; UMAD_HDR_LEN];
+        hb.copy_from_slice(&buf[..UMAD_HDR_LEN]);
+        let hdr = UmadHdr::parse(&hb);
+        let mad = &buf[UMAD_HDR_LEN..UMAD_HDR_LEN + MAD_SIZE];
+        if hdr.status != 0 {
+            println!(
+                "sa-agent: send completion status {} for TID 0x{:016x}",
+                hdr.status,
+                MadHeader::parse_bytes(mad).map_or(0, |h| h.transaction_id)
+            );
+            continue;
+        }
+        let gid = Gid(hdr.gid);
+        println!("sa-agent: <- {} from {} QP {}", summary(mad), gid, hdr.qpn);
+        let reply = sa.handle_mad(Requester::new(gid, hdr.qpn), mad);
+        for resp in reply.as_slice() {
+            let out_hdr = UmadHdr { id: agent, status: 0, timeout_ms: 0, retries: 0, length: 0, ..hdr };
+            let mut out = [0u8; UMAD_HDR_LEN + MAD_SIZE];
+            out[..UMAD_HDR_LEN].copy_from_slice(&out_hdr.emit());
+            out[UMAD_HDR_LEN..].copy_from_slice(resp);
+            // SAFETY: writing our buffer with its length.
+            let w = unsafe { libc::write(fd.as_raw_fd(), out.as_ptr() as *const libc::c_void, out.len()) };
+            if w < 0 {
+                println!("sa-agent: write failed: {}", io::Error::last_os_error());
+            } else {
+                println!("sa-agent: -> {} to {} QP {}", summary(resp), gid, hdr.qpn);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips_and_fields_sit_where_the_abi_puts_them() {
+        let h = UmadHdr {
+            id: 7,
+            status: 0,
+            timeout_ms: 0,
+            retries: 0,
+            length: 320,
+            qpn: 1,
+            qkey: 0x8001_0000,
+            lid: 0,
+            sl: 0,
+            path_bits: 0,
+            grh_present: 1,
+            gid_index: 1,
+            hop_limit: 64,
+            traffic_class: 0,
+            gid: Gid::from_ipv4("198.18.0.1".parse().unwrap()).0,
+            flow_label: 0,
+            pkey_index: 0,
+        };
+        let b = h.emit();
+        assert_eq!(UmadHdr::parse(&b), h);
+        assert_eq!(&b[20..24], &[0, 0, 0, 1]);
+        assert_eq!(&b[24..28], &[0x80, 0x01, 0, 0]);
+        assert_eq!(b[32], 1);
+        assert_eq!(&b[46..52], &[0xff, 0xff, 198, 18, 0, 1]);
+    }
+
+    #[test]
+    fn registration_mask_has_the_methods() {
+        let r = reg_req(3, 2, &[0x01, 0x02, 0x12, 0x15]);
+        let m0 = u64::from_ne_bytes(r[4..12].try_into().unwrap());
+        assert_eq!(m0, (1 << 1) | (1 << 2) | (1 << 0x12) | (1 << 0x15));
+        assert_eq!((r[20], r[21], r[22]), (1, 3, 2));
+        // _IOWR(0x1b, 1, 28 bytes)
+        assert_eq!(IB_USER_MAD_REGISTER_AGENT, (3 << 30) | (28 << 16) | (0x1b << 8) | 1);
+    }
+}
