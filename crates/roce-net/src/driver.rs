@@ -107,11 +107,12 @@ impl<D: Device + MulticastFilter> Driver<D> {
         let macs = self.stack.multicast_macs();
         self.dev.set_multicast(&macs)?;
         while let Some(n) = self.stack.poll_transmit(now, &mut self.buf) {
-            if let Some(t) = self.tap.as_mut() {
-                t(Direction::Tx, now, &self.buf[..n]);
-            }
             if self.dev.send(&self.buf[..n]).is_err() {
                 self.send_errors += 1;
+            }
+            // After the send: a tap's timestamp is when the frame left the device.
+            if let Some(t) = self.tap.as_mut() {
+                t(Direction::Tx, now, &self.buf[..n]);
             }
         }
         while let Some(e) = self.stack.poll_event() {
