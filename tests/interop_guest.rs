@@ -113,7 +113,10 @@ fn check_getresp(data: &[u8], req: &SaMad, guest: IpAddr, host: IpAddr) -> Strin
         "GetResp differs from the request beyond method/status at {differ:?}"
     );
     format!(
-        "GetResp {} -> {} {:?} dest_qp={} src_qp={} qkey={:#010x} method={:#04x} status={:#06x} TID={:#018x} attr={:#06x} icrc=ok udp_sport={:#06x}",
+        concat!(
+            "GetResp {} -> {} {:?} dest_qp={} src_qp={} qkey={:#010x} method={:#04x} status={:#06x} ",
+            "TID={:#018x} attr={:#06x} icrc=ok udp_sport={:#06x}"
+        ),
         f.repr.ip.source(),
         f.repr.ip.destination(),
         f.repr.bth.opcode,

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use ibsim_harness::{Fabric, SaqueryMember};
 use roce_net::ibsim::{IbsimClient, IbsimNode, IbsimOptions};
-use roce_wire::mad::{MadStatus, Method};
-use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord};
+use roce_wire::mad::Method;
+use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord, Selector};
 use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::{Gid, RDMA_UDP_QKEY};
 
@@ -97,6 +97,75 @@ fn answer(resp: &SaMad) -> (Method, u16) {
     (resp.header.method, resp.header.status.0)
 }
 
+/// Every case of spec/opensm.md's table, in its order.
+const SPEC_CASES: [&str; 32] = [
+    "full_member_join",
+    "full_member_leave",
+    "send_only_full_member_join",
+    "send_only_full_member_leave",
+    "sa_assigned_mgid_join",
+    "sa_assigned_mgid_leave",
+    "join_second_bit",
+    "leave_send_only_keeps_full",
+    "leave_full_drops_send_only",
+    "get_after_dropped",
+    "leave_send_only_after_dropped",
+    "join_no_join_state",
+    "join_no_port_gid",
+    "join_no_mgid",
+    "create_no_qkey",
+    "create_leave_mask_only",
+    "proxy_join_other_ports_gid",
+    "join_unknown_port_gid",
+    "join_wrong_subnet_prefix",
+    "join_ipoib_mgid_rdma_cm_qkey",
+    "join_join_state_zero",
+    "leave_unknown_group",
+    "leave_no_join_state",
+    "leave_ipoib_broadcast_not_member",
+    "send_method_unsupported",
+    "rejoin_same_state",
+    "join_other_qkey",
+    "leave_state_not_held",
+    "leave_other_ports_gid",
+    "proxy_leave_other_ports_gid",
+    "leave",
+    "leave_again",
+];
+
+/// spec/opensm.md's table: case ▶ (answer, status) as written there.
+fn spec_table() -> Vec<(String, String, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/spec/opensm.md");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    text.lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cols: Vec<&str> = l.split('|').map(str::trim).collect();
+            assert!(cols.len() >= 8, "spec/opensm.md row with too few columns: {l}");
+            (cols[1].trim_matches('`').to_string(), cols[5].to_string(), cols[6].to_string())
+        })
+        .collect()
+}
+
+/// How spec/opensm.md writes an answer.
+fn spec_form(got: Option<(Method, u16)>) -> (String, String) {
+    match got {
+        Some((Method::Get, st)) => ("SubnAdmGetResp".into(), format!("{st:#06X}").replace("0X", "0x")),
+        Some((Method::Delete, st)) => ("SubnAdmDeleteResp".into(), format!("{st:#06X}").replace("0X", "0x")),
+        Some((m, st)) => (format!("{m:?}"), format!("{st:#06X}").replace("0X", "0x")),
+        None => ("no answer".into(), "—".into()),
+    }
+}
+
+/// Assert that OpenSM answered `case` as spec/opensm.md records.
+fn check_spec(case: &str, got: Option<(Method, u16)>) {
+    assert!(SPEC_CASES.contains(&case), "{case} is not in SPEC_CASES");
+    let table = spec_table();
+    let row = table.iter().find(|r| r.0 == case).unwrap_or_else(|| panic!("spec/opensm.md has no row `{case}`"));
+    let want = (row.1.clone(), row.2.clone());
+    assert_eq!(spec_form(got), want, "OpenSM's answer to {case} differs from spec/opensm.md");
+}
+
 fn members(fabric: &Fabric, mgid: Ipv6Addr) -> Vec<SaqueryMember> {
     fabric.mc_members(Some(mgid)).into_iter().filter(|m| m.mgid == mgid).collect()
 }
@@ -113,10 +182,11 @@ fn groups(fabric: &Fabric) -> Vec<Ipv6Addr> {
 
 /// Join `mgid` with `state`, check the GetResp and saquery, leave with the record OpenSM
 /// returned, check the DeleteResp and that the port and the group are gone.
-fn join_and_leave(fabric: &Fabric, client: &mut IbsimClient, mgid: Ipv6Addr, state: JoinState) {
+fn join_and_leave(fabric: &Fabric, client: &mut IbsimClient, case: &str, mgid: Ipv6Addr, state: JoinState) {
     let me = client.port_gid();
     let resp = sa_request(client, Method::Set, JOIN_MASK, join_record(mgid, me, state));
     assert_eq!(answer(&resp), (Method::Get, 0x0000), "join {state} of {mgid}: GetResp, success");
+    check_spec(&format!("{case}_join"), Some(answer(&resp)));
     assert_eq!(resp.sa.component_mask, JOIN_MASK, "OpenSM echoes the component mask");
     let rec = *resp.mc_member().expect("a GetResp carries the MCMemberRecord");
     assert_eq!(ip(rec.mgid), mgid);
@@ -125,7 +195,11 @@ fn join_and_leave(fabric: &Fabric, client: &mut IbsimClient, mgid: Ipv6Addr, sta
     assert_eq!(rec.q_key, RDMA_UDP_QKEY);
     assert_eq!(rec.p_key, 0xFFFF);
     assert!(rec.mlid >= 0xC000, "a multicast LID: {:#x}", rec.mlid);
-    println!("OpenSM's record for join {state} of {mgid}: {rec:?}");
+    // The group's parameters as OpenSM chose them for the fabric: MTU 2048 and 10 Gb/s (the
+    // simulated 4x SDR links), "exactly" selectors.
+    assert_eq!((rec.mtu_selector, rec.mtu), (Selector::Exactly, 4));
+    assert_eq!((rec.rate_selector, rec.rate), (Selector::Exactly, 3));
+    assert_eq!(rec.packet_life_time_selector, Selector::Exactly);
 
     let listed = members(fabric, mgid);
     assert_eq!(listed.len(), 1, "saquery -m lists one member of {mgid}: {listed:?}");
@@ -138,13 +212,23 @@ fn join_and_leave(fabric: &Fabric, client: &mut IbsimClient, mgid: Ipv6Addr, sta
     let leave = McMemberRecord { join_state: state, ..rec };
     let resp = sa_request(client, Method::Delete, LEAVE_MASK, leave);
     assert_eq!(answer(&resp), (Method::Delete, 0x0000), "leave {state} of {mgid}: DeleteResp, success");
+    check_spec(&format!("{case}_leave"), Some(answer(&resp)));
     let back = resp.mc_member().expect("a DeleteResp carries the record");
-    println!("OpenSM's DeleteResp record: {back:?}");
+    assert_eq!(back.join_state, JoinState::NONE, "OpenSM's DeleteResp carries the JoinState left: none");
+    assert_eq!(back.mlid, rec.mlid);
     assert_eq!(ip(back.mgid), mgid);
     assert_eq!(back.port_gid, me);
 
     assert!(members(fabric, mgid).iter().all(|m| m.port_gid != ip(me)), "saquery -m no longer lists our port");
     assert!(!groups(fabric).contains(&mgid), "the group is gone with its last member");
+}
+
+#[test]
+fn spec_table_lists_every_case() {
+    let names: Vec<String> = spec_table().into_iter().map(|r| r.0).collect();
+    assert_eq!(names, SPEC_CASES.map(String::from).to_vec(), "spec/opensm.md rows vs SPEC_CASES");
+    assert_eq!(spec_form(Some((Method::Get, 0x600))), ("SubnAdmGetResp".to_string(), "0x0600".to_string()));
+    assert_eq!(spec_form(Some((Method::Get, 0xC))), ("SubnAdmGetResp".to_string(), "0x000C".to_string()));
 }
 
 #[test]
@@ -197,14 +281,67 @@ fn client_learns_its_port_from_the_sim() {
 fn full_member_join_and_leave() {
     let fabric = Fabric::start();
     let mut c = fabric.client(NODE);
-    join_and_leave(&fabric, &mut c, MGID_CM, JoinState::FULL_MEMBER);
+    join_and_leave(&fabric, &mut c, "full_member", MGID_CM, JoinState::FULL_MEMBER);
 }
 
 #[test]
 fn send_only_full_member_join_and_leave() {
     let fabric = Fabric::start();
     let mut c = fabric.client(NODE);
-    join_and_leave(&fabric, &mut c, MGID_CM6, JoinState::SEND_ONLY_FULL_MEMBER);
+    join_and_leave(&fabric, &mut c, "send_only_full_member", MGID_CM6, JoinState::SEND_ONLY_FULL_MEMBER);
+}
+
+#[test]
+fn combined_join_states_and_partial_leaves() {
+    // Like the kernel's multicast.c: a second join for another JoinState bit, then a Delete of
+    // one bit at a time.
+    let fabric = Fabric::start();
+    let mut c = fabric.client(NODE);
+    let me = c.port_gid();
+    let full = JoinState::FULL_MEMBER;
+    let send_only = JoinState::SEND_ONLY_FULL_MEMBER;
+    let join = |c: &mut IbsimClient, state: JoinState| {
+        let resp = sa_request(c, Method::Set, JOIN_MASK, join_record(MGID_CM, me, state));
+        assert_eq!(answer(&resp), (Method::Get, 0), "join {state}");
+        *resp.mc_member().unwrap()
+    };
+    let leave = |c: &mut IbsimClient, rec: McMemberRecord, state: JoinState| {
+        let resp = sa_request(c, Method::Delete, LEAVE_MASK, McMemberRecord { join_state: state, ..rec });
+        (answer(&resp), resp.mc_member().unwrap().join_state)
+    };
+    let held = |fabric: &Fabric| -> Option<u8> {
+        let listed = members(fabric, MGID_CM);
+        assert!(listed.len() <= 1, "{listed:?}");
+        listed.first().map(|m| m.join_state())
+    };
+
+    join(&mut c, full);
+    let rec = join(&mut c, send_only);
+    check_spec("join_second_bit", Some((Method::Get, 0)));
+    assert_eq!(rec.join_state, full | send_only, "the GetResp carries the JoinState the port now holds");
+    assert_eq!(held(&fabric), Some(0x9), "saquery: FullMember|SendOnlyFullMember");
+
+    // Dropping SendOnlyFullMember keeps the FullMember bit; the DeleteResp carries the
+    // JoinState the port keeps.
+    let (got, kept) = leave(&mut c, rec, send_only);
+    check_spec("leave_send_only_keeps_full", Some(got));
+    assert_eq!(kept, full);
+    assert_eq!(held(&fabric), Some(0x1), "saquery: FullMember left");
+
+    // Dropping FullMember while SendOnlyFullMember is held: OpenSM counts only FullMember
+    // (0x1) as keeping the group, so with its last full member gone it removes every member,
+    // our send-only membership included (the empty group itself goes at the next re-route).
+    let rec = join(&mut c, send_only);
+    assert_eq!(rec.join_state, full | send_only);
+    // The DeleteResp says JoinState 0: the port keeps nothing.
+    let (got, kept) = leave(&mut c, rec, full);
+    check_spec("leave_full_drops_send_only", Some(got));
+    assert_eq!(kept, JoinState::NONE);
+    assert_eq!(held(&fabric), None, "OpenSM dropped the send-only membership with the last full member");
+    let get = sa_request(&mut c, Method::Get, LEAVE_MASK, join_record(MGID_CM, me, send_only));
+    check_spec("get_after_dropped", Some(answer(&get)));
+    // So the kernel's next step, the Delete of the send-only bit, is refused.
+    check_spec("leave_send_only_after_dropped", Some(leave(&mut c, rec, send_only).0));
 }
 
 #[test]
@@ -214,7 +351,7 @@ fn sa_assigned_mgid() {
     let me = c.port_gid();
     let resp =
         sa_request(&mut c, Method::Set, JOIN_MASK, join_record(Ipv6Addr::UNSPECIFIED, me, JoinState::FULL_MEMBER));
-    assert_eq!(answer(&resp), (Method::Get, 0x0000), "join with MGID 0: OpenSM assigns one");
+    check_spec("sa_assigned_mgid_join", Some(answer(&resp)));
     let rec = *resp.mc_member().unwrap();
     let mgid = ip(rec.mgid);
     println!("OpenSM assigned MGID {mgid}, MLID {:#x}", rec.mlid);
@@ -224,7 +361,7 @@ fn sa_assigned_mgid() {
     assert_eq!(members(&fabric, mgid).len(), 1);
     let resp =
         sa_request(&mut c, Method::Delete, LEAVE_MASK, McMemberRecord { join_state: JoinState::FULL_MEMBER, ..rec });
-    assert_eq!(answer(&resp), (Method::Delete, 0x0000));
+    check_spec("sa_assigned_mgid_leave", Some(answer(&resp)));
     assert!(!groups(&fabric).contains(&mgid));
 }
 
@@ -436,8 +573,12 @@ fn bad_requests_and_their_statuses() {
     let wrong: Vec<_> = table.iter().filter(|t| t.4 != t.5).collect();
     assert!(
         wrong.is_empty(),
-        "OpenSM answered otherwise than spec/opensm.md records: {:#?}",
+        "OpenSM answered otherwise than this test expects: {:#?}",
         wrong.iter().map(|t| (t.0, t.4)).collect::<Vec<_>>()
     );
-    let _ = MadStatus::SUCCESS;
+    for (name, _, _, _, got, _) in &table {
+        check_spec(name, *got);
+    }
+    // Both groups are gone again; the broadcast group stays.
+    assert_eq!(groups(&fabric), vec![MGID_IPOIB_BCAST]);
 }

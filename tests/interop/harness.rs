@@ -11,7 +11,8 @@
 //! and boot a guest with a per-test scenario:
 //!
 //! ```ignore
-//! let mut g = harness::GuestBuilder::new("my_test").scenario("counters before\nhost_wait go\ncounters after\n").boot();
+//! let script = "counters before\nhost_wait go\ncounters after\n";
+//! let mut g = harness::GuestBuilder::new("my_test").scenario(script).boot();
 //! let sock = g.raw_socket();              // AF_PACKET on tap0, inside the namespace
 //! sock.send(&frame)?;
 //! g.signal("go");                          // a line to the guest's scenario (ttyS1)

@@ -139,6 +139,15 @@ fn memory_and_scaling() {
         total,
         total as f64 / f64::from(N)
     );
+    // The SA host's share, measured by dropping its responder's state.
+    let l0 = LIVE.load(Ordering::Relaxed);
+    n.node_mut::<SaHost>(sa).sa = roce_sa::SaResponder::new(SaConfig::default());
+    let sa_bytes = l0.saturating_sub(LIVE.load(Ordering::Relaxed));
+    println!(
+        "of which the SA responder: {:.0} B/group; the joining stack: {:.0} B/joined group",
+        sa_bytes as f64 / f64::from(N),
+        total.saturating_sub(sa_bytes) as f64 / f64::from(N)
+    );
     println!("sa responder's own estimate after: {sa_now:?}");
     let leave_t = WallInstant::now();
     let now = n.now();

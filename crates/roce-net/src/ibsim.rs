@@ -46,6 +46,10 @@
 //!   the start; [`IbsimClient::request`] matches the low 48 bits). A MAD the sim cannot deliver
 //!   (no route, nobody at the destination, a dead client) comes back to its sender with
 //!   `status` = `htonl(110)` (ETIMEDOUT).
+//! - Management classes: umad's agent registration (`IB_USER_MAD_REGISTER_AGENT`) stays inside
+//!   the shim, which sorts what it reads by class; the sim itself knows no classes. So there is
+//!   nothing to register: this client (connected with `qp` 0, `issm` 0) receives the responses to
+//!   its own requests of any class (SA, SMP, PerfMgt), and nobody's requests.
 //!
 //! Linux only (abstract unix sockets).
 #![cfg(target_os = "linux")]
