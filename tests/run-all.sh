@@ -11,6 +11,9 @@ bash tests/interop/setup.sh
 bash tests/ibsim/setup.sh
 export ROCE_PYTHON="$PWD/.venv/bin/python"
 
+# The kernel rxe guest runs our own roce (sa-agent): one static executable.
+RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --release --target x86_64-unknown-linux-gnu --bin roce
+
 cargo test --workspace --locked
 # The fuzz targets live in their own workspace (cargo-fuzz's layout); a plain build keeps them compiling.
 cargo build --locked --manifest-path fuzz/Cargo.toml --bins

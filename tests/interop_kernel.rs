@@ -1,0 +1,151 @@
+//! Interop with a real Linux kernel rxe peer through our own tools (the issue's cases):
+//! a. `roce sa-query` to the guest's QP1: the kernel answers GetResp 0x000C and the tool says so;
+//! b. the mission: `roce sa-agent` on the guest's umad, `roce mckey … -s -C 5 --leave-after 1`
+//!    joins (SA Set ▶ the agent's GetResp through the guest kernel) and leaves (SA Delete,
+//!    JoinState FullMember, mask 0x10003 ▶ DeleteResp); the agent logs the Delete, the guest's
+//!    rcvd_pkts counts every frame we sent it, tshark on tap0 shows the Delete from our MAC and
+//!    the IGMP leave;
+//! c. without the agent the leave still reaches the guest (rcvd_pkts +1 per try) and our stack
+//!    reports the SA timeout as MULTICAST_ERROR after its retries;
+//! f. the probe of (a) over IPv6.
+//!
+//! Needs root, qemu, `bash tests/interop/setup.sh` and the static `roce` for the guest
+//! (tests/run-all.sh builds both). Artefacts: target/interop/artefacts/interop_kernel/.
+
+#[path = "interop/harness.rs"]
+mod harness;
+
+mod common;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use harness::GuestBuilder;
+
+const T: Duration = Duration::from_secs(60);
+
+fn static_roce() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/x86_64-unknown-linux-gnu/release/roce");
+    assert!(
+        p.exists(),
+        "the guest needs a static roce: RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu --bin roce (tests/run-all.sh does it)"
+    );
+    p
+}
+
+fn roce(args: &str) -> String {
+    format!("{} {args}", env!("CARGO_BIN_EXE_roce"))
+}
+
+/// (exit code, stdout+stderr) of a host-side command in the namespace.
+fn run(g: &harness::Guest, cmd: &str) -> (i32, String) {
+    let o = g.exec_in_netns(cmd);
+    (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+}
+
+fn counters(g: &mut harness::Guest, tag: &str) -> std::collections::BTreeMap<String, u64> {
+    g.signal(&format!("counters {tag}"));
+    g.counters(tag, T)
+}
+
+/// RoCEv2 frames in `pcap` that we sent to the guest's unicast address.
+fn frames_to_guest(pcap: &Path, guest: &str) -> Vec<String> {
+    let frames = roce::capture::read_file(pcap).expect("our pcap");
+    frames
+        .iter()
+        .filter_map(|f| {
+            let d = roce::decode::decode_ethernet(&f.data);
+            let j = &d.json;
+            (j.get("kind").and_then(|k| k.as_str()) == Some("rocev2")
+                && j.get("ip").and_then(|i| i.get("dst")).and_then(|v| v.as_str()) == Some(guest))
+            .then(|| d.summary)
+        })
+        .collect()
+}
+
+#[test]
+fn kernel_rxe_interop_with_our_tools() {
+    let bin = static_roce();
+    let mut g = GuestBuilder::new("interop_kernel").binary(&bin, "roce").scenario("serve\n").boot();
+    let art = g.artefacts.clone();
+    let mut report = format!("boot_time_s {:.2}\n", g.boot_time.as_secs_f64());
+
+    // a. The probe with our tool: the kernel's MAD core answers status 0x000C.
+    let (rc, out) = run(&g, &roce("sa-query --iface tap0 -b 198.18.0.1 --sa 198.18.0.2 --mgid ::ffff:239.1.2.3"));
+    let _ = writeln!(report, "--- a. sa-query (IPv4), exit {rc}\n{out}");
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains("answer: SubnAdmGetResp status 0x000c (unsupported method/attribute)"), "{out}");
+    // f. The same over IPv6.
+    let (rc, out) = run(&g, &roce("sa-query --iface tap0 -b fd00::1 --sa fd00::2 --mgid ::ffff:239.1.2.3"));
+    let _ = writeln!(report, "--- f. sa-query (IPv6), exit {rc}\n{out}");
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains("answer: SubnAdmGetResp status 0x000c (unsupported method/attribute)"), "{out}");
+
+    // b. The mission: an SA agent on the guest's umad; join and leave from our stack.
+    let (rc, out) = g.guest_exec("roce sa-agent --device umad0 --duration 60 > /tmp/agent.log 2>&1 &", T);
+    assert_eq!(rc, 0, "{out}");
+    std::thread::sleep(Duration::from_millis(500));
+    let before = counters(&mut g, "b_before");
+    let pcap_b = art.join("mckey_b.pcap");
+    let (rc, out) = run(
+        &g,
+        &roce(&format!(
+            "mckey -m 239.1.2.3 -b 198.18.0.1 --iface tap0 --sa 198.18.0.2 -s -C 5 --leave-after 1 --pcap {}",
+            pcap_b.display()
+        )),
+    );
+    let _ = writeln!(report, "--- b. mckey -s, exit {rc}\n{out}");
+    assert_eq!(rc, 0, "mckey:\n{out}");
+    assert!(out.contains("event: MULTICAST_JOIN") && out.contains("event: MULTICAST_LEFT"), "{out}");
+    let after = counters(&mut g, "b_after");
+    let (_, agent) = g.guest_exec("cat /tmp/agent.log", T);
+    let _ = writeln!(report, "agent log:\n{agent}");
+    assert!(agent.contains("<- SubnAdmSet(MCMemberRecord)") && agent.contains("-> SubnAdmGetResp(MCMemberRecord)"), "{agent}");
+    let delete = agent.lines().find(|l| l.contains("<- SubnAdmDelete(MCMemberRecord)")).unwrap_or_else(|| panic!("no Delete in the agent's log:\n{agent}"));
+    assert!(delete.contains("mask=0x10003") && delete.contains("MGID=::ffff:239.1.2.3") && delete.contains("PortGID=::ffff:198.18.0.1") && delete.contains("JoinState=FullMember"), "{delete}");
+    assert!(agent.contains("-> SubnAdmDeleteResp(MCMemberRecord)"), "{agent}");
+    let sent_b = frames_to_guest(&pcap_b, "198.18.0.2");
+    let d = after["rcvd_pkts"] - before["rcvd_pkts"];
+    let _ = writeln!(report, "rcvd_pkts {} -> {} (+{d}); we sent the guest {} RoCEv2 frames", before["rcvd_pkts"], after["rcvd_pkts"], sent_b.len());
+    assert_eq!(d as usize, sent_b.len(), "rcvd_pkts counts every frame we sent:\n{}", sent_b.join("\n"));
+
+    // c. Without the agent: the leave still reaches the guest, and times out after its retries.
+    let _ = g.guest_exec("killall roce; sleep 0.2; roce sa-agent --device umad0 --duration 3 > /tmp/agent2.log 2>&1 &", T);
+    std::thread::sleep(Duration::from_millis(500));
+    let before = counters(&mut g, "c_before");
+    let pcap_c = art.join("mckey_c.pcap");
+    let (rc, out) = run(
+        &g,
+        &roce(&format!(
+            "mckey -m 239.1.2.4 -b 198.18.0.1 --iface tap0 --sa 198.18.0.2 -s -C 1 --leave-after 4 --pcap {}",
+            pcap_c.display()
+        )),
+    );
+    let _ = writeln!(report, "--- c. mckey with the agent gone before the leave, exit {rc}\n{out}");
+    assert!(out.contains("event: MULTICAST_JOIN"), "{out}");
+    assert!(out.contains("event: MULTICAST_ERROR status -110 (leave)"), "{out}");
+    assert!(out.contains("timed out after 11 transmissions"), "{out}");
+    assert_eq!(rc, 1, "a leave that was never answered fails the command");
+    let after = counters(&mut g, "c_after");
+    let sent_c = frames_to_guest(&pcap_c, "198.18.0.2");
+    let deletes = sent_c.iter().filter(|l| l.contains("SubnAdmDelete(")).count();
+    let d = after["rcvd_pkts"] - before["rcvd_pkts"];
+    let _ = writeln!(report, "rcvd_pkts +{d}; we sent {} frames, {deletes} of them Deletes", sent_c.len());
+    assert_eq!(deletes, 24, "4 Delete queries × 6 sends");
+    assert_eq!(d as usize, sent_c.len(), "every try reached the guest");
+
+    g.signal("end");
+    let tap = g.pcap_path();
+    g.finish();
+    // tshark on tap0: the Delete leaving our MAC, and the IGMP leave.
+    let tshark = common::tshark();
+    let o = Command::new(&tshark).args(["-n", "-r"]).arg(&tap).args(["-Y", "infiniband.mad.method == 0x15 || igmp"]).output().unwrap();
+    let lines = String::from_utf8_lossy(&o.stdout).to_string();
+    let _ = writeln!(report, "--- tshark on tap0 (Deletes and IGMP):\n{lines}");
+    assert!(lines.contains("SubnAdmDelete(MCMemberRecord)"), "{lines}");
+    assert!(lines.contains("IGMPv3") && lines.contains("Leave group 239.1.2.3") || lines.contains("Change to Include Mode"), "{lines}");
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    println!("{report}");
+}
