@@ -66,12 +66,13 @@ enum Command {
     /// only if the join and the leave were both answered (with --no-sa: sent).
     ///
     /// Example: roce mckey -m 239.1.2.3 -b 198.18.0.1 --iface tap0 --sa 198.18.0.2 -s -C 5 --leave-after 1
+    /// Example: roce mckey --ibsim Hca2 -m 239.1.2.3 --leave-after 1   (OpenSM through ibsim)
     Mckey {
         /// The multicast group (IPv4 or IPv6).
         #[arg(short = 'm', long = "group")]
         group: IpAddr,
         /// The stack's own address on the interface (beside the kernel's).
-        #[arg(short = 'b', long = "bind")]
+        #[arg(short = 'b', long = "bind", required_unless_present = "ibsim", default_value = "0.0.0.0")]
         bind: IpAddr,
         /// Send (the default is to receive).
         #[arg(short = 's', long, conflicts_with = "receiver")]
@@ -103,9 +104,10 @@ enum Command {
     /// exit code is 1. Needs CAP_NET_RAW.
     ///
     /// Example: roce sa-query --iface tap0 -b 198.18.0.1 --sa 198.18.0.2 --mgid ::ffff:239.1.2.3
+    /// Example: roce sa-query --ibsim   (OpenSM through ibsim)
     SaQuery {
         /// The stack's own address on the interface.
-        #[arg(short = 'b', long = "bind")]
+        #[arg(short = 'b', long = "bind", required_unless_present = "ibsim", default_value = "0.0.0.0")]
         bind: IpAddr,
         /// Get this group's record (else GetTable of all).
         #[arg(long)]
@@ -147,8 +149,12 @@ enum Command {
 #[derive(clap::Args, Debug, Clone)]
 struct PortArgs {
     /// The interface to run on (a raw AF_PACKET socket).
-    #[arg(long)]
-    iface: String,
+    #[arg(long, required_unless_present = "ibsim")]
+    iface: Option<String>,
+    /// Talk to OpenSM's SA through ibsim instead (attach to the simulated HCA NODE, default:
+    /// the sim's default port); the SA MADs are the same, without the RoCE framing.
+    #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "NODE")]
+    ibsim: Option<String>,
     /// The SA's address (its QP1 answers SA MADs).
     #[arg(long)]
     sa: Option<IpAddr>,
@@ -173,7 +179,7 @@ enum JoinArg {
 
 fn port_options(p: &PortArgs, local: IpAddr, no_sa: bool) -> roce::tools::PortOptions {
     roce::tools::PortOptions {
-        iface: p.iface.clone(),
+        iface: p.iface.clone().unwrap_or_default(),
         local,
         prefix: p.prefix,
         sa: if no_sa { None } else { p.sa },
@@ -189,6 +195,15 @@ fn main() -> ExitCode {
         Command::Decode { file, json } => decode(&file, json),
         Command::Demo { pcap, ipv6, loss, count, seed } => demo(pcap, ipv6, loss, count, seed),
         Command::Mckey { group, bind, sender, receiver: _, count, size, port, join_state, leave_after, no_sa } => {
+            if let Some(node) = &port.ibsim {
+                let js = match join_state {
+                    JoinArg::Full => roce_wire::mcmember::JoinState::FULL_MEMBER,
+                    JoinArg::Sendonly => roce_wire::mcmember::JoinState::SEND_ONLY_FULL_MEMBER,
+                };
+                let node = (!node.is_empty()).then_some(node.as_str());
+                let after = std::time::Duration::from_secs_f64(leave_after.max(0.0));
+                return ExitCode::from(roce::tools::mckey_ibsim(node, group, js, after) as u8);
+            }
             if !no_sa && port.sa.is_none() {
                 eprintln!("roce mckey: give --sa ADDR (the SA's address), or --no-sa for IGMP/MLD only");
                 return ExitCode::from(2);
@@ -207,6 +222,10 @@ fn main() -> ExitCode {
                 no_sa,
             };
             ExitCode::from(roce::tools::mckey(&o) as u8)
+        }
+        Command::SaQuery { bind: _, mgid, port } if port.ibsim.is_some() => {
+            let node = port.ibsim.as_deref().filter(|n| !n.is_empty());
+            ExitCode::from(roce::tools::sa_query_ibsim(node, mgid.map(roce_wire::Gid::from_ipv6)) as u8)
         }
         Command::SaQuery { bind, mgid, port } => ExitCode::from(roce::tools::sa_query(
             &port_options(&port, bind, false),

@@ -394,29 +394,7 @@ pub fn sa_query(port: &PortOptions, mgid: Option<Gid>) -> i32 {
                 println!("error: the SA answered status {st}");
                 1
             } else {
-                match &resp.data {
-                    SaData::McMember { record, .. } if resp.header.method == Method::Get => print_member(record),
-                    SaData::McMember { .. } | SaData::Raw(_) => {
-                        // GetTableResp: records at AttributeOffset * 8 bytes apart in the SA data.
-                        let bytes = resp.to_bytes();
-                        let step = usize::from(resp.sa.attribute_offset) * 8;
-                        let mut n = 0;
-                        if step >= McMemberRecord::LEN {
-                            let mut at = 56;
-                            while at + McMemberRecord::LEN <= bytes.len() {
-                                if let Ok(r) = McMemberRecord::parse_bytes(&bytes[at..]) {
-                                    if r.mgid != Gid::ZERO {
-                                        print_member(&r);
-                                        n += 1;
-                                    }
-                                }
-                                at += step;
-                            }
-                        }
-                        println!("{n} records");
-                    }
-                    SaData::ClassPortInfo { .. } => {}
-                }
+                print_records(&resp);
                 0
             }
         }
@@ -462,4 +440,242 @@ pub fn sa_server(port: &PortOptions, duration: Option<Duration>) -> i32 {
     }
     print_counters(d.stack.counters(), port.verbose);
     0
+}
+
+// ------------------------------------------------------------------------------------------
+// The same commands against OpenSM through ibsim (no RoCE framing: the MAD bytes are the same)
+
+/// A stack whose SA transactions go to OpenSM through an ibsim client.
+pub struct IbsimPort {
+    /// The sim client.
+    pub client: roce_net::ibsim::IbsimClient,
+    /// The engine (SA transport External, IB-style MGIDs, PortGID = the sim port's GID).
+    pub stack: Stack,
+    /// Our TIDs by their low 48 bits: the sim puts its client number in the top 16 bits.
+    tids: std::collections::HashMap<u64, u64>,
+    epoch: WallInstant,
+}
+
+impl IbsimPort {
+    /// Attach to the simulated HCA `node` (default: the sim's default port).
+    pub fn connect(node: Option<&str>) -> Result<IbsimPort, String> {
+        let mut opts = match node {
+            Some(n) => roce_net::ibsim::IbsimOptions::node(n),
+            None => roce_net::ibsim::IbsimOptions::default(),
+        };
+        opts.wait_active = Some(Duration::from_secs(20));
+        let client = roce_net::ibsim::IbsimClient::connect(&opts).map_err(|e| e.to_string())?;
+        // An IPoIB-style address for the RDMA-CM id (the SA path does not use it on the wire).
+        let lid = client.port_lid();
+        let ip = std::net::Ipv4Addr::new(198, 19, (lid >> 8) as u8, lid as u8);
+        let mut cfg = StackConfig::new([0x02, 0, 0, 0, (lid >> 8) as u8, lid as u8], ip, 15);
+        cfg.multicast_paths = MulticastPaths::SA_ONLY;
+        cfg.sa_transport = roce_cm::SaTransport::External;
+        cfg.mgid_style = roce_cm::MgidStyle::InfiniBand { pkey: 0xffff };
+        cfg.port_gid = Some(client.port_gid());
+        cfg.seed = seed();
+        Ok(IbsimPort { client, stack: Stack::new(cfg), tids: Default::default(), epoch: WallInstant::now() })
+    }
+
+    fn now(&self) -> roce_cm::Instant {
+        roce_cm::Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// Move MADs both ways until `done` holds or `timeout` passes.
+    pub fn run_until(&mut self, timeout: Duration, mut done: impl FnMut(&mut Self) -> bool) -> io::Result<bool> {
+        let end = WallInstant::now() + timeout;
+        loop {
+            let now = self.now();
+            while let Some(mad) = self.stack.poll_sa_mad(now) {
+                let tid = u64::from_be_bytes(mad[8..16].try_into().expect("8 bytes"));
+                self.tids.insert(tid & 0xffff_ffff_ffff, tid);
+                self.client.send_mad(self.client.sm_lid(), 1, &mad)?;
+            }
+            if done(self) {
+                return Ok(true);
+            }
+            let left = end.saturating_duration_since(WallInstant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            let mut wait = left.min(Duration::from_millis(100));
+            if let Some(t) = self.stack.poll_timeout() {
+                wait = wait.min(t.saturating_duration_since(self.now()));
+            }
+            if let Some((_, _, mut mad)) = self.client.recv_mad(Some(wait.max(Duration::from_millis(1))))? {
+                let low = u64::from_be_bytes(mad[8..16].try_into().expect("8 bytes")) & 0xffff_ffff_ffff;
+                if let Some(tid) = self.tids.remove(&low) {
+                    mad[8..16].copy_from_slice(&tid.to_be_bytes());
+                }
+                let now = self.now();
+                self.stack.handle_sa_mad(now, &mad);
+            }
+            let now = self.now();
+            if self.stack.poll_timeout().is_some_and(|t| t <= now) {
+                self.stack.handle_timeout(now);
+            }
+        }
+    }
+
+    /// Take the first event of `id` whose kind is in `kinds`.
+    pub fn wait_event(
+        &mut self,
+        id: roce_cm::CmId,
+        kinds: &[EventKind],
+        timeout: Duration,
+    ) -> io::Result<Option<roce_cm::CmEvent>> {
+        let mut got = None;
+        self.run_until(timeout, |p| {
+            while let Some(e) = p.stack.poll_event() {
+                if e.id == id && kinds.contains(&e.kind) {
+                    got = Some(e);
+                    return true;
+                }
+            }
+            false
+        })?;
+        Ok(got)
+    }
+}
+
+/// `roce mckey --ibsim`: join and leave against OpenSM through ibsim (no data path on the sim).
+pub fn mckey_ibsim(node: Option<&str>, group: IpAddr, join_state: JoinState, leave_after: Duration) -> i32 {
+    let mut p = match IbsimPort::connect(node) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("roce mckey --ibsim: {e}");
+            return 2;
+        }
+    };
+    let local = IpAddr::V4(p.stack.config().ipv4.map(|(a, _)| a).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED));
+    let id = p.stack.create_id(PortSpace::Udp, QpType::Ud).expect("UDP id");
+    p.stack.bind_addr(id, SocketAddr::new(local, 0)).expect("bind");
+    let mgid = p.stack.mgid(&group);
+    println!(
+        "mckey: ibsim port LID {} GID {} (SM LID {}); joining {group} (MGID {mgid}) as {join_state}",
+        p.client.port_lid(),
+        p.client.port_gid(),
+        p.client.sm_lid()
+    );
+    let now = p.now();
+    if let Err(e) = p.stack.join_multicast(now, id, group, join_state) {
+        eprintln!("roce mckey --ibsim: join_multicast: {e}");
+        return 2;
+    }
+    let ev = p
+        .wait_event(id, &[EventKind::MulticastJoin, EventKind::MulticastError], Duration::from_secs(10))
+        .ok()
+        .flatten();
+    let joined = match ev {
+        Some(e) if e.kind == EventKind::MulticastJoin => {
+            if let EventParam::Multicast { record: Some(r), .. } = &e.param {
+                println!(
+                    "event: MULTICAST_JOIN status 0 MLID 0x{:04x} MTU {} rate {} qkey 0x{:08x}",
+                    r.mlid, r.mtu, r.rate, r.q_key
+                );
+            }
+            true
+        }
+        Some(e) => {
+            let sa = match &e.param {
+                EventParam::Multicast { sa_status: Some(st), .. } => format!(" SA status {}", MadStatus(*st)),
+                _ => String::new(),
+            };
+            println!("event: MULTICAST_ERROR status {}{sa}", e.status);
+            false
+        }
+        None => {
+            println!("join: no event within 10 s");
+            false
+        }
+    };
+    if !joined {
+        return 1;
+    }
+    let _ = p.run_until(leave_after, |_| false);
+    println!("mckey: leaving {group}");
+    let now = p.now();
+    let _ = p.stack.leave_multicast(now, id, group);
+    match p.wait_event(id, &[EventKind::MulticastLeft, EventKind::MulticastError], Duration::from_secs(20)) {
+        Ok(Some(e)) if e.kind == EventKind::MulticastLeft => {
+            println!("event: MULTICAST_LEFT status 0");
+            0
+        }
+        Ok(Some(e)) => {
+            println!("event: MULTICAST_ERROR status {} (leave)", e.status);
+            1
+        }
+        _ => {
+            println!("leave: no event within 20 s");
+            1
+        }
+    }
+}
+
+/// `roce sa-query --ibsim`: Get (with an MGID) or GetTable of MCMemberRecords from OpenSM.
+pub fn sa_query_ibsim(node: Option<&str>, mgid: Option<Gid>) -> i32 {
+    let mut p = match IbsimPort::connect(node) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("roce sa-query --ibsim: {e}");
+            return 2;
+        }
+    };
+    let rec = McMemberRecord { mgid: mgid.unwrap_or_default(), ..McMemberRecord::default() };
+    let (method, mask) = match mgid {
+        Some(_) => (Method::Get, ComponentMask::MGID.0),
+        None => (Method::GetTable, 0),
+    };
+    let req = SaMad::request(method, 0, attr::MC_MEMBER_RECORD, mask, SaData::mc_member(rec));
+    let now = p.now();
+    let handle = p.stack.sa_query(now, req).expect("External transport");
+    let mut result = None;
+    let _ = p.run_until(Duration::from_secs(10), |p| {
+        result = p.stack.poll_sa_result().filter(|r| r.handle == handle);
+        result.is_some()
+    });
+    match result.map(|r| r.result) {
+        Some(Ok(resp)) => {
+            let st = resp.header.status;
+            println!("answer: {} status {} TID 0x{:016x}", resp.header.method_name(), st, resp.header.transaction_id);
+            if st.0 != 0 {
+                println!("error: the SA answered status {st}");
+                return 1;
+            }
+            print_records(&resp);
+            0
+        }
+        Some(Err(e)) => {
+            println!("error: {e}: no answer from the SM's SA");
+            1
+        }
+        None => {
+            println!("error: no answer within 10 s");
+            1
+        }
+    }
+}
+
+fn print_records(resp: &SaMad) {
+    match &resp.data {
+        SaData::McMember { record, .. } if resp.header.method == Method::Get => print_member(record),
+        _ => {
+            let bytes = resp.to_bytes();
+            let step = usize::from(resp.sa.attribute_offset) * 8;
+            let mut n = 0;
+            if step >= McMemberRecord::LEN {
+                let mut at = 56;
+                while at + McMemberRecord::LEN <= bytes.len() {
+                    if let Ok(r) = McMemberRecord::parse_bytes(&bytes[at..]) {
+                        if r.mgid != Gid::ZERO {
+                            print_member(&r);
+                            n += 1;
+                        }
+                    }
+                    at += step;
+                }
+            }
+            println!("{n} records");
+        }
+    }
 }

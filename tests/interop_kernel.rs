@@ -42,7 +42,10 @@ fn roce(args: &str) -> String {
 /// (exit code, stdout+stderr) of a host-side command in the namespace.
 fn run(g: &harness::Guest, cmd: &str) -> (i32, String) {
     let o = g.exec_in_netns(cmd);
-    (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+    (
+        o.status.code().unwrap_or(-1),
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
+    )
 }
 
 fn counters(g: &mut harness::Guest, tag: &str) -> std::collections::BTreeMap<String, u64> {
@@ -102,17 +105,36 @@ fn kernel_rxe_interop_with_our_tools() {
     let after = counters(&mut g, "b_after");
     let (_, agent) = g.guest_exec("cat /tmp/agent.log", T);
     let _ = writeln!(report, "agent log:\n{agent}");
-    assert!(agent.contains("<- SubnAdmSet(MCMemberRecord)") && agent.contains("-> SubnAdmGetResp(MCMemberRecord)"), "{agent}");
-    let delete = agent.lines().find(|l| l.contains("<- SubnAdmDelete(MCMemberRecord)")).unwrap_or_else(|| panic!("no Delete in the agent's log:\n{agent}"));
-    assert!(delete.contains("mask=0x10003") && delete.contains("MGID=::ffff:239.1.2.3") && delete.contains("PortGID=::ffff:198.18.0.1") && delete.contains("JoinState=FullMember"), "{delete}");
+    assert!(
+        agent.contains("<- SubnAdmSet(MCMemberRecord)") && agent.contains("-> SubnAdmGetResp(MCMemberRecord)"),
+        "{agent}"
+    );
+    let delete = agent
+        .lines()
+        .find(|l| l.contains("<- SubnAdmDelete(MCMemberRecord)"))
+        .unwrap_or_else(|| panic!("no Delete in the agent's log:\n{agent}"));
+    assert!(
+        delete.contains("mask=0x10003")
+            && delete.contains("MGID=::ffff:239.1.2.3")
+            && delete.contains("PortGID=::ffff:198.18.0.1")
+            && delete.contains("JoinState=FullMember"),
+        "{delete}"
+    );
     assert!(agent.contains("-> SubnAdmDeleteResp(MCMemberRecord)"), "{agent}");
     let sent_b = frames_to_guest(&pcap_b, "198.18.0.2");
     let d = after["rcvd_pkts"] - before["rcvd_pkts"];
-    let _ = writeln!(report, "rcvd_pkts {} -> {} (+{d}); we sent the guest {} RoCEv2 frames", before["rcvd_pkts"], after["rcvd_pkts"], sent_b.len());
+    let _ = writeln!(
+        report,
+        "rcvd_pkts {} -> {} (+{d}); we sent the guest {} RoCEv2 frames",
+        before["rcvd_pkts"],
+        after["rcvd_pkts"],
+        sent_b.len()
+    );
     assert_eq!(d as usize, sent_b.len(), "rcvd_pkts counts every frame we sent:\n{}", sent_b.join("\n"));
 
     // c. Without the agent: the leave still reaches the guest, and times out after its retries.
-    let _ = g.guest_exec("killall roce; sleep 0.2; roce sa-agent --device umad0 --duration 3 > /tmp/agent2.log 2>&1 &", T);
+    let _ =
+        g.guest_exec("killall roce; sleep 0.2; roce sa-agent --device umad0 --duration 3 > /tmp/agent2.log 2>&1 &", T);
     std::thread::sleep(Duration::from_millis(500));
     let before = counters(&mut g, "c_before");
     let pcap_c = art.join("mckey_c.pcap");
@@ -141,11 +163,19 @@ fn kernel_rxe_interop_with_our_tools() {
     g.finish();
     // tshark on tap0: the Delete leaving our MAC, and the IGMP leave.
     let tshark = common::tshark();
-    let o = Command::new(&tshark).args(["-n", "-r"]).arg(&tap).args(["-Y", "infiniband.mad.method == 0x15 || igmp"]).output().unwrap();
+    let o = Command::new(&tshark)
+        .args(["-n", "-r"])
+        .arg(&tap)
+        .args(["-Y", "infiniband.mad.method == 0x15 || igmp"])
+        .output()
+        .unwrap();
     let lines = String::from_utf8_lossy(&o.stdout).to_string();
     let _ = writeln!(report, "--- tshark on tap0 (Deletes and IGMP):\n{lines}");
     assert!(lines.contains("SubnAdmDelete(MCMemberRecord)"), "{lines}");
-    assert!(lines.contains("IGMPv3") && lines.contains("Leave group 239.1.2.3") || lines.contains("Change to Include Mode"), "{lines}");
+    assert!(
+        lines.contains("IGMPv3") && lines.contains("Leave group 239.1.2.3") || lines.contains("Change to Include Mode"),
+        "{lines}"
+    );
     std::fs::write(art.join("report.txt"), &report).unwrap();
     println!("{report}");
 }

@@ -29,6 +29,32 @@ impl Default for MulticastPaths {
     }
 }
 
+/// How SA MADs travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SaTransport {
+    /// In RoCEv2 frames to QP1 of [`StackConfig::sa`] (the default).
+    #[default]
+    RoceV2,
+    /// Handed to the driver as bare MADs ([`crate::Stack::poll_sa_mad`] /
+    /// [`crate::Stack::handle_sa_mad`]), for an SA reached some other way: OpenSM through
+    /// ibsim, or umad on a native InfiniBand port. The MAD bytes are the same.
+    External,
+}
+
+/// How a group address becomes an MGID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MgidStyle {
+    /// RoCEv2: `::ffff:a.b.c.d` for IPv4, the address itself for IPv6 (cma_iboe_set_mgid).
+    #[default]
+    RoceV2,
+    /// InfiniBand, as RDMA-CM builds it for RDMA_PS_UDP (cma_set_mgid): the IPoIB mapping
+    /// `ff12:401b:PKEY::a.b.c.d` with byte 3 set to 0x01 (the RDMA CM signature).
+    InfiniBand {
+        /// The P_Key of the port's IPoIB broadcast address.
+        pkey: u16,
+    },
+}
+
 /// The IGMP version a stack speaks for IPv4 groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IgmpVersion {
@@ -102,6 +128,13 @@ pub struct StackConfig {
     pub sa: Option<IpAddr>,
     /// Which multicast paths to use.
     pub multicast_paths: MulticastPaths,
+    /// How SA MADs travel.
+    pub sa_transport: SaTransport,
+    /// How group addresses become MGIDs.
+    pub mgid_style: MgidStyle,
+    /// The PortGID for SA records (default: the source address's GID, as on RoCEv2; on an IB
+    /// port, the port's GID).
+    pub port_gid: Option<roce_wire::Gid>,
     /// IGMP version for IPv4 groups.
     pub igmp_version: IgmpVersion,
     /// Accept IPv6 multicast joins (the kernel refuses them on RoCEv2 with ENOTSUPP; we
@@ -140,6 +173,9 @@ impl StackConfig {
             pkey: roce_wire::DEFAULT_PKEY,
             sa: None,
             multicast_paths: MulticastPaths::default(),
+            sa_transport: SaTransport::default(),
+            mgid_style: MgidStyle::default(),
+            port_gid: None,
             igmp_version: IgmpVersion::default(),
             ipv6_multicast: true,
             sa_timing: SaTiming::default(),

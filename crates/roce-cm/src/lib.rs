@@ -26,7 +26,7 @@ pub mod stack;
 pub mod time;
 
 pub use cm::ConnectParam;
-pub use config::{IgmpVersion, MulticastPaths, SaTiming, StackConfig};
+pub use config::{IgmpVersion, MgidStyle, MulticastPaths, SaTiming, SaTransport, StackConfig};
 pub use counters::{Counters, DropReason};
 pub use errno::Errno;
 pub use event::{CmEvent, EventKind, EventParam};

@@ -209,13 +209,26 @@ impl Stack {
     }
 
     fn sa_enabled(&self) -> bool {
-        self.cfg.sa.is_some() && self.cfg.multicast_paths.sa
+        self.cfg.multicast_paths.sa
+            && (self.cfg.sa.is_some() || self.cfg.sa_transport == crate::config::SaTransport::External)
+    }
+
+    /// The MGID of a group address, in the port's style.
+    pub fn mgid(&self, group: &IpAddr) -> Gid {
+        match (self.cfg.mgid_style, group) {
+            (crate::config::MgidStyle::InfiniBand { pkey }, IpAddr::V4(a)) => {
+                let o = a.octets();
+                let p = (pkey | 0x8000).to_be_bytes();
+                Gid([0xff, 0x12, 0x40, 0x01, p[0], p[1], 0, 0, 0, 0, 0, 0, o[0], o[1], o[2], o[3]])
+            }
+            _ => mgid_for(group),
+        }
     }
 
     /// Join `group` with one join-state bit (see [`Stack::join_multicast`]); the id's state
     /// was checked by the caller.
     pub(crate) fn start_join(&mut self, now: Instant, id: CmId, group: IpAddr, join_state: JoinState) {
-        let mgid = mgid_for(&group);
+        let mgid = self.mgid(&group);
         let key = MemberKey(self.next_member);
         self.next_member += 1;
         let send_only = join_state == JoinState::SEND_ONLY_FULL_MEMBER || join_state == JoinState::SEND_ONLY_NON_MEMBER;
@@ -252,7 +265,7 @@ impl Stack {
         let ps = self.ids.get(&m.id).map(|r| r.ps);
         McMemberRecord {
             mgid: m.mgid,
-            port_gid: self.source_for(&m.addr).map(Gid::from_ip).unwrap_or_default(),
+            port_gid: self.cfg.port_gid.or_else(|| self.source_for(&m.addr).map(Gid::from_ip)).unwrap_or_default(),
             q_key: if matches!(ps, Some(PortSpace::Udp) | Some(PortSpace::Ib)) { RDMA_UDP_QKEY } else { 0 },
             p_key: self.cfg.pkey,
             join_state: m.join_state,
@@ -557,7 +570,7 @@ impl Stack {
     /// answer (or ETIMEDOUT after the retries) comes from [`Stack::poll_sa_result`]. ENODEV
     /// without an SA.
     pub fn sa_query(&mut self, now: Instant, request: SaMad) -> Result<u64, Errno> {
-        if self.cfg.sa.is_none() {
+        if self.cfg.sa.is_none() && self.cfg.sa_transport != crate::config::SaTransport::External {
             return Err(Errno::ENODEV);
         }
         let handle = self.next_member;

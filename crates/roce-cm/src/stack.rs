@@ -285,6 +285,9 @@ impl Stack {
             let out = match self.tx.pop_front() {
                 Some(o) => o,
                 None => {
+                    if self.cfg.sa_transport == crate::config::SaTransport::External {
+                        return None; // SA MADs leave through poll_sa_mad
+                    }
                     let mad = self.sa.poll_outgoing(now)?;
                     match self.cfg.sa {
                         Some(sa) => Outgoing::Roce(self.gsi_packet(sa, 1, &mad)),
@@ -529,6 +532,29 @@ impl Stack {
             self.counters.rx_accepted += 1;
         } else {
             self.counters.drop(DropReason::UnhandledMad);
+        }
+    }
+
+    /// With [`crate::config::SaTransport::External`]: the next SA request MAD to deliver to the
+    /// SA (its QP1), as bare bytes.
+    pub fn poll_sa_mad(&mut self, now: Instant) -> Option<[u8; MAD_SIZE]> {
+        if self.cfg.sa_transport != crate::config::SaTransport::External {
+            return None;
+        }
+        self.now = self.now.max(now);
+        self.sa.poll_outgoing(now)
+    }
+
+    /// With [`crate::config::SaTransport::External`]: an SA response MAD arrived.
+    pub fn handle_sa_mad(&mut self, now: Instant, mad: &[u8]) {
+        self.now = self.now.max(now);
+        self.counters.rx_frames += 1;
+        match MadHeader::parse_bytes(mad) {
+            Ok(h) if h.mgmt_class == MgmtClass::SubnAdm && h.response && mad.len() >= MAD_SIZE => {
+                self.handle_sa_response(now, &mad[..MAD_SIZE])
+            }
+            Ok(_) => self.counters.drop(DropReason::UnsolicitedResponse),
+            Err(_) => self.counters.drop(DropReason::BadMad),
         }
     }
 

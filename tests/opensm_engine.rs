@@ -1,0 +1,57 @@
+//! The engine's SA client against OpenSM through ibsim: `roce mckey --ibsim` joins (SA Set ▶
+//! GetResp with an MLID, the MGID as RDMA-CM builds it on IB) and leaves (Delete ▶ DeleteResp);
+//! `saquery` lists our port in the group meanwhile and not afterwards; `roce sa-query --ibsim`
+//! reads OpenSM's MCMemberRecords. Fails (never skips) without ibsim/OpenSM.
+
+#[path = "ibsim/harness.rs"]
+mod ibsim_harness;
+
+use std::net::Ipv6Addr;
+use std::process::Command;
+use std::time::Duration;
+
+use ibsim_harness::Fabric;
+
+const MGID_CM: Ipv6Addr = Ipv6Addr::new(0xff12, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0203);
+
+#[test]
+fn mckey_and_sa_query_through_ibsim() {
+    let f = Fabric::start();
+    let roce = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_roce")).env("IBSIM_SOCKNAME", &f.sockname).args(args).spawn().unwrap()
+    };
+    // Join, hold the group for 3 s, leave.
+    let child = roce(&["mckey", "--ibsim", "Hca2", "-m", "239.1.2.3", "--leave-after", "3"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let during = f.mc_members(Some(MGID_CM));
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "mckey --ibsim failed");
+    assert_eq!(during.len(), 1, "saquery lists our port while joined: {during:?}");
+    assert_eq!(during[0].join_state(), 1, "FullMember");
+    let after = f.mc_members(Some(MGID_CM));
+    assert!(after.is_empty(), "after the leave OpenSM no longer lists us: {after:?}");
+
+    // A send-only join and leave.
+    let child =
+        roce(&["mckey", "--ibsim", "Hca2", "-m", "239.1.2.3", "--join-state", "sendonly", "--leave-after", "0.5"]);
+    assert!(child.wait_with_output().unwrap().status.success());
+
+    // sa-query: GetTable answers with OpenSM's records (the IPoIB broadcast group at least).
+    let out = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .env("IBSIM_SOCKNAME", &f.sockname)
+        .args(["sa-query", "--ibsim", "Hca2"])
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("SubnAdmGetTableResp") && text.contains("ff12:401b:ffff::ffff:ffff"), "{text}");
+    // A Get of a group that does not exist: OpenSM's NO_RECORDS, and the exit code says so.
+    let out = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .env("IBSIM_SOCKNAME", &f.sockname)
+        .args(["sa-query", "--ibsim", "Hca2", "--mgid", "ff12:4001:ffff::ef09:909"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("0x0300"), "{text}");
+}
