@@ -23,7 +23,8 @@ enum Command {
     /// P_Key, the MAD class/method/attribute, TID, SA component mask, MCMemberRecord fields
     /// and whether the ICRC is right.
     ///
-    /// Example: roce decode tests/data/sa-join-leave.pcap
+    /// Example: roce decode tests/data/sample.pcap
+    ///
     /// Example: roce decode --json capture.pcapng | jq .icrc
     Decode {
         /// The capture file.
@@ -40,6 +41,7 @@ enum Command {
     /// 0 only if every step was verified.
     ///
     /// Example: roce demo
+    ///
     /// Example: roce demo --ipv6 --loss 0.3 --pcap demo.pcap
     Demo {
         /// Write every frame to this pcap file.
@@ -66,6 +68,7 @@ enum Command {
     /// only if the join and the leave were both answered (with --no-sa: sent).
     ///
     /// Example: roce mckey -m 239.1.2.3 -b 198.18.0.1 --iface tap0 --sa 198.18.0.2 -s -C 5 --leave-after 1
+    ///
     /// Example: roce mckey --ibsim Hca2 -m 239.1.2.3 --leave-after 1   (OpenSM through ibsim)
     Mckey {
         /// The multicast group (IPv4 or IPv6).
@@ -104,6 +107,7 @@ enum Command {
     /// exit code is 1. Needs CAP_NET_RAW.
     ///
     /// Example: roce sa-query --iface tap0 -b 198.18.0.1 --sa 198.18.0.2 --mgid ::ffff:239.1.2.3
+    ///
     /// Example: roce sa-query --ibsim   (OpenSM through ibsim)
     SaQuery {
         /// The stack's own address on the interface.
