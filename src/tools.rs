@@ -179,7 +179,7 @@ fn sa_timeout_text(d: &Driver<CliDevice>) -> String {
     let t = d.stack.config().sa_timing;
     format!(
         "no answer: timed out after {} transmissions over {:.1} s (retry interval {:.1} s)",
-        t.retries + 1,
+        t.max_sends(),
         t.timeout.as_secs_f64(),
         t.retry_interval().as_secs_f64()
     )

@@ -91,6 +91,14 @@ impl Default for SaTiming {
 }
 
 impl SaTiming {
+    /// How many times one query is sent before its deadline: at 0, one interval, two … while
+    /// before the budget ends, at most `retries + 1` (defaults: 0, 0.5, … 2.5 s: 6).
+    pub fn max_sends(&self) -> u32 {
+        let i = self.retry_interval().as_nanos().max(1);
+        let fit = self.timeout.as_nanos().div_ceil(i);
+        u32::try_from(fit).unwrap_or(u32::MAX).clamp(1, self.retries + 1)
+    }
+
     /// The interval between transmissions of one query.
     pub fn retry_interval(&self) -> Duration {
         let per_try = self.timeout / (self.retries + 1).max(1);

@@ -676,3 +676,10 @@ fn per_group_state_stays_small() {
     assert!(std::mem::size_of::<crate::mcast::Group>() <= 160, "{}", std::mem::size_of::<crate::mcast::Group>());
     assert!(std::mem::size_of::<crate::mcast::Member>() <= 48);
 }
+
+#[test]
+fn default_sa_timing_sends_six_times_in_three_seconds() {
+    let t = SaTiming::default();
+    assert_eq!(t.retry_interval(), Duration::from_millis(500));
+    assert_eq!(t.max_sends(), 6);
+}
