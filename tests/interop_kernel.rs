@@ -68,6 +68,18 @@ fn frames_to_guest(pcap: &Path, guest: &str) -> Vec<String> {
         .collect()
 }
 
+/// Poll a log file in the guest until it contains `needle`; returns its content.
+fn wait_guest_log(g: &mut harness::Guest, path: &str, needle: &str, timeout: Duration) -> String {
+    let end = std::time::Instant::now() + timeout;
+    loop {
+        let (_, log) = g.guest_exec(&format!("cat {path} 2>/dev/null"), T);
+        if log.contains(needle) || std::time::Instant::now() >= end {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 #[test]
 fn kernel_rxe_interop_with_our_tools() {
     let bin = static_roce();
@@ -198,6 +210,92 @@ fn kernel_rxe_interop_with_our_tools() {
     assert_eq!(tries, 6, "the query is sent at 0, 0.5, … 2.5 s");
     assert_eq!(outcome, Some(Err(roce_cm::Errno::ETIMEDOUT)));
     assert_eq!(d, 0, "rxe drops frames with a bad ICRC before counting them");
+
+    // e. Multicast data with the kernel's RDMA stack: rdma-core's mckey in the guest.
+    //    Guest receives what `roce mckey -s` sends (IGMP-only on our side, as a RoCE port):
+    let (rc, out) = g.guest_exec("(mckey -m 239.1.2.3 -b 198.18.0.2 -C 5; echo rc=$?) > /tmp/mckey_rx.log 2>&1 &", T);
+    assert_eq!(rc, 0, "{out}");
+    // mckey's output is block-buffered into the file: watch the guest's IGMP membership instead
+    // (RDMA-CM's RoCE join is ip_mc_inc_group; /proc/net/igmp shows 239.1.2.3 as 030201EF).
+    let igmp = wait_guest_log(&mut g, "/proc/net/igmp", "030201EF", Duration::from_secs(30));
+    assert!(igmp.contains("030201EF"), "the guest's mckey joined 239.1.2.3 at IP level: {igmp}");
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = writeln!(report, "--- e1. the guest joined 239.1.2.3 (IGMP) for rdma-core's mckey: {igmp}");
+    let (rc, out) = run(&g, &roce("mckey -m 239.1.2.3 -b 198.18.0.1 --iface tap0 --no-sa -s -C 5 --leave-after 1"));
+    let _ = writeln!(
+        report,
+        "roce mckey -s --no-sa, exit {rc}
+{out}"
+    );
+    assert_eq!(rc, 0, "{out}");
+    let log = wait_guest_log(&mut g, "/tmp/mckey_rx.log", "rc=", Duration::from_secs(30));
+    let _ = writeln!(
+        report,
+        "guest mckey (receiver) log:
+{log}"
+    );
+    assert!(
+        log.contains("data transfers complete") && log.contains("rc=0"),
+        "the guest's mckey received our 5 datagrams:
+{log}"
+    );
+
+    //    We receive what the guest's `mckey -s` sends, and after our leave nothing more reaches
+    //    our application (the datagrams are counted as unknown_group drops).
+    let (mut d, qpn, id, group) = g.in_netns(|| {
+        use roce_net::driver::Driver;
+        let raw = roce_net::raw::RawSocket::open("tap0").expect("raw socket on tap0");
+        let mac = raw.info.mac.expect("tap0 MAC");
+        let mut cfg = roce_cm::StackConfig::new(mac, "198.18.0.1".parse().unwrap(), 24);
+        cfg.multicast_paths = roce_cm::MulticastPaths::IGMP_MLD_ONLY;
+        let mut d = Driver::new(raw, roce_cm::Stack::new(cfg));
+        let id = d.stack.create_id(roce_cm::PortSpace::Udp, roce_cm::QpType::Ud).unwrap();
+        d.stack.bind_addr(id, "198.18.0.1:0".parse().unwrap()).unwrap();
+        let qpn = d.stack.create_qp_for_id(id).unwrap();
+        let group: std::net::IpAddr = "239.1.2.3".parse().unwrap();
+        let ev = d.join(id, group, roce_wire::mcmember::JoinState::FULL_MEMBER, Duration::from_secs(5)).unwrap();
+        assert_eq!(ev.map(|e| e.kind), Some(roce_cm::EventKind::MulticastJoin));
+        (d, qpn, id, group)
+    });
+    // (the driver is moved back out of the namespace thread: its socket stays in the namespace)
+    let (rc, out) =
+        g.guest_exec("(mckey -m 239.1.2.3 -b 198.18.0.2 -s -C 5; echo rc=$?) > /tmp/mckey_tx.log 2>&1 &", T);
+    assert_eq!(rc, 0, "{out}");
+    let mut received = 0;
+    let _ = d.run_until(Duration::from_secs(20), |d| {
+        while d.stack.poll_recv(qpn).is_some() {
+            received += 1;
+        }
+        received >= 5
+    });
+    let log = wait_guest_log(&mut g, "/tmp/mckey_tx.log", "rc=", Duration::from_secs(30));
+    let _ = writeln!(
+        report,
+        "--- e2. guest mckey -s log:
+{log}
+our stack received {received} datagrams"
+    );
+    assert_eq!(received, 5, "we receive the guest's 5 datagrams");
+    let ev = d.leave(id, group, Duration::from_secs(5)).unwrap();
+    assert_eq!(ev.map(|e| e.kind), Some(roce_cm::EventKind::MulticastLeft));
+    let drops_before = d.stack.counters().dropped(roce_cm::DropReason::UnknownGroup);
+    let (rc, _) = g.guest_exec("(mckey -m 239.1.2.3 -b 198.18.0.2 -s -C 5; echo rc=$?) > /tmp/mckey_tx2.log 2>&1 &", T);
+    assert_eq!(rc, 0);
+    let log2 = wait_guest_log(&mut g, "/tmp/mckey_tx2.log", "rc=", Duration::from_secs(30));
+    let _ = d.run_for(Duration::from_millis(500));
+    let mut late = 0;
+    while d.stack.poll_recv(qpn).is_some() {
+        late += 1;
+    }
+    let dropped = d.stack.counters().dropped(roce_cm::DropReason::UnknownGroup) - drops_before;
+    let _ = writeln!(
+        report,
+        "after our leave the guest sent 5 more:
+{log2}
+delivered to us: {late}; counted unknown_group: {dropped}"
+    );
+    assert_eq!(late, 0, "nothing reaches our application after the leave");
+    assert!(dropped >= 1, "the guest's datagrams after our leave are counted, not lost silently");
 
     g.signal("end");
     let tap = g.pcap_path();

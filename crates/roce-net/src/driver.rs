@@ -25,7 +25,7 @@ pub enum Direction {
 }
 
 /// A callback that sees every frame (printing, capture).
-pub type Tap = Box<dyn FnMut(Direction, Instant, &[u8])>;
+pub type Tap = Box<dyn FnMut(Direction, Instant, &[u8]) + Send>;
 
 /// Devices that can be told which multicast MACs to pass (a raw socket can; others need not).
 pub trait MulticastFilter {
