@@ -23,7 +23,7 @@
 //! | 64 | 4 | 31:24 / 23:0 | TrapHL / TrapQP |
 //! | 68 | 4 | | TrapQ_Key |
 
-use crate::error::{check_len, Layer, Result};
+use crate::error::{Layer, Result};
 use crate::field::{array, be16, be32, put16, put32};
 use crate::gid::Gid;
 
@@ -145,35 +145,9 @@ const fn make_tc_sl_fl(tc: u8, sl: u8, fl: u32) -> u32 {
     ((tc as u32) << 24) | (((sl & 0xF) as u32) << 20) | (fl & 0xF_FFFF)
 }
 
-/// A read/write view of ClassPortInfo.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_view!(Layer::ClassPortInfo, CLASS_PORT_INFO_LEN);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking that it holds 72 bytes.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Packet::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Check that the buffer holds the 72-byte attribute.
-    pub fn check_len(&self) -> Result<()> {
-        check_len(Layer::ClassPortInfo, self.buffer.as_ref(), CLASS_PORT_INFO_LEN)
-    }
-
-    /// Give back the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }

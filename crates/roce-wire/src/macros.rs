@@ -54,9 +54,16 @@ macro_rules! enum_with_unknown {
 }
 
 /// The checked-view boilerplate shared by every fixed-length header: `Packet<T>` with
-/// `new_unchecked`, `new_checked`, `check_len` and `into_inner`.
+/// `new_unchecked`, `new_checked`, `check_len` and `into_inner`. The length check is either
+/// `(Layer, len)` or a function `fn(&[u8]) -> Result<()>` (`check: path`).
 macro_rules! fixed_view {
     ($layer:expr, $len:expr) => {
+        fixed_view!(@view |b: &[u8]| $crate::error::check_len($layer, b, $len));
+    };
+    (check: $check:path) => {
+        fixed_view!(@view |b: &[u8]| $check(b));
+    };
+    (@view $check:expr) => {
         /// A checked zero-copy view of this header.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub struct Packet<T: AsRef<[u8]>> {
@@ -78,7 +85,8 @@ macro_rules! fixed_view {
 
             /// Check that the buffer holds the whole header.
             pub fn check_len(&self) -> $crate::Result<()> {
-                $crate::error::check_len($layer, self.buffer.as_ref(), $len)
+                let check = $check;
+                check(self.buffer.as_ref())
             }
 
             /// The wrapped buffer.

@@ -431,35 +431,9 @@ pub fn attribute_name(class: MgmtClass, attr: u16) -> &'static str {
     }
 }
 
-/// A read/write view of a MAD common header (the buffer may hold the whole MAD).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_view!(Layer::Mad, MAD_HEADER_LEN);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking that it holds the 24-byte header.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Packet::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Check that the buffer holds the 24-byte header; after `Ok` no accessor panics.
-    pub fn check_len(&self) -> Result<()> {
-        check_len(Layer::Mad, self.buffer.as_ref(), MAD_HEADER_LEN)
-    }
-
-    /// Give back the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// BaseVersion (1 for InfiniBand, 0x80 for OPA).
     pub fn base_version(&self) -> u8 {
         self.buffer.as_ref()[field::BASE_VERSION]

@@ -22,7 +22,7 @@
 use core::fmt;
 use core::ops::{BitAnd, BitOr, BitOrAssign, Not};
 
-use crate::error::{check_len, Layer, Result};
+use crate::error::{Layer, Result};
 use crate::field::{array, be16, be24, be32, put16, put24, put32};
 use crate::gid::Gid;
 use crate::rmpp::write_flags;
@@ -292,35 +292,9 @@ impl fmt::Display for ComponentMask {
     }
 }
 
-/// A read/write view of an MCMemberRecord.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_view!(Layer::McMemberRecord, MC_MEMBER_RECORD_LEN);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking that it holds 52 bytes.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Packet::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Check that the buffer holds the 52-byte record.
-    pub fn check_len(&self) -> Result<()> {
-        check_len(Layer::McMemberRecord, self.buffer.as_ref(), MC_MEMBER_RECORD_LEN)
-    }
-
-    /// Give back the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }

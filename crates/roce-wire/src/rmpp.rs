@@ -16,7 +16,7 @@
 use core::fmt;
 use core::ops::{BitAnd, BitOr, BitOrAssign};
 
-use crate::error::{check_len, Layer, Result};
+use crate::error::{Layer, Result};
 use crate::field::{be32, put32};
 
 /// Length of the RMPP header.
@@ -169,35 +169,9 @@ pub(crate) fn write_flags(f: &mut fmt::Formatter<'_>, v: u64, names: &[(u64, &st
     Ok(())
 }
 
-/// A read/write view of an RMPP header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_view!(Layer::Rmpp, RMPP_HEADER_LEN);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking that it holds 12 bytes.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Packet::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Check that the buffer holds the 12-byte header.
-    pub fn check_len(&self) -> Result<()> {
-        check_len(Layer::Rmpp, self.buffer.as_ref(), RMPP_HEADER_LEN)
-    }
-
-    /// Give back the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// RMPPVersion.
     pub fn version(&self) -> u8 {
         self.buffer.as_ref()[field::VERSION]

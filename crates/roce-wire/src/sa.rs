@@ -103,35 +103,9 @@ pub mod field {
     pub const COMPONENT_MASK: Field = 12..20;
 }
 
-/// A read/write view of the SA header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_view!(Layer::SaHeader, SA_HEADER_LEN);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking that it holds 20 bytes.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Packet::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Check that the buffer holds the 20-byte SA header.
-    pub fn check_len(&self) -> Result<()> {
-        check_len(Layer::SaHeader, self.buffer.as_ref(), SA_HEADER_LEN)
-    }
-
-    /// Give back the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// SM_Key.
     pub fn sm_key(&self) -> u64 {
         be64(self.buffer.as_ref(), field::SM_KEY.start)

@@ -22,7 +22,7 @@
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::cm::{get_bits, set_bits};
-use crate::error::{check_len, ContentError, Error, Layer, Result};
+use crate::error::{ContentError, Error, Layer, Result};
 use crate::field::{array, be16, put16};
 
 /// Byte positions inside the header (offsets from the start of the private data).
@@ -79,35 +79,9 @@ pub const fn is_ip_service_id(service_id: u64) -> bool {
     service_id & IP_SERVICE_ID_MASK == IP_SERVICE_ID_PREFIX
 }
 
-/// A view of the header at the front of a private-data buffer.
-#[derive(Debug, Clone)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_view!(Layer::CmaHeader, HEADER_LEN);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer after checking that it holds the 36-byte header.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Check the length: a buffer below 36 bytes is an `Error::Len` at offset 0.
-    pub fn check_len(&self) -> Result<()> {
-        check_len(Layer::CmaHeader, self.buffer.as_ref(), HEADER_LEN)
-    }
-
-    /// Give back the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// `cma_version`.
     pub fn cma_version(&self) -> u8 {
         self.buffer.as_ref()[field::CMA_VERSION]

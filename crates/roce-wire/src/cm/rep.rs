@@ -44,34 +44,13 @@ pub mod field {
     pub const PRIVATE_DATA: Field = 36..232;
 }
 
-/// A read/write view of a REP body.
-#[derive(Debug, Clone)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_view!(check: check_data_len);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    /// Wrap a buffer after checking that it holds the 232-byte data area.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Check the length: a shorter buffer is an `Error::Len` at MAD byte 24.
-    pub fn check_len(&self) -> Result<()> {
-        check_data_len(self.buffer.as_ref())
-    }
-    /// Give back the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
+
     /// Local Communication ID.
     pub fn local_comm_id(&self) -> u32 {
         be32(self.b(), field::LOCAL_COMM_ID.start)
