@@ -216,3 +216,63 @@ impl<D: Device + MulticastFilter> Driver<D> {
         self.wait_event(id, &[EventKind::MulticastLeft, EventKind::MulticastError], timeout)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::MemoryDevice;
+    use roce_cm::{DropReason, StackConfig};
+    use roce_wire::golden;
+
+    /// Bad frames on the wire — malformed, bad ICRC, wrong Q_Key, a replayed response — are
+    /// counted and never stop the loop: a good frame after them is still answered.
+    #[test]
+    fn bad_frames_are_counted_and_the_loop_goes_on() {
+        let (a, mut peer) = MemoryDevice::pair();
+        // The golden SA frame is addressed to 192.168.100.2 at 02:00:00:00:00:02.
+        let cfg = StackConfig::new([2, 0, 0, 0, 0, 2], "192.168.100.2".parse().unwrap(), 24);
+        let mut d = Driver::new(a, Stack::new(cfg));
+        let good = golden::SA_DELETE_MCMEMBER.to_vec();
+        let mut bad_icrc = good.clone();
+        *bad_icrc.last_mut().unwrap() ^= 1;
+        let truncated = good[..100].to_vec();
+        // Wrong Q_Key: DETH Q_Key at frame byte 54; re-emit so the ICRC is right.
+        let f = roce_wire::frame::parse(&good).unwrap();
+        let mut r = f.repr.clone();
+        r.ext.deth.as_mut().unwrap().qkey = 0x1234_5678;
+        let mut wrong_qkey = vec![0u8; r.buffer_len()];
+        r.emit(&mut wrong_qkey).unwrap();
+        // A response nobody asked for: the Delete turned into a DeleteResp.
+        let mut resp = f.repr.clone();
+        let mut mad = f.repr.payload.to_vec();
+        mad[3] |= 0x80;
+        resp.payload = &mad;
+        let mut replayed = vec![0u8; resp.buffer_len()];
+        resp.emit(&mut replayed).unwrap();
+        for frame in [&bad_icrc, &truncated, &wrong_qkey, &replayed, &vec![0u8; 3]] {
+            peer.send(frame).unwrap();
+        }
+        // Then a good ARP request for our address.
+        let arp = roce_wire::arp::request(
+            [2, 0, 0, 0, 0, 1],
+            "192.168.100.1".parse().unwrap(),
+            "192.168.100.2".parse().unwrap(),
+        );
+        let mut arp_frame = vec![0u8; 64];
+        let n = roce_wire::l2::EmitFrame::emit(&roce_wire::l2::ArpFrame::new(arp), &mut arp_frame);
+        peer.send(&arp_frame[..n]).unwrap();
+        for _ in 0..5 {
+            d.turn(Duration::ZERO).unwrap();
+        }
+        let c = d.stack.counters();
+        assert_eq!(c.dropped(DropReason::BadIcrc), 1);
+        assert_eq!(c.dropped(DropReason::QkeyViolation), 1);
+        assert_eq!(c.dropped(DropReason::UnsolicitedResponse), 1);
+        assert_eq!(c.rx_frames, 6);
+        assert_eq!(c.rx_accepted + c.total_dropped(), 6, "{c:?}");
+        let mut buf = vec![0u8; 2048];
+        let reply = peer.recv(&mut buf).unwrap().expect("the ARP request is answered after the bad frames");
+        assert_eq!(&buf[12..14], &[0x08, 0x06]);
+        assert!(reply >= 42);
+    }
+}
