@@ -2,6 +2,7 @@
 //! prints. The wire formats themselves live in `roce-wire`.
 
 pub mod capture;
+pub mod cm_tools;
 pub mod decode;
 mod decode_l2;
 mod decode_mad;

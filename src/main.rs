@@ -134,6 +134,68 @@ enum Command {
         #[arg(long)]
         duration: Option<f64>,
     },
+    /// Resolve a UD service by SIDR and exchange datagrams with it (rdma-core's udaddy).
+    ///
+    /// Client (-s SERVER): resolve_addr ▶ resolve_route ▶ UD QP ▶ connect (SIDR_REQ) ▶
+    /// ESTABLISHED with the service's QPN and Q_Key (SIDR_REP) ▶ send -C datagrams of -S
+    /// bytes (SEND with immediate = our QPN, as udaddy) ▶ receive -C replies. Server (no -s):
+    /// listen on -p, accept the CONNECT_REQUEST (SIDR_REP with our QPN), receive -C
+    /// datagrams, reply -C to the sender (QPN from the immediate data). Needs CAP_NET_RAW.
+    /// Exit 0 only if every step succeeded. (rdma-core's udaddy uses -p for the port space
+    /// and a fixed port 7174; here -p is the port.)
+    ///
+    /// Example: roce udaddy -s 198.18.0.2 -b 198.18.0.1 --iface tap0 -C 10
+    ///
+    /// Example: roce udaddy -b 198.18.0.1 --iface tap0   (server)
+    Udaddy {
+        /// The server's address (client mode); without it, run the server.
+        #[arg(short = 's', long = "server")]
+        server: Option<IpAddr>,
+        /// The stack's own address on the interface (beside the kernel's).
+        #[arg(short = 'b', long = "bind")]
+        bind: IpAddr,
+        /// Datagrams each way.
+        #[arg(short = 'C', long, default_value_t = 10)]
+        count: u32,
+        /// Datagram size in bytes.
+        #[arg(short = 'S', long, default_value_t = 100)]
+        size: usize,
+        /// The RDMA-CM port (UDP port space).
+        #[arg(short = 'p', long = "port", default_value_t = 7174)]
+        cm_port: u16,
+        /// Seconds to wait for each step (resolution, the request, the datagrams).
+        #[arg(long, default_value_t = 20.0)]
+        timeout: f64,
+        #[command(flatten)]
+        port: PortArgs,
+    },
+    /// Connect, accept and disconnect a connected (TCP port space, RC) id, as rdma-core's
+    /// ucmatose does, WITHOUT data: this stack has no RC data path (no RC QP, no sends).
+    ///
+    /// Client (-s SERVER): resolve_addr ▶ resolve_route ▶ connect (REQ) ▶ REP ▶ our RTU:
+    /// ESTABLISHED ▶ our DREQ ▶ DREP: DISCONNECTED ▶ TIMEWAIT_EXIT (if the peer's DREQ comes
+    /// first we answer it with DREP). A REJ ends it with `event: REJECTED, error: REASON`.
+    /// Server (no -s): listen on -p, accept the first request (REP) ▶ the peer's RTU:
+    /// ESTABLISHED ▶ our DREQ (as ucmatose's server) ▶ DISCONNECTED. Needs CAP_NET_RAW. Exit
+    /// 0 only if every step succeeded.
+    ///
+    /// Example: roce cmatose -s 198.18.0.2 -b 198.18.0.1 --iface tap0
+    Cmatose {
+        /// The server's address (client mode); without it, run the server.
+        #[arg(short = 's', long = "server")]
+        server: Option<IpAddr>,
+        /// The stack's own address on the interface (beside the kernel's).
+        #[arg(short = 'b', long = "bind")]
+        bind: IpAddr,
+        /// The RDMA-CM port (TCP port space).
+        #[arg(short = 'p', long = "port", default_value_t = 7471)]
+        cm_port: u16,
+        /// Seconds to wait for each step.
+        #[arg(long, default_value_t = 20.0)]
+        timeout: f64,
+        #[command(flatten)]
+        port: PortArgs,
+    },
     /// Run an SA (MCMemberRecord service) on a real interface, answering on QP1 of --ip.
     ///
     /// Example: roce sa-server --iface veth1 --ip 198.18.0.2
@@ -244,6 +306,34 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
             }
+        }
+        Command::Udaddy { server, bind, count, size, cm_port, timeout, port } => {
+            if port.ibsim.is_some() {
+                eprintln!("roce udaddy: --ibsim has no data path; give --iface");
+                return ExitCode::from(2);
+            }
+            let o = roce::cm_tools::UdaddyOptions {
+                port: port_options(&port, bind, true),
+                server,
+                cm_port,
+                count,
+                size,
+                timeout: std::time::Duration::from_secs_f64(timeout.max(0.0)),
+            };
+            ExitCode::from(roce::cm_tools::udaddy(&o) as u8)
+        }
+        Command::Cmatose { server, bind, cm_port, timeout, port } => {
+            if port.ibsim.is_some() {
+                eprintln!("roce cmatose: give --iface (no ibsim CM path)");
+                return ExitCode::from(2);
+            }
+            let o = roce::cm_tools::CmatoseOptions {
+                port: port_options(&port, bind, true),
+                server,
+                cm_port,
+                timeout: std::time::Duration::from_secs_f64(timeout.max(0.0)),
+            };
+            ExitCode::from(roce::cm_tools::cmatose(&o) as u8)
         }
         Command::SaServer { ip, duration, port } => {
             let d = duration.map(|s| std::time::Duration::from_secs_f64(s.max(0.0)));

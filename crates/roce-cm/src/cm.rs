@@ -376,6 +376,17 @@ impl Stack {
     }
 
     fn cm_sidr_req(&mut self, _now: Instant, src: IpAddr, src_qp: u32, tid: u64, r: &cm::SidrReqRepr) -> bool {
+        // A resent SIDR_REQ while the first is still unanswered (the application has not yet
+        // accepted or rejected it) is dropped: cm_sidr_req_handler finds it in the remote SIDR
+        // table (cm_insert_remote_sidr) and counts a duplicate. Once answered, the kernel's
+        // entry is gone and a repeat is a new request, as here.
+        if self
+            .conns
+            .values()
+            .any(|c| c.state == ConnState::SidrReqRcvd && c.remote_comm_id == r.request_id && c.peer == src)
+        {
+            return true;
+        }
         let hdr = r.cma_header().ok();
         let dst_ip = hdr.map(|h| h.dst_ip()).unwrap_or_else(|| self.source_for(&src).unwrap_or(src));
         let Some(listener) = self.find_listener(r.service_id, dst_ip) else {
@@ -758,5 +769,48 @@ impl Stack {
             }
         }
         self.drop_conn(id, comm);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{PortSpace, StackConfig};
+
+    fn sidr_req_mad(request_id: u32, port: u16) -> (MadHeader, [u8; roce_wire::MAD_SIZE]) {
+        let mut m = cm::SidrReqRepr {
+            request_id,
+            partition_key: 0xffff,
+            service_id: cma_hdr::service_id(PortSpace::Udp.value(), port),
+            ..Default::default()
+        };
+        let hdr = cma_header_for("198.18.0.2:4000".parse().unwrap(), "198.18.0.1:7174".parse().unwrap());
+        hdr.emit_bytes(&mut m.private_data);
+        let mad = CmMessage::SidrReq(m).to_mad(0x1234).to_bytes();
+        (MadHeader::parse_bytes(&mad).unwrap(), mad)
+    }
+
+    /// A SIDR_REQ resent before the application answered makes no second CONNECT_REQUEST
+    /// (cm_insert_remote_sidr); after the SIDR_REP a repeat is a new request.
+    #[test]
+    fn duplicate_sidr_req_while_pending_is_dropped() {
+        let mut s = Stack::new(StackConfig::new([2, 0, 0, 0, 0, 1], "198.18.0.1".parse().unwrap(), 24));
+        let l = s.create_id(PortSpace::Udp, QpType::Ud).unwrap();
+        s.bind_addr(l, "198.18.0.1:7174".parse().unwrap()).unwrap();
+        s.listen(l, 0).unwrap();
+        let now = Instant::from_nanos(0);
+        let peer: IpAddr = "198.18.0.2".parse().unwrap();
+        let (h, mad) = sidr_req_mad(0xabcd, 7174);
+        s.handle_cm_mad(now, peer, 1, &h, &mad);
+        s.handle_cm_mad(now, peer, 1, &h, &mad);
+        let reqs: Vec<CmEvent> =
+            std::iter::from_fn(|| s.poll_event()).filter(|e| e.kind == EventKind::ConnectRequest).collect();
+        assert_eq!(reqs.len(), 1, "one CONNECT_REQUEST for a resent SIDR_REQ");
+        let child = reqs[0].id;
+        s.create_qp_for_id(child).unwrap();
+        s.accept(now, child, &ConnectParam::default()).unwrap();
+        s.handle_cm_mad(now, peer, 1, &h, &mad);
+        let again = std::iter::from_fn(|| s.poll_event()).filter(|e| e.kind == EventKind::ConnectRequest).count();
+        assert_eq!(again, 1, "answered: a repeat is a new request");
     }
 }
