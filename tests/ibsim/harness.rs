@@ -243,6 +243,16 @@ impl Fabric {
         parse_saquery_members(&out)
     }
 
+    /// The MGIDs `saquery -g` lists (one untrusted MCMemberRecord per group; under the shim at
+    /// most 3, see [`Fabric::mc_members`]).
+    pub fn mc_groups(&self) -> Vec<Ipv6Addr> {
+        self.saquery(&["-g"])
+            .lines()
+            .filter_map(|l| field(l, "MGID"))
+            .map(|v| v.parse().unwrap_or_else(|e| panic!("saquery -g MGID {v:?}: {e}")))
+            .collect()
+    }
+
     /// OpenSM's log so far.
     pub fn osm_log(&self) -> String {
         std::fs::read_to_string(self.dir.join("osm.log")).unwrap_or_default()
@@ -261,6 +271,35 @@ impl Drop for Fabric {
             eprintln!("ibsim harness: logs kept in {}", self.dir.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Send one SA MAD from `client` to the SM (its LID, QP 1) and wait up to `timeout` for the
+/// response carrying its TID (bits 47..0; the sim rewrites bits 63..48): the MAD and the length
+/// the sim carried with it. OpenSM sends its SA answers with umad's length (MAD, RMPP and SA
+/// headers, 56 bytes, plus the records: 112 for one MCMemberRecord, 56 for a GetTableResp of
+/// none; the shim cuts longer ones to one 256-byte MAD). `None`: no answer in time (OpenSM drops
+/// what it does not handle). Panics when the sim cannot deliver the MAD.
+pub fn sa_exchange(client: &IbsimClient, mad: &[u8; 256], timeout: Duration) -> Option<([u8; 256], usize)> {
+    const LOW48: u64 = 0xFFFF_FFFF_FFFF;
+    let tid = u64::from_be_bytes(mad[8..16].try_into().expect("8 bytes"));
+    client.send_mad(client.sm_lid(), 1, mad).unwrap_or_else(|e| panic!("send to the SM: {e}"));
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        match client.recv_packet(Some(left)).unwrap_or_else(|e| panic!("receive from the sim: {e}")) {
+            None => return None,
+            Some(p) if p.status != 0 => {
+                panic!("the sim could not deliver our MAD (TID {:#x}) to the SM: status {}", p.tid(), p.status)
+            }
+            Some(p) if p.tid() & LOW48 == tid & LOW48 && p.mad[3] & 0x80 != 0 => {
+                return Some((p.mad, p.length as usize));
+            }
+            Some(_) => {}
         }
     }
 }
