@@ -63,7 +63,7 @@ fn frames_to_guest(pcap: &Path, guest: &str) -> Vec<String> {
             let j = &d.json;
             (j.get("kind").and_then(|k| k.as_str()) == Some("rocev2")
                 && j.get("ip").and_then(|i| i.get("dst")).and_then(|v| v.as_str()) == Some(guest))
-            .then(|| d.summary)
+            .then_some(d.summary)
         })
         .collect()
 }
