@@ -6,13 +6,21 @@
 //! in DISCONNECT). An id has an "IB CM id" (`cm_id`, cma.c `cm_id.ib`) from its connect, its
 //! request or its listen on a device until it is destroyed: reject and disconnect need one.
 //!
-//! Deliberate simplifications (spec/cm-states.md): MRA is neither sent nor acted on; an
+//! MRA as the kernel's CM does it: an MRA for our REQ or REP stretches the wait for the
+//! answer (and for each resend after it) to the MRA's service timeout plus the packet
+//! lifetime (cm_mra_handler, ib_modify_mad); a REQ resent while the application has not yet
+//! accepted is answered with an MRA of service timeout 24 (cma's CMA_CM_MRA_SETTING, sent
+//! only on a duplicate REQ), and one resent into TIMEWAIT with REJ 10 (stale connection)
+//! (cm_dup_req_handler). MRA reaches no rdma_cm_id (cma ignores IB_CM_MRA_RECEIVED).
+//!
+//! Deliberate simplifications (spec/cm-states.md): we never send an MRA for a REP; an
 //! active id always answers a REP with RTU and reports ESTABLISHED (the kernel reports
 //! CONNECT_RESPONSE to ids without a QP and lets them call accept); a DREQ is answered with
 //! DREP at once (the kernel waits for the application's rdma_disconnect or destroy); a
 //! connection given up or rejected leaves no TIMEWAIT behind; LAP/APR are not handled.
 
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use roce_wire::cm::{self, cma_hdr, CmMessage, RejReason, SidrStatus};
 use roce_wire::mad::MadHeader;
@@ -51,6 +59,26 @@ pub(crate) struct Conn {
     pub last: Option<CmMessage>,
     pub remote_qpn: u32,
     pub service_id: u64,
+    /// How long to wait for an answer before resending: the CM response timeout, or what
+    /// the peer's MRA asked for.
+    pub resend_after: Duration,
+    /// The peer has sent an MRA for our REQ or REP (MRA_REQ_RCVD / MRA_REP_RCVD): a second
+    /// one changes nothing.
+    pub mra_received: bool,
+}
+
+/// The service timeout of the MRA we send for a REQ the application has not yet answered
+/// (cma.c CMA_CM_MRA_SETTING without its DELAY flag): 4.096 µs × 2^24, about 69 s.
+pub(crate) const MRA_SERVICE_TIMEOUT: u8 = 24;
+
+/// The packet lifetime the kernel adds to an MRA's service timeout for RoCE: the path's
+/// CMA_IBOE_PACKET_LIFETIME (16) plus one, as cm_init_av_by_path sets av.timeout.
+const ROCE_AV_TIMEOUT: u8 = 17;
+
+/// cm_convert_to_ms: an IBA time exponent (4.096 µs × 2^t) in milliseconds, as the kernel
+/// rounds it (2^(t−8) ms, at least 1 ms).
+fn iba_time_ms(t: u8) -> u64 {
+    1u64 << u32::from(t.min(31)).saturating_sub(8)
 }
 
 /// Connection parameters for connect/accept (`struct rdma_conn_param`, trimmed).
@@ -187,6 +215,8 @@ impl Stack {
             last: Some(msg),
             remote_qpn: 0,
             service_id,
+            resend_after: self.cfg.cm_response_timeout,
+            mra_received: false,
         };
         self.cm_send(dst.ip(), 1, tid, &msg);
         self.conns.insert(comm, conn);
@@ -221,10 +251,11 @@ impl Stack {
                 if c.retries_left > 0 {
                     c.retries_left -= 1;
                     let (peer, qp, tid, msg) = (c.peer, c.peer_gsi_qp, c.tid, c.last);
+                    let wait = c.resend_after;
                     if let Some(msg) = msg {
                         self.cm_send(peer, qp, tid, &msg);
                     }
-                    self.schedule(now + self.cfg.cm_response_timeout, Work::CmTimer(comm));
+                    self.schedule(now + wait, Work::CmTimer(comm));
                     return;
                 }
                 let id = c.id;
@@ -263,7 +294,7 @@ impl Stack {
             CmMessage::Dreq(r) => self.cm_dreq(now, src, src_qp, tid, r.local_comm_id, r.remote_comm_id),
             CmMessage::Drep(r) => self.cm_drep(now, r.remote_comm_id),
             CmMessage::SidrRep(r) => self.cm_sidr_rep(src, &r),
-            CmMessage::Mra(_) => true,
+            CmMessage::Mra(r) => self.cm_mra(now, src, &r),
             CmMessage::Other { .. } => false,
         };
         if handled {
@@ -271,6 +302,30 @@ impl Stack {
         } else {
             self.counters.drop(DropReason::UnmatchedCm);
         }
+    }
+
+    /// An MRA: the peer needs more time to answer our REQ or REP (cm_mra_handler). The
+    /// wait for the answer, and for each resend after it, becomes the MRA's service timeout
+    /// plus the packet lifetime; the retry count is unchanged. No event reaches the id.
+    fn cm_mra(&mut self, now: Instant, src: IpAddr, r: &cm::MraRepr) -> bool {
+        let Some(c) = self.conns.get_mut(&r.remote_comm_id) else { return false };
+        let for_our_message = match r.message_mraed {
+            cm::MsgResponse::Req => c.state == ConnState::ReqSent,
+            cm::MsgResponse::Rep => c.state == ConnState::RepSent,
+            _ => false, // an MRA for a LAP: we send none
+        };
+        if c.peer != src || !for_our_message {
+            return false;
+        }
+        if c.mra_received {
+            return true; // MRA_REQ_RCVD / MRA_REP_RCVD: a repeat changes nothing
+        }
+        c.mra_received = true;
+        c.resend_after = Duration::from_millis(iba_time_ms(r.service_timeout & 0x1f) + iba_time_ms(ROCE_AV_TIMEOUT));
+        let (comm, wait) = (c.local_comm_id, c.resend_after);
+        self.unschedule(|w| *w == Work::CmTimer(comm));
+        self.schedule(now + wait, Work::CmTimer(comm));
+        true
     }
 
     /// The listener for a service ID and destination address.
@@ -304,9 +359,35 @@ impl Stack {
     }
 
     fn cm_req(&mut self, _now: Instant, src: IpAddr, src_qp: u32, tid: u64, r: &cm::ReqRepr) -> bool {
-        // A retransmitted REQ for a connection we already have: the kernel answers with MRA
-        // or ignores it; we ignore it.
-        if self.conn_by_remote(r.local_comm_id, src).is_some() {
+        // A retransmitted REQ for a connection we already have (cm_dup_req_handler): not
+        // yet accepted ▶ MRA, so the peer waits for the application; in TIMEWAIT ▶ REJ
+        // stale connection; otherwise (REP sent, established) ignored.
+        if let Some(comm) = self.conn_by_remote(r.local_comm_id, src) {
+            let c = &self.conns[&comm];
+            let (peer, qp, local, remote) = (c.peer, c.peer_gsi_qp, c.local_comm_id, c.remote_comm_id);
+            match c.state {
+                ConnState::ReqRcvd => {
+                    let mra = cm::MraRepr {
+                        local_comm_id: local,
+                        remote_comm_id: remote,
+                        message_mraed: cm::MsgResponse::Req,
+                        service_timeout: MRA_SERVICE_TIMEOUT,
+                        ..Default::default()
+                    };
+                    self.cm_send(peer, qp, tid, &CmMessage::Mra(mra));
+                }
+                ConnState::TimeWait => {
+                    let rej = cm::RejRepr {
+                        local_comm_id: local,
+                        remote_comm_id: remote,
+                        message_rejected: cm::MsgResponse::Req,
+                        reason: RejReason::StaleConn,
+                        ..Default::default()
+                    };
+                    self.cm_send(peer, qp, tid, &CmMessage::Rej(rej));
+                }
+                _ => {}
+            }
             return true;
         }
         let hdr = r.cma_header().ok();
@@ -352,6 +433,8 @@ impl Stack {
                 last: None,
                 remote_qpn: r.local_qpn,
                 service_id: r.service_id,
+                resend_after: self.cfg.cm_response_timeout,
+                mra_received: false,
             },
         );
         if let Some(rec) = self.ids.get_mut(&child) {
@@ -428,6 +511,8 @@ impl Stack {
                 last: None,
                 remote_qpn: 0,
                 service_id: r.service_id,
+                resend_after: self.cfg.cm_response_timeout,
+                mra_received: false,
             },
         );
         if let Some(rec) = self.ids.get_mut(&child) {

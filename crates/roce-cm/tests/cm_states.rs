@@ -144,6 +144,8 @@ fn load_table() -> Vec<Row> {
 enum Policy {
     Accept,
     Reject,
+    /// Leave every request unanswered (an application that takes its time).
+    Hold,
 }
 
 /// Stack 0 is the host under test; stack 1 is the peer: it listens on TCP and UDP port
@@ -196,6 +198,7 @@ impl Wire {
                 let r = match self.policy {
                     Policy::Accept => self.stacks[1].accept(now, ev.id, &ConnectParam::default()),
                     Policy::Reject => self.stacks[1].reject(ev.id, b"no"),
+                    Policy::Hold => Ok(()),
                 };
                 r.expect("the peer answers the request");
             }
@@ -669,4 +672,34 @@ fn destroy_with_a_req_outstanding_rejects_it() {
     let ev: Vec<_> = w.take_events().into_iter().filter(|e| e.id == child).collect();
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!((ev[0].kind, ev[0].status), (EventKind::Rejected, 4));
+}
+
+/// A peer whose application holds a request answers our resent REQ with an MRA (service
+/// timeout 24, cma's CMA_CM_MRA_SETTING); the MRA stretches our wait to about 66 s, so we do
+/// not give up after the 16 × 4.3 s of an unanswered REQ, and the late accept connects.
+#[test]
+fn mra_keeps_a_held_request_alive() {
+    let mut w = Wire::new();
+    w.policy = Policy::Hold;
+    let id = connecting(&mut w, PortSpace::Tcp, QpType::Rc);
+    w.run_for(Duration::from_secs(80));
+    let ev: Vec<_> = w.take_events().into_iter().filter(|e| e.id == id).collect();
+    assert!(ev.is_empty(), "no UNREACHABLE while the peer holds the request: {ev:?}");
+    assert_eq!(w.peer_children.len(), 1, "one CONNECT_REQUEST for the resent REQs");
+    let (now, child) = (w.now, w.peer_children[0]);
+    w.stacks[1].accept(now, child, &ConnectParam::default()).unwrap();
+    assert_eq!(w.expect_event(EventKind::Established).id, id);
+}
+
+/// Without the peer's MRA (the link drops everything) the REQ is given up after its sends:
+/// UNREACHABLE −ETIMEDOUT, well before the 80 s the MRA case survives.
+#[test]
+fn unanswered_req_is_unreachable_without_mra() {
+    let mut w = Wire::new();
+    let id = connecting(&mut w, PortSpace::Tcp, QpType::Rc);
+    w.link_up = false;
+    w.run_for(Duration::from_secs(80));
+    let ev: Vec<_> = w.take_events().into_iter().filter(|e| e.id == id).collect();
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!((ev[0].kind, ev[0].status), (EventKind::Unreachable, -110));
 }
