@@ -36,6 +36,20 @@ fn mckey_and_sa_query_through_ibsim() {
         roce(&["mckey", "--ibsim", "Hca2", "-m", "239.1.2.3", "--join-state", "sendonly", "--leave-after", "0.5"]);
     assert!(child.wait_with_output().unwrap().status.success());
 
+    // A request OpenSM refuses, through the engine: an IPv6 group whose MGID carries the IPoIB
+    // signature (RDMA-CM uses an IPv6 group address as the MGID on IB) with RDMA-CM's Q_Key,
+    // which differs from the IPoIB broadcast group's: OpenSM answers 0x0200 and the join ends
+    // in MULTICAST_ERROR carrying that SA status; mckey exits 1.
+    let out = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .env("IBSIM_SOCKNAME", &f.sockname)
+        .args(["mckey", "--ibsim", "Hca2", "-m", "ff12:401b:ffff::1:2", "--leave-after", "0.5"])
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("event: MULTICAST_ERROR") && text.contains("SA status 0x0200"), "{text}");
+    assert!(f.mc_members(Some("ff12:401b:ffff::1:2".parse().unwrap())).is_empty(), "no group after a refused join");
+
     // sa-query: GetTable answers with OpenSM's records (the IPoIB broadcast group at least).
     let out = Command::new(env!("CARGO_BIN_EXE_roce"))
         .env("IBSIM_SOCKNAME", &f.sockname)
