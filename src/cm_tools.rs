@@ -135,19 +135,35 @@ pub fn udaddy(o: &UdaddyOptions) -> i32 {
     code
 }
 
-fn udaddy_client(d: &mut Driver<CliDevice>, o: &UdaddyOptions, server: IpAddr) -> Result<(), String> {
-    println!("udaddy: starting client");
-    let id = d.stack.create_id(PortSpace::Udp, QpType::Ud).map_err(|e| format!("create_id: {e}"))?;
-    println!("udaddy: connecting");
+/// The client's first steps in both tools (as udaddy.c and cmatose.c): create an id of the
+/// port space (UD for UDP, RC for TCP), resolve_addr from our address to the server, then
+/// resolve_route, each waited for.
+fn resolved_id(
+    d: &mut Driver<CliDevice>,
+    tool: &str,
+    ps: PortSpace,
+    local: IpAddr,
+    dst: SocketAddr,
+    timeout: Duration,
+) -> Result<(CmId, SocketAddr), String> {
+    let qp_type = if ps == PortSpace::Udp { QpType::Ud } else { QpType::Rc };
+    let id = d.stack.create_id(ps, qp_type).map_err(|e| format!("create_id: {e}"))?;
+    println!("{tool}: connecting");
     let now = d.now();
-    let dst = SocketAddr::new(server, o.cm_port);
     d.stack
-        .resolve_addr(now, id, Some(SocketAddr::new(o.port.local, 0)), dst, Duration::from_millis(2000))
+        .resolve_addr(now, id, Some(SocketAddr::new(local, 0)), dst, Duration::from_millis(2000))
         .map_err(|e| format!("resolve_addr: {e}"))?;
-    wait_for(d, id, &[EventKind::AddrResolved], o.timeout, "resolve_addr")?;
+    wait_for(d, id, &[EventKind::AddrResolved], timeout, "resolve_addr")?;
     let now = d.now();
     d.stack.resolve_route(now, id, Duration::from_millis(2000)).map_err(|e| format!("resolve_route: {e}"))?;
-    wait_for(d, id, &[EventKind::RouteResolved], o.timeout, "resolve_route")?;
+    wait_for(d, id, &[EventKind::RouteResolved], timeout, "resolve_route")?;
+    Ok((id, dst))
+}
+
+fn udaddy_client(d: &mut Driver<CliDevice>, o: &UdaddyOptions, server: IpAddr) -> Result<(), String> {
+    println!("udaddy: starting client");
+    let (id, dst) =
+        resolved_id(d, "udaddy", PortSpace::Udp, o.port.local, SocketAddr::new(server, o.cm_port), o.timeout)?;
     let qpn = d.stack.create_qp_for_id(id).map_err(|e| format!("create_qp: {e}"))?;
     println!("udaddy: UD QP 0x{qpn:06x}; SIDR_REQ to {dst} (service ID 0x{:016x})", service_id(o.cm_port));
     let now = d.now();
@@ -309,17 +325,8 @@ pub fn cmatose(o: &CmatoseOptions) -> i32 {
 
 fn cmatose_client(d: &mut Driver<CliDevice>, o: &CmatoseOptions, server: IpAddr) -> Result<(), String> {
     println!("cmatose: starting client");
-    let id = d.stack.create_id(PortSpace::Tcp, QpType::Rc).map_err(|e| format!("create_id: {e}"))?;
-    println!("cmatose: connecting");
-    let now = d.now();
-    let dst = SocketAddr::new(server, o.cm_port);
-    d.stack
-        .resolve_addr(now, id, Some(SocketAddr::new(o.port.local, 0)), dst, Duration::from_millis(2000))
-        .map_err(|e| format!("resolve_addr: {e}"))?;
-    wait_for(d, id, &[EventKind::AddrResolved], o.timeout, "resolve_addr")?;
-    let now = d.now();
-    d.stack.resolve_route(now, id, Duration::from_millis(2000)).map_err(|e| format!("resolve_route: {e}"))?;
-    wait_for(d, id, &[EventKind::RouteResolved], o.timeout, "resolve_route")?;
+    let (id, dst) =
+        resolved_id(d, "cmatose", PortSpace::Tcp, o.port.local, SocketAddr::new(server, o.cm_port), o.timeout)?;
     let service = roce_wire::cm::cma_hdr::service_id(PortSpace::Tcp.value(), o.cm_port);
     println!("cmatose: REQ to {dst} (service ID 0x{service:016x})");
     let now = d.now();

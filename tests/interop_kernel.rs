@@ -41,11 +41,7 @@ fn roce(args: &str) -> String {
 
 /// (exit code, stdout+stderr) of a host-side command in the namespace.
 fn run(g: &harness::Guest, cmd: &str) -> (i32, String) {
-    let o = g.exec_in_netns(cmd);
-    (
-        o.status.code().unwrap_or(-1),
-        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
-    )
+    g.run_in_netns(cmd)
 }
 
 fn counters(g: &mut harness::Guest, tag: &str) -> std::collections::BTreeMap<String, u64> {

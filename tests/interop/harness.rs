@@ -602,6 +602,15 @@ impl Guest {
             .unwrap_or_else(|e| panic!("ip netns exec {}: {e}", self.ns))
     }
 
+    /// (exit code, stdout+stderr) of a host-side shell command in the namespace.
+    pub fn run_in_netns(&self, cmd: &str) -> (i32, String) {
+        let o = self.exec_in_netns(cmd);
+        (
+            o.status.code().unwrap_or(-1),
+            format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
+        )
+    }
+
     /// Run `f` on a thread that has entered the namespace (sockets it opens stay there).
     pub fn in_netns<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
         let path = format!("/run/netns/{}", self.ns);
