@@ -1,5 +1,8 @@
-//! The `roce` tool's library side: capture files and the frame decoder that `roce decode`
-//! prints. The wire formats themselves live in `roce-wire`.
+//! The `roce` tool's library side: capture files, the frame decoder that `roce decode`
+//! prints, the embedded demo, the SA agent on umad and the CM tools (`udaddy`, `cmatose`).
+//! The wire formats live in `roce-wire`, the engine in `roce-cm`, I/O in `roce-net`.
+
+#![warn(missing_docs)]
 
 pub mod capture;
 pub mod cm_tools;
