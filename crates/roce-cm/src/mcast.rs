@@ -362,6 +362,13 @@ impl Stack {
             }
             if empty {
                 self.groups.remove(&mgid);
+                // A hash map never shrinks by itself: after mass leaves give back what a
+                // quarter-full table holds beyond twice its groups (amortised: it takes a
+                // three-quarter drop between two shrinks).
+                let (len, cap) = (self.groups.len(), self.groups.capacity());
+                if cap > 4096 && len * 4 < cap {
+                    self.groups.shrink_to(len * 2);
+                }
             }
             return;
         }

@@ -262,7 +262,11 @@ impl Stack {
 
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<CmEvent> {
-        self.events.pop_front()
+        let e = self.events.pop_front();
+        if e.is_none() {
+            release_burst_capacity(&mut self.events);
+        }
+        e
     }
 
     /// When `handle_timeout` must next be called (`None`: nothing pending). A time at or
@@ -285,6 +289,7 @@ impl Stack {
             let out = match self.tx.pop_front() {
                 Some(o) => o,
                 None => {
+                    release_burst_capacity(&mut self.tx);
                     if self.cfg.sa_transport == crate::config::SaTransport::External {
                         return None; // SA MADs leave through poll_sa_mad
                     }
@@ -599,6 +604,17 @@ fn same_prefix_v6(a: Ipv6Addr, b: Ipv6Addr, prefix: u8) -> bool {
     let p = u32::from(prefix.min(128));
     let mask = if p == 0 { 0 } else { u128::MAX << (128 - p) };
     (u128::from(a) & mask) == (u128::from(b) & mask)
+}
+
+/// A queue that a burst grew (100,000 leaves queue 100,000 Deletes and as many events) gives
+/// the memory back once it is empty: VecDeque never shrinks by itself, and a stack would
+/// otherwise keep hundreds of bytes per past group. Small queues keep their capacity, so the
+/// steady state does not reallocate.
+fn release_burst_capacity<T>(q: &mut VecDeque<T>) {
+    const KEEP: usize = 1024;
+    if q.is_empty() && q.capacity() > 4 * KEEP {
+        q.shrink_to(KEEP);
+    }
 }
 
 #[cfg(test)]
