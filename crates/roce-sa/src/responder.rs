@@ -494,6 +494,12 @@ impl SaResponder {
             let mlid = group.mlid();
             let rest = group.members().len();
             self.groups.remove(&rec.mgid);
+            // Give back a mostly empty table after mass deletes (a HashMap never shrinks by
+            // itself); amortised, as it takes a three-quarter drop between two shrinks.
+            let (len, cap) = (self.groups.len(), self.groups.capacity());
+            if cap > 4096 && len * 4 < cap {
+                self.groups.shrink_to(len * 2);
+            }
             self.member_count -= rest;
             self.mlids.free(mlid);
             self.stats.groups_deleted += 1;
