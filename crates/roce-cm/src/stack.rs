@@ -4,6 +4,11 @@
 //! `mcast.rs` for multicast, `neigh.rs` for ARP/ND, `qp.rs` for UD QPs, `cm.rs` for CM).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// The hasher of the engine's hash maps: foldhash, seeded per map at random (keys such as a
+/// neighbour's address come from the network, so a fixed seed would invite collisions), and
+/// several times cheaper than SipHash on the 16-byte MGIDs of the multicast path.
+pub(crate) type FastHash = foldhash::fast::RandomState;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use roce_wire::bth::{self, Opcode};
@@ -86,7 +91,7 @@ pub struct Stack {
     pub(crate) tx: VecDeque<Outgoing>,
     pub(crate) work: BTreeMap<(Instant, u64), Work>,
     /// Where each work item sits in `work`, so that cancelling one is O(log n).
-    pub(crate) work_index: HashMap<Work, Vec<(Instant, u64)>>,
+    pub(crate) work_index: HashMap<Work, Vec<(Instant, u64)>, FastHash>,
     pub(crate) work_seq: u64,
     pub(crate) now: Instant,
     // ids
@@ -94,15 +99,15 @@ pub struct Stack {
     pub(crate) next_id: u32,
     pub(crate) ports: PortTable,
     // neighbours
-    pub(crate) neighbors: HashMap<IpAddr, Neighbor>,
+    pub(crate) neighbors: HashMap<IpAddr, Neighbor, FastHash>,
     // SA and multicast
     pub(crate) sa: SaClient,
-    pub(crate) groups: HashMap<Gid, Group>,
+    pub(crate) groups: HashMap<Gid, Group, FastHash>,
     pub(crate) members: BTreeMap<MemberKey, Member>,
     pub(crate) sa_results: VecDeque<crate::mcast::SaQueryResult>,
     pub(crate) next_member: u64,
     /// Local users of each IPv4/IPv6 group at IP level (ip_mc_inc_group refcount).
-    pub(crate) ip_group_refs: HashMap<IpAddr, u32>,
+    pub(crate) ip_group_refs: HashMap<IpAddr, u32, FastHash>,
     // QPs
     pub(crate) qps: BTreeMap<u32, UdQp>,
     pub(crate) next_qpn: u32,
@@ -129,19 +134,19 @@ impl Stack {
             events: VecDeque::new(),
             tx: VecDeque::new(),
             work: BTreeMap::new(),
-            work_index: HashMap::new(),
+            work_index: HashMap::default(),
             work_seq: 0,
             now: Instant::ZERO,
             ids: BTreeMap::new(),
             next_id: 1,
             ports: PortTable::default(),
-            neighbors: HashMap::new(),
+            neighbors: HashMap::default(),
             sa,
-            groups: HashMap::new(),
+            groups: HashMap::default(),
             members: BTreeMap::new(),
             sa_results: VecDeque::new(),
             next_member: 1,
-            ip_group_refs: HashMap::new(),
+            ip_group_refs: HashMap::default(),
             qps: BTreeMap::new(),
             next_qpn: 0x11,
             gsi_psn: 0,
