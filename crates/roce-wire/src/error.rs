@@ -353,6 +353,17 @@ impl core::error::Error for Error {}
 /// The result type of every parser in this crate.
 pub type Result<T> = core::result::Result<T, Error>;
 
+/// Check a count field read at `offset` against the bound a bounded repr can hold: the count,
+/// or [`ContentError::FieldOutOfRange`] naming the field.
+#[inline]
+pub(crate) fn check_count(layer: Layer, offset: usize, value: usize, max: usize) -> Result<usize> {
+    if value > max {
+        Err(Error::content(layer, offset, ContentError::FieldOutOfRange { value, max }))
+    } else {
+        Ok(value)
+    }
+}
+
 /// Check that `buf` holds at least `required` bytes for `layer`; offsets are relative to `buf`.
 #[inline]
 pub(crate) const fn check_len(layer: Layer, buf: &[u8], required: usize) -> Result<()> {

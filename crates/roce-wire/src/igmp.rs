@@ -36,7 +36,7 @@
 use core::fmt;
 use core::net::Ipv4Addr;
 
-use crate::error::{check_len, ContentError, Error, Layer, Result};
+use crate::error::{check_count, check_len, ContentError, Error, Layer, Result};
 use crate::field::{be16, be32, put16, put32};
 use crate::l2::FixedVec;
 
@@ -571,22 +571,9 @@ impl GroupRecordRepr {
     /// Parse one record view (checked) into the bounded repr.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(r: &GroupRecord<&T>) -> Result<Self> {
         r.check_len()?;
-        let nsrc = usize::from(r.num_sources());
-        if nsrc > MAX_SOURCES {
-            return Err(Error::content(
-                Layer::Igmp,
-                field::RECORD_NUM_SOURCES.start,
-                ContentError::FieldOutOfRange { value: nsrc, max: MAX_SOURCES },
-            ));
-        }
-        let naux = usize::from(r.aux_data_len());
-        if naux > MAX_AUX_WORDS {
-            return Err(Error::content(
-                Layer::Igmp,
-                field::RECORD_AUX_DATA_LEN,
-                ContentError::FieldOutOfRange { value: naux, max: MAX_AUX_WORDS },
-            ));
-        }
+        let nsrc =
+            check_count(Layer::Igmp, field::RECORD_NUM_SOURCES.start, usize::from(r.num_sources()), MAX_SOURCES)?;
+        let naux = check_count(Layer::Igmp, field::RECORD_AUX_DATA_LEN, usize::from(r.aux_data_len()), MAX_AUX_WORDS)?;
         let mut out = GroupRecordRepr::new(r.record_type(), r.group_addr());
         for s in (0..nsrc).filter_map(|i| r.source(i)) {
             out.sources.push(s).ok();
@@ -717,14 +704,12 @@ impl IgmpMessage {
         }
         match p.msg_type() {
             MessageType::MembershipQuery if p.is_v3_query() => {
-                let n = usize::from(p.query_num_sources());
-                if n > MAX_SOURCES {
-                    return Err(Error::content(
-                        Layer::Igmp,
-                        field::QUERY_NUM_SOURCES.start,
-                        ContentError::FieldOutOfRange { value: n, max: MAX_SOURCES },
-                    ));
-                }
+                let n = check_count(
+                    Layer::Igmp,
+                    field::QUERY_NUM_SOURCES.start,
+                    usize::from(p.query_num_sources()),
+                    MAX_SOURCES,
+                )?;
                 check_len(Layer::Igmp, p.b(), field::QUERY_SOURCES + 4 * n)?;
                 let mut sources = FixedVec::new();
                 for s in (0..n).filter_map(|i| p.query_source(i)) {
@@ -749,14 +734,12 @@ impl IgmpMessage {
                 group_addr: p.group_addr(),
             })),
             MessageType::V3MembershipReport => {
-                let n = usize::from(p.report_num_records());
-                if n > MAX_RECORDS {
-                    return Err(Error::content(
-                        Layer::Igmp,
-                        field::REPORT_NUM_RECORDS.start,
-                        ContentError::FieldOutOfRange { value: n, max: MAX_RECORDS },
-                    ));
-                }
+                check_count(
+                    Layer::Igmp,
+                    field::REPORT_NUM_RECORDS.start,
+                    usize::from(p.report_num_records()),
+                    MAX_RECORDS,
+                )?;
                 let mut records = FixedVec::new();
                 for item in p.records() {
                     let (at, rec) = item?;

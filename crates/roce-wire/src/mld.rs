@@ -36,7 +36,7 @@
 use core::fmt;
 use core::net::Ipv6Addr;
 
-use crate::error::{check_len, ContentError, Error, Layer, Result};
+use crate::error::{check_count, check_len, ContentError, Error, Layer, Result};
 use crate::field::{array, be16, be32, put16, put32};
 use crate::l2::FixedVec;
 
@@ -481,22 +481,8 @@ impl AddressRecordRepr {
     /// Parse a record view into the bounded repr.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(r: &AddressRecord<&T>) -> Result<Self> {
         r.check_len()?;
-        let n = usize::from(r.num_sources());
-        if n > MAX_SOURCES {
-            return Err(Error::content(
-                Layer::Mld,
-                field::RECORD_NUM_SOURCES.start,
-                ContentError::FieldOutOfRange { value: n, max: MAX_SOURCES },
-            ));
-        }
-        let a = usize::from(r.aux_data_len());
-        if a > MAX_AUX_WORDS {
-            return Err(Error::content(
-                Layer::Mld,
-                field::RECORD_AUX_DATA_LEN,
-                ContentError::FieldOutOfRange { value: a, max: MAX_AUX_WORDS },
-            ));
-        }
+        let n = check_count(Layer::Mld, field::RECORD_NUM_SOURCES.start, usize::from(r.num_sources()), MAX_SOURCES)?;
+        let a = check_count(Layer::Mld, field::RECORD_AUX_DATA_LEN, usize::from(r.aux_data_len()), MAX_AUX_WORDS)?;
         let mut out = AddressRecordRepr::new(r.record_type(), r.mcast_addr());
         for s in (0..n).filter_map(|i| r.source(i)) {
             out.sources.push(s).ok();
@@ -654,14 +640,12 @@ impl MldMessage {
         }
         match p.msg_type() {
             MessageType::Query if p.is_v2_query() => {
-                let n = usize::from(p.query_num_sources());
-                if n > MAX_SOURCES {
-                    return Err(Error::content(
-                        Layer::Mld,
-                        field::QUERY_NUM_SOURCES.start,
-                        ContentError::FieldOutOfRange { value: n, max: MAX_SOURCES },
-                    ));
-                }
+                let n = check_count(
+                    Layer::Mld,
+                    field::QUERY_NUM_SOURCES.start,
+                    usize::from(p.query_num_sources()),
+                    MAX_SOURCES,
+                )?;
                 check_len(Layer::Mld, p.b(), field::QUERY_SOURCES + 16 * n)?;
                 let mut sources = FixedVec::new();
                 for s in (0..n).filter_map(|i| p.query_source(i)) {
@@ -681,14 +665,12 @@ impl MldMessage {
                 }))
             }
             MessageType::V2Report => {
-                let n = usize::from(p.report_num_records());
-                if n > MAX_RECORDS {
-                    return Err(Error::content(
-                        Layer::Mld,
-                        field::REPORT_NUM_RECORDS.start,
-                        ContentError::FieldOutOfRange { value: n, max: MAX_RECORDS },
-                    ));
-                }
+                check_count(
+                    Layer::Mld,
+                    field::REPORT_NUM_RECORDS.start,
+                    usize::from(p.report_num_records()),
+                    MAX_RECORDS,
+                )?;
                 let mut records = FixedVec::new();
                 for item in p.records() {
                     let (at, rec) = item?;
