@@ -204,11 +204,6 @@ impl Repr {
         })
     }
 
-    /// Parse the header at the front of `buf` (a private-data buffer). Never panics.
-    pub fn parse_bytes(buf: &[u8]) -> Result<Repr> {
-        Repr::parse(&Packet::new_checked(buf)?)
-    }
-
     /// The header length: 36.
     pub const fn buffer_len(&self) -> usize {
         HEADER_LEN
@@ -222,14 +217,6 @@ impl Repr {
         packet.set_src_port(self.src_port);
         packet.set_src_addr(self.src_addr);
         packet.set_dst_addr(self.dst_addr);
-    }
-
-    /// Write the header into the first 36 bytes of `buf`.
-    ///
-    /// # Panics
-    /// If `buf` is shorter than 36 bytes.
-    pub fn emit_bytes(&self, buf: &mut [u8]) {
-        self.emit(&mut Packet::new_unchecked(buf));
     }
 
     /// The source address: the last 4 bytes of the slot when `ip_version` is 4, the whole slot
@@ -270,6 +257,8 @@ const fn slot_ip(ip_version: u8, s: &[u8; 16]) -> IpAddr {
         ))
     }
 }
+
+repr_bytes!(Repr);
 
 #[cfg(test)]
 mod tests {

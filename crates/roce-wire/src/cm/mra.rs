@@ -143,11 +143,6 @@ impl Repr {
         })
     }
 
-    /// Parse an MRA body from the data area (at least 232 bytes). Never panics.
-    pub fn parse_bytes(buf: &[u8]) -> Result<Repr> {
-        Repr::parse(&Packet::new_checked(buf)?)
-    }
-
     /// The body length: 232.
     pub const fn buffer_len(&self) -> usize {
         DATA_LEN
@@ -163,15 +158,9 @@ impl Repr {
         packet.set_reserved_9(self.reserved_9);
         packet.private_data_mut().copy_from_slice(&self.private_data);
     }
-
-    /// Write the body into the first 232 bytes of `buf`.
-    ///
-    /// # Panics
-    /// If `buf` is shorter than 232 bytes.
-    pub fn emit_bytes(&self, buf: &mut [u8]) {
-        self.emit(&mut Packet::new_unchecked(buf));
-    }
 }
+
+repr_bytes!(Repr);
 
 #[cfg(test)]
 mod tests {

@@ -212,11 +212,6 @@ impl Repr {
         })
     }
 
-    /// Parse a SIDR_REP body from the data area (at least 232 bytes). Never panics.
-    pub fn parse_bytes(buf: &[u8]) -> Result<Repr> {
-        Repr::parse(&Packet::new_checked(buf)?)
-    }
-
     /// The body length: 232.
     pub const fn buffer_len(&self) -> usize {
         DATA_LEN
@@ -236,20 +231,14 @@ impl Repr {
         packet.private_data_mut().copy_from_slice(&self.private_data);
     }
 
-    /// Write the body into the first 232 bytes of `buf`.
-    ///
-    /// # Panics
-    /// If `buf` is shorter than 232 bytes.
-    pub fn emit_bytes(&self, buf: &mut [u8]) {
-        self.emit(&mut Packet::new_unchecked(buf));
-    }
-
     /// The meaningful additional-information bytes: the first `additional_info_length` (at
     /// most 72).
     pub fn additional_info_bytes(&self) -> &[u8] {
         &self.additional_info[..(self.additional_info_length as usize).min(Self::ADDITIONAL_INFO_LEN)]
     }
 }
+
+repr_bytes!(Repr);
 
 #[cfg(test)]
 mod tests {

@@ -115,11 +115,6 @@ impl Repr {
         })
     }
 
-    /// Parse a SIDR_REQ body from the data area (at least 232 bytes). Never panics.
-    pub fn parse_bytes(buf: &[u8]) -> Result<Repr> {
-        Repr::parse(&Packet::new_checked(buf)?)
-    }
-
     /// The body length: 232.
     pub const fn buffer_len(&self) -> usize {
         DATA_LEN
@@ -134,14 +129,6 @@ impl Repr {
         packet.private_data_mut().copy_from_slice(&self.private_data);
     }
 
-    /// Write the body into the first 232 bytes of `buf`.
-    ///
-    /// # Panics
-    /// If `buf` is shorter than 232 bytes.
-    pub fn emit_bytes(&self, buf: &mut [u8]) {
-        self.emit(&mut Packet::new_unchecked(buf));
-    }
-
     /// The RDMA-CM header at the front of the private data (IP port spaces only). Errors carry
     /// MAD offsets (private data starts at MAD byte 40).
     pub fn cma_header(&self) -> Result<crate::cm::cma_hdr::Repr> {
@@ -149,6 +136,8 @@ impl Repr {
             .map_err(|e| e.add_offset(DATA_OFFSET + field::PRIVATE_DATA.start))
     }
 }
+
+repr_bytes!(Repr);
 
 #[cfg(test)]
 mod tests {
