@@ -321,7 +321,7 @@ impl Stack {
             return true; // MRA_REQ_RCVD / MRA_REP_RCVD: a repeat changes nothing
         }
         c.mra_received = true;
-        c.resend_after = Duration::from_millis(iba_time_ms(r.service_timeout & 0x1f) + iba_time_ms(ROCE_AV_TIMEOUT));
+        c.resend_after = Duration::from_millis(iba_time_ms(r.service_timeout) + iba_time_ms(ROCE_AV_TIMEOUT));
         let (comm, wait) = (c.local_comm_id, c.resend_after);
         self.unschedule(|w| *w == Work::CmTimer(comm));
         self.schedule(now + wait, Work::CmTimer(comm));
