@@ -10,6 +10,7 @@ pub mod decode;
 mod decode_l2;
 mod decode_mad;
 pub mod demo;
+pub mod exit;
 #[doc(hidden)]
 pub mod fuzz_targets;
 pub mod sa_agent;

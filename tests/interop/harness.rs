@@ -33,7 +33,7 @@
 //! - teardown (qemu, tcpdump, the namespace) on `finish`, on drop and on panic; qemu and tcpdump
 //!   also die with the test thread (PR_SET_PDEATHSIG) if the test process is killed.
 //!
-//! Guests run one at a time (a file lock on `target/interop/guest.lock`, across test binaries):
+//! Guests run one at a time (a file lock on `$TMPDIR/roce-interop-guest.lock`, across test binaries and work trees):
 //! a TCG guest takes a whole core.
 //!
 //! Prerequisites (missing ones are a test failure, never a skip): root, `qemu-system-x86_64`,
@@ -334,7 +334,9 @@ impl Guest {
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let dir = interop_dir();
         fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let lock_path = dir.join("guest.lock");
+        // One guest at a time on this machine, whichever work tree or test binary asks: a TCG
+        // guest is CPU-bound and two would slow each other past their timeouts.
+        let lock_path = std::env::temp_dir().join("roce-interop-guest.lock");
         let lock = File::options()
             .create(true)
             .truncate(false)
