@@ -19,7 +19,10 @@ use roce_cm::{CmEvent, CmId, ConnectParam, EventKind, PortSpace, QpType, UdDest}
 use roce_net::driver::Driver;
 use roce_wire::Gid;
 
-use crate::tools::{open_port, print_counters, CliDevice, PortOptions};
+use crate::exit;
+use crate::out::print_event;
+use crate::tools::{check_families, check_size, finish, open_port, CliDevice, PortOptions};
+use crate::{out, status};
 
 /// `roce udaddy` options.
 #[derive(Debug, Clone)]
@@ -36,20 +39,6 @@ pub struct UdaddyOptions {
     pub size: usize,
     /// How long to wait for each step (resolution, connection request, the datagrams).
     pub timeout: Duration,
-}
-
-fn event_line(e: &CmEvent) -> String {
-    let mut s = format!("event: {} status {}", e.kind.name(), e.status);
-    match &e.param {
-        EventParam::Ud(u) => {
-            s += &format!(" qp_num 0x{:06x} qkey 0x{:08x} dgid {}", u.qp_num, u.qkey, u.ah.dgid);
-        }
-        EventParam::Conn(c) => {
-            s += &format!(" remote_qpn 0x{:06x} private_data {} bytes", c.remote_qpn, c.private_data.len());
-        }
-        _ => {}
-    }
-    s
 }
 
 /// Wait for one of `kinds` on `id` (any kind of `fail` ends the wait too); prints the event.
@@ -73,14 +62,15 @@ fn wait_for(
     all.extend(FAIL.iter().filter(|k| !kinds.contains(k)));
     match d.wait_event(id, &all, timeout) {
         Ok(Some(e)) => {
-            println!("{}", event_line(&e));
+            print_event(&e, "");
             if kinds.contains(&e.kind) {
                 Ok(e)
             } else {
                 Err(format!("{what}: {} status {}", e.kind.name(), e.status))
             }
         }
-        Ok(None) => Err(format!("{what}: no event within {:.1} s", timeout.as_secs_f64())),
+        Ok(None) if d.stopped() => Err(format!("{what}: stopped")),
+        Ok(None) => Err(format!("{what}: ETIMEDOUT: no event within {:.1} s", timeout.as_secs_f64())),
         Err(e) => Err(format!("{what}: {e}")),
     }
 }
@@ -101,38 +91,40 @@ fn receive(d: &mut Driver<CliDevice>, qpn: u32, n: u32, timeout: Duration) -> Ve
     got
 }
 
-/// `roce udaddy`: the client (with `server`) or the server. Returns the exit code: 0 when the
-/// resolution (or the accept) and the whole exchange succeeded, 1 otherwise, 2 on a usage or
-/// setup error.
-pub fn udaddy(o: &UdaddyOptions) -> i32 {
+/// `roce udaddy`: the client (with `server`) or the server. Returns the exit status: 0 when
+/// the resolution (or the accept) and the whole exchange succeeded, 1 otherwise, 2 on a usage
+/// error, 3 when it cannot run here; 128+N / 141 when stopped (after the ids were destroyed).
+pub fn udaddy(o: &UdaddyOptions) -> u8 {
+    const TOOL: &str = "roce udaddy";
+    let checks = check_families(TOOL, &[("-b", Some(o.port.local)), ("-s", o.server)])
+        .and_then(|()| check_size(TOOL, &o.port.iface, o.size, o.port.local.is_ipv4(), true));
+    if let Err(e) = checks {
+        eprintln!("{e}");
+        return exit::USAGE;
+    }
     let mut d = match open_port(&o.port) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("roce udaddy: {e}");
-            return 2;
+            eprintln!("{TOOL}: {}", e.message);
+            return e.status;
         }
     };
     let r = match o.server {
         Some(server) => udaddy_client(&mut d, o, server),
         None => udaddy_server(&mut d, o),
     };
-    // Let the last frames leave.
-    let _ = d.run_for(Duration::from_millis(50));
     let code = match r {
-        Ok(()) => {
-            println!("test complete");
-            println!("return status 0");
-            0
-        }
+        Ok(()) => exit::OK,
         Err(e) => {
-            println!("udaddy: {e}");
-            println!("test complete");
-            println!("return status 1");
-            1
+            eprintln!("udaddy: {e}");
+            exit::FAILED
         }
     };
-    print_counters(d.stack.counters(), o.port.verbose);
-    code
+    let ids: Vec<CmId> = d.stack.ids().collect();
+    crate::shutdown::destroy_ids(TOOL, &mut d, &ids);
+    out!("test complete");
+    out!("return status {code}");
+    finish(TOOL, &mut d, &[], o.port.verbose, code)
 }
 
 /// The client's first steps in both tools (as udaddy.c and cmatose.c): create an id of the
@@ -148,7 +140,7 @@ fn resolved_id(
 ) -> Result<(CmId, SocketAddr), String> {
     let qp_type = if ps == PortSpace::Udp { QpType::Ud } else { QpType::Rc };
     let id = d.stack.create_id(ps, qp_type).map_err(|e| format!("create_id: {e}"))?;
-    println!("{tool}: connecting");
+    status!("{tool}: connecting");
     let now = d.now();
     d.stack
         .resolve_addr(now, id, Some(SocketAddr::new(local, 0)), dst, Duration::from_millis(2000))
@@ -161,11 +153,11 @@ fn resolved_id(
 }
 
 fn udaddy_client(d: &mut Driver<CliDevice>, o: &UdaddyOptions, server: IpAddr) -> Result<(), String> {
-    println!("udaddy: starting client");
+    status!("udaddy: starting client");
     let (id, dst) =
         resolved_id(d, "udaddy", PortSpace::Udp, o.port.local, SocketAddr::new(server, o.cm_port), o.timeout)?;
     let qpn = d.stack.create_qp_for_id(id).map_err(|e| format!("create_qp: {e}"))?;
-    println!("udaddy: UD QP 0x{qpn:06x}; SIDR_REQ to {dst} (service ID 0x{:016x})", service_id(o.cm_port));
+    status!("udaddy: UD QP 0x{qpn:06x}; SIDR_REQ to {dst} (service ID 0x{:016x})", service_id(o.cm_port));
     let now = d.now();
     d.stack.connect(now, id, &ConnectParam::default()).map_err(|e| format!("connect: {e}"))?;
     let ev = wait_for(d, id, &[EventKind::Established], o.timeout, "connect")?;
@@ -174,14 +166,14 @@ fn udaddy_client(d: &mut Driver<CliDevice>, o: &UdaddyOptions, server: IpAddr) -
     if o.count == 0 || o.size == 0 {
         return Ok(());
     }
-    println!("initiating data transfers");
+    status!("initiating data transfers");
     for i in 0..o.count {
         d.stack.post_send(qpn, &dest, &payload(o.size, i), Some(qpn)).map_err(|e| format!("post_send: {e}"))?;
     }
-    println!("receiving data transfers");
+    status!("receiving data transfers");
     let got = receive(d, qpn, o.count, o.timeout);
     report_received(&got, o.count, ud.qp_num)?;
-    println!("data transfers complete");
+    out!("data transfers complete");
     let now = d.now();
     let _ = d.stack.destroy_id(now, id);
     Ok(())
@@ -193,7 +185,7 @@ fn service_id(port: u16) -> u64 {
 
 fn report_received(got: &[roce_cm::Datagram], count: u32, from_qpn: u32) -> Result<(), String> {
     if let Some(g) = got.first() {
-        println!(
+        out!(
             "received {} datagrams from {} QP 0x{:06x} (imm 0x{:06x}, {} bytes, Q_Key 0x{:08x})",
             got.len(),
             g.src,
@@ -213,12 +205,12 @@ fn report_received(got: &[roce_cm::Datagram], count: u32, from_qpn: u32) -> Resu
 }
 
 fn udaddy_server(d: &mut Driver<CliDevice>, o: &UdaddyOptions) -> Result<(), String> {
-    println!("udaddy: starting server");
+    status!("udaddy: starting server");
     let listen = d.stack.create_id(PortSpace::Udp, QpType::Ud).map_err(|e| format!("create_id: {e}"))?;
     let addr = SocketAddr::new(o.port.local, o.cm_port);
     d.stack.bind_addr(listen, addr).map_err(|e| format!("bind {addr}: {e}"))?;
     d.stack.listen(listen, 0).map_err(|e| format!("listen: {e}"))?;
-    println!("udaddy: listening on {addr} (service ID 0x{:016x})", service_id(o.cm_port));
+    status!("udaddy: listening on {addr} (service ID 0x{:016x})", service_id(o.cm_port));
     // The CONNECT_REQUEST arrives on the child id, with listen_id = the listener.
     let mut req = None;
     let _ = d.run_until(o.timeout, |d| {
@@ -228,15 +220,18 @@ fn udaddy_server(d: &mut Driver<CliDevice>, o: &UdaddyOptions) -> Result<(), Str
         req.is_some()
     });
     let Some(req) = req else {
-        return Err(format!("no connection request within {:.1} s", o.timeout.as_secs_f64()));
+        if d.stopped() {
+            return Err("stopped while listening".into());
+        }
+        return Err(format!("ETIMEDOUT: no connection request within {:.1} s", o.timeout.as_secs_f64()));
     };
-    println!("{}", event_line(&req));
+    print_event(&req, "");
     let child = req.id;
     let peer = d.stack.id(child).and_then(|r| r.dst);
     let qpn = d.stack.create_qp_for_id(child).map_err(|e| format!("create_qp: {e}"))?;
     let now = d.now();
     d.stack.accept(now, child, &ConnectParam::default()).map_err(|e| format!("accept: {e}"))?;
-    println!(
+    status!(
         "udaddy: accepted {} with SIDR_REP (QPN 0x{qpn:06x}, Q_Key 0x{:08x})",
         peer.map_or("?".to_string(), |p| p.to_string()),
         roce_wire::RDMA_UDP_QKEY
@@ -244,7 +239,7 @@ fn udaddy_server(d: &mut Driver<CliDevice>, o: &UdaddyOptions) -> Result<(), Str
     if o.count == 0 || o.size == 0 {
         return Ok(());
     }
-    println!("receiving data transfers");
+    status!("receiving data transfers");
     let got = receive(d, qpn, o.count, o.timeout);
     report_received(&got, o.count, 0)?;
     // create_reply_ah: the AH from the first datagram's GRH, the QPN from its immediate data,
@@ -262,12 +257,12 @@ fn udaddy_server(d: &mut Driver<CliDevice>, o: &UdaddyOptions) -> Result<(), Str
     let remote_qpn = first.imm_data.unwrap_or(first.src_qp) & 0xff_ffff;
     let qkey = d.stack.qp(qpn).map_or(roce_wire::RDMA_UDP_QKEY, |q| q.qkey);
     let dest = UdDest { ah, remote_qpn, remote_qkey: qkey };
-    println!("sending replies to {} QP 0x{remote_qpn:06x}", first.src);
+    status!("sending replies to {} QP 0x{remote_qpn:06x}", first.src);
     for i in 0..o.count {
         d.stack.post_send(qpn, &dest, &payload(o.size, i), Some(qpn)).map_err(|e| format!("post_send: {e}"))?;
         let _ = d.run_for(Duration::from_millis(1));
     }
-    println!("data transfers complete");
+    out!("data transfers complete");
     let now = d.now();
     let _ = d.stack.destroy_id(now, child);
     let _ = d.stack.destroy_id(now, listen);
@@ -296,39 +291,45 @@ const NO_DATA: &str = "cmatose: no RC data path in this stack: connect, accept a
 /// ▶ the peer's RTU: ESTABLISHED) and then, as ucmatose's server does, disconnects (DREQ) and
 /// waits for DISCONNECTED. A REJ is reported as ucmatose reports it
 /// (`cmatose: event: REJECTED, error: REASON`). Returns the exit code (0: every step done).
-pub fn cmatose(o: &CmatoseOptions) -> i32 {
+pub fn cmatose(o: &CmatoseOptions) -> u8 {
+    const TOOL: &str = "roce cmatose";
+    if let Err(e) = check_families(TOOL, &[("-b", Some(o.port.local)), ("-s", o.server)]) {
+        eprintln!("{e}");
+        return exit::USAGE;
+    }
     let mut d = match open_port(&o.port) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("roce cmatose: {e}");
-            return 2;
+            eprintln!("{TOOL}: {}", e.message);
+            return e.status;
         }
     };
-    println!("{NO_DATA}");
+    status!("{NO_DATA}");
     let r = match o.server {
         Some(server) => cmatose_client(&mut d, o, server),
         None => cmatose_server(&mut d, o),
     };
-    let _ = d.run_for(Duration::from_millis(50));
     let code = match r {
-        Ok(()) => 0,
+        Ok(()) => exit::OK,
         Err(e) => {
-            println!("cmatose: {e}");
-            1
+            eprintln!("cmatose: {e}");
+            exit::FAILED
         }
     };
-    println!("test complete");
-    println!("return status {code}");
-    print_counters(d.stack.counters(), o.port.verbose);
-    code
+    // Connected ids still alive (a stop, a failure) are disconnected here: DREQ, or REJ.
+    let ids: Vec<CmId> = d.stack.ids().collect();
+    crate::shutdown::destroy_ids(TOOL, &mut d, &ids);
+    out!("test complete");
+    out!("return status {code}");
+    finish(TOOL, &mut d, &[], o.port.verbose, code)
 }
 
 fn cmatose_client(d: &mut Driver<CliDevice>, o: &CmatoseOptions, server: IpAddr) -> Result<(), String> {
-    println!("cmatose: starting client");
+    status!("cmatose: starting client");
     let (id, dst) =
         resolved_id(d, "cmatose", PortSpace::Tcp, o.port.local, SocketAddr::new(server, o.cm_port), o.timeout)?;
     let service = roce_wire::cm::cma_hdr::service_id(PortSpace::Tcp.value(), o.cm_port);
-    println!("cmatose: REQ to {dst} (service ID 0x{service:016x})");
+    status!("cmatose: REQ to {dst} (service ID 0x{service:016x})");
     let now = d.now();
     let param = ConnectParam { responder_resources: 1, initiator_depth: 1, retry_count: 5, ..Default::default() };
     d.stack.connect(now, id, &param).map_err(|e| format!("connect: {e}"))?;
@@ -337,9 +338,9 @@ fn cmatose_client(d: &mut Driver<CliDevice>, o: &CmatoseOptions, server: IpAddr)
         &[EventKind::Established, EventKind::Rejected, EventKind::Unreachable, EventKind::ConnectError],
         o.timeout,
     ) {
-        Ok(Some(e)) if e.kind == EventKind::Established => println!("{}", event_line(&e)),
+        Ok(Some(e)) if e.kind == EventKind::Established => print_event(&e, ""),
         Ok(Some(e)) => {
-            println!("{}", event_line(&e));
+            print_event(&e, "");
             let what = if e.kind == EventKind::Rejected {
                 format!(" ({:?})", roce_wire::cm::RejReason::from(e.status as u16))
             } else {
@@ -347,21 +348,22 @@ fn cmatose_client(d: &mut Driver<CliDevice>, o: &CmatoseOptions, server: IpAddr)
             };
             return Err(format!("event: {}, error: {}{what}", e.kind.name(), e.status));
         }
-        Ok(None) => return Err(format!("connect: no event within {:.1} s", o.timeout.as_secs_f64())),
+        Ok(None) if d.stopped() => return Err("connect: stopped".into()),
+        Ok(None) => return Err(format!("connect: ETIMEDOUT: no event within {:.1} s", o.timeout.as_secs_f64())),
         Err(e) => return Err(format!("connect: {e}")),
     }
     // Our DREQ, unless the peer's came first (its DISCONNECTED is then already queued).
     let _ = d.run_for(Duration::from_millis(0));
     let peer_first = d.events.iter().any(|e| e.id == id && e.kind == EventKind::Disconnected);
     if peer_first {
-        println!("cmatose: the peer disconnected first (its DREQ, our DREP)");
+        status!("cmatose: the peer disconnected first (its DREQ, our DREP)");
     } else {
-        println!("cmatose: disconnecting (DREQ)");
+        status!("cmatose: disconnecting (DREQ)");
     }
     let now = d.now();
     d.stack.disconnect(now, id).map_err(|e| format!("disconnect: {e}"))?;
     wait_for(d, id, &[EventKind::Disconnected], o.timeout, "disconnect")?;
-    println!("disconnected");
+    out!("disconnected");
     // TIMEWAIT ends (the CM's timewait); the id then leaves the connection for good.
     let _ = wait_for(d, id, &[EventKind::TimewaitExit], o.timeout, "timewait");
     let now = d.now();
@@ -370,12 +372,12 @@ fn cmatose_client(d: &mut Driver<CliDevice>, o: &CmatoseOptions, server: IpAddr)
 }
 
 fn cmatose_server(d: &mut Driver<CliDevice>, o: &CmatoseOptions) -> Result<(), String> {
-    println!("cmatose: starting server");
+    status!("cmatose: starting server");
     let listen = d.stack.create_id(PortSpace::Tcp, QpType::Rc).map_err(|e| format!("create_id: {e}"))?;
     let addr = SocketAddr::new(o.port.local, o.cm_port);
     d.stack.bind_addr(listen, addr).map_err(|e| format!("bind {addr}: {e}"))?;
     d.stack.listen(listen, 0).map_err(|e| format!("listen: {e}"))?;
-    println!("cmatose: listening on {addr}");
+    status!("cmatose: listening on {addr}");
     let mut req = None;
     let _ = d.run_until(o.timeout, |d| {
         if let Some(i) = d.events.iter().position(|e| e.kind == EventKind::ConnectRequest) {
@@ -384,20 +386,23 @@ fn cmatose_server(d: &mut Driver<CliDevice>, o: &CmatoseOptions) -> Result<(), S
         req.is_some()
     });
     let Some(req) = req else {
-        return Err(format!("no connection request within {:.1} s", o.timeout.as_secs_f64()));
+        if d.stopped() {
+            return Err("stopped while listening".into());
+        }
+        return Err(format!("ETIMEDOUT: no connection request within {:.1} s", o.timeout.as_secs_f64()));
     };
-    println!("{}", event_line(&req));
+    print_event(&req, "");
     let child = req.id;
     let now = d.now();
     let param = ConnectParam { responder_resources: 1, initiator_depth: 1, ..Default::default() };
     d.stack.accept(now, child, &param).map_err(|e| format!("accept: {e}"))?;
-    println!("cmatose: accepted (REP)");
+    status!("cmatose: accepted (REP)");
     wait_for(d, child, &[EventKind::Established], o.timeout, "accept")?;
-    println!("cmatose: disconnecting");
+    status!("cmatose: disconnecting");
     let now = d.now();
     d.stack.disconnect(now, child).map_err(|e| format!("disconnect: {e}"))?;
     wait_for(d, child, &[EventKind::Disconnected], o.timeout, "disconnect")?;
-    println!("disconnected");
+    out!("disconnected");
     let now = d.now();
     let _ = d.stack.destroy_id(now, child);
     let _ = d.stack.destroy_id(now, listen);

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod capture;
+pub mod cli;
 pub mod cm_tools;
 pub mod decode;
 mod decode_l2;
@@ -13,7 +14,9 @@ pub mod demo;
 pub mod exit;
 #[doc(hidden)]
 pub mod fuzz_targets;
+pub mod out;
 pub mod sa_agent;
 pub mod samples;
 mod samples_l2;
+pub mod shutdown;
 pub mod tools;

@@ -159,8 +159,9 @@ fn summary(mad: &[u8]) -> String {
     }
 }
 
-/// Run the agent on `device` (`umad0`) for `duration` (forever if `None`). Prints one line
-/// per MAD in each direction.
+/// Run the agent on `device` (`umad0`) for `duration` (until a stop — a signal, a closed
+/// stdout — if `None`). Prints one line per MAD in each direction. An error opening or
+/// registering is returned; a stop ends the loop (the status is [`crate::shutdown::requested`]).
 pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io::Result<()> {
     let path = if device.starts_with('/') { device.to_string() } else { format!("/dev/infiniband/{device}") };
     let cpath = std::ffi::CString::new(path.clone()).map_err(io::Error::other)?;
@@ -181,7 +182,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
         return Err(err("IB_USER_MAD_REGISTER_AGENT (class 0x03 v2, methods Get/Set/GetTable/Delete, QP1)"));
     }
     let agent = u32::from_ne_bytes([req[0], req[1], req[2], req[3]]);
-    println!(
+    crate::status!(
         "sa-agent: registered agent {agent} on {path} for class 0x03 version 2 (Get, Set, GetTable, Delete) on QP1"
     );
     let mut sa = SaResponder::new(sa_config);
@@ -189,14 +190,25 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
     let mut buf = [0u8; UMAD_HDR_LEN + MAD_SIZE * 2];
     loop {
         let left = end.map(|e| e.saturating_duration_since(Instant::now()));
-        if left.is_some_and(|l| l.is_zero()) {
+        if left.is_some_and(|l| l.is_zero()) || crate::shutdown::requested().is_some() {
+            let st = sa.stats();
+            crate::out!(
+                "sa-agent: stopping: {} requests, {} groups, {} members",
+                st.received,
+                sa.group_count(),
+                sa.member_count()
+            );
             return Ok(());
         }
         let ms = left.map_or(1000, |l| l.as_millis().min(1000) as i32);
-        let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if r <= 0 {
+        // The signal self-pipe wakes the wait at once.
+        let mut pfds = [
+            libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: crate::shutdown::wake_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: two valid pollfds.
+        let r = unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) };
+        if r <= 0 || pfds[0].revents == 0 {
             continue;
         }
         // SAFETY: reading into our buffer with its length.
@@ -206,7 +218,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
         }
         let n = n as usize;
         if n < UMAD_HDR_LEN + MAD_SIZE {
-            println!("sa-agent: short read of {n} bytes ignored");
+            eprintln!("sa-agent: short read of {n} bytes ignored");
             continue;
         }
         let mut hb = [0u8; UMAD_HDR_LEN];
@@ -214,7 +226,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
         let hdr = UmadHdr::parse(&hb);
         let mad = &buf[UMAD_HDR_LEN..UMAD_HDR_LEN + MAD_SIZE];
         if hdr.status != 0 {
-            println!(
+            eprintln!(
                 "sa-agent: send completion status {} for TID 0x{:016x}",
                 hdr.status,
                 MadHeader::parse_bytes(mad).map_or(0, |h| h.transaction_id)
@@ -222,7 +234,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
             continue;
         }
         let gid = Gid(hdr.gid);
-        println!("sa-agent: <- {} from {} QP {}", summary(mad), gid, hdr.qpn);
+        crate::out!("sa-agent: <- {} from {} QP {}", summary(mad), gid, hdr.qpn);
         let reply = sa.handle_mad(Requester::new(gid, hdr.qpn), mad);
         for resp in reply.as_slice() {
             let out_hdr = UmadHdr { id: agent, status: 0, timeout_ms: 0, retries: 0, length: 0, ..hdr };
@@ -232,9 +244,9 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
             // SAFETY: writing our buffer with its length.
             let w = unsafe { libc::write(fd.as_raw_fd(), out.as_ptr() as *const libc::c_void, out.len()) };
             if w < 0 {
-                println!("sa-agent: write failed: {}", io::Error::last_os_error());
+                eprintln!("sa-agent: write failed: {}", io::Error::last_os_error());
             } else {
-                println!("sa-agent: -> {} to {} QP {}", summary(resp), gid, hdr.qpn);
+                crate::out!("sa-agent: -> {} to {} QP {}", summary(resp), gid, hdr.qpn);
             }
         }
     }

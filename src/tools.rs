@@ -1,29 +1,37 @@
 //! The network commands of the `roce` tool (`mckey`, `sa-query`, `sa-server`): a stack on a
-//! raw socket, driven in real time. `main.rs` only parses arguments and calls these.
+//! raw socket (or on OpenSM's SA through ibsim), run by roce-net's one [`Driver`] loop in real
+//! time. Every exit path destroys the ids (see [`crate::shutdown`]); every line goes through
+//! [`crate::out`]. `main.rs` only parses arguments and calls these.
 
-use std::fmt::Write as _;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant as WallInstant};
 
 use roce_cm::event::EventParam;
-use roce_cm::{Counters, EventKind, MulticastPaths, PortSpace, QpType, Stack, StackConfig, UdDest};
+use roce_cm::{CmId, EventKind, MulticastPaths, PortSpace, QpType, Stack, StackConfig, UdDest};
 use roce_net::device::Device;
-use roce_net::driver::{Direction, Driver, MulticastFilter};
+use roce_net::driver::{Direction, Driver, MulticastFilter, NoFrames};
 use roce_net::raw::RawSocket;
 use roce_net::PcapDevice;
-use roce_wire::mad::{MadStatus, Method};
+use roce_wire::mad::Method;
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord};
 use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::Gid;
 
-/// A raw socket, captured to a pcap or not.
+use crate::exit;
+use crate::out::{print_counters, print_event};
+use crate::shutdown;
+use crate::{out, status};
+
+/// A raw socket (captured to a pcap or not), or no frames at all (ibsim: SA MADs only).
 pub enum CliDevice {
     /// Plain.
     Raw(RawSocket),
     /// Every frame also written to a pcap file.
     Pcap(PcapDevice<RawSocket>),
+    /// No Ethernet: the SA MADs go over the driver's SA link (ibsim).
+    NoFrames(NoFrames),
 }
 
 impl Device for CliDevice {
@@ -31,18 +39,21 @@ impl Device for CliDevice {
         match self {
             CliDevice::Raw(d) => d.send(f),
             CliDevice::Pcap(d) => d.send(f),
+            CliDevice::NoFrames(d) => d.send(f),
         }
     }
     fn recv(&mut self, b: &mut [u8]) -> io::Result<Option<usize>> {
         match self {
             CliDevice::Raw(d) => d.recv(b),
             CliDevice::Pcap(d) => d.recv(b),
+            CliDevice::NoFrames(d) => d.recv(b),
         }
     }
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         match self {
             CliDevice::Raw(d) => d.raw_fd(),
             CliDevice::Pcap(d) => d.raw_fd(),
+            CliDevice::NoFrames(_) => None,
         }
     }
 }
@@ -52,6 +63,7 @@ impl MulticastFilter for CliDevice {
         match self {
             CliDevice::Raw(d) => d.set_multicast(m),
             CliDevice::Pcap(d) => MulticastFilter::set_multicast(d, m),
+            CliDevice::NoFrames(_) => Ok(()),
         }
     }
 }
@@ -59,8 +71,10 @@ impl MulticastFilter for CliDevice {
 /// Where a stack runs and how.
 #[derive(Debug, Clone)]
 pub struct PortOptions {
-    /// Interface.
+    /// Interface (raw socket), when not `ibsim`.
     pub iface: String,
+    /// Attach to OpenSM's SA through ibsim instead, at this node ("": the sim's default port).
+    pub ibsim: Option<String>,
     /// The stack's own address (beside the kernel's on the same link).
     pub local: IpAddr,
     /// Prefix length (default: the interface's for that subnet, else 24 / 64).
@@ -73,6 +87,24 @@ pub struct PortOptions {
     pub verbose: bool,
     /// Multicast paths.
     pub paths: MulticastPaths,
+}
+
+/// Why a port could not be opened: the exit status (2 usage, 3 cannot run here) and the message.
+#[derive(Debug, Clone)]
+pub struct OpenError {
+    /// The exit status.
+    pub status: u8,
+    /// The message.
+    pub message: String,
+}
+
+impl OpenError {
+    fn env(message: String) -> OpenError {
+        OpenError { status: exit::ENVIRONMENT, message }
+    }
+    fn usage(message: String) -> OpenError {
+        OpenError { status: exit::USAGE, message }
+    }
 }
 
 fn in_prefix(a: IpAddr, b: IpAddr, p: u8) -> bool {
@@ -89,11 +121,119 @@ fn in_prefix(a: IpAddr, b: IpAddr, p: u8) -> bool {
     }
 }
 
-/// Open the interface and build a driven stack; errors are the user-facing messages.
-pub fn open_port(o: &PortOptions) -> Result<Driver<CliDevice>, String> {
-    let raw = RawSocket::open(&o.iface).map_err(|e| e.to_string())?;
+fn family(a: &IpAddr) -> &'static str {
+    if a.is_ipv4() {
+        "IPv4"
+    } else {
+        "IPv6"
+    }
+}
+
+/// Refuse, before any traffic, addresses whose families disagree: `what` names each address
+/// by its option (`("-b", addr)`).
+pub fn check_families(tool: &str, addrs: &[(&str, Option<IpAddr>)]) -> Result<(), String> {
+    let known: Vec<(&str, IpAddr)> = addrs.iter().filter_map(|(n, a)| a.map(|a| (*n, a))).collect();
+    if let Some(((n0, a0), (n1, a1))) =
+        known.iter().zip(known.iter().skip(1)).find(|((_, a), (_, b))| a.is_ipv4() != b.is_ipv4())
+    {
+        return Err(format!(
+            "{tool}: address families disagree: {n0} {a0} is {} but {n1} {a1} is {}; give addresses of one family",
+            family(a0),
+            family(a1)
+        ));
+    }
+    Ok(())
+}
+
+/// The interface's MTU (from sysfs), if it can be read.
+pub fn iface_mtu(iface: &str) -> Option<u32> {
+    if iface.is_empty() || iface.contains('/') {
+        return None;
+    }
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu")).ok()?.trim().parse().ok()
+}
+
+/// Bytes of RoCEv2 headers around a UD payload: IP, UDP 8, BTH 12, DETH 8, ICRC 4 (and
+/// IMMDT 4 when the send carries immediate data).
+pub fn roce_ud_overhead(ipv4: bool, imm: bool) -> u32 {
+    (if ipv4 { 20 } else { 40 }) + 8 + 12 + 8 + 4 + if imm { 4 } else { 0 }
+}
+
+/// The path MTU of a UD send on an interface: the largest IB MTU (256, 512, 1024, 2048, 4096)
+/// that fits the interface MTU after the RoCEv2 headers; a UD message is one packet, so this
+/// is the largest datagram. `None` when even 256 does not fit.
+pub fn ud_path_mtu(iface_mtu: u32, ipv4: bool, imm: bool) -> Option<u32> {
+    let room = iface_mtu.checked_sub(roce_ud_overhead(ipv4, imm))?;
+    [4096, 2048, 1024, 512, 256].into_iter().find(|m| *m <= room)
+}
+
+/// Refuse a datagram size the path cannot carry, before anything is sent.
+pub fn check_size(tool: &str, iface: &str, size: usize, ipv4: bool, imm: bool) -> Result<(), String> {
+    let Some(mtu) = iface_mtu(iface) else { return Ok(()) }; // open_port names a missing interface
+    match ud_path_mtu(mtu, ipv4, imm) {
+        Some(limit) if size <= limit as usize => Ok(()),
+        Some(limit) => Err(format!(
+            "{tool}: -S {size} is larger than the path MTU allows: at most {limit} bytes per datagram on {iface} \
+             (interface MTU {mtu} less {} bytes of {} RoCEv2 headers, rounded down to an IB MTU); \
+             a UD message is one packet",
+            roce_ud_overhead(ipv4, imm),
+            if ipv4 { "IPv4" } else { "IPv6" }
+        )),
+        None => Err(format!("{tool}: {iface}'s MTU {mtu} is too small for any RoCEv2 UD datagram (IB MTU 256)")),
+    }
+}
+
+/// Open the interface (or attach to ibsim) and build a driven stack, attached to the shutdown
+/// self-pipe so that a signal wakes its waits.
+pub fn open_port(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
+    let mut d = match &o.ibsim {
+        Some(node) => open_ibsim((!node.is_empty()).then_some(node.as_str()))?,
+        None => open_raw(o)?,
+    };
+    if o.verbose {
+        d.set_tap(Box::new(|dir, now, f| {
+            let s = crate::decode::decode_ethernet(f).summary;
+            status!("{:>10.6} {} {s}", now.since_epoch().as_secs_f64(), if dir == Direction::Tx { ">" } else { "<" });
+        }));
+    }
+    shutdown::attach(&mut d);
+    Ok(d)
+}
+
+fn open_ibsim(node: Option<&str>) -> Result<Driver<CliDevice>, OpenError> {
+    let mut opts = match node {
+        Some(n) => roce_net::ibsim::IbsimOptions::node(n),
+        None => roce_net::ibsim::IbsimOptions::default(),
+    };
+    opts.wait_active = Some(Duration::from_secs(20));
+    let client = roce_net::ibsim::IbsimClient::connect(&opts).map_err(|e| OpenError::env(e.to_string()))?;
+    // An IPoIB-style address for the RDMA-CM id (the SA path does not use it on the wire).
+    let lid = client.port_lid();
+    let [hi, lo] = lid.to_be_bytes();
+    let ip = std::net::Ipv4Addr::new(198, 19, hi, lo);
+    let mut cfg = StackConfig::new([0x02, 0, 0, 0, hi, lo], ip, 15);
+    cfg.multicast_paths = MulticastPaths::SA_ONLY;
+    cfg.sa_transport = roce_cm::SaTransport::External;
+    cfg.mgid_style = roce_cm::MgidStyle::InfiniBand { pkey: 0xffff };
+    cfg.port_gid = Some(client.port_gid());
+    cfg.seed = seed();
+    status!(
+        "ibsim: port LID {} GID {} (SM LID {}) of {}",
+        client.port_lid(),
+        client.port_gid(),
+        client.sm_lid(),
+        client.node_id()
+    );
+    let link = roce_net::ibsim::IbsimSaLink::new(client);
+    Ok(Driver::new(CliDevice::NoFrames(NoFrames), Stack::new(cfg)).with_sa_link(Box::new(link)))
+}
+
+fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
+    let raw = RawSocket::open(&o.iface).map_err(|e| OpenError::env(e.to_string()))?;
     let info = raw.info.clone();
-    let mac = info.mac.ok_or_else(|| format!("{} has no MAC address (not an Ethernet interface?)", o.iface))?;
+    let mac = info
+        .mac
+        .ok_or_else(|| OpenError::env(format!("{} has no MAC address (not an Ethernet interface?)", o.iface)))?;
     // The address must sit in one of the interface's subnets (when it has any of that family).
     let same_family: Vec<(IpAddr, u8)> = info
         .ips
@@ -115,12 +255,12 @@ pub fn open_port(o: &PortOptions) -> Result<Driver<CliDevice>, String> {
             }
             None => {
                 let nets: Vec<String> = same_family.iter().map(|(a, p)| format!("{a}/{p}")).collect();
-                return Err(format!(
+                return Err(OpenError::usage(format!(
                     "{} is outside {}'s subnets ({}); pick an address in one of them or pass --prefix",
                     o.local,
                     o.iface,
                     nets.join(", ")
-                ));
+                )));
             }
         },
     };
@@ -140,17 +280,12 @@ pub fn open_port(o: &PortOptions) -> Result<Driver<CliDevice>, String> {
     cfg.multicast_paths = o.paths;
     cfg.seed = seed();
     let dev = match &o.pcap {
-        Some(p) => CliDevice::Pcap(PcapDevice::create(raw, p).map_err(|e| format!("{}: {e}", p.display()))?),
+        Some(p) => {
+            CliDevice::Pcap(PcapDevice::create(raw, p).map_err(|e| OpenError::env(format!("{}: {e}", p.display())))?)
+        }
         None => CliDevice::Raw(raw),
     };
-    let mut d = Driver::new(dev, Stack::new(cfg));
-    if o.verbose {
-        d.set_tap(Box::new(|dir, now, f| {
-            let s = crate::decode::decode_ethernet(f).summary;
-            println!("{:>10.6} {} {s}", now.since_epoch().as_secs_f64(), if dir == Direction::Tx { ">" } else { "<" });
-        }));
-    }
-    Ok(d)
+    Ok(Driver::new(dev, Stack::new(cfg)))
 }
 
 fn seed() -> u64 {
@@ -158,31 +293,34 @@ fn seed() -> u64 {
     (t.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32)
 }
 
-/// Print the drop counters (all of them with `verbose`, else the non-zero ones).
-pub fn print_counters(c: &Counters, verbose: bool) {
-    let mut s = format!(
-        "counters: rx {} accepted {} tx {} dropped {}",
-        c.rx_frames,
-        c.rx_accepted,
-        c.tx_frames,
-        c.total_dropped()
-    );
-    for (r, n) in &c.dropped {
-        if *n > 0 || verbose {
-            let _ = write!(s, "\n  dropped {r}: {n}");
+/// Why the SA transactions got no answer: no ARP/ND answer for the SA's address (then no SA
+/// request ever left), or the SA itself was silent.
+pub fn sa_timeout_text(d: &Driver<CliDevice>) -> String {
+    let cfg = d.stack.config();
+    if let Some(sa) = cfg.sa {
+        if !d.stack.neighbors().iter().any(|(ip, _)| *ip == sa) {
+            let (what, proto) = if sa.is_ipv4() { ("ARP reply", "ARP") } else { ("Neighbor Advertisement", "ND") };
+            return format!(
+                "ETIMEDOUT: no {what} for the SA's address {sa} ({proto} resolution failed), so no SA request left"
+            );
         }
     }
-    println!("{s}");
-}
-
-fn sa_timeout_text(d: &Driver<CliDevice>) -> String {
-    let t = d.stack.config().sa_timing;
+    let t = cfg.sa_timing;
     format!(
-        "no answer: timed out after {} transmissions over {:.1} s (retry interval {:.1} s)",
+        "ETIMEDOUT: the SA did not answer: timed out after {} transmissions over {:.1} s (retry interval {:.1} s)",
         t.max_sends(),
         t.timeout.as_secs_f64(),
         t.retry_interval().as_secs_f64()
     )
+}
+
+/// The end of every network command: the ids destroyed (groups left, connections
+/// disconnected), the counters printed, and the exit status: the stop's (128+N, 141) if one
+/// was asked, else `code`.
+pub fn finish(tool: &str, d: &mut Driver<CliDevice>, ids: &[CmId], verbose: bool, code: u8) -> u8 {
+    shutdown::destroy_ids(tool, d, ids);
+    print_counters(d.stack.counters(), d.send_errors, verbose);
+    shutdown::requested().unwrap_or(code)
 }
 
 /// `roce mckey` options.
@@ -206,160 +344,234 @@ pub struct MckeyOptions {
     pub no_sa: bool,
 }
 
-/// `roce mckey`: join, send or receive, leave. Returns the exit code.
-pub fn mckey(o: &MckeyOptions) -> i32 {
+const JOIN_WAIT: Duration = Duration::from_secs(10);
+const LEAVE_WAIT: Duration = Duration::from_secs(20);
+
+/// Refuse what cannot work before any traffic: a group that is not multicast, address families
+/// that disagree, a datagram larger than the path MTU.
+fn mckey_check(o: &MckeyOptions) -> Result<(), String> {
+    const TOOL: &str = "roce mckey";
+    if !o.group.is_multicast() {
+        return Err(format!("{TOOL}: -m {} is not a multicast address (IPv4 224.0.0.0/4 or IPv6 ff00::/8)", o.group));
+    }
+    if o.port.ibsim.is_none() {
+        check_families(TOOL, &[("-m", Some(o.group)), ("-b", Some(o.port.local)), ("--sa", o.port.sa)])?;
+        if o.sender {
+            check_size(TOOL, &o.port.iface, o.size, o.port.local.is_ipv4(), false)?;
+        }
+    }
+    Ok(())
+}
+
+/// `roce mckey`: join, send or receive, leave. Returns the exit status.
+pub fn mckey(o: &MckeyOptions) -> u8 {
+    const TOOL: &str = "roce mckey";
+    if let Err(e) = mckey_check(o) {
+        eprintln!("{e}");
+        return exit::USAGE;
+    }
     let mut d = match open_port(&o.port) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("roce mckey: {e}");
-            return 2;
+            eprintln!("{TOOL}: {}", e.message);
+            return e.status;
         }
     };
-    let s = &mut d.stack;
-    let id = s.create_id(PortSpace::Udp, QpType::Ud).expect("UDP id");
-    if let Err(e) = s.bind_addr(id, SocketAddr::new(o.port.local, 0)) {
-        eprintln!("roce mckey: bind {}: {e}", o.port.local);
-        return 2;
-    }
-    let qpn = s.create_qp_for_id(id).expect("UD QP");
-    println!(
-        "mckey: joining {} as {} on {} from {} (QP 0x{qpn:06x})",
-        o.group, o.join_state, o.port.iface, o.port.local
-    );
-    let ev = match d.join(id, o.group, o.join_state, Duration::from_secs(10)) {
-        Ok(e) => e,
+    let ibsim = o.port.ibsim.is_some();
+    let local = if ibsim {
+        IpAddr::V4(d.stack.config().ipv4.map(|(a, _)| a).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED))
+    } else {
+        o.port.local
+    };
+    let id = match d.stack.create_id(PortSpace::Udp, QpType::Ud) {
+        Ok(id) => id,
         Err(e) => {
-            eprintln!("roce mckey: {e}");
-            return 2;
+            eprintln!("{TOOL}: create_id: {e}");
+            return exit::FAILED;
         }
     };
-    let mut ok_join = false;
-    let mut ud = None;
-    match ev {
-        Some(e) if e.kind == EventKind::MulticastJoin => {
-            if let EventParam::Multicast { record, ud: u, .. } = &e.param {
-                ud = *u;
-                println!(
-                    "event: MULTICAST_JOIN status 0 MLID 0x{:04x} qp_num 0x{:06x} qkey 0x{:08x}",
-                    record.map_or(0, |r| r.mlid),
-                    u.map_or(0, |u| u.qp_num),
-                    u.map_or(0, |u| u.qkey)
-                );
-            }
-            ok_join = true;
-        }
-        Some(e) => {
-            let sa = match &e.param {
-                EventParam::Multicast { sa_status: Some(st), .. } => format!(" SA status {}", MadStatus(*st)),
-                _ => String::new(),
-            };
-            println!("event: MULTICAST_ERROR status {}{sa}", e.status);
-            if e.status == -110 {
-                println!("join: {}", sa_timeout_text(&d));
-            }
-        }
-        None => println!("join: no event within 10 s"),
+    if let Err(e) = d.stack.bind_addr(id, SocketAddr::new(local, 0)) {
+        eprintln!("{TOOL}: bind {local}: {e}");
+        return exit::USAGE;
     }
-    let (mut sent, mut received) = (0u32, 0u32);
+    let qpn = if ibsim {
+        None
+    } else {
+        match d.stack.create_qp_for_id(id) {
+            Ok(q) => Some(q),
+            Err(e) => {
+                eprintln!("{TOOL}: create_qp: {e}");
+                return finish(TOOL, &mut d, &[id], o.port.verbose, exit::FAILED);
+            }
+        }
+    };
+    let where_ = if ibsim { "ibsim".to_string() } else { o.port.iface.clone() };
+    status!(
+        "mckey: joining {} (MGID {}) as {} on {where_} from {local}{}",
+        o.group,
+        d.stack.mgid(&o.group),
+        o.join_state,
+        qpn.map_or(String::new(), |q| format!(" (QP 0x{q:06x})"))
+    );
+    let now = d.now();
+    if let Err(e) = d.stack.join_multicast(now, id, o.group, o.join_state) {
+        eprintln!("{TOOL}: join_multicast: {} ({e})", e.name());
+        return finish(TOOL, &mut d, &[id], o.port.verbose, exit::FAILED);
+    }
+    let ev = d.wait_event(id, &[EventKind::MulticastJoin, EventKind::MulticastError], JOIN_WAIT).ok().flatten();
+    let mut ud = None;
+    let joined = match &ev {
+        Some(e) => {
+            print_event(e, "");
+            if e.kind == EventKind::MulticastJoin {
+                if let EventParam::Multicast { ud: u, .. } = &e.param {
+                    ud = *u;
+                }
+                true
+            } else {
+                if e.status == roce_cm::Errno::ETIMEDOUT.status() {
+                    eprintln!("{TOOL}: join: {}", sa_timeout_text(&d));
+                }
+                false
+            }
+        }
+        None if d.stopped() => false,
+        None => {
+            eprintln!("{TOOL}: join: no event within {} s", JOIN_WAIT.as_secs());
+            false
+        }
+    };
+    let (mut posted, mut received) = (0u32, 0u32);
+    let (errors0, small0) = (d.send_errors, too_small(&d));
     let t0 = WallInstant::now();
-    if ok_join && o.sender {
-        if let Some(u) = ud {
+    if joined && o.sender && !d.stopped() {
+        if let (Some(u), Some(qpn)) = (ud, qpn) {
             let dest = UdDest { ah: u.ah, remote_qpn: u.qp_num, remote_qkey: u.qkey };
             let mut payload = vec![0u8; o.size];
             for i in 0..o.count {
+                if d.stopped() {
+                    break;
+                }
                 payload.iter_mut().enumerate().for_each(|(j, b)| *b = (i as usize + j) as u8);
-                let _ = d.stack.post_send(qpn, &dest, &payload, None);
-                sent += 1;
+                if let Err(e) = d.stack.post_send(qpn, &dest, &payload, None) {
+                    eprintln!("{TOOL}: post_send: {e}");
+                    break;
+                }
+                posted += 1;
                 let _ = d.run_for(Duration::from_millis(1));
                 if o.count >= 1000 && (i + 1) % 1000 == 0 {
-                    println!("progress: sent {}/{}", i + 1, o.count);
+                    status!("progress: sent {}/{}", i + 1, o.count);
                 }
             }
         }
         let _ = d.run_for(o.leave_after);
-    } else if ok_join {
-        let deadline = WallInstant::now() + o.leave_after.max(Duration::from_millis(1));
+    } else if joined && !d.stopped() {
         let mut last = 0;
-        while WallInstant::now() < deadline && received < o.count {
-            let _ = d.turn(Duration::from_millis(50));
-            while d.stack.poll_recv(qpn).is_some() {
-                received += 1;
+        let _ = d.run_until(o.leave_after.max(Duration::from_millis(1)), |d| {
+            if let Some(q) = qpn {
+                while d.stack.poll_recv(q).is_some() {
+                    received += 1;
+                }
             }
             if o.count >= 1000 && received / 1000 > last {
                 last = received / 1000;
-                println!("progress: received {received}/{}", o.count);
+                status!("progress: received {received}/{}", o.count);
             }
-        }
+            qpn.is_some() && received >= o.count
+        });
     }
     let secs = t0.elapsed().as_secs_f64().max(1e-9);
+    // Frames the device did not take (or that did not fit a frame) were not sent.
+    let failed = (d.send_errors - errors0) + (too_small(&d) - small0);
+    let sent = posted.saturating_sub(u32::try_from(failed).unwrap_or(u32::MAX));
+    if sent < posted {
+        eprintln!(
+            "{TOOL}: {} of {posted} datagrams were not sent: {}",
+            posted - sent,
+            d.last_send_error.as_ref().map_or("transmit_buffer_too_small".to_string(), |e| e.to_string())
+        );
+    }
     // Leave: SA Delete (and the IGMP/MLD leave); never blocks past its retries.
     let mut ok_leave = false;
-    if ok_join {
-        println!("mckey: leaving {}", o.group);
-        match d.leave(id, o.group, Duration::from_secs(20)) {
-            Ok(Some(e)) if e.kind == EventKind::MulticastLeft => {
-                println!("event: MULTICAST_LEFT status 0");
-                ok_leave = true;
-            }
-            Ok(Some(e)) => {
-                println!("event: MULTICAST_ERROR status {} (leave)", e.status);
-                if e.status == -110 {
-                    println!("leave: {}", sa_timeout_text(&d));
+    if joined && !d.stopped() {
+        status!("mckey: leaving {}", o.group);
+        let now = d.now();
+        match d.stack.leave_multicast(now, id, o.group) {
+            Ok(()) => match d.wait_event(id, &[EventKind::MulticastLeft, EventKind::MulticastError], LEAVE_WAIT) {
+                Ok(Some(e)) => {
+                    print_event(&e, if e.kind == EventKind::MulticastLeft { "" } else { " (leave)" });
+                    if e.kind == EventKind::MulticastLeft {
+                        ok_leave = true;
+                    } else {
+                        if e.status == roce_cm::Errno::ETIMEDOUT.status() {
+                            eprintln!("{TOOL}: leave: {}", sa_timeout_text(&d));
+                        }
+                        ok_leave = o.no_sa;
+                    }
                 }
-                ok_leave = o.no_sa;
-            }
-            Ok(None) => println!("leave: no event within 20 s"),
-            Err(e) => eprintln!("roce mckey: {e}"),
+                _ if d.stopped() => {}
+                _ => eprintln!("{TOOL}: leave: no event within {} s", LEAVE_WAIT.as_secs()),
+            },
+            Err(e) => eprintln!("{TOOL}: leave_multicast: {} ({e})", e.name()),
         }
-        let _ = d.run_for(Duration::from_millis(50));
     }
+    // Destroy the id on every path: a stop while joined leaves here (SA Delete, IGMP/MLD leave).
+    shutdown::destroy_ids(TOOL, &mut d, &[id]);
     let lost = if o.sender { 0 } else { o.count.saturating_sub(received) };
     let n = if o.sender { sent } else { received };
-    println!(
+    out!(
         "summary: sent {sent} received {received} lost {lost} in {secs:.3} s ({:.0} msg/s, {:.2} Mbit/s)",
         f64::from(n) / secs,
         f64::from(n) * o.size as f64 * 8.0 / secs / 1e6
     );
-    print_counters(d.stack.counters(), o.port.verbose);
-    if ok_join && ok_leave {
-        0
-    } else {
-        1
-    }
+    let code = if joined && ok_leave && sent == posted { exit::OK } else { exit::FAILED };
+    finish(TOOL, &mut d, &[], o.port.verbose, code)
+}
+
+fn too_small(d: &Driver<CliDevice>) -> u64 {
+    d.stack.counters().dropped(roce_cm::DropReason::TransmitBufferTooSmall)
 }
 
 fn print_member(r: &McMemberRecord) {
-    println!("MCMemberRecord member dump:");
-    println!("\t\tMGID....................{}", r.mgid);
-    println!("\t\tPortGid.................{}", r.port_gid);
-    println!("\t\tqkey....................0x{:X}", r.q_key);
-    println!("\t\tmlid....................0x{:X}", r.mlid);
-    println!("\t\tmtu.....................0x{:X}", (u8::from(r.mtu_selector) << 6) | r.mtu);
-    println!("\t\tTClass..................0x{:X}", r.traffic_class);
-    println!("\t\tpkey....................0x{:X}", r.p_key);
-    println!("\t\trate....................0x{:X}", (u8::from(r.rate_selector) << 6) | r.rate);
-    println!("\t\tpkt_life................0x{:X}", (u8::from(r.packet_life_time_selector) << 6) | r.packet_life_time);
-    println!("\t\tSL......................0x{:X}", r.sl);
-    println!("\t\tFlowLabel...............0x{:X}", r.flow_label);
-    println!("\t\tHopLimit................0x{:X}", r.hop_limit);
-    println!("\t\tScope...................0x{:X}", r.scope);
-    println!("\t\tJoinState...............0x{:X} {}", r.join_state.0, r.join_state);
-    println!("\t\tProxyJoin...............0x{:X}", u8::from(r.proxy_join));
+    out!("MCMemberRecord member dump:");
+    out!("\t\tMGID....................{}", r.mgid);
+    out!("\t\tPortGid.................{}", r.port_gid);
+    out!("\t\tqkey....................0x{:X}", r.q_key);
+    out!("\t\tmlid....................0x{:X}", r.mlid);
+    out!("\t\tmtu.....................0x{:X}", (u8::from(r.mtu_selector) << 6) | r.mtu);
+    out!("\t\tTClass..................0x{:X}", r.traffic_class);
+    out!("\t\tpkey....................0x{:X}", r.p_key);
+    out!("\t\trate....................0x{:X}", (u8::from(r.rate_selector) << 6) | r.rate);
+    out!("\t\tpkt_life................0x{:X}", (u8::from(r.packet_life_time_selector) << 6) | r.packet_life_time);
+    out!("\t\tSL......................0x{:X}", r.sl);
+    out!("\t\tFlowLabel...............0x{:X}", r.flow_label);
+    out!("\t\tHopLimit................0x{:X}", r.hop_limit);
+    out!("\t\tScope...................0x{:X}", r.scope);
+    out!("\t\tJoinState...............0x{:X} {}", r.join_state.0, r.join_state);
+    out!("\t\tProxyJoin...............0x{:X}", u8::from(r.proxy_join));
 }
 
-/// `roce sa-query`: SA Get (with an MGID) or GetTable of MCMemberRecords. Returns the exit
-/// code: 0 on a success status, 1 on an error status or no answer.
-pub fn sa_query(port: &PortOptions, mgid: Option<Gid>) -> i32 {
+/// `roce sa-query`: SA Get (with an MGID) or GetTable of MCMemberRecords, to `port.sa` on a
+/// raw socket or to OpenSM through ibsim. Returns the exit status: 0 on a success status, 1 on
+/// an error status or no answer.
+pub fn sa_query(port: &PortOptions, mgid: Option<Gid>) -> u8 {
+    const TOOL: &str = "roce sa-query";
+    if port.ibsim.is_none() {
+        if port.sa.is_none() {
+            eprintln!("{TOOL}: --sa ADDR is required with --iface");
+            return exit::USAGE;
+        }
+        if let Err(e) = check_families(TOOL, &[("-b", Some(port.local)), ("--sa", port.sa)]) {
+            eprintln!("{e}");
+            return exit::USAGE;
+        }
+    }
     let mut d = match open_port(port) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("roce sa-query: {e}");
-            return 2;
+            eprintln!("{TOOL}: {}", e.message);
+            return e.status;
         }
-    };
-    let Some(sa) = port.sa else {
-        eprintln!("roce sa-query: --sa ADDR is required");
-        return 2;
     };
     let rec = McMemberRecord { mgid: mgid.unwrap_or_default(), ..McMemberRecord::default() };
     let (method, mask) = match mgid {
@@ -371,16 +583,18 @@ pub fn sa_query(port: &PortOptions, mgid: Option<Gid>) -> i32 {
     let handle = match d.stack.sa_query(now, req) {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("roce sa-query: {e}");
-            return 2;
+            eprintln!("{TOOL}: {e}");
+            return exit::USAGE;
         }
     };
-    println!(
-        "sa-query: {} MCMemberRecord to {sa} QP1 from {} on {}",
-        if mgid.is_some() { "SubnAdmGet" } else { "SubnAdmGetTable" },
-        port.local,
-        port.iface
-    );
+    let name = if mgid.is_some() { "SubnAdmGet" } else { "SubnAdmGetTable" };
+    match (&port.ibsim, port.sa) {
+        (Some(_), _) => status!("sa-query: {name} MCMemberRecord to the SM's SA through ibsim"),
+        (None, Some(sa)) => {
+            status!("sa-query: {name} MCMemberRecord to {sa} QP1 from {} on {}", port.local, port.iface)
+        }
+        (None, None) => {}
+    }
     let mut result = None;
     let _ = d.run_until(Duration::from_secs(10), |d| {
         result = d.stack.poll_sa_result().filter(|r| r.handle == handle);
@@ -389,271 +603,65 @@ pub fn sa_query(port: &PortOptions, mgid: Option<Gid>) -> i32 {
     let code = match result.map(|r| r.result) {
         Some(Ok(resp)) => {
             let st = resp.header.status;
-            println!("answer: {} status {} TID 0x{:016x}", resp.header.method_name(), st, resp.header.transaction_id);
+            out!("answer: {} status {} TID 0x{:016x}", resp.header.method_name(), st, resp.header.transaction_id);
             if st.0 != 0 {
-                println!("error: the SA answered status {st}");
-                1
+                eprintln!("{TOOL}: the SA answered status {st}");
+                exit::FAILED
             } else {
                 print_records(&resp);
-                0
+                exit::OK
             }
         }
         Some(Err(e)) => {
-            println!("error: {e}: {}", sa_timeout_text(&d));
-            1
+            eprintln!("{TOOL}: {e}: {}", sa_timeout_text(&d));
+            exit::FAILED
         }
+        None if d.stopped() => exit::FAILED,
         None => {
-            println!("error: no answer within 10 s");
-            1
+            eprintln!("{TOOL}: ETIMEDOUT: no answer within 10 s");
+            exit::FAILED
         }
     };
-    print_counters(d.stack.counters(), port.verbose);
-    code
+    finish(TOOL, &mut d, &[], port.verbose, code)
 }
 
 /// `roce sa-server`: an SA on a raw socket, answering on QP1 of `port.local` (with its own ARP/ND),
-/// for `duration` (forever if `None`).
-pub fn sa_server(port: &PortOptions, duration: Option<Duration>) -> i32 {
+/// for `duration` (until a signal if `None`).
+pub fn sa_server(port: &PortOptions, duration: Option<Duration>) -> u8 {
+    const TOOL: &str = "roce sa-server";
     let mut d = match open_port(port) {
         Ok(d) => d.with_sa(roce_sa::SaResponder::new(roce_sa::SaConfig::default())),
         Err(e) => {
-            eprintln!("roce sa-server: {e}");
-            return 2;
+            eprintln!("{TOOL}: {}", e.message);
+            return e.status;
         }
     };
-    println!("sa-server: answering SA requests on {} QP1 ({})", port.local, port.iface);
+    status!("sa-server: answering SA requests on {} QP1 ({})", port.local, port.iface);
     let end = duration.map(|d| WallInstant::now() + d);
     let mut last = 0;
-    loop {
-        if end.is_some_and(|e| WallInstant::now() >= e) {
+    let mut code = exit::OK;
+    while !d.stopped() {
+        let left = end.map_or(Duration::from_secs(1), |e| e.saturating_duration_since(WallInstant::now()));
+        if left.is_zero() {
             break;
         }
-        if d.turn(Duration::from_millis(200)).is_err() {
+        if let Err(e) = d.turn(left.min(Duration::from_millis(200))) {
+            eprintln!("{TOOL}: {e}");
+            code = exit::FAILED;
             break;
         }
-        let n = d.sa.as_ref().map_or(0, |s| s.stats().received);
-        if n != last {
-            let sa = d.sa.as_ref().unwrap();
-            println!("sa-server: {} requests, {} groups, {} members", n, sa.group_count(), sa.member_count());
-            last = n;
-        }
-    }
-    print_counters(d.stack.counters(), port.verbose);
-    0
-}
-
-// ------------------------------------------------------------------------------------------
-// The same commands against OpenSM through ibsim (no RoCE framing: the MAD bytes are the same)
-
-/// A stack whose SA transactions go to OpenSM through an ibsim client.
-pub struct IbsimPort {
-    /// The sim client.
-    pub client: roce_net::ibsim::IbsimClient,
-    /// The engine (SA transport External, IB-style MGIDs, PortGID = the sim port's GID).
-    pub stack: Stack,
-    /// Our TIDs by their low 48 bits: the sim puts its client number in the top 16 bits.
-    tids: std::collections::HashMap<u64, u64>,
-    epoch: WallInstant,
-}
-
-impl IbsimPort {
-    /// Attach to the simulated HCA `node` (default: the sim's default port).
-    pub fn connect(node: Option<&str>) -> Result<IbsimPort, String> {
-        let mut opts = match node {
-            Some(n) => roce_net::ibsim::IbsimOptions::node(n),
-            None => roce_net::ibsim::IbsimOptions::default(),
-        };
-        opts.wait_active = Some(Duration::from_secs(20));
-        let client = roce_net::ibsim::IbsimClient::connect(&opts).map_err(|e| e.to_string())?;
-        // An IPoIB-style address for the RDMA-CM id (the SA path does not use it on the wire).
-        let lid = client.port_lid();
-        let ip = std::net::Ipv4Addr::new(198, 19, (lid >> 8) as u8, lid as u8);
-        let mut cfg = StackConfig::new([0x02, 0, 0, 0, (lid >> 8) as u8, lid as u8], ip, 15);
-        cfg.multicast_paths = MulticastPaths::SA_ONLY;
-        cfg.sa_transport = roce_cm::SaTransport::External;
-        cfg.mgid_style = roce_cm::MgidStyle::InfiniBand { pkey: 0xffff };
-        cfg.port_gid = Some(client.port_gid());
-        cfg.seed = seed();
-        Ok(IbsimPort { client, stack: Stack::new(cfg), tids: Default::default(), epoch: WallInstant::now() })
-    }
-
-    fn now(&self) -> roce_cm::Instant {
-        roce_cm::Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
-    }
-
-    /// Move MADs both ways until `done` holds or `timeout` passes.
-    pub fn run_until(&mut self, timeout: Duration, mut done: impl FnMut(&mut Self) -> bool) -> io::Result<bool> {
-        let end = WallInstant::now() + timeout;
-        loop {
-            let now = self.now();
-            while let Some(mad) = self.stack.poll_sa_mad(now) {
-                let tid = u64::from_be_bytes(mad[8..16].try_into().expect("8 bytes"));
-                self.tids.insert(tid & 0xffff_ffff_ffff, tid);
-                self.client.send_mad(self.client.sm_lid(), 1, &mad)?;
-            }
-            if done(self) {
-                return Ok(true);
-            }
-            let left = end.saturating_duration_since(WallInstant::now());
-            if left.is_zero() {
-                return Ok(false);
-            }
-            let mut wait = left.min(Duration::from_millis(100));
-            if let Some(t) = self.stack.poll_timeout() {
-                wait = wait.min(t.saturating_duration_since(self.now()));
-            }
-            if let Some((_, _, mut mad)) = self.client.recv_mad(Some(wait.max(Duration::from_millis(1))))? {
-                let low = u64::from_be_bytes(mad[8..16].try_into().expect("8 bytes")) & 0xffff_ffff_ffff;
-                if let Some(tid) = self.tids.remove(&low) {
-                    mad[8..16].copy_from_slice(&tid.to_be_bytes());
-                }
-                let now = self.now();
-                self.stack.handle_sa_mad(now, &mad);
-            }
-            let now = self.now();
-            if self.stack.poll_timeout().is_some_and(|t| t <= now) {
-                self.stack.handle_timeout(now);
+        if let Some(sa) = d.sa.as_ref() {
+            let n = sa.stats().received;
+            if n != last {
+                status!("sa-server: {} requests, {} groups, {} members", n, sa.group_count(), sa.member_count());
+                last = n;
             }
         }
     }
-
-    /// Take the first event of `id` whose kind is in `kinds`.
-    pub fn wait_event(
-        &mut self,
-        id: roce_cm::CmId,
-        kinds: &[EventKind],
-        timeout: Duration,
-    ) -> io::Result<Option<roce_cm::CmEvent>> {
-        let mut got = None;
-        self.run_until(timeout, |p| {
-            while let Some(e) = p.stack.poll_event() {
-                if e.id == id && kinds.contains(&e.kind) {
-                    got = Some(e);
-                    return true;
-                }
-            }
-            false
-        })?;
-        Ok(got)
+    if let Some(why) = shutdown::requested() {
+        eprintln!("{TOOL}: {}: stopping", shutdown::reason(why));
     }
-}
-
-/// `roce mckey --ibsim`: join and leave against OpenSM through ibsim (no data path on the sim).
-pub fn mckey_ibsim(node: Option<&str>, group: IpAddr, join_state: JoinState, leave_after: Duration) -> i32 {
-    let mut p = match IbsimPort::connect(node) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("roce mckey --ibsim: {e}");
-            return 2;
-        }
-    };
-    let local = IpAddr::V4(p.stack.config().ipv4.map(|(a, _)| a).unwrap_or(std::net::Ipv4Addr::UNSPECIFIED));
-    let id = p.stack.create_id(PortSpace::Udp, QpType::Ud).expect("UDP id");
-    p.stack.bind_addr(id, SocketAddr::new(local, 0)).expect("bind");
-    let mgid = p.stack.mgid(&group);
-    println!(
-        "mckey: ibsim port LID {} GID {} (SM LID {}); joining {group} (MGID {mgid}) as {join_state}",
-        p.client.port_lid(),
-        p.client.port_gid(),
-        p.client.sm_lid()
-    );
-    let now = p.now();
-    if let Err(e) = p.stack.join_multicast(now, id, group, join_state) {
-        eprintln!("roce mckey --ibsim: join_multicast: {e}");
-        return 2;
-    }
-    let ev = p
-        .wait_event(id, &[EventKind::MulticastJoin, EventKind::MulticastError], Duration::from_secs(10))
-        .ok()
-        .flatten();
-    let joined = match ev {
-        Some(e) if e.kind == EventKind::MulticastJoin => {
-            if let EventParam::Multicast { record: Some(r), .. } = &e.param {
-                println!(
-                    "event: MULTICAST_JOIN status 0 MLID 0x{:04x} MTU {} rate {} qkey 0x{:08x}",
-                    r.mlid, r.mtu, r.rate, r.q_key
-                );
-            }
-            true
-        }
-        Some(e) => {
-            let sa = match &e.param {
-                EventParam::Multicast { sa_status: Some(st), .. } => format!(" SA status {}", MadStatus(*st)),
-                _ => String::new(),
-            };
-            println!("event: MULTICAST_ERROR status {}{sa}", e.status);
-            false
-        }
-        None => {
-            println!("join: no event within 10 s");
-            false
-        }
-    };
-    if !joined {
-        return 1;
-    }
-    let _ = p.run_until(leave_after, |_| false);
-    println!("mckey: leaving {group}");
-    let now = p.now();
-    let _ = p.stack.leave_multicast(now, id, group);
-    match p.wait_event(id, &[EventKind::MulticastLeft, EventKind::MulticastError], Duration::from_secs(20)) {
-        Ok(Some(e)) if e.kind == EventKind::MulticastLeft => {
-            println!("event: MULTICAST_LEFT status 0");
-            0
-        }
-        Ok(Some(e)) => {
-            println!("event: MULTICAST_ERROR status {} (leave)", e.status);
-            1
-        }
-        _ => {
-            println!("leave: no event within 20 s");
-            1
-        }
-    }
-}
-
-/// `roce sa-query --ibsim`: Get (with an MGID) or GetTable of MCMemberRecords from OpenSM.
-pub fn sa_query_ibsim(node: Option<&str>, mgid: Option<Gid>) -> i32 {
-    let mut p = match IbsimPort::connect(node) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("roce sa-query --ibsim: {e}");
-            return 2;
-        }
-    };
-    let rec = McMemberRecord { mgid: mgid.unwrap_or_default(), ..McMemberRecord::default() };
-    let (method, mask) = match mgid {
-        Some(_) => (Method::Get, ComponentMask::MGID.0),
-        None => (Method::GetTable, 0),
-    };
-    let req = SaMad::request(method, 0, attr::MC_MEMBER_RECORD, mask, SaData::mc_member(rec));
-    let now = p.now();
-    let handle = p.stack.sa_query(now, req).expect("External transport");
-    let mut result = None;
-    let _ = p.run_until(Duration::from_secs(10), |p| {
-        result = p.stack.poll_sa_result().filter(|r| r.handle == handle);
-        result.is_some()
-    });
-    match result.map(|r| r.result) {
-        Some(Ok(resp)) => {
-            let st = resp.header.status;
-            println!("answer: {} status {} TID 0x{:016x}", resp.header.method_name(), st, resp.header.transaction_id);
-            if st.0 != 0 {
-                println!("error: the SA answered status {st}");
-                return 1;
-            }
-            print_records(&resp);
-            0
-        }
-        Some(Err(e)) => {
-            println!("error: {e}: no answer from the SM's SA");
-            1
-        }
-        None => {
-            println!("error: no answer within 10 s");
-            1
-        }
-    }
+    finish(TOOL, &mut d, &[], port.verbose, code)
 }
 
 fn print_records(resp: &SaMad) {
@@ -675,7 +683,7 @@ fn print_records(resp: &SaMad) {
                     at += step;
                 }
             }
-            println!("{n} records");
+            out!("{n} records");
         }
     }
 }

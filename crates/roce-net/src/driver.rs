@@ -2,15 +2,23 @@
 //! on a [`Device`] — `poll_timeout` ▶ wait on the device's descriptor or the timer ▶
 //! `handle_frame` / `handle_timeout` ▶ `poll_transmit` — plus a blocking API for programs
 //! (`join` returns on MULTICAST_JOIN or MULTICAST_ERROR, with a timeout) and an event queue.
+//!
+//! One loop serves every transport: frames go through the [`Device`]; a stack whose SA
+//! transport is `External` (OpenSM through ibsim) has its SA MADs carried by an [`SaLink`].
+//! A stop descriptor (a signal's self-pipe) wakes the wait at once; see [`Driver::set_stop`].
 
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
 use std::net::IpAddr;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant as WallInstant};
 
 use roce_cm::{CmEvent, CmId, EventKind, Instant, Stack};
 use roce_sa::{Requester, SaResponder};
 use roce_wire::mcmember::JoinState;
+use roce_wire::MAD_SIZE;
 
 use crate::device::{Device, MAX_FRAME_LEN};
 use crate::raw::RawSocket;
@@ -52,6 +60,32 @@ impl<D: MulticastFilter + Device> MulticastFilter for crate::fault::FaultDevice<
     }
 }
 
+/// A transport for SA MADs outside Ethernet frames, for a stack whose SA transport is
+/// `External` (e.g. OpenSM through ibsim: [`crate::ibsim::IbsimSaLink`]).
+pub trait SaLink {
+    /// Send one SA MAD of the stack's to the SA.
+    fn send_sa_mad(&mut self, mad: &[u8; MAD_SIZE]) -> io::Result<()>;
+    /// Take one MAD that arrived, without waiting (`Ok(None)`: none is waiting).
+    fn recv_sa_mad(&mut self) -> io::Result<Option<[u8; MAD_SIZE]>>;
+    /// A descriptor that polls readable when a MAD may be waiting.
+    fn raw_fd(&self) -> Option<RawFd>;
+}
+
+/// A device that carries no frames (a port whose only traffic is SA MADs over an [`SaLink`]):
+/// a send is refused and counted as a send error.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoFrames;
+
+impl Device for NoFrames {
+    fn send(&mut self, _frame: &[u8]) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, "this port carries no Ethernet frames"))
+    }
+    fn recv(&mut self, _buf: &mut [u8]) -> io::Result<Option<usize>> {
+        Ok(None)
+    }
+}
+impl MulticastFilter for NoFrames {}
+
 /// A stack running on a device in real time.
 pub struct Driver<D: Device + MulticastFilter> {
     /// The device.
@@ -62,11 +96,18 @@ pub struct Driver<D: Device + MulticastFilter> {
     pub sa: Option<SaResponder>,
     /// Events polled from the stack and not yet taken.
     pub events: VecDeque<CmEvent>,
-    /// Frames that could not be sent (device errors), counted.
+    /// Frames (and SA-link MADs) that could not be sent (device errors), counted.
     pub send_errors: u64,
+    /// Frames (and SA-link MADs) the device accepted.
+    pub sent_ok: u64,
+    /// The last device send error, for the report.
+    pub last_send_error: Option<io::Error>,
     epoch: WallInstant,
     buf: Vec<u8>,
     tap: Option<Tap>,
+    sa_link: Option<Box<dyn SaLink + Send>>,
+    stop: Option<(RawFd, Arc<AtomicBool>)>,
+    stoppable: bool,
 }
 
 impl<D: Device + MulticastFilter> Driver<D> {
@@ -78,10 +119,39 @@ impl<D: Device + MulticastFilter> Driver<D> {
             sa: None,
             events: VecDeque::new(),
             send_errors: 0,
+            sent_ok: 0,
+            last_send_error: None,
             epoch: WallInstant::now(),
             buf: vec![0; MAX_FRAME_LEN],
             tap: None,
+            sa_link: None,
+            stop: None,
+            stoppable: true,
         }
+    }
+
+    /// Carry the stack's SA MADs (SA transport `External`) over `link` instead of frames.
+    pub fn with_sa_link(mut self, link: Box<dyn SaLink + Send>) -> Self {
+        self.sa_link = Some(link);
+        self
+    }
+
+    /// Stop waiting when `flag` is set: `fd` (a signal's self-pipe, non-blocking) is polled
+    /// with the device, so a signal wakes the wait at once; its bytes are drained. While the
+    /// flag is set and the driver is stoppable, [`Driver::run_until`] returns `Ok(false)`.
+    pub fn set_stop(&mut self, fd: RawFd, flag: Arc<AtomicBool>) {
+        self.stop = Some((fd, flag));
+    }
+
+    /// Whether a stop was asked (and the driver is stoppable).
+    pub fn stopped(&self) -> bool {
+        self.stoppable && self.stop.as_ref().is_some_and(|(_, f)| f.load(Ordering::SeqCst))
+    }
+
+    /// Keep running after a stop was asked (`false`): for the grace period that destroys the
+    /// ids and lets their leaves and disconnects go out and be answered.
+    pub fn set_stoppable(&mut self, stoppable: bool) {
+        self.stoppable = stoppable;
     }
 
     /// Answer SA requests on this port's QP1 with `sa` (registers the class-0x03 agent).
@@ -106,9 +176,24 @@ impl<D: Device + MulticastFilter> Driver<D> {
         self.pump_sa();
         let macs = self.stack.multicast_macs();
         self.dev.set_multicast(&macs)?;
+        if let Some(link) = self.sa_link.as_mut() {
+            while let Some(mad) = self.stack.poll_sa_mad(now) {
+                match link.send_sa_mad(&mad) {
+                    Ok(()) => self.sent_ok += 1,
+                    Err(e) => {
+                        self.send_errors += 1;
+                        self.last_send_error = Some(e);
+                    }
+                }
+            }
+        }
         while let Some(n) = self.stack.poll_transmit(now, &mut self.buf) {
-            if self.dev.send(&self.buf[..n]).is_err() {
-                self.send_errors += 1;
+            match self.dev.send(&self.buf[..n]) {
+                Ok(()) => self.sent_ok += 1,
+                Err(e) => {
+                    self.send_errors += 1;
+                    self.last_send_error = Some(e);
+                }
             }
             // After the send: a tap's timestamp is when the frame left the device.
             if let Some(t) = self.tap.as_mut() {
@@ -140,16 +225,36 @@ impl<D: Device + MulticastFilter> Driver<D> {
         if let Some(t) = self.stack.poll_timeout() {
             wait = wait.min(t.saturating_duration_since(now));
         }
-        if let Some(fd) = self.dev.raw_fd() {
-            let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        if self.stopped() {
+            wait = Duration::ZERO;
+        }
+        let stop_fd = self.stop.as_ref().map(|(fd, _)| *fd);
+        let fds: Vec<RawFd> = [self.dev.raw_fd(), self.sa_link.as_ref().and_then(|l| l.raw_fd()), stop_fd]
+            .into_iter()
+            .flatten()
+            .collect();
+        if fds.len() > usize::from(stop_fd.is_some()) {
+            let mut pfds: Vec<libc::pollfd> =
+                fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
             let ms = i32::try_from(wait.as_millis().max(u128::from(!wait.is_zero()))).unwrap_or(i32::MAX);
-            // SAFETY: one valid pollfd, length 1.
-            let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+            // SAFETY: a valid array of pollfds with its length.
+            let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
             if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
                 return Err(io::Error::last_os_error());
             }
+            if let Some(fd) = stop_fd {
+                if pfds.iter().any(|p| p.fd == fd && p.revents != 0) {
+                    drain(fd);
+                }
+            }
         } else if !wait.is_zero() {
             std::thread::sleep(wait.min(Duration::from_millis(1)));
+        }
+        if let Some(link) = self.sa_link.as_mut() {
+            while let Some(mad) = link.recv_sa_mad()? {
+                let now = Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX));
+                self.stack.handle_sa_mad(now, &mad);
+            }
         }
         while let Some(n) = self.dev.recv(&mut self.buf)? {
             let now = self.now();
@@ -173,6 +278,9 @@ impl<D: Device + MulticastFilter> Driver<D> {
             self.flush()?;
             if done(self) {
                 return Ok(true);
+            }
+            if self.stopped() {
+                return Ok(false);
             }
             let left = end.saturating_duration_since(WallInstant::now());
             if left.is_zero() {
@@ -215,6 +323,13 @@ impl<D: Device + MulticastFilter> Driver<D> {
         self.stack.leave_multicast(now, id, group).map_err(|e| io::Error::other(format!("leave_multicast: {e}")))?;
         self.wait_event(id, &[EventKind::MulticastLeft, EventKind::MulticastError], timeout)
     }
+}
+
+/// Read and drop whatever waits on a non-blocking descriptor (a self-pipe).
+fn drain(fd: RawFd) {
+    let mut b = [0u8; 64];
+    // SAFETY: reading into our buffer with its length; the descriptor is non-blocking.
+    while unsafe { libc::read(fd, b.as_mut_ptr().cast(), b.len()) } > 0 {}
 }
 
 #[cfg(test)]

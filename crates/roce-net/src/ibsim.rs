@@ -836,6 +836,42 @@ impl Drop for IbsimClient {
     }
 }
 
+/// OpenSM's SA through ibsim as a [`crate::driver::SaLink`]: the stack's SA MADs go to the
+/// SM's LID, QP 1. The sim overwrites bits 63..48 of a request's TID with its client number,
+/// so the link keeps our TIDs by their low 48 bits and puts ours back into the responses.
+pub struct IbsimSaLink {
+    /// The sim client.
+    pub client: IbsimClient,
+    tids: std::collections::HashMap<u64, u64>,
+}
+
+impl IbsimSaLink {
+    /// Carry SA MADs over `client`.
+    pub fn new(client: IbsimClient) -> IbsimSaLink {
+        IbsimSaLink { client, tids: Default::default() }
+    }
+}
+
+impl crate::driver::SaLink for IbsimSaLink {
+    fn send_sa_mad(&mut self, mad: &[u8; MAD_LEN]) -> io::Result<()> {
+        let tid = be64(&mad[8..16]);
+        self.tids.insert(tid & 0xFFFF_FFFF_FFFF, tid);
+        self.client.send_mad(self.client.sm_lid(), 1, mad)
+    }
+
+    fn recv_sa_mad(&mut self) -> io::Result<Option<[u8; MAD_LEN]>> {
+        let Some((_, _, mut mad)) = self.client.recv_mad(Some(Duration::ZERO))? else { return Ok(None) };
+        if let Some(tid) = self.tids.remove(&(be64(&mad[8..16]) & 0xFFFF_FFFF_FFFF)) {
+            mad[8..16].copy_from_slice(&tid.to_be_bytes());
+        }
+        Ok(Some(mad))
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.client.as_raw_fd())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,160 @@
+//! The one printer of the network commands: results to stdout (a closed stdout is a stop
+//! request, never a panic), progress and status to stdout unless `-q`, errors to stderr, and
+//! one format for CM events and counters, shared by every tool.
+
+use std::fmt::{self, Write as _};
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use roce_cm::event::EventParam;
+use roce_cm::{CmEvent, Counters, Errno};
+use roce_wire::mad::MadStatus;
+
+static QUIET: AtomicBool = AtomicBool::new(false);
+static CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// `-q`: silence progress and status lines (results and errors stay).
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// Whether standard output was found closed.
+pub fn stdout_closed() -> bool {
+    CLOSED.load(Ordering::Relaxed)
+}
+
+/// Write one line to stdout. A write error (EPIPE: `| head` went away) marks stdout closed and
+/// asks the running command to stop (exit status 141 after its ids are destroyed).
+pub fn line(args: fmt::Arguments<'_>) {
+    if stdout_closed() {
+        return;
+    }
+    let mut o = std::io::stdout().lock();
+    if o.write_fmt(args).and_then(|()| o.write_all(b"\n")).and_then(|()| o.flush()).is_err() {
+        CLOSED.store(true, Ordering::Relaxed);
+        crate::shutdown::request(crate::exit::CLOSED_PIPE);
+    }
+}
+
+/// Write one progress/status line unless `-q`.
+pub fn status(args: fmt::Arguments<'_>) {
+    if !QUIET.load(Ordering::Relaxed) {
+        line(args);
+    }
+}
+
+/// A result line on stdout (never silenced).
+#[macro_export]
+macro_rules! out {
+    ($($t:tt)*) => { $crate::out::line(format_args!($($t)*)) };
+}
+
+/// A progress/status line on stdout (silenced by `-q`).
+#[macro_export]
+macro_rules! status {
+    ($($t:tt)*) => { $crate::out::status(format_args!($($t)*)) };
+}
+
+const ERRNOS: [Errno; 25] = [
+    Errno::EPERM,
+    Errno::ENOENT,
+    Errno::EINTR,
+    Errno::EIO,
+    Errno::ENXIO,
+    Errno::EAGAIN,
+    Errno::ENOMEM,
+    Errno::EACCES,
+    Errno::EBUSY,
+    Errno::ENODEV,
+    Errno::EINVAL,
+    Errno::ENOSPC,
+    Errno::ENOSYS,
+    Errno::EPROTONOSUPPORT,
+    Errno::EOPNOTSUPP,
+    Errno::EAFNOSUPPORT,
+    Errno::EADDRINUSE,
+    Errno::EADDRNOTAVAIL,
+    Errno::ENETUNREACH,
+    Errno::ENETRESET,
+    Errno::ECONNRESET,
+    Errno::ETIMEDOUT,
+    Errno::ECONNREFUSED,
+    Errno::EHOSTUNREACH,
+    Errno::ENOTSUPP,
+];
+
+/// The errno name of an event status (`-110` → `ETIMEDOUT`), if it is a negative errno.
+pub fn errno_name(status: i32) -> Option<&'static str> {
+    let v = status.checked_neg()?;
+    ERRNOS.iter().find(|e| e.value() == v).map(|e| e.name())
+}
+
+/// One CM event as every tool prints it: `event: KIND status N [ERRNO]` and the parameters
+/// (multicast record and UD parameters, SA status, connection parameters).
+pub fn event_line(e: &CmEvent) -> String {
+    let mut s = format!("event: {} status {}", e.kind.name(), e.status);
+    match &e.param {
+        EventParam::Multicast { record, ud, sa_status, .. } => {
+            if let Some(r) = record {
+                let _ = write!(s, " MLID 0x{:04x} MTU {} rate {}", r.mlid, r.mtu, r.rate);
+            }
+            if let Some(u) = ud {
+                let _ = write!(s, " qp_num 0x{:06x} qkey 0x{:08x}", u.qp_num, u.qkey);
+            } else if let Some(r) = record {
+                let _ = write!(s, " qkey 0x{:08x}", r.q_key);
+            }
+            if let Some(st) = sa_status {
+                let _ = write!(s, " SA status {}", MadStatus(*st));
+            }
+        }
+        EventParam::Ud(u) => {
+            let _ = write!(s, " qp_num 0x{:06x} qkey 0x{:08x} dgid {}", u.qp_num, u.qkey, u.ah.dgid);
+        }
+        EventParam::Conn(c) => {
+            let _ = write!(s, " remote_qpn 0x{:06x} private_data {} bytes", c.remote_qpn, c.private_data.len());
+        }
+        _ => {}
+    }
+    s
+}
+
+/// Print one CM event (with `suffix`, e.g. " (leave)"), and its errno name when it failed.
+pub fn print_event(e: &CmEvent, suffix: &str) {
+    match errno_name(e.status) {
+        Some(n) => line(format_args!("{}{suffix} {n}", event_line(e))),
+        None => line(format_args!("{}{suffix}", event_line(e))),
+    }
+}
+
+/// Print the counters (all drop reasons with `verbose`, else the non-zero ones), and the
+/// device's send errors.
+pub fn print_counters(c: &Counters, send_errors: u64, verbose: bool) {
+    let mut s = format!(
+        "counters: rx {} accepted {} tx {} dropped {} send_errors {}",
+        c.rx_frames,
+        c.rx_accepted,
+        c.tx_frames,
+        c.total_dropped(),
+        send_errors
+    );
+    for (r, n) in &c.dropped {
+        if *n > 0 || verbose {
+            let _ = write!(s, "\n  dropped {r}: {n}");
+        }
+    }
+    line(format_args!("{s}"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_names() {
+        assert_eq!(errno_name(-110), Some("ETIMEDOUT"));
+        assert_eq!(errno_name(-22), Some("EINVAL"));
+        assert_eq!(errno_name(0), None);
+        assert_eq!(errno_name(8), None);
+        assert_eq!(errno_name(i32::MIN), None);
+    }
+}

@@ -1,0 +1,164 @@
+//! Ending like a process on the kernel: SIGINT, SIGTERM, SIGHUP and a closed stdout ask the
+//! running command to stop; it then destroys its ids as `ucma_close` ▶ `rdma_destroy_id` does
+//! (every group left: SA Delete sent and its answer awaited, IGMP/MLD leave; connected ids
+//! disconnected), within [`GRACE`], prints its summary and exits 128+N (141 for stdout).
+//!
+//! Signals are caught with signal-hook: a flag, the signal's number, and a byte on a self-pipe
+//! that the [`Driver`]'s poll waits on, so the wait wakes at once. A second signal exits at
+//! once (signal-hook's conditional shutdown, armed by the first). A signal ignored at start (a
+//! background job started with SIGINT ignored) stays ignored.
+
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use roce_cm::CmId;
+use roce_net::device::Device;
+use roce_net::driver::{Driver, MulticastFilter};
+
+use crate::exit;
+
+/// The longest a command waits, after a stop, for its leaves and disconnects to be answered.
+pub const GRACE: Duration = Duration::from_secs(3);
+
+/// The signals that end a command gracefully.
+pub const SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+struct State {
+    stop: Arc<AtomicBool>,
+    status: Arc<AtomicUsize>,
+    wake_rx: UnixStream,
+    wake_tx: UnixStream,
+}
+
+static STATE: OnceLock<State> = OnceLock::new();
+
+fn state() -> &'static State {
+    STATE.get_or_init(|| {
+        let (wake_rx, wake_tx) = UnixStream::pair().expect("a socketpair for the signal self-pipe");
+        let _ = wake_rx.set_nonblocking(true);
+        let _ = wake_tx.set_nonblocking(true);
+        State { stop: Arc::default(), status: Arc::default(), wake_rx, wake_tx }
+    })
+}
+
+fn ignored(sig: i32) -> bool {
+    // SAFETY: a query only (null new action); `old` is a valid sigaction to fill.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// Catch SIGINT, SIGTERM and SIGHUP (those not ignored at start). Returns the signals caught.
+pub fn install() -> Vec<i32> {
+    let s = state();
+    let mut caught = Vec::new();
+    for sig in SIGNALS {
+        if ignored(sig) {
+            continue;
+        }
+        let status = i32::from(exit::signal_status(sig));
+        // The shutdown goes first: armed by the first signal's flag, it ends the process on the
+        // second.
+        let ok = signal_hook::flag::register_conditional_shutdown(sig, status, s.stop.clone()).is_ok()
+            && signal_hook::flag::register_usize(sig, s.status.clone(), status as usize).is_ok()
+            && signal_hook::flag::register(sig, s.stop.clone()).is_ok()
+            && s.wake_tx.try_clone().is_ok_and(|w| {
+                let fd = w.into_raw_fd(); // kept open for the process's life
+                signal_hook::low_level::pipe::register_raw(sig, fd).is_ok()
+            });
+        if ok {
+            caught.push(sig);
+        }
+    }
+    caught
+}
+
+/// Ask the running command to stop with exit status `status` (the first request wins).
+pub fn request(status: u8) {
+    let s = state();
+    let _ = s.status.compare_exchange(0, usize::from(status), Ordering::SeqCst, Ordering::SeqCst);
+    s.stop.store(true, Ordering::SeqCst);
+    // Wake a waiting poll; a full pipe already wakes it.
+    let _ = std::io::Write::write(&mut &s.wake_tx, &[1]);
+}
+
+/// The exit status a stop asked for (128+N, 141), if one was asked.
+pub fn requested() -> Option<u8> {
+    let s = state();
+    if !s.stop.load(Ordering::SeqCst) {
+        return None;
+    }
+    Some(u8::try_from(s.status.load(Ordering::SeqCst)).unwrap_or(exit::FAILED).max(exit::SIGNAL_BASE))
+}
+
+/// What asked for the stop, for the messages.
+pub fn reason(status: u8) -> String {
+    match i32::from(status) - i32::from(exit::SIGNAL_BASE) {
+        1 => "SIGHUP".into(),
+        2 => "SIGINT".into(),
+        13 => "standard output closed".into(),
+        15 => "SIGTERM".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// The self-pipe's read end (non-blocking), for a poll loop of one's own.
+pub fn wake_fd() -> RawFd {
+    state().wake_rx.as_raw_fd()
+}
+
+/// Let a stop wake `d`'s wait and end its `run_until`.
+pub fn attach<D: Device + MulticastFilter>(d: &mut Driver<D>) {
+    let s = state();
+    d.set_stop(s.wake_rx.as_raw_fd(), s.stop.clone());
+}
+
+/// Destroy `ids` (those still alive) as the kernel does when a process ends, then run `d` until
+/// every leave has been answered (no group and no SA transaction left) and the last frames
+/// have left, at most [`GRACE`]. Says on stderr what it does and how it ended. Returns whether
+/// everything was answered within the grace period.
+pub fn destroy_ids<D: Device + MulticastFilter>(tool: &str, d: &mut Driver<D>, ids: &[CmId]) -> bool {
+    let alive: Vec<CmId> = ids.iter().copied().filter(|id| d.stack.id(*id).is_some()).collect();
+    let why = requested().map(reason);
+    d.set_stoppable(false);
+    if alive.is_empty() && d.stack.groups().next().is_none() {
+        d.set_stoppable(true);
+        return true;
+    }
+    let groups = d.stack.groups().count();
+    if let Some(why) = &why {
+        eprintln!(
+            "{tool}: {why}: destroying {} id(s) ({groups} group(s) to leave, connections to disconnect), \
+             waiting up to {:.1} s for the answers; a second signal ends at once",
+            alive.len(),
+            GRACE.as_secs_f64()
+        );
+    }
+    let t0 = Instant::now();
+    let now = d.now();
+    for id in &alive {
+        let _ = d.stack.destroy_id(now, *id);
+    }
+    let done =
+        d.run_until(GRACE, |d| d.stack.groups().next().is_none() && d.stack.sa_transactions() == 0).unwrap_or(false);
+    // The DREQs, REJs and IGMP/MLD leaves leave with the next turn.
+    let _ = d.turn(Duration::ZERO);
+    d.set_stoppable(true);
+    if why.is_some() || !done {
+        if done {
+            eprintln!("{tool}: every id destroyed; every leave answered in {:.3} s", t0.elapsed().as_secs_f64());
+        } else {
+            eprintln!(
+                "{tool}: grace period of {:.1} s over: {} group(s) still leaving, {} SA transaction(s) unanswered",
+                GRACE.as_secs_f64(),
+                d.stack.groups().count(),
+                d.stack.sa_transactions()
+            );
+        }
+    }
+    done
+}
