@@ -23,6 +23,11 @@ pub fn stdout_closed() -> bool {
     CLOSED.load(Ordering::Relaxed)
 }
 
+/// Mark stdout closed (its reader went away): nothing more is written to it.
+pub fn mark_closed() {
+    CLOSED.store(true, Ordering::Relaxed);
+}
+
 /// Write one line to stdout. A write error (EPIPE: `| head` went away) marks stdout closed and
 /// asks the running command to stop (exit status 141 after its ids are destroyed).
 pub fn line(args: fmt::Arguments<'_>) {

@@ -52,9 +52,11 @@ fn ignored(sig: i32) -> bool {
     }
 }
 
-/// Catch SIGINT, SIGTERM and SIGHUP (those not ignored at start). Returns the signals caught.
+/// Catch SIGINT, SIGTERM and SIGHUP (those not ignored at start), and watch a piped stdout
+/// for its reader going away. Returns the signals caught.
 pub fn install() -> Vec<i32> {
     let s = state();
+    watch_stdout();
     let mut caught = Vec::new();
     for sig in SIGNALS {
         if ignored(sig) {
@@ -75,6 +77,34 @@ pub fn install() -> Vec<i32> {
         }
     }
     caught
+}
+
+/// A pipe or socket on stdout whose reader went away (`| head -1` after its line) shows POLLERR
+/// on our end at once, while a write would only find it at the next line: a thread blocked in
+/// poll(2) on it (no busy loop) turns that into a stop (141).
+fn watch_stdout() {
+    // SAFETY: fstat of fd 1 into a zeroed stat.
+    let piped = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(1, &mut st) == 0
+            && matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFSOCK)
+    };
+    if !piped {
+        return;
+    }
+    let _ = std::thread::Builder::new().name("stdout-watch".into()).spawn(|| loop {
+        let mut p = libc::pollfd { fd: 1, events: 0, revents: 0 };
+        // SAFETY: one valid pollfd; events 0 waits for POLLERR/POLLHUP only.
+        let r = unsafe { libc::poll(&mut p, 1, -1) };
+        if r > 0 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+            crate::out::mark_closed();
+            request(exit::CLOSED_PIPE);
+            return;
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    });
 }
 
 /// Ask the running command to stop with exit status `status` (the first request wins).
