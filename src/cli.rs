@@ -20,8 +20,9 @@ pub const MAX_DURATION_SECS: f64 = 365.0 * 86_400.0;
 pub const MAX_MCKEY_COUNT: u32 = 1_000_000;
 /// The most datagrams `udaddy` exchanges each way (all are queued at once, as udaddy does).
 pub const MAX_UDADDY_COUNT: u32 = 10_000;
-/// The largest `-S` clap takes; the path MTU (at most 4096) then bounds it per interface.
-pub const MAX_SIZE: u32 = 65_535;
+/// The largest `-S` taken at all (1 MiB); a sender's path MTU (at most 4096) then bounds it
+/// per interface, with the limit in the message.
+pub const MAX_SIZE: u32 = 1 << 20;
 
 fn secs(s: &str, max: f64) -> Result<Duration, String> {
     let v: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
@@ -178,7 +179,7 @@ pub struct MckeyArgs {
     pub join_state: JoinArg,
     /// Seconds to wait after sending (senders) or to receive (receivers) before leaving
     /// (0 to 86400).
-    #[arg(long, default_value = "3", value_parser = wait_secs, value_name = "SECS")]
+    #[arg(long, default_value = "3", value_parser = wait_secs, value_name = "SECS", allow_negative_numbers = true)]
     pub leave_after: Duration,
     /// No SA: join and leave with IGMP/MLD only, as a Linux RoCE port does.
     #[arg(long, conflicts_with_all = ["sa", "ibsim"])]
@@ -257,7 +258,7 @@ pub struct SaServerArgs {
     #[arg(long, value_name = "ADDR")]
     pub ip: IpAddr,
     /// Stop after this many seconds (0 to 31536000; default: until SIGINT/SIGTERM/SIGHUP).
-    #[arg(long, value_parser = duration_secs, value_name = "SECS")]
+    #[arg(long, value_parser = duration_secs, value_name = "SECS", allow_negative_numbers = true)]
     pub duration: Option<Duration>,
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -279,7 +280,7 @@ pub struct SaAgentArgs {
     #[arg(long, default_value = "umad0")]
     pub device: String,
     /// Stop after this many seconds (0 to 31536000; default: until SIGINT/SIGTERM/SIGHUP).
-    #[arg(long, value_parser = duration_secs, value_name = "SECS")]
+    #[arg(long, value_parser = duration_secs, value_name = "SECS", allow_negative_numbers = true)]
     pub duration: Option<Duration>,
     /// Quiet: no status lines (the per-MAD lines and errors stay).
     #[arg(short = 'q', long)]
@@ -321,7 +322,7 @@ pub struct UdaddyArgs {
     #[arg(short = 'p', long = "port", default_value_t = 7174)]
     pub cm_port: u16,
     /// Seconds to wait for each step: resolution, the request, the datagrams (0 to 86400).
-    #[arg(long, default_value = "20", value_parser = wait_secs, value_name = "SECS")]
+    #[arg(long, default_value = "20", value_parser = wait_secs, value_name = "SECS", allow_negative_numbers = true)]
     pub timeout: Duration,
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -357,7 +358,7 @@ pub struct CmatoseArgs {
     #[arg(short = 'p', long = "port", default_value_t = 7471)]
     pub cm_port: u16,
     /// Seconds to wait for each step (0 to 86400).
-    #[arg(long, default_value = "20", value_parser = wait_secs, value_name = "SECS")]
+    #[arg(long, default_value = "20", value_parser = wait_secs, value_name = "SECS", allow_negative_numbers = true)]
     pub timeout: Duration,
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -388,7 +389,7 @@ pub struct DemoArgs {
     #[arg(long)]
     pub ipv6: bool,
     /// Frame loss probability on A's and B's links, 0 to 1 (the SA's link stays clean).
-    #[arg(long, default_value = "0", value_parser = probability)]
+    #[arg(long, default_value = "0", value_parser = probability, allow_negative_numbers = true)]
     pub loss: f64,
     /// Datagrams A sends to the group (at most 1024: B's receive queue depth).
     #[arg(short = 'C', long, default_value_t = 5,

@@ -86,8 +86,7 @@ fn watch_stdout() {
     // SAFETY: fstat of fd 1 into a zeroed stat.
     let piped = unsafe {
         let mut st: libc::stat = std::mem::zeroed();
-        libc::fstat(1, &mut st) == 0
-            && matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFSOCK)
+        libc::fstat(1, &mut st) == 0 && matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFSOCK)
     };
     if !piped {
         return;
@@ -180,7 +179,7 @@ pub fn destroy_ids<D: Device + MulticastFilter>(tool: &str, d: &mut Driver<D>, i
     d.set_stoppable(true);
     if why.is_some() || !done {
         if done {
-            eprintln!("{tool}: every id destroyed; every leave answered in {:.3} s", t0.elapsed().as_secs_f64());
+            eprintln!("{tool}: every id destroyed; every leave answered in {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
         } else {
             eprintln!(
                 "{tool}: grace period of {:.1} s over: {} group(s) still leaving, {} SA transaction(s) unanswered",

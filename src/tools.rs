@@ -517,7 +517,8 @@ pub fn mckey(o: &MckeyOptions) -> u8 {
     }
     // Destroy the id on every path: a stop while joined leaves here (SA Delete, IGMP/MLD leave).
     shutdown::destroy_ids(TOOL, &mut d, &[id]);
-    let lost = if o.sender { 0 } else { o.count.saturating_sub(received) };
+    // No data path through ibsim: nothing was to be received.
+    let lost = if o.sender || qpn.is_none() { 0 } else { o.count.saturating_sub(received) };
     let n = if o.sender { sent } else { received };
     out!(
         "summary: sent {sent} received {received} lost {lost} in {secs:.3} s ({:.0} msg/s, {:.2} Mbit/s)",
@@ -612,8 +613,12 @@ pub fn sa_query(port: &PortOptions, mgid: Option<Gid>) -> u8 {
                 exit::OK
             }
         }
+        Some(Err(roce_cm::Errno::ETIMEDOUT)) => {
+            eprintln!("{TOOL}: {}", sa_timeout_text(&d));
+            exit::FAILED
+        }
         Some(Err(e)) => {
-            eprintln!("{TOOL}: {e}: {}", sa_timeout_text(&d));
+            eprintln!("{TOOL}: {} ({e})", e.name());
             exit::FAILED
         }
         None if d.stopped() => exit::FAILED,

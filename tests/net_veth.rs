@@ -4,7 +4,8 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
@@ -151,17 +152,134 @@ fn sa_query_gets_an_error_status_and_clear_errors() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     let _ = finish(sa);
-    // Nobody at the SA's address: a timeout after the kernel's retries, said with numbers.
+    // Nobody at the SA's address: no ARP reply, so no SA request ever left; the error says so
+    // (not "timed out after 6 transmissions").
     let out = ns.roce(&["sa-query", "--iface", "veth0", "-b", "198.18.1.1", "--sa", "198.18.1.99"]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text.contains("timed out after 6 transmissions"), "{text}");
+    assert!(
+        err.contains("ETIMEDOUT: no ARP reply for the SA's address 198.18.1.99") && err.contains("no SA request left"),
+        "{err}"
+    );
+    assert!(!err.contains("transmissions") && !err.contains("-110"), "{err}");
     // An address outside the interface's subnet.
     let out = ns.roce(&["sa-query", "--iface", "veth0", "-b", "10.9.9.9", "--sa", "198.18.1.2"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
     assert!(err.contains("outside veth0's subnets"), "{err}");
-    // An unknown interface.
+    // An unknown interface: cannot run here (3).
     let out = ns.roce(&["sa-query", "--iface", "nope0", "-b", "198.18.1.1", "--sa", "198.18.1.2"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("no interface named \"nope0\""));
+    assert_eq!(out.status.code(), Some(3));
+}
+
+/// Read `child`'s stdout until a line containing `want`; returns what was read.
+fn read_until(r: &mut impl BufRead, want: &str) -> String {
+    let mut seen = String::new();
+    loop {
+        let mut l = String::new();
+        assert!(r.read_line(&mut l).unwrap() > 0, "ended before {want:?}:\n{seen}");
+        seen += &l;
+        if l.contains(want) {
+            return seen;
+        }
+    }
+}
+
+fn kill(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on our own child's pid (`ip netns exec` execs the command).
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+/// A stopped mckey leaves on a raw socket too: SIGINT while joined ▶ SA Delete from our MAC,
+/// answered by the SA (DeleteResp), IGMP leave; exit 130. A closed stdout does the same (141).
+/// A datagram larger than the path MTU is refused before any frame leaves.
+#[test]
+fn a_stopped_mckey_leaves_on_the_wire() {
+    let ns = Netns::new("sig");
+    let dir = common::artefact_dir("net_veth");
+    let sa = spawn(ns.roce(&["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "30"]));
+    let mckey = |pcap: &Path| {
+        let mut c = ns.roce(&[
+            "mckey",
+            "-m",
+            "239.1.2.3",
+            "-b",
+            "198.18.1.1",
+            "--iface",
+            "veth0",
+            "--sa",
+            "198.18.1.2",
+            "--leave-after",
+            "60",
+            "--pcap",
+        ]);
+        c.arg(pcap);
+        spawn(c)
+    };
+    for (how, status) in [("SIGINT", 130), ("closed stdout", 141)] {
+        let pcap = dir.join(format!("stopped-{}.pcap", status));
+        let mut child = mckey(&pcap);
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let seen = read_until(&mut out, "event: MULTICAST_JOIN");
+        if how == "SIGINT" {
+            kill(&child, libc::SIGINT);
+        } else {
+            drop(out);
+        }
+        let res = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&res.stderr);
+        assert_eq!(res.status.code(), Some(status), "{how}:\n{seen}\n{err}");
+        assert!(err.contains("destroying 1 id(s)") && err.contains("every leave answered"), "{how}: {err}");
+        let dec = Command::new(env!("CARGO_BIN_EXE_roce")).args(["decode"]).arg(&pcap).output().unwrap();
+        let text = String::from_utf8_lossy(&dec.stdout);
+        let del = text.lines().position(|l| l.contains("SubnAdmDelete(MCMemberRecord)") && l.contains("198.18.1.1 →"));
+        let resp = text.lines().position(|l| l.contains("SubnAdmDeleteResp(MCMemberRecord)"));
+        assert!(del.is_some() && resp > del, "{how}: our Delete and the SA's answer:\n{text}");
+        assert!(
+            text.contains("IGMPv3") && text.contains("CHANGE_TO_INCLUDE_MODE 239.1.2.3"),
+            "{how}: IGMP leave:\n{text}"
+        );
+    }
+    // The SA saw both members go: no group is left.
+    kill(&sa, libc::SIGTERM);
+    let (_, sa_out) = finish(sa);
+    assert!(sa_out.contains("0 groups, 0 members"), "{sa_out}");
+
+    // Larger than the path MTU (veth's 1500: 1024-byte IB MTU): refused, nothing sent.
+    let out = ns
+        .roce(&[
+            "mckey",
+            "-m",
+            "239.1.2.3",
+            "-b",
+            "198.18.1.1",
+            "--iface",
+            "veth0",
+            "--sa",
+            "198.18.1.2",
+            "-s",
+            "-S",
+            "5000",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("at most 1024 bytes per datagram on veth0"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing joined or sent");
+}
+
+/// A listening cmatose server stopped by SIGTERM destroys its id and exits 143.
+#[test]
+fn a_stopped_cm_server_ends_with_the_signal_status() {
+    let ns = Netns::new("cmsig");
+    let mut child = spawn(ns.roce(&["cmatose", "-b", "198.18.1.1", "--iface", "veth0"]));
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let seen = read_until(&mut out, "listening on");
+    kill(&child, libc::SIGTERM);
+    let res = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert_eq!(res.status.code(), Some(143), "{seen}\n{err}");
+    assert!(err.contains("SIGTERM: destroying 1 id(s)"), "{err}");
 }

@@ -73,7 +73,8 @@ fn stderr_of(child: &mut Child) -> String {
 #[test]
 fn signals_and_a_closed_stdout_leave_the_group() {
     let f = Fabric::start();
-    for (sig, name, status) in [(libc::SIGINT, "SIGINT", 130), (libc::SIGTERM, "SIGTERM", 143), (libc::SIGHUP, "SIGHUP", 129)]
+    for (sig, name, status) in
+        [(libc::SIGINT, "SIGINT", 130), (libc::SIGTERM, "SIGTERM", 143), (libc::SIGHUP, "SIGHUP", 129)]
     {
         let (mut child, mut out, seen) = joined_mckey(&f, "");
         let during = f.mc_members(Some(MGID_CM));

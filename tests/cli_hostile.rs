@@ -1,0 +1,292 @@
+//! No argument makes `roce` panic: every subcommand driven with hostile argument vectors
+//! (inf, nan, -1, 1e30, huge counts, empty strings, non-UTF-8, wrong address families, unknown
+//! interfaces) ends with a status from the one exit table, never 101 and never "panicked".
+//! Runs cannot reach a network: interfaces do not exist, ibsim's socket name is one no sim
+//! uses, and each run is bounded.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+
+const SUBCOMMANDS: [&str; 8] = ["mckey", "sa-query", "sa-server", "sa-agent", "udaddy", "cmatose", "demo", "decode"];
+
+const OPTIONS: [&str; 30] = [
+    "-m",
+    "-b",
+    "-s",
+    "-r",
+    "-C",
+    "-S",
+    "-p",
+    "-o",
+    "-q",
+    "-v",
+    "--join-state",
+    "--leave-after",
+    "--no-sa",
+    "--iface",
+    "--ibsim",
+    "--sa",
+    "--prefix",
+    "--pcap",
+    "--mgid",
+    "--ip",
+    "--duration",
+    "--device",
+    "--timeout",
+    "--loss",
+    "--seed",
+    "--ipv6",
+    "--json",
+    "--server",
+    "--port",
+    "--count",
+];
+
+fn hostile_values() -> Vec<OsString> {
+    let mut v: Vec<OsString> = [
+        "inf",
+        "-inf",
+        "nan",
+        "NaN",
+        "-1",
+        "-0",
+        "1e30",
+        "1e308",
+        "-1e-320",
+        "0",
+        "0.0000001",
+        "86401",
+        "4294967295",
+        "4294967296",
+        "18446744073709551616",
+        "1025",
+        "65536",
+        "100000",
+        "",
+        " ",
+        "0x",
+        "0x0111",
+        "::",
+        "ff0e::1:2:3",
+        "ff12:401b:ffff::1:2",
+        "239.1.2.3",
+        "198.18.1.1",
+        "198.18.1.77",
+        "0.0.0.0",
+        "255.255.255.255",
+        "fd00::1",
+        "nope0",
+        "full",
+        "sendonly",
+        "/nonexistent/x",
+        "umad99",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    v.push(OsString::from_vec(vec![0xff, 0xfe, b'x']));
+    v.push(OsString::from("9".repeat(400)));
+    v.push(OsString::from("a".repeat(5000)));
+    v
+}
+
+/// Run `roce ARGS` with no network reachable; returns (status, stdout+stderr).
+fn run(dir: &Path, args: &[OsString]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(args)
+        .current_dir(dir)
+        .env("IBSIM_SOCKNAME", format!("roce-hostile-no-sim-{}", std::process::id()))
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "roce {args:?} did not end within 30 s:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+fn assert_no_panic(dir: &Path, args: &[OsString]) -> (Option<i32>, String) {
+    let (code, text) = run(dir, args);
+    assert!(code.is_some(), "roce {args:?} was killed by a signal:\n{text}");
+    assert_ne!(code, Some(101), "roce {args:?} panicked:\n{text}");
+    assert!(!text.contains("panicked"), "roce {args:?}:\n{text}");
+    assert!(
+        matches!(code, Some(0..=3) | Some(128..=143)),
+        "roce {args:?}: status {code:?} is not in the exit table:\n{text}"
+    );
+    (code, text)
+}
+
+fn os(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+/// The cases issue 11 saw panic or mislead, each with the bound or reason it must now name.
+#[test]
+fn the_cases_seen_are_refused_with_the_bound() {
+    let dir = tempdir();
+    for (args, want) in [
+        (&["sa-server", "--iface", "nope0", "--ip", "198.18.1.2", "--duration", "inf"][..], "0 to 31536000, not inf"),
+        (
+            &["udaddy", "-s", "198.18.1.2", "-b", "198.18.1.1", "--iface", "nope0", "--timeout", "1e30"],
+            "0 to 86400, not 1e30",
+        ),
+        (
+            &[
+                "mckey",
+                "-m",
+                "239.1.2.3",
+                "-b",
+                "198.18.1.1",
+                "--iface",
+                "nope0",
+                "--sa",
+                "198.18.1.2",
+                "--leave-after",
+                "inf",
+            ],
+            "not inf",
+        ),
+        (
+            &[
+                "mckey",
+                "-m",
+                "239.1.2.3",
+                "-b",
+                "198.18.1.1",
+                "--iface",
+                "nope0",
+                "--sa",
+                "198.18.1.2",
+                "--leave-after",
+                "-1",
+            ],
+            "not -1",
+        ),
+        (
+            &[
+                "mckey",
+                "-m",
+                "239.1.2.3",
+                "-b",
+                "198.18.1.1",
+                "--iface",
+                "nope0",
+                "--sa",
+                "198.18.1.2",
+                "--leave-after",
+                "nan",
+            ],
+            "not nan",
+        ),
+        (
+            &["mckey", "-m", "ff0e::1:2:3", "-b", "198.18.1.1", "--iface", "nope0", "--sa", "198.18.1.2"],
+            "address families disagree",
+        ),
+        (
+            &["mckey", "-m", "198.18.1.77", "-b", "198.18.1.1", "--iface", "nope0", "--sa", "198.18.1.2"],
+            "not a multicast address",
+        ),
+        (
+            &["mckey", "-m", "239.1.2.3", "-b", "198.18.1.1", "--iface", "nope0", "--sa", "fd00::2"],
+            "address families disagree",
+        ),
+        (
+            &[
+                "mckey",
+                "-m",
+                "239.1.2.3",
+                "-b",
+                "198.18.1.1",
+                "--iface",
+                "nope0",
+                "--sa",
+                "198.18.1.2",
+                "-C",
+                "4294967295",
+            ],
+            "0..=1000000",
+        ),
+        (&["demo", "-C", "1025"], "0..=1024"),
+        (&["demo", "-C", "4294967295"], "0..=1024"),
+        (&["demo", "--loss", "nan"], "probability from 0 to 1, not nan"),
+        (&["sa-server", "--iface", "nope0", "--ip", "198.18.1.2", "--ibsim"], "unexpected argument '--ibsim'"),
+        (&["sa-server", "--iface", "nope0", "--ip", "198.18.1.2", "--sa", "198.18.1.3"], "unexpected argument '--sa'"),
+        (&["udaddy", "-b", "198.18.1.1", "--ibsim"], "unexpected argument '--ibsim'"),
+        (&["cmatose", "-b", "198.18.1.1", "--ibsim"], "unexpected argument '--ibsim'"),
+        (&["mckey", "-m", "239.1.2.3", "--ibsim", "-s"], "cannot be used with"),
+    ] {
+        let (code, text) = assert_no_panic(&dir, &os(args));
+        assert_eq!(code, Some(2), "roce {args:?}: a usage error:\n{text}");
+        assert!(text.contains(want), "roce {args:?}: the message names {want:?}:\n{text}");
+    }
+    // Cannot run here: no such interface, device or sim (3), never a panic.
+    for args in [
+        &["mckey", "-m", "239.1.2.3", "-b", "198.18.1.1", "--iface", "nope0", "--sa", "198.18.1.2"][..],
+        &["mckey", "-m", "239.1.2.3", "--ibsim"],
+        &["sa-query", "--ibsim", "Hca9"],
+        &["sa-agent", "--device", "/nonexistent/umad9", "--duration", "0"],
+        &["sa-server", "--iface", "nope0", "--ip", "198.18.1.2"],
+    ] {
+        let (code, text) = assert_no_panic(&dir, &os(args));
+        assert_eq!(code, Some(3), "roce {args:?}:\n{text}");
+    }
+    // Every command's help carries the exit table; -b is required, with no default shown.
+    for sub in SUBCOMMANDS {
+        let (code, text) = assert_no_panic(&dir, &os(&[sub, "--help"]));
+        assert_eq!(code, Some(0));
+        assert!(text.contains("Exit status (every command):") && text.contains("143 SIGTERM"), "{sub}:\n{text}");
+        assert!(!text.contains("[default: 0.0.0.0]"), "{sub}:\n{text}");
+    }
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("roce-cli-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn arg_vector() -> impl Strategy<Value = Vec<OsString>> {
+    let values = hostile_values();
+    let pair = (0..OPTIONS.len(), prop::option::of(0..values.len()));
+    (0..SUBCOMMANDS.len(), prop::collection::vec(pair, 0..7)).prop_map(move |(sub, pairs)| {
+        let mut v = vec![OsString::from(SUBCOMMANDS[sub])];
+        for (o, val) in pairs {
+            v.push(OsString::from(OPTIONS[o]));
+            if let Some(i) = val {
+                v.push(values[i].clone());
+            }
+        }
+        v
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Random hostile vectors: any status of the table, never a panic.
+    #[test]
+    fn hostile_argument_vectors_never_panic(args in arg_vector()) {
+        let dir = tempdir();
+        assert_no_panic(&dir, &args);
+    }
+}
