@@ -133,3 +133,43 @@ fn binary_exit_codes_and_pcap() {
     assert!(!lost.status.success());
     assert!(String::from_utf8_lossy(&lost.stdout).contains("verdict: FAIL"));
 }
+
+/// Under loss, a step that did not happen never passes: when B never joined, "received 0 of 5
+/// (loss allowed)" is not marked verified; the step fails and says why.
+#[test]
+fn no_step_passes_that_did_not_happen() {
+    let mut b_missed = 0;
+    for seed in 1..=30 {
+        let r = run(&DemoOptions { loss: 0.3, seed, ..DemoOptions::default() });
+        if r.failed.iter().any(|f| f.starts_with("B: MULTICAST_JOIN")) {
+            b_missed += 1;
+            assert!(!r.passed.iter().any(|p| p.starts_with("B: received")), "seed {seed}: {:#?}", r.passed);
+            assert!(r.failed.iter().any(|f| f.contains("not tried: B did not join")), "seed {seed}: {:#?}", r.failed);
+            assert!(!r.ok());
+        }
+    }
+    assert!(b_missed > 0, "some seed at 30 % loss loses B's join (else this test checks nothing)");
+}
+
+/// The demo states its limits, and refuses a count beyond B's receive queue with the bound.
+#[test]
+fn limits_are_stated_and_enforced() {
+    let out = Command::new(env!("CARGO_BIN_EXE_roce")).args(["demo", "-C", "2"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("demo: limits: -C at most 1024 (B's receive queue)"), "{text}");
+    for c in ["1025", "4294967295"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_roce")).args(["demo", "-C", c]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("is not in 0..=1024"), "{err}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_roce")).args(["demo", "-C", "1024"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("1024 of 1024 datagrams received"), "{text}");
+    // -q: the verdict only.
+    let out = Command::new(env!("CARGO_BIN_EXE_roce")).args(["demo", "-q"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.starts_with("verdict: PASS"), "{text}");
+}
