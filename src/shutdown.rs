@@ -14,7 +14,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use roce_cm::CmId;
+use std::net::IpAddr;
+
+use roce_cm::mcast::MemberState;
+use roce_cm::{CmId, EventKind, EventParam};
 use roce_net::device::Device;
 use roce_net::driver::{Driver, MulticastFilter};
 
@@ -146,48 +149,87 @@ pub fn attach<D: Device + MulticastFilter>(d: &mut Driver<D>) {
     d.set_stop(s.wake_rx.as_raw_fd(), s.stop.clone());
 }
 
-/// Destroy `ids` (those still alive) as the kernel does when a process ends, then run `d` until
-/// every leave has been answered (no group and no SA transaction left) and the last frames
-/// have left, at most [`GRACE`]. Says on stderr what it does and how it ended. Returns whether
-/// everything was answered within the grace period.
+/// Destroy `ids` (those still alive) as the kernel does when a process ends: every group
+/// they joined is left first (SA Delete and IGMP/MLD leave) and each leave's answer awaited,
+/// at most [`GRACE`] in all; then the ids are destroyed (DREQ for a connected id, REJ for a
+/// pending one) and the last frames sent. Says on stderr what it does and how it ended when a
+/// stop asked for it or a leave went unanswered. Returns whether every leave was answered.
 pub fn destroy_ids<D: Device + MulticastFilter>(tool: &str, d: &mut Driver<D>, ids: &[CmId]) -> bool {
     let alive: Vec<CmId> = ids.iter().copied().filter(|id| d.stack.id(*id).is_some()).collect();
-    let why = requested().map(reason);
-    d.set_stoppable(false);
-    if alive.is_empty() && d.stack.groups().next().is_none() {
-        d.set_stoppable(true);
+    if alive.is_empty() {
         return true;
     }
-    let groups = d.stack.groups().count();
+    let why = requested().map(reason);
+    d.set_stoppable(false);
+    let mut leaves: Vec<(CmId, IpAddr)> = d
+        .stack
+        .members()
+        .filter(|(_, m)| alive.contains(&m.id) && m.state != MemberState::Cancelled)
+        .map(|(_, m)| (m.id, m.addr))
+        .collect();
+    leaves.sort();
+    leaves.dedup();
     if let Some(why) = &why {
         eprintln!(
-            "{tool}: {why}: destroying {} id(s) ({groups} group(s) to leave, connections to disconnect), \
+            "{tool}: {why}: destroying {} id(s) ({} group(s) to leave, connections to disconnect), \
              waiting up to {:.1} s for the answers; a second signal ends at once",
             alive.len(),
+            leaves.len(),
             GRACE.as_secs_f64()
         );
     }
     let t0 = Instant::now();
     let now = d.now();
+    leaves.retain(|(id, addr)| d.stack.leave_multicast(now, *id, *addr).is_ok());
+    let total = leaves.len();
+    let mut failed: Vec<String> = Vec::new();
+    let _ = d.run_until(GRACE, |d| {
+        d.events.retain(|e| {
+            let group = match &e.param {
+                EventParam::Multicast { group, .. } => Some(*group),
+                _ => None,
+            };
+            let Some(i) = leaves.iter().position(|(id, a)| *id == e.id && group.is_none_or(|g| g == *a)) else {
+                return true;
+            };
+            match e.kind {
+                EventKind::MulticastLeft => {}
+                EventKind::MulticastError => {
+                    let name = crate::out::errno_name(e.status).unwrap_or("error");
+                    failed.push(format!("{}: {name}", leaves[i].1));
+                }
+                _ => return true,
+            }
+            leaves.remove(i);
+            false
+        });
+        leaves.is_empty()
+    });
+    for (_, addr) in &leaves {
+        failed.push(format!("{addr}: no answer within the grace period"));
+    }
+    let now = d.now();
     for id in &alive {
         let _ = d.stack.destroy_id(now, *id);
     }
-    let done =
-        d.run_until(GRACE, |d| d.stack.groups().next().is_none() && d.stack.sa_transactions() == 0).unwrap_or(false);
-    // The DREQs, REJs and IGMP/MLD leaves leave with the next turn.
+    // The DREQs, REJs and the last leaves go out with this turn.
     let _ = d.turn(Duration::ZERO);
     d.set_stoppable(true);
-    if why.is_some() || !done {
-        if done {
-            eprintln!("{tool}: every id destroyed; every leave answered in {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
-        } else {
+    if failed.is_empty() {
+        if why.is_some() {
             eprintln!(
-                "{tool}: grace period of {:.1} s over: {} group(s) still leaving, {} SA transaction(s) unanswered",
-                GRACE.as_secs_f64(),
-                d.stack.groups().count(),
-                d.stack.sa_transactions()
+                "{tool}: every id destroyed; {total} leave(s) answered in {:.1} ms",
+                t0.elapsed().as_secs_f64() * 1e3
             );
         }
+        true
+    } else {
+        eprintln!(
+            "{tool}: every id destroyed; {} of {total} leave(s) not answered ({}) after {:.1} s",
+            failed.len(),
+            failed.join("; "),
+            t0.elapsed().as_secs_f64()
+        );
+        false
     }
-    done
 }
