@@ -189,9 +189,15 @@ pub fn destroy_ids<D: Device + MulticastFilter>(tool: &str, d: &mut Driver<D>, i
                 EventParam::Multicast { group, .. } => Some(*group),
                 _ => None,
             };
-            let Some(i) = leaves.iter().position(|(id, a)| *id == e.id && group.is_none_or(|g| g == *a)) else {
+            if !matches!(e.kind, EventKind::MulticastLeft | EventKind::MulticastError) {
                 return true;
-            };
+            }
+            // The group as the event names it (ibsim's names it by its MGID), else the id's first.
+            let i = leaves
+                .iter()
+                .position(|(id, a)| *id == e.id && group == Some(*a))
+                .or_else(|| leaves.iter().position(|(id, _)| *id == e.id));
+            let Some(i) = i else { return true };
             match e.kind {
                 EventKind::MulticastLeft => {}
                 EventKind::MulticastError => {
