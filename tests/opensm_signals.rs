@@ -33,6 +33,7 @@ fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> std::process::Ex
 
 /// Start `mckey --ibsim` holding the group for a minute (under `sh -c` with `prefix`, e.g. a
 /// trap), and read its stdout until the join event: returns the child and the lines read.
+#[allow(clippy::zombie_processes)] // the caller waits for the child it gets back
 fn joined_mckey(f: &Fabric, prefix: &str) -> (Child, BufReader<std::process::ChildStdout>, String) {
     let bin = env!("CARGO_BIN_EXE_roce");
     let mut child = Command::new("sh")
@@ -47,15 +48,16 @@ fn joined_mckey(f: &Fabric, prefix: &str) -> (Child, BufReader<std::process::Chi
     let mut seen = String::new();
     loop {
         let mut l = String::new();
-        if r.read_line(&mut l).unwrap() == 0 {
-            let _ = child.kill();
-            panic!("mckey ended before joining: {seen}");
-        }
+        let n = r.read_line(&mut l).unwrap();
         seen += &l;
         if l.contains("event: MULTICAST_JOIN") {
             return (child, r, seen);
         }
-        assert!(!l.contains("MULTICAST_ERROR"), "{seen}");
+        if n == 0 || l.contains("MULTICAST_ERROR") {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("mckey did not join: {seen}");
+        }
     }
 }
 
