@@ -242,13 +242,14 @@ impl<D: Device + MulticastFilter> Driver<D> {
             if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
                 return Err(io::Error::last_os_error());
             }
-            if let Some(fd) = stop_fd {
-                if pfds.iter().any(|p| p.fd == fd && p.revents != 0) {
-                    drain(fd);
-                }
-            }
         } else if !wait.is_zero() {
             std::thread::sleep(wait.min(Duration::from_millis(1)));
+        }
+        // Once a stop was asked, its bytes would keep every later poll awake: drop them.
+        if let Some((fd, flag)) = &self.stop {
+            if flag.load(Ordering::SeqCst) {
+                drain(*fd);
+            }
         }
         if let Some(link) = self.sa_link.as_mut() {
             while let Some(mad) = link.recv_sa_mad()? {
@@ -389,5 +390,37 @@ mod tests {
         let reply = peer.recv(&mut buf).unwrap().expect("the ARP request is answered after the bad frames");
         assert_eq!(&buf[12..14], &[0x08, 0x06]);
         assert!(reply >= 42);
+    }
+
+    /// A stop wakes the wait and ends `run_until` (which would otherwise run for an hour);
+    /// after `set_stoppable(false)` the driver runs on (the grace period), and the stop's
+    /// bytes on the self-pipe are drained.
+    #[test]
+    fn a_stop_ends_run_until_and_the_grace_period_runs_on() {
+        use std::io::Write;
+        let (a, _peer) = MemoryDevice::pair();
+        let cfg = StackConfig::new([2, 0, 0, 0, 0, 2], "192.168.100.2".parse().unwrap(), 24);
+        let mut d = Driver::new(a, Stack::new(cfg));
+        let (rx, mut tx) = std::os::unix::net::UnixStream::pair().unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let flag = Arc::new(AtomicBool::new(false));
+        d.set_stop(std::os::fd::AsRawFd::as_raw_fd(&rx), flag.clone());
+        assert!(!d.stopped());
+        flag.store(true, Ordering::SeqCst);
+        tx.write_all(&[1, 1, 1]).unwrap();
+        assert!(d.stopped());
+        assert!(!d.run_until(Duration::from_secs(3600), |_| false).unwrap());
+        d.set_stoppable(false);
+        assert!(!d.stopped());
+        let mut turns = 0;
+        assert!(d
+            .run_until(Duration::from_secs(3600), |_| {
+                turns += 1;
+                turns > 3
+            })
+            .unwrap());
+        d.turn(Duration::ZERO).unwrap();
+        let mut b = [0u8; 8];
+        assert!(std::io::Read::read(&mut &rx, &mut b).is_err(), "the self-pipe was drained");
     }
 }
