@@ -283,3 +283,37 @@ fn a_stopped_cm_server_ends_with_the_signal_status() {
     assert_eq!(res.status.code(), Some(143), "{seen}\n{err}");
     assert!(err.contains("SIGTERM: destroying 1 id(s)"), "{err}");
 }
+
+/// A second signal during the grace period ends the process at once (exit 128+N, no summary):
+/// the SA went away, so the Delete of the first signal's leave is never answered.
+#[test]
+fn a_second_signal_ends_at_once() {
+    let ns = Netns::new("sig2");
+    let mut sa = spawn(ns.roce(&["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "30"]));
+    let mut child = spawn(ns.roce(&[
+        "mckey",
+        "-m",
+        "239.1.2.3",
+        "-b",
+        "198.18.1.1",
+        "--iface",
+        "veth0",
+        "--sa",
+        "198.18.1.2",
+        "--leave-after",
+        "60",
+    ]));
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let seen = read_until(&mut out, "event: MULTICAST_JOIN");
+    sa.kill().unwrap();
+    let _ = sa.wait();
+    kill(&child, libc::SIGINT);
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let said = read_until(&mut err, "SIGINT: destroying 1 id(s)");
+    kill(&child, libc::SIGTERM);
+    let st = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(st.code(), Some(143), "{seen}{rest}\n{said}");
+    assert!(!rest.contains("summary:"), "the second signal ended it at once:\n{rest}");
+}
