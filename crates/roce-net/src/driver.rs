@@ -229,16 +229,17 @@ impl<D: Device + MulticastFilter> Driver<D> {
             wait = Duration::ZERO;
         }
         let stop_fd = self.stop.as_ref().map(|(fd, _)| *fd);
-        let fds: Vec<RawFd> = [self.dev.raw_fd(), self.sa_link.as_ref().and_then(|l| l.raw_fd()), stop_fd]
-            .into_iter()
-            .flatten()
-            .collect();
-        if fds.len() > usize::from(stop_fd.is_some()) {
-            let mut pfds: Vec<libc::pollfd> =
-                fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+        // At most three descriptors: the device, the SA link, the stop pipe (no allocation).
+        let mut pfds = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 3];
+        let mut n = 0;
+        for fd in [self.dev.raw_fd(), self.sa_link.as_ref().and_then(|l| l.raw_fd()), stop_fd].into_iter().flatten() {
+            pfds[n].fd = fd;
+            n += 1;
+        }
+        if n > usize::from(stop_fd.is_some()) {
             let ms = i32::try_from(wait.as_millis().max(u128::from(!wait.is_zero()))).unwrap_or(i32::MAX);
-            // SAFETY: a valid array of pollfds with its length.
-            let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+            // SAFETY: a valid array of `n` pollfds.
+            let r = unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, ms) };
             if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
                 return Err(io::Error::last_os_error());
             }
