@@ -112,17 +112,16 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let status = match cli.command {
-        Command::Decode { file, json } => return decode(&file, json),
-        Command::Demo(a) => a.run(),
-        Command::Mckey(a) => a.run(),
-        Command::SaQuery(a) => a.run(),
-        Command::SaAgent(a) => a.run(),
-        Command::Udaddy(a) => a.run(),
-        Command::Cmatose(a) => a.run(),
-        Command::SaServer(a) => a.run(),
-    };
-    ExitCode::from(status)
+    match cli.command {
+        Command::Decode { file, json } => decode(&file, json),
+        Command::Demo(a) => ExitCode::from(a.run()),
+        Command::Mckey(a) => ExitCode::from(a.run()),
+        Command::SaQuery(a) => ExitCode::from(a.run()),
+        Command::SaAgent(a) => ExitCode::from(a.run()),
+        Command::Udaddy(a) => ExitCode::from(a.run()),
+        Command::Cmatose(a) => ExitCode::from(a.run()),
+        Command::SaServer(a) => ExitCode::from(a.run()),
+    }
 }
 
 fn decode(file: &std::path::Path, json: bool) -> ExitCode {
