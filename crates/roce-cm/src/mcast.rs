@@ -14,10 +14,10 @@ use std::net::IpAddr;
 
 use roce_wire::igmp::IgmpMessage;
 use roce_wire::l2::{IgmpFrame, MldFrame};
-use roce_wire::mad::{MadStatus, Method};
+use roce_wire::mad::{MadHeader, MadStatus, Method};
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord, Selector};
 use roce_wire::mld::MldMessage;
-use roce_wire::sa::{attr, SaData, SaMad};
+use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_OFFSET};
 use roce_wire::{Gid, MULTICAST_QPN, RDMA_UDP_QKEY};
 
 use crate::config::IgmpVersion;
@@ -505,17 +505,20 @@ impl Stack {
     }
 
     /// An SA response arrived on QP1.
-    pub(crate) fn handle_sa_response(&mut self, now: Instant, payload: &[u8]) {
-        let Ok(resp) = SaMad::parse(payload) else {
+    /// The MAD is read in place (`h` is its parsed header, `payload` its 256 bytes): the
+    /// record is decoded only for a join's answer, the owned MAD only for an application's
+    /// query.
+    pub(crate) fn handle_sa_response(&mut self, now: Instant, h: &MadHeader, payload: &[u8]) {
+        if payload.len() < SaMad::LEN {
             self.counters.drop(DropReason::BadMad);
             return;
-        };
-        let Some(matched) = self.sa.handle_response(&resp) else {
+        }
+        let Some(matched) = self.sa.handle_response_header(h) else {
             self.counters.drop(DropReason::UnsolicitedResponse);
             return;
         };
         self.counters.rx_accepted += 1;
-        let status = resp.header.status;
+        let status = h.status;
         match matched.owner {
             TxnOwner::Join(mgid) => {
                 let Some(g) = self.groups.get_mut(&mgid) else { return };
@@ -524,7 +527,10 @@ impl Stack {
                 if status == MadStatus(0) {
                     let bits = m.as_ref().map_or(0, |m| m.join_state.0);
                     let held = g.rec.map_or(0, |r| r.join_state.0);
-                    let mut rec = resp.mc_member().copied().unwrap_or_else(|| g.rec.unwrap_or_default());
+                    let answered = (h.attribute_id == attr::MC_MEMBER_RECORD)
+                        .then(|| McMemberRecord::parse_bytes(&payload[SA_DATA_OFFSET..]).ok())
+                        .flatten();
+                    let mut rec = answered.unwrap_or_else(|| g.rec.unwrap_or_default());
                     rec.join_state = JoinState(held | bits);
                     g.rec = Some(rec);
                     match m.map(|m| m.state) {
@@ -567,9 +573,10 @@ impl Stack {
                     self.leave_failed(now, mgid, Errno::EINVAL, Some(status.0));
                 }
             }
-            TxnOwner::Query(handle) => {
-                self.sa_results.push_back(SaQueryResult { handle, result: Ok(resp) });
-            }
+            TxnOwner::Query(handle) => match SaMad::parse(payload) {
+                Ok(resp) => self.sa_results.push_back(SaQueryResult { handle, result: Ok(resp) }),
+                Err(_) => self.counters.drop(DropReason::BadMad),
+            },
         }
     }
 
@@ -705,7 +712,7 @@ impl Stack {
                 emit_frame(&MldFrame::new(self.cfg.mac, self.cfg.link_local(), msg))
             }
         };
-        self.tx.push_back(Outgoing::Raw(frame));
+        self.tx.push_back(Outgoing::Raw(frame.into()));
     }
 
     /// Answer a query: a report for every group of that family we hold at IP level.

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use roce_wire::mad::Method;
+use roce_wire::mad::{MadHeader, Method};
 use roce_wire::sa::SaMad;
 use roce_wire::Gid;
 
@@ -100,8 +100,29 @@ impl SaClient {
         timers.insert((t.due, tid));
     }
 
+    /// Whether a MAD waits for (re)transmission.
+    pub fn has_outgoing(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
     /// The next MAD to put on the wire, if any.
     pub fn poll_outgoing(&mut self, now: Instant) -> Option<[u8; 256]> {
+        self.next_outgoing(now).map(SaMad::to_bytes)
+    }
+
+    /// The next MAD, written into `mad` (256 bytes: a transmit buffer at the payload's
+    /// offset); false when there is none.
+    pub fn poll_outgoing_into(&mut self, now: Instant, mad: &mut [u8]) -> bool {
+        match self.next_outgoing(now) {
+            Some(m) => {
+                m.emit_bytes(mad);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn next_outgoing(&mut self, now: Instant) -> Option<&SaMad> {
         while let Some(tid) = self.outbox.pop_front() {
             let interval = self.timing.retry_interval();
             let retries = self.timing.retries;
@@ -117,7 +138,7 @@ impl SaClient {
             if t.sends > 1 {
                 self.retransmissions += 1;
             }
-            return Some(t.mad.to_bytes());
+            return self.txns.get(&tid).map(|t| &t.mad);
         }
         None
     }
@@ -159,16 +180,20 @@ impl SaClient {
 
     /// Match a response by TID and method: Set and Get are answered by GetResp, Delete by
     /// DeleteResp, GetTable by GetTableResp. `None` if nothing matches (unsolicited).
+    #[allow(dead_code)] // the owned form of `handle_response_header`, kept for tests and tools
     pub fn handle_response(&mut self, resp: &SaMad) -> Option<Matched> {
-        let tid = resp.header.transaction_id;
+        self.handle_response_header(&resp.header)
+    }
+
+    /// [`SaClient::handle_response`] on the MAD header alone (the MAD parsed in place).
+    pub fn handle_response_header(&mut self, resp: &MadHeader) -> Option<Matched> {
+        let tid = resp.transaction_id;
         let t = self.txns.get(&tid)?;
         let expected = match t.mad.header.method {
             Method::Set | Method::Get => Method::Get,
             other => other,
         };
-        if !resp.header.response
-            || resp.header.method != expected
-            || resp.header.attribute_id != t.mad.header.attribute_id
+        if !resp.response || resp.method != expected || resp.attribute_id != t.mad.header.attribute_id
         {
             return None;
         }

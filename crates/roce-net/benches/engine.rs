@@ -225,6 +225,16 @@ fn memory_and_scaling() {
 criterion_group!(benches, join_leave);
 
 fn main() {
+    // `ROCE_BENCH_CYCLES=N`: run N join+leave cycles after one warm-up cycle and exit, for an
+    // instruction count under `valgrind --tool=callgrind` (reproducible on a shared machine).
+    if let Some(n) = std::env::var("ROCE_BENCH_CYCLES").ok().and_then(|v| v.parse::<u32>().ok()) {
+        let (mut net, a, _sa, id) = net(MulticastPaths::SA_ONLY);
+        cycle(&mut net, a, id, GROUP);
+        for _ in 0..n {
+            cycle(&mut net, a, id, GROUP);
+        }
+        return;
+    }
     // The memory and scaling figures come with a real run, not with `--profile-time` (a
     // profiler wants the cycle alone).
     let args: Vec<String> = std::env::args().collect();

@@ -584,7 +584,12 @@ impl<'a> FrameRepr<'a> {
     /// UDP length) so that the Repr equals what `parse` returns for the emitted frame.
     /// Fails if the frame is too long for the IP or UDP length fields.
     pub fn fill(&mut self) -> Result<()> {
-        let udp_len = self.udp_len();
+        self.fill_for(self.payload.len())
+    }
+
+    /// [`FrameRepr::fill`] for a payload of `payload_len` bytes (whatever `self.payload` holds).
+    fn fill_for(&mut self, payload_len: usize) -> Result<()> {
+        let udp_len = UDP_LEN + BTH_LEN + self.ext.buffer_len() + payload_len + self.pad_len() + ICRC_LEN;
         let ip_type = match self.ip {
             IpHeader::V4(_) => EtherType::IPV4,
             IpHeader::V6(_) => EtherType::IPV6,
@@ -616,12 +621,31 @@ impl<'a> FrameRepr<'a> {
     /// checksum and the ICRC are computed (the Repr itself is not changed). Fails with a
     /// length error if `buf` is shorter than [`FrameRepr::buffer_len`].
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
-        let len = self.buffer_len();
+        self.emit_parts(buf, Some(self.payload), self.payload.len())
+    }
+
+    /// Length of everything before the payload: Ethernet, VLAN, IP, UDP, BTH and the extension
+    /// headers (where [`FrameRepr::emit_around`] expects the payload).
+    pub fn header_len(&self) -> usize {
+        ETH_LEN + self.vlan.as_ref().map_or(0, |_| VLAN_LEN) + self.ip.header_len() + UDP_LEN + BTH_LEN + self.ext.buffer_len()
+    }
+
+    /// Emit the frame around a payload of `payload_len` bytes that the caller already wrote
+    /// at `buf[self.header_len()..]` (a MAD built straight into the transmit buffer): the
+    /// headers, the pad and the ICRC are written as [`FrameRepr::emit`] writes them, and
+    /// `self.payload` is not used (PadCnt is taken as held: set it for `payload_len`).
+    /// Returns the frame's length; fails with a length error if `buf` is too short.
+    pub fn emit_around(&self, buf: &mut [u8], payload_len: usize) -> Result<usize> {
+        self.emit_parts(buf, None, payload_len)
+    }
+
+    fn emit_parts(&self, buf: &mut [u8], payload: Option<&[u8]>, payload_len: usize) -> Result<usize> {
+        let len = self.header_len() + payload_len + self.pad_len() + ICRC_LEN;
         if buf.len() < len {
             return Err(Error::len(Layer::Ethernet, 0, len, buf.len()));
         }
-        let mut r = self.clone();
-        r.fill()?;
+        let mut r = FrameRepr { payload: &[], ..self.clone() };
+        r.fill_for(payload_len)?;
         let mut at = 0;
         buf[..ETH_LEN].copy_from_slice(&r.ethernet.to_bytes());
         at += ETH_LEN;
@@ -647,8 +671,10 @@ impl<'a> FrameRepr<'a> {
         r.bth.emit_bytes(&mut buf[at..at + BTH_LEN]);
         at += BTH_LEN;
         at += r.ext.emit(&mut buf[at..]);
-        buf[at..at + r.payload.len()].copy_from_slice(r.payload);
-        at += r.payload.len();
+        if let Some(p) = payload {
+            buf[at..at + p.len()].copy_from_slice(p);
+        }
+        at += payload_len;
         let pad = r.pad_len();
         buf[at..at + pad].copy_from_slice(&r.pad[..pad]);
         at += pad;
@@ -700,6 +726,21 @@ mod tests {
         assert_eq!(f.repr.bth.psn, 13_571_856);
         let f = parse(&golden::CX4_CNP).unwrap();
         assert_eq!(f.icrc, 0x2A00_FD82);
+    }
+
+    #[test]
+    fn emit_around_a_payload_in_place_equals_emit() {
+        for g in [&golden::SCAPY_UC_SEND_ONLY[..], &golden::CX4_CNP[..], &golden::SA_DELETE_MCMEMBER[..]] {
+            let f = parse(g).unwrap();
+            let mut out = std::vec![0u8; g.len()];
+            let at = f.repr.header_len();
+            assert_eq!(at, f.offsets.payload);
+            out[at..at + f.repr.payload.len()].copy_from_slice(f.repr.payload);
+            let n = f.repr.emit_around(&mut out, f.repr.payload.len()).unwrap();
+            assert_eq!(&out[..n], g);
+            // Too short a buffer is a length error, not a panic.
+            assert!(f.repr.emit_around(&mut out[..n - 1], f.repr.payload.len()).is_err());
+        }
     }
 
     #[test]
