@@ -150,8 +150,9 @@ impl Group {
         self.mgid.to_ip()
     }
 
-    pub(crate) fn w(&mut self) -> &mut GroupWork {
-        self.work.get_or_insert_with(Default::default)
+    /// The work state, made (from `spare` if it holds one) when there is none.
+    pub(crate) fn w(&mut self, spare: &mut Spare) -> &mut GroupWork {
+        self.work.get_or_insert_with(|| spare.work.pop().unwrap_or_default())
     }
 
     pub(crate) fn is_busy(&self) -> bool {
@@ -166,14 +167,53 @@ impl Group {
         self.work.as_mut().and_then(|w| w.busy.take())
     }
 
-    fn take_leavers(&mut self) -> Vec<CmId> {
-        self.work.as_mut().map(|w| std::mem::take(&mut w.leavers)).unwrap_or_default()
+    /// The ids waiting for the next answer; an empty list from `spare` takes their place.
+    fn take_leavers(&mut self, spare: &mut Spare) -> Vec<CmId> {
+        match self.work.as_mut() {
+            Some(w) => std::mem::replace(&mut w.leavers, spare.ids.pop().unwrap_or_default()),
+            None => Vec::new(),
+        }
     }
 
-    /// Drop the work state when there is none.
-    fn compact(&mut self) {
+    /// Give the work state back to `spare` when there is no work.
+    fn compact(&mut self, spare: &mut Spare) {
         if self.work.as_ref().is_some_and(|w| w.busy.is_none() && w.pending.is_empty() && w.leavers.is_empty()) {
-            self.work = None;
+            if let Some(w) = self.work.take() {
+                spare.put_work(w);
+            }
+        }
+    }
+}
+
+/// Emptied containers kept for reuse, so that a group made and dropped at every join+leave
+/// cycle allocates nothing in steady state (a few dozen of each, a few KiB in all).
+#[derive(Debug, Default)]
+pub(crate) struct Spare {
+    work: Vec<Box<GroupWork>>,
+    ids: Vec<Vec<CmId>>,
+    members: Vec<Vec<MemberKey>>,
+}
+
+impl Spare {
+    const MAX: usize = 32;
+
+    fn put_work(&mut self, w: Box<GroupWork>) {
+        if self.work.len() < Self::MAX && w.pending.capacity() <= 64 && w.leavers.capacity() <= 64 {
+            self.work.push(w);
+        }
+    }
+
+    fn put_ids(&mut self, mut v: Vec<CmId>) {
+        if self.ids.len() < Self::MAX && v.capacity() != 0 && v.capacity() <= 64 {
+            v.clear();
+            self.ids.push(v);
+        }
+    }
+
+    fn put_members(&mut self, mut v: Vec<MemberKey>) {
+        if self.members.len() < Self::MAX && v.capacity() != 0 && v.capacity() <= 64 {
+            v.clear();
+            self.members.push(v);
         }
     }
 }
@@ -237,11 +277,12 @@ impl Stack {
         if let Some(rec) = self.ids.get_mut(&id) {
             rec.members.insert(group, key);
         }
+        let spare = &mut self.spare;
         let g = self.groups.entry(mgid).or_insert_with(|| Group {
             mgid,
             counts: [0; 4],
             rec: None,
-            members: Vec::new(),
+            members: spare.members.pop().unwrap_or_default(),
             leave_retries: 0,
             work: None,
         });
@@ -251,7 +292,7 @@ impl Stack {
         }
         if self.sa_enabled() {
             if let Some(g) = self.groups.get_mut(&mgid) {
-                g.w().pending.push_back(key);
+                g.w(&mut self.spare).pending.push_back(key);
             }
             self.run_group(now, mgid);
         } else {
@@ -295,11 +336,11 @@ impl Stack {
             if let Some(key) = g.pending_front() {
                 let held = g.rec.map_or(0, |r| r.join_state.0);
                 let Some(m) = self.members.get(&key).cloned() else {
-                    self.groups.get_mut(&mgid).map(|g| g.w().pending.pop_front());
+                    self.groups.get_mut(&mgid).map(|g| g.w(&mut self.spare).pending.pop_front());
                     continue;
                 };
                 if let Some(g) = self.groups.get_mut(&mgid) {
-                    g.w().pending.pop_front();
+                    g.w(&mut self.spare).pending.pop_front();
                 }
                 if held & m.join_state.0 == m.join_state.0 && held != 0 {
                     // The SA already holds our bit: satisfied locally (multicast.c process_join).
@@ -320,7 +361,7 @@ impl Stack {
                     mm.state = MemberState::Joining;
                 }
                 if let Some(g) = self.groups.get_mut(&mgid) {
-                    g.w().busy = Some(GroupOp::Join { member: key });
+                    g.w(&mut self.spare).busy = Some(GroupOp::Join { member: key });
                     g.leave_retries = self.cfg.sa_timing.leave_retries;
                 }
                 return;
@@ -340,8 +381,8 @@ impl Stack {
                     r.join_state = JoinState(r.join_state.0 & !leave);
                 }
                 rec.join_state = JoinState(leave);
-                let leavers = g.take_leavers();
-                g.w().busy = Some(GroupOp::Leave { bits: leave, leavers });
+                let leavers = g.take_leavers(&mut self.spare);
+                g.w(&mut self.spare).busy = Some(GroupOp::Leave { bits: leave, leavers });
                 let mad = SaMad::request(
                     Method::Delete,
                     0,
@@ -353,15 +394,21 @@ impl Stack {
                 return;
             }
             // 3. Idle: leaves that needed no Delete are complete; an empty group goes.
-            let leavers = g.take_leavers();
-            g.compact();
+            let leavers = g.take_leavers(&mut self.spare);
+            g.compact(&mut self.spare);
             let empty = g.members.is_empty() && held == 0;
             let addr = g.addr();
-            for id in leavers {
+            for &id in &leavers {
                 self.multicast_event(id, EventKind::MulticastLeft, 0, addr, None, None);
             }
+            self.spare.put_ids(leavers);
             if empty {
-                self.groups.remove(&mgid);
+                if let Some(g) = self.groups.remove(&mgid) {
+                    self.spare.put_members(g.members);
+                    if let Some(w) = g.work {
+                        self.spare.put_work(w);
+                    }
+                }
                 // A hash map never shrinks by itself: after mass leaves give back what a
                 // quarter-full table holds beyond twice its groups (amortised: it takes a
                 // three-quarter drop between two shrinks).
@@ -487,7 +534,7 @@ impl Stack {
                 }
                 if report {
                     if let Some(g) = self.groups.get_mut(&m.mgid) {
-                        g.w().leavers.push(m.id);
+                        g.w(&mut self.spare).leavers.push(m.id);
                     }
                 }
                 return;
@@ -497,7 +544,7 @@ impl Stack {
         self.members.remove(&key);
         if report {
             if let Some(g) = self.groups.get_mut(&m.mgid) {
-                g.w().leavers.push(m.id);
+                g.w(&mut self.spare).leavers.push(m.id);
             }
         }
         self.cancel(&Work::LocalJoinDone(key));
@@ -639,13 +686,14 @@ impl Stack {
         let Some(g) = self.groups.get_mut(&mgid) else { return };
         let Some(GroupOp::Leave { leavers, .. }) = g.take_busy() else { return };
         let addr = g.addr();
-        for id in leavers {
+        for &id in &leavers {
             if status == 0 {
                 self.multicast_event(id, EventKind::MulticastLeft, 0, addr, None, None);
             } else {
                 self.multicast_event_sa(id, EventKind::MulticastError, status, addr, None, None, sa_status);
             }
         }
+        self.spare.put_ids(leavers);
         self.run_group(now, mgid);
     }
 

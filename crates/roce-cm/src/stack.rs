@@ -109,6 +109,8 @@ pub struct Stack {
     pub(crate) members: BTreeMap<MemberKey, Member>,
     pub(crate) sa_results: VecDeque<crate::mcast::SaQueryResult>,
     pub(crate) next_member: u64,
+    /// Emptied group containers kept for reuse.
+    pub(crate) spare: crate::mcast::Spare,
     /// Local users of each IPv4/IPv6 group at IP level (ip_mc_inc_group refcount).
     pub(crate) ip_group_refs: HashMap<IpAddr, u32, FastHash>,
     // QPs
@@ -155,6 +157,7 @@ impl Stack {
             members: BTreeMap::new(),
             sa_results: VecDeque::new(),
             next_member: 1,
+            spare: Default::default(),
             ip_group_refs: HashMap::default(),
             qps: BTreeMap::new(),
             next_qpn: 0x11,
