@@ -2,13 +2,14 @@
 //! kernel's retry timing, responses matched by TID and method [sa_query.c send_mad, recv_handler;
 //! mad.c find_mad_agent, timeout_sends].
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use roce_wire::mad::{MadHeader, Method};
 use roce_wire::sa::SaMad;
 use roce_wire::Gid;
 
 use crate::config::SaTiming;
+use crate::stack::FastHash;
 use crate::Instant;
 
 /// Who started a transaction, so its outcome goes back to the right place.
@@ -35,13 +36,79 @@ pub(crate) struct Txn {
     due: Instant,
 }
 
+/// Transactions by TID, in a slab: a transaction (its MAD is 300 bytes) is written once where
+/// it stays, instead of being moved in and out of tree nodes; TIDs index the slots.
+#[derive(Debug, Default)]
+struct Txns {
+    slots: Vec<Option<Txn>>,
+    free: Vec<u32>,
+    by_tid: HashMap<u64, u32, FastHash>,
+}
+
+impl Txns {
+    fn contains_key(&self, tid: &u64) -> bool {
+        self.by_tid.contains_key(tid)
+    }
+
+    fn len(&self) -> usize {
+        self.by_tid.len()
+    }
+
+    fn insert(&mut self, tid: u64, t: Txn) {
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(t);
+                i
+            }
+            None => {
+                self.slots.push(Some(t));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.by_tid.insert(tid, i);
+    }
+
+    fn get(&self, tid: &u64) -> Option<&Txn> {
+        self.slots[*self.by_tid.get(tid)? as usize].as_ref()
+    }
+
+    fn get_mut(&mut self, tid: &u64) -> Option<&mut Txn> {
+        self.slots[*self.by_tid.get(tid)? as usize].as_mut()
+    }
+
+    fn remove(&mut self, tid: &u64) -> Option<Txn> {
+        let i = self.by_tid.remove(tid)?;
+        let t = self.slots[i as usize].take();
+        self.release(i);
+        t
+    }
+
+    /// Remove a transaction, keeping only what its end needs (the MAD is not moved).
+    fn finish(&mut self, tid: &u64) -> Option<(TxnOwner, Instant, bool)> {
+        let i = self.by_tid.remove(tid)?;
+        let slot = &mut self.slots[i as usize];
+        let out = slot.as_ref().map(|t| (t.owner, t.due, t.queued));
+        *slot = None;
+        self.release(i);
+        out
+    }
+
+    fn release(&mut self, i: u32) {
+        self.free.push(i);
+        // After a burst, give the memory back once every transaction has ended.
+        if self.by_tid.is_empty() && self.slots.capacity() > 1024 {
+            *self = Txns::default();
+        }
+    }
+}
+
 /// The outstanding transactions of one stack.
 #[derive(Debug)]
 pub(crate) struct SaClient {
     tid_hi: u32,
     tid_lo: u32,
     timing: SaTiming,
-    txns: BTreeMap<u64, Txn>,
+    txns: Txns,
     outbox: VecDeque<u64>,
     /// (when the transaction next needs attention, TID): retransmission or deadline.
     timers: BTreeSet<(Instant, u64)>,
@@ -64,7 +131,7 @@ impl SaClient {
             tid_hi: hi,
             tid_lo: seed as u32,
             timing,
-            txns: BTreeMap::new(),
+            txns: Txns::default(),
             outbox: VecDeque::new(),
             timers: BTreeSet::new(),
             sent: 0,
@@ -197,12 +264,12 @@ impl SaClient {
         {
             return None;
         }
-        let t = self.txns.remove(&tid)?;
-        self.timers.remove(&(t.due, tid));
-        if t.queued {
+        let (owner, due, queued) = self.txns.finish(&tid)?;
+        self.timers.remove(&(due, tid));
+        if queued {
             self.outbox.retain(|&x| x != tid);
         }
-        Some(Matched { owner: t.owner })
+        Some(Matched { owner })
     }
 
     /// Outstanding transactions.

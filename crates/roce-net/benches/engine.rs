@@ -9,7 +9,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant as WallInstant};
 
 use criterion::{criterion_group, BatchSize, Criterion, Throughput};
@@ -74,12 +74,65 @@ fn cycle(net: &mut SimNet, a: NodeId, id: CmId, group: IpAddr) {
     assert_eq!(e.kind, EventKind::MulticastLeft);
 }
 
+/// Total time and iterations criterion measured for one bench (warm-up included), so that
+/// the ratio of two benches comes from this very run.
+struct Tally {
+    nanos: AtomicU64,
+    iters: AtomicU64,
+}
+
+impl Tally {
+    const fn new() -> Tally {
+        Tally { nanos: AtomicU64::new(0), iters: AtomicU64::new(0) }
+    }
+
+    /// Time `iters` runs of `f` for criterion, and keep the sum.
+    fn time(&self, iters: u64, mut f: impl FnMut()) -> Duration {
+        let t = WallInstant::now();
+        for _ in 0..iters {
+            f();
+        }
+        let d = t.elapsed();
+        self.nanos.fetch_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.iters.fetch_add(iters, Ordering::Relaxed);
+        d
+    }
+
+    fn mean_ns(&self) -> Option<f64> {
+        let n = self.iters.load(Ordering::Relaxed);
+        (n > 0).then(|| self.nanos.load(Ordering::Relaxed) as f64 / n as f64)
+    }
+}
+
+static CYCLE: Tally = Tally::new();
+static SLICE: Tally = Tally::new();
+
+/// The baseline: etherparse slicing the Ethernet, IPv4 and UDP headers of one 322-byte
+/// RoCEv2 frame (an SA Delete), the cheapest useful work on a frame.
+fn etherparse_baseline(c: &mut Criterion) {
+    let frame = roce_wire::golden::SA_DELETE_MCMEMBER;
+    assert_eq!(frame.len(), 322);
+    let mut g = c.benchmark_group("baseline");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("etherparse_slice_eth_ipv4_udp_322B", |b| {
+        b.iter_custom(|iters| {
+            SLICE.time(iters, || {
+                let s = etherparse::SlicedPacket::from_ethernet(black_box(&frame[..])).unwrap();
+                black_box(&s);
+            })
+        })
+    });
+    g.finish();
+}
+
 fn join_leave(c: &mut Criterion) {
     let (mut n, a, _sa, id) = net(MulticastPaths::SA_ONLY);
     cycle(&mut n, a, id, GROUP); // learn the SA's MAC
     let mut g = c.benchmark_group("engine");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("join_leave_cycle_vs_in_process_sa", |b| b.iter(|| cycle(&mut n, a, id, GROUP)));
+    g.bench_function("join_leave_cycle_vs_in_process_sa", |b| {
+        b.iter_custom(|iters| CYCLE.time(iters, || cycle(&mut n, a, id, GROUP)))
+    });
     g.bench_function("leave_to_delete_frame_ready", |b| {
         let mut buf = vec![0u8; 9000];
         b.iter_batched(
@@ -222,7 +275,7 @@ fn memory_and_scaling() {
     let _ = Duration::ZERO;
 }
 
-criterion_group!(benches, join_leave);
+criterion_group!(benches, etherparse_baseline, join_leave);
 
 fn main() {
     // `ROCE_BENCH_CYCLES=N`: run N join+leave cycles after one warm-up cycle and exit, for an
@@ -243,4 +296,11 @@ fn main() {
     }
     benches();
     criterion::Criterion::default().configure_from_args().final_summary();
+    if let (Some(cycle), Some(slice)) = (CYCLE.mean_ns(), SLICE.mean_ns()) {
+        println!(
+            "join+leave cycle {cycle:.0} ns ({:.0} cycles/s) = {:.1}× the etherparse Eth/IPv4/UDP slicing of a 322-byte frame ({slice:.1} ns), same run (goal ≤ 40×, ≥ 1 M/s)",
+            1e9 / cycle,
+            cycle / slice
+        );
+    }
 }

@@ -68,15 +68,18 @@ impl DupCache {
             slot.reply = *reply;
             return;
         }
-        let slot = Slot { key, request: *request, reply: *reply };
+        // Written in place: a slot is two MADs, too big to build aside and move.
         let i = if self.slots.len() < self.size {
-            self.slots.push(slot);
+            self.slots.push(Slot { key, request: *request, reply: *reply });
             self.slots.len() - 1
         } else {
             let i = self.next;
             self.next = (self.next + 1) % self.size;
-            let old = core::mem::replace(&mut self.slots[i], slot);
-            self.index.remove(&old.key);
+            let slot = &mut self.slots[i];
+            self.index.remove(&slot.key);
+            slot.key = key;
+            slot.request = *request;
+            slot.reply = *reply;
             i
         };
         self.index.insert(key, i as u32);
