@@ -222,21 +222,37 @@ fn raw_receiver(work: Work, batched: bool) -> impl FnOnce() -> Receiver + Send +
         let ok = move |f: &[u8]| {
             f.len() == FRAME_LEN && (work == Work::Count || FramePacket::new_checked(f).is_ok_and(|p| p.icrc_ok()))
         };
+        let fd = s.raw_fd().expect("a socket has a descriptor");
         Box::new(move || {
             if batched {
                 match s.recv_batch(&mut batch) {
+                    Ok(0) => {
+                        wait_readable(fd);
+                        0
+                    }
                     Ok(_) => batch.iter().filter(|f| ok(f)).count() as u64,
                     Err(e) => panic!("receive: {e}"),
                 }
             } else {
                 match s.recv(&mut buf) {
                     Ok(Some(n)) => u64::from(ok(&buf[..n])),
-                    Ok(None) => 0,
+                    Ok(None) => {
+                        wait_readable(fd);
+                        0
+                    }
                     Err(e) => panic!("receive: {e}"),
                 }
             }
         })
     }
+}
+
+/// Block until `fd` is readable or 50 ms pass: receivers sleep instead of spinning, so that
+/// their CPU per frame is their work, and the sender keeps its core on a busy machine.
+fn wait_readable(fd: i32) {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one live pollfd.
+    unsafe { libc::poll(&mut p, 1, 50) };
 }
 
 fn set_bufs(fd: i32) {
@@ -336,6 +352,7 @@ fn udp_receiver(work: Work, batched: bool, frame: Vec<u8>) -> impl FnOnce() -> R
                     libc::recvmmsg(s.as_raw_fd(), hdrs.as_mut_ptr(), BATCH as u32, libc::MSG_DONTWAIT, std::ptr::null_mut())
                 };
                 if r <= 0 {
+                    wait_readable(s.as_raw_fd());
                     return 0;
                 }
                 let mut ok = 0;
@@ -351,7 +368,10 @@ fn udp_receiver(work: Work, batched: bool, frame: Vec<u8>) -> impl FnOnce() -> R
                 let slot = &mut slots[..2048];
                 match s.recv_from(&mut slot[42..]) {
                     Ok((len, from)) => u64::from(verify(slot, len, from)),
-                    Err(_) => 0,
+                    Err(_) => {
+                        wait_readable(s.as_raw_fd());
+                        0
+                    }
                 }
             }
         })
