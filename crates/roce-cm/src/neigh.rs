@@ -135,6 +135,10 @@ impl Stack {
         if self.is_local(&ip) || mac[0] & 1 != 0 {
             return;
         }
+        // Every MAD from a known peer lands here: a lookup, not a rewrite, when nothing changed.
+        if matches!(self.neighbors.get(&ip), Some(Neighbor::Reachable { mac: m }) if *m == mac) {
+            return;
+        }
         let prev = self.neighbors.insert(ip, Neighbor::Reachable { mac });
         if let Some(Neighbor::Incomplete { waiting, resolvers, .. }) = prev {
             self.cancel(&Work::NeighborProbe(ip));
