@@ -43,7 +43,9 @@ impl DupCache {
             size,
             slots: Vec::new(),
             next: 0,
-            index: HashMap::with_capacity_and_hasher(size.min(1 << 16), Default::default()),
+            // Twice the entries: with eviction churning the index, a table at most half full
+            // rehashes in place instead of growing (no allocation in steady state).
+            index: HashMap::with_capacity_and_hasher(2 * size.min(1 << 16), Default::default()),
         }
     }
 
