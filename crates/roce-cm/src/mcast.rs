@@ -189,6 +189,9 @@ impl Group {
 /// cycle allocates nothing in steady state (a few dozen of each, a few KiB in all).
 #[derive(Debug, Default)]
 pub(crate) struct Spare {
+    // Boxed on purpose: a group holds its work as `Option<Box<GroupWork>>` (small idle groups),
+    // and the box itself is what is reused.
+    #[allow(clippy::vec_box)]
     work: Vec<Box<GroupWork>>,
     ids: Vec<Vec<CmId>>,
     members: Vec<Vec<MemberKey>>,

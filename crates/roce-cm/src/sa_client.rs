@@ -260,8 +260,7 @@ impl SaClient {
             Method::Set | Method::Get => Method::Get,
             other => other,
         };
-        if !resp.response || resp.method != expected || resp.attribute_id != t.mad.header.attribute_id
-        {
+        if !resp.response || resp.method != expected || resp.attribute_id != t.mad.header.attribute_id {
             return None;
         }
         let (owner, due, queued) = self.txns.finish(&tid)?;

@@ -98,8 +98,7 @@ fn roce_frame(src_mac: [u8; 6], dst_mac: [u8; 6]) -> Vec<u8> {
     let mad = &SA_DELETE_MCMEMBER[62..318];
     let mut b = bth::Repr::new(Opcode::UdSendOnly, 1, 7);
     b.ack_req = true;
-    let mut r =
-        FrameRepr::new(src_mac, dst_mac, TX_IP.into(), RX_IP.into(), b, ExtHeaders::deth(GSI_QKEY, 1), mad);
+    let mut r = FrameRepr::new(src_mac, dst_mac, TX_IP.into(), RX_IP.into(), b, ExtHeaders::deth(GSI_QKEY, 1), mad);
     r.udp.source_port = rxe_udp_sport(1);
     let mut out = vec![0u8; r.buffer_len()];
     let n = r.emit(&mut out).expect("emit");
@@ -135,7 +134,12 @@ type Receiver = Box<dyn FnMut() -> u64 + Send>;
 
 /// Run a sender (in namespace a, `n` frames; an error is fatal) against a receiver (in
 /// namespace b, until `n` frames or 300 ms without one).
-fn run_pair(nets: &Nets, n: u64, send: impl FnOnce() -> Sender + Send + 'static, recv: impl FnOnce() -> Receiver + Send + 'static) -> Figure {
+fn run_pair(
+    nets: &Nets,
+    n: u64,
+    send: impl FnOnce() -> Sender + Send + 'static,
+    recv: impl FnOnce() -> Receiver + Send + 'static,
+) -> Figure {
     let (a, b) = (nets.0.clone(), nets.1.clone());
     let ready = Arc::new(AtomicBool::new(false));
     let r2 = ready.clone();
@@ -349,7 +353,13 @@ fn udp_receiver(work: Work, batched: bool, frame: Vec<u8>) -> impl FnOnce() -> R
                 // SAFETY: every header points at a live iovec over its own slot, and its own
                 // sockaddr_in.
                 let r = unsafe {
-                    libc::recvmmsg(s.as_raw_fd(), hdrs.as_mut_ptr(), BATCH as u32, libc::MSG_DONTWAIT, std::ptr::null_mut())
+                    libc::recvmmsg(
+                        s.as_raw_fd(),
+                        hdrs.as_mut_ptr(),
+                        BATCH as u32,
+                        libc::MSG_DONTWAIT,
+                        std::ptr::null_mut(),
+                    )
                 };
                 if r <= 0 {
                     wait_readable(s.as_raw_fd());
@@ -425,7 +435,9 @@ fn throughput(nets: &Nets, n: u64) -> f64 {
         line("kernel UDP send_to/recv_from", &udp_1, n);
         let udp_b = run_pair(nets, n, udp_sender(payload.clone(), true), udp_receiver(work, true, frame.clone()));
         line("kernel UDP sendmmsg/recvmmsg (64)", &udp_b, n);
-        for (name, f) in [("raw batched", &raw_b), ("raw frame by frame", &raw_1), ("UDP", &udp_1), ("UDP batched", &udp_b)] {
+        for (name, f) in
+            [("raw batched", &raw_b), ("raw frame by frame", &raw_1), ("UDP", &udp_1), ("UDP batched", &udp_b)]
+        {
             assert!(f.got > 0, "{name}: nothing received");
         }
         println!(
@@ -497,7 +509,8 @@ fn leave_latency(nets: &Nets, rounds: usize) {
         enter(&b);
         let mac = roce_net::raw::interface("v2").unwrap().mac.unwrap();
         let cfg = StackConfig::new(mac, RX_IP, 24);
-        let mut d = Driver::new(RawSocket::open("v2").unwrap(), Stack::new(cfg)).with_sa(SaResponder::new(SaConfig::default()));
+        let mut d =
+            Driver::new(RawSocket::open("v2").unwrap(), Stack::new(cfg)).with_sa(SaResponder::new(SaConfig::default()));
         while !stop2.load(Ordering::SeqCst) {
             let _ = d.turn(Duration::from_millis(10));
         }

@@ -284,7 +284,8 @@ impl SaResponder {
         }
 
         let spare = &mut self.spare_members;
-        let group = self.groups.entry(grp.mgid).or_insert_with(|| Group::with_members(grp, spare.pop().unwrap_or_default()));
+        let group =
+            self.groups.entry(grp.mgid).or_insert_with(|| Group::with_members(grp, spare.pop().unwrap_or_default()));
         if new_mlid.is_some() {
             self.stats.groups_created += 1;
         }

@@ -627,7 +627,12 @@ impl<'a> FrameRepr<'a> {
     /// Length of everything before the payload: Ethernet, VLAN, IP, UDP, BTH and the extension
     /// headers (where [`FrameRepr::emit_around`] expects the payload).
     pub fn header_len(&self) -> usize {
-        ETH_LEN + self.vlan.as_ref().map_or(0, |_| VLAN_LEN) + self.ip.header_len() + UDP_LEN + BTH_LEN + self.ext.buffer_len()
+        ETH_LEN
+            + self.vlan.as_ref().map_or(0, |_| VLAN_LEN)
+            + self.ip.header_len()
+            + UDP_LEN
+            + BTH_LEN
+            + self.ext.buffer_len()
     }
 
     /// Emit the frame around a payload of `payload_len` bytes that the caller already wrote
