@@ -314,6 +314,16 @@ impl Stack {
     /// dropped when resolution fails).
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         self.now = self.now.max(now);
+        // Drivers poll until `None` after every input: answer that cheaply.
+        if self.tx.is_empty() && !self.sa.has_outgoing() {
+            release_burst_capacity(&mut self.tx);
+            return None;
+        }
+        self.transmit_next(now, buf)
+    }
+
+    #[inline(never)]
+    fn transmit_next(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         loop {
             let out = match self.tx.pop_front() {
                 Some(o) => o,
