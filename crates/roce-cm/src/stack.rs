@@ -419,7 +419,14 @@ impl Stack {
             return None;
         }
         self.gsi_psn = (self.gsi_psn + 1) & 0xff_ffff;
-        r.emit_around(buf, MAD_SIZE).ok()
+        match r.emit_around(buf, MAD_SIZE) {
+            Ok(n) => Some(n),
+            Err(_) => {
+                // Unreachable with the length checked above; never lost silently all the same.
+                self.counters.drop(DropReason::TransmitBufferTooSmall);
+                None
+            }
+        }
     }
 
     /// The headers of a UD SEND_ONLY on QP1 (PSN not advanced).
