@@ -98,9 +98,11 @@ impl Tally {
         d
     }
 
+    /// The mean, once there are enough iterations to mean something (not in `cargo test`'s
+    /// single pass, which is unoptimised as well).
     fn mean_ns(&self) -> Option<f64> {
         let n = self.iters.load(Ordering::Relaxed);
-        (n > 0).then(|| self.nanos.load(Ordering::Relaxed) as f64 / n as f64)
+        (n >= 1000).then(|| self.nanos.load(Ordering::Relaxed) as f64 / n as f64)
     }
 }
 
