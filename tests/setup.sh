@@ -2,12 +2,14 @@
 # Installs what the test suite needs on a fresh Debian 12 machine. Idempotent; needs root for apt.
 #   - tshark (Wireshark's dissectors: the oracle for every byte we emit)
 #   - python3-venv and a venv at .venv with scapy (an independent ICRC implementation)
+#   - netsniff-ng's trafgen (the transmit anchor of crates/roce-net/benches/rawsock.rs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+command -v trafgen >/dev/null 2>&1 || need_apt+=(netsniff-ng)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "setup: need root to install: ${need_apt[*]}" >&2

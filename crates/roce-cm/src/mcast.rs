@@ -14,10 +14,10 @@ use std::net::IpAddr;
 
 use roce_wire::igmp::IgmpMessage;
 use roce_wire::l2::{IgmpFrame, MldFrame};
-use roce_wire::mad::{MadStatus, Method};
+use roce_wire::mad::{MadHeader, MadStatus, Method};
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord, Selector};
 use roce_wire::mld::MldMessage;
-use roce_wire::sa::{attr, SaData, SaMad};
+use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_OFFSET};
 use roce_wire::{Gid, MULTICAST_QPN, RDMA_UDP_QKEY};
 
 use crate::config::IgmpVersion;
@@ -150,8 +150,9 @@ impl Group {
         self.mgid.to_ip()
     }
 
-    pub(crate) fn w(&mut self) -> &mut GroupWork {
-        self.work.get_or_insert_with(Default::default)
+    /// The work state, made (from `spare` if it holds one) when there is none.
+    pub(crate) fn w(&mut self, spare: &mut Spare) -> &mut GroupWork {
+        self.work.get_or_insert_with(|| spare.work.pop().unwrap_or_default())
     }
 
     pub(crate) fn is_busy(&self) -> bool {
@@ -166,14 +167,56 @@ impl Group {
         self.work.as_mut().and_then(|w| w.busy.take())
     }
 
-    fn take_leavers(&mut self) -> Vec<CmId> {
-        self.work.as_mut().map(|w| std::mem::take(&mut w.leavers)).unwrap_or_default()
+    /// The ids waiting for the next answer; an empty list from `spare` takes their place.
+    fn take_leavers(&mut self, spare: &mut Spare) -> Vec<CmId> {
+        match self.work.as_mut() {
+            Some(w) => std::mem::replace(&mut w.leavers, spare.ids.pop().unwrap_or_default()),
+            None => Vec::new(),
+        }
     }
 
-    /// Drop the work state when there is none.
-    fn compact(&mut self) {
+    /// Give the work state back to `spare` when there is no work.
+    fn compact(&mut self, spare: &mut Spare) {
         if self.work.as_ref().is_some_and(|w| w.busy.is_none() && w.pending.is_empty() && w.leavers.is_empty()) {
-            self.work = None;
+            if let Some(w) = self.work.take() {
+                spare.put_work(w);
+            }
+        }
+    }
+}
+
+/// Emptied containers kept for reuse, so that a group made and dropped at every join+leave
+/// cycle allocates nothing in steady state (a few dozen of each, a few KiB in all).
+#[derive(Debug, Default)]
+pub(crate) struct Spare {
+    // Boxed on purpose: a group holds its work as `Option<Box<GroupWork>>` (small idle groups),
+    // and the box itself is what is reused.
+    #[allow(clippy::vec_box)]
+    work: Vec<Box<GroupWork>>,
+    ids: Vec<Vec<CmId>>,
+    members: Vec<Vec<MemberKey>>,
+}
+
+impl Spare {
+    const MAX: usize = 32;
+
+    fn put_work(&mut self, w: Box<GroupWork>) {
+        if self.work.len() < Self::MAX && w.pending.capacity() <= 64 && w.leavers.capacity() <= 64 {
+            self.work.push(w);
+        }
+    }
+
+    fn put_ids(&mut self, mut v: Vec<CmId>) {
+        if self.ids.len() < Self::MAX && v.capacity() != 0 && v.capacity() <= 64 {
+            v.clear();
+            self.ids.push(v);
+        }
+    }
+
+    fn put_members(&mut self, mut v: Vec<MemberKey>) {
+        if self.members.len() < Self::MAX && v.capacity() != 0 && v.capacity() <= 64 {
+            v.clear();
+            self.members.push(v);
         }
     }
 }
@@ -237,11 +280,12 @@ impl Stack {
         if let Some(rec) = self.ids.get_mut(&id) {
             rec.members.insert(group, key);
         }
+        let spare = &mut self.spare;
         let g = self.groups.entry(mgid).or_insert_with(|| Group {
             mgid,
             counts: [0; 4],
             rec: None,
-            members: Vec::new(),
+            members: spare.members.pop().unwrap_or_default(),
             leave_retries: 0,
             work: None,
         });
@@ -251,7 +295,7 @@ impl Stack {
         }
         if self.sa_enabled() {
             if let Some(g) = self.groups.get_mut(&mgid) {
-                g.w().pending.push_back(key);
+                g.w(&mut self.spare).pending.push_back(key);
             }
             self.run_group(now, mgid);
         } else {
@@ -295,11 +339,11 @@ impl Stack {
             if let Some(key) = g.pending_front() {
                 let held = g.rec.map_or(0, |r| r.join_state.0);
                 let Some(m) = self.members.get(&key).cloned() else {
-                    self.groups.get_mut(&mgid).map(|g| g.w().pending.pop_front());
+                    self.groups.get_mut(&mgid).map(|g| g.w(&mut self.spare).pending.pop_front());
                     continue;
                 };
                 if let Some(g) = self.groups.get_mut(&mgid) {
-                    g.w().pending.pop_front();
+                    g.w(&mut self.spare).pending.pop_front();
                 }
                 if held & m.join_state.0 == m.join_state.0 && held != 0 {
                     // The SA already holds our bit: satisfied locally (multicast.c process_join).
@@ -320,7 +364,7 @@ impl Stack {
                     mm.state = MemberState::Joining;
                 }
                 if let Some(g) = self.groups.get_mut(&mgid) {
-                    g.w().busy = Some(GroupOp::Join { member: key });
+                    g.w(&mut self.spare).busy = Some(GroupOp::Join { member: key });
                     g.leave_retries = self.cfg.sa_timing.leave_retries;
                 }
                 return;
@@ -340,8 +384,8 @@ impl Stack {
                     r.join_state = JoinState(r.join_state.0 & !leave);
                 }
                 rec.join_state = JoinState(leave);
-                let leavers = g.take_leavers();
-                g.w().busy = Some(GroupOp::Leave { bits: leave, leavers });
+                let leavers = g.take_leavers(&mut self.spare);
+                g.w(&mut self.spare).busy = Some(GroupOp::Leave { bits: leave, leavers });
                 let mad = SaMad::request(
                     Method::Delete,
                     0,
@@ -353,15 +397,21 @@ impl Stack {
                 return;
             }
             // 3. Idle: leaves that needed no Delete are complete; an empty group goes.
-            let leavers = g.take_leavers();
-            g.compact();
+            let leavers = g.take_leavers(&mut self.spare);
+            g.compact(&mut self.spare);
             let empty = g.members.is_empty() && held == 0;
             let addr = g.addr();
-            for id in leavers {
+            for &id in &leavers {
                 self.multicast_event(id, EventKind::MulticastLeft, 0, addr, None, None);
             }
+            self.spare.put_ids(leavers);
             if empty {
-                self.groups.remove(&mgid);
+                if let Some(g) = self.groups.remove(&mgid) {
+                    self.spare.put_members(g.members);
+                    if let Some(w) = g.work {
+                        self.spare.put_work(w);
+                    }
+                }
                 // A hash map never shrinks by itself: after mass leaves give back what a
                 // quarter-full table holds beyond twice its groups (amortised: it takes a
                 // three-quarter drop between two shrinks).
@@ -487,7 +537,7 @@ impl Stack {
                 }
                 if report {
                     if let Some(g) = self.groups.get_mut(&m.mgid) {
-                        g.w().leavers.push(m.id);
+                        g.w(&mut self.spare).leavers.push(m.id);
                     }
                 }
                 return;
@@ -497,7 +547,7 @@ impl Stack {
         self.members.remove(&key);
         if report {
             if let Some(g) = self.groups.get_mut(&m.mgid) {
-                g.w().leavers.push(m.id);
+                g.w(&mut self.spare).leavers.push(m.id);
             }
         }
         self.cancel(&Work::LocalJoinDone(key));
@@ -505,17 +555,20 @@ impl Stack {
     }
 
     /// An SA response arrived on QP1.
-    pub(crate) fn handle_sa_response(&mut self, now: Instant, payload: &[u8]) {
-        let Ok(resp) = SaMad::parse(payload) else {
+    /// The MAD is read in place (`h` is its parsed header, `payload` its 256 bytes): the
+    /// record is decoded only for a join's answer, the owned MAD only for an application's
+    /// query.
+    pub(crate) fn handle_sa_response(&mut self, now: Instant, h: &MadHeader, payload: &[u8]) {
+        if payload.len() < SaMad::LEN {
             self.counters.drop(DropReason::BadMad);
             return;
-        };
-        let Some(matched) = self.sa.handle_response(&resp) else {
+        }
+        let Some(matched) = self.sa.handle_response_header(h) else {
             self.counters.drop(DropReason::UnsolicitedResponse);
             return;
         };
         self.counters.rx_accepted += 1;
-        let status = resp.header.status;
+        let status = h.status;
         match matched.owner {
             TxnOwner::Join(mgid) => {
                 let Some(g) = self.groups.get_mut(&mgid) else { return };
@@ -524,7 +577,10 @@ impl Stack {
                 if status == MadStatus(0) {
                     let bits = m.as_ref().map_or(0, |m| m.join_state.0);
                     let held = g.rec.map_or(0, |r| r.join_state.0);
-                    let mut rec = resp.mc_member().copied().unwrap_or_else(|| g.rec.unwrap_or_default());
+                    let answered = (h.attribute_id == attr::MC_MEMBER_RECORD)
+                        .then(|| McMemberRecord::parse_bytes(&payload[SA_DATA_OFFSET..]).ok())
+                        .flatten();
+                    let mut rec = answered.unwrap_or_else(|| g.rec.unwrap_or_default());
                     rec.join_state = JoinState(held | bits);
                     g.rec = Some(rec);
                     match m.map(|m| m.state) {
@@ -567,9 +623,10 @@ impl Stack {
                     self.leave_failed(now, mgid, Errno::EINVAL, Some(status.0));
                 }
             }
-            TxnOwner::Query(handle) => {
-                self.sa_results.push_back(SaQueryResult { handle, result: Ok(resp) });
-            }
+            TxnOwner::Query(handle) => match SaMad::parse(payload) {
+                Ok(resp) => self.sa_results.push_back(SaQueryResult { handle, result: Ok(resp) }),
+                Err(_) => self.counters.drop(DropReason::BadMad),
+            },
         }
     }
 
@@ -632,13 +689,14 @@ impl Stack {
         let Some(g) = self.groups.get_mut(&mgid) else { return };
         let Some(GroupOp::Leave { leavers, .. }) = g.take_busy() else { return };
         let addr = g.addr();
-        for id in leavers {
+        for &id in &leavers {
             if status == 0 {
                 self.multicast_event(id, EventKind::MulticastLeft, 0, addr, None, None);
             } else {
                 self.multicast_event_sa(id, EventKind::MulticastError, status, addr, None, None, sa_status);
             }
         }
+        self.spare.put_ids(leavers);
         self.run_group(now, mgid);
     }
 
@@ -705,7 +763,7 @@ impl Stack {
                 emit_frame(&MldFrame::new(self.cfg.mac, self.cfg.link_local(), msg))
             }
         };
-        self.tx.push_back(Outgoing::Raw(frame));
+        self.tx.push_back(Outgoing::Raw(frame.into()));
     }
 
     /// Answer a query: a report for every group of that family we hold at IP level.

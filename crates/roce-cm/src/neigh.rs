@@ -127,12 +127,16 @@ impl Stack {
             (IpAddr::V6(t), Some(IpAddr::V6(s))) => emit_frame(&NdiscFrame::solicit(self.cfg.mac, s, t)),
             _ => return,
         };
-        self.tx.push_back(Outgoing::Raw(frame));
+        self.tx.push_back(Outgoing::Raw(frame.into()));
     }
 
     /// Record `ip` at `mac` and release whatever waited for it.
     pub(crate) fn learn_neighbor(&mut self, ip: IpAddr, mac: [u8; 6]) {
         if self.is_local(&ip) || mac[0] & 1 != 0 {
+            return;
+        }
+        // Every MAD from a known peer lands here: a lookup, not a rewrite, when nothing changed.
+        if matches!(self.neighbors.get(&ip), Some(Neighbor::Reachable { mac: m }) if *m == mac) {
             return;
         }
         let prev = self.neighbors.insert(ip, Neighbor::Reachable { mac });
@@ -174,7 +178,7 @@ impl Stack {
                 self.learn_neighbor(IpAddr::V4(spa), sha);
                 if op == ArpOperation::Request {
                     if let Some(rep) = arp::reply_to(r, self.cfg.mac) {
-                        self.tx.push_back(Outgoing::Raw(emit_frame(&ArpFrame::new(rep))));
+                        self.tx.push_back(Outgoing::Raw(emit_frame(&ArpFrame::new(rep)).into()));
                     }
                 }
                 self.counters.rx_accepted += 1;
@@ -192,7 +196,7 @@ impl Stack {
                             self.learn_neighbor(IpAddr::V6(src), *mac);
                         }
                         let na = NdiscFrame::answer(self.cfg.mac, *target_addr, src, f.ethernet.source, dst);
-                        self.tx.push_back(Outgoing::Raw(emit_frame(&na)));
+                        self.tx.push_back(Outgoing::Raw(emit_frame(&na).into()));
                         self.counters.rx_accepted += 1;
                     }
                     NdiscMessage::NeighborAdvert { target_addr, target_lladdr, .. } => {

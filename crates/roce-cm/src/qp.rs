@@ -124,13 +124,14 @@ impl Stack {
         } else {
             None
         };
+        let payload = self.tx_bytes(payload);
         self.tx.push_back(Outgoing::Roce(RocePacket {
             dst,
             dst_mac,
             src_qp: qpn,
             bth: b,
             ext,
-            payload: payload.to_vec(),
+            payload,
             hop_limit: if dest.ah.hop_limit == 0 { 64 } else { dest.ah.hop_limit },
             traffic_class: dest.ah.traffic_class,
         }));

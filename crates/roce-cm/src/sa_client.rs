@@ -2,13 +2,14 @@
 //! kernel's retry timing, responses matched by TID and method [sa_query.c send_mad, recv_handler;
 //! mad.c find_mad_agent, timeout_sends].
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use roce_wire::mad::Method;
+use roce_wire::mad::{MadHeader, Method};
 use roce_wire::sa::SaMad;
 use roce_wire::Gid;
 
 use crate::config::SaTiming;
+use crate::stack::FastHash;
 use crate::Instant;
 
 /// Who started a transaction, so its outcome goes back to the right place.
@@ -35,13 +36,79 @@ pub(crate) struct Txn {
     due: Instant,
 }
 
+/// Transactions by TID, in a slab: a transaction (its MAD is 300 bytes) is written once where
+/// it stays, instead of being moved in and out of tree nodes; TIDs index the slots.
+#[derive(Debug, Default)]
+struct Txns {
+    slots: Vec<Option<Txn>>,
+    free: Vec<u32>,
+    by_tid: HashMap<u64, u32, FastHash>,
+}
+
+impl Txns {
+    fn contains_key(&self, tid: &u64) -> bool {
+        self.by_tid.contains_key(tid)
+    }
+
+    fn len(&self) -> usize {
+        self.by_tid.len()
+    }
+
+    fn insert(&mut self, tid: u64, t: Txn) {
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(t);
+                i
+            }
+            None => {
+                self.slots.push(Some(t));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.by_tid.insert(tid, i);
+    }
+
+    fn get(&self, tid: &u64) -> Option<&Txn> {
+        self.slots[*self.by_tid.get(tid)? as usize].as_ref()
+    }
+
+    fn get_mut(&mut self, tid: &u64) -> Option<&mut Txn> {
+        self.slots[*self.by_tid.get(tid)? as usize].as_mut()
+    }
+
+    fn remove(&mut self, tid: &u64) -> Option<Txn> {
+        let i = self.by_tid.remove(tid)?;
+        let t = self.slots[i as usize].take();
+        self.release(i);
+        t
+    }
+
+    /// Remove a transaction, keeping only what its end needs (the MAD is not moved).
+    fn finish(&mut self, tid: &u64) -> Option<(TxnOwner, Instant, bool)> {
+        let i = self.by_tid.remove(tid)?;
+        let slot = &mut self.slots[i as usize];
+        let out = slot.as_ref().map(|t| (t.owner, t.due, t.queued));
+        *slot = None;
+        self.release(i);
+        out
+    }
+
+    fn release(&mut self, i: u32) {
+        self.free.push(i);
+        // After a burst, give the memory back once every transaction has ended.
+        if self.by_tid.is_empty() && self.slots.capacity() > 1024 {
+            *self = Txns::default();
+        }
+    }
+}
+
 /// The outstanding transactions of one stack.
 #[derive(Debug)]
 pub(crate) struct SaClient {
     tid_hi: u32,
     tid_lo: u32,
     timing: SaTiming,
-    txns: BTreeMap<u64, Txn>,
+    txns: Txns,
     outbox: VecDeque<u64>,
     /// (when the transaction next needs attention, TID): retransmission or deadline.
     timers: BTreeSet<(Instant, u64)>,
@@ -64,7 +131,7 @@ impl SaClient {
             tid_hi: hi,
             tid_lo: seed as u32,
             timing,
-            txns: BTreeMap::new(),
+            txns: Txns::default(),
             outbox: VecDeque::new(),
             timers: BTreeSet::new(),
             sent: 0,
@@ -100,8 +167,29 @@ impl SaClient {
         timers.insert((t.due, tid));
     }
 
+    /// Whether a MAD waits for (re)transmission.
+    pub fn has_outgoing(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
     /// The next MAD to put on the wire, if any.
     pub fn poll_outgoing(&mut self, now: Instant) -> Option<[u8; 256]> {
+        self.next_outgoing(now).map(SaMad::to_bytes)
+    }
+
+    /// The next MAD, written into `mad` (256 bytes: a transmit buffer at the payload's
+    /// offset); false when there is none.
+    pub fn poll_outgoing_into(&mut self, now: Instant, mad: &mut [u8]) -> bool {
+        match self.next_outgoing(now) {
+            Some(m) => {
+                m.emit_bytes(mad);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn next_outgoing(&mut self, now: Instant) -> Option<&SaMad> {
         while let Some(tid) = self.outbox.pop_front() {
             let interval = self.timing.retry_interval();
             let retries = self.timing.retries;
@@ -117,7 +205,7 @@ impl SaClient {
             if t.sends > 1 {
                 self.retransmissions += 1;
             }
-            return Some(t.mad.to_bytes());
+            return self.txns.get(&tid).map(|t| &t.mad);
         }
         None
     }
@@ -159,25 +247,28 @@ impl SaClient {
 
     /// Match a response by TID and method: Set and Get are answered by GetResp, Delete by
     /// DeleteResp, GetTable by GetTableResp. `None` if nothing matches (unsolicited).
+    #[allow(dead_code)] // the owned form of `handle_response_header`, kept for tests and tools
     pub fn handle_response(&mut self, resp: &SaMad) -> Option<Matched> {
-        let tid = resp.header.transaction_id;
+        self.handle_response_header(&resp.header)
+    }
+
+    /// [`SaClient::handle_response`] on the MAD header alone (the MAD parsed in place).
+    pub fn handle_response_header(&mut self, resp: &MadHeader) -> Option<Matched> {
+        let tid = resp.transaction_id;
         let t = self.txns.get(&tid)?;
         let expected = match t.mad.header.method {
             Method::Set | Method::Get => Method::Get,
             other => other,
         };
-        if !resp.header.response
-            || resp.header.method != expected
-            || resp.header.attribute_id != t.mad.header.attribute_id
-        {
+        if !resp.response || resp.method != expected || resp.attribute_id != t.mad.header.attribute_id {
             return None;
         }
-        let t = self.txns.remove(&tid)?;
-        self.timers.remove(&(t.due, tid));
-        if t.queued {
+        let (owner, due, queued) = self.txns.finish(&tid)?;
+        self.timers.remove(&(due, tid));
+        if queued {
             self.outbox.retain(|&x| x != tid);
         }
-        Some(Matched { owner: t.owner })
+        Some(Matched { owner })
     }
 
     /// Outstanding transactions.

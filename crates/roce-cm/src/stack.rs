@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use bytes::{Bytes, BytesMut};
+
 /// The hasher of the engine's hash maps: foldhash, seeded per map at random (keys such as a
 /// neighbour's address come from the network, so a fixed seed would invite collisions), and
 /// several times cheaper than SipHash on the 16-byte MGIDs of the multicast path.
@@ -13,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use roce_wire::bth::{self, Opcode};
 use roce_wire::ext::ExtHeaders;
-use roce_wire::frame::{self, rxe_udp_sport, FrameRepr};
+use roce_wire::frame::{self, rxe_udp_sport, FramePacket, FrameRepr};
 use roce_wire::mad::{MadHeader, MadStatus, Method, MgmtClass};
 use roce_wire::{ContentError, Error as WireError, Gid, GSI_QKEY, MAD_SIZE, MULTICAST_QPN};
 
@@ -50,7 +52,7 @@ pub(crate) enum Work {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Outgoing {
     /// A complete Ethernet frame (ARP, ND, IGMP, MLD).
-    Raw(Vec<u8>),
+    Raw(Bytes),
     /// A RoCEv2 packet still to be framed (its MAC may need resolving).
     Roce(RocePacket),
 }
@@ -63,7 +65,8 @@ pub(crate) struct RocePacket {
     pub src_qp: u32,
     pub bth: bth::Repr,
     pub ext: ExtHeaders,
-    pub payload: Vec<u8>,
+    /// Shared, not copied, on its way to the transmit buffer (see [`Stack::tx_bytes`]).
+    pub payload: Bytes,
     pub hop_limit: u8,
     pub traffic_class: u8,
 }
@@ -106,6 +109,8 @@ pub struct Stack {
     pub(crate) members: BTreeMap<MemberKey, Member>,
     pub(crate) sa_results: VecDeque<crate::mcast::SaQueryResult>,
     pub(crate) next_member: u64,
+    /// Emptied group containers kept for reuse.
+    pub(crate) spare: crate::mcast::Spare,
     /// Local users of each IPv4/IPv6 group at IP level (ip_mc_inc_group refcount).
     pub(crate) ip_group_refs: HashMap<IpAddr, u32, FastHash>,
     // QPs
@@ -116,7 +121,13 @@ pub struct Stack {
     pub(crate) mad_requests: VecDeque<MadRequest>,
     // CM
     pub(crate) conns: BTreeMap<u32, crate::cm::Conn>,
+    /// The buffer queued payloads are cut from ([`Stack::tx_bytes`]).
+    pub(crate) tx_arena: BytesMut,
 }
+
+/// The transmit arena's size: 64 MADs. Frames queued from it share it; once they are gone,
+/// the next payload reuses it from the start.
+const TX_ARENA: usize = 64 * MAD_SIZE;
 
 /// `pkey_match` [rxe]: the low 15 bits equal and not zero, and one of the two a full member.
 pub(crate) fn pkey_match(a: u16, b: u16) -> bool {
@@ -146,6 +157,7 @@ impl Stack {
             members: BTreeMap::new(),
             sa_results: VecDeque::new(),
             next_member: 1,
+            spare: Default::default(),
             ip_group_refs: HashMap::default(),
             qps: BTreeMap::new(),
             next_qpn: 0x11,
@@ -153,6 +165,7 @@ impl Stack {
             mad_agents: Vec::new(),
             mad_requests: VecDeque::new(),
             conns: BTreeMap::new(),
+            tx_arena: BytesMut::new(),
             cfg,
         }
     }
@@ -262,6 +275,17 @@ impl Stack {
         self.events.push_back(ev);
     }
 
+    /// A payload to queue, cut from the transmit arena: once every frame cut from the arena
+    /// has been sent (their `Bytes` dropped), `reserve` takes the same allocation back, so
+    /// the steady state allocates nothing per frame.
+    pub(crate) fn tx_bytes(&mut self, data: &[u8]) -> Bytes {
+        if self.tx_arena.capacity() < data.len() {
+            self.tx_arena.reserve(TX_ARENA.max(data.len()));
+        }
+        self.tx_arena.extend_from_slice(data);
+        self.tx_arena.split().freeze()
+    }
+
     // ----------------------------------------------------------------------------------
     // Outputs
 
@@ -290,6 +314,16 @@ impl Stack {
     /// dropped when resolution fails).
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         self.now = self.now.max(now);
+        // Drivers poll until `None` after every input: answer that cheaply.
+        if self.tx.is_empty() && !self.sa.has_outgoing() {
+            release_burst_capacity(&mut self.tx);
+            return None;
+        }
+        self.transmit_next(now, buf)
+    }
+
+    #[inline(never)]
+    fn transmit_next(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         loop {
             let out = match self.tx.pop_front() {
                 Some(o) => o,
@@ -298,11 +332,18 @@ impl Stack {
                     if self.cfg.sa_transport == crate::config::SaTransport::External {
                         return None; // SA MADs leave through poll_sa_mad
                     }
-                    let mad = self.sa.poll_outgoing(now)?;
-                    match self.cfg.sa {
-                        Some(sa) => Outgoing::Roce(self.gsi_packet(sa, 1, &mad)),
-                        None => continue,
+                    let Some(sa) = self.cfg.sa else {
+                        self.sa.poll_outgoing(now)?;
+                        continue;
+                    };
+                    if let Some(n) = self.emit_sa_mad_in_place(now, sa, buf) {
+                        self.counters.tx_frames += 1;
+                        return Some(n);
                     }
+                    // The SA's MAC is not known yet (or the buffer is too small): the packet
+                    // form, parked for ARP/ND or counted as dropped below.
+                    let mad = self.sa.poll_outgoing(now)?;
+                    Outgoing::Roce(self.gsi_packet(sa, 1, &mad))
                 }
             };
             match out {
@@ -339,8 +380,14 @@ impl Stack {
     }
 
     fn frame_roce(&self, p: &RocePacket, dst_mac: [u8; 6], buf: &mut [u8]) -> Option<usize> {
+        let r = self.roce_repr(p, dst_mac, &p.payload)?;
+        r.emit(buf).ok()
+    }
+
+    /// The frame of a RoCE packet, carrying `payload`.
+    fn roce_repr<'a>(&self, p: &RocePacket, dst_mac: [u8; 6], payload: &'a [u8]) -> Option<FrameRepr<'a>> {
         let src = self.source_for(&p.dst)?;
-        let mut r = FrameRepr::new(self.cfg.mac, dst_mac, src, p.dst, p.bth, p.ext, &p.payload);
+        let mut r = FrameRepr::new(self.cfg.mac, dst_mac, src, p.dst, p.bth, p.ext, payload);
         r.udp.source_port = rxe_udp_sport(p.src_qp);
         match &mut r.ip {
             frame::IpHeader::V4(h) => {
@@ -353,25 +400,58 @@ impl Stack {
                 h.traffic_class = p.traffic_class;
             }
         }
-        r.emit(buf).ok()
+        Some(r)
     }
 
-    /// A UD SEND_ONLY on QP1 carrying a MAD, framed as rxe frames GSI traffic.
-    pub(crate) fn gsi_packet(&mut self, dst: IpAddr, dst_qp: u32, mad: &[u8]) -> RocePacket {
+    /// The next SA request, its MAD written straight into the transmit buffer and the frame
+    /// built around it: no copy of the MAD, no allocation. `None` (nothing consumed) when no
+    /// request waits, the SA's MAC is unknown or `buf` is too small.
+    fn emit_sa_mad_in_place(&mut self, now: Instant, sa: IpAddr, buf: &mut [u8]) -> Option<usize> {
+        if !self.sa.has_outgoing() {
+            return None;
+        }
+        let mac = self.neighbor_mac(&sa)?;
+        let p = self.gsi_header(sa, 1, Bytes::new());
+        let mut r = self.roce_repr(&p, mac, &[])?;
+        r.bth.pad_count = 0; // a MAD is 256 bytes: no pad
+        let at = r.header_len();
+        if r.buffer_len() + MAD_SIZE > buf.len() || !self.sa.poll_outgoing_into(now, &mut buf[at..at + MAD_SIZE]) {
+            return None;
+        }
+        self.gsi_psn = (self.gsi_psn + 1) & 0xff_ffff;
+        match r.emit_around(buf, MAD_SIZE) {
+            Ok(n) => Some(n),
+            Err(_) => {
+                // Unreachable with the length checked above; never lost silently all the same.
+                self.counters.drop(DropReason::TransmitBufferTooSmall);
+                None
+            }
+        }
+    }
+
+    /// The headers of a UD SEND_ONLY on QP1 (PSN not advanced).
+    fn gsi_header(&self, dst: IpAddr, dst_qp: u32, payload: Bytes) -> RocePacket {
         let mut b = bth::Repr::new(Opcode::UdSendOnly, dst_qp, self.gsi_psn);
         b.pkey = self.cfg.pkey;
         b.ack_req = true; // rxe sets AckReq on GSI (QP1 is type GSI, not UD)
-        self.gsi_psn = (self.gsi_psn + 1) & 0xff_ffff;
         RocePacket {
             dst,
             dst_mac: None,
             src_qp: 1,
             bth: b,
             ext: ExtHeaders::deth(GSI_QKEY, 1),
-            payload: mad.to_vec(),
+            payload,
             hop_limit: 64,
             traffic_class: 0,
         }
+    }
+
+    /// A UD SEND_ONLY on QP1 carrying a MAD, framed as rxe frames GSI traffic.
+    pub(crate) fn gsi_packet(&mut self, dst: IpAddr, dst_qp: u32, mad: &[u8]) -> RocePacket {
+        let payload = self.tx_bytes(mad);
+        let p = self.gsi_header(dst, dst_qp, payload);
+        self.gsi_psn = (self.gsi_psn + 1) & 0xff_ffff;
+        p
     }
 
     // ----------------------------------------------------------------------------------
@@ -420,8 +500,10 @@ impl Stack {
             self.counters.drop(DropReason::NotForUs);
             return;
         }
-        match frame::parse(bytes) {
-            Ok(f) => self.handle_roce(now, &f, bytes),
+        // The zero-copy view: every check of `frame::parse`, nothing copied; the owned headers
+        // are built only for the UD QPs that hand a datagram to the application.
+        match FramePacket::new_checked(bytes) {
+            Ok(p) => self.handle_roce(now, &p),
             Err(e) => self.handle_not_roce(now, bytes, e),
         }
     }
@@ -444,20 +526,19 @@ impl Stack {
         self.counters.drop(reason);
     }
 
-    fn handle_roce(&mut self, now: Instant, f: &frame::Frame<'_>, _bytes: &[u8]) {
-        let r = &f.repr;
-        let dst = r.ip.destination();
-        let dst_gid = Gid::from_ip(dst);
-        if !dst_gid.is_multicast() && !self.is_local(&dst) {
+    fn handle_roce(&mut self, now: Instant, p: &FramePacket<'_>) {
+        let dst = p.dst_ip();
+        if !Gid::from_ip(dst).is_multicast() && !self.is_local(&dst) {
             self.counters.drop(DropReason::NotForUs);
             return;
         }
-        if !pkey_match(r.bth.pkey, self.cfg.pkey) {
+        let b = p.bth();
+        if !pkey_match(b.pkey(), self.cfg.pkey) {
             self.counters.drop(DropReason::BadPkey);
             return;
         }
-        let qpn = r.bth.dest_qp;
-        let ud_opcode = matches!(r.bth.opcode, Opcode::UdSendOnly | Opcode::UdSendOnlyWithImmediate);
+        let qpn = b.dest_qp();
+        let ud_opcode = matches!(b.opcode(), Opcode::UdSendOnly | Opcode::UdSendOnlyWithImmediate);
         if qpn == 0 {
             self.counters.drop(DropReason::UnknownQp);
             return;
@@ -472,22 +553,35 @@ impl Stack {
             self.counters.drop(reason);
             return;
         }
-        let Some(deth) = r.ext.deth else {
+        let Some(deth) = p.deth() else {
             self.counters.drop(DropReason::Malformed(roce_wire::Layer::Deth));
             return;
         };
+        let deth = roce_wire::deth::Repr { qkey: deth.qkey(), src_qp: deth.src_qp(), reserved: deth.reserved() };
         if qpn == 1 {
             if deth.qkey != GSI_QKEY {
                 self.counters.drop(DropReason::QkeyViolation);
                 return;
             }
-            let src = r.ip.source();
-            self.learn_neighbor(src, r.ethernet.source);
-            self.handle_mad(now, src, deth.src_qp, r.payload);
-        } else if qpn == MULTICAST_QPN {
-            self.deliver_multicast(f, deth);
+            let src = p.src_ip();
+            let bytes = p.as_bytes();
+            let src_mac = [bytes[6], bytes[7], bytes[8], bytes[9], bytes[10], bytes[11]];
+            self.learn_neighbor(src, src_mac);
+            self.handle_mad(now, src, deth.src_qp, p.payload());
+            return;
+        }
+        // A datagram for the application: the owned form it is delivered in.
+        let f = match p.to_frame() {
+            Ok(f) => f,
+            Err(e) => {
+                self.counters.drop(DropReason::Malformed(e.layer()));
+                return;
+            }
+        };
+        if qpn == MULTICAST_QPN {
+            self.deliver_multicast(&f, deth);
         } else {
-            self.deliver_unicast(f, deth);
+            self.deliver_unicast(&f, deth);
         }
     }
 
@@ -517,7 +611,7 @@ impl Stack {
         }
         if h.response || h.method == Method::TrapRepress {
             if h.mgmt_class == MgmtClass::SubnAdm {
-                self.handle_sa_response(now, payload);
+                self.handle_sa_response(now, &h, payload);
             } else {
                 self.counters.drop(DropReason::UnsolicitedResponse);
             }
@@ -561,7 +655,7 @@ impl Stack {
         self.counters.rx_frames += 1;
         match MadHeader::parse_bytes(mad) {
             Ok(h) if h.mgmt_class == MgmtClass::SubnAdm && h.response && mad.len() >= MAD_SIZE => {
-                self.handle_sa_response(now, &mad[..MAD_SIZE])
+                self.handle_sa_response(now, &h, &mad[..MAD_SIZE])
             }
             Ok(_) => self.counters.drop(DropReason::UnsolicitedResponse),
             Err(_) => self.counters.drop(DropReason::BadMad),

@@ -683,3 +683,30 @@ fn default_sa_timing_sends_six_times_in_three_seconds() {
     assert_eq!(t.retry_interval(), Duration::from_millis(500));
     assert_eq!(t.max_sends(), 6);
 }
+
+#[test]
+fn sa_mads_built_in_place_frame_exactly_as_the_owned_emit() {
+    // The first Set waits for ARP (the packet path, parked); the Delete and the second Set go
+    // out with the SA's MAC known, written straight into the transmit buffer.
+    let mut w = Wire::new(MulticastPaths::SA_ONLY);
+    let id = bound_id(&mut w, PortSpace::Udp);
+    join(&mut w, id, JoinState::FULL_MEMBER);
+    leave(&mut w, id);
+    join(&mut w, id, JoinState::FULL_MEMBER);
+    let sent: Vec<&Vec<u8>> =
+        w.frames.iter().filter(|(s, f)| *s == 0 && f.len() == 322 && f[12..14] == [8, 0]).map(|(_, f)| f).collect();
+    assert_eq!(sent.len(), 3, "Set, Delete, Set");
+    let mut psns = Vec::new();
+    for f in sent {
+        let p = frame::parse(f).expect("strict parse: headers, IPv4 checksum and ICRC right");
+        let mut again = vec![0u8; f.len()];
+        assert_eq!(p.repr.emit(&mut again).unwrap(), f.len());
+        assert_eq!(&again, f);
+        assert_eq!(p.repr.ext.deth.map(|d| (d.qkey, d.src_qp)), Some((roce_wire::GSI_QKEY, 1)));
+        assert!(p.repr.bth.ack_req);
+        psns.push(p.repr.bth.psn);
+    }
+    // One GSI PSN per MAD sent, whichever path built it.
+    assert_eq!(psns, [psns[0], psns[0] + 1, psns[0] + 2]);
+    assert_eq!(sa_trace(&w).iter().map(|t| t.0).collect::<Vec<_>>(), [SET, DEL, SET]);
+}

@@ -9,7 +9,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant as WallInstant};
 
 use criterion::{criterion_group, BatchSize, Criterion, Throughput};
@@ -74,12 +74,122 @@ fn cycle(net: &mut SimNet, a: NodeId, id: CmId, group: IpAddr) {
     assert_eq!(e.kind, EventKind::MulticastLeft);
 }
 
+/// Total time and iterations criterion measured for one bench (warm-up included), so that
+/// the ratio of two benches comes from this very run.
+struct Tally {
+    nanos: AtomicU64,
+    iters: AtomicU64,
+}
+
+impl Tally {
+    const fn new() -> Tally {
+        Tally { nanos: AtomicU64::new(0), iters: AtomicU64::new(0) }
+    }
+
+    /// Time `iters` runs of `f` for criterion, and keep the sum.
+    fn time(&self, iters: u64, mut f: impl FnMut()) -> Duration {
+        let t = WallInstant::now();
+        for _ in 0..iters {
+            f();
+        }
+        let d = t.elapsed();
+        self.nanos.fetch_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.iters.fetch_add(iters, Ordering::Relaxed);
+        d
+    }
+
+    /// The mean, once there are enough iterations to mean something (not in `cargo test`'s
+    /// single pass, which is unoptimised as well).
+    fn mean_ns(&self) -> Option<f64> {
+        let n = self.iters.load(Ordering::Relaxed);
+        (n >= 1000).then(|| self.nanos.load(Ordering::Relaxed) as f64 / n as f64)
+    }
+}
+
+static CYCLE: Tally = Tally::new();
+static DIRECT: Tally = Tally::new();
+
+/// The two engines with the frames carried between them by hand (no simulated segment: no
+/// event queue, no cable model), to separate the engines' cost from the simulator's.
+struct Direct {
+    a: Stack,
+    sa: SaHost,
+    id: CmId,
+    buf: Vec<u8>,
+    frame: Vec<u8>,
+}
+
+impl Direct {
+    fn new() -> Direct {
+        let mut cfg = StackConfig::new([2, 0, 0, 0, 0, 1], A, 16);
+        cfg.sa = Some(IpAddr::V4(SA));
+        cfg.multicast_paths = MulticastPaths::SA_ONLY;
+        let mut a = Stack::new(cfg);
+        let sa = SaHost::new(StackConfig::new([2, 0, 0, 0, 0, 2], SA, 16), SaConfig::default());
+        let id = a.create_id(PortSpace::Udp, QpType::Ud).unwrap();
+        a.bind_addr(id, SocketAddr::new(IpAddr::V4(A), 0)).unwrap();
+        let mut d = Direct { a, sa, id, buf: vec![0; 9000], frame: vec![0; 9000] };
+        d.cycle(); // ARP
+        d
+    }
+
+    fn exchange(&mut self) {
+        use roce_net::Node;
+        loop {
+            let mut moved = false;
+            while let Some(n) = self.a.poll_transmit(Instant::ZERO, &mut self.buf) {
+                self.sa.handle_frame(Instant::ZERO, &self.buf[..n]);
+                moved = true;
+            }
+            while let Some(n) = Node::poll_transmit(&mut self.sa, Instant::ZERO, &mut self.frame) {
+                self.a.handle_frame(Instant::ZERO, &self.frame[..n]);
+                moved = true;
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn cycle(&mut self) {
+        self.a.join_multicast(Instant::ZERO, self.id, GROUP, JoinState::FULL_MEMBER).unwrap();
+        self.exchange();
+        assert_eq!(self.a.poll_event().map(|e| e.kind), Some(EventKind::MulticastJoin));
+        self.a.leave_multicast(Instant::ZERO, self.id, GROUP).unwrap();
+        self.exchange();
+        assert_eq!(self.a.poll_event().map(|e| e.kind), Some(EventKind::MulticastLeft));
+    }
+}
+static SLICE: Tally = Tally::new();
+
+/// The baseline: etherparse slicing the Ethernet, IPv4 and UDP headers of one 322-byte
+/// RoCEv2 frame (an SA Delete), the cheapest useful work on a frame.
+fn etherparse_baseline(c: &mut Criterion) {
+    let frame = roce_wire::golden::SA_DELETE_MCMEMBER;
+    assert_eq!(frame.len(), 322);
+    let mut g = c.benchmark_group("baseline");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("etherparse_slice_eth_ipv4_udp_322B", |b| {
+        b.iter_custom(|iters| {
+            SLICE.time(iters, || {
+                let s = etherparse::SlicedPacket::from_ethernet(black_box(&frame[..])).unwrap();
+                black_box(&s);
+            })
+        })
+    });
+    g.finish();
+}
+
 fn join_leave(c: &mut Criterion) {
     let (mut n, a, _sa, id) = net(MulticastPaths::SA_ONLY);
     cycle(&mut n, a, id, GROUP); // learn the SA's MAC
     let mut g = c.benchmark_group("engine");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("join_leave_cycle_vs_in_process_sa", |b| b.iter(|| cycle(&mut n, a, id, GROUP)));
+    g.bench_function("join_leave_cycle_vs_in_process_sa", |b| {
+        b.iter_custom(|iters| CYCLE.time(iters, || cycle(&mut n, a, id, GROUP)))
+    });
+    let mut d = Direct::new();
+    g.bench_function("join_leave_cycle_engines_only", |b| b.iter_custom(|iters| DIRECT.time(iters, || d.cycle())));
     g.bench_function("leave_to_delete_frame_ready", |b| {
         let mut buf = vec![0u8; 9000];
         b.iter_batched(
@@ -222,9 +332,35 @@ fn memory_and_scaling() {
     let _ = Duration::ZERO;
 }
 
-criterion_group!(benches, join_leave);
+criterion_group!(benches, etherparse_baseline, join_leave);
 
 fn main() {
+    // `ROCE_BENCH_CYCLES=N`: run N join+leave cycles after one warm-up cycle and exit, for an
+    // instruction count under `valgrind --tool=callgrind` (reproducible on a shared machine).
+    // `ROCE_BENCH_SLICES=N`: N etherparse slicings of the 322-byte frame (the baseline's count).
+    if let Some(n) = std::env::var("ROCE_BENCH_SLICES").ok().and_then(|v| v.parse::<u32>().ok()) {
+        let frame = roce_wire::golden::SA_DELETE_MCMEMBER;
+        for _ in 0..n {
+            black_box(etherparse::SlicedPacket::from_ethernet(black_box(&frame[..])).unwrap());
+        }
+        return;
+    }
+    // `ROCE_BENCH_DIRECT=1` with it: the engines only (frames carried by hand).
+    if let Some(n) = std::env::var("ROCE_BENCH_CYCLES").ok().and_then(|v| v.parse::<u32>().ok()) {
+        if std::env::var_os("ROCE_BENCH_DIRECT").is_some() {
+            let mut d = Direct::new();
+            for _ in 0..n {
+                d.cycle();
+            }
+            return;
+        }
+        let (mut net, a, _sa, id) = net(MulticastPaths::SA_ONLY);
+        cycle(&mut net, a, id, GROUP);
+        for _ in 0..n {
+            cycle(&mut net, a, id, GROUP);
+        }
+        return;
+    }
     // The memory and scaling figures come with a real run, not with `--profile-time` (a
     // profiler wants the cycle alone).
     let args: Vec<String> = std::env::args().collect();
@@ -233,4 +369,13 @@ fn main() {
     }
     benches();
     criterion::Criterion::default().configure_from_args().final_summary();
+    for (what, t) in [("on the simulated link", &CYCLE), ("engines only, frames carried by hand", &DIRECT)] {
+        if let (Some(cycle), Some(slice)) = (t.mean_ns(), SLICE.mean_ns()) {
+            println!(
+                "join+leave cycle ({what}) {cycle:.0} ns ({:.0} cycles/s) = {:.1}× the etherparse Eth/IPv4/UDP slicing of a 322-byte frame ({slice:.1} ns), same run (goal ≤ 40×, ≥ 1 M/s)",
+                1e9 / cycle,
+                cycle / slice
+            );
+        }
+    }
 }

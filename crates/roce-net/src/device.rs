@@ -26,6 +26,123 @@ pub trait Device {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         None
     }
+
+    /// Send several frames, in order; returns how many the device took (all of them, or the
+    /// ones before an error that came after at least one was taken). The default sends them
+    /// one by one; [`crate::raw::RawSocket`] hands them to the kernel in one `sendmmsg(2)`.
+    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        for (i, f) in frames.iter().enumerate() {
+            if let Err(e) = self.send(f) {
+                return if i == 0 { Err(e) } else { Ok(i) };
+            }
+        }
+        Ok(frames.len())
+    }
+
+    /// Receive the frames waiting, up to the batch's capacity, without blocking; returns how
+    /// many (0: none waiting). The default receives them one by one; [`crate::raw::RawSocket`]
+    /// takes them from the kernel in one `recvmmsg(2)`. An error after some frames were
+    /// received ends the batch early (it recurs on the next call).
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        batch.clear();
+        for slot in 0..batch.capacity() {
+            match self.recv(batch.slot_mut(slot)) {
+                Ok(Some(n)) => batch.push(slot, n),
+                Ok(None) => break,
+                Err(e) if batch.is_empty() => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(batch.len())
+    }
+}
+
+/// The frames of one [`Device::recv_batch`]: `capacity` slots of `slot_len` bytes in one
+/// buffer, allocated once and reused by every call.
+#[derive(Debug, Clone)]
+pub struct RecvBatch {
+    buf: Vec<u8>,
+    slot_len: usize,
+    /// (slot, length) of each frame received, in order.
+    frames: Vec<(usize, usize)>,
+}
+
+impl RecvBatch {
+    /// The largest batch: 1,024 slots.
+    pub const MAX_SLOTS: usize = 1024;
+
+    /// A batch of `slots` slots (1 to [`RecvBatch::MAX_SLOTS`]) of `slot_len` bytes (1 to
+    /// [`MAX_FRAME_LEN`]; a frame longer than its slot is an error, as for [`Device::recv`]).
+    pub fn new(slots: usize, slot_len: usize) -> io::Result<RecvBatch> {
+        if !(1..=Self::MAX_SLOTS).contains(&slots) || !(1..=MAX_FRAME_LEN).contains(&slot_len) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a receive batch has 1 to {} slots of 1 to {MAX_FRAME_LEN} bytes (asked: {slots} of {slot_len})",
+                    Self::MAX_SLOTS
+                ),
+            ));
+        }
+        Ok(RecvBatch { buf: vec![0; slots * slot_len], slot_len, frames: Vec::with_capacity(slots) })
+    }
+
+    /// Slots in all.
+    pub fn capacity(&self) -> usize {
+        self.buf.len() / self.slot_len
+    }
+
+    /// Bytes per slot.
+    pub fn slot_len(&self) -> usize {
+        self.slot_len
+    }
+
+    /// Frames received.
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Whether no frame was received.
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// The `i`th frame received.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let &(slot, len) = self.frames.get(i)?;
+        Some(&self.buf[slot * self.slot_len..slot * self.slot_len + len])
+    }
+
+    /// The frames received, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.frames.iter().map(|&(slot, len)| &self.buf[slot * self.slot_len..slot * self.slot_len + len])
+    }
+
+    /// Forget the frames (a device does this before filling the batch).
+    pub fn clear(&mut self) {
+        self.frames.clear();
+    }
+
+    /// Slot `slot`'s bytes, for a device to receive into.
+    ///
+    /// # Panics
+    /// If `slot` is not below [`RecvBatch::capacity`].
+    pub fn slot_mut(&mut self, slot: usize) -> &mut [u8] {
+        &mut self.buf[slot * self.slot_len..(slot + 1) * self.slot_len]
+    }
+
+    /// Every slot at once (for a device that receives several frames in one call).
+    pub fn slots_mut(&mut self) -> std::slice::ChunksExactMut<'_, u8> {
+        self.buf.chunks_exact_mut(self.slot_len)
+    }
+
+    /// Record that slot `slot` holds a frame of `len` bytes (the next one in order).
+    ///
+    /// # Panics
+    /// If `slot` is out of range or `len` exceeds the slot.
+    pub fn push(&mut self, slot: usize, len: usize) {
+        assert!(slot < self.capacity() && len <= self.slot_len, "slot {slot}, length {len} out of range");
+        self.frames.push((slot, len));
+    }
 }
 
 /// A receive buffer of this size holds any frame a device of this crate returns.
@@ -44,6 +161,14 @@ impl<D: Device + ?Sized> Device for &mut D {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         (**self).raw_fd()
     }
+
+    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        (**self).send_batch(frames)
+    }
+
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        (**self).recv_batch(batch)
+    }
 }
 
 impl<D: Device + ?Sized> Device for Box<D> {
@@ -58,6 +183,14 @@ impl<D: Device + ?Sized> Device for Box<D> {
     #[cfg(unix)]
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         (**self).raw_fd()
+    }
+
+    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        (**self).send_batch(frames)
+    }
+
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        (**self).recv_batch(batch)
     }
 }
 
@@ -153,6 +286,34 @@ mod tests {
         assert_eq!((a.sent(), a.received(), b.sent(), b.received()), (2, 1, 1, 2));
         #[cfg(unix)]
         assert_eq!(a.raw_fd(), None);
+    }
+
+    #[test]
+    fn batches_send_and_receive_in_order() {
+        let (mut a, mut b) = MemoryDevice::pair();
+        assert_eq!(a.send_batch(&[&[1, 2], &[3], &[4, 5, 6]]).unwrap(), 3);
+        let mut batch = RecvBatch::new(2, 16).unwrap();
+        assert_eq!(b.recv_batch(&mut batch).unwrap(), 2);
+        assert_eq!(batch.iter().collect::<Vec<_>>(), [&[1u8, 2][..], &[3]]);
+        assert_eq!(b.recv_batch(&mut batch).unwrap(), 1);
+        assert_eq!(batch.get(0), Some(&[4u8, 5, 6][..]));
+        assert_eq!(b.recv_batch(&mut batch).unwrap(), 0);
+        assert!(batch.is_empty());
+        // Through a box, as a driver holds a device.
+        let mut boxed: Box<dyn Device> = Box::new(a);
+        assert_eq!(boxed.send_batch(&[&[9]]).unwrap(), 1);
+        assert_eq!(b.recv_batch(&mut batch).unwrap(), 1);
+        // Bounds are errors, not panics.
+        assert!(RecvBatch::new(0, 16).is_err());
+        assert!(RecvBatch::new(RecvBatch::MAX_SLOTS + 1, 16).is_err());
+        assert!(RecvBatch::new(1, MAX_FRAME_LEN + 1).is_err());
+        // A frame longer than a slot: an error when it comes first, as for recv.
+        b.send(&[0; 32]).unwrap();
+        assert_eq!(a_recv_err(&mut boxed, &mut batch), io::ErrorKind::InvalidInput);
+    }
+
+    fn a_recv_err(d: &mut Box<dyn Device>, batch: &mut RecvBatch) -> io::ErrorKind {
+        d.recv_batch(batch).unwrap_err().kind()
     }
 
     #[test]

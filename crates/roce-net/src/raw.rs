@@ -10,7 +10,7 @@ use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::device::Device;
+use crate::device::{Device, RecvBatch};
 
 /// What the stack needs to know about an interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +160,45 @@ impl RawSocket {
     pub fn multicast(&self) -> &BTreeSet<[u8; 6]> {
         &self.memberships
     }
+
+    /// Set the kernel's receive and send buffer sizes (bytes, up to 256 MiB each): beyond
+    /// `net.core.rmem_max`/`wmem_max` with CAP_NET_ADMIN (SO_RCVBUFFORCE), else capped by them.
+    pub fn set_buffer_sizes(&mut self, rcv: usize, snd: usize) -> io::Result<()> {
+        const MAX: usize = 256 << 20;
+        if rcv > MAX || snd > MAX {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("socket buffers are at most {MAX} bytes (asked: receive {rcv}, send {snd})"),
+            ));
+        }
+        for (force, plain, v) in
+            [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, rcv), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, snd)]
+        {
+            let v = v as libc::c_int;
+            // SAFETY: the option value points at a live c_int.
+            let set = |opt| unsafe {
+                libc::setsockopt(
+                    self.fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    &v as *const libc::c_int as *const libc::c_void,
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if set(force) < 0 && set(plain) < 0 {
+                return Err(last_err("setsockopt(SO_RCVBUF/SO_SNDBUF)"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Frames per `sendmmsg`/`recvmmsg` call (the headers live on the stack: no allocation).
+const MMSG: usize = 64;
+
+fn zeroed_mmsghdr() -> libc::mmsghdr {
+    // SAFETY: mmsghdr is plain data (pointers and integers); all zeroes is a valid value.
+    unsafe { std::mem::zeroed() }
 }
 
 impl Device for RawSocket {
@@ -211,5 +250,89 @@ impl Device for RawSocket {
 
     fn raw_fd(&self) -> Option<RawFd> {
         Some(self.fd.as_raw_fd())
+    }
+
+    /// `sendmmsg(2)`, up to 64 frames a call.
+    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        let mut sent = 0;
+        while sent < frames.len() {
+            let chunk = &frames[sent..frames.len().min(sent + MMSG)];
+            let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MMSG];
+            let mut hdrs = [zeroed_mmsghdr(); MMSG];
+            for (i, f) in chunk.iter().enumerate() {
+                iov[i] = libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() };
+                hdrs[i].msg_hdr.msg_iov = &mut iov[i];
+                hdrs[i].msg_hdr.msg_iovlen = 1;
+            }
+            // SAFETY: `hdrs[..chunk.len()]` point at live iovecs, which point at the caller's
+            // frames (only read by the kernel); the socket is bound, so no address is needed.
+            let r = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), hdrs.as_mut_ptr(), chunk.len() as libc::c_uint, 0) };
+            if r < 0 {
+                let e = last_err("sendmmsg");
+                return if sent == 0 { Err(e) } else { Ok(sent) };
+            }
+            sent += r as usize;
+            if (r as usize) < chunk.len() {
+                break; // the kernel took fewer (a full queue): the caller sees how many
+            }
+        }
+        Ok(sent)
+    }
+
+    /// `recvmmsg(2)`, up to 64 frames a call; our own looped-back frames are skipped.
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        batch.clear();
+        let n = batch.capacity().min(MMSG);
+        let slot_len = batch.slot_len();
+        loop {
+            let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MMSG];
+            // SAFETY: sockaddr_ll is plain data.
+            let mut from: [libc::sockaddr_ll; MMSG] = unsafe { std::mem::zeroed() };
+            let mut hdrs = [zeroed_mmsghdr(); MMSG];
+            for (i, slot) in batch.slots_mut().take(n).enumerate() {
+                iov[i] = libc::iovec { iov_base: slot.as_mut_ptr() as *mut libc::c_void, iov_len: slot.len() };
+                hdrs[i].msg_hdr.msg_iov = &mut iov[i];
+                hdrs[i].msg_hdr.msg_iovlen = 1;
+                hdrs[i].msg_hdr.msg_name = &mut from[i] as *mut libc::sockaddr_ll as *mut libc::c_void;
+                hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            }
+            // SAFETY: every header points at a live iovec over its own slot of the batch and at
+            // its own sockaddr_ll, all alive across the call; no timeout.
+            let r = unsafe {
+                libc::recvmmsg(
+                    self.fd.as_raw_fd(),
+                    hdrs.as_mut_ptr(),
+                    n as libc::c_uint,
+                    libc::MSG_TRUNC | libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                return match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
+                    _ => Err(last_err("recvmmsg")),
+                };
+            }
+            let r = r as usize;
+            for i in 0..r {
+                if from[i].sll_pkttype == libc::PACKET_OUTGOING {
+                    continue;
+                }
+                let len = hdrs[i].msg_len as usize;
+                if len > slot_len {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("frame of {len} bytes truncated to {slot_len}"),
+                    ));
+                }
+                batch.push(i, len);
+            }
+            // Only our own frames, and maybe more waiting: look again.
+            if batch.is_empty() && r == n {
+                continue;
+            }
+            return Ok(batch.len());
+        }
     }
 }

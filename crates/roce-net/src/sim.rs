@@ -29,7 +29,8 @@ use std::collections::BinaryHeap;
 use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
-use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
 use std::time::Duration;
 
 use roce_cm::Instant;
@@ -42,6 +43,9 @@ use crate::rng::Rng;
 /// The size of the buffer the simulator hands to [`Node::poll_transmit`] (larger than any MTU,
 /// so that an oversized frame reaches the MTU check and is counted there).
 pub const TX_BUF_LEN: usize = 65_536;
+
+/// The size of the transmit arena frames are cut from (a few dozen MTU-sized frames).
+const ARENA: usize = 1 << 17;
 
 /// The default IP MTU: 4200, what RoCE NICs are configured with to carry a 4096-byte IB MTU
 /// (4096 payload + IPv6 40 + UDP 8 + BTH 12 + RETH 16 + ImmDt 4 + ICRC 4 = 4180 fits).
@@ -204,7 +208,7 @@ pub struct CapturedTx {
     /// The node that transmitted it.
     pub from: NodeId,
     /// The frame's bytes.
-    pub data: Rc<[u8]>,
+    pub data: Bytes,
 }
 
 /// [`SimNet::drive_bounded`] or [`SimNet::run_until`] found the simulation still busy after
@@ -243,7 +247,7 @@ struct Slot {
 
 impl Slot {
     /// A frame crosses this cable at `t`: the copies that come out, with their arrival times.
-    fn cross(&mut self, t: Instant, data: &Rc<[u8]>, out: &mut Vec<(Instant, Rc<[u8]>)>) {
+    fn cross(&mut self, t: Instant, data: &Bytes, out: &mut Vec<(Instant, Bytes)>) {
         let link = &self.link;
         let rng = &mut self.rng;
         if rng.chance(link.loss) {
@@ -268,7 +272,7 @@ impl Slot {
                 let mut bytes = data.to_vec();
                 if corrupt(&mut bytes, link.corrupt_scope, rng).is_some() {
                     self.stats.corrupted += 1;
-                    copy = Rc::from(bytes);
+                    copy = Bytes::from(bytes);
                 } else {
                     self.stats.corrupt_skipped += 1;
                 }
@@ -283,7 +287,7 @@ struct InFlight {
     at: Instant,
     seq: u64,
     to: usize,
-    data: Rc<[u8]>,
+    data: Bytes,
 }
 
 impl PartialEq for InFlight {
@@ -331,7 +335,10 @@ pub struct SimNet {
     capture: Vec<CapturedTx>,
     capturing: bool,
     buf: Vec<u8>,
-    copies: Vec<(Instant, Rc<[u8]>)>,
+    /// Transmitted frames are cut from here (see [`SimNet::flush`]).
+    arena: BytesMut,
+    copies: Vec<(Instant, Bytes)>,
+    ingress: Vec<(Instant, Bytes)>,
     max_burst: usize,
     stall_limit: u64,
 }
@@ -361,7 +368,9 @@ impl SimNet {
             capture: Vec::new(),
             capturing: true,
             buf: vec![0; TX_BUF_LEN],
+            arena: BytesMut::new(),
             copies: Vec::new(),
+            ingress: Vec::new(),
             max_burst: 10_000,
             stall_limit: DEFAULT_STALL_LIMIT,
         }
@@ -540,7 +549,7 @@ impl SimNet {
     /// Send `frame` as if node `from` had transmitted it now (captured, counted and subject
     /// to `from`'s cable like any frame of that node).
     pub fn inject(&mut self, from: NodeId, frame: &[u8]) {
-        self.transmit(from.0, Rc::from(frame));
+        self.transmit(from.0, Bytes::copy_from_slice(frame));
     }
 
     /// Drain every node's transmit queue, then process the next event: advance the clock to
@@ -658,13 +667,19 @@ impl SimNet {
                     "node {id} returned a {len}-byte frame from a {}-byte buffer",
                     self.buf.len()
                 );
-                let data = Rc::from(&self.buf[..len]);
+                // Frames share one arena: once delivered (and not captured), the next `reserve`
+                // takes the allocation back, so steady traffic allocates nothing per frame.
+                if self.arena.capacity() < len {
+                    self.arena.reserve(ARENA.max(len));
+                }
+                self.arena.extend_from_slice(&self.buf[..len]);
+                let data = self.arena.split().freeze();
                 self.transmit(id, data);
             }
         }
     }
 
-    fn transmit(&mut self, from: usize, data: Rc<[u8]>) {
+    fn transmit(&mut self, from: usize, data: Bytes) {
         let now = self.now;
         if self.capturing {
             self.capture.push(CapturedTx { time: now, from: NodeId(from), data: data.clone() });
@@ -687,7 +702,7 @@ impl SimNet {
         let mut egress = std::mem::take(&mut self.copies);
         egress.clear();
         sender.cross(depart, &data, &mut egress);
-        let mut ingress = Vec::new();
+        let mut ingress = std::mem::take(&mut self.ingress);
         for (t1, copy) in &egress {
             for to in 0..self.slots.len() {
                 if to == from {
@@ -708,6 +723,7 @@ impl SimNet {
             }
         }
         self.copies = egress;
+        self.ingress = ingress;
     }
 }
 

@@ -43,7 +43,9 @@ impl DupCache {
             size,
             slots: Vec::new(),
             next: 0,
-            index: HashMap::with_capacity_and_hasher(size.min(1 << 16), Default::default()),
+            // Twice the entries: with eviction churning the index, a table at most half full
+            // rehashes in place instead of growing (no allocation in steady state).
+            index: HashMap::with_capacity_and_hasher(2 * size.min(1 << 16), Default::default()),
         }
     }
 
@@ -68,15 +70,18 @@ impl DupCache {
             slot.reply = *reply;
             return;
         }
-        let slot = Slot { key, request: *request, reply: *reply };
+        // Written in place: a slot is two MADs, too big to build aside and move.
         let i = if self.slots.len() < self.size {
-            self.slots.push(slot);
+            self.slots.push(Slot { key, request: *request, reply: *reply });
             self.slots.len() - 1
         } else {
             let i = self.next;
             self.next = (self.next + 1) % self.size;
-            let old = core::mem::replace(&mut self.slots[i], slot);
-            self.index.remove(&old.key);
+            let slot = &mut self.slots[i];
+            self.index.remove(&slot.key);
+            slot.key = key;
+            slot.request = *request;
+            slot.reply = *reply;
             i
         };
         self.index.insert(key, i as u32);

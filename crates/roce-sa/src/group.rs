@@ -51,8 +51,15 @@ pub struct Group {
 }
 
 impl Group {
-    pub(crate) fn new(rec: McMemberRecord) -> Group {
-        Group { rec, members: Vec::new(), full_members: 0 }
+    /// A group with no member yet, whose member list reuses `members`' allocation.
+    pub(crate) fn with_members(rec: McMemberRecord, mut members: Vec<Member>) -> Group {
+        members.clear();
+        Group { rec, members, full_members: 0 }
+    }
+
+    /// The member list, for reuse.
+    pub(crate) fn into_members(self) -> Vec<Member> {
+        self.members
     }
 
     /// The MGID.

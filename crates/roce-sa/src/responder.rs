@@ -89,6 +89,9 @@ pub struct SaResponder {
     stats: SaStats,
     member_count: usize,
     mgid_counter: u32,
+    /// Member lists of deleted groups, kept for the next new groups (a group made and
+    /// deleted per transaction pair then allocates nothing; a few dozen lists at most).
+    spare_members: Vec<Vec<Member>>,
 }
 
 /// A checked outcome of a transaction: the record to answer with, or the status.
@@ -116,6 +119,7 @@ impl SaResponder {
             stats: SaStats::default(),
             member_count: 0,
             mgid_counter: 0,
+            spare_members: Vec::new(),
             config,
         })
     }
@@ -279,7 +283,9 @@ impl SaResponder {
             return Err(status);
         }
 
-        let group = self.groups.entry(grp.mgid).or_insert_with(|| Group::new(grp));
+        let spare = &mut self.spare_members;
+        let group =
+            self.groups.entry(grp.mgid).or_insert_with(|| Group::with_members(grp, spare.pop().unwrap_or_default()));
         if new_mlid.is_some() {
             self.stats.groups_created += 1;
         }
@@ -493,7 +499,12 @@ impl SaResponder {
             // is free again [`osm_mgrp_cleanup`].
             let mlid = group.mlid();
             let rest = group.members().len();
-            self.groups.remove(&rec.mgid);
+            if let Some(g) = self.groups.remove(&rec.mgid) {
+                let members = g.into_members();
+                if self.spare_members.len() < 32 && members.capacity() <= 16 {
+                    self.spare_members.push(members);
+                }
+            }
             // Give back a mostly empty table after mass deletes (a HashMap never shrinks by
             // itself); amortised, as it takes a three-quarter drop between two shrinks.
             let (len, cap) = (self.groups.len(), self.groups.capacity());

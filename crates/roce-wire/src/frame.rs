@@ -584,7 +584,12 @@ impl<'a> FrameRepr<'a> {
     /// UDP length) so that the Repr equals what `parse` returns for the emitted frame.
     /// Fails if the frame is too long for the IP or UDP length fields.
     pub fn fill(&mut self) -> Result<()> {
-        let udp_len = self.udp_len();
+        self.fill_for(self.payload.len())
+    }
+
+    /// [`FrameRepr::fill`] for a payload of `payload_len` bytes (whatever `self.payload` holds).
+    fn fill_for(&mut self, payload_len: usize) -> Result<()> {
+        let udp_len = UDP_LEN + BTH_LEN + self.ext.buffer_len() + payload_len + self.pad_len() + ICRC_LEN;
         let ip_type = match self.ip {
             IpHeader::V4(_) => EtherType::IPV4,
             IpHeader::V6(_) => EtherType::IPV6,
@@ -616,43 +621,111 @@ impl<'a> FrameRepr<'a> {
     /// checksum and the ICRC are computed (the Repr itself is not changed). Fails with a
     /// length error if `buf` is shorter than [`FrameRepr::buffer_len`].
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
-        let len = self.buffer_len();
+        self.emit_parts(buf, Some(self.payload), self.payload.len())
+    }
+
+    /// Length of everything before the payload: Ethernet, VLAN, IP, UDP, BTH and the extension
+    /// headers (where [`FrameRepr::emit_around`] expects the payload).
+    pub fn header_len(&self) -> usize {
+        ETH_LEN
+            + self.vlan.as_ref().map_or(0, |_| VLAN_LEN)
+            + self.ip.header_len()
+            + UDP_LEN
+            + BTH_LEN
+            + self.ext.buffer_len()
+    }
+
+    /// Emit the frame around a payload of `payload_len` bytes that the caller already wrote
+    /// at `buf[self.header_len()..]` (a MAD built straight into the transmit buffer): the
+    /// headers, the pad and the ICRC are written as [`FrameRepr::emit`] writes them, and
+    /// `self.payload` is not used (PadCnt is taken as held: set it for `payload_len`).
+    /// Returns the frame's length; fails with a length error if `buf` is too short.
+    pub fn emit_around(&self, buf: &mut [u8], payload_len: usize) -> Result<usize> {
+        self.emit_parts(buf, None, payload_len)
+    }
+
+    // The headers are written field by field from the Repr (what etherparse's `to_bytes` would
+    // write after `fill`, without cloning the Repr): this runs for every frame sent.
+    fn emit_parts(&self, buf: &mut [u8], payload: Option<&[u8]>, payload_len: usize) -> Result<usize> {
+        let len = self.header_len() + payload_len + self.pad_len() + ICRC_LEN;
         if buf.len() < len {
             return Err(Error::len(Layer::Ethernet, 0, len, buf.len()));
         }
-        let mut r = self.clone();
-        r.fill()?;
-        let mut at = 0;
-        buf[..ETH_LEN].copy_from_slice(&r.ethernet.to_bytes());
-        at += ETH_LEN;
-        if let Some(v) = &r.vlan {
-            buf[at..at + VLAN_LEN].copy_from_slice(&v.to_bytes());
-            at += VLAN_LEN;
+        let udp_len = UDP_LEN + BTH_LEN + self.ext.buffer_len() + payload_len + self.pad_len() + ICRC_LEN;
+        let too_long = |layer| Error::content(layer, 0, ContentError::FieldOutOfRange { value: udp_len, max: 65535 });
+        let (ip_type, ip_total) = match &self.ip {
+            IpHeader::V4(h) => (EtherType::IPV4, h.header_len() + udp_len),
+            IpHeader::V6(_) => (EtherType::IPV6, udp_len),
+        };
+        if ip_total > 65535 {
+            return Err(too_long(if ip_type == EtherType::IPV4 { Layer::Ipv4 } else { Layer::Ipv6 }));
+        }
+        buf[0..6].copy_from_slice(&self.ethernet.destination);
+        buf[6..12].copy_from_slice(&self.ethernet.source);
+        let mut at = ETH_LEN;
+        match &self.vlan {
+            Some(v) => {
+                buf[12..14].copy_from_slice(&EtherType::VLAN_TAGGED_FRAME.0.to_be_bytes());
+                buf[at..at + VLAN_LEN].copy_from_slice(&v.to_bytes());
+                buf[at + 2..at + 4].copy_from_slice(&ip_type.0.to_be_bytes());
+                at += VLAN_LEN;
+            }
+            None => buf[12..14].copy_from_slice(&ip_type.0.to_be_bytes()),
         }
         let ip_off = at;
-        match &r.ip {
+        match &self.ip {
             IpHeader::V4(h) => {
-                let bytes = h.to_bytes();
-                buf[at..at + bytes.len()].copy_from_slice(&bytes);
-                at += bytes.len();
+                let hlen = h.header_len();
+                let b = &mut buf[at..at + hlen];
+                b[0] = 0x40 | (hlen / 4) as u8;
+                b[1] = (h.dscp.value() << 2) | h.ecn.value();
+                b[2..4].copy_from_slice(&(ip_total as u16).to_be_bytes());
+                b[4..6].copy_from_slice(&h.identification.to_be_bytes());
+                let frag = h.fragment_offset.value().to_be_bytes();
+                let flags = if h.dont_fragment { 0x40 } else { 0 } | if h.more_fragments { 0x20 } else { 0 };
+                b[6] = flags | (frag[0] & 0x1f);
+                b[7] = frag[1];
+                b[8] = h.time_to_live;
+                b[9] = IpNumber::UDP.0;
+                b[12..16].copy_from_slice(&h.source);
+                b[16..20].copy_from_slice(&h.destination);
+                b[IPV4_MIN..].copy_from_slice(h.options.as_slice());
+                let sum = ipv4_checksum(b);
+                b[10..12].copy_from_slice(&sum.to_be_bytes());
+                at += hlen;
             }
             IpHeader::V6(h) => {
-                buf[at..at + IPV6_LEN].copy_from_slice(&h.to_bytes());
+                let b = &mut buf[at..at + IPV6_LEN];
+                let flow = h.flow_label.value();
+                b[0] = 0x60 | (h.traffic_class >> 4);
+                b[1] = (h.traffic_class << 4) | ((flow >> 16) & 0x0f) as u8;
+                b[2..4].copy_from_slice(&(flow as u16).to_be_bytes());
+                b[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+                b[6] = IpNumber::UDP.0;
+                b[7] = h.hop_limit;
+                b[8..24].copy_from_slice(&h.source);
+                b[24..40].copy_from_slice(&h.destination);
                 at += IPV6_LEN;
             }
         }
         let ip_hlen = at - ip_off;
-        buf[at..at + UDP_LEN].copy_from_slice(&r.udp.to_bytes());
+        let u = &mut buf[at..at + UDP_LEN];
+        u[0..2].copy_from_slice(&self.udp.source_port.to_be_bytes());
+        u[2..4].copy_from_slice(&self.udp.destination_port.to_be_bytes());
+        u[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        u[6..8].copy_from_slice(&self.udp.checksum.to_be_bytes());
         at += UDP_LEN;
-        r.bth.emit_bytes(&mut buf[at..at + BTH_LEN]);
+        self.bth.emit_bytes(&mut buf[at..at + BTH_LEN]);
         at += BTH_LEN;
-        at += r.ext.emit(&mut buf[at..]);
-        buf[at..at + r.payload.len()].copy_from_slice(r.payload);
-        at += r.payload.len();
-        let pad = r.pad_len();
-        buf[at..at + pad].copy_from_slice(&r.pad[..pad]);
+        at += self.ext.emit(&mut buf[at..]);
+        if let Some(p) = payload {
+            buf[at..at + p.len()].copy_from_slice(p);
+        }
+        at += payload_len;
+        let pad = self.pad_len();
+        buf[at..at + pad].copy_from_slice(&self.pad[..pad]);
         at += pad;
-        let icrc = icrc::compute(&buf[ip_off..at], r.ip.version(), ip_hlen)?;
+        let icrc = icrc::compute(&buf[ip_off..at], self.ip.version(), ip_hlen)?;
         buf[at..at + ICRC_LEN].copy_from_slice(&icrc::to_wire(icrc));
         Ok(at + ICRC_LEN)
     }
@@ -700,6 +773,21 @@ mod tests {
         assert_eq!(f.repr.bth.psn, 13_571_856);
         let f = parse(&golden::CX4_CNP).unwrap();
         assert_eq!(f.icrc, 0x2A00_FD82);
+    }
+
+    #[test]
+    fn emit_around_a_payload_in_place_equals_emit() {
+        for g in [&golden::SCAPY_UC_SEND_ONLY[..], &golden::CX4_CNP[..], &golden::SA_DELETE_MCMEMBER[..]] {
+            let f = parse(g).unwrap();
+            let mut out = std::vec![0u8; g.len()];
+            let at = f.repr.header_len();
+            assert_eq!(at, f.offsets.payload);
+            out[at..at + f.repr.payload.len()].copy_from_slice(f.repr.payload);
+            let n = f.repr.emit_around(&mut out, f.repr.payload.len()).unwrap();
+            assert_eq!(&out[..n], g);
+            // Too short a buffer is a length error, not a panic.
+            assert!(f.repr.emit_around(&mut out[..n - 1], f.repr.payload.len()).is_err());
+        }
     }
 
     #[test]
