@@ -21,6 +21,7 @@ pub mod id;
 pub mod mcast;
 pub mod neigh;
 pub mod qp;
+pub mod rc;
 mod sa_client;
 pub mod stack;
 pub mod time;
