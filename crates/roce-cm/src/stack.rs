@@ -116,6 +116,8 @@ pub struct Stack {
     pub(crate) mad_requests: VecDeque<MadRequest>,
     // CM
     pub(crate) conns: BTreeMap<u32, crate::cm::Conn>,
+    /// RC QPs, memory regions and their completion queue (owned by rc/).
+    pub(crate) rc: crate::rc::Rc,
 }
 
 /// `pkey_match` [rxe]: the low 15 bits equal and not zero, and one of the two a full member.
@@ -153,6 +155,7 @@ impl Stack {
             mad_agents: Vec::new(),
             mad_requests: VecDeque::new(),
             conns: BTreeMap::new(),
+            rc: crate::rc::Rc::new(splitmix(seed ^ 0x0c0c)),
             cfg,
         }
     }
@@ -279,10 +282,7 @@ impl Stack {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let work = self.work.keys().next().map(|(t, _)| *t);
         let sa = self.sa.poll_timeout();
-        match (work, sa) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [work, sa, self.rc.poll_timeout()].into_iter().flatten().min()
     }
 
     /// The next frame to send, written into `buf`; returns its length. A frame whose
@@ -295,6 +295,10 @@ impl Stack {
                 Some(o) => o,
                 None => {
                     release_burst_capacity(&mut self.tx);
+                    if let Some(p) = self.rc.poll_transmit(now) {
+                        self.tx.push_back(crate::rc::outgoing(p));
+                        continue;
+                    }
                     if self.cfg.sa_transport == crate::config::SaTransport::External {
                         return None; // SA MADs leave through poll_sa_mad
                     }
@@ -383,6 +387,7 @@ impl Stack {
         for (tid, txn) in self.sa.handle_timeout(now) {
             self.sa_transaction_failed(now, tid, txn.owner, None);
         }
+        self.rc.handle_timeout(now);
         while let Some((&(at, seq), _)) = self.work.iter().next() {
             if at > now {
                 break;
@@ -460,6 +465,11 @@ impl Stack {
         let ud_opcode = matches!(r.bth.opcode, Opcode::UdSendOnly | Opcode::UdSendOnlyWithImmediate);
         if qpn == 0 {
             self.counters.drop(DropReason::UnknownQp);
+            return;
+        }
+        if r.bth.opcode.transport() == bth::Transport::Rc && self.rc.has_qp(qpn) {
+            self.counters.rx_accepted += 1;
+            self.rc.handle_packet(now, r.ip.source(), &r.bth, &r.ext, r.payload);
             return;
         }
         if !ud_opcode {

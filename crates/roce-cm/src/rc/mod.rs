@@ -758,6 +758,42 @@ impl Rc {
     }
 }
 
+/// The stack's form of an outgoing RC packet.
+pub(crate) fn outgoing(p: RcPacket) -> crate::stack::Outgoing {
+    crate::stack::Outgoing::Roce(crate::stack::RocePacket {
+        dst: p.dst,
+        dst_mac: p.dst_mac,
+        src_qp: p.src_qp,
+        bth: p.bth,
+        ext: p.ext,
+        payload: p.payload,
+        hop_limit: p.hop_limit,
+        traffic_class: p.traffic_class,
+    })
+}
+
+/// The stack's narrow door to its RC engine.
+impl crate::Stack {
+    /// `ibv_create_qp` of an RC QP: a QP number from the port's space (shared with UD QPs),
+    /// in RESET.
+    pub fn create_rc_qp(&mut self, cap: QpCap) -> Result<u32, Errno> {
+        let qpn = self.next_qpn;
+        self.rc.create_qp(qpn, cap)?;
+        self.next_qpn = (self.next_qpn + 1) & psn::PSN_MASK;
+        Ok(qpn)
+    }
+
+    /// The RC engine (QPs, memory regions, completions).
+    pub fn rc(&self) -> &Rc {
+        &self.rc
+    }
+
+    /// The RC engine, for verbs calls (`post_send`, `post_recv`, `poll_cq`, `reg_mr`, ...).
+    pub fn rc_mut(&mut self) -> &mut Rc {
+        &mut self.rc
+    }
+}
+
 impl RcQp {
     fn new(qpn: u32, attr: QpAttr, cap: QpCap) -> RcQp {
         RcQp {
