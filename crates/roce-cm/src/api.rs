@@ -113,15 +113,16 @@ impl Stack {
         Ok(self.alloc_id(ps, qp_type))
     }
 
-    /// `rdma_create_qp` for a UD id: a QP with the port space's Q_Key (0x01234567), used for
-    /// multicast attach on join and for SIDR accept.
+    /// `rdma_create_qp`: for a UD id a QP with the port space's Q_Key (0x01234567), used for
+    /// multicast attach on join and for SIDR accept; for a connected id an RC QP in INIT
+    /// that connect/accept move to RTS (rc/).
     pub fn create_qp_for_id(&mut self, id: CmId) -> Result<u32, Errno> {
         let r = self.rec(id)?;
-        if r.qp_type != QpType::Ud {
-            return Err(Errno::EOPNOTSUPP);
-        }
         if r.qpn.is_some() {
             return Err(Errno::EINVAL);
+        }
+        if r.qp_type != QpType::Ud {
+            return self.create_rc_qp_for_id(id); // rc/: an RC QP in INIT
         }
         let qpn = self.create_qp(roce_wire::RDMA_UDP_QKEY);
         if let Some(r) = self.ids.get_mut(&id) {

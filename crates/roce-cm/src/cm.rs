@@ -65,6 +65,8 @@ pub(crate) struct Conn {
     /// The peer has sent an MRA for our REQ or REP (MRA_REQ_RCVD / MRA_REP_RCVD): a second
     /// one changes nothing.
     pub mra_received: bool,
+    /// The RC QP's negotiated parameters (rc/).
+    pub qp: crate::rc::CmQp,
 }
 
 /// The service timeout of the MRA we send for a REQ the application has not yet answered
@@ -74,6 +76,9 @@ pub(crate) const MRA_SERVICE_TIMEOUT: u8 = 24;
 /// The packet lifetime the kernel adds to an MRA's service timeout for RoCE: the path's
 /// CMA_IBOE_PACKET_LIFETIME (16) plus one, as cm_init_av_by_path sets av.timeout.
 const ROCE_AV_TIMEOUT: u8 = 17;
+
+/// The local ACK timeout our REQ carries and both QPs use: 4.096 µs × 2^18, about 1 s.
+const REQ_LOCAL_ACK_TIMEOUT: u8 = 18;
 
 /// cm_convert_to_ms: an IBA time exponent (4.096 µs × 2^t) in milliseconds, as the kernel
 /// rounds it (2^(t−8) ms, at least 1 ms).
@@ -169,6 +174,15 @@ impl Stack {
         let comm = self.new_comm_id();
         let hdr = cma_header_for(src, dst);
         let tid = (u64::from(self.random() as u32) << 32) | u64::from(comm);
+        let mut qp = crate::rc::CmQp {
+            local_psn: (self.random() as u32) & 0xff_ffff,
+            path_mtu: self.cfg.mtu,
+            retry_count: param.retry_count & 7,
+            local_ack_timeout: REQ_LOCAL_ACK_TIMEOUT,
+            responder_resources: param.responder_resources,
+            initiator_depth: param.initiator_depth,
+            ..Default::default()
+        };
         let (msg, state) = if rec.qp_type == QpType::Ud {
             let mut m =
                 cm::SidrReqRepr { request_id: comm, partition_key: self.cfg.pkey, service_id, ..Default::default() };
@@ -184,7 +198,7 @@ impl Stack {
                 responder_resources: param.responder_resources,
                 initiator_depth: param.initiator_depth,
                 remote_cm_response_timeout: 20,
-                starting_psn: (self.random() as u32) & 0xff_ffff,
+                starting_psn: qp.local_psn,
                 local_cm_response_timeout: 20,
                 retry_count: param.retry_count & 7,
                 partition_key: self.cfg.pkey,
@@ -198,7 +212,7 @@ impl Stack {
             m.primary_path.local_gid = Gid::from_ip(src.ip());
             m.primary_path.remote_gid = Gid::from_ip(dst.ip());
             m.primary_path.hop_limit = 64;
-            m.primary_path.local_ack_timeout = 18;
+            m.primary_path.local_ack_timeout = REQ_LOCAL_ACK_TIMEOUT;
             hdr.emit_bytes(&mut m.private_data);
             copy_private(&mut m.private_data, cma_hdr::HEADER_LEN, &param.private_data);
             (CmMessage::Req(m), ConnState::ReqSent)
@@ -217,6 +231,10 @@ impl Stack {
             service_id,
             resend_after: self.cfg.cm_response_timeout,
             mra_received: false,
+            qp: {
+                qp.rnr_retry_count = param.rnr_retry_count & 7;
+                qp
+            },
         };
         self.cm_send(dst.ip(), 1, tid, &msg);
         self.conns.insert(comm, conn);
@@ -435,6 +453,14 @@ impl Stack {
                 service_id: r.service_id,
                 resend_after: self.cfg.cm_response_timeout,
                 mra_received: false,
+                qp: crate::rc::CmQp {
+                    remote_psn: r.starting_psn,
+                    path_mtu: r.path_mtu.clamp(1, 5).min(self.cfg.mtu),
+                    retry_count: r.retry_count,
+                    rnr_retry_count: r.rnr_retry_count,
+                    local_ack_timeout: r.primary_path.local_ack_timeout,
+                    ..Default::default()
+                },
             },
         );
         if let Some(rec) = self.ids.get_mut(&child) {
@@ -513,6 +539,7 @@ impl Stack {
                 service_id: r.service_id,
                 resend_after: self.cfg.cm_response_timeout,
                 mra_received: false,
+                qp: crate::rc::CmQp::default(),
             },
         );
         if let Some(rec) = self.ids.get_mut(&child) {
@@ -548,7 +575,15 @@ impl Stack {
         c.remote_comm_id = r.local_comm_id;
         c.remote_qpn = r.local_qpn;
         c.state = ConnState::Established;
+        c.qp.remote_psn = r.starting_psn;
+        c.qp.rnr_retry_count = r.rnr_retry_count;
+        c.qp.initiator_depth = c.qp.initiator_depth.min(r.responder_resources);
         let (id, peer, qp) = (c.id, c.peer, c.peer_gsi_qp);
+        let cmqp = c.qp;
+        // cma_rep_recv: the QP to RTR and RTS before the RTU goes out.
+        if let Some(qpn) = self.rc_qp_of(id) {
+            let _ = self.rc_ready(_now, qpn, peer, r.local_qpn, &cmqp);
+        }
         let rtu =
             cm::RtuRepr { local_comm_id: r.remote_comm_id, remote_comm_id: r.local_comm_id, ..Default::default() };
         self.cm_send(peer, qp, tid, &CmMessage::Rtu(rtu));
@@ -630,6 +665,7 @@ impl Stack {
         // outstanding, goes to TIMEWAIT (the DREP is sent at once here; see spec/cm-states.md).
         if matches!(state, ConnState::Established | ConnState::RepSent | ConnState::DreqSent) {
             self.enter_timewait(now, local_comm);
+            self.rc_flush(now, id); // DREQ flushes the QP
             self.conn_disconnected(id, 0);
         }
         true
@@ -682,10 +718,22 @@ impl Stack {
         let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
         match c.state {
             ConnState::ReqRcvd => {
+                let psn = (self.random() as u32) & 0xff_ffff;
+                let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
+                c.qp.local_psn = psn;
+                c.qp.responder_resources = param.responder_resources;
+                c.qp.initiator_depth = param.initiator_depth;
+                let (cmqp, peer, remote_qpn) = (c.qp, c.peer, c.remote_qpn);
+                // cma_accept_ib: the QP to RTR and RTS before the REP goes out.
+                if let Some(q) = self.rc_qp_of(id) {
+                    self.rc_ready(now, q, peer, remote_qpn, &cmqp)?;
+                }
+                let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
                 let mut rep = cm::RepRepr {
                     local_comm_id: comm,
                     remote_comm_id: c.remote_comm_id,
                     local_qpn: qpn,
+                    starting_psn: psn,
                     responder_resources: param.responder_resources,
                     initiator_depth: param.initiator_depth,
                     rnr_retry_count: param.rnr_retry_count & 7,
@@ -790,7 +838,10 @@ impl Stack {
         if !r.cm_id {
             return Err(Errno::EINVAL);
         }
-        let Some(comm) = r.conn else { return Ok(()) };
+        let conn = r.conn;
+        // rdma_disconnect: cma_modify_qp_err first, whatever the CM state.
+        self.rc_flush(now, id);
+        let Some(comm) = conn else { return Ok(()) };
         let Some(c) = self.conns.get_mut(&comm) else { return Ok(()) };
         if c.state != ConnState::Established {
             return Ok(());

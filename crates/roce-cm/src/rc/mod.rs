@@ -772,8 +772,90 @@ pub(crate) fn outgoing(p: RcPacket) -> crate::stack::Outgoing {
     })
 }
 
+/// What the CM negotiates for an RC QP (the REQ's and REP's fields), kept with the
+/// connection until the QP is moved to RTR and RTS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct CmQp {
+    /// Our starting PSN (REQ or REP we send).
+    pub local_psn: u32,
+    /// The peer's starting PSN (REQ or REP received).
+    pub remote_psn: u32,
+    /// Path MTU code (IBA: 1 = 256 … 5 = 4096).
+    pub path_mtu: u8,
+    /// The REQ's retry count (both sides use it).
+    pub retry_count: u8,
+    /// RNR retry count this side uses (passive: the REQ's; active: the REP's).
+    pub rnr_retry_count: u8,
+    /// Local ACK timeout exponent (the REQ's primary path).
+    pub local_ack_timeout: u8,
+    /// READ/atomic requests this side answers (max_dest_rd_atomic).
+    pub responder_resources: u8,
+    /// READ/atomic requests this side may have outstanding (max_rd_atomic).
+    pub initiator_depth: u8,
+}
+
+/// An IBA MTU code in bytes (1 = 256 … 5 = 4096; anything else 1024).
+pub fn mtu_bytes(code: u8) -> u32 {
+    match code {
+        1..=5 => 128 << code,
+        _ => 1024,
+    }
+}
+
 /// The stack's narrow door to its RC engine.
 impl crate::Stack {
+    /// `rdma_create_qp` for a connected id: an RC QP moved to INIT at once, as
+    /// cma_init_conn_qp does.
+    pub(crate) fn create_rc_qp_for_id(&mut self, id: crate::CmId) -> Result<u32, Errno> {
+        let qpn = self.create_rc_qp(QpCap::default())?;
+        let at = QpAttr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+        self.rc.modify_qp(self.now, qpn, QpState::Init, &at)?;
+        if let Some(r) = self.ids.get_mut(&id) {
+            r.qpn = Some(qpn);
+        }
+        Ok(qpn)
+    }
+
+    /// The RC QP of an id, if it has one.
+    pub(crate) fn rc_qp_of(&self, id: crate::CmId) -> Option<u32> {
+        self.ids.get(&id).and_then(|r| r.qpn).filter(|q| self.rc.has_qp(*q))
+    }
+
+    /// INIT → RTR → RTS with what the CM negotiated (cma_modify_qp_rtr / _rts with
+    /// ib_cm_init_qp_attr's values).
+    pub(crate) fn rc_ready(
+        &mut self,
+        now: Instant,
+        qpn: u32,
+        peer: IpAddr,
+        dest_qpn: u32,
+        p: &CmQp,
+    ) -> Result<(), Errno> {
+        let mut at = QpAttr::new(peer, dest_qpn);
+        at.path_mtu = mtu_bytes(p.path_mtu);
+        at.rq_psn = p.remote_psn;
+        at.sq_psn = p.local_psn;
+        at.timeout = p.local_ack_timeout.min(31);
+        at.retry_cnt = p.retry_count & 7;
+        at.rnr_retry = p.rnr_retry_count & 7;
+        at.max_rd_atomic = p.initiator_depth;
+        at.max_dest_rd_atomic = p.responder_resources;
+        at.pkey = self.cfg.pkey;
+        at.dmac = self.neighbor_mac(&peer);
+        self.rc.modify_qp(now, qpn, QpState::Rtr, &at)?;
+        self.rc.modify_qp(now, qpn, QpState::Rts, &at)
+    }
+
+    /// A disconnect: the QP goes to ERR and everything outstanding is flushed
+    /// (cma_modify_qp_err).
+    pub(crate) fn rc_flush(&mut self, now: Instant, id: crate::CmId) {
+        if let Some(qpn) = self.rc_qp_of(id) {
+            if let Some(at) = self.rc.query_qp(qpn) {
+                let _ = self.rc.modify_qp(now, qpn, QpState::Err, &at);
+            }
+        }
+    }
+
     /// `ibv_create_qp` of an RC QP: a QP number from the port's space (shared with UD QPs),
     /// in RESET.
     pub fn create_rc_qp(&mut self, cap: QpCap) -> Result<u32, Errno> {
