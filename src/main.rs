@@ -196,6 +196,11 @@ enum Command {
         #[command(flatten)]
         port: PortArgs,
     },
+    /// rdma-core's rping over RC QPs: per ping a SEND of the buffer's address, an RDMA READ
+    /// by the server, an RDMA WRITE back, "go ahead" SENDs (librdmacm/examples/rping.c).
+    ///
+    /// Example: roce rping -c -a 198.18.0.2 -I 198.18.0.1 --iface tap0 -C 10 -V -v
+    Rping(roce::rping::RpingArgs),
     /// Run an SA (MCMemberRecord service) on a real interface, answering on QP1 of --ip.
     ///
     /// Example: roce sa-server --iface veth1 --ip 198.18.0.2
@@ -322,6 +327,7 @@ fn main() -> ExitCode {
             };
             ExitCode::from(roce::cm_tools::udaddy(&o) as u8)
         }
+        Command::Rping(a) => roce::rping::run(a),
         Command::Cmatose { server, bind, cm_port, timeout, port } => {
             if port.ibsim.is_some() {
                 eprintln!("roce cmatose: give --iface (no ibsim CM path)");

@@ -865,6 +865,12 @@ impl crate::Stack {
         Ok(qpn)
     }
 
+    /// Set the port MTU (IB MTU code 1 = 256 … 5 = 4096) that connections offer in their
+    /// REQ and accept at most: RDMA-CM's `iboe_get_mtu` of the netdev MTU on Ethernet.
+    pub fn set_port_mtu(&mut self, code: u8) {
+        self.cfg.mtu = code.clamp(1, 5);
+    }
+
     /// The RC engine (QPs, memory regions, completions).
     pub fn rc(&self) -> &Rc {
         &self.rc
