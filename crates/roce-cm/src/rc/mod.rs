@@ -776,9 +776,9 @@ pub(crate) fn outgoing(p: RcPacket) -> crate::stack::Outgoing {
 /// connection until the QP is moved to RTR and RTS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct CmQp {
-    /// Our starting PSN (REQ or REP we send).
+    /// The Starting PSN of the REQ or REP we send: the first PSN our responder expects.
     pub local_psn: u32,
-    /// The peer's starting PSN (REQ or REP received).
+    /// The Starting PSN of the REQ or REP received: the first PSN our requester sends.
     pub remote_psn: u32,
     /// Path MTU code (IBA: 1 = 256 … 5 = 4096).
     pub path_mtu: u8,
@@ -833,8 +833,10 @@ impl crate::Stack {
     ) -> Result<(), Errno> {
         let mut at = QpAttr::new(peer, dest_qpn);
         at.path_mtu = mtu_bytes(p.path_mtu);
-        at.rq_psn = p.remote_psn;
-        at.sq_psn = p.local_psn;
+        // The Starting PSN of a REQ or REP is the one its sender will receive with: the peer
+        // sends from it (cm.c: rq_psn from the message sent, sq_psn from the one received).
+        at.rq_psn = p.local_psn;
+        at.sq_psn = p.remote_psn;
         at.timeout = p.local_ack_timeout.min(31);
         at.retry_cnt = p.retry_count & 7;
         at.rnr_retry = p.rnr_retry_count & 7;
