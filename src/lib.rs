@@ -13,6 +13,7 @@ pub mod demo;
 pub mod exit;
 #[doc(hidden)]
 pub mod fuzz_targets;
+pub mod rc_tools;
 pub mod rping;
 pub mod sa_agent;
 pub mod samples;

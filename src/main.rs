@@ -170,7 +170,7 @@ enum Command {
         port: PortArgs,
     },
     /// Connect, accept and disconnect a connected (TCP port space, RC) id, as rdma-core's
-    /// ucmatose does, WITHOUT data: this stack has no RC data path (no RC QP, no sends).
+    /// ucmatose does, with -C messages of -S bytes each way over the RC QP (SENDs).
     ///
     /// Client (-s SERVER): resolve_addr ▶ resolve_route ▶ connect (REQ) ▶ REP ▶ our RTU:
     /// ESTABLISHED ▶ our DREQ ▶ DREP: DISCONNECTED ▶ TIMEWAIT_EXIT (if the peer's DREQ comes
@@ -193,6 +193,12 @@ enum Command {
         /// Seconds to wait for each step.
         #[arg(long, default_value_t = 20.0)]
         timeout: f64,
+        /// Messages each way over the RC QP (0: the handshake only; ucmatose's default is 10).
+        #[arg(short = 'C', default_value_t = 0)]
+        count: u32,
+        /// Message size in bytes.
+        #[arg(short = 'S', default_value_t = 100)]
+        size: usize,
         #[command(flatten)]
         port: PortArgs,
     },
@@ -328,7 +334,7 @@ fn main() -> ExitCode {
             ExitCode::from(roce::cm_tools::udaddy(&o) as u8)
         }
         Command::Rping(a) => roce::rping::run(a),
-        Command::Cmatose { server, bind, cm_port, timeout, port } => {
+        Command::Cmatose { server, bind, cm_port, timeout, count, size, port } => {
             if port.ibsim.is_some() {
                 eprintln!("roce cmatose: give --iface (no ibsim CM path)");
                 return ExitCode::from(2);
@@ -338,6 +344,8 @@ fn main() -> ExitCode {
                 server,
                 cm_port,
                 timeout: std::time::Duration::from_secs_f64(timeout.max(0.0)),
+                count,
+                size,
             };
             ExitCode::from(roce::cm_tools::cmatose(&o) as u8)
         }

@@ -445,14 +445,8 @@ pub fn run(a: RpingArgs) -> ExitCode {
             return ExitCode::from(exit::ENVIRONMENT);
         }
     };
-    // The path MTU RDMA-CM uses on Ethernet: the largest IB MTU under the netdev's
-    // (iboe_get_mtu), 1024 for the usual 1500.
-    if let Some(mtu) = std::fs::read_to_string(format!("/sys/class/net/{}/mtu", a.iface))
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-    {
-        d.stack.set_port_mtu(iboe_mtu_code(mtu));
-    }
+    // The path MTU RDMA-CM uses on Ethernet (iboe_get_mtu): 1024 for the usual 1500.
+    crate::rc_tools::set_port_mtu_from(&mut d, &a.iface);
     let role = if a.server { "server" } else { "client" };
     let (r, d) = if a.server {
         match server(d, &a) {
