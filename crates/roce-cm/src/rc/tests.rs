@@ -535,6 +535,31 @@ fn state_table_and_posting_rules() {
     assert!(!transition_ok(QpState::Rtr, QpState::Init));
 }
 
+/// spec/rc-qp-states.csv is the transition table; TRANSITIONS and transition_ok hold it
+/// exactly (every pair of states checked both ways).
+#[test]
+fn transition_table_is_the_spec_csv() {
+    let csv = include_str!("../../../../spec/rc-qp-states.csv");
+    let all = [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts, QpState::Sqd, QpState::Sqe, QpState::Err];
+    let by_name = |n: &str| all.iter().copied().find(|s| s.name() == n);
+    let mut want = std::collections::BTreeSet::new();
+    for line in csv.lines().skip(1).filter(|l| !l.is_empty()) {
+        let mut f = line.split(',');
+        let (from, to) = (f.next().unwrap(), f.next().unwrap());
+        let to = by_name(to).unwrap_or_else(|| panic!("{line}"));
+        for s in all {
+            if from == "*" || by_name(from) == Some(s) {
+                want.insert((s, to));
+            }
+        }
+    }
+    for a in all {
+        for b in all {
+            assert_eq!(transition_ok(a, b), want.contains(&(a, b)), "{} -> {}", a.name(), b.name());
+        }
+    }
+}
+
 #[test]
 fn sqd_starts_nothing_new() {
     let mut p = Pair::new(1024, 16);
