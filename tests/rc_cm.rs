@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use roce_cm::rc::{Access, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
-use roce_cm::{CmId, ConnectParam, EventKind, EventParam, PortSpace, QpType, Stack, StackConfig};
+use roce_cm::{CmId, ConnectParam, EventKind, EventParam, Instant, PortSpace, QpType, Stack, StackConfig};
 use roce_net::{LinkConfig, NodeId, SimNet};
 
 const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -210,4 +210,126 @@ fn connected_data_survives_a_lossy_link() {
     let s = p.net.node_mut::<Stack>(p.srv).rc_mut();
     let got: Vec<_> = std::iter::from_fn(|| s.poll_cq()).map(|w| (w.wr_id, w.byte_len)).collect();
     assert_eq!(got, (0..20).map(|i| (i, 100 + i as u32)).collect::<Vec<_>>());
+}
+
+/// The rest of the family (spec/api.md): rdma_init_qp_attr, rdma_notify,
+/// rdma_set_service_type, rdma_read_gids, rdma_restrict_node_type, rdma_reject_msg and
+/// rdma_consumer_reject_data, with the kernel's errnos.
+#[test]
+fn init_qp_attr_notify_service_type_gids_restrict_reject() {
+    use roce_cm::{consumer_reject_data, reject_msg, Errno, InitQpState, QpEvent};
+    let mut net = SimNet::new(9);
+    let mut ca = StackConfig::new([2, 0, 0, 0, 0, 1], A, 24);
+    ca.seed = 9;
+    let mut cb = StackConfig::new([2, 0, 0, 0, 0, 2], B, 24);
+    cb.seed = 10;
+    let link = LinkConfig::with_latency(Duration::from_micros(50));
+    let srv = net.add(Stack::new(ca), link.clone());
+    let cli = net.add(Stack::new(cb), link);
+    let s = net.node_mut::<Stack>(srv);
+    let l = s.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    s.bind_addr(l, SocketAddr::new(IpAddr::V4(A), PORT)).unwrap();
+    s.listen(l, 1).unwrap();
+
+    // rdma_restrict_node_type: bad type EINVAL; RNIC finds no device (ENODEV on a specific
+    // bind); once bound, EALREADY.
+    let c = net.node_mut::<Stack>(cli);
+    let x = c.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    assert_eq!(c.restrict_node_type(x, 9), Err(Errno::EINVAL));
+    c.restrict_node_type(x, 4).unwrap();
+    assert_eq!(c.bind_addr(x, SocketAddr::new(IpAddr::V4(B), 0)), Err(Errno::ENODEV));
+    c.restrict_node_type(x, 1).unwrap();
+    c.bind_addr(x, SocketAddr::new(IpAddr::V4(B), 0)).unwrap();
+    assert_eq!(c.restrict_node_type(x, 0), Err(Errno::EALREADY));
+
+    // rdma_set_service_type before connect; rdma_init_qp_attr without a CM id: INIT only.
+    let cid = c.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    assert_eq!(c.read_gids(cid).unwrap(), (roce_wire::Gid::default(), roce_wire::Gid::default()));
+    let now = Instant::ZERO;
+    c.resolve_addr(now, cid, None, SocketAddr::new(IpAddr::V4(A), PORT), Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(50));
+    let now = net.now();
+    let c = net.node_mut::<Stack>(cli);
+    c.resolve_route(now, cid, Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(10));
+    let c = net.node_mut::<Stack>(cli);
+    let (sg, dg) = c.read_gids(cid).unwrap();
+    assert_eq!((sg.to_ip(), dg.to_ip()), (IpAddr::V4(B), IpAddr::V4(A)));
+    c.set_service_type(cid, 0x68).unwrap();
+    let cq = c.create_qp_for_id(cid).unwrap();
+    assert!(c.init_qp_attr(cid, InitQpState::Init).is_ok());
+    assert_eq!(c.init_qp_attr(cid, InitQpState::Rtr), Err(Errno::EINVAL));
+    assert_eq!(c.notify(cid, QpEvent::CommEst), Err(Errno::EINVAL), "no IB CM id yet");
+    let param = ConnectParam {
+        responder_resources: 2,
+        initiator_depth: 2,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        ..Default::default()
+    };
+    let now = net.now();
+    net.node_mut::<Stack>(cli).connect(now, cid, &param).unwrap();
+    // Our REQ is outstanding: INIT yes, RTR not yet (the peer's QP is unknown).
+    let c = net.node_mut::<Stack>(cli);
+    assert!(c.init_qp_attr(cid, InitQpState::Init).is_ok());
+    assert_eq!(c.init_qp_attr(cid, InitQpState::Rtr), Err(Errno::EINVAL));
+    net.run_for(Duration::from_millis(20));
+    let req = events(&mut net, srv).into_iter().find(|e| e.kind == EventKind::ConnectRequest).unwrap();
+    let sid = req.id;
+    let s = net.node_mut::<Stack>(srv);
+    // A received REQ: RTR and RTS are known before accept.
+    let rtr = s.init_qp_attr(sid, InitQpState::Rtr).unwrap();
+    assert_eq!((rtr.dest_qpn, rtr.traffic_class), (cq, 0x68), "the REQ's path carries the ToS");
+    let sq = s.create_qp_for_id(sid).unwrap();
+    let now = net.now();
+    let s = net.node_mut::<Stack>(srv);
+    s.accept(now, sid, &param).unwrap();
+    // rdma_notify(COMM_EST) before the RTU arrives: ESTABLISHED at once, EISCONN after.
+    s.notify(sid, QpEvent::CommEst).unwrap();
+    assert_eq!(s.notify(sid, QpEvent::CommEst), Err(Errno::EISCONN));
+    assert_eq!(s.notify(sid, QpEvent::Other), Err(Errno::EINVAL));
+    s.notify(sid, QpEvent::PathMig).unwrap();
+    net.run_for(Duration::from_millis(20));
+    let est: Vec<_> = events(&mut net, srv).into_iter().filter(|e| e.kind == EventKind::Established).collect();
+    assert_eq!(est.len(), 1, "one ESTABLISHED: the RTU that followed changed nothing");
+    // RTR/RTS attributes equal what the QPs were given.
+    for (n, id, q) in [(srv, sid, sq), (cli, cid, cq)] {
+        let st = net.node::<Stack>(n);
+        let rtr = st.init_qp_attr(id, InitQpState::Rtr).unwrap();
+        let rts = st.init_qp_attr(id, InitQpState::Rts).unwrap();
+        let qa = st.rc().query_qp(q).unwrap();
+        assert_eq!(
+            (rtr.rq_psn, rtr.dest_qpn, rtr.path_mtu, rtr.max_dest_rd_atomic),
+            (qa.rq_psn, qa.dest_qpn, qa.path_mtu, 2)
+        );
+        assert_eq!((rts.sq_psn, rts.retry_cnt, rts.rnr_retry, rts.max_rd_atomic), (qa.sq_psn, 7, 7, 2));
+        assert_eq!(qa.traffic_class, 0x68);
+    }
+    let now = net.now();
+    net.node_mut::<Stack>(cli).disconnect(now, cid).unwrap();
+    assert_eq!(net.node::<Stack>(cli).init_qp_attr(cid, InitQpState::Rts), Err(Errno::EINVAL));
+
+    // rdma_reject_msg and rdma_consumer_reject_data on a consumer-defined REJ.
+    assert_eq!(reject_msg(28), "consumer defined");
+    assert_eq!(reject_msg(8), "invalid service ID");
+    assert_eq!(reject_msg(34), "unrecognized reason");
+    assert_eq!(reject_msg(-1), "unrecognized reason");
+    let now = net.now();
+    let c = net.node_mut::<Stack>(cli);
+    let rid = c.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    c.resolve_addr(now, rid, None, SocketAddr::new(IpAddr::V4(A), PORT), Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(20));
+    let now = net.now();
+    net.node_mut::<Stack>(cli).resolve_route(now, rid, Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(10));
+    let now = net.now();
+    net.node_mut::<Stack>(cli).connect(now, rid, &ConnectParam::default()).unwrap();
+    net.run_for(Duration::from_millis(20));
+    let req = events(&mut net, srv).into_iter().find(|e| e.kind == EventKind::ConnectRequest).unwrap();
+    net.node_mut::<Stack>(srv).reject(req.id, b"go away").unwrap();
+    net.run_for(Duration::from_millis(20));
+    let rej = events(&mut net, cli).into_iter().find(|e| e.kind == EventKind::Rejected).unwrap();
+    assert_eq!(rej.status, 28);
+    assert_eq!(&consumer_reject_data(&rej).unwrap()[..7], b"go away");
+    assert_eq!(reject_msg(rej.status), "consumer defined");
 }

@@ -45,6 +45,10 @@ pub struct IdRecord {
     pub(crate) cm_id: bool,
     /// The listener a child id came from.
     pub listen_parent: Option<CmId>,
+    /// `rdma_set_service_type`: the ToS (RoCE traffic class) of the id's connection.
+    pub tos: Option<u8>,
+    /// `rdma_restrict_node_type`: 0 unspecified, 1 IB CA, 4 RNIC.
+    pub(crate) restricted_node_type: u8,
 }
 
 impl Stack {
@@ -69,6 +73,8 @@ impl Stack {
                 conn: None,
                 cm_id: false,
                 listen_parent: None,
+                tos: None,
+                restricted_node_type: 0,
             },
         );
         id
@@ -151,6 +157,9 @@ impl Stack {
         }
         if !addr.ip().is_unspecified() && !self.is_local(&addr.ip()) {
             return Err(Errno::EADDRNOTAVAIL);
+        }
+        if !addr.ip().is_unspecified() && !crate::cm::node_type_allowed(r.restricted_node_type) {
+            return Err(Errno::ENODEV); // cma_acquire_dev_by_src_ip skips our IB CA
         }
         let ps = r.ps;
         let reuse = r.reuseaddr;

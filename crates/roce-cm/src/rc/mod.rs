@@ -792,6 +792,8 @@ pub(crate) struct CmQp {
     pub responder_resources: u8,
     /// READ/atomic requests this side may have outstanding (max_rd_atomic).
     pub initiator_depth: u8,
+    /// Traffic class of the path (the id's ToS, or the REQ's path on the passive side).
+    pub traffic_class: u8,
 }
 
 /// An IBA MTU code in bytes (1 = 256 … 5 = 4096; anything else 1024).
@@ -808,7 +810,9 @@ impl crate::Stack {
     /// cma_init_conn_qp does.
     pub(crate) fn create_rc_qp_for_id(&mut self, id: crate::CmId) -> Result<u32, Errno> {
         let qpn = self.create_rc_qp(QpCap::default())?;
-        let at = QpAttr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+        // cma_ib_init_qp_attr without a CM id: no remote access until the CM grants it.
+        let mut at = QpAttr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+        at.access = Access::LOCAL_WRITE;
         self.rc.modify_qp(self.now, qpn, QpState::Init, &at)?;
         if let Some(r) = self.ids.get_mut(&id) {
             r.qpn = Some(qpn);
@@ -821,16 +825,9 @@ impl crate::Stack {
         self.ids.get(&id).and_then(|r| r.qpn).filter(|q| self.rc.has_qp(*q))
     }
 
-    /// INIT → RTR → RTS with what the CM negotiated (cma_modify_qp_rtr / _rts with
-    /// ib_cm_init_qp_attr's values).
-    pub(crate) fn rc_ready(
-        &mut self,
-        now: Instant,
-        qpn: u32,
-        peer: IpAddr,
-        dest_qpn: u32,
-        p: &CmQp,
-    ) -> Result<(), Errno> {
+    /// The attributes the CM negotiated for an RC QP (ib_cm_init_qp_attr's values; rq_psn
+    /// from our own message as cma.c sets it from `seq_num`).
+    pub(crate) fn cm_qp_attr(&self, peer: IpAddr, dest_qpn: u32, p: &CmQp) -> QpAttr {
         let mut at = QpAttr::new(peer, dest_qpn);
         at.path_mtu = mtu_bytes(p.path_mtu);
         // The Starting PSN of a REQ or REP is the one its sender will receive with: the peer
@@ -842,8 +839,29 @@ impl crate::Stack {
         at.rnr_retry = p.rnr_retry_count & 7;
         at.max_rd_atomic = p.initiator_depth;
         at.max_dest_rd_atomic = p.responder_resources;
+        // cm_init_qp_init_attr: REMOTE_WRITE, and READ/ATOMIC when we answer any.
+        at.access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
+        if p.responder_resources > 0 {
+            at.access = at.access.union(Access::REMOTE_READ).union(Access::REMOTE_ATOMIC);
+        }
         at.pkey = self.cfg.pkey;
         at.dmac = self.neighbor_mac(&peer);
+        at.traffic_class = p.traffic_class;
+        at
+    }
+
+    /// INIT → INIT (access flags) → RTR → RTS with what the CM negotiated (cma_modify_qp_rtr /
+    /// _rts).
+    pub(crate) fn rc_ready(
+        &mut self,
+        now: Instant,
+        qpn: u32,
+        peer: IpAddr,
+        dest_qpn: u32,
+        p: &CmQp,
+    ) -> Result<(), Errno> {
+        let at = self.cm_qp_attr(peer, dest_qpn, p);
+        self.rc.modify_qp(now, qpn, QpState::Init, &at)?;
         self.rc.modify_qp(now, qpn, QpState::Rtr, &at)?;
         self.rc.modify_qp(now, qpn, QpState::Rts, &at)
     }
