@@ -109,8 +109,8 @@ struct Bufs {
     start: Option<MrInfo>,
 }
 
-struct Ctx {
-    d: Driver<CliDevice>,
+struct Ctx<'a> {
+    d: &'a mut Driver<CliDevice>,
     id: CmId,
     qpn: u32,
     bufs: Bufs,
@@ -129,7 +129,7 @@ fn sge(m: &MrInfo, len: usize) -> Vec<Sge> {
     vec![Sge { addr: m.addr, length: len as u32, lkey: m.lkey }]
 }
 
-impl Ctx {
+impl Ctx<'_> {
     fn say(&self, s: &str) {
         if !self.quiet {
             println!("{s}");
@@ -286,16 +286,12 @@ fn param() -> ConnectParam {
     }
 }
 
-fn client(d: Driver<CliDevice>, a: &RpingArgs, src: IpAddr) -> Result<Ctx, (Option<Driver<CliDevice>>, String)> {
-    let mut d = d;
+fn client<'a>(d: &'a mut Driver<CliDevice>, a: &RpingArgs, src: IpAddr) -> Result<Ctx<'a>, String> {
     let timeout = Duration::from_secs_f64(a.timeout);
-    let id = match d.stack.create_id(PortSpace::Tcp, QpType::Rc) {
-        Ok(id) => id,
-        Err(e) => return Err((Some(d), format!("rdma_create_id: {e}"))),
-    };
+    let id = d.stack.create_id(PortSpace::Tcp, QpType::Rc).map_err(|e| format!("rdma_create_id: {e}"))?;
     let dst = SocketAddr::new(a.addr, a.port);
-    let now = d.now();
     let step = |d: &mut Driver<CliDevice>| -> Result<(u32, Bufs), String> {
+        let now = d.now();
         d.stack
             .resolve_addr(now, id, Some(SocketAddr::new(src, 0)), dst, Duration::from_millis(2000))
             .map_err(|e| format!("rdma_resolve_addr: {e}"))?;
@@ -309,12 +305,12 @@ fn client(d: Driver<CliDevice>, a: &RpingArgs, src: IpAddr) -> Result<Ctx, (Opti
         wait_cm(d, id, EventKind::Established, timeout)?;
         Ok((qpn, bufs))
     };
-    match step(&mut d) {
+    match step(d) {
         Ok((qpn, bufs)) => Ok(Ctx { d, id, qpn, bufs, size: a.size, timeout, quiet: a.quiet }),
         Err(e) => {
             let now = d.now();
             let _ = d.stack.destroy_id(now, id);
-            Err((Some(d), e))
+            Err(e)
         }
     }
 }
@@ -344,13 +340,9 @@ fn client_pings(c: &mut Ctx, a: &RpingArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn server(d: Driver<CliDevice>, a: &RpingArgs) -> Result<(Ctx, CmId), (Option<Driver<CliDevice>>, String)> {
-    let mut d = d;
+fn server<'a>(d: &'a mut Driver<CliDevice>, a: &RpingArgs) -> Result<(Ctx<'a>, CmId), String> {
     let timeout = Duration::from_secs_f64(a.timeout);
-    let listen = match d.stack.create_id(PortSpace::Tcp, QpType::Rc) {
-        Ok(id) => id,
-        Err(e) => return Err((Some(d), format!("rdma_create_id: {e}"))),
-    };
+    let listen = d.stack.create_id(PortSpace::Tcp, QpType::Rc).map_err(|e| format!("rdma_create_id: {e}"))?;
     let step = |d: &mut Driver<CliDevice>| -> Result<(CmId, u32, Bufs), String> {
         let addr = SocketAddr::new(a.addr, a.port);
         d.stack.bind_addr(listen, addr).map_err(|e| format!("rdma_bind_addr {addr}: {e}"))?;
@@ -373,12 +365,12 @@ fn server(d: Driver<CliDevice>, a: &RpingArgs) -> Result<(Ctx, CmId), (Option<Dr
         wait_cm(d, child, EventKind::Established, timeout)?;
         Ok((child, qpn, bufs))
     };
-    match step(&mut d) {
+    match step(d) {
         Ok((child, qpn, bufs)) => Ok((Ctx { d, id: child, qpn, bufs, size: a.size, timeout, quiet: a.quiet }, listen)),
         Err(e) => {
             let now = d.now();
             let _ = d.stack.destroy_id(now, listen);
-            Err((Some(d), e))
+            Err(e)
         }
     }
 }
@@ -448,8 +440,8 @@ pub fn run(a: RpingArgs) -> ExitCode {
     // The path MTU RDMA-CM uses on Ethernet (iboe_get_mtu): 1024 for the usual 1500.
     crate::rc_tools::set_port_mtu_from(&mut d, &a.iface);
     let role = if a.server { "server" } else { "client" };
-    let (r, d) = if a.server {
-        match server(d, &a) {
+    let r = if a.server {
+        match server(&mut d, &a) {
             Ok((mut c, listen)) => {
                 let r = server_pings(&mut c, &a);
                 let now = c.d.now();
@@ -458,34 +450,31 @@ pub fn run(a: RpingArgs) -> ExitCode {
                 let now = c.d.now();
                 let _ = c.d.stack.destroy_id(now, c.id);
                 let _ = c.d.stack.destroy_id(now, listen);
-                (r, Some(c.d))
+                r
             }
-            Err((d, e)) => (Err(e), d),
+            Err(e) => Err(e),
         }
     } else {
-        match client(d, &a, local) {
+        match client(&mut d, &a, local) {
             Ok(mut c) => {
                 let r = client_pings(&mut c, &a);
                 c.say("rping: disconnecting");
                 let now = c.d.now();
                 let _ = c.d.stack.disconnect(now, c.id);
-                let w = wait_cm(&mut c.d, c.id, EventKind::Disconnected, c.timeout);
-                if w.is_ok() {
+                if wait_cm(c.d, c.id, EventKind::Disconnected, c.timeout).is_ok() {
                     eprintln!("client DISCONNECT EVENT...");
                 }
                 let now = c.d.now();
                 let _ = c.d.stack.destroy_id(now, c.id);
                 let _ = c.d.run_for(Duration::from_millis(50));
-                (r, Some(c.d))
+                r
             }
-            Err((d, e)) => (Err(e), d),
+            Err(e) => Err(e),
         }
     };
-    if let Some(d) = &d {
-        if a.debug {
-            print_counters(d.stack.counters(), true);
-            println!("{:?}", d.stack.rc().counters());
-        }
+    if a.debug {
+        print_counters(d.stack.counters(), true);
+        println!("{:?}", d.stack.rc().counters());
     }
     match r {
         Ok(()) => {
