@@ -85,7 +85,7 @@ impl RcQp {
                     }
                     1 => self.rnr_nak(ctx, p, s & 0x1f),
                     3 => self.nak(ctx, p, s & 0x1f),
-                    _ => ctx.c.dropped += 1, // reserved syndrome
+                    _ => ctx.c.drop_bad_syndrome += 1, // reserved syndrome
                 }
             }
             Opcode::RcAtomicAcknowledge => {
@@ -113,7 +113,7 @@ impl RcQp {
             | Opcode::RcRdmaReadResponseMiddle
             | Opcode::RcRdmaReadResponseLast
             | Opcode::RcRdmaReadResponseOnly => self.read_response(ctx, b, syndrome, payload),
-            _ => ctx.c.dropped += 1,
+            _ => ctx.c.duplicate_response += 1,
         }
     }
 

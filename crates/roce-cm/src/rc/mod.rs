@@ -397,8 +397,18 @@ pub struct RcCounters {
     pub rnr_retry_exceeded_err: u64,
     /// Responses that were old or unexpected and dropped.
     pub duplicate_response: u64,
-    /// Packets dropped: QP not in a receiving state, wrong source, unknown opcode.
-    pub dropped: u64,
+    /// Packets dropped: no RC QP with that number.
+    pub drop_unknown_qp: u64,
+    /// Packets dropped: the QP is not in a state that takes them (RESET, INIT, ERR; a
+    /// response before RTS).
+    pub drop_qp_state: u64,
+    /// Packets dropped: not from the QP's peer address.
+    pub drop_wrong_source: u64,
+    /// ACKs dropped: a reserved AETH syndrome (type 2).
+    pub drop_bad_syndrome: u64,
+    /// Duplicate READ/atomic requests dropped: no longer among the remembered ones (rxe:
+    /// class D, dropped).
+    pub drop_forgotten_request: u64,
     /// ACKs coalesced into a later one.
     pub ack_coalesced: u64,
 }
@@ -675,7 +685,8 @@ impl Rc {
         self.cq.pop_front()
     }
 
-    /// The engine's counters.
+    /// The engine's counters (every dropped packet is in exactly one `drop_*` counter or in
+    /// `duplicate_response`).
     pub fn counters(&self) -> &RcCounters {
         &self.counters
     }
@@ -686,11 +697,15 @@ impl Rc {
     pub fn handle_packet(&mut self, now: Instant, src: IpAddr, bth: &bth::Repr, ext: &ExtHeaders, payload: &[u8]) {
         self.counters.rcvd_pkts += 1;
         let Some((qp, mut ctx)) = self.ctx_qp(now, bth.dest_qp) else {
-            self.counters.dropped += 1;
+            self.counters.drop_unknown_qp += 1;
             return;
         };
-        if src != qp.attr.dest || !matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
-            ctx.c.dropped += 1;
+        if !matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+            ctx.c.drop_qp_state += 1;
+            return;
+        }
+        if src != qp.attr.dest {
+            ctx.c.drop_wrong_source += 1;
             return;
         }
         use roce_wire::bth::Opcode::*;
@@ -702,7 +717,7 @@ impl Rc {
             | RcRdmaReadResponseLast
             | RcRdmaReadResponseOnly => {
                 if qp.state == QpState::Rtr {
-                    ctx.c.dropped += 1;
+                    ctx.c.drop_qp_state += 1;
                 } else {
                     qp.handle_response(&mut ctx, bth, ext, payload)
                 }

@@ -197,7 +197,7 @@ impl MrTable {
                 continue;
             }
             let n = ((sl - offset) as usize).min(len);
-            let off = self.check(s.lkey, s.addr + offset, n as u64, Access::NONE, false)?;
+            let off = self.check(s.lkey, s.addr.wrapping_add(offset), n as u64, Access::NONE, false)?;
             let m = self.mrs.get(&s.lkey).ok_or(MrError::BadKey)?;
             out.extend_from_slice(&m.buf[off..off + n]);
             len -= n;
@@ -223,7 +223,7 @@ impl MrTable {
                 continue;
             }
             let n = ((sl - offset) as usize).min(data.len());
-            let off = self.check(s.lkey, s.addr + offset, n as u64, Access::LOCAL_WRITE, false)?;
+            let off = self.check(s.lkey, s.addr.wrapping_add(offset), n as u64, Access::LOCAL_WRITE, false)?;
             let m = self.mrs.get_mut(&s.lkey).ok_or(MrError::BadKey)?;
             m.buf[off..off + n].copy_from_slice(&data[..n]);
             data = &data[n..];

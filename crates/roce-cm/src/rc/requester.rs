@@ -95,7 +95,7 @@ impl RcQp {
             SendOp::Read { remote_addr, rkey } => {
                 // One request covers every response still missing: resumed at packet k after
                 // a retry, at the matching offset [rxe req_retry].
-                ext.reth = Some(reth::Repr { va: remote_addr + off, rkey, dma_len: (w.len - off) as u32 });
+                ext.reth = Some(reth::Repr { va: remote_addr.wrapping_add(off), rkey, dma_len: (w.len - off) as u32 });
                 (Opcode::RcRdmaReadRequest, w.npkts - k)
             }
             SendOp::CompareSwap { remote_addr, rkey, compare, swap } => {

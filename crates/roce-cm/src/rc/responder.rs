@@ -240,7 +240,7 @@ impl RcQp {
                 Err(_) => return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS),
             }
         }
-        va += len;
+        va = va.wrapping_add(len);
         resid -= len;
         if ends {
             self.cur = None;
@@ -290,7 +290,7 @@ impl RcQp {
             let data = if n == 0 {
                 Vec::new()
             } else {
-                match ctx.mrs.remote_slice(rkey, va + off, n, Access::REMOTE_READ) {
+                match ctx.mrs.remote_slice(rkey, va.wrapping_add(off), n, Access::REMOTE_READ) {
                     Ok(s) => s.to_vec(),
                     Err(_) => return self.nak_fatal(ctx, psn::add(p, k), AETH_NAK_REM_ACCESS),
                 }
@@ -359,7 +359,7 @@ impl RcQp {
                 if found {
                     self.serve_read(ctx, p, r.va, r.rkey, r.dma_len);
                 } else {
-                    ctx.c.dropped += 1; // forgotten (more than max_dest_rd_atomic ago): rxe drops it too
+                    ctx.c.drop_forgotten_request += 1; // forgotten (more than max_dest_rd_atomic ago): rxe drops it too
                 }
             }
             Opcode::RcCompareSwap | Opcode::RcFetchAdd => {
@@ -372,7 +372,7 @@ impl RcQp {
                         let ack = self.ack_packet(p, AETH_ACK, Some(orig));
                         self.queue_resp(ctx, ack);
                     }
-                    None => ctx.c.dropped += 1,
+                    None => ctx.c.drop_forgotten_request += 1,
                 }
             }
             _ => {
