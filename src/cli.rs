@@ -357,6 +357,13 @@ pub struct CmatoseArgs {
     /// The RDMA-CM port (TCP port space).
     #[arg(short = 'p', long = "port", default_value_t = 7471)]
     pub cm_port: u16,
+    /// Messages each way over the RC QP (0: the handshake only; ucmatose's default is 10; at
+    /// most 10000).
+    #[arg(short = 'C', long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=MAX_UDADDY_COUNT as i64))]
+    pub count: u32,
+    /// Message size in bytes (at most 1 MiB).
+    #[arg(short = 'S', long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=MAX_SIZE as i64))]
+    pub size: u32,
     /// Seconds to wait for each step (0 to 86400).
     #[arg(long, default_value = "20", value_parser = wait_secs, value_name = "SECS", allow_negative_numbers = true)]
     pub timeout: Duration,
@@ -374,6 +381,8 @@ impl CmatoseArgs {
             server: self.server,
             cm_port: self.cm_port,
             timeout: self.timeout,
+            count: self.count,
+            size: self.size as usize,
         };
         crate::cm_tools::cmatose(&o)
     }

@@ -1,7 +1,7 @@
 //! The CM commands of the `roce` tool: `udaddy` (SIDR resolution of a UD service and a
 //! datagram exchange, as rdma-core's librdmacm/examples/udaddy.c does it) and `cmatose`
-//! (connect / accept / disconnect of a connected id, as ucmatose does it, without the RC data
-//! path: this stack has no RC QPs). `main.rs` only parses arguments and calls these.
+//! (connect / accept / disconnect of a connected id, as ucmatose does it, with its SENDs over
+//! the RC QP from rc_tools.rs). `main.rs` only parses arguments and calls these.
 //!
 //! udaddy's exchange (udaddy.c): the client resolves the address and the route, creates its
 //! UD QP, posts its receives and connects (SIDR_REQ); on ESTABLISHED (SIDR_REP: the server's
@@ -280,12 +280,14 @@ pub struct CmatoseOptions {
     pub cm_port: u16,
     /// How long to wait for each step.
     pub timeout: Duration,
+    /// Messages each way over the RC QP (`-C`; 0: the handshake only).
+    pub count: u32,
+    /// Message size (`-S`).
+    pub size: usize,
 }
 
-const NO_DATA: &str = "cmatose: no RC data path in this stack: connect, accept and disconnect only (no QP, no data)";
-
 /// `roce cmatose`: a connected (RDMA_PS_TCP, RC) id through the CM handshake and back, as
-/// ucmatose does, without data: the client resolves, connects (REQ ▶ REP ▶ our RTU:
+/// ucmatose does, with `count` SENDs each way (rc_tools.rs): the client resolves, connects (REQ ▶ REP ▶ our RTU:
 /// ESTABLISHED), then disconnects itself (DREQ ▶ DREP: DISCONNECTED) unless the peer's DREQ
 /// came first, and waits for TIMEWAIT_EXIT; the server listens, accepts the first request (REP
 /// ▶ the peer's RTU: ESTABLISHED) and then, as ucmatose's server does, disconnects (DREQ) and
@@ -304,7 +306,6 @@ pub fn cmatose(o: &CmatoseOptions) -> u8 {
             return e.status;
         }
     };
-    status!("{NO_DATA}");
     let r = match o.server {
         Some(server) => cmatose_client(&mut d, o, server),
         None => cmatose_server(&mut d, o),
@@ -330,6 +331,7 @@ fn cmatose_client(d: &mut Driver<CliDevice>, o: &CmatoseOptions, server: IpAddr)
         resolved_id(d, "cmatose", PortSpace::Tcp, o.port.local, SocketAddr::new(server, o.cm_port), o.timeout)?;
     let service = roce_wire::cm::cma_hdr::service_id(PortSpace::Tcp.value(), o.cm_port);
     status!("cmatose: REQ to {dst} (service ID 0x{service:016x})");
+    let mut node = crate::rc_tools::prepare(d, &o.port.iface, id, o.count, o.size)?; // rc_tools: QP, receives
     let now = d.now();
     let param = ConnectParam { responder_resources: 1, initiator_depth: 1, retry_count: 5, ..Default::default() };
     d.stack.connect(now, id, &param).map_err(|e| format!("connect: {e}"))?;
@@ -338,7 +340,10 @@ fn cmatose_client(d: &mut Driver<CliDevice>, o: &CmatoseOptions, server: IpAddr)
         &[EventKind::Established, EventKind::Rejected, EventKind::Unreachable, EventKind::ConnectError],
         o.timeout,
     ) {
-        Ok(Some(e)) if e.kind == EventKind::Established => print_event(&e, ""),
+        Ok(Some(e)) if e.kind == EventKind::Established => {
+            print_event(&e, "");
+            crate::rc_tools::client_exchange(d, &mut node, o.timeout)?;
+        }
         Ok(Some(e)) => {
             print_event(&e, "");
             let what = if e.kind == EventKind::Rejected {
@@ -393,11 +398,13 @@ fn cmatose_server(d: &mut Driver<CliDevice>, o: &CmatoseOptions) -> Result<(), S
     };
     print_event(&req, "");
     let child = req.id;
+    let mut node = crate::rc_tools::prepare(d, &o.port.iface, child, o.count, o.size)?; // rc_tools: QP, receives
     let now = d.now();
     let param = ConnectParam { responder_resources: 1, initiator_depth: 1, ..Default::default() };
     d.stack.accept(now, child, &param).map_err(|e| format!("accept: {e}"))?;
     status!("cmatose: accepted (REP)");
     wait_for(d, child, &[EventKind::Established], o.timeout, "accept")?;
+    crate::rc_tools::server_exchange(d, &mut node, o.timeout)?;
     status!("cmatose: disconnecting");
     let now = d.now();
     d.stack.disconnect(now, child).map_err(|e| format!("disconnect: {e}"))?;

@@ -15,6 +15,8 @@ pub mod exit;
 #[doc(hidden)]
 pub mod fuzz_targets;
 pub mod out;
+pub mod rc_tools;
+pub mod rping;
 pub mod sa_agent;
 pub mod samples;
 mod samples_l2;

@@ -88,7 +88,7 @@ enum Command {
     /// Example: roce udaddy -b 198.18.0.1 --iface tap0   (server)
     Udaddy(cli::UdaddyArgs),
     /// Connect, accept and disconnect a connected (TCP port space, RC) id, as rdma-core's
-    /// ucmatose does, WITHOUT data: this stack has no RC data path (no RC QP, no sends).
+    /// ucmatose does, with -C messages of -S bytes each way over the RC QP (SENDs).
     ///
     /// Client (-s SERVER): resolve_addr ▶ resolve_route ▶ connect (REQ) ▶ REP ▶ our RTU:
     /// ESTABLISHED ▶ our DREQ ▶ DREP: DISCONNECTED ▶ TIMEWAIT_EXIT (if the peer's DREQ comes
@@ -97,8 +97,13 @@ enum Command {
     /// ESTABLISHED ▶ our DREQ (as ucmatose's server) ▶ DISCONNECTED. Needs CAP_NET_RAW. Exit
     /// 0 only if every step succeeded.
     ///
-    /// Example: roce cmatose -s 198.18.0.2 -b 198.18.0.1 --iface tap0
+    /// Example: roce cmatose -s 198.18.0.2 -b 198.18.0.1 --iface tap0 -C 10 -S 100
     Cmatose(cli::CmatoseArgs),
+    /// rdma-core's rping over RC QPs: per ping a SEND of the buffer's address, an RDMA READ
+    /// by the server, an RDMA WRITE back, "go ahead" SENDs (librdmacm/examples/rping.c).
+    ///
+    /// Example: roce rping -c -a 198.18.0.2 -I 198.18.0.1 --iface tap0 -C 10 -V -v
+    Rping(roce::rping::RpingArgs),
     /// Run an SA (MCMemberRecord service) on a real interface, answering on QP1 of --ip.
     ///
     /// Example: roce sa-server --iface veth1 --ip 198.18.0.2
@@ -121,6 +126,7 @@ fn main() -> ExitCode {
         Command::Udaddy(a) => ExitCode::from(a.run()),
         Command::Cmatose(a) => ExitCode::from(a.run()),
         Command::SaServer(a) => ExitCode::from(a.run()),
+        Command::Rping(a) => roce::rping::run(a),
     }
 }
 

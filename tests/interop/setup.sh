@@ -193,6 +193,17 @@ cp "$ROOTFS/etc/libibverbs.d/rxe.driver" "$STAGE/etc/libibverbs.d/"
 if [ ! -e "$STAGE/lib64/ld-linux-x86-64.so.2" ]; then
     cp -L /lib64/ld-linux-x86-64.so.2 "$STAGE/lib64/"
 fi
+# libgcc_s: glibc dlopens it to unwind in pthread_exit/pthread_cancel (rping's CQ thread ends
+# with pthread_exit); ldd does not name it
+for g in "$ROOTFS/usr/lib/x86_64-linux-gnu/libgcc_s.so.1" "$ROOTFS/lib/x86_64-linux-gnu/libgcc_s.so.1" \
+    /usr/lib/x86_64-linux-gnu/libgcc_s.so.1 /lib/x86_64-linux-gnu/libgcc_s.so.1; do
+    if [ -f "$g" ]; then
+        mkdir -p "$STAGE/usr/lib/x86_64-linux-gnu"
+        cp -L "$g" "$STAGE/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"
+        break
+    fi
+done
+[ -f "$STAGE/usr/lib/x86_64-linux-gnu/libgcc_s.so.1" ] || die "libgcc_s.so.1 not found (rping's pthread_exit needs it)"
 printf '/usr/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu\n' >"$STAGE/etc/ld.so.conf"
 ldconfig -r "$STAGE" 2>/dev/null || log "ldconfig -r failed (the guest's /init sets LD_LIBRARY_PATH anyway)"
 cat >"$STAGE/etc/passwd" <<'PW'

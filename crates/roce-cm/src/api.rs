@@ -45,6 +45,10 @@ pub struct IdRecord {
     pub(crate) cm_id: bool,
     /// The listener a child id came from.
     pub listen_parent: Option<CmId>,
+    /// `rdma_set_service_type`: the ToS (RoCE traffic class) of the id's connection.
+    pub tos: Option<u8>,
+    /// `rdma_restrict_node_type`: 0 unspecified, 1 IB CA, 4 RNIC.
+    pub(crate) restricted_node_type: u8,
 }
 
 impl Stack {
@@ -69,6 +73,8 @@ impl Stack {
                 conn: None,
                 cm_id: false,
                 listen_parent: None,
+                tos: None,
+                restricted_node_type: 0,
             },
         );
         id
@@ -113,15 +119,16 @@ impl Stack {
         Ok(self.alloc_id(ps, qp_type))
     }
 
-    /// `rdma_create_qp` for a UD id: a QP with the port space's Q_Key (0x01234567), used for
-    /// multicast attach on join and for SIDR accept.
+    /// `rdma_create_qp`: for a UD id a QP with the port space's Q_Key (0x01234567), used for
+    /// multicast attach on join and for SIDR accept; for a connected id an RC QP in INIT
+    /// that connect/accept move to RTS (rc/).
     pub fn create_qp_for_id(&mut self, id: CmId) -> Result<u32, Errno> {
         let r = self.rec(id)?;
-        if r.qp_type != QpType::Ud {
-            return Err(Errno::EOPNOTSUPP);
-        }
         if r.qpn.is_some() {
             return Err(Errno::EINVAL);
+        }
+        if r.qp_type != QpType::Ud {
+            return self.create_rc_qp_for_id(id); // rc/: an RC QP in INIT
         }
         let qpn = self.create_qp(roce_wire::RDMA_UDP_QKEY);
         if let Some(r) = self.ids.get_mut(&id) {
@@ -150,6 +157,9 @@ impl Stack {
         }
         if !addr.ip().is_unspecified() && !self.is_local(&addr.ip()) {
             return Err(Errno::EADDRNOTAVAIL);
+        }
+        if !addr.ip().is_unspecified() && !crate::cm::node_type_allowed(r.restricted_node_type) {
+            return Err(Errno::ENODEV); // cma_acquire_dev_by_src_ip skips our IB CA
         }
         let ps = r.ps;
         let reuse = r.reuseaddr;

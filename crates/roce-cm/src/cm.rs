@@ -65,6 +65,8 @@ pub(crate) struct Conn {
     /// The peer has sent an MRA for our REQ or REP (MRA_REQ_RCVD / MRA_REP_RCVD): a second
     /// one changes nothing.
     pub mra_received: bool,
+    /// The RC QP's negotiated parameters (rc/).
+    pub qp: crate::rc::CmQp,
 }
 
 /// The service timeout of the MRA we send for a REQ the application has not yet answered
@@ -74,6 +76,9 @@ pub(crate) const MRA_SERVICE_TIMEOUT: u8 = 24;
 /// The packet lifetime the kernel adds to an MRA's service timeout for RoCE: the path's
 /// CMA_IBOE_PACKET_LIFETIME (16) plus one, as cm_init_av_by_path sets av.timeout.
 const ROCE_AV_TIMEOUT: u8 = 17;
+
+/// The local ACK timeout our REQ carries and both QPs use: 4.096 µs × 2^18, about 1 s.
+const REQ_LOCAL_ACK_TIMEOUT: u8 = 18;
 
 /// cm_convert_to_ms: an IBA time exponent (4.096 µs × 2^t) in milliseconds, as the kernel
 /// rounds it (2^(t−8) ms, at least 1 ms).
@@ -169,6 +174,17 @@ impl Stack {
         let comm = self.new_comm_id();
         let hdr = cma_header_for(src, dst);
         let tid = (u64::from(self.random() as u32) << 32) | u64::from(comm);
+        let tos = rec.tos.unwrap_or(0);
+        let mut qp = crate::rc::CmQp {
+            traffic_class: tos,
+            local_psn: (self.random() as u32) & 0xff_ffff,
+            path_mtu: self.cfg.mtu,
+            retry_count: param.retry_count & 7,
+            local_ack_timeout: REQ_LOCAL_ACK_TIMEOUT,
+            responder_resources: param.responder_resources,
+            initiator_depth: param.initiator_depth,
+            ..Default::default()
+        };
         let (msg, state) = if rec.qp_type == QpType::Ud {
             let mut m =
                 cm::SidrReqRepr { request_id: comm, partition_key: self.cfg.pkey, service_id, ..Default::default() };
@@ -184,7 +200,7 @@ impl Stack {
                 responder_resources: param.responder_resources,
                 initiator_depth: param.initiator_depth,
                 remote_cm_response_timeout: 20,
-                starting_psn: (self.random() as u32) & 0xff_ffff,
+                starting_psn: qp.local_psn,
                 local_cm_response_timeout: 20,
                 retry_count: param.retry_count & 7,
                 partition_key: self.cfg.pkey,
@@ -198,7 +214,8 @@ impl Stack {
             m.primary_path.local_gid = Gid::from_ip(src.ip());
             m.primary_path.remote_gid = Gid::from_ip(dst.ip());
             m.primary_path.hop_limit = 64;
-            m.primary_path.local_ack_timeout = 18;
+            m.primary_path.traffic_class = tos;
+            m.primary_path.local_ack_timeout = REQ_LOCAL_ACK_TIMEOUT;
             hdr.emit_bytes(&mut m.private_data);
             copy_private(&mut m.private_data, cma_hdr::HEADER_LEN, &param.private_data);
             (CmMessage::Req(m), ConnState::ReqSent)
@@ -217,6 +234,10 @@ impl Stack {
             service_id,
             resend_after: self.cfg.cm_response_timeout,
             mra_received: false,
+            qp: {
+                qp.rnr_retry_count = param.rnr_retry_count & 7;
+                qp
+            },
         };
         self.cm_send(dst.ip(), 1, tid, &msg);
         self.conns.insert(comm, conn);
@@ -419,6 +440,7 @@ impl Stack {
         let remote = SocketAddr::new(hdr.map(|h| h.src_ip()).unwrap_or(src), hdr.map_or(0, |h| h.src_port));
         let child = self.spawn_child(listener, local, remote);
         let comm = self.new_comm_id();
+        let psn = (self.random() as u32) & 0xff_ffff; // cma.c: the id's seq_num
         self.conns.insert(
             comm,
             Conn {
@@ -435,6 +457,16 @@ impl Stack {
                 service_id: r.service_id,
                 resend_after: self.cfg.cm_response_timeout,
                 mra_received: false,
+                qp: crate::rc::CmQp {
+                    local_psn: psn,
+                    traffic_class: r.primary_path.traffic_class,
+                    remote_psn: r.starting_psn,
+                    path_mtu: r.path_mtu.clamp(1, 5).min(self.cfg.mtu),
+                    retry_count: r.retry_count,
+                    rnr_retry_count: r.rnr_retry_count,
+                    local_ack_timeout: r.primary_path.local_ack_timeout,
+                    ..Default::default()
+                },
             },
         );
         if let Some(rec) = self.ids.get_mut(&child) {
@@ -513,6 +545,7 @@ impl Stack {
                 service_id: r.service_id,
                 resend_after: self.cfg.cm_response_timeout,
                 mra_received: false,
+                qp: crate::rc::CmQp::default(),
             },
         );
         if let Some(rec) = self.ids.get_mut(&child) {
@@ -548,7 +581,15 @@ impl Stack {
         c.remote_comm_id = r.local_comm_id;
         c.remote_qpn = r.local_qpn;
         c.state = ConnState::Established;
+        c.qp.remote_psn = r.starting_psn;
+        c.qp.rnr_retry_count = r.rnr_retry_count;
+        c.qp.initiator_depth = c.qp.initiator_depth.min(r.responder_resources);
         let (id, peer, qp) = (c.id, c.peer, c.peer_gsi_qp);
+        let cmqp = c.qp;
+        // cma_rep_recv: the QP to RTR and RTS before the RTU goes out.
+        if let Some(qpn) = self.rc_qp_of(id) {
+            let _ = self.rc_ready(_now, qpn, peer, r.local_qpn, &cmqp);
+        }
         let rtu =
             cm::RtuRepr { local_comm_id: r.remote_comm_id, remote_comm_id: r.local_comm_id, ..Default::default() };
         self.cm_send(peer, qp, tid, &CmMessage::Rtu(rtu));
@@ -604,7 +645,9 @@ impl Stack {
         if let Some(r) = self.ids.get_mut(&c.id) {
             r.conn = None;
         }
-        self.conn_event(c.id, EventKind::Rejected, i32::from(u16::from(reason)), EventParam::None);
+        // The REJ's private data reaches the event (rdma_consumer_reject_data reads it).
+        let param = EventParam::Conn(ConnParam { private_data: r.private_data.to_vec(), ..ConnParam::default() });
+        self.conn_event(c.id, EventKind::Rejected, i32::from(u16::from(reason)), param);
         true
     }
 
@@ -630,6 +673,7 @@ impl Stack {
         // outstanding, goes to TIMEWAIT (the DREP is sent at once here; see spec/cm-states.md).
         if matches!(state, ConnState::Established | ConnState::RepSent | ConnState::DreqSent) {
             self.enter_timewait(now, local_comm);
+            self.rc_flush(now, id); // DREQ flushes the QP
             self.conn_disconnected(id, 0);
         }
         true
@@ -682,10 +726,21 @@ impl Stack {
         let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
         match c.state {
             ConnState::ReqRcvd => {
+                let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
+                let psn = c.qp.local_psn;
+                c.qp.responder_resources = param.responder_resources;
+                c.qp.initiator_depth = param.initiator_depth;
+                let (cmqp, peer, remote_qpn) = (c.qp, c.peer, c.remote_qpn);
+                // cma_accept_ib: the QP to RTR and RTS before the REP goes out.
+                if let Some(q) = self.rc_qp_of(id) {
+                    self.rc_ready(now, q, peer, remote_qpn, &cmqp)?;
+                }
+                let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
                 let mut rep = cm::RepRepr {
                     local_comm_id: comm,
                     remote_comm_id: c.remote_comm_id,
                     local_qpn: qpn,
+                    starting_psn: psn,
                     responder_resources: param.responder_resources,
                     initiator_depth: param.initiator_depth,
                     rnr_retry_count: param.rnr_retry_count & 7,
@@ -790,7 +845,10 @@ impl Stack {
         if !r.cm_id {
             return Err(Errno::EINVAL);
         }
-        let Some(comm) = r.conn else { return Ok(()) };
+        let conn = r.conn;
+        // rdma_disconnect: cma_modify_qp_err first, whatever the CM state.
+        self.rc_flush(now, id);
+        let Some(comm) = conn else { return Ok(()) };
         let Some(c) = self.conns.get_mut(&comm) else { return Ok(()) };
         if c.state != ConnState::Established {
             return Ok(());
@@ -854,6 +912,196 @@ impl Stack {
             }
         }
         self.drop_conn(id, comm);
+    }
+}
+
+/// `RDMA_NODE_IB_CA`: what this port is to rdma_restrict_node_type (rxe is one).
+pub const RDMA_NODE_IB_CA: u8 = 1;
+/// `RDMA_NODE_RNIC` (iWARP).
+pub const RDMA_NODE_RNIC: u8 = 4;
+
+/// Whether an id restricted to `node_type` may use this port (0: unrestricted).
+pub(crate) fn node_type_allowed(node_type: u8) -> bool {
+    node_type == 0 || node_type == RDMA_NODE_IB_CA
+}
+
+/// The QP state `rdma_init_qp_attr` is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitQpState {
+    /// IB_QPS_INIT.
+    Init,
+    /// IB_QPS_RTR.
+    Rtr,
+    /// IB_QPS_RTS.
+    Rts,
+}
+
+/// The QP events `rdma_notify` takes (`enum ib_event_type`, the ones ib_cm_notify handles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QpEvent {
+    /// IB_EVENT_COMM_EST: the QP received data before the RTU.
+    CommEst,
+    /// IB_EVENT_PATH_MIG.
+    PathMig,
+    /// IB_EVENT_PATH_MIG_ERR.
+    PathMigErr,
+    /// Any other event.
+    Other,
+}
+
+/// `rdma_reject_msg` for an InfiniBand/RoCE id: `ibcm_reject_msg`'s text for a REJ reason.
+pub fn reject_msg(reason: i32) -> &'static str {
+    const S: [&str; 36] = [
+        "",
+        "no QP",
+        "no EEC",
+        "no resources",
+        "timeout",
+        "unsupported",
+        "invalid comm ID",
+        "invalid comm instance",
+        "invalid service ID",
+        "invalid transport type",
+        "stale conn",
+        "RDC not exist",
+        "invalid GID",
+        "invalid LID",
+        "invalid SL",
+        "invalid traffic class",
+        "invalid hop limit",
+        "invalid packet rate",
+        "invalid alt GID",
+        "invalid alt LID",
+        "invalid alt SL",
+        "invalid alt traffic class",
+        "invalid alt hop limit",
+        "invalid alt packet rate",
+        "port CM redirect",
+        "port redirect",
+        "invalid MTU",
+        "insufficient resp resources",
+        "consumer defined",
+        "invalid RNR retry",
+        "duplicate local comm ID",
+        "invalid class version",
+        "invalid flow label",
+        "invalid alt flow label",
+        "",
+        "vendor option is not supported",
+    ];
+    match usize::try_from(reason).ok().and_then(|i| S.get(i)) {
+        Some(s) if !s.is_empty() => s,
+        _ => "unrecognized reason",
+    }
+}
+
+/// `rdma_consumer_reject_data`: the REJ's private data when a REJECTED event's reason is 28
+/// (consumer defined: `rdma_is_consumer_reject`), else nothing.
+pub fn consumer_reject_data(ev: &CmEvent) -> Option<&[u8]> {
+    match (&ev.kind, &ev.param) {
+        (EventKind::Rejected, EventParam::Conn(c)) if ev.status == i32::from(u16::from(RejReason::ConsumerDefined)) => {
+            Some(&c.private_data)
+        }
+        _ => None,
+    }
+}
+
+/// The rest of the rdma_cm family (rdma_leave_multicast(9)'s SEE ALSO list): spec/api.md.
+impl Stack {
+    /// `rdma_init_qp_attr`: the attributes of the id's QP for `state`. Without an IB CM id
+    /// only INIT (cma_ib_init_qp_attr: no remote access); with one, ib_cm_init_qp_attr's
+    /// state rules: INIT while a REQ is sent or received, a REP sent or the connection
+    /// established; RTR and RTS once the peer's QP is known (not while our REQ is
+    /// outstanding); EINVAL otherwise (disconnecting, TIMEWAIT, a UD id past INIT).
+    pub fn init_qp_attr(&self, id: CmId, state: InitQpState) -> Result<crate::rc::QpAttr, Errno> {
+        let r = self.ids.get(&id).ok_or(Errno::ENOENT)?;
+        let conn = r.conn.and_then(|c| self.conns.get(&c));
+        let conn = match conn {
+            Some(c) if r.cm_id && r.qp_type != QpType::Ud => c,
+            _ => {
+                if state != InitQpState::Init {
+                    return Err(Errno::EINVAL);
+                }
+                let mut at = crate::rc::QpAttr::new(r.dst.map_or(IpAddr::from([0, 0, 0, 0]), |d| d.ip()), 0);
+                at.access = crate::rc::Access::LOCAL_WRITE;
+                at.pkey = self.cfg.pkey;
+                return Ok(at);
+            }
+        };
+        let ok = match state {
+            InitQpState::Init => {
+                matches!(
+                    conn.state,
+                    ConnState::ReqSent | ConnState::ReqRcvd | ConnState::RepSent | ConnState::Established
+                )
+            }
+            InitQpState::Rtr | InitQpState::Rts => {
+                matches!(conn.state, ConnState::ReqRcvd | ConnState::RepSent | ConnState::Established)
+            }
+        };
+        if !ok {
+            return Err(Errno::EINVAL);
+        }
+        Ok(self.cm_qp_attr(conn.peer, conn.remote_qpn, &conn.qp))
+    }
+
+    /// `rdma_notify`: EINVAL without an IB CM id; COMM_EST (data arrived before the RTU)
+    /// establishes a connection whose REP is outstanding, with an ESTABLISHED event
+    /// (cm_establish), EISCONN when it is already established, EINVAL in other CM states;
+    /// PATH_MIG / PATH_MIG_ERR on an established connection change nothing (no alternate
+    /// path is ever loaded here: LAP is not handled) and are EINVAL otherwise; any other
+    /// event is EINVAL.
+    pub fn notify(&mut self, id: CmId, event: QpEvent) -> Result<(), Errno> {
+        let r = self.ids.get(&id).ok_or(Errno::ENOENT)?;
+        if !r.cm_id {
+            return Err(Errno::EINVAL);
+        }
+        let Some(comm) = r.conn else { return Err(Errno::EINVAL) };
+        let state = self.conns.get(&comm).map(|c| c.state);
+        match (event, state) {
+            (QpEvent::CommEst, Some(ConnState::RepSent)) => {
+                self.cm_rtu(comm);
+                Ok(())
+            }
+            (QpEvent::CommEst, Some(ConnState::Established)) => Err(Errno::EISCONN),
+            (QpEvent::PathMig | QpEvent::PathMigErr, Some(ConnState::Established)) => Ok(()),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// `rdma_set_service_type`: the ToS of the id's connection: the traffic class of the
+    /// REQ's primary path and of the QP's packets (RoCE: DSCP and ECN of the IP header). The
+    /// SL stays 0 (iboe_tos_to_sl without an egress priority map).
+    pub fn set_service_type(&mut self, id: CmId, tos: u8) -> Result<(), Errno> {
+        let r = self.ids.get_mut(&id).ok_or(Errno::ENOENT)?;
+        r.tos = Some(tos);
+        Ok(())
+    }
+
+    /// `rdma_read_gids`: the source and destination GIDs of the id (RoCE: the addresses as
+    /// GIDs); zeros without a device (cma_dev unset).
+    pub fn read_gids(&self, id: CmId) -> Result<(Gid, Gid), Errno> {
+        let r = self.ids.get(&id).ok_or(Errno::ENOENT)?;
+        if !r.has_device {
+            return Ok((Gid::default(), Gid::default()));
+        }
+        let g = |a: Option<SocketAddr>| a.map(|a| Gid::from_ip(a.ip())).unwrap_or_default();
+        Ok((g(r.src), g(r.dst)))
+    }
+
+    /// `rdma_restrict_node_type`: 0 (unspecified), 1 (IB CA) or 4 (RNIC), else EINVAL;
+    /// EALREADY once the id has left IDLE. An id restricted to RNIC finds no device here:
+    /// binding a specific address is ENODEV.
+    pub fn restrict_node_type(&mut self, id: CmId, node_type: u8) -> Result<(), Errno> {
+        if !matches!(node_type, 0 | RDMA_NODE_IB_CA | RDMA_NODE_RNIC) {
+            return Err(Errno::EINVAL);
+        }
+        let r = self.ids.get_mut(&id).ok_or(Errno::ENOENT)?;
+        if r.state != CmState::Idle {
+            return Err(Errno::EALREADY);
+        }
+        r.restricted_node_type = node_type;
+        Ok(())
     }
 }
 

@@ -52,8 +52,12 @@ pub enum Errno {
     ETIMEDOUT = 110,
     /// Connection refused.
     ECONNREFUSED = 111,
+    /// Transport endpoint already connected (rdma_notify on an established connection).
+    EISCONN = 106,
     /// Host unreachable (address resolution failed).
     EHOSTUNREACH = 113,
+    /// Operation already in progress (rdma_restrict_node_type after a bind).
+    EALREADY = 114,
     /// Kernel-internal "operation not supported" (524): RDMA-CM's answer to an IPv6 join on RoCEv2.
     ENOTSUPP = 524,
 }
@@ -96,6 +100,8 @@ impl Errno {
             Errno::ETIMEDOUT => "ETIMEDOUT",
             Errno::ECONNREFUSED => "ECONNREFUSED",
             Errno::EHOSTUNREACH => "EHOSTUNREACH",
+            Errno::EISCONN => "EISCONN",
+            Errno::EALREADY => "EALREADY",
             Errno::ENOTSUPP => "ENOTSUPP",
         }
     }
@@ -106,7 +112,7 @@ impl Errno {
     }
 }
 
-const ALL: [Errno; 25] = [
+const ALL: [Errno; 27] = [
     Errno::EPERM,
     Errno::ENOENT,
     Errno::EINTR,
@@ -132,6 +138,8 @@ const ALL: [Errno; 25] = [
     Errno::ECONNREFUSED,
     Errno::EHOSTUNREACH,
     Errno::ENOTSUPP,
+    Errno::EISCONN,
+    Errno::EALREADY,
 ];
 
 impl fmt::Display for Errno {

@@ -21,11 +21,12 @@ pub mod id;
 pub mod mcast;
 pub mod neigh;
 pub mod qp;
+pub mod rc;
 mod sa_client;
 pub mod stack;
 pub mod time;
 
-pub use cm::ConnectParam;
+pub use cm::{consumer_reject_data, reject_msg, ConnectParam, InitQpState, QpEvent};
 pub use config::{IgmpVersion, MgidStyle, MulticastPaths, SaTiming, SaTransport, StackConfig};
 pub use counters::{Counters, DropReason};
 pub use errno::Errno;

@@ -123,6 +123,8 @@ pub struct Stack {
     pub(crate) conns: BTreeMap<u32, crate::cm::Conn>,
     /// The buffer queued payloads are cut from ([`Stack::tx_bytes`]).
     pub(crate) tx_arena: BytesMut,
+    /// RC QPs, memory regions and their completion queue (owned by rc/).
+    pub(crate) rc: crate::rc::Rc,
 }
 
 /// The transmit arena's size: 64 MADs. Frames queued from it share it; once they are gone,
@@ -166,6 +168,7 @@ impl Stack {
             mad_requests: VecDeque::new(),
             conns: BTreeMap::new(),
             tx_arena: BytesMut::new(),
+            rc: crate::rc::Rc::new(splitmix(seed ^ 0x0c0c)),
             cfg,
         }
     }
@@ -303,10 +306,7 @@ impl Stack {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let work = self.work.keys().next().map(|(t, _)| *t);
         let sa = self.sa.poll_timeout();
-        match (work, sa) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [work, sa, self.rc.poll_timeout()].into_iter().flatten().min()
     }
 
     /// The next frame to send, written into `buf`; returns its length. A frame whose
@@ -329,6 +329,10 @@ impl Stack {
                 Some(o) => o,
                 None => {
                     release_burst_capacity(&mut self.tx);
+                    if let Some(p) = self.rc.poll_transmit(now) {
+                        self.tx.push_back(crate::rc::outgoing(p));
+                        continue;
+                    }
                     if self.cfg.sa_transport == crate::config::SaTransport::External {
                         return None; // SA MADs leave through poll_sa_mad
                     }
@@ -463,6 +467,7 @@ impl Stack {
         for (tid, txn) in self.sa.handle_timeout(now) {
             self.sa_transaction_failed(now, tid, txn.owner, None);
         }
+        self.rc.handle_timeout(now);
         while let Some((&(at, seq), _)) = self.work.iter().next() {
             if at > now {
                 break;
@@ -541,6 +546,18 @@ impl Stack {
         let ud_opcode = matches!(b.opcode(), Opcode::UdSendOnly | Opcode::UdSendOnlyWithImmediate);
         if qpn == 0 {
             self.counters.drop(DropReason::UnknownQp);
+            return;
+        }
+        if b.opcode().transport() == bth::Transport::Rc && self.rc.has_qp(qpn) {
+            // RC packets go to rc/ in their owned header form (no copy of the payload).
+            match p.to_frame() {
+                Ok(f) => {
+                    self.counters.rx_accepted += 1;
+                    let r = &f.repr;
+                    self.rc.handle_packet(now, r.ip.source(), &r.bth, &r.ext, r.payload);
+                }
+                Err(e) => self.counters.drop(DropReason::Malformed(e.layer())),
+            }
             return;
         }
         if !ud_opcode {

@@ -1,0 +1,1033 @@
+//! Reliable connected queue pairs: requester, responder and completer as IBA vol. 1 ch. 9 and
+//! Linux rxe (rxe_req.c, rxe_resp.c, rxe_comp.c) describe them, with memory regions.
+//!
+//! [`Rc`] is the owner of every RC QP, memory region and the completion queue of one port. It
+//! is sans-IO like the rest of the engine: packets in through [`Rc::handle_packet`], packets
+//! out through [`Rc::poll_transmit`], time through [`Rc::poll_timeout`] /
+//! [`Rc::handle_timeout`]. The [`crate::Stack`] routes RC opcodes to it and frames what it
+//! sends; nothing else reaches into its state. See spec/rc.md.
+
+mod completer;
+pub mod mr;
+pub mod psn;
+mod requester;
+mod responder;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
+use std::time::Duration;
+
+use roce_wire::bth;
+use roce_wire::ext::ExtHeaders;
+
+pub use mr::{Access, MrInfo, MrTable, Sge};
+
+use crate::{Errno, Instant};
+
+/// `enum ibv_qp_state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum QpState {
+    /// Reset: nothing is processed.
+    Reset,
+    /// Initialised: receives may be posted, nothing is sent or received.
+    Init,
+    /// Ready to receive: the responder runs.
+    Rtr,
+    /// Ready to send: requester and responder run.
+    Rts,
+    /// Send queue drained: no new request is started; outstanding ones complete.
+    Sqd,
+    /// Send queue error (UC/UD only in IBA; an RC QP goes to ERR instead).
+    Sqe,
+    /// Error: every outstanding work request is flushed.
+    Err,
+}
+
+impl QpState {
+    /// The kernel's name (`IB_QPS_RTS` → "RTS").
+    pub const fn name(self) -> &'static str {
+        match self {
+            QpState::Reset => "RESET",
+            QpState::Init => "INIT",
+            QpState::Rtr => "RTR",
+            QpState::Rts => "RTS",
+            QpState::Sqd => "SQD",
+            QpState::Sqe => "SQE",
+            QpState::Err => "ERR",
+        }
+    }
+}
+
+/// The modify_qp transitions an RC QP accepts [IBA table 93 "QP state transition"; the
+/// kernel's `qp_state_table`]: `(from, to)`. Any state may go to RESET or ERR.
+pub const TRANSITIONS: &[(QpState, QpState)] = &[
+    (QpState::Reset, QpState::Init),
+    (QpState::Init, QpState::Init),
+    (QpState::Init, QpState::Rtr),
+    (QpState::Rtr, QpState::Rts),
+    (QpState::Rts, QpState::Rts),
+    (QpState::Rts, QpState::Sqd),
+    (QpState::Sqd, QpState::Sqd),
+    (QpState::Sqd, QpState::Rts),
+    (QpState::Sqe, QpState::Rts),
+];
+
+/// Whether `from → to` is a legal modify_qp transition.
+pub fn transition_ok(from: QpState, to: QpState) -> bool {
+    matches!(to, QpState::Reset | QpState::Err) || TRANSITIONS.contains(&(from, to))
+}
+
+/// The attributes of `ibv_modify_qp` an RC QP uses (all of them given at every call; the
+/// ones a transition does not use are ignored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpAttr {
+    /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096.
+    pub path_mtu: u32,
+    /// The remote QP number.
+    pub dest_qpn: u32,
+    /// The first PSN the responder expects (RTR).
+    pub rq_psn: u32,
+    /// The first PSN the requester sends (RTS).
+    pub sq_psn: u32,
+    /// Local ACK timeout exponent: 4.096 µs · 2^timeout; 0 waits forever (RTS).
+    pub timeout: u8,
+    /// Retries after a local ACK timeout or sequence error, 0..=7 (RTS).
+    pub retry_cnt: u8,
+    /// Retries after an RNR NAK, 0..=7; 7 retries forever (RTS).
+    pub rnr_retry: u8,
+    /// The RNR timer code this responder sends in RNR NAKs, 0..=31 (RTR).
+    pub min_rnr_timer: u8,
+    /// Outstanding READ/atomic requests this requester may have (initiator depth).
+    pub max_rd_atomic: u8,
+    /// READ/atomic requests this responder remembers for duplicates (responder resources).
+    pub max_dest_rd_atomic: u8,
+    /// Remote operations this QP accepts as responder (REMOTE_WRITE/READ/ATOMIC).
+    pub access: Access,
+    /// Partition key sent in the BTH.
+    pub pkey: u16,
+    /// The peer's address.
+    pub dest: IpAddr,
+    /// The peer's MAC, when known (otherwise the stack resolves it).
+    pub dmac: Option<[u8; 6]>,
+    /// Hop limit / TTL.
+    pub hop_limit: u8,
+    /// Traffic class / TOS.
+    pub traffic_class: u8,
+}
+
+impl QpAttr {
+    /// Attributes towards `dest`/`dest_qpn` with rdma-cm's defaults: MTU 1024, timeout 14
+    /// (67 ms), retry 7, RNR retry 7, min RNR timer 12 (0.64 ms), depth 16.
+    pub fn new(dest: IpAddr, dest_qpn: u32) -> QpAttr {
+        QpAttr {
+            path_mtu: 1024,
+            dest_qpn,
+            rq_psn: 0,
+            sq_psn: 0,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
+            access: Access::LOCAL_WRITE
+                .union(Access::REMOTE_WRITE)
+                .union(Access::REMOTE_READ)
+                .union(Access::REMOTE_ATOMIC),
+            pkey: roce_wire::DEFAULT_PKEY,
+            dest,
+            dmac: None,
+            hop_limit: 64,
+            traffic_class: 0,
+        }
+    }
+
+    fn check(&self) -> Result<(), Errno> {
+        let ok = matches!(self.path_mtu, 256 | 512 | 1024 | 2048 | 4096)
+            && self.dest_qpn <= psn::PSN_MASK
+            && self.rq_psn <= psn::PSN_MASK
+            && self.sq_psn <= psn::PSN_MASK
+            && self.timeout < 32
+            && self.retry_cnt < 8
+            && self.rnr_retry < 8
+            && self.min_rnr_timer < 32;
+        if ok {
+            Ok(())
+        } else {
+            Err(Errno::EINVAL)
+        }
+    }
+}
+
+/// The local ACK timeout of an attribute value: 4.096 µs · 2^t (`None`: t = 0, no timer).
+pub fn ack_timeout(t: u8) -> Option<Duration> {
+    if t == 0 {
+        None
+    } else {
+        Some(Duration::from_nanos(4096u64 << t.min(31)))
+    }
+}
+
+/// The RNR NAK timer codes of IBA table 45, in microseconds (code 0 is the longest).
+pub const RNR_TIMER_US: [u32; 32] = [
+    655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560, 3_840, 5_120, 7_680,
+    10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880, 163_840, 245_760, 327_680, 491_520,
+];
+
+/// What a send work request does (`ibv_wr_opcode` with its operands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    /// SEND.
+    Send,
+    /// SEND with immediate data.
+    SendWithImm(u32),
+    /// RDMA WRITE to `remote_addr` under `rkey`.
+    Write {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// RDMA WRITE with immediate data (consumes a receive at the peer).
+    WriteWithImm {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Immediate data.
+        imm: u32,
+    },
+    /// RDMA READ from `remote_addr` into the SGEs.
+    Read {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// ATOMIC compare and swap of the 8 bytes at `remote_addr`; the old value lands in the SGE.
+    CompareSwap {
+        /// Remote virtual address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Value compared.
+        compare: u64,
+        /// Value written when equal.
+        swap: u64,
+    },
+    /// ATOMIC fetch and add; the old value lands in the SGE.
+    FetchAdd {
+        /// Remote virtual address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Value added.
+        add: u64,
+    },
+}
+
+impl SendOp {
+    /// The completion opcode of this request.
+    pub fn wc_opcode(self) -> WcOpcode {
+        match self {
+            SendOp::Send | SendOp::SendWithImm(_) => WcOpcode::Send,
+            SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WcOpcode::RdmaWrite,
+            SendOp::Read { .. } => WcOpcode::RdmaRead,
+            SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
+            SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        }
+    }
+    fn is_read_or_atomic(self) -> bool {
+        matches!(self, SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
+    }
+    fn is_atomic(self) -> bool {
+        matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
+    }
+}
+
+/// A send work request (`struct ibv_send_wr`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendWr {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// The operation.
+    pub op: SendOp,
+    /// Local buffers: gathered for SEND/WRITE, scattered for READ/atomics (one 8-byte SGE).
+    pub sg_list: Vec<Sge>,
+    /// `IBV_SEND_SIGNALED`: complete successfully with a work completion (errors always do).
+    pub signaled: bool,
+    /// `IBV_SEND_SOLICITED`: set SE on the last packet.
+    pub solicited: bool,
+}
+
+/// A receive work request (`struct ibv_recv_wr`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecvWr {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Where the message lands.
+    pub sg_list: Vec<Sge>,
+}
+
+/// `enum ibv_wc_status` (the subset an RC QP produces).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WcStatus {
+    /// `IBV_WC_SUCCESS`.
+    Success,
+    /// `IBV_WC_LOC_LEN_ERR`: a message longer than the receive buffer.
+    LocLenErr,
+    /// `IBV_WC_LOC_QP_OP_ERR`.
+    LocQpOpErr,
+    /// `IBV_WC_LOC_PROT_ERR`: a local SGE outside its region or without the access.
+    LocProtErr,
+    /// `IBV_WC_WR_FLUSH_ERR`: flushed because the QP went to ERR.
+    WrFlushErr,
+    /// `IBV_WC_BAD_RESP_ERR`: a response that does not fit the request.
+    BadRespErr,
+    /// `IBV_WC_REM_INV_REQ_ERR`: the responder's NAK "invalid request".
+    RemInvReqErr,
+    /// `IBV_WC_REM_ACCESS_ERR`: the responder's NAK "remote access error".
+    RemAccessErr,
+    /// `IBV_WC_REM_OP_ERR`: the responder's NAK "remote operational error".
+    RemOpErr,
+    /// `IBV_WC_RETRY_EXC_ERR`: local ACK timeouts / sequence errors beyond `retry_cnt`.
+    RetryExcErr,
+    /// `IBV_WC_RNR_RETRY_EXC_ERR`: RNR NAKs beyond `rnr_retry`.
+    RnrRetryExcErr,
+}
+
+impl WcStatus {
+    /// `ibv_wc_status_str`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WcStatus::Success => "success",
+            WcStatus::LocLenErr => "local length error",
+            WcStatus::LocQpOpErr => "local QP operation error",
+            WcStatus::LocProtErr => "local protection error",
+            WcStatus::WrFlushErr => "Work Request Flushed Error",
+            WcStatus::BadRespErr => "bad response error",
+            WcStatus::RemInvReqErr => "remote invalid request error",
+            WcStatus::RemAccessErr => "remote access error",
+            WcStatus::RemOpErr => "remote operation error",
+            WcStatus::RetryExcErr => "transport retry counter exceeded",
+            WcStatus::RnrRetryExcErr => "RNR retry counter exceeded",
+        }
+    }
+}
+
+/// `enum ibv_wc_opcode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WcOpcode {
+    /// `IBV_WC_SEND`.
+    Send,
+    /// `IBV_WC_RDMA_WRITE`.
+    RdmaWrite,
+    /// `IBV_WC_RDMA_READ`.
+    RdmaRead,
+    /// `IBV_WC_COMP_SWAP`.
+    CompSwap,
+    /// `IBV_WC_FETCH_ADD`.
+    FetchAdd,
+    /// `IBV_WC_RECV`.
+    Recv,
+    /// `IBV_WC_RECV_RDMA_WITH_IMM`.
+    RecvRdmaWithImm,
+}
+
+/// A work completion (`struct ibv_wc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkCompletion {
+    /// The work request's id.
+    pub wr_id: u64,
+    /// Outcome.
+    pub status: WcStatus,
+    /// What completed.
+    pub opcode: WcOpcode,
+    /// The local QP.
+    pub qp_num: u32,
+    /// Bytes received (receives) or transferred.
+    pub byte_len: u32,
+    /// Immediate data of a receive.
+    pub imm_data: Option<u32>,
+}
+
+/// QP capacities (`struct ibv_qp_cap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpCap {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+}
+
+impl Default for QpCap {
+    fn default() -> Self {
+        QpCap { max_send_wr: 1024, max_recv_wr: 1024 }
+    }
+}
+
+/// Counters of the RC engine, named after rxe's hw_counters where one exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RcCounters {
+    /// Packets sent.
+    pub sent_pkts: u64,
+    /// Packets received for an RC QP.
+    pub rcvd_pkts: u64,
+    /// Requests retransmitted (packets sent again after a retry).
+    pub retransmitted_pkts: u64,
+    /// Duplicate requests seen by the responder (re-ACKed or re-served).
+    pub duplicate_request: u64,
+    /// Requests ahead of the expected PSN (answered with one PSN sequence NAK).
+    pub out_of_seq_request: u64,
+    /// PSN sequence error NAKs received.
+    pub rcvd_seq_err: u64,
+    /// RNR NAKs received.
+    pub rcvd_rnr_err: u64,
+    /// RNR NAKs sent.
+    pub send_rnr_err: u64,
+    /// Local ACK timeouts that led to a retry.
+    pub local_ack_timeout_err: u64,
+    /// Retries started by the completer (timeouts, sequence NAKs, missing responses).
+    pub completer_retry_err: u64,
+    /// Work requests ended with `RetryExcErr`.
+    pub retry_exceeded_err: u64,
+    /// Work requests ended with `RnrRetryExcErr`.
+    pub rnr_retry_exceeded_err: u64,
+    /// Responses that were old or unexpected and dropped.
+    pub duplicate_response: u64,
+    /// Packets dropped: no RC QP with that number.
+    pub drop_unknown_qp: u64,
+    /// Packets dropped: the QP is not in a state that takes them (RESET, INIT, ERR; a
+    /// response before RTS).
+    pub drop_qp_state: u64,
+    /// Packets dropped: not from the QP's peer address.
+    pub drop_wrong_source: u64,
+    /// ACKs dropped: a reserved AETH syndrome (type 2).
+    pub drop_bad_syndrome: u64,
+    /// Duplicate READ/atomic requests dropped: no longer among the remembered ones (rxe:
+    /// class D, dropped).
+    pub drop_forgotten_request: u64,
+    /// ACKs coalesced into a later one.
+    pub ack_coalesced: u64,
+}
+
+/// A packet the RC engine wants sent; the stack frames it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RcPacket {
+    /// The sending QP (for the UDP source port).
+    pub src_qp: u32,
+    /// The peer.
+    pub dst: IpAddr,
+    /// The peer's MAC, when the QP knows it.
+    pub dst_mac: Option<[u8; 6]>,
+    /// Hop limit.
+    pub hop_limit: u8,
+    /// Traffic class.
+    pub traffic_class: u8,
+    /// BTH.
+    pub bth: bth::Repr,
+    /// Extension headers.
+    pub ext: ExtHeaders,
+    /// Payload.
+    pub payload: Vec<u8>,
+}
+
+/// One outstanding send work request.
+#[derive(Debug, Clone)]
+pub(crate) struct Wqe {
+    pub wr: SendWr,
+    pub len: u64,
+    /// Packets (responses for a READ) this request takes.
+    pub npkts: u32,
+    /// PSN of its first packet (valid once `started`).
+    pub first_psn: u32,
+    /// Packets sent so far (a READ request reserves all of them at once).
+    pub next_pkt: u32,
+    pub started: bool,
+}
+
+impl Wqe {
+    pub fn last_psn(&self) -> u32 {
+        psn::add(self.first_psn, self.npkts - 1)
+    }
+}
+
+/// The message the responder is in the middle of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InMsg {
+    /// A SEND: bytes placed so far in the front receive WQE.
+    Send { offset: u64 },
+    /// An RDMA WRITE: where the next byte goes and how many may still come.
+    Write { va: u64, rkey: u32, resid: u64, total: u64 },
+}
+
+/// A READ or atomic request the responder remembers, to answer duplicates [rxe resp_res].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resource {
+    Read { first_psn: u32, last_psn: u32, rkey: u32 },
+    Atomic { psn: u32, orig: u64 },
+}
+
+/// One RC QP.
+#[derive(Debug, Clone)]
+pub(crate) struct RcQp {
+    pub qpn: u32,
+    pub state: QpState,
+    pub attr: QpAttr,
+    pub cap: QpCap,
+    // requester and completer
+    pub sq: VecDeque<Wqe>,
+    pub req_idx: usize,
+    pub sq_psn: u32,
+    pub comp_psn: u32,
+    /// One past the highest PSN ever sent (responses up to it are meaningful after a rewind).
+    pub hw_psn: u32,
+    pub retry_left: u8,
+    pub rnr_left: u8,
+    pub started_retry: bool,
+    pub ack_deadline: Option<Instant>,
+    pub rnr_deadline: Option<Instant>,
+    pub noack_pkts: u32,
+    // responder
+    pub rq: VecDeque<RecvWr>,
+    pub rq_psn: u32,
+    pub msn: u32,
+    pub cur: Option<InMsg>,
+    pub resources: VecDeque<Resource>,
+    pub nak_sent: bool,
+    pub pending_ack: Option<u32>,
+    pub resp_out: VecDeque<RcPacket>,
+}
+
+/// The RC engine of one port: QPs, memory regions, one completion queue.
+#[derive(Debug, Clone, Default)]
+pub struct Rc {
+    qps: BTreeMap<u32, RcQp>,
+    mrs: MrTable,
+    cq: VecDeque<WorkCompletion>,
+    counters: RcCounters,
+    rr: u32,
+    key_seed: u64,
+}
+
+/// Mutable pieces of the engine a QP's handlers work on beside the QP itself.
+pub(crate) struct Ctx<'a> {
+    pub now: Instant,
+    pub mrs: &'a mut MrTable,
+    pub cq: &'a mut VecDeque<WorkCompletion>,
+    pub c: &'a mut RcCounters,
+}
+
+impl Rc {
+    /// An empty engine; `seed` varies the key bytes of memory regions.
+    pub fn new(seed: u64) -> Rc {
+        Rc { key_seed: seed | 1, ..Rc::default() }
+    }
+
+    fn ctx_qp(&mut self, now: Instant, qpn: u32) -> Option<(&mut RcQp, Ctx<'_>)> {
+        let qp = self.qps.get_mut(&qpn)?;
+        Some((qp, Ctx { now, mrs: &mut self.mrs, cq: &mut self.cq, c: &mut self.counters }))
+    }
+
+    // ---- memory regions
+
+    /// `ibv_reg_mr`: a zeroed region of `length` bytes.
+    pub fn reg_mr(&mut self, length: usize, access: Access) -> Result<MrInfo, Errno> {
+        self.key_seed = crate::stack::splitmix(self.key_seed);
+        self.mrs.reg(length, access, self.key_seed as u8)
+    }
+
+    /// `ibv_dereg_mr`.
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), Errno> {
+        self.mrs.dereg(lkey)
+    }
+
+    /// A region's bytes.
+    pub fn mr(&self, lkey: u32) -> Option<&[u8]> {
+        self.mrs.get(lkey)
+    }
+
+    /// A region's bytes, writable.
+    pub fn mr_mut(&mut self, lkey: u32) -> Option<&mut [u8]> {
+        self.mrs.get_mut(lkey)
+    }
+
+    // ---- QPs
+
+    /// `ibv_create_qp` of an RC QP numbered `qpn` (the stack allocates numbers); it starts
+    /// in RESET.
+    pub fn create_qp(&mut self, qpn: u32, cap: QpCap) -> Result<(), Errno> {
+        if !(2..=psn::PSN_MASK).contains(&qpn) || self.qps.contains_key(&qpn) {
+            return Err(Errno::EINVAL);
+        }
+        if cap.max_send_wr == 0 || cap.max_recv_wr == 0 || cap.max_send_wr > 1 << 15 || cap.max_recv_wr > 1 << 15 {
+            return Err(Errno::EINVAL);
+        }
+        let attr = QpAttr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+        self.qps.insert(qpn, RcQp::new(qpn, attr, cap));
+        Ok(())
+    }
+
+    /// `ibv_destroy_qp`.
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Errno> {
+        self.qps.remove(&qpn).map(|_| ()).ok_or(Errno::EINVAL)
+    }
+
+    /// Whether `qpn` is an RC QP of this engine.
+    pub fn has_qp(&self, qpn: u32) -> bool {
+        self.qps.contains_key(&qpn)
+    }
+
+    /// A QP's state.
+    pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
+        self.qps.get(&qpn).map(|q| q.state)
+    }
+
+    /// A QP's attributes (`ibv_query_qp`), with the current send and receive PSNs.
+    pub fn query_qp(&self, qpn: u32) -> Option<QpAttr> {
+        self.qps.get(&qpn).map(|q| QpAttr { sq_psn: q.sq_psn, rq_psn: q.rq_psn, ..q.attr })
+    }
+
+    /// `ibv_modify_qp` to `state` with `attr`: EINVAL for a transition the state table does
+    /// not have or an attribute out of range. To ERR flushes; to RESET empties the queues.
+    pub fn modify_qp(&mut self, now: Instant, qpn: u32, state: QpState, attr: &QpAttr) -> Result<(), Errno> {
+        attr.check()?;
+        let (qp, mut ctx) = self.ctx_qp(now, qpn).ok_or(Errno::EINVAL)?;
+        if !transition_ok(qp.state, state) {
+            return Err(Errno::EINVAL);
+        }
+        match state {
+            QpState::Reset => *qp = RcQp::new(qp.qpn, qp.attr, qp.cap),
+            QpState::Err => qp.enter_error(&mut ctx),
+            QpState::Init => qp.attr.access = attr.access,
+            QpState::Rtr => {
+                let sq_psn = qp.attr.sq_psn;
+                qp.attr = *attr;
+                qp.attr.sq_psn = sq_psn;
+                qp.rq_psn = attr.rq_psn;
+            }
+            QpState::Rts if qp.state == QpState::Rtr => {
+                qp.attr.sq_psn = attr.sq_psn;
+                qp.attr.timeout = attr.timeout;
+                qp.attr.retry_cnt = attr.retry_cnt;
+                qp.attr.rnr_retry = attr.rnr_retry;
+                qp.attr.max_rd_atomic = attr.max_rd_atomic;
+                qp.sq_psn = attr.sq_psn;
+                qp.comp_psn = attr.sq_psn;
+                qp.hw_psn = attr.sq_psn;
+                qp.retry_left = attr.retry_cnt;
+                qp.rnr_left = attr.rnr_retry;
+            }
+            QpState::Rts | QpState::Sqd | QpState::Sqe => {
+                qp.attr.timeout = attr.timeout;
+                qp.attr.retry_cnt = attr.retry_cnt;
+                qp.attr.rnr_retry = attr.rnr_retry;
+                qp.attr.min_rnr_timer = attr.min_rnr_timer;
+                qp.retry_left = attr.retry_cnt;
+                qp.rnr_left = attr.rnr_retry;
+            }
+        }
+        qp.state = state;
+        Ok(())
+    }
+
+    /// `ibv_post_send`: EINVAL unless the QP is in RTS or SQD (or ERR, where the request is
+    /// flushed at once); ENOMEM when the send queue is full.
+    pub fn post_send(&mut self, now: Instant, qpn: u32, wr: SendWr) -> Result<(), Errno> {
+        let (qp, ctx) = self.ctx_qp(now, qpn).ok_or(Errno::EINVAL)?;
+        if !matches!(qp.state, QpState::Rts | QpState::Sqd | QpState::Err) {
+            return Err(Errno::EINVAL);
+        }
+        if qp.sq.len() >= qp.cap.max_send_wr as usize {
+            return Err(Errno::ENOMEM);
+        }
+        if wr.op.is_atomic() && (wr.sg_list.len() != 1 || wr.sg_list[0].length != 8) {
+            return Err(Errno::EINVAL);
+        }
+        let len: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
+        if len > 1 << 31 {
+            return Err(Errno::EINVAL);
+        }
+        let mtu = u64::from(qp.attr.path_mtu);
+        let npkts = if wr.op.is_atomic() { 1 } else { len.div_ceil(mtu).max(1) as u32 };
+        let wqe = Wqe { wr, len, npkts, first_psn: 0, next_pkt: 0, started: false };
+        if qp.state == QpState::Err {
+            ctx.cq.push_back(qp.wc(&wqe, WcStatus::WrFlushErr));
+            return Ok(());
+        }
+        qp.sq.push_back(wqe);
+        Ok(())
+    }
+
+    /// `ibv_post_recv`: EINVAL in RESET; ENOMEM when the receive queue is full; flushed at
+    /// once in ERR.
+    pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), Errno> {
+        let qp = self.qps.get_mut(&qpn).ok_or(Errno::EINVAL)?;
+        if qp.state == QpState::Reset {
+            return Err(Errno::EINVAL);
+        }
+        if qp.rq.len() >= qp.cap.max_recv_wr as usize {
+            return Err(Errno::ENOMEM);
+        }
+        if qp.state == QpState::Err {
+            let wc = qp.recv_wc(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None);
+            self.cq.push_back(wc);
+            return Ok(());
+        }
+        qp.rq.push_back(wr);
+        Ok(())
+    }
+
+    /// `ibv_poll_cq` for one completion (one CQ for every QP of the engine).
+    pub fn poll_cq(&mut self) -> Option<WorkCompletion> {
+        self.cq.pop_front()
+    }
+
+    /// The engine's counters (every dropped packet is in exactly one `drop_*` counter or in
+    /// `duplicate_response`).
+    pub fn counters(&self) -> &RcCounters {
+        &self.counters
+    }
+
+    // ---- sans-IO
+
+    /// A packet for RC QP `bth.dest_qp` from `src`.
+    pub fn handle_packet(&mut self, now: Instant, src: IpAddr, bth: &bth::Repr, ext: &ExtHeaders, payload: &[u8]) {
+        self.counters.rcvd_pkts += 1;
+        let Some((qp, mut ctx)) = self.ctx_qp(now, bth.dest_qp) else {
+            self.counters.drop_unknown_qp += 1;
+            return;
+        };
+        if !matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+            ctx.c.drop_qp_state += 1;
+            return;
+        }
+        if src != qp.attr.dest {
+            ctx.c.drop_wrong_source += 1;
+            return;
+        }
+        use roce_wire::bth::Opcode::*;
+        match bth.opcode {
+            RcAcknowledge
+            | RcAtomicAcknowledge
+            | RcRdmaReadResponseFirst
+            | RcRdmaReadResponseMiddle
+            | RcRdmaReadResponseLast
+            | RcRdmaReadResponseOnly => {
+                if qp.state == QpState::Rtr {
+                    ctx.c.drop_qp_state += 1;
+                } else {
+                    qp.handle_response(&mut ctx, bth, ext, payload)
+                }
+            }
+            RcSendFirst
+            | RcSendMiddle
+            | RcSendLast
+            | RcSendLastWithImmediate
+            | RcSendOnly
+            | RcSendOnlyWithImmediate
+            | RcRdmaWriteFirst
+            | RcRdmaWriteMiddle
+            | RcRdmaWriteLast
+            | RcRdmaWriteLastWithImmediate
+            | RcRdmaWriteOnly
+            | RcRdmaWriteOnlyWithImmediate
+            | RcRdmaReadRequest
+            | RcCompareSwap
+            | RcFetchAdd => qp.handle_request(&mut ctx, bth, ext, payload),
+            // SEND with invalidate, FLUSH, ATOMIC WRITE: no memory windows or persistence
+            // here; rxe answers an unsupported opcode with "invalid request".
+            _ => qp.nak_invalid(&mut ctx, bth.psn),
+        }
+    }
+
+    /// The next packet to send, QPs served in turn: responses first, then requests.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<RcPacket> {
+        let keys: Vec<u32> = self.qps.range(self.rr..).chain(self.qps.range(..self.rr)).map(|(k, _)| *k).collect();
+        for k in keys {
+            let Some((qp, mut ctx)) = self.ctx_qp(now, k) else { continue };
+            if let Some(p) = qp.poll_transmit(&mut ctx) {
+                self.counters.sent_pkts += 1;
+                self.rr = k.wrapping_add(1);
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// When `handle_timeout` is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.qps.values().filter_map(|q| [q.ack_deadline, q.rnr_deadline].into_iter().flatten().min()).min()
+    }
+
+    /// Run the QPs' local ACK and RNR timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let keys: Vec<u32> = self.qps.keys().copied().collect();
+        for k in keys {
+            if let Some((qp, mut ctx)) = self.ctx_qp(now, k) {
+                qp.handle_timeout(&mut ctx);
+            }
+        }
+    }
+}
+
+/// The stack's form of an outgoing RC packet.
+pub(crate) fn outgoing(p: RcPacket) -> crate::stack::Outgoing {
+    crate::stack::Outgoing::Roce(crate::stack::RocePacket {
+        dst: p.dst,
+        dst_mac: p.dst_mac,
+        src_qp: p.src_qp,
+        bth: p.bth,
+        ext: p.ext,
+        payload: p.payload.into(),
+        hop_limit: p.hop_limit,
+        traffic_class: p.traffic_class,
+    })
+}
+
+/// What the CM negotiates for an RC QP (the REQ's and REP's fields), kept with the
+/// connection until the QP is moved to RTR and RTS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct CmQp {
+    /// The Starting PSN of the REQ or REP we send: the first PSN our responder expects.
+    pub local_psn: u32,
+    /// The Starting PSN of the REQ or REP received: the first PSN our requester sends.
+    pub remote_psn: u32,
+    /// Path MTU code (IBA: 1 = 256 … 5 = 4096).
+    pub path_mtu: u8,
+    /// The REQ's retry count (both sides use it).
+    pub retry_count: u8,
+    /// RNR retry count this side uses (passive: the REQ's; active: the REP's).
+    pub rnr_retry_count: u8,
+    /// Local ACK timeout exponent (the REQ's primary path).
+    pub local_ack_timeout: u8,
+    /// READ/atomic requests this side answers (max_dest_rd_atomic).
+    pub responder_resources: u8,
+    /// READ/atomic requests this side may have outstanding (max_rd_atomic).
+    pub initiator_depth: u8,
+    /// Traffic class of the path (the id's ToS, or the REQ's path on the passive side).
+    pub traffic_class: u8,
+}
+
+/// An IBA MTU code in bytes (1 = 256 … 5 = 4096; anything else 1024).
+pub fn mtu_bytes(code: u8) -> u32 {
+    match code {
+        1..=5 => 128 << code,
+        _ => 1024,
+    }
+}
+
+/// The stack's narrow door to its RC engine.
+impl crate::Stack {
+    /// `rdma_create_qp` for a connected id: an RC QP moved to INIT at once, as
+    /// cma_init_conn_qp does.
+    pub(crate) fn create_rc_qp_for_id(&mut self, id: crate::CmId) -> Result<u32, Errno> {
+        let qpn = self.create_rc_qp(QpCap::default())?;
+        // cma_ib_init_qp_attr without a CM id: no remote access until the CM grants it.
+        let mut at = QpAttr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+        at.access = Access::LOCAL_WRITE;
+        self.rc.modify_qp(self.now, qpn, QpState::Init, &at)?;
+        if let Some(r) = self.ids.get_mut(&id) {
+            r.qpn = Some(qpn);
+        }
+        Ok(qpn)
+    }
+
+    /// The RC QP of an id, if it has one.
+    pub(crate) fn rc_qp_of(&self, id: crate::CmId) -> Option<u32> {
+        self.ids.get(&id).and_then(|r| r.qpn).filter(|q| self.rc.has_qp(*q))
+    }
+
+    /// The attributes the CM negotiated for an RC QP (ib_cm_init_qp_attr's values; rq_psn
+    /// from our own message as cma.c sets it from `seq_num`).
+    pub(crate) fn cm_qp_attr(&self, peer: IpAddr, dest_qpn: u32, p: &CmQp) -> QpAttr {
+        let mut at = QpAttr::new(peer, dest_qpn);
+        at.path_mtu = mtu_bytes(p.path_mtu);
+        // The Starting PSN of a REQ or REP is the one its sender will receive with: the peer
+        // sends from it (cm.c: rq_psn from the message sent, sq_psn from the one received).
+        at.rq_psn = p.local_psn;
+        at.sq_psn = p.remote_psn;
+        at.timeout = p.local_ack_timeout.min(31);
+        at.retry_cnt = p.retry_count & 7;
+        at.rnr_retry = p.rnr_retry_count & 7;
+        at.max_rd_atomic = p.initiator_depth;
+        at.max_dest_rd_atomic = p.responder_resources;
+        // cm_init_qp_init_attr: REMOTE_WRITE, and READ/ATOMIC when we answer any.
+        at.access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
+        if p.responder_resources > 0 {
+            at.access = at.access.union(Access::REMOTE_READ).union(Access::REMOTE_ATOMIC);
+        }
+        at.pkey = self.cfg.pkey;
+        at.dmac = self.neighbor_mac(&peer);
+        at.traffic_class = p.traffic_class;
+        at
+    }
+
+    /// INIT → INIT (access flags) → RTR → RTS with what the CM negotiated (cma_modify_qp_rtr /
+    /// _rts).
+    pub(crate) fn rc_ready(
+        &mut self,
+        now: Instant,
+        qpn: u32,
+        peer: IpAddr,
+        dest_qpn: u32,
+        p: &CmQp,
+    ) -> Result<(), Errno> {
+        let at = self.cm_qp_attr(peer, dest_qpn, p);
+        self.rc.modify_qp(now, qpn, QpState::Init, &at)?;
+        self.rc.modify_qp(now, qpn, QpState::Rtr, &at)?;
+        self.rc.modify_qp(now, qpn, QpState::Rts, &at)
+    }
+
+    /// A disconnect: the QP goes to ERR and everything outstanding is flushed
+    /// (cma_modify_qp_err).
+    pub(crate) fn rc_flush(&mut self, now: Instant, id: crate::CmId) {
+        if let Some(qpn) = self.rc_qp_of(id) {
+            if let Some(at) = self.rc.query_qp(qpn) {
+                let _ = self.rc.modify_qp(now, qpn, QpState::Err, &at);
+            }
+        }
+    }
+
+    /// `ibv_create_qp` of an RC QP: a QP number from the port's space (shared with UD QPs),
+    /// in RESET.
+    pub fn create_rc_qp(&mut self, cap: QpCap) -> Result<u32, Errno> {
+        let qpn = self.next_qpn;
+        self.rc.create_qp(qpn, cap)?;
+        self.next_qpn = (self.next_qpn + 1) & psn::PSN_MASK;
+        Ok(qpn)
+    }
+
+    /// Set the port MTU (IB MTU code 1 = 256 … 5 = 4096) that connections offer in their
+    /// REQ and accept at most: RDMA-CM's `iboe_get_mtu` of the netdev MTU on Ethernet.
+    pub fn set_port_mtu(&mut self, code: u8) {
+        self.cfg.mtu = code.clamp(1, 5);
+    }
+
+    /// The RC engine (QPs, memory regions, completions).
+    pub fn rc(&self) -> &Rc {
+        &self.rc
+    }
+
+    /// The RC engine, for verbs calls (`post_send`, `post_recv`, `poll_cq`, `reg_mr`, ...).
+    pub fn rc_mut(&mut self) -> &mut Rc {
+        &mut self.rc
+    }
+}
+
+impl RcQp {
+    fn new(qpn: u32, attr: QpAttr, cap: QpCap) -> RcQp {
+        RcQp {
+            qpn,
+            state: QpState::Reset,
+            attr,
+            cap,
+            sq: VecDeque::new(),
+            req_idx: 0,
+            sq_psn: attr.sq_psn,
+            comp_psn: attr.sq_psn,
+            hw_psn: attr.sq_psn,
+            retry_left: attr.retry_cnt,
+            rnr_left: attr.rnr_retry,
+            started_retry: false,
+            ack_deadline: None,
+            rnr_deadline: None,
+            noack_pkts: 0,
+            rq: VecDeque::new(),
+            rq_psn: attr.rq_psn,
+            msn: 0,
+            cur: None,
+            resources: VecDeque::new(),
+            nak_sent: false,
+            pending_ack: None,
+            resp_out: VecDeque::new(),
+        }
+    }
+
+    pub(crate) fn wc(&self, w: &Wqe, status: WcStatus) -> WorkCompletion {
+        WorkCompletion {
+            wr_id: w.wr.wr_id,
+            status,
+            opcode: w.wr.op.wc_opcode(),
+            qp_num: self.qpn,
+            byte_len: w.len as u32,
+            imm_data: None,
+        }
+    }
+
+    pub(crate) fn recv_wc(
+        &self,
+        wr_id: u64,
+        status: WcStatus,
+        opcode: WcOpcode,
+        byte_len: u64,
+        imm_data: Option<u32>,
+    ) -> WorkCompletion {
+        WorkCompletion { wr_id, status, opcode, qp_num: self.qpn, byte_len: byte_len as u32, imm_data }
+    }
+
+    /// Enter ERR: flush every outstanding send and receive request [rxe_qp_error, flush_send_queue].
+    pub(crate) fn enter_error(&mut self, ctx: &mut Ctx<'_>) {
+        self.state = QpState::Err;
+        while let Some(w) = self.sq.pop_front() {
+            ctx.cq.push_back(self.wc(&w, WcStatus::WrFlushErr));
+        }
+        while let Some(r) = self.rq.pop_front() {
+            let wc = self.recv_wc(r.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0, None);
+            ctx.cq.push_back(wc);
+        }
+        self.req_idx = 0;
+        self.cur = None;
+        self.ack_deadline = None;
+        self.rnr_deadline = None;
+        self.resp_out.clear();
+        self.pending_ack = None;
+    }
+
+    /// Complete the oldest send request with an error and enter ERR.
+    pub(crate) fn fail_front(&mut self, ctx: &mut Ctx<'_>, status: WcStatus) {
+        if let Some(w) = self.sq.pop_front() {
+            ctx.cq.push_back(self.wc(&w, status));
+        }
+        self.enter_error(ctx);
+    }
+
+    fn poll_transmit(&mut self, ctx: &mut Ctx<'_>) -> Option<RcPacket> {
+        if let Some(p) = self.resp_out.pop_front() {
+            return Some(p);
+        }
+        if let Some(psn) = self.pending_ack.take() {
+            return Some(self.ack_packet(psn, crate::rc::responder::AETH_ACK, None));
+        }
+        self.next_request(ctx)
+    }
+
+    fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
+        if self.rnr_deadline.is_some_and(|t| t <= ctx.now) {
+            self.rnr_deadline = None;
+            self.rewind();
+        }
+        if self.ack_deadline.is_some_and(|t| t <= ctx.now) {
+            self.ack_deadline = None;
+            if psn::lt(self.comp_psn, self.hw_psn) {
+                ctx.c.local_ack_timeout_err += 1;
+                self.retry(ctx, true);
+            }
+        }
+    }
+
+    pub(crate) fn packet(&self, bth: bth::Repr, ext: ExtHeaders, payload: Vec<u8>) -> RcPacket {
+        RcPacket {
+            src_qp: self.qpn,
+            dst: self.attr.dest,
+            dst_mac: self.attr.dmac,
+            hop_limit: self.attr.hop_limit,
+            traffic_class: self.attr.traffic_class,
+            bth,
+            ext,
+            payload,
+        }
+    }
+}

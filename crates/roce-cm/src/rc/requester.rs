@@ -1,0 +1,178 @@
+//! The requester: turns send work requests into request packets, segmented to the path MTU,
+//! and goes back to the oldest unacknowledged PSN when the completer asks for a retry
+//! [rxe_req.c; IBA 9.7.4, 9.7.5].
+
+use roce_wire::bth::{self, Opcode};
+use roce_wire::ext::ExtHeaders;
+use roce_wire::{atomic_eth, immdt, reth};
+
+use super::mr::Access;
+use super::{psn, Ctx, QpState, RcPacket, RcQp, SendOp, WcStatus};
+
+/// Packets sent without an ACK request before one is asked for [rxe RXE_MAX_PKT_PER_ACK].
+pub(crate) const MAX_PKT_PER_ACK: u32 = 64;
+/// PSNs in flight before the requester waits [rxe RXE_MAX_UNACKED_PSNS].
+pub(crate) const MAX_UNACKED_PSNS: u32 = 128;
+
+impl RcQp {
+    /// The next request packet of the send queue, if one may go now.
+    pub(crate) fn next_request(&mut self, ctx: &mut Ctx<'_>) -> Option<RcPacket> {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) || self.rnr_deadline.is_some() {
+            return None;
+        }
+        let idx = self.req_idx;
+        let w = self.sq.get(idx)?;
+        if self.state == QpState::Sqd && !w.started {
+            return None; // SQD starts nothing new
+        }
+        if psn::diff(self.sq_psn, self.comp_psn) >= MAX_UNACKED_PSNS {
+            return None;
+        }
+        if w.wr.op.is_read_or_atomic() && w.next_pkt == 0 {
+            let outstanding = self.sq.iter().take(idx).filter(|w| w.wr.op.is_read_or_atomic()).count();
+            if outstanding >= usize::from(self.attr.max_rd_atomic.max(1)) {
+                return None;
+            }
+        }
+        if !w.started {
+            let need = if w.wr.op.is_read_or_atomic() { Access::LOCAL_WRITE } else { Access::NONE };
+            if ctx.mrs.check_sges(&w.wr.sg_list, need).is_err() {
+                // Completions stay in order: fail it once everything before it completed.
+                if idx == 0 {
+                    self.fail_front(ctx, WcStatus::LocProtErr);
+                }
+                return None;
+            }
+            let sq_psn = self.sq_psn;
+            let w = &mut self.sq[idx];
+            w.first_psn = sq_psn;
+            w.started = true;
+        }
+        let w = &self.sq[idx];
+        let mtu = u64::from(self.attr.path_mtu);
+        let k = w.next_pkt;
+        let p = psn::add(w.first_psn, k);
+        let first = k == 0;
+        let last = k + 1 == w.npkts;
+        let off = u64::from(k) * mtu;
+        let mut ext = ExtHeaders::default();
+        let mut payload = Vec::new();
+        let (op, consumed) = match w.wr.op {
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write { .. } | SendOp::WriteWithImm { .. } => {
+                let n = (w.len - off).min(mtu) as usize;
+                if ctx.mrs.gather(&w.wr.sg_list, off, n, &mut payload).is_err() {
+                    if idx == 0 {
+                        self.fail_front(ctx, WcStatus::LocProtErr);
+                    }
+                    return None;
+                }
+                let op = match (w.wr.op, first, last) {
+                    (SendOp::Send, true, true) => Opcode::RcSendOnly,
+                    (SendOp::SendWithImm(_), true, true) => Opcode::RcSendOnlyWithImmediate,
+                    (SendOp::Send | SendOp::SendWithImm(_), true, false) => Opcode::RcSendFirst,
+                    (SendOp::Send | SendOp::SendWithImm(_), false, false) => Opcode::RcSendMiddle,
+                    (SendOp::Send, false, true) => Opcode::RcSendLast,
+                    (SendOp::SendWithImm(_), false, true) => Opcode::RcSendLastWithImmediate,
+                    (SendOp::Write { .. }, true, true) => Opcode::RcRdmaWriteOnly,
+                    (_, true, true) => Opcode::RcRdmaWriteOnlyWithImmediate,
+                    (_, true, false) => Opcode::RcRdmaWriteFirst,
+                    (_, false, false) => Opcode::RcRdmaWriteMiddle,
+                    (SendOp::Write { .. }, false, true) => Opcode::RcRdmaWriteLast,
+                    (_, false, true) => Opcode::RcRdmaWriteLastWithImmediate,
+                };
+                if let SendOp::Write { remote_addr, rkey } | SendOp::WriteWithImm { remote_addr, rkey, .. } = w.wr.op {
+                    if first {
+                        ext.reth = Some(reth::Repr { va: remote_addr, rkey, dma_len: w.len as u32 });
+                    }
+                }
+                if let SendOp::SendWithImm(imm) | SendOp::WriteWithImm { imm, .. } = w.wr.op {
+                    if last {
+                        ext.immdt = Some(immdt::Repr { imm_data: imm });
+                    }
+                }
+                (op, 1)
+            }
+            SendOp::Read { remote_addr, rkey } => {
+                // One request covers every response still missing: resumed at packet k after
+                // a retry, at the matching offset [rxe req_retry].
+                ext.reth = Some(reth::Repr { va: remote_addr.wrapping_add(off), rkey, dma_len: (w.len - off) as u32 });
+                (Opcode::RcRdmaReadRequest, w.npkts - k)
+            }
+            SendOp::CompareSwap { remote_addr, rkey, compare, swap } => {
+                ext.atomic_eth = Some(atomic_eth::Repr { va: remote_addr, rkey, swap_add: swap, compare });
+                (Opcode::RcCompareSwap, 1)
+            }
+            SendOp::FetchAdd { remote_addr, rkey, add } => {
+                ext.atomic_eth = Some(atomic_eth::Repr { va: remote_addr, rkey, swap_add: add, compare: 0 });
+                (Opcode::RcFetchAdd, 1)
+            }
+        };
+        let solicited = w.wr.solicited && last;
+        let end = k + consumed == w.npkts;
+        let mut b = bth::Repr::new(op, self.attr.dest_qpn, p);
+        b.pkey = self.attr.pkey;
+        b.solicited = solicited;
+        b.pad_count = ((4 - payload.len() % 4) % 4) as u8;
+        self.noack_pkts += 1;
+        b.ack_req = end || w.wr.op.is_read_or_atomic() || self.noack_pkts >= MAX_PKT_PER_ACK;
+        if b.ack_req {
+            self.noack_pkts = 0;
+        }
+        let w = &mut self.sq[idx];
+        w.next_pkt += consumed;
+        if end {
+            self.req_idx += 1;
+        }
+        self.sq_psn = psn::add(p, consumed);
+        if psn::gt(self.sq_psn, self.hw_psn) {
+            self.hw_psn = self.sq_psn;
+        }
+        if self.ack_deadline.is_none() {
+            self.ack_deadline = super::ack_timeout(self.attr.timeout).map(|d| ctx.now + d);
+        }
+        Some(self.packet(b, ext, payload))
+    }
+
+    /// Go back to the oldest unacknowledged PSN: the oldest request resumes at its first
+    /// unacknowledged packet, the later ones start over with the PSNs they had (PSNs are
+    /// handed out in order, so they get the same ones again) [rxe req_retry].
+    pub(crate) fn rewind(&mut self) {
+        let comp = self.comp_psn;
+        for (i, w) in self.sq.iter_mut().enumerate() {
+            if !w.started {
+                break;
+            }
+            if i == 0 && !w.wr.op.is_atomic() && psn::ge(comp, w.first_psn) {
+                w.next_pkt = psn::diff(comp, w.first_psn).min(w.npkts - 1);
+            } else {
+                w.next_pkt = 0;
+            }
+        }
+        self.req_idx = 0;
+        self.sq_psn = comp;
+        self.noack_pkts = 0;
+    }
+
+    /// A retry (local ACK timeout, PSN sequence NAK, a missing response): counted against
+    /// `retry_cnt`; when none is left the oldest request ends in `RetryExcErr`. A retry
+    /// already under way is not restarted except by a timeout [rxe comp COMPST_ERROR_RETRY].
+    pub(crate) fn retry(&mut self, ctx: &mut Ctx<'_>, timeout: bool) {
+        if self.sq.front().is_none_or(|w| !w.started) {
+            return;
+        }
+        if self.started_retry && !timeout {
+            return;
+        }
+        if self.retry_left == 0 {
+            ctx.c.retry_exceeded_err += 1;
+            self.fail_front(ctx, WcStatus::RetryExcErr);
+            return;
+        }
+        self.retry_left -= 1;
+        ctx.c.completer_retry_err += 1;
+        ctx.c.retransmitted_pkts += u64::from(psn::diff(self.sq_psn, self.comp_psn));
+        self.rewind();
+        self.started_retry = true;
+        self.ack_deadline = None;
+    }
+}

@@ -1,0 +1,283 @@
+//! RC goodput between two engines on a veth pair between two network namespaces this bench
+//! creates (198.18.4.0/24 only; needs root), against kernel TCP on the same veth, measured in
+//! the same run and printed as ratios:
+//! - RC SEND and RC RDMA WRITE goodput with 64 KiB messages (path MTU 1024 on a 1500-byte
+//!   veth, as RDMA-CM picks it) against one TCP connection writing 64 KiB at a time;
+//! - messages per second at 64 B: RC SENDs against 64-byte TCP writes (TCP_NODELAY);
+//! - CPU per message on each side (getrusage per thread).
+//!
+//! The QPs are connected by hand (attributes exchanged in memory, as ibv_rc_pingpong does over
+//! its socket); the CM is not in the measured path. `cargo bench -p roce-net --bench rc_veth`.
+//! Under `cargo test` (no `--bench` argument) it only checks that it builds.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use roce_cm::rc::{Access, QpAttr, QpCap, QpState, RecvWr, SendOp, SendWr, Sge, WcStatus};
+use roce_cm::{Stack, StackConfig};
+use roce_net::driver::Driver;
+use roce_net::raw::RawSocket;
+
+const MAC_A: [u8; 6] = [2, 0, 0, 0, 4, 1];
+const MAC_B: [u8; 6] = [2, 0, 0, 0, 4, 2];
+const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 4, 1);
+const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 4, 2);
+const WINDOW: usize = 64;
+
+fn sh(cmd: &str) {
+    let ok = Command::new("sh").args(["-c", cmd]).status().map(|s| s.success()).unwrap_or(false);
+    assert!(ok, "{cmd}");
+}
+
+struct Nets(String, String);
+
+impl Nets {
+    fn new() -> Nets {
+        let (a, b) = (format!("roce-rcb-a-{}", std::process::id()), format!("roce-rcb-b-{}", std::process::id()));
+        sh(&format!("ip netns add {a} && ip netns add {b}"));
+        sh(&format!("ip link add v1 netns {a} type veth peer name v2 netns {b}"));
+        sh(&format!(
+            "ip -n {a} link set v1 address 02:00:00:00:04:01 && ip -n {b} link set v2 address 02:00:00:00:04:02"
+        ));
+        sh(&format!("ip -n {a} link set v1 up && ip -n {b} link set v2 up && ip -n {a} addr add 198.18.4.11/24 dev v1 && ip -n {b} addr add 198.18.4.12/24 dev v2"));
+        Nets(a, b)
+    }
+}
+
+impl Drop for Nets {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        let _ = Command::new("ip").args(["netns", "del", &self.1]).status();
+    }
+}
+
+fn enter(ns: &str) {
+    let f = File::open(format!("/var/run/netns/{ns}")).expect("netns file");
+    // SAFETY: setns on this thread with a valid namespace descriptor.
+    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(r, 0, "setns {ns}: {}", std::io::Error::last_os_error());
+}
+
+fn thread_cpu() -> Duration {
+    // SAFETY: getrusage fills the struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// One measured run: (messages, seconds, sender CPU µs/msg, receiver CPU µs/msg).
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    msgs: u64,
+    secs: f64,
+    tx_us: f64,
+    rx_us: f64,
+}
+
+fn engine(ns: &str, iface: &str, mac: [u8; 6], ip: Ipv4Addr, seed: u64) -> Driver<RawSocket> {
+    enter(ns);
+    let raw = RawSocket::open(iface).expect("raw socket");
+    // A window of 128 packets arrives in one burst: give the socket room for it (rxe has the
+    // NIC's ring; the kernel's TCP has its own buffers and congestion control).
+    if let Some(fd) = roce_net::device::Device::raw_fd(&raw) {
+        let size: libc::c_int = 8 << 20;
+        // SAFETY: setsockopt with a valid fd and a c_int option value of the right size.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
+    let mut cfg = StackConfig::new(mac, ip, 24);
+    cfg.seed = seed;
+    let mut d = Driver::new(raw, Stack::new(cfg));
+    d.stack.set_port_mtu(3); // 1024: iboe_get_mtu(1500)
+    d
+}
+
+fn connect(d: &mut Driver<RawSocket>, qpn: u32, peer: Ipv4Addr, peer_mac: [u8; 6], peer_qpn: u32, sq: u32, rq: u32) {
+    let mut at = QpAttr::new(IpAddr::V4(peer), peer_qpn);
+    at.path_mtu = 1024;
+    at.sq_psn = sq;
+    at.rq_psn = rq;
+    at.dmac = Some(peer_mac);
+    at.timeout = 14;
+    let now = d.now();
+    for s in [QpState::Init, QpState::Rtr, QpState::Rts] {
+        d.stack.rc_mut().modify_qp(now, qpn, s, &at).expect("modify_qp");
+    }
+}
+
+/// RC: `n` messages of `size` bytes, SEND (`write` false) or RDMA WRITE, `WINDOW` in flight.
+fn rc_run(nets: &Nets, n: u64, size: usize, write: bool) -> Run {
+    let (a, b) = (nets.0.clone(), nets.1.clone());
+    let (rkey_tx, rkey_rx) = mpsc::channel::<(u64, u32)>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let rx = std::thread::spawn(move || {
+        let mut d = engine(&b, "v2", MAC_B, IP_B, 2);
+        let q = d.stack.create_rc_qp(QpCap { max_send_wr: 1024, max_recv_wr: 4096 }).unwrap();
+        connect(&mut d, q, IP_A, MAC_A, q, 200, 100);
+        let mr = d.stack.rc_mut().reg_mr(size.max(8), Access::ALL).unwrap();
+        let post = |d: &mut Driver<RawSocket>| {
+            let wr = RecvWr { wr_id: 0, sg_list: vec![Sge { addr: mr.addr, length: size as u32, lkey: mr.lkey }] };
+            d.stack.rc_mut().post_recv(q, wr).unwrap();
+        };
+        if !write {
+            for _ in 0..4 * WINDOW {
+                post(&mut d);
+            }
+        }
+        rkey_tx.send((mr.addr, mr.rkey)).unwrap();
+        let c0 = thread_cpu();
+        let mut got = 0u64;
+        let mut t_first = None;
+        let mut t_last = Instant::now();
+        let _ = d.run_until(Duration::from_secs(120), |d| {
+            while let Some(wc) = d.stack.rc_mut().poll_cq() {
+                assert_eq!(wc.status, WcStatus::Success);
+                got += 1;
+                t_last = Instant::now();
+                t_first.get_or_insert(t_last);
+                if !write {
+                    post(d);
+                }
+            }
+            if write {
+                return done_rx.try_recv().is_ok();
+            }
+            got >= n
+        });
+        if write {
+            got = n;
+        }
+        let cpu = thread_cpu() - c0;
+        let _ = d.run_for(Duration::from_millis(20)); // the last ACKs
+        (got, cpu, t_first, t_last)
+    });
+    let tx = std::thread::spawn(move || {
+        let mut d = engine(&a, "v1", MAC_A, IP_A, 1);
+        let q = d.stack.create_rc_qp(QpCap { max_send_wr: 1024, max_recv_wr: 16 }).unwrap();
+        connect(&mut d, q, IP_B, MAC_B, q, 100, 200);
+        let mr = d.stack.rc_mut().reg_mr(size.max(8), Access::ALL).unwrap();
+        let (raddr, rkey) = rkey_rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let c0 = thread_cpu();
+        let t0 = Instant::now();
+        let (mut posted, mut done) = (0u64, 0u64);
+        let _ = d.run_until(Duration::from_secs(120), |d| {
+            while let Some(wc) = d.stack.rc_mut().poll_cq() {
+                assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+                done += 1;
+            }
+            let now = d.now();
+            while posted < n && (posted - done) < WINDOW as u64 {
+                let op = if write { SendOp::Write { remote_addr: raddr, rkey } } else { SendOp::Send };
+                let sg = vec![Sge { addr: mr.addr, length: size as u32, lkey: mr.lkey }];
+                let wr = SendWr { wr_id: posted, op, sg_list: sg, signaled: true, solicited: false };
+                d.stack.rc_mut().post_send(now, q, wr).unwrap();
+                posted += 1;
+            }
+            done >= n
+        });
+        let secs = t0.elapsed().as_secs_f64();
+        let cpu = thread_cpu() - c0;
+        let c = d.stack.rc().counters();
+        if c.completer_retry_err > 0 || c.rcvd_seq_err > 0 {
+            println!(
+                "  (sender: {} retries, {} sequence NAKs, {} local ACK timeouts, {} packets resent)",
+                c.completer_retry_err, c.rcvd_seq_err, c.local_ack_timeout_err, c.retransmitted_pkts
+            );
+        }
+        done_tx.send(()).unwrap();
+        (done, secs, cpu)
+    });
+    let (done, secs, tx_cpu) = tx.join().unwrap();
+    let (got, rx_cpu, _, _) = rx.join().unwrap();
+    assert_eq!((done, got), (n, n), "every message completed on both sides");
+    Run { msgs: n, secs, tx_us: tx_cpu.as_secs_f64() * 1e6 / n as f64, rx_us: rx_cpu.as_secs_f64() * 1e6 / n as f64 }
+}
+
+/// Kernel TCP on the same veth: `n` writes of `size` bytes on one connection.
+fn tcp_run(nets: &Nets, n: u64, size: usize) -> Run {
+    let (a, b) = (nets.0.clone(), nets.1.clone());
+    let (ready_tx, ready_rx) = mpsc::channel::<()>();
+    let rx = std::thread::spawn(move || {
+        enter(&b);
+        let l = TcpListener::bind("198.18.4.12:9471").unwrap();
+        ready_tx.send(()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let c0 = thread_cpu();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut left = n * size as u64;
+        while left > 0 {
+            let k = s.read(&mut buf).unwrap();
+            assert!(k > 0);
+            left -= k as u64;
+        }
+        s.write_all(b"k").unwrap();
+        thread_cpu() - c0
+    });
+    let tx = std::thread::spawn(move || {
+        enter(&a);
+        ready_rx.recv().unwrap();
+        let mut s = TcpStream::connect("198.18.4.12:9471").unwrap();
+        s.set_nodelay(true).unwrap();
+        let msg = vec![7u8; size];
+        let c0 = thread_cpu();
+        let t0 = Instant::now();
+        for _ in 0..n {
+            s.write_all(&msg).unwrap();
+        }
+        let mut k = [0u8; 1];
+        s.read_exact(&mut k).unwrap(); // everything arrived
+        (t0.elapsed().as_secs_f64(), thread_cpu() - c0)
+    });
+    let (secs, tx_cpu) = tx.join().unwrap();
+    let rx_cpu = rx.join().unwrap();
+    Run { msgs: n, secs, tx_us: tx_cpu.as_secs_f64() * 1e6 / n as f64, rx_us: rx_cpu.as_secs_f64() * 1e6 / n as f64 }
+}
+
+fn report(what: &str, size: usize, r: Run, base: Run) {
+    let mbps = |r: Run| r.msgs as f64 * size as f64 * 8.0 / r.secs / 1e6;
+    let mps = |r: Run| r.msgs as f64 / r.secs;
+    println!(
+        "{what}: {:.0} Mbit/s, {:.0} msg/s, CPU {:.2} µs/msg sending, {:.2} µs/msg receiving | kernel TCP {:.0} Mbit/s, {:.0} msg/s, {:.2} / {:.2} µs/msg | ratio goodput {:.2}, msg/s {:.2}, CPU/msg (send+recv) {:.2}",
+        mbps(r),
+        mps(r),
+        r.tx_us,
+        r.rx_us,
+        mbps(base),
+        mps(base),
+        base.tx_us,
+        base.rx_us,
+        mbps(r) / mbps(base),
+        mps(r) / mps(base),
+        (r.tx_us + r.rx_us) / (base.tx_us + base.rx_us),
+    );
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        return; // cargo test --benches: build only (needs root and namespaces to run)
+    }
+    let nets = Nets::new();
+    let big = 1 << 16;
+    let tcp_big = tcp_run(&nets, 2000, big);
+    let send_big = rc_run(&nets, 2000, big, false);
+    report("RC SEND 64 KiB", big, send_big, tcp_big);
+    let write_big = rc_run(&nets, 2000, big, true);
+    report("RC RDMA WRITE 64 KiB", big, write_big, tcp_big);
+    let tcp_small = tcp_run(&nets, 100_000, 64);
+    let send_small = rc_run(&nets, 100_000, 64, false);
+    report("RC SEND 64 B", 64, send_small, tcp_small);
+}

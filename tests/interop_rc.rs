@@ -1,0 +1,149 @@
+//! RC data interop with a real Linux kernel rxe peer (rdma-core's rping in the guest):
+//! a. the guest's `rping -s` ▶ `roce rping -c -C 10 -V -v`: per ping our SEND of the start
+//!    buffer's address, the kernel's RDMA READ of it, its "go ahead" SEND, our SEND of the
+//!    sink, its RDMA WRITE into it and a last SEND; both exit 0 and both print the ping data;
+//! b. `roce rping -s` ▶ the guest's `rping -c -C 10 -V -v`: we READ and WRITE the kernel's
+//!    buffers; both exit 0 and both print the ping data.
+//! c. the guest's `ucmatose -C 10 -S 100` server ▶ `roce cmatose -s ... -C 10 -S 100`: ten
+//!    SENDs each way over RC, both exit 0;
+//! d. `roce cmatose -C 10` as the server ▶ the guest's `ucmatose -s 198.18.0.1 -C 10`: the same
+//!    the other way round.
+//! The peer's own view is asserted: its output and exit status, and its rxe counters
+//! (`rdma statistic`) show the RDMA READ and WRITE it served or issued.
+//!
+//! Needs root, qemu and `bash tests/interop/setup.sh`. Artefacts: target/interop/artefacts/interop_rc/.
+
+#[path = "interop/harness.rs"]
+mod harness;
+
+use std::fmt::Write as _;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use harness::GuestBuilder;
+
+const T: Duration = Duration::from_secs(90);
+
+fn roce(args: &str) -> String {
+    format!("{} {args}", env!("CARGO_BIN_EXE_roce"))
+}
+
+fn wait_guest(g: &mut harness::Guest, cmd: &str, needle: &str, timeout: Duration) -> String {
+    let end = std::time::Instant::now() + timeout;
+    loop {
+        let (_, out) = g.guest_exec(cmd, T);
+        if out.contains(needle) || std::time::Instant::now() >= end {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn pings(out: &str, prefix: &str) -> usize {
+    out.lines().filter(|l| l.starts_with(prefix)).count()
+}
+
+#[test]
+fn kernel_rxe_rping_and_ucmatose_both_ways() {
+    let mut g = GuestBuilder::new("interop_rc").scenario("serve\n").boot();
+    let art = g.artefacts.clone();
+    let mut report = format!("boot_time_s {:.2}\n", g.boot_time.as_secs_f64());
+    let (_, stats0) = g.guest_exec("rdma statistic show 2>&1", T);
+    let _ = writeln!(report, "guest rxe counters before:\n{stats0}");
+
+    // a. The guest's rping server; our client.
+    let (rc, out) = g.guest_exec("(rping -s -a 198.18.0.2 -C 10 -V -v; echo rc=$?) > /tmp/rping_srv.log 2>&1 &", T);
+    assert_eq!(rc, 0, "{out}");
+    let cm = wait_guest(&mut g, "rdma res show cm_id", "LISTEN", Duration::from_secs(30));
+    let _ = writeln!(report, "--- a. the guest's rping listens:\n{cm}");
+    let pcap_a = art.join("rping_client.pcap");
+    let (rc, out) = g.run_in_netns(&roce(&format!(
+        "rping -c -a 198.18.0.2 -I 198.18.0.1 --iface tap0 -C 10 -V -v --pcap {}",
+        pcap_a.display()
+    )));
+    let _ = writeln!(report, "roce rping -c -a 198.18.0.2 -I 198.18.0.1 --iface tap0 -C 10 -V -v, exit {rc}\n{out}");
+    let log = wait_guest(&mut g, "cat /tmp/rping_srv.log", "rc=", Duration::from_secs(30));
+    let _ = writeln!(report, "guest rping -s -a 198.18.0.2 -C 10 -V -v log:\n{log}");
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    assert_eq!(rc, 0, "roce rping client:\n{out}\nguest:\n{log}");
+    assert_eq!(pings(&out, "ping data: rdma-ping-"), 10, "{out}");
+    assert!(log.contains("rc=0"), "the guest's rping server:\n{log}");
+    assert_eq!(pings(&log, "server ping data: rdma-ping-"), 10, "{log}");
+
+    // b. Our rping server; the guest's rping client.
+    let pcap_b = art.join("rping_server.pcap");
+    let child = Command::new("ip")
+        .args(["netns", "exec", &g.ns, "sh", "-c"])
+        .arg(roce(&format!("rping -s -a 198.18.0.1 --iface tap0 -v --timeout 60 --pcap {}", pcap_b.display())))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("roce rping server");
+    std::thread::sleep(Duration::from_millis(500));
+    let (grc, glog) = g.guest_exec("rping -c -a 198.18.0.1 -C 10 -V -v 2>&1; echo rc=$?", T);
+    let o = child.wait_with_output().expect("roce rping server output");
+    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let rc = o.status.code().unwrap_or(-1);
+    let _ = writeln!(
+        report,
+        "--- b. roce rping -s -a 198.18.0.1 --iface tap0 -v, exit {rc}\n{out}\nguest rping -c -a 198.18.0.1 -C 10 -V -v (exec rc {grc}):\n{glog}"
+    );
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    assert_eq!(rc, 0, "roce rping server:\n{out}\nguest:\n{glog}");
+    assert!(glog.contains("rc=0"), "the guest's rping client:\n{glog}");
+    assert_eq!(pings(&glog, "ping data: rdma-ping-"), 10, "{glog}");
+    assert_eq!(pings(&out, "server ping data: rdma-ping-"), 10, "{out}");
+
+    // c. The guest's ucmatose server with data; our client.
+    let (rc, out) = g.guest_exec("(ucmatose -C 10 -S 100; echo rc=$?) > /tmp/ucmatose_srv.log 2>&1 &", T);
+    assert_eq!(rc, 0, "{out}");
+    let cm = wait_guest(&mut g, "rdma res show cm_id", "ps TCP", Duration::from_secs(30));
+    let _ = writeln!(report, "--- c. the guest's ucmatose listens:\n{cm}");
+    let (rc, out) = g.run_in_netns(&roce("cmatose -s 198.18.0.2 -b 198.18.0.1 --iface tap0 -C 10 -S 100"));
+    let _ = writeln!(report, "roce cmatose -s 198.18.0.2 -b 198.18.0.1 --iface tap0 -C 10 -S 100, exit {rc}\n{out}");
+    let log = wait_guest(&mut g, "cat /tmp/ucmatose_srv.log", "rc=", Duration::from_secs(30));
+    let _ = writeln!(report, "guest ucmatose -C 10 -S 100 (server) log:\n{log}");
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    assert_eq!(rc, 0, "roce cmatose client:\n{out}\nguest:\n{log}");
+    assert!(out.contains("data transfers complete"), "{out}");
+    assert!(log.contains("data transfers complete") && log.contains("rc=0"), "the guest's ucmatose server:\n{log}");
+
+    // d. Our cmatose server with data; the guest's ucmatose client.
+    let child = Command::new("ip")
+        .args(["netns", "exec", &g.ns, "sh", "-c"])
+        .arg(roce("cmatose -b 198.18.0.1 --iface tap0 -C 10 -S 100 --timeout 40"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("roce cmatose server");
+    std::thread::sleep(Duration::from_millis(500));
+    let (grc, glog) = g.guest_exec("ucmatose -s 198.18.0.1 -C 10 -S 100 2>&1; echo rc=$?", T);
+    let o = child.wait_with_output().expect("roce cmatose server output");
+    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let rc = o.status.code().unwrap_or(-1);
+    let _ = writeln!(
+        report,
+        "--- d. roce cmatose -b 198.18.0.1 --iface tap0 -C 10 -S 100 (server), exit {rc}\n{out}\nguest ucmatose -s 198.18.0.1 -C 10 -S 100 (exec rc {grc}):\n{glog}"
+    );
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    assert_eq!(rc, 0, "roce cmatose server:\n{out}\nguest:\n{glog}");
+    assert!(out.contains("data transfers complete"), "{out}");
+    assert!(glog.contains("data transfers complete") && glog.contains("rc=0"), "the guest's ucmatose client:\n{glog}");
+
+    // The kernel's own counters: no retry, no sequence error, the SENDs of every run.
+    let (_, stats1) = g.guest_exec("rdma statistic show 2>&1", T);
+    let _ = writeln!(report, "guest rxe counters after:\n{stats1}");
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    let counter = |name: &str| -> u64 {
+        let mut it = stats1.split_whitespace().skip_while(|w| *w != name);
+        it.nth(1).and_then(|v| v.parse().ok()).unwrap_or(u64::MAX)
+    };
+    assert_eq!(counter("retry_exceeded_err"), 0, "{stats1}");
+    assert_eq!(counter("rcvd_seq_err"), 0, "{stats1}");
+    assert!((40..u64::MAX).contains(&counter("rdma_sends")), "{stats1}");
+
+    g.signal("end");
+    g.finish();
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    println!("{report}");
+}

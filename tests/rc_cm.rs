@@ -1,0 +1,335 @@
+//! Issue 14 item 2: connected mode through the CM on the simulated link. The REQ and REP
+//! carry the starting PSNs, MTU, retry and RNR counts, responder resources and initiator
+//! depth; rdma_accept and the REP move the QPs through INIT/RTR/RTS as cma.c does; data
+//! moves both ways (SEND, RDMA WRITE, RDMA READ, atomics); a disconnect flushes.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use roce_cm::rc::{Access, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
+use roce_cm::{CmId, ConnectParam, EventKind, EventParam, Instant, PortSpace, QpType, Stack, StackConfig};
+use roce_net::{LinkConfig, NodeId, SimNet};
+
+const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+const PORT: u16 = 7471;
+
+struct Pair {
+    net: SimNet,
+    srv: NodeId,
+    cli: NodeId,
+    sid: CmId,
+    cid: CmId,
+    sq: u32,
+    cq: u32,
+}
+
+fn events(net: &mut SimNet, n: NodeId) -> Vec<roce_cm::CmEvent> {
+    let s = net.node_mut::<Stack>(n);
+    std::iter::from_fn(|| s.poll_event()).collect()
+}
+
+fn connect(seed: u64, link: LinkConfig) -> Pair {
+    let mut net = SimNet::new(seed);
+    let mut ca = StackConfig::new([2, 0, 0, 0, 0, 1], A, 24);
+    ca.seed = seed;
+    let mut cb = StackConfig::new([2, 0, 0, 0, 0, 2], B, 24);
+    cb.seed = seed + 1;
+    let srv = net.add(Stack::new(ca), link.clone());
+    let cli = net.add(Stack::new(cb), link);
+    let now = net.now();
+    let s = net.node_mut::<Stack>(srv);
+    let l = s.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    s.bind_addr(l, SocketAddr::new(IpAddr::V4(A), PORT)).unwrap();
+    s.listen(l, 1).unwrap();
+    let c = net.node_mut::<Stack>(cli);
+    let cid = c.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    c.resolve_addr(now, cid, None, SocketAddr::new(IpAddr::V4(A), PORT), Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(events(&mut net, cli)[0].kind, EventKind::AddrResolved);
+    let now = net.now();
+    net.node_mut::<Stack>(cli).resolve_route(now, cid, Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(10));
+    assert_eq!(events(&mut net, cli)[0].kind, EventKind::RouteResolved);
+    let c = net.node_mut::<Stack>(cli);
+    let cq = c.create_qp_for_id(cid).unwrap();
+    assert_eq!(c.rc().qp_state(cq), Some(QpState::Init));
+    let param = ConnectParam {
+        responder_resources: 4,
+        initiator_depth: 4,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        ..Default::default()
+    };
+    let now = net.now();
+    net.node_mut::<Stack>(cli).connect(now, cid, &param).unwrap();
+    net.run_for(Duration::from_millis(50));
+    let ev = events(&mut net, srv);
+    let req = ev.iter().find(|e| e.kind == EventKind::ConnectRequest).expect("CONNECT_REQUEST");
+    let EventParam::Conn(p) = &req.param else { panic!() };
+    assert_eq!((p.responder_resources, p.initiator_depth, p.retry_count, p.rnr_retry_count), (4, 4, 7, 7));
+    assert_eq!(p.remote_qpn, cq);
+    let sid = req.id;
+    let now = net.now();
+    let s = net.node_mut::<Stack>(srv);
+    let sq = s.create_qp_for_id(sid).unwrap();
+    s.accept(now, sid, &param).unwrap();
+    assert_eq!(s.rc().qp_state(sq), Some(QpState::Rts), "rdma_accept: RTR and RTS before the REP");
+    net.run_for(Duration::from_millis(50));
+    assert!(events(&mut net, cli).iter().any(|e| e.kind == EventKind::Established));
+    assert!(events(&mut net, srv).iter().any(|e| e.kind == EventKind::Established));
+    Pair { net, srv, cli, sid, cid, sq, cq }
+}
+
+#[test]
+fn connect_negotiates_psns_and_moves_both_qps_to_rts() {
+    let mut p = connect(1, LinkConfig::with_latency(Duration::from_micros(50)));
+    let s = p.net.node::<Stack>(p.srv).rc().query_qp(p.sq).unwrap();
+    let c = p.net.node::<Stack>(p.cli).rc().query_qp(p.cq).unwrap();
+    assert_eq!(p.net.node::<Stack>(p.cli).rc().qp_state(p.cq), Some(QpState::Rts));
+    // Each side's receive PSN is the other's send PSN; each names the other's QP.
+    assert_eq!((s.rq_psn, c.rq_psn), (c.sq_psn, s.sq_psn));
+    assert_eq!((s.dest_qpn, c.dest_qpn), (p.cq, p.sq));
+    assert_eq!((s.path_mtu, c.path_mtu), (2048, 2048)); // StackConfig's MTU code 4
+    assert_eq!((s.retry_cnt, c.retry_cnt, s.rnr_retry, c.rnr_retry), (7, 7, 7, 7));
+    assert_eq!((s.max_rd_atomic, s.max_dest_rd_atomic), (4, 4));
+    let _ = (p.sid, p.cid, p.net.node_mut::<Stack>(p.cli));
+}
+
+fn data_both_ways(p: &mut Pair) {
+    let now = p.net.now();
+    let (srv, cli, sq, cq) = (p.srv, p.cli, p.sq, p.cq);
+    // Server: a receive buffer and a region the client may read, write and add to.
+    let s = p.net.node_mut::<Stack>(srv).rc_mut();
+    let sbuf = s.reg_mr(16384, Access::ALL).unwrap();
+    s.mr_mut(sbuf.lkey).unwrap()[8192..12288].fill(0x5a);
+    s.post_recv(sq, RecvWr { wr_id: 1, sg_list: vec![Sge { addr: sbuf.addr, length: 8192, lkey: sbuf.lkey }] })
+        .unwrap();
+    let c = p.net.node_mut::<Stack>(cli).rc_mut();
+    let cbuf = c.reg_mr(16384, Access::ALL).unwrap();
+    let msg: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+    c.mr_mut(cbuf.lkey).unwrap()[..5000].copy_from_slice(&msg);
+    let sg = |off: u64, len: u32| vec![Sge { addr: cbuf.addr + off, length: len, lkey: cbuf.lkey }];
+    let wrs = [
+        SendWr { wr_id: 10, op: SendOp::SendWithImm(0x1234), sg_list: sg(0, 5000), signaled: true, solicited: true },
+        SendWr {
+            wr_id: 11,
+            op: SendOp::Write { remote_addr: sbuf.addr + 12288, rkey: sbuf.rkey },
+            sg_list: sg(0, 3000),
+            signaled: true,
+            solicited: false,
+        },
+        SendWr {
+            wr_id: 12,
+            op: SendOp::Read { remote_addr: sbuf.addr + 8192, rkey: sbuf.rkey },
+            sg_list: sg(8192, 4096),
+            signaled: true,
+            solicited: false,
+        },
+        SendWr {
+            wr_id: 13,
+            op: SendOp::CompareSwap { remote_addr: sbuf.addr + 16376, rkey: sbuf.rkey, compare: 0, swap: 99 },
+            sg_list: sg(16376, 8),
+            signaled: true,
+            solicited: false,
+        },
+    ];
+    for w in wrs {
+        c.post_send(now, cq, w).unwrap();
+    }
+    p.net.run_for(Duration::from_millis(100));
+    let c = p.net.node_mut::<Stack>(cli).rc_mut();
+    let wc: Vec<_> = std::iter::from_fn(|| c.poll_cq()).map(|w| (w.wr_id, w.status, w.opcode)).collect();
+    assert_eq!(
+        wc,
+        [
+            (10, WcStatus::Success, WcOpcode::Send),
+            (11, WcStatus::Success, WcOpcode::RdmaWrite),
+            (12, WcStatus::Success, WcOpcode::RdmaRead),
+            (13, WcStatus::Success, WcOpcode::CompSwap)
+        ]
+    );
+    assert!(c.mr(cbuf.lkey).unwrap()[8192..12288].iter().all(|b| *b == 0x5a));
+    let s = p.net.node_mut::<Stack>(srv).rc_mut();
+    let w = s.poll_cq().unwrap();
+    assert_eq!((w.wr_id, w.opcode, w.byte_len, w.imm_data), (1, WcOpcode::Recv, 5000, Some(0x1234)));
+    let m = s.mr(sbuf.lkey).unwrap();
+    assert_eq!(m[..5000], msg[..]);
+    assert_eq!(m[12288..15288], msg[..3000]);
+    assert_eq!(u64::from_ne_bytes(m[16376..].try_into().unwrap()), 99);
+}
+
+#[test]
+fn data_moves_over_the_connection_and_disconnect_flushes() {
+    let mut p = connect(2, LinkConfig::with_latency(Duration::from_micros(50)));
+    data_both_ways(&mut p);
+    // One receive outstanding on each side, then the client disconnects.
+    let (srv, cli, sq, cq) = (p.srv, p.cli, p.sq, p.cq);
+    for (n, q) in [(srv, sq), (cli, cq)] {
+        p.net.node_mut::<Stack>(n).rc_mut().post_recv(q, RecvWr { wr_id: 77, sg_list: vec![] }).unwrap();
+    }
+    let now = p.net.now();
+    p.net.node_mut::<Stack>(cli).disconnect(now, p.cid).unwrap();
+    p.net.run_for(Duration::from_millis(50));
+    assert!(events(&mut p.net, srv).iter().any(|e| e.kind == EventKind::Disconnected));
+    for (n, q) in [(srv, sq), (cli, cq)] {
+        let s = p.net.node_mut::<Stack>(n).rc_mut();
+        assert_eq!(s.qp_state(q), Some(QpState::Err));
+        let w = s.poll_cq().unwrap();
+        assert_eq!((w.wr_id, w.status, w.opcode), (77, WcStatus::WrFlushErr, WcOpcode::Recv));
+    }
+}
+
+#[test]
+fn connected_data_survives_a_lossy_link() {
+    let link = LinkConfig {
+        latency: Duration::from_micros(50),
+        loss: 0.2,
+        duplicate: 0.05,
+        reorder: 0.05,
+        ..LinkConfig::default()
+    };
+    // The CM retries REQ/REP/RTU on its own timers; give it a clean start, then lose.
+    let mut p = connect(3, LinkConfig::with_latency(Duration::from_micros(50)));
+    p.net.set_link(p.srv, link);
+    let now = p.net.now();
+    let s = p.net.node_mut::<Stack>(p.srv).rc_mut();
+    let sbuf = s.reg_mr(4096, Access::ALL).unwrap();
+    for i in 0..20 {
+        let sg = vec![Sge { addr: sbuf.addr, length: 4096, lkey: sbuf.lkey }];
+        s.post_recv(p.sq, RecvWr { wr_id: i, sg_list: sg }).unwrap();
+    }
+    let c = p.net.node_mut::<Stack>(p.cli).rc_mut();
+    let cbuf = c.reg_mr(4096, Access::ALL).unwrap();
+    for i in 0..20 {
+        let sg = vec![Sge { addr: cbuf.addr, length: 100 + i as u32, lkey: cbuf.lkey }];
+        c.post_send(now, p.cq, SendWr { wr_id: i, op: SendOp::Send, sg_list: sg, signaled: true, solicited: false })
+            .unwrap();
+    }
+    p.net.run_for(Duration::from_secs(60));
+    let s = p.net.node_mut::<Stack>(p.srv).rc_mut();
+    let got: Vec<_> = std::iter::from_fn(|| s.poll_cq()).map(|w| (w.wr_id, w.byte_len)).collect();
+    assert_eq!(got, (0..20).map(|i| (i, 100 + i as u32)).collect::<Vec<_>>());
+}
+
+/// The rest of the family (spec/api.md): rdma_init_qp_attr, rdma_notify,
+/// rdma_set_service_type, rdma_read_gids, rdma_restrict_node_type, rdma_reject_msg and
+/// rdma_consumer_reject_data, with the kernel's errnos.
+#[test]
+fn init_qp_attr_notify_service_type_gids_restrict_reject() {
+    use roce_cm::{consumer_reject_data, reject_msg, Errno, InitQpState, QpEvent};
+    let mut net = SimNet::new(9);
+    let mut ca = StackConfig::new([2, 0, 0, 0, 0, 1], A, 24);
+    ca.seed = 9;
+    let mut cb = StackConfig::new([2, 0, 0, 0, 0, 2], B, 24);
+    cb.seed = 10;
+    let link = LinkConfig::with_latency(Duration::from_micros(50));
+    let srv = net.add(Stack::new(ca), link.clone());
+    let cli = net.add(Stack::new(cb), link);
+    let s = net.node_mut::<Stack>(srv);
+    let l = s.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    s.bind_addr(l, SocketAddr::new(IpAddr::V4(A), PORT)).unwrap();
+    s.listen(l, 1).unwrap();
+
+    // rdma_restrict_node_type: bad type EINVAL; RNIC finds no device (ENODEV on a specific
+    // bind); once bound, EALREADY.
+    let c = net.node_mut::<Stack>(cli);
+    let x = c.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    assert_eq!(c.restrict_node_type(x, 9), Err(Errno::EINVAL));
+    c.restrict_node_type(x, 4).unwrap();
+    assert_eq!(c.bind_addr(x, SocketAddr::new(IpAddr::V4(B), 0)), Err(Errno::ENODEV));
+    c.restrict_node_type(x, 1).unwrap();
+    c.bind_addr(x, SocketAddr::new(IpAddr::V4(B), 0)).unwrap();
+    assert_eq!(c.restrict_node_type(x, 0), Err(Errno::EALREADY));
+
+    // rdma_set_service_type before connect; rdma_init_qp_attr without a CM id: INIT only.
+    let cid = c.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    assert_eq!(c.read_gids(cid).unwrap(), (roce_wire::Gid::default(), roce_wire::Gid::default()));
+    let now = Instant::ZERO;
+    c.resolve_addr(now, cid, None, SocketAddr::new(IpAddr::V4(A), PORT), Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(50));
+    let now = net.now();
+    let c = net.node_mut::<Stack>(cli);
+    c.resolve_route(now, cid, Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(10));
+    let c = net.node_mut::<Stack>(cli);
+    let (sg, dg) = c.read_gids(cid).unwrap();
+    assert_eq!((sg.to_ip(), dg.to_ip()), (IpAddr::V4(B), IpAddr::V4(A)));
+    c.set_service_type(cid, 0x68).unwrap();
+    let cq = c.create_qp_for_id(cid).unwrap();
+    assert!(c.init_qp_attr(cid, InitQpState::Init).is_ok());
+    assert_eq!(c.init_qp_attr(cid, InitQpState::Rtr), Err(Errno::EINVAL));
+    assert_eq!(c.notify(cid, QpEvent::CommEst), Err(Errno::EINVAL), "no IB CM id yet");
+    let param = ConnectParam {
+        responder_resources: 2,
+        initiator_depth: 2,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        ..Default::default()
+    };
+    let now = net.now();
+    net.node_mut::<Stack>(cli).connect(now, cid, &param).unwrap();
+    // Our REQ is outstanding: INIT yes, RTR not yet (the peer's QP is unknown).
+    let c = net.node_mut::<Stack>(cli);
+    assert!(c.init_qp_attr(cid, InitQpState::Init).is_ok());
+    assert_eq!(c.init_qp_attr(cid, InitQpState::Rtr), Err(Errno::EINVAL));
+    net.run_for(Duration::from_millis(20));
+    let req = events(&mut net, srv).into_iter().find(|e| e.kind == EventKind::ConnectRequest).unwrap();
+    let sid = req.id;
+    let s = net.node_mut::<Stack>(srv);
+    // A received REQ: RTR and RTS are known before accept.
+    let rtr = s.init_qp_attr(sid, InitQpState::Rtr).unwrap();
+    assert_eq!((rtr.dest_qpn, rtr.traffic_class), (cq, 0x68), "the REQ's path carries the ToS");
+    let sq = s.create_qp_for_id(sid).unwrap();
+    let now = net.now();
+    let s = net.node_mut::<Stack>(srv);
+    s.accept(now, sid, &param).unwrap();
+    // rdma_notify(COMM_EST) before the RTU arrives: ESTABLISHED at once, EISCONN after.
+    s.notify(sid, QpEvent::CommEst).unwrap();
+    assert_eq!(s.notify(sid, QpEvent::CommEst), Err(Errno::EISCONN));
+    assert_eq!(s.notify(sid, QpEvent::Other), Err(Errno::EINVAL));
+    s.notify(sid, QpEvent::PathMig).unwrap();
+    net.run_for(Duration::from_millis(20));
+    let est: Vec<_> = events(&mut net, srv).into_iter().filter(|e| e.kind == EventKind::Established).collect();
+    assert_eq!(est.len(), 1, "one ESTABLISHED: the RTU that followed changed nothing");
+    // RTR/RTS attributes equal what the QPs were given.
+    for (n, id, q) in [(srv, sid, sq), (cli, cid, cq)] {
+        let st = net.node::<Stack>(n);
+        let rtr = st.init_qp_attr(id, InitQpState::Rtr).unwrap();
+        let rts = st.init_qp_attr(id, InitQpState::Rts).unwrap();
+        let qa = st.rc().query_qp(q).unwrap();
+        assert_eq!(
+            (rtr.rq_psn, rtr.dest_qpn, rtr.path_mtu, rtr.max_dest_rd_atomic),
+            (qa.rq_psn, qa.dest_qpn, qa.path_mtu, 2)
+        );
+        assert_eq!((rts.sq_psn, rts.retry_cnt, rts.rnr_retry, rts.max_rd_atomic), (qa.sq_psn, 7, 7, 2));
+        assert_eq!(qa.traffic_class, 0x68);
+    }
+    let now = net.now();
+    net.node_mut::<Stack>(cli).disconnect(now, cid).unwrap();
+    assert_eq!(net.node::<Stack>(cli).init_qp_attr(cid, InitQpState::Rts), Err(Errno::EINVAL));
+
+    // rdma_reject_msg and rdma_consumer_reject_data on a consumer-defined REJ.
+    assert_eq!(reject_msg(28), "consumer defined");
+    assert_eq!(reject_msg(8), "invalid service ID");
+    assert_eq!(reject_msg(34), "unrecognized reason");
+    assert_eq!(reject_msg(-1), "unrecognized reason");
+    let now = net.now();
+    let c = net.node_mut::<Stack>(cli);
+    let rid = c.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    c.resolve_addr(now, rid, None, SocketAddr::new(IpAddr::V4(A), PORT), Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(20));
+    let now = net.now();
+    net.node_mut::<Stack>(cli).resolve_route(now, rid, Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(10));
+    let now = net.now();
+    net.node_mut::<Stack>(cli).connect(now, rid, &ConnectParam::default()).unwrap();
+    net.run_for(Duration::from_millis(20));
+    let req = events(&mut net, srv).into_iter().find(|e| e.kind == EventKind::ConnectRequest).unwrap();
+    net.node_mut::<Stack>(srv).reject(req.id, b"go away").unwrap();
+    net.run_for(Duration::from_millis(20));
+    let rej = events(&mut net, cli).into_iter().find(|e| e.kind == EventKind::Rejected).unwrap();
+    assert_eq!(rej.status, 28);
+    assert_eq!(&consumer_reject_data(&rej).unwrap()[..7], b"go away");
+    assert_eq!(reject_msg(rej.status), "consumer defined");
+}
