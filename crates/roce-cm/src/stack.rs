@@ -315,7 +315,7 @@ impl Stack {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         self.now = self.now.max(now);
         // Drivers poll until `None` after every input: answer that cheaply.
-        if self.tx.is_empty() && !self.sa.has_outgoing() {
+        if self.tx.is_empty() && !self.sa.has_outgoing() && self.rc.is_empty() {
             release_burst_capacity(&mut self.tx);
             return None;
         }

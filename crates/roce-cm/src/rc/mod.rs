@@ -743,6 +743,11 @@ impl Rc {
         }
     }
 
+    /// Whether no RC QP exists (nothing can be waiting to be sent).
+    pub fn is_empty(&self) -> bool {
+        self.qps.is_empty()
+    }
+
     /// The next packet to send, QPs served in turn: responses first, then requests.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<RcPacket> {
         let keys: Vec<u32> = self.qps.range(self.rr..).chain(self.qps.range(..self.rr)).map(|(k, _)| *k).collect();
