@@ -512,7 +512,7 @@ mod tests {
     #[test]
     fn ping_text_is_rpings() {
         let t = ping_text(0, b'A', 30);
-        assert_eq!(&t[..], b"rdma-ping-0: ABCDEFGHIJKLMNOPQ\0");
+        assert_eq!(&t[..], b"rdma-ping-0: ABCDEFGHIJKLMNOP\0");
         let t = ping_text(7, b'y', 18);
         assert_eq!(&t[..], b"rdma-ping-7: yzAB\0");
         assert_eq!(iboe_mtu_code(1500), 3);
