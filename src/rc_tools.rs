@@ -121,13 +121,13 @@ pub fn server_exchange(d: &mut Driver<CliDevice>, n: &mut Node, timeout: Duratio
     if n.count == 0 {
         return Ok(());
     }
-    println!("initiating data transfers");
+    crate::out!("initiating data transfers");
     post_sends(d, n)?;
-    println!("completing sends");
+    crate::out!("completing sends");
     poll(d, n, WcOpcode::Send, timeout)?;
-    println!("receiving data transfers");
+    crate::out!("receiving data transfers");
     poll(d, n, WcOpcode::Recv, timeout)?;
-    println!("data transfers complete");
+    crate::out!("data transfers complete");
     Ok(())
 }
 
@@ -136,11 +136,11 @@ pub fn client_exchange(d: &mut Driver<CliDevice>, n: &mut Node, timeout: Duratio
     if n.count == 0 {
         return Ok(());
     }
-    println!("receiving data transfers");
+    crate::out!("receiving data transfers");
     poll(d, n, WcOpcode::Recv, timeout)?;
-    println!("sending replies");
+    crate::out!("sending replies");
     post_sends(d, n)?;
     poll(d, n, WcOpcode::Send, timeout)?;
-    println!("data transfers complete");
+    crate::out!("data transfers complete");
     Ok(())
 }

@@ -23,7 +23,6 @@ use roce_cm::{CmId, ConnectParam, EventKind, PortSpace, QpType};
 use roce_net::driver::Driver;
 
 use crate::exit;
-use crate::out::print_counters;
 use crate::tools::{open_port, CliDevice, PortOptions};
 
 /// The smallest ping (rping's RPING_MIN_BUFSIZE: room for "rdma-ping-2147483647: ").
@@ -133,7 +132,7 @@ fn sge(m: &MrInfo, len: usize) -> Vec<Sge> {
 impl Ctx<'_> {
     fn say(&self, s: &str) {
         if !self.quiet {
-            println!("{s}");
+            crate::out!("{s}");
         }
     }
 
@@ -334,7 +333,7 @@ fn client_pings(c: &mut Ctx, a: &RpingArgs) -> Result<(), String> {
             return Err("data mismatch!".into());
         }
         if a.verbose {
-            println!("ping data: {}", c.cstr(rdma.lkey));
+            crate::out!("ping data: {}", c.cstr(rdma.lkey));
         }
         ping = ping.wrapping_add(1);
     }
@@ -349,7 +348,7 @@ fn server<'a>(d: &'a mut Driver<CliDevice>, a: &RpingArgs) -> Result<(Ctx<'a>, C
         d.stack.bind_addr(listen, addr).map_err(|e| format!("rdma_bind_addr {addr}: {e}"))?;
         d.stack.listen(listen, 3).map_err(|e| format!("rdma_listen: {e}"))?;
         if !a.quiet {
-            println!("rping: listening on {addr}");
+            crate::out!("rping: listening on {addr}");
         }
         let mut req = None;
         let _ = d.run_until(timeout, |d| {
@@ -390,7 +389,7 @@ fn server_pings(c: &mut Ctx, a: &RpingArgs) -> Result<(), String> {
         c.post_rdma(SendOp::Read { remote_addr: addr, rkey }, len)?;
         c.expect(WcOpcode::RdmaRead, "RDMA_READ_COMPLETE")?;
         if a.verbose {
-            println!("server ping data: {}", c.cstr(c.bufs.rdma.lkey));
+            crate::out!("server ping data: {}", c.cstr(c.bufs.rdma.lkey));
         }
         c.send_info(None)?;
         let Waited::Done = c.wait(WcOpcode::Recv)? else { return Ok(()) };
@@ -407,6 +406,8 @@ fn server_pings(c: &mut Ctx, a: &RpingArgs) -> Result<(), String> {
 /// `roce rping`. Exit status: 0 every ping done (client) or the client left after its pings
 /// (server); 1 a step failed; 2 usage; 3 the interface cannot be used.
 pub fn run(a: RpingArgs) -> ExitCode {
+    // SIGINT/SIGTERM/SIGHUP and a closed stdout end it as the kernel ends a process's ids.
+    crate::shutdown::install();
     let local = if a.server {
         a.addr
     } else {
@@ -474,22 +475,28 @@ pub fn run(a: RpingArgs) -> ExitCode {
             Err(e) => Err(e),
         }
     };
-    if a.debug {
-        print_counters(d.stack.counters(), d.send_errors, true);
-        println!("{:?}", d.stack.rc().counters());
-    }
-    match r {
+    let code = match r {
         Ok(()) => {
             if !a.quiet {
-                println!("rping {role}: done");
+                crate::out::line(format_args!("rping {role}: done"));
             }
-            ExitCode::from(exit::OK)
+            exit::OK
         }
+        // A stop cuts the step short: say so, not the step's own timeout message.
+        Err(_) if crate::shutdown::requested().is_some() => exit::FAILED,
         Err(e) => {
             eprintln!("rping {role} failed: {e}");
-            ExitCode::from(exit::FAILED)
+            exit::FAILED
         }
+    };
+    // Whatever is left (a stop in the middle of a step): destroyed as the kernel would, DREQ
+    // for a connected id, within the grace period; then the counters and the exit status.
+    let ids: Vec<CmId> = d.stack.ids().collect();
+    let code = crate::tools::finish("rping", &mut d, &ids, a.debug, code);
+    if a.debug {
+        crate::out::line(format_args!("{:?}", d.stack.rc().counters()));
     }
+    ExitCode::from(code)
 }
 
 /// iboe_get_mtu: the IB MTU code for a netdev MTU (room for GRH, UDP, BTH, XRCETH,

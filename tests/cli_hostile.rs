@@ -12,9 +12,16 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 
-const SUBCOMMANDS: [&str; 8] = ["mckey", "sa-query", "sa-server", "sa-agent", "udaddy", "cmatose", "demo", "decode"];
+const SUBCOMMANDS: [&str; 9] =
+    ["mckey", "sa-query", "sa-server", "sa-agent", "udaddy", "cmatose", "rping", "demo", "decode"];
 
-const OPTIONS: [&str; 30] = [
+const OPTIONS: [&str; 36] = [
+    "-c",
+    "-a",
+    "-I",
+    "-V",
+    "-d",
+    "--iface=nope0",
     "-m",
     "-b",
     "-s",
