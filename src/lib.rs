@@ -7,12 +7,14 @@
 pub mod capture;
 pub mod cm_tools;
 pub mod decode;
+pub mod decode_cli;
 mod decode_l2;
 mod decode_mad;
 pub mod demo;
 pub mod exit;
 #[doc(hidden)]
 pub mod fuzz_targets;
+pub mod json_out;
 pub mod sa_agent;
 pub mod samples;
 mod samples_l2;

@@ -1,0 +1,291 @@
+//! A small JSON writer that appends straight to a byte buffer, for `roce decode --json`: no
+//! tree per frame. Numbers above 32 bits (TIDs, GUIDs, service IDs, keys, addresses) are written
+//! as `"0x…"` strings so that no consumer (jq, JavaScript) rounds them; the serde bridge
+//! ([`Json::serde`]) applies the same rule and the schema's key names (`q_key`, `p_key`,
+//! `r_key`) to the wire crate's derived `Serialize` impls.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// A JSON text under construction.
+#[derive(Debug, Default, Clone)]
+pub struct Json {
+    /// The text so far.
+    pub buf: Vec<u8>,
+    comma: bool,
+}
+
+/// Append `bytes` as lowercase hex.
+pub fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.reserve(bytes.len() * 2);
+    for &b in bytes {
+        out.push(HEX[usize::from(b >> 4)]);
+        out.push(HEX[usize::from(b & 15)]);
+    }
+}
+
+/// Append `s` JSON-escaped (without quotes).
+fn push_escaped(out: &mut Vec<u8>, s: &str) {
+    for &b in s.as_bytes() {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0..=0x1f => {
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(b >> 4)]);
+                out.push(HEX[usize::from(b & 15)]);
+            }
+            _ => out.push(b),
+        }
+    }
+}
+
+/// Key names of the wire crate's structs renamed to the schema's convention.
+fn rename(k: &str) -> &str {
+    match k {
+        "qkey" => "q_key",
+        "pkey" => "p_key",
+        "rkey" => "r_key",
+        _ => k,
+    }
+}
+
+impl Json {
+    /// Empty.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.comma = false;
+    }
+
+    /// Start a member `k` (or an array element when `k` is empty).
+    #[inline]
+    fn key(&mut self, k: &str) {
+        if self.comma {
+            self.buf.push(b',');
+        }
+        if !k.is_empty() {
+            self.buf.push(b'"');
+            self.buf.extend_from_slice(k.as_bytes());
+            self.buf.extend_from_slice(b"\":");
+        }
+        self.comma = true;
+    }
+
+    /// Open an object (member `k`, or an element/top level when `k` is empty).
+    pub fn begin(&mut self, k: &str) {
+        self.key(k);
+        self.buf.push(b'{');
+        self.comma = false;
+    }
+
+    /// Close an object.
+    pub fn end(&mut self) {
+        self.buf.push(b'}');
+        self.comma = true;
+    }
+
+    /// Open an array.
+    pub fn begin_array(&mut self, k: &str) {
+        self.key(k);
+        self.buf.push(b'[');
+        self.comma = false;
+    }
+
+    /// Close an array.
+    pub fn end_array(&mut self) {
+        self.buf.push(b']');
+        self.comma = true;
+    }
+
+    /// A number that fits 32 bits (always exact in JSON).
+    #[inline]
+    pub fn num(&mut self, k: &str, v: u32) {
+        self.key(k);
+        let _ = write!(self.buf, "{v}");
+    }
+
+    /// A byte count or frame number (exact in JSON below 2^53).
+    pub fn count(&mut self, k: &str, v: u64) {
+        self.key(k);
+        let _ = write!(self.buf, "{v}");
+    }
+
+    /// A 64-bit identifier as a `"0x…"` string of 16 hex digits.
+    pub fn id64(&mut self, k: &str, v: u64) {
+        self.key(k);
+        self.buf.extend_from_slice(b"\"0x");
+        push_hex(&mut self.buf, &v.to_be_bytes());
+        self.buf.push(b'"');
+    }
+
+    /// A boolean.
+    pub fn bool(&mut self, k: &str, v: bool) {
+        self.key(k);
+        self.buf.extend_from_slice(if v { b"true" } else { b"false" });
+    }
+
+    /// A number with a fraction (seconds).
+    pub fn float(&mut self, k: &str, v: f64) {
+        self.key(k);
+        if v.is_finite() {
+            let _ = write!(self.buf, "{v}");
+        } else {
+            self.buf.extend_from_slice(b"null");
+        }
+    }
+
+    /// A string.
+    pub fn str(&mut self, k: &str, v: &str) {
+        self.key(k);
+        self.buf.push(b'"');
+        push_escaped(&mut self.buf, v);
+        self.buf.push(b'"');
+    }
+
+    /// A string from `Display` (addresses, names).
+    pub fn display(&mut self, k: &str, v: impl std::fmt::Display) {
+        self.key(k);
+        self.buf.push(b'"');
+        let start = self.buf.len();
+        let _ = write!(self.buf, "{v}");
+        if self.buf[start..].iter().any(|&b| b == b'"' || b == b'\\' || b < 0x20) {
+            let s = String::from_utf8_lossy(&self.buf[start..]).into_owned();
+            self.buf.truncate(start);
+            push_escaped(&mut self.buf, &s);
+        }
+        self.buf.push(b'"');
+    }
+
+    /// Bytes as one lowercase hex string.
+    pub fn hex(&mut self, k: &str, v: &[u8]) {
+        self.key(k);
+        self.buf.push(b'"');
+        push_hex(&mut self.buf, v);
+        self.buf.push(b'"');
+    }
+
+    /// A MAC address as `aa:bb:cc:dd:ee:ff`.
+    pub fn mac(&mut self, k: &str, m: &[u8]) {
+        self.key(k);
+        self.buf.push(b'"');
+        for (i, &b) in m.iter().enumerate() {
+            if i > 0 {
+                self.buf.push(b':');
+            }
+            self.buf.push(HEX[usize::from(b >> 4)]);
+            self.buf.push(HEX[usize::from(b & 15)]);
+        }
+        self.buf.push(b'"');
+    }
+
+    /// `null`.
+    pub fn null(&mut self, k: &str) {
+        self.key(k);
+        self.buf.extend_from_slice(b"null");
+    }
+
+    /// A value from a `Serialize` impl, with the schema's conventions (see the module docs).
+    pub fn serde<T: serde::Serialize + ?Sized>(&mut self, k: &str, v: &T) {
+        self.key(k);
+        let mut ser = serde_json::Serializer::with_formatter(&mut self.buf, Conventions::default());
+        if v.serialize(&mut ser).is_err() {
+            self.buf.extend_from_slice(b"null");
+        }
+    }
+}
+
+/// serde_json formatting with the schema's rules: 64-bit integers as `"0x…"` strings (all
+/// of the wire crate's u64 fields are identifiers or keys), keys renamed by [`rename`].
+#[derive(Default)]
+struct Conventions {
+    in_key: bool,
+}
+
+impl serde_json::ser::Formatter for Conventions {
+    fn write_u64<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: u64) -> std::io::Result<()> {
+        if self.in_key {
+            return write!(w, "{v}");
+        }
+        write!(w, "\"0x{v:016x}\"")
+    }
+
+    fn write_i64<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: i64) -> std::io::Result<()> {
+        if self.in_key {
+            return write!(w, "{v}");
+        }
+        write!(w, "\"0x{:016x}\"", v as u64)
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        self.in_key = true;
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b",")
+        }
+    }
+
+    fn end_object_key<W: ?Sized + std::io::Write>(&mut self, _w: &mut W) -> std::io::Result<()> {
+        self.in_key = false;
+        Ok(())
+    }
+
+    fn write_string_fragment<W: ?Sized + std::io::Write>(&mut self, w: &mut W, fragment: &str) -> std::io::Result<()> {
+        if self.in_key {
+            w.write_all(rename(fragment).as_bytes())
+        } else {
+            w.write_all(fragment.as_bytes())
+        }
+    }
+}
+
+/// Format into a `String` (for summaries).
+pub fn push_fmt(s: &mut String, args: std::fmt::Arguments<'_>) {
+    let _ = s.write_fmt(args);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_arrays_and_ids_are_valid_json() {
+        let mut j = Json::default();
+        j.begin("");
+        j.num("a", 7);
+        j.id64("tid", u64::MAX);
+        j.begin_array("xs");
+        j.num("", 1);
+        j.begin("");
+        j.str("s", "q\"\n");
+        j.end();
+        j.end_array();
+        j.hex("h", &[0xde, 0xad]);
+        j.end();
+        let v: serde_json::Value = serde_json::from_slice(&j.buf).unwrap();
+        assert_eq!(v["tid"], "0xffffffffffffffff");
+        assert_eq!(v["xs"][1]["s"], "q\"\n");
+        assert_eq!(v["h"], "dead");
+    }
+
+    #[test]
+    fn serde_values_follow_the_conventions() {
+        #[derive(serde::Serialize)]
+        struct S {
+            qkey: u32,
+            guid: u64,
+        }
+        let mut j = Json::default();
+        j.begin("");
+        j.serde("s", &S { qkey: 5, guid: 1 });
+        j.end();
+        let v: serde_json::Value = serde_json::from_slice(&j.buf).unwrap();
+        assert_eq!(v["s"]["q_key"], 5);
+        assert_eq!(v["s"]["guid"], "0x0000000000000001");
+    }
+}
