@@ -17,7 +17,7 @@ use roce_wire::{ContentError, Error};
 use serde_json::{Map, Value};
 
 use crate::capture::linktype;
-use crate::json_out::{push_fmt, Json};
+use crate::json_out::{push_dec, push_fmt, push_hex_fixed, Json};
 
 macro_rules! sum {
     ($s:expr, $($arg:tt)*) => { push_fmt($s, format_args!($($arg)*)) };
@@ -310,16 +310,18 @@ impl Decoder {
         j.num("psn", b.psn);
         j.num("p_key", u32::from(b.pkey));
         bth_json(j, b);
-        sum!(
-            s,
-            "{} → {} RoCEv2 {} QP=0x{:06x} PSN={} P_Key=0x{:04x}",
-            r.ip.source(),
-            r.ip.destination(),
-            b.opcode.name(),
-            b.dest_qp,
-            b.psn,
-            b.pkey
-        );
+        match &r.ip {
+            IpHeader::V4(h) => sum!(s, "{} → {}", Ipv4Addr::from(h.source), Ipv4Addr::from(h.destination)),
+            IpHeader::V6(h) => sum!(s, "{} → {}", Ipv6Addr::from(h.source), Ipv6Addr::from(h.destination)),
+        }
+        s.push_str(" RoCEv2 ");
+        s.push_str(b.opcode.name());
+        s.push_str(" QP=0x");
+        push_hex_fixed(s, u64::from(b.dest_qp), 6);
+        s.push_str(" PSN=");
+        push_dec(s, u64::from(b.psn));
+        s.push_str(" P_Key=0x");
+        push_hex_fixed(s, u64::from(b.pkey), 4);
         if b.fecn || b.becn {
             sum!(s, " {}{}", if b.fecn { "FECN " } else { "" }, if b.becn { "BECN" } else { "" });
         }
@@ -330,7 +332,10 @@ impl Decoder {
             j.num("reserved", u32::from(d.reserved));
             j.num("src_qp", d.src_qp);
             j.end();
-            sum!(s, " SrcQP=0x{:06x} Q_Key=0x{:08x}", d.src_qp, d.qkey);
+            s.push_str(" SrcQP=0x");
+            push_hex_fixed(s, u64::from(d.src_qp), 6);
+            s.push_str(" Q_Key=0x");
+            push_hex_fixed(s, u64::from(d.qkey), 8);
         }
         if let Some(x) = &e.feth {
             j.begin("feth");
@@ -384,7 +389,8 @@ impl Decoder {
         if is_gsi && e.deth.is_some() {
             crate::decode_mad::describe(j, s, r.payload, link.offset(f.offsets.payload));
         } else {
-            sum!(s, " PayLen={}", r.payload.len());
+            s.push_str(" PayLen=");
+            push_dec(s, r.payload.len() as u64);
         }
         j.hex("payload", r.payload);
         j.hex("pad", &r.pad[..r.pad_len()]);

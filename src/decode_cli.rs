@@ -63,6 +63,15 @@ struct Printer<W: Write> {
     json: bool,
     n: u64,
     t0: Option<Duration>,
+    line: Vec<u8>,
+}
+
+/// Append `v` right-aligned in `width` columns.
+fn pad_dec(out: &mut Vec<u8>, v: u64, width: usize) {
+    let mut d = Vec::with_capacity(20);
+    crate::json_out::push_u64(&mut d, v);
+    out.extend(std::iter::repeat_n(b' ', width.saturating_sub(d.len())));
+    out.extend_from_slice(&d);
 }
 
 impl<W: Write> Printer<W> {
@@ -81,14 +90,27 @@ impl<W: Write> Printer<W> {
         let r = if self.json {
             self.out.write_all(&self.dec.json.buf).and_then(|()| self.out.write_all(b"\n"))
         } else {
-            writeln!(
-                self.out,
-                "{:>5} {:>11.6} {:>5} {}",
-                self.n,
-                meta.relative.as_secs_f64(),
-                orig_len,
-                self.dec.summary
-            )
+            // `{n:>5} {secs:>4}.{micros:06} {len:>5} summary`, without the float formatter.
+            let mut line = std::mem::take(&mut self.line);
+            line.clear();
+            let rel = meta.relative;
+            pad_dec(&mut line, self.n, 5);
+            line.push(b' ');
+            pad_dec(&mut line, rel.as_secs(), 4);
+            line.push(b'.');
+            let us = u64::from(rel.subsec_nanos() / 1000);
+            let mut frac = Vec::with_capacity(6);
+            crate::json_out::push_u64(&mut frac, us);
+            line.extend(std::iter::repeat_n(b'0', 6 - frac.len()));
+            line.extend_from_slice(&frac);
+            line.push(b' ');
+            pad_dec(&mut line, u64::from(orig_len), 5);
+            line.push(b' ');
+            line.extend_from_slice(self.dec.summary.as_bytes());
+            line.push(b'\n');
+            let r = self.out.write_all(&line);
+            self.line = line;
+            r
         };
         r.map_err(|_| Stop::ClosedPipe)
     }
@@ -109,12 +131,16 @@ pub fn run(args: DecodeArgs) -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
     let stdout = io::stdout();
+    let mut dec = Decoder::new();
+    // The summary needs no JSON: skip its cost.
+    dec.json.off = !args.json;
     let mut p = Printer {
         out: io::BufWriter::with_capacity(1 << 16, stdout.lock()),
-        dec: Decoder::new(),
+        dec,
         json: args.json,
         n: 0,
         t0: None,
+        line: Vec::new(),
     };
     let status = match &args.iface {
         Some(iface) => live(&args, iface, &mut p),

@@ -90,10 +90,12 @@ fn describe_sa(j: &mut Json, s: &mut String, payload: &[u8], at: usize) {
     match &sa.data {
         SaData::McMember { record, .. } => {
             j.serde("mcmember", record);
-            // The names of the JoinState bits, beside the number.
-            j.buf.pop();
-            j.display("join_state_names", record.join_state);
-            j.end();
+            if !j.is_off() {
+                // The names of the JoinState bits, beside the number.
+                j.buf.pop();
+                j.display("join_state_names", record.join_state);
+                j.end();
+            }
             sum!(s, " MGID={} PortGID={} JoinState={}", record.mgid, record.port_gid, record.join_state);
             if record.mlid != 0 {
                 sum!(s, " MLID=0x{:04x}", record.mlid);
@@ -127,7 +129,7 @@ fn describe_cm(j: &mut Json, s: &mut String, header: &MadHeader, payload: &[u8],
     // buf[start..] is `,"fields":{"Name":{…}}`: drop `{"Name":` and the last `}`.
     let open = j.buf[start..].iter().position(|&b| b == b'{').map(|p| start + p);
     let colon = open.and_then(|o| j.buf[o..].iter().position(|&b| b == b':').map(|p| o + p));
-    if let (Some(open), Some(colon)) = (open, colon) {
+    if let (Some(open), Some(colon), false) = (open, colon, j.is_off()) {
         if j.buf.ends_with(b"}}") {
             j.buf.pop();
             j.buf.drain(open..=colon);

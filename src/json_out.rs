@@ -15,6 +15,24 @@ pub struct Json {
     /// The text so far.
     pub buf: Vec<u8>,
     comma: bool,
+    /// When set, every method does nothing (the summary-only output skips the JSON's cost).
+    pub off: bool,
+}
+
+/// Append the decimal digits of `v`.
+#[inline]
+pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&tmp[i..]);
 }
 
 /// Append `bytes` as lowercase hex.
@@ -62,6 +80,11 @@ impl Json {
         self.comma = false;
     }
 
+    /// Whether the writer is switched off.
+    pub fn is_off(&self) -> bool {
+        self.off
+    }
+
     /// Start a member `k` (or an array element when `k` is empty).
     #[inline]
     fn key(&mut self, k: &str) {
@@ -78,6 +101,9 @@ impl Json {
 
     /// Open an object (member `k`, or an element/top level when `k` is empty).
     pub fn begin(&mut self, k: &str) {
+        if self.off {
+            return;
+        }
         self.key(k);
         self.buf.push(b'{');
         self.comma = false;
@@ -85,12 +111,18 @@ impl Json {
 
     /// Close an object.
     pub fn end(&mut self) {
+        if self.off {
+            return;
+        }
         self.buf.push(b'}');
         self.comma = true;
     }
 
     /// Open an array.
     pub fn begin_array(&mut self, k: &str) {
+        if self.off {
+            return;
+        }
         self.key(k);
         self.buf.push(b'[');
         self.comma = false;
@@ -98,6 +130,9 @@ impl Json {
 
     /// Close an array.
     pub fn end_array(&mut self) {
+        if self.off {
+            return;
+        }
         self.buf.push(b']');
         self.comma = true;
     }
@@ -105,18 +140,27 @@ impl Json {
     /// A number that fits 32 bits (always exact in JSON).
     #[inline]
     pub fn num(&mut self, k: &str, v: u32) {
+        if self.off {
+            return;
+        }
         self.key(k);
-        let _ = write!(self.buf, "{v}");
+        push_u64(&mut self.buf, u64::from(v));
     }
 
     /// A byte count or frame number (exact in JSON below 2^53).
     pub fn count(&mut self, k: &str, v: u64) {
+        if self.off {
+            return;
+        }
         self.key(k);
-        let _ = write!(self.buf, "{v}");
+        push_u64(&mut self.buf, v);
     }
 
     /// A 64-bit identifier as a `"0x…"` string of 16 hex digits.
     pub fn id64(&mut self, k: &str, v: u64) {
+        if self.off {
+            return;
+        }
         self.key(k);
         self.buf.extend_from_slice(b"\"0x");
         push_hex(&mut self.buf, &v.to_be_bytes());
@@ -125,12 +169,18 @@ impl Json {
 
     /// A boolean.
     pub fn bool(&mut self, k: &str, v: bool) {
+        if self.off {
+            return;
+        }
         self.key(k);
         self.buf.extend_from_slice(if v { b"true" } else { b"false" });
     }
 
     /// A number with a fraction (seconds).
     pub fn float(&mut self, k: &str, v: f64) {
+        if self.off {
+            return;
+        }
         self.key(k);
         if v.is_finite() {
             let _ = write!(self.buf, "{v}");
@@ -141,6 +191,9 @@ impl Json {
 
     /// A string.
     pub fn str(&mut self, k: &str, v: &str) {
+        if self.off {
+            return;
+        }
         self.key(k);
         self.buf.push(b'"');
         push_escaped(&mut self.buf, v);
@@ -149,6 +202,9 @@ impl Json {
 
     /// A string from `Display` (addresses, names).
     pub fn display(&mut self, k: &str, v: impl std::fmt::Display) {
+        if self.off {
+            return;
+        }
         self.key(k);
         self.buf.push(b'"');
         let start = self.buf.len();
@@ -163,6 +219,9 @@ impl Json {
 
     /// Bytes as one lowercase hex string.
     pub fn hex(&mut self, k: &str, v: &[u8]) {
+        if self.off {
+            return;
+        }
         self.key(k);
         self.buf.push(b'"');
         push_hex(&mut self.buf, v);
@@ -171,6 +230,9 @@ impl Json {
 
     /// A MAC address as `aa:bb:cc:dd:ee:ff`.
     pub fn mac(&mut self, k: &str, m: &[u8]) {
+        if self.off {
+            return;
+        }
         self.key(k);
         self.buf.push(b'"');
         for (i, &b) in m.iter().enumerate() {
@@ -185,12 +247,18 @@ impl Json {
 
     /// `null`.
     pub fn null(&mut self, k: &str) {
+        if self.off {
+            return;
+        }
         self.key(k);
         self.buf.extend_from_slice(b"null");
     }
 
     /// A value from a `Serialize` impl, with the schema's conventions (see the module docs).
     pub fn serde<T: serde::Serialize + ?Sized>(&mut self, k: &str, v: &T) {
+        if self.off {
+            return;
+        }
         self.key(k);
         let mut ser = serde_json::Serializer::with_formatter(&mut self.buf, Conventions::default());
         if v.serialize(&mut ser).is_err() {
@@ -242,6 +310,33 @@ impl serde_json::ser::Formatter for Conventions {
             w.write_all(fragment.as_bytes())
         }
     }
+}
+
+/// Append `v` as `digits` lowercase hex digits (zero-padded; more if `v` needs them).
+#[inline]
+pub fn push_hex_fixed(s: &mut String, v: u64, digits: usize) {
+    let need = ((64 - v.leading_zeros() as usize).div_ceil(4)).max(digits).max(1);
+    for i in (0..need).rev() {
+        s.push(char::from(HEX[((v >> (i * 4)) & 15) as usize]));
+    }
+}
+
+/// Append `v` in decimal.
+#[inline]
+pub fn push_dec(s: &mut String, v: u64) {
+    let mut b = [0u8; 20];
+    let mut i = b.len();
+    let mut v = v;
+    loop {
+        i -= 1;
+        b[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // Digits are ASCII.
+    s.push_str(std::str::from_utf8(&b[i..]).unwrap_or(""));
 }
 
 /// Format into a `String` (for summaries).

@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bench_decode;
 pub mod capture;
 pub mod cm_tools;
 pub mod decode;
@@ -18,4 +19,5 @@ pub mod json_out;
 pub mod sa_agent;
 pub mod samples;
 mod samples_l2;
+pub mod samples_mixed;
 pub mod tools;

@@ -17,6 +17,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Decode(roce::decode_cli::DecodeArgs),
+    /// Benchmarks as ratios measured in one run (`roce bench decode`: against tshark).
+    Bench(roce::bench_decode::BenchArgs),
     /// Run the embedded demo: two hosts and an SA on a simulated link (no root, no network).
     ///
     /// A joins a multicast group (SA Set ▶ GetResp, IGMP report), B joins, A sends datagrams
@@ -243,6 +245,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Decode(a) => roce::decode_cli::run(a),
+        Command::Bench(a) => roce::bench_decode::run(a),
         Command::Demo { pcap, ipv6, loss, count, seed } => demo(pcap, ipv6, loss, count, seed),
         Command::Mckey { group, bind, sender, receiver: _, count, size, port, join_state, leave_after, no_sa } => {
             if let Some(node) = &port.ibsim {
