@@ -17,7 +17,7 @@ use roce_wire::{ContentError, Error};
 use serde_json::{Map, Value};
 
 use crate::capture::linktype;
-use crate::json_out::{push_dec, push_fmt, push_hex_fixed, Json};
+use crate::json_out::{push_fmt, Json, Summary};
 
 macro_rules! sum {
     ($s:expr, $($arg:tt)*) => { push_fmt($s, format_args!($($arg)*)) };
@@ -83,7 +83,7 @@ pub struct Decoder {
     /// The JSON object of the last frame (one line, no newline).
     pub json: Json,
     /// The summary of the last frame (no newline).
-    pub summary: String,
+    pub summary: Summary,
     scratch: Vec<u8>,
 }
 
@@ -317,11 +317,11 @@ impl Decoder {
         s.push_str(" RoCEv2 ");
         s.push_str(b.opcode.name());
         s.push_str(" QP=0x");
-        push_hex_fixed(s, u64::from(b.dest_qp), 6);
+        s.hex(u64::from(b.dest_qp), 6);
         s.push_str(" PSN=");
-        push_dec(s, u64::from(b.psn));
+        s.dec(u64::from(b.psn));
         s.push_str(" P_Key=0x");
-        push_hex_fixed(s, u64::from(b.pkey), 4);
+        s.hex(u64::from(b.pkey), 4);
         if b.fecn || b.becn {
             sum!(s, " {}{}", if b.fecn { "FECN " } else { "" }, if b.becn { "BECN" } else { "" });
         }
@@ -333,9 +333,9 @@ impl Decoder {
             j.num("src_qp", d.src_qp);
             j.end();
             s.push_str(" SrcQP=0x");
-            push_hex_fixed(s, u64::from(d.src_qp), 6);
+            s.hex(u64::from(d.src_qp), 6);
             s.push_str(" Q_Key=0x");
-            push_hex_fixed(s, u64::from(d.qkey), 8);
+            s.hex(u64::from(d.qkey), 8);
         }
         if let Some(x) = &e.feth {
             j.begin("feth");
@@ -390,7 +390,7 @@ impl Decoder {
             crate::decode_mad::describe(j, s, r.payload, link.offset(f.offsets.payload));
         } else {
             s.push_str(" PayLen=");
-            push_dec(s, r.payload.len() as u64);
+            s.dec(r.payload.len() as u64);
         }
         j.hex("payload", r.payload);
         j.hex("pad", &r.pad[..r.pad_len()]);
@@ -530,7 +530,7 @@ fn to_decoded(d: &Decoder) -> Decoded {
         }
         _ => Map::new(),
     };
-    Decoded { summary: d.summary.clone(), json }
+    Decoded { summary: d.summary.text.clone(), json }
 }
 
 /// Decode one Ethernet frame. Never fails: what cannot be parsed is described, with the error.

@@ -106,7 +106,7 @@ impl<W: Write> Printer<W> {
             line.push(b' ');
             pad_dec(&mut line, u64::from(orig_len), 5);
             line.push(b' ');
-            line.extend_from_slice(self.dec.summary.as_bytes());
+            line.extend_from_slice(self.dec.summary.text.as_bytes());
             line.push(b'\n');
             let r = self.out.write_all(&line);
             self.line = line;
@@ -134,6 +134,7 @@ pub fn run(args: DecodeArgs) -> ExitCode {
     let mut dec = Decoder::new();
     // The summary needs no JSON: skip its cost.
     dec.json.off = !args.json;
+    dec.summary.off = args.json;
     let mut p = Printer {
         out: io::BufWriter::with_capacity(1 << 16, stdout.lock()),
         dec,

@@ -13,7 +13,7 @@ use roce_wire::ndisc::NdiscMessage;
 use roce_wire::Error;
 
 use crate::decode::{error_json, eth_json, ipv4_json, ipv6_json, vlan_json};
-use crate::json_out::{push_fmt, Json};
+use crate::json_out::{push_fmt, Json, Summary};
 
 macro_rules! sum {
     ($s:expr, $($arg:tt)*) => { push_fmt($s, format_args!($($arg)*)) };
@@ -181,7 +181,7 @@ fn ip_layers(j: &mut Json, ether_type: u16, payload: &[u8]) -> String {
     addrs
 }
 
-fn igmp(j: &mut Json, s: &mut String, msg: &IgmpMessage) {
+fn igmp(j: &mut Json, s: &mut Summary, msg: &IgmpMessage) {
     j.begin("igmp");
     match msg {
         IgmpMessage::V2(v) => {
@@ -227,7 +227,7 @@ fn igmp(j: &mut Json, s: &mut String, msg: &IgmpMessage) {
     sum!(s, "{msg}");
 }
 
-fn mld(j: &mut Json, s: &mut String, msg: &MldMessage) {
+fn mld(j: &mut Json, s: &mut Summary, msg: &MldMessage) {
     j.begin("mld");
     match msg {
         MldMessage::V1(v) => {
@@ -279,7 +279,7 @@ fn mld(j: &mut Json, s: &mut String, msg: &MldMessage) {
     j.end();
 }
 
-fn ndisc(j: &mut Json, s: &mut String, msg: &NdiscMessage<'_>) {
+fn ndisc(j: &mut Json, s: &mut Summary, msg: &NdiscMessage<'_>) {
     j.begin("ndisc");
     match msg {
         NdiscMessage::NeighborSolicit { target_addr, source_lladdr, .. } => {

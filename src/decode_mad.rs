@@ -8,7 +8,7 @@ use roce_wire::sa::{SaData, SaMad};
 use roce_wire::{Error, MAD_SIZE};
 
 use crate::decode::error_json;
-use crate::json_out::{push_fmt, Json};
+use crate::json_out::{push_fmt, Json, Summary};
 
 macro_rules! sum {
     ($s:expr, $($arg:tt)*) => { push_fmt($s, format_args!($($arg)*)) };
@@ -19,7 +19,7 @@ fn err(j: &mut Json, key: &str, e: Error, at: usize) {
 }
 
 /// Describe the MAD in `payload`, which starts at frame offset `at`.
-pub(crate) fn describe(j: &mut Json, s: &mut String, payload: &[u8], at: usize) {
+pub(crate) fn describe(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize) {
     s.push_str(" | ");
     let header = match MadHeader::parse_bytes(payload) {
         Ok(h) => h,
@@ -68,7 +68,7 @@ pub(crate) fn describe(j: &mut Json, s: &mut String, payload: &[u8], at: usize) 
     }
 }
 
-fn describe_sa(j: &mut Json, s: &mut String, payload: &[u8], at: usize) {
+fn describe_sa(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize) {
     let sa = match SaMad::parse(payload) {
         Ok(sa) => sa,
         Err(e) => {
@@ -112,7 +112,7 @@ fn describe_sa(j: &mut Json, s: &mut String, payload: &[u8], at: usize) {
     }
 }
 
-fn describe_cm(j: &mut Json, s: &mut String, header: &MadHeader, payload: &[u8], at: usize) {
+fn describe_cm(j: &mut Json, s: &mut Summary, header: &MadHeader, payload: &[u8], at: usize) {
     let msg = match CmMessage::parse(header.attribute_id, &payload[MAD_HEADER_LEN..MAD_SIZE]) {
         Ok(m) => m,
         Err(e) => {

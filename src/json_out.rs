@@ -35,12 +35,79 @@ pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
     out.extend_from_slice(&tmp[i..]);
 }
 
+/// Every byte's two hex digits.
+const PAIRS: [[u8; 2]; 256] = {
+    let mut t = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = [HEX[i >> 4], HEX[i & 15]];
+        i += 1;
+    }
+    t
+};
+
 /// Append `bytes` as lowercase hex.
 pub fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.reserve(bytes.len() * 2);
-    for &b in bytes {
-        out.push(HEX[usize::from(b >> 4)]);
-        out.push(HEX[usize::from(b & 15)]);
+    let start = out.len();
+    out.resize(start + bytes.len() * 2, 0);
+    for (d, &b) in out[start..].chunks_exact_mut(2).zip(bytes) {
+        d.copy_from_slice(&PAIRS[usize::from(b)]);
+    }
+}
+
+/// A summary line under construction; when `off` (JSON output), nothing is formatted.
+#[derive(Debug, Default, Clone)]
+pub struct Summary {
+    /// The text so far.
+    pub text: String,
+    /// When set, every method does nothing.
+    pub off: bool,
+}
+
+impl Summary {
+    /// Empty.
+    pub fn clear(&mut self) {
+        self.text.clear();
+    }
+
+    /// Append text.
+    #[inline]
+    pub fn push_str(&mut self, t: &str) {
+        if !self.off {
+            self.text.push_str(t);
+        }
+    }
+
+    /// Append a character.
+    #[inline]
+    pub fn push(&mut self, c: char) {
+        if !self.off {
+            self.text.push(c);
+        }
+    }
+
+    /// Append formatted text (the arguments are formatted only when on).
+    #[inline]
+    pub fn fmt(&mut self, args: std::fmt::Arguments<'_>) {
+        if !self.off {
+            let _ = self.text.write_fmt(args);
+        }
+    }
+
+    /// Append `v` as at least `digits` hex digits.
+    #[inline]
+    pub fn hex(&mut self, v: u64, digits: usize) {
+        if !self.off {
+            push_hex_fixed(&mut self.text, v, digits);
+        }
+    }
+
+    /// Append `v` in decimal.
+    #[inline]
+    pub fn dec(&mut self, v: u64) {
+        if !self.off {
+            push_dec(&mut self.text, v);
+        }
     }
 }
 
@@ -339,9 +406,10 @@ pub fn push_dec(s: &mut String, v: u64) {
     s.push_str(std::str::from_utf8(&b[i..]).unwrap_or(""));
 }
 
-/// Format into a `String` (for summaries).
-pub fn push_fmt(s: &mut String, args: std::fmt::Arguments<'_>) {
-    let _ = s.write_fmt(args);
+/// Format into a summary.
+#[inline]
+pub fn push_fmt(s: &mut Summary, args: std::fmt::Arguments<'_>) {
+    s.fmt(args);
 }
 
 #[cfg(test)]
