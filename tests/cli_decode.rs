@@ -438,6 +438,7 @@ fn every_json_line_matches_the_schema() {
     let frames = ip_frames();
     let mut inputs: Vec<(String, Vec<u8>)> = vec![
         ("sample".into(), std::fs::read(sample()).unwrap()),
+        ("tcpdump_any".into(), std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tcpdump-any.pcap")).unwrap()),
         ("mixed".into(), roce::samples_mixed::mixed_capture(3_000, 5)),
         ("pcapng".into(), pcapng_two_linktypes().0),
         ("sll".into(), pcap(false, false, 113, &frames.iter().map(|(t, d)| (*t, sll(d))).collect::<Vec<_>>())),
@@ -569,4 +570,26 @@ fn live_capture_needs_an_interface_that_exists() {
     let out = roce().args(["decode", "-i", "no-such-if0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-if0"));
+}
+
+/// A real `tcpdump -i any` capture (Linux cooked v2, tests/data/tcpdump-any.pcap): scapy sent
+/// the sample's frames on one end of a veth pair, tcpdump saw each twice (out on veth0, in on
+/// veth1). Every frame decodes as its Ethernet original does.
+#[test]
+fn a_tcpdump_any_capture_decodes_like_the_ethernet_sample() {
+    let any = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tcpdump-any.pcap");
+    let out = roce().arg("decode").arg(&any).output().unwrap();
+    assert!(out.status.success());
+    let got = texts(&out.stdout);
+    let want = texts(&roce().arg("decode").arg(sample()).output().unwrap().stdout);
+    assert_eq!(got.len(), 2 * want.len());
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!(&got[2 * i], w, "frame {}", 2 * i + 1);
+        assert_eq!(&got[2 * i + 1], w, "frame {}", 2 * i + 2);
+    }
+    let json = roce().args(["decode", "--json", "-c", "2"]).arg(&any).output().unwrap();
+    let kinds: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&json.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(kinds[0]["sll2"]["packet_type_name"], "outgoing");
+    assert_eq!(kinds[1]["sll2"]["packet_type_name"], "broadcast"); // an ARP request
 }
