@@ -593,3 +593,23 @@ fn a_tcpdump_any_capture_decodes_like_the_ethernet_sample() {
     assert_eq!(kinds[0]["sll2"]["packet_type_name"], "outgoing");
     assert_eq!(kinds[1]["sll2"]["packet_type_name"], "broadcast"); // an ARP request
 }
+
+/// A report from a host in many groups (more than the old cap of 8 records) decodes whole.
+#[test]
+fn an_igmpv3_report_of_300_records_decodes_whole() {
+    use roce_wire::igmp::{GroupRecordRepr, IgmpMessage, RecordType, V3ReportRepr};
+    use roce_wire::l2::{EmitFrame, IgmpFrame, List};
+    let mut records = List::new();
+    for i in 0..300u32 {
+        records.push(GroupRecordRepr::new(RecordType::ModeIsExclude, std::net::Ipv4Addr::from(0xef00_0100 + i))).unwrap();
+    }
+    let msg = IgmpMessage::V3Report(V3ReportRepr { reserved1: 0, reserved2: 0, records });
+    let f = IgmpFrame::new([2, 0, 0, 0, 0, 1], std::net::Ipv4Addr::new(198, 18, 0, 1), msg);
+    let mut b = vec![0u8; f.buffer_len()];
+    f.emit(&mut b);
+    let out = decode_bytes(&["--json"], &pcap(false, false, 1, &[(std::time::Duration::ZERO, b)]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("error").is_none(), "{v}");
+    assert_eq!(v["igmp"]["records"].as_array().unwrap().len(), 300);
+    assert_eq!(v["igmp"]["records"][299]["record_type_name"], "MODE_IS_EXCLUDE");
+}
