@@ -12,6 +12,7 @@ pub mod decode_cli;
 mod decode_l2;
 mod decode_mad;
 pub mod demo;
+pub mod encode;
 pub mod exit;
 #[doc(hidden)]
 pub mod fuzz_targets;
