@@ -407,6 +407,7 @@ impl Decoder {
             j.hex("trailer", f.trailer);
         }
         // What the strict (rxe-like) parser refuses: the ICRC, TVer, pad, IPv4 checksum.
+        let lenient = strict.is_some();
         if let Some(e) = strict {
             let e = link.shift(e);
             error_json(j, "error", &e);
@@ -414,8 +415,25 @@ impl Decoder {
                 sum!(s, " | rejected by rxe: {e}");
             }
         }
-        let _ = bytes;
+        // When the fields do not give back every byte (read leniently: an impossible pad taken
+        // as none; bytes between the UDP datagram's end and the IP packet's), the frame's
+        // bytes come along too: `roce encode` uses them.
+        let covered = f.offsets.end + f.trailer.len() == bytes.len();
+        if !covered || (lenient && !reemits(r, bytes, f.offsets.icrc, f.offsets.ip)) {
+            j.hex("raw", &bytes[if link.net_at.is_some() { ETH_LEN } else { 0 }..]);
+        }
     }
+}
+
+/// Whether the Repr emits `bytes[..icrc]` again (the IPv4 checksum aside: it may be wrong).
+fn reemits(r: &roce_wire::frame::FrameRepr<'_>, bytes: &[u8], icrc: usize, ip: usize) -> bool {
+    let mut tmp = vec![0u8; r.buffer_len()];
+    if r.emit(&mut tmp).is_err() || tmp.len() < icrc || bytes.len() < icrc {
+        return false;
+    }
+    let v4 = matches!(r.ip, IpHeader::V4(_));
+    let skip = |i: usize| v4 && (ip + 10..ip + 12).contains(&i);
+    (0..icrc).all(|i| skip(i) || tmp[i] == bytes[i])
 }
 
 fn packet_type_name(t: u16) -> &'static str {

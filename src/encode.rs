@@ -177,8 +177,8 @@ pub fn encode_value(v: &Value) -> Result<Encoded, EncodeError> {
         if lt == linktype::ETHERNET {
             f
         } else {
-            let vlan = if f.len() > 16 && f[12..14] == [0x81, 0x00] { 4 } else { 0 };
-            f[14 + vlan..].to_vec()
+            // Behind a cooked header (whose protocol says 0x8100) the tag stays in front of IP.
+            f[14..].to_vec()
         }
     } else {
         match hex(v, &["raw"])? {
