@@ -11,6 +11,14 @@ use crate::capture::{linktype, PcapFileWriter, ReadError, Reader};
 use crate::decode::{Decoder, Meta};
 use crate::exit;
 
+/// A line on stderr; a closed stderr is not worth a panic.
+macro_rules! warn {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// Decode a capture (pcap or pcapng, a file or `-` for standard input) or a live interface:
 /// one line per frame, or one JSON object per line.
 ///
@@ -161,7 +169,7 @@ fn from_file<W: Write>(args: &DecodeArgs, p: &mut Printer<W>) -> u8 {
         match std::fs::File::open(&path) {
             Ok(f) => (Box::new(f), path.display().to_string()),
             Err(e) => {
-                eprintln!("roce decode: cannot read {}: {e}", path.display());
+                warn!("roce decode: cannot read {}: {e}", path.display());
                 return exit::USAGE;
             }
         }
@@ -169,7 +177,7 @@ fn from_file<W: Write>(args: &DecodeArgs, p: &mut Printer<W>) -> u8 {
     let mut reader = match Reader::new(BufReader::with_capacity(1 << 16, input)) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("roce decode: cannot read {name}: {e}");
+            warn!("roce decode: cannot read {name}: {e}");
             return exit::USAGE;
         }
     };
@@ -194,7 +202,7 @@ fn from_file<W: Write>(args: &DecodeArgs, p: &mut Printer<W>) -> u8 {
                     _ => "error",
                 };
                 if !(args.quiet && what == "warning") {
-                    eprintln!("roce decode: {what}: {name}: {e} (after {} frames)", p.n);
+                    warn!("roce decode: {what}: {name}: {e} (after {} frames)", p.n);
                 }
                 return exit::USAGE;
             }
@@ -282,7 +290,7 @@ fn live<W: Write>(args: &DecodeArgs, iface: &str, p: &mut Printer<W>) -> u8 {
     let sock = match LiveSocket::open(iface) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("roce decode: -i {iface}: {e}");
+            warn!("roce decode: -i {iface}: {e}");
             return exit::ENVIRONMENT;
         }
     };
@@ -290,7 +298,7 @@ fn live<W: Write>(args: &DecodeArgs, iface: &str, p: &mut Printer<W>) -> u8 {
         Some(path) => match PcapFileWriter::create(path) {
             Ok(w) => Some(w),
             Err(e) => {
-                eprintln!("roce decode: cannot write {}: {e}", path.display());
+                warn!("roce decode: cannot write {}: {e}", path.display());
                 return exit::USAGE;
             }
         },
@@ -303,7 +311,7 @@ fn live<W: Write>(args: &DecodeArgs, iface: &str, p: &mut Printer<W>) -> u8 {
         }
     }
     if !args.quiet {
-        eprintln!("roce decode: listening on {iface} (link type Ethernet)");
+        warn!("roce decode: listening on {iface} (link type Ethernet)");
     }
     let mut buf = vec![0u8; 65536 + 4];
     let mut status = exit::OK;
@@ -326,7 +334,7 @@ fn live<W: Write>(args: &DecodeArgs, iface: &str, p: &mut Printer<W>) -> u8 {
                 continue;
             }
             Err(e) => {
-                eprintln!("roce decode: -i {iface}: recv: {e}");
+                warn!("roce decode: -i {iface}: recv: {e}");
                 status = exit::FAILED;
                 break;
             }
@@ -336,7 +344,7 @@ fn live<W: Write>(args: &DecodeArgs, iface: &str, p: &mut Printer<W>) -> u8 {
         let orig = u32::try_from(n).unwrap_or(u32::MAX);
         if let Some(w) = &mut writer {
             if let Err(e) = w.write(ts, &buf[..cap]) {
-                eprintln!("roce decode: -w: {e}");
+                warn!("roce decode: -w: {e}");
                 status = exit::FAILED;
                 break;
             }
@@ -353,14 +361,14 @@ fn live<W: Write>(args: &DecodeArgs, iface: &str, p: &mut Printer<W>) -> u8 {
     }
     if let Some(w) = writer {
         if let Err(e) = w.finish() {
-            eprintln!("roce decode: -w: {e}");
+            warn!("roce decode: -w: {e}");
             if status == exit::OK {
                 status = exit::FAILED;
             }
         }
     }
     if !args.quiet {
-        eprintln!("roce decode: {} frames from {iface}", p.n);
+        warn!("roce decode: {} frames from {iface}", p.n);
     }
     status
 }

@@ -25,6 +25,14 @@ use serde_json::Value;
 use crate::capture::linktype;
 use crate::exit;
 
+/// A line on stderr; a closed stderr is not worth a panic.
+macro_rules! warn {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// Write frames from the JSON lines of `roce decode --json` (a file or `-` for standard input)
 /// to a pcap file.
 ///
@@ -41,7 +49,7 @@ use crate::exit;
 pub struct EncodeArgs {
     /// The JSON lines, `-` for standard input.
     pub file: PathBuf,
-    /// The pcap file to write.
+    /// The pcap file to write, `-` for standard output.
     #[arg(short = 'o', long = "output", value_name = "OUT.pcap")]
     pub output: PathBuf,
     /// Quiet: no summary on stderr.
@@ -462,19 +470,24 @@ pub fn run(args: EncodeArgs) -> ExitCode {
         match std::fs::File::open(&args.file) {
             Ok(f) => Box::new(f),
             Err(e) => {
-                eprintln!("roce encode: cannot read {}: {e}", args.file.display());
+                warn!("roce encode: cannot read {}: {e}", args.file.display());
                 return ExitCode::from(exit::USAGE);
             }
         }
     };
-    let file = match std::fs::File::create(&args.output) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("roce encode: cannot write {}: {e}", args.output.display());
-            return ExitCode::from(exit::USAGE);
+    // `-o -`: standard output (for `| roce send -`).
+    let file: Box<dyn Write> = if args.output.as_os_str() == "-" {
+        Box::new(io::stdout().lock())
+    } else {
+        match std::fs::File::create(&args.output) {
+            Ok(f) => Box::new(f),
+            Err(e) => {
+                warn!("roce encode: cannot write {}: {e}", args.output.display());
+                return ExitCode::from(exit::USAGE);
+            }
         }
     };
-    let mut out: Option<PcapOut<io::BufWriter<std::fs::File>>> = None;
+    let mut out: Option<PcapOut<io::BufWriter<Box<dyn Write>>>> = None;
     let mut pending = Some(io::BufWriter::new(file));
     let mut n = 0u64;
     let mut first_lt: Option<u32> = None;
@@ -482,7 +495,7 @@ pub fn run(args: EncodeArgs) -> ExitCode {
         let line = match line {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("roce encode: line {}: {e}", i + 1);
+                warn!("roce encode: line {}: {e}", i + 1);
                 return ExitCode::from(exit::USAGE);
             }
         };
@@ -495,7 +508,7 @@ pub fn run(args: EncodeArgs) -> ExitCode {
         let f = match enc {
             Ok(f) => f,
             Err(e) => {
-                eprintln!("roce encode: line {}: {e}", i + 1);
+                warn!("roce encode: line {}: {e}", i + 1);
                 return ExitCode::from(exit::USAGE);
             }
         };
@@ -503,14 +516,14 @@ pub fn run(args: EncodeArgs) -> ExitCode {
             match PcapOut::new(pending.take().expect("writer"), f.linktype) {
                 Ok(w) => out = Some(w),
                 Err(e) => {
-                    eprintln!("roce encode: {}: {e}", args.output.display());
+                    warn!("roce encode: {}: {e}", args.output.display());
                     return ExitCode::from(exit::FAILED);
                 }
             }
         }
         let w = out.as_mut().expect("writer");
         if *first_lt.get_or_insert(f.linktype) != f.linktype {
-            eprintln!(
+            warn!(
                 "roce encode: line {}: link type {} after frames of another link type (a pcap holds one; split the input)",
                 i + 1,
                 f.linktype
@@ -518,7 +531,7 @@ pub fn run(args: EncodeArgs) -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
         if let Err(e) = w.write(&f) {
-            eprintln!("roce encode: {}: {e}", args.output.display());
+            warn!("roce encode: {}: {e}", args.output.display());
             return ExitCode::from(exit::FAILED);
         }
         n += 1;
@@ -528,11 +541,11 @@ pub fn run(args: EncodeArgs) -> ExitCode {
         None => PcapOut::new(pending.take().expect("writer"), linktype::ETHERNET).and_then(|w| w.finish().map(|_| ())),
     };
     if let Err(e) = res {
-        eprintln!("roce encode: {}: {e}", args.output.display());
+        warn!("roce encode: {}: {e}", args.output.display());
         return ExitCode::from(exit::FAILED);
     }
     if !args.quiet {
-        eprintln!("roce encode: {n} frames to {}", args.output.display());
+        warn!("roce encode: {n} frames to {}", args.output.display());
     }
     ExitCode::SUCCESS
 }

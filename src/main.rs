@@ -20,6 +20,7 @@ enum Command {
     /// Benchmarks as ratios measured in one run (`roce bench decode`: against tshark).
     Bench(roce::bench_decode::BenchArgs),
     Encode(roce::encode::EncodeArgs),
+    Send(roce::send::SendArgs),
     /// Run the embedded demo: two hosts and an SA on a simulated link (no root, no network).
     ///
     /// A joins a multicast group (SA Set ▶ GetResp, IGMP report), B joins, A sends datagrams
@@ -248,6 +249,7 @@ fn main() -> ExitCode {
         Command::Decode(a) => roce::decode_cli::run(a),
         Command::Bench(a) => roce::bench_decode::run(a),
         Command::Encode(a) => roce::encode::run(a),
+        Command::Send(a) => roce::send::run(a),
         Command::Demo { pcap, ipv6, loss, count, seed } => demo(pcap, ipv6, loss, count, seed),
         Command::Mckey { group, bind, sender, receiver: _, count, size, port, join_state, leave_after, no_sa } => {
             if let Some(node) = &port.ibsim {
