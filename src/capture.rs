@@ -166,7 +166,12 @@ impl<R: Read> Reader<R> {
                 let nanos = matches!(magic, 0xa1b2_3c4d | 0x4d3c_b2a1);
                 let n = fill(&mut me.r, &mut head[4..]).map_err(ReadError::Io)?;
                 if n < 20 {
-                    return Err(ReadError::Truncated { offset: 0, what: "pcap file header", needed: 24, had: 4 + n as u64 });
+                    return Err(ReadError::Truncated {
+                        offset: 0,
+                        what: "pcap file header",
+                        needed: 24,
+                        had: 4 + n as u64,
+                    });
                 }
                 me.pos = 24;
                 // The link type's upper bits hold the FCS length flags (pcap spec §4).
@@ -230,7 +235,8 @@ impl<R: Read> Reader<R> {
         if n < 16 {
             return Err(ReadError::Truncated { offset: start, what: "pcap record header", needed: 16, had: n as u64 });
         }
-        let (sec, frac, incl, orig) = (self.u32(&h[0..4]), self.u32(&h[4..8]), self.u32(&h[8..12]), self.u32(&h[12..16]));
+        let (sec, frac, incl, orig) =
+            (self.u32(&h[0..4]), self.u32(&h[4..8]), self.u32(&h[8..12]), self.u32(&h[12..16]));
         let incl = incl as usize;
         if incl > MAX_RECORD {
             return Err(ReadError::Bad {
@@ -261,7 +267,12 @@ impl<R: Read> Reader<R> {
                 continue;
             }
             if n < 8 {
-                return Err(ReadError::Truncated { offset: start, what: "pcapng block header", needed: 8, had: n as u64 });
+                return Err(ReadError::Truncated {
+                    offset: start,
+                    what: "pcapng block header",
+                    needed: 8,
+                    had: n as u64,
+                });
             }
             let btype = self.u32(&h[0..4]);
             let len = self.u32(&h[4..8]) as usize;

@@ -206,7 +206,10 @@ impl Decoder {
         j.str("layer", name);
         j.num("offset", 0);
         j.str("reason", "truncated");
-        j.display("message", format_args!("{name} at byte 0: truncated, needs {need} bytes but only {} remain", data.len()));
+        j.display(
+            "message",
+            format_args!("{name} at byte 0: truncated, needs {need} bytes but only {} remain", data.len()),
+        );
         j.end();
         j.hex("raw", data);
         sum!(&mut self.summary, "{name} header cut short ({} of {need} bytes)", data.len());
@@ -229,7 +232,9 @@ impl Decoder {
             Ok(f) => self.roce(bytes, &f, None, link),
             Err(strict) => match frame::parse_lax(bytes) {
                 Ok(f) => self.roce(bytes, &f, Some(strict), link),
-                Err(e) if is_not_roce(&e) => crate::decode_l2::describe(self, bytes, link.net_at.is_none(), &|e| link.shift(e)),
+                Err(e) if is_not_roce(&e) => {
+                    crate::decode_l2::describe(self, bytes, link.net_at.is_none(), &|e| link.shift(e))
+                }
                 Err(e) => self.roce_partial(bytes, link.shift(e), link),
             },
         }

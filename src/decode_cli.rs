@@ -252,7 +252,10 @@ impl LiveSocket {
             )
         };
         if r < 0 {
-            return Err(io::Error::new(io::ErrorKind::Other, format!("bind to {iface}: {}", io::Error::last_os_error())));
+            return Err(io::Error::new(
+                io::ErrorKind::Other,
+                format!("bind to {iface}: {}", io::Error::last_os_error()),
+            ));
         }
         let tv = libc::timeval { tv_sec: 0, tv_usec: 200_000 };
         // SAFETY: the option value points at a live timeval.

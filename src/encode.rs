@@ -95,10 +95,12 @@ fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
 fn num(v: &Value, path: &[&str]) -> Result<Option<u64>, EncodeError> {
     match get(v, path) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n.as_u64().map(Some).ok_or_else(|| EncodeError(format!("{}: not a count", path.join(".")))),
-        Some(Value::String(s)) if s.starts_with("0x") => u64::from_str_radix(&s[2..], 16)
-            .map(Some)
-            .map_err(|e| EncodeError(format!("{}: {e}", path.join(".")))),
+        Some(Value::Number(n)) => {
+            n.as_u64().map(Some).ok_or_else(|| EncodeError(format!("{}: not a count", path.join("."))))
+        }
+        Some(Value::String(s)) if s.starts_with("0x") => {
+            u64::from_str_radix(&s[2..], 16).map(Some).map_err(|e| EncodeError(format!("{}: {e}", path.join("."))))
+        }
         Some(other) => err(format!("{}: expected a number, found {other}", path.join("."))),
     }
 }
@@ -250,8 +252,14 @@ fn roce(v: &Value) -> Result<Vec<u8>, EncodeError> {
             None => num_or(v, &["bth", bk], d),
         }
     };
-    let opcode = Opcode::from(u8::try_from(top_or_bth("opcode", "opcode", 0x64)?).map_err(|_| EncodeError("opcode out of range".into()))?);
-    let mut b = bth::Repr::new(opcode, top_or_bth("dest_qp", "dest_qp", 0)? as u32 & 0xff_ffff, top_or_bth("psn", "psn", 0)? as u32 & 0xff_ffff);
+    let opcode = Opcode::from(
+        u8::try_from(top_or_bth("opcode", "opcode", 0x64)?).map_err(|_| EncodeError("opcode out of range".into()))?,
+    );
+    let mut b = bth::Repr::new(
+        opcode,
+        top_or_bth("dest_qp", "dest_qp", 0)? as u32 & 0xff_ffff,
+        top_or_bth("psn", "psn", 0)? as u32 & 0xff_ffff,
+    );
     b.pkey = top_or_bth("p_key", "p_key", 0xffff)? as u16;
     b.solicited = flag(v, &["bth", "se"], false);
     b.mig_req = flag(v, &["bth", "mig_req"], false);
@@ -321,16 +329,19 @@ fn roce(v: &Value) -> Result<Vec<u8>, EncodeError> {
     if let Some(vl) = get(v, &["vlan"]) {
         if vl.is_object() {
             r.vlan = Some(SingleVlanHeader {
-                pcp: VlanPcp::try_new(bounded(v, &["vlan", "pcp"], 0)?).map_err(|e| EncodeError(format!("vlan.pcp: {e}")))?,
+                pcp: VlanPcp::try_new(bounded(v, &["vlan", "pcp"], 0)?)
+                    .map_err(|e| EncodeError(format!("vlan.pcp: {e}")))?,
                 drop_eligible_indicator: flag(v, &["vlan", "dei"], false),
-                vlan_id: VlanId::try_new(bounded(v, &["vlan", "vid"], 0)?).map_err(|e| EncodeError(format!("vlan.vid: {e}")))?,
+                vlan_id: VlanId::try_new(bounded(v, &["vlan", "vid"], 0)?)
+                    .map_err(|e| EncodeError(format!("vlan.vid: {e}")))?,
                 ether_type: etherparse::EtherType::IPV4,
             });
         }
     }
     match &mut r.ip {
         IpHeader::V4(h) => {
-            h.dscp = IpDscp::try_new(bounded(v, &["ip", "dscp"], 0)?).map_err(|e| EncodeError(format!("ip.dscp: {e}")))?;
+            h.dscp =
+                IpDscp::try_new(bounded(v, &["ip", "dscp"], 0)?).map_err(|e| EncodeError(format!("ip.dscp: {e}")))?;
             h.ecn = IpEcn::try_new(bounded(v, &["ip", "ecn"], 0)?).map_err(|e| EncodeError(format!("ip.ecn: {e}")))?;
             h.identification = bounded(v, &["ip", "id"], 0)?;
             h.dont_fragment = flag(v, &["ip", "df"], true);
@@ -339,7 +350,9 @@ fn roce(v: &Value) -> Result<Vec<u8>, EncodeError> {
                 .map_err(|e| EncodeError(format!("ip.frag_offset: {e}")))?;
             h.time_to_live = bounded(v, &["ip", "ttl"], 64)?;
             if let Some(o) = hex(v, &["ip", "options"])? {
-                h.options = o[..].try_into().map_err(|_| EncodeError("ip.options: not a multiple of 4 up to 40 bytes".into()))?;
+                h.options = o[..]
+                    .try_into()
+                    .map_err(|_| EncodeError("ip.options: not a multiple of 4 up to 40 bytes".into()))?;
             }
         }
         IpHeader::V6(h) => {

@@ -19,7 +19,7 @@ pub mod fuzz_targets;
 pub mod json_out;
 pub mod sa_agent;
 pub mod samples;
-pub mod send;
 mod samples_l2;
 pub mod samples_mixed;
+pub mod send;
 pub mod tools;

@@ -93,7 +93,8 @@ pub fn mixed_frames(frames: usize, seed: u64) -> impl Iterator<Item = Vec<u8>> {
     let mut rng = Rng(seed | 1);
     (0..frames).map(move |i| {
         // Two data frames in three; the sample frames (MADs, CM, L2) in turn otherwise.
-        let mut f = if i % 3 != 2 { data_frame(&mut rng, &payload) } else { samples[(i / 3) % samples.len()].bytes.clone() };
+        let mut f =
+            if i % 3 != 2 { data_frame(&mut rng, &payload) } else { samples[(i / 3) % samples.len()].bytes.clone() };
         if i % 16 == 5 && f.len() > 60 {
             // A bad ICRC: the last byte of a RoCEv2 frame (harmless on others).
             let n = f.len();

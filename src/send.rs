@@ -68,10 +68,8 @@ pub struct SendArgs {
 }
 
 fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let v: Vec<u8> = s
-        .split(':')
-        .map(|p| u8::from_str_radix(p, 16).map_err(|e| format!("{s}: {e}")))
-        .collect::<Result<_, _>>()?;
+    let v: Vec<u8> =
+        s.split(':').map(|p| u8::from_str_radix(p, 16).map_err(|e| format!("{s}: {e}"))).collect::<Result<_, _>>()?;
     v.try_into().map_err(|_| format!("{s}: a MAC address has 6 bytes (aa:bb:cc:dd:ee:ff)"))
 }
 
@@ -213,7 +211,8 @@ pub fn run(a: SendArgs) -> ExitCode {
     }
     let gap = a.rate.map(|r| Duration::from_nanos(1_000_000_000 / r));
     let start = Instant::now();
-    let (mut sent, mut refused, mut skipped) = (0u64, 0u64, 0u64);
+    let (mut sent, mut refused, mut skipped, mut unchanged) = (0u64, 0u64, 0u64, 0u64);
+    let mut last_why = String::new();
     let mut kept: Vec<Vec<u8>> = Vec::new();
     let mut status = exit::OK;
     let mut from_file = true;
@@ -264,9 +263,9 @@ pub fn run(a: SendArgs) -> ExitCode {
         }
         if a.src_mac.is_some() || a.src_ip.is_some() {
             if let Err(why) = rewrite(&mut frame, a.src_mac, a.src_ip, a.keep_icrc) {
-                if a.src_ip.is_some() && !a.quiet {
-                    warn!("roce send: frame sent without --src-ip: {why}");
-                }
+                // Sent as it is (ARP, the other IP version): counted, said once at the end.
+                unchanged += 1;
+                last_why = why;
             }
         }
         if let Some(g) = gap {
@@ -307,6 +306,9 @@ pub fn run(a: SendArgs) -> ExitCode {
             "roce send: sent {sent} frames on {} in {secs:.3} s ({} refused by the device, {skipped} not Ethernet)",
             a.iface, refused
         );
+    }
+    if unchanged > 0 && !a.quiet {
+        warn!("roce send: {unchanged} frames sent without the address rewrite (e.g. {last_why})");
     }
     if status == exit::OK && refused > 0 {
         status = exit::FAILED;

@@ -191,11 +191,8 @@ fn pcapng_two_linktypes() -> (Vec<u8>, usize) {
             block(&mut o, 1, &idb);
         }
         for (i, (t, d)) in frames.iter().enumerate() {
-            let (ifid, data, units) = if i % 2 == 0 {
-                (0, d.clone(), t.as_micros() as u64)
-            } else {
-                (1, sll2(d), t.as_nanos() as u64)
-            };
+            let (ifid, data, units) =
+                if i % 2 == 0 { (0, d.clone(), t.as_micros() as u64) } else { (1, sll2(d), t.as_nanos() as u64) };
             let mut epb = Vec::new();
             w32(&mut epb, ifid);
             w32(&mut epb, (units >> 32) as u32);
@@ -210,7 +207,15 @@ fn pcapng_two_linktypes() -> (Vec<u8>, usize) {
 }
 
 fn decode_bytes(args: &[&str], input: &[u8]) -> std::process::Output {
-    let mut c = roce().arg("decode").args(args).arg("-").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut c = roce()
+        .arg("decode")
+        .args(args)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut stdin = c.stdin.take().unwrap();
     let input = input.to_vec();
     let w = std::thread::spawn(move || {
@@ -290,7 +295,11 @@ fn pcap_byte_orders_resolutions_and_link_types_decode_alike() {
     for (big, nanos) in [(true, false), (false, true), (true, true)] {
         let out = decode_bytes(&[], &pcap(big, nanos, 1, &frames));
         assert!(out.status.success());
-        assert_eq!(String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&eth.stdout), "big {big} nanos {nanos}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&eth.stdout),
+            "big {big} nanos {nanos}"
+        );
     }
     let raw: Vec<_> = frames.iter().map(|(t, d)| (*t, d[14..].to_vec())).collect();
     let v4: Vec<_> = raw.iter().filter(|(_, d)| d[0] >> 4 == 4).cloned().collect();
@@ -307,7 +316,8 @@ fn pcap_byte_orders_resolutions_and_link_types_decode_alike() {
             assert_eq!(g, w, "{name}");
         }
         let json = decode_bytes(&["--json"], &pcap(false, false, lt, fr));
-        let first: serde_json::Value = serde_json::from_slice(json.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+        let first: serde_json::Value =
+            serde_json::from_slice(json.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
         assert_eq!(first["link_type"], lt);
         match lt {
             113 => assert_eq!(first["sll"]["src"], "02:00:00:00:00:01", "{first}"),
@@ -348,7 +358,8 @@ fn pcapng_with_two_link_types_in_two_byte_orders() {
         let (t, _) = &frames[i % frames.len()];
         assert_eq!(v["link_type"], if i % 2 == 0 { 1 } else { 276 });
         assert_eq!(v["interface"], (i % 2) as u64);
-        let want = format!("{}.{:09}", t.as_secs(), if i % 2 == 0 { t.subsec_micros() * 1000 } else { t.subsec_nanos() });
+        let want =
+            format!("{}.{:09}", t.as_secs(), if i % 2 == 0 { t.subsec_micros() * 1000 } else { t.subsec_nanos() });
         assert_eq!(v["time_epoch"], want.as_str());
     }
 }
@@ -388,8 +399,13 @@ fn wait_rss(child: std::process::Child) -> (i32, i64) {
 fn memory_stays_flat_on_a_gigabyte_from_standard_input() {
     // 1 GiB: the mixed frames interleaved with 1 MiB frames of an unknown EtherType (cheap to
     // decode, so the test is about memory, not speed).
-    let mut child =
-        roce().args(["decode", "-"]).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = roce()
+        .args(["decode", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || {
         let mut big = vec![0u8; 1 << 20];
@@ -438,12 +454,18 @@ fn every_json_line_matches_the_schema() {
     let frames = ip_frames();
     let mut inputs: Vec<(String, Vec<u8>)> = vec![
         ("sample".into(), std::fs::read(sample()).unwrap()),
-        ("tcpdump_any".into(), std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tcpdump-any.pcap")).unwrap()),
+        (
+            "tcpdump_any".into(),
+            std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tcpdump-any.pcap")).unwrap(),
+        ),
         ("mixed".into(), roce::samples_mixed::mixed_capture(3_000, 5)),
         ("pcapng".into(), pcapng_two_linktypes().0),
         ("sll".into(), pcap(false, false, 113, &frames.iter().map(|(t, d)| (*t, sll(d))).collect::<Vec<_>>())),
         ("sll2".into(), pcap(true, true, 276, &frames.iter().map(|(t, d)| (*t, sll2(d))).collect::<Vec<_>>())),
-        ("raw".into(), pcap(false, false, 101, &frames.iter().map(|(t, d)| (*t, d[14..].to_vec())).collect::<Vec<_>>())),
+        (
+            "raw".into(),
+            pcap(false, false, 101, &frames.iter().map(|(t, d)| (*t, d[14..].to_vec())).collect::<Vec<_>>()),
+        ),
     ];
     // Every fuzz corpus input (malformed frames of every kind), as Ethernet, SLL and raw IP.
     let mut fuzz = Vec::new();
@@ -601,7 +623,9 @@ fn an_igmpv3_report_of_300_records_decodes_whole() {
     use roce_wire::l2::{EmitFrame, IgmpFrame, List};
     let mut records = List::new();
     for i in 0..300u32 {
-        records.push(GroupRecordRepr::new(RecordType::ModeIsExclude, std::net::Ipv4Addr::from(0xef00_0100 + i))).unwrap();
+        records
+            .push(GroupRecordRepr::new(RecordType::ModeIsExclude, std::net::Ipv4Addr::from(0xef00_0100 + i)))
+            .unwrap();
     }
     let msg = IgmpMessage::V3Report(V3ReportRepr { reserved1: 0, reserved2: 0, records });
     let f = IgmpFrame::new([2, 0, 0, 0, 0, 1], std::net::Ipv4Addr::new(198, 18, 0, 1), msg);

@@ -29,7 +29,8 @@ fn decode_json(f: &Path) -> String {
 }
 
 fn encode(json: &str, out: &Path) {
-    let mut c = roce().args(["encode", "-q", "-", "-o"]).arg(out).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut c =
+        roce().args(["encode", "-q", "-", "-o"]).arg(out).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     c.stdin.take().unwrap().write_all(json.as_bytes()).unwrap();
     let o = c.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -150,7 +151,8 @@ fn editing_one_field_changes_it_and_what_depends_on_it_only() {
     assert!(changed > 20);
     // Absent fields are computed: without lengths, checksums and the ICRC a good frame comes
     // back byte for byte.
-    let good: Vec<&Value> = lines.iter().filter(|v| v["kind"] == "rocev2" && v["icrc"] == "ok" && v.get("error").is_none()).collect();
+    let good: Vec<&Value> =
+        lines.iter().filter(|v| v["kind"] == "rocev2" && v["icrc"] == "ok" && v.get("error").is_none()).collect();
     let mut stripped = String::new();
     for v in &good {
         let mut e = (*v).clone();
@@ -158,7 +160,9 @@ fn editing_one_field_changes_it_and_what_depends_on_it_only() {
         for k in ["icrc_value", "icrc_expected", "icrc", "payload_len"] {
             o.remove(k);
         }
-        for (obj, k) in [("ip", "total_len"), ("ip", "payload_len"), ("ip", "checksum"), ("udp", "length"), ("bth", "pad_count")] {
+        for (obj, k) in
+            [("ip", "total_len"), ("ip", "payload_len"), ("ip", "checksum"), ("udp", "length"), ("bth", "pad_count")]
+        {
             if let Some(x) = o.get_mut(obj).and_then(Value::as_object_mut) {
                 x.remove(k);
             }
@@ -194,7 +198,13 @@ fn differing(a: &Value, b: &Value, at: &str) -> Vec<String> {
 #[test]
 fn bad_input_is_a_usage_error_naming_the_line() {
     let dir = common::artefact_dir("cli_encode_bad");
-    let mut c = roce().args(["encode", "-", "-o"]).arg(dir.join("x.pcap")).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut c = roce()
+        .args(["encode", "-", "-o"])
+        .arg(dir.join("x.pcap"))
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     c.stdin.take().unwrap().write_all(b"{\"kind\":\"arp\",\"raw\":\"0102\"}\nnot json\n").unwrap();
     let o = c.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(2));

@@ -22,8 +22,11 @@ impl Netns {
         let ns = Netns(name);
         let st = ns
             .cmd("sh")
-            .args(["-c", "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1; ip link set lo up; \
-                          ip link add veth0 type veth peer name veth1; ip link set veth0 up; ip link set veth1 up"])
+            .args([
+                "-c",
+                "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1; ip link set lo up; \
+                          ip link add veth0 type veth peer name veth1; ip link set veth0 up; ip link set veth1 up",
+            ])
             .status()
             .unwrap();
         assert!(st.success());
@@ -139,7 +142,10 @@ fn sends_a_capture_byte_for_byte_and_rewrites_sources_on_request() {
     let cap = capture(&ns, n, &dir.join("kept.pcap"));
     send(&ns, &["-q", "--keep-icrc", "--src-ip", "198.18.7.7", sample().to_str().unwrap()]);
     let kept = wait(cap, "keep-icrc");
-    assert!(kept.iter().filter(|v| v["kind"] == "rocev2" && v["ip"]["version"] == 4 && v["icrc"] == "bad").count() >= roce_v4);
+    assert!(
+        kept.iter().filter(|v| v["kind"] == "rocev2" && v["ip"]["version"] == 4 && v["icrc"] == "bad").count()
+            >= roce_v4
+    );
 
     // --loop, --count and --rate: 120 frames at 2,000/s from a 44-frame file.
     let cap = capture(&ns, 120, &dir.join("loop.pcap"));
@@ -150,6 +156,10 @@ fn sends_a_capture_byte_for_byte_and_rewrites_sources_on_request() {
 
 #[test]
 fn a_missing_interface_is_exit_3() {
-    let o = Command::new(env!("CARGO_BIN_EXE_roce")).args(["send", "--iface", "no-such-if0"]).arg(sample()).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(["send", "--iface", "no-such-if0"])
+        .arg(sample())
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
 }

@@ -580,9 +580,18 @@ impl GroupRecordRepr {
     /// Parse one record view (checked) into the bounded repr.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(r: &GroupRecord<&T>) -> Result<Self> {
         r.check_len()?;
-        let nsrc =
-            check_count(Layer::Igmp, field::RECORD_NUM_SOURCES.start, usize::from(r.num_sources()), List::<u32, MAX_SOURCES>::CAPACITY)?;
-        let naux = check_count(Layer::Igmp, field::RECORD_AUX_DATA_LEN, usize::from(r.aux_data_len()), List::<u32, MAX_AUX_WORDS>::CAPACITY)?;
+        let nsrc = check_count(
+            Layer::Igmp,
+            field::RECORD_NUM_SOURCES.start,
+            usize::from(r.num_sources()),
+            List::<u32, MAX_SOURCES>::CAPACITY,
+        )?;
+        let naux = check_count(
+            Layer::Igmp,
+            field::RECORD_AUX_DATA_LEN,
+            usize::from(r.aux_data_len()),
+            List::<u32, MAX_AUX_WORDS>::CAPACITY,
+        )?;
         let mut out = GroupRecordRepr::new(r.record_type(), r.group_addr());
         for s in (0..nsrc).filter_map(|i| r.source(i)) {
             out.sources.push(s).ok();

@@ -484,8 +484,18 @@ impl AddressRecordRepr {
     /// Parse a record view into the bounded repr.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(r: &AddressRecord<&T>) -> Result<Self> {
         r.check_len()?;
-        let n = check_count(Layer::Mld, field::RECORD_NUM_SOURCES.start, usize::from(r.num_sources()), List::<u32, MAX_SOURCES>::CAPACITY)?;
-        let a = check_count(Layer::Mld, field::RECORD_AUX_DATA_LEN, usize::from(r.aux_data_len()), List::<u32, MAX_AUX_WORDS>::CAPACITY)?;
+        let n = check_count(
+            Layer::Mld,
+            field::RECORD_NUM_SOURCES.start,
+            usize::from(r.num_sources()),
+            List::<u32, MAX_SOURCES>::CAPACITY,
+        )?;
+        let a = check_count(
+            Layer::Mld,
+            field::RECORD_AUX_DATA_LEN,
+            usize::from(r.aux_data_len()),
+            List::<u32, MAX_AUX_WORDS>::CAPACITY,
+        )?;
         let mut out = AddressRecordRepr::new(r.record_type(), r.mcast_addr());
         for s in (0..n).filter_map(|i| r.source(i)) {
             out.sources.push(s).ok();
