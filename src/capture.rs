@@ -276,7 +276,7 @@ impl<R: Read> Reader<R> {
             }
             let btype = self.u32(&h[0..4]);
             let len = self.u32(&h[4..8]) as usize;
-            if !(12..=MAX_RECORD).contains(&len) || len % 4 != 0 {
+            if !(12..=MAX_RECORD).contains(&len) || !len.is_multiple_of(4) {
                 return Err(ReadError::Bad {
                     offset: start,
                     reason: format!("block length {len} (a multiple of 4 from 12 to {MAX_RECORD} expected)"),
@@ -307,7 +307,7 @@ impl<R: Read> Reader<R> {
             _ => return Err(ReadError::Bad { offset: start, reason: format!("byte-order magic 0x{bom:08x}") }),
         };
         let len = self.u32(&self.buf[4..8]) as usize;
-        if !(28..=MAX_RECORD).contains(&len) || len % 4 != 0 {
+        if !(28..=MAX_RECORD).contains(&len) || !len.is_multiple_of(4) {
             return Err(ReadError::Bad { offset: start, reason: format!("section header length {len}") });
         }
         self.exact(12, len - 12, start, "pcapng section header", len as u64)?;

@@ -106,7 +106,7 @@ impl<W: Write> Printer<W> {
             line.push(b' ');
             pad_dec(&mut line, rel.as_secs(), 4);
             line.push(b'.');
-            let us = u64::from(rel.subsec_nanos() / 1000);
+            let us = u64::from(rel.subsec_micros());
             let mut frac = Vec::with_capacity(6);
             crate::json_out::push_u64(&mut frac, us);
             line.extend(std::iter::repeat_n(b'0', 6 - frac.len()));
@@ -252,10 +252,7 @@ impl LiveSocket {
             )
         };
         if r < 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::Other,
-                format!("bind to {iface}: {}", io::Error::last_os_error()),
-            ));
+            return Err(io::Error::other(format!("bind to {iface}: {}", io::Error::last_os_error())));
         }
         let tv = libc::timeval { tv_sec: 0, tv_usec: 200_000 };
         // SAFETY: the option value points at a live timeval.
