@@ -585,6 +585,31 @@ fn live_capture_on_a_veth_gives_the_same_output_as_the_file() {
     // The same lines again from the saved file.
     let again = roce().arg("decode").arg(&seen).output().unwrap();
     assert_eq!(texts(&again.stdout), texts(&file.stdout));
+
+    // Without -c it runs until a signal: SIGINT ends it with 130, the -w file complete.
+    let partial = dir.join("until_sigint.pcap");
+    let mut child = ns
+        .cmd(std::path::Path::new(env!("CARGO_BIN_EXE_roce")))
+        .args(["decode", "-i", "veth1", "-w"])
+        .arg(&partial)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    assert!(first.contains("listening"), "{first}");
+    let st = ns.cmd(&python).args(["-c", &script]).status().unwrap();
+    assert!(st.success());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // `ip netns exec` execs the command: the child's pid is roce's.
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    drop(err);
+    assert_eq!(roce::capture::read_file(&partial).unwrap().len(), n);
 }
 
 #[test]
