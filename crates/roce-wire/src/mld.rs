@@ -558,7 +558,7 @@ pub struct ReportRepr {
     pub code: u8,
     /// Reserved bytes 4–5, kept.
     pub reserved: u16,
-    /// The address records (at most [`MAX_RECORDS`]).
+    /// The address records (any number with `alloc`; else at most [`MAX_RECORDS`]).
     pub records: List<AddressRecordRepr, MAX_RECORDS>,
 }
 
@@ -568,6 +568,43 @@ impl ReportRepr {
         let mut records = List::new();
         records.push(AddressRecordRepr::new(record_type, group)).ok();
         ReportRepr { code: 0, reserved: 0, records }
+    }
+
+    /// The report as one or more reports whose IPv6 packets (40-byte header plus the 8-byte
+    /// Hop-by-Hop header with Router Alert) fit `mtu`, as net/ipv6/mcast.c `add_grec()` builds
+    /// them (see [`crate::igmp::V3ReportRepr::split_at_mtu`]).
+    #[cfg(feature = "alloc")]
+    pub fn split_at_mtu(&self, mtu: usize) -> alloc::vec::Vec<ReportRepr> {
+        let room = mtu.saturating_sub(40 + 8 + field::REPORT_RECORDS);
+        let blank = || ReportRepr { code: self.code, reserved: self.reserved, records: List::new() };
+        let mut out = alloc::vec::Vec::new();
+        let mut cur = blank();
+        let mut used = 0;
+        for r in self.records.iter() {
+            let mut pieces = alloc::vec::Vec::new();
+            if r.buffer_len() <= room || r.sources.is_empty() {
+                pieces.push(r.clone());
+            } else {
+                let per = (room.saturating_sub(RECORD_HEADER_LEN + 4 * r.aux_data.len()) / 16).max(1);
+                for chunk in r.sources.chunks(per) {
+                    let mut p = r.clone();
+                    p.sources = List::from_slice(chunk).unwrap_or_default();
+                    pieces.push(p);
+                }
+            }
+            for p in pieces {
+                if used + p.buffer_len() > room && !cur.records.is_empty() {
+                    out.push(core::mem::replace(&mut cur, blank()));
+                    used = 0;
+                }
+                used += p.buffer_len();
+                cur.records.push(p).ok();
+            }
+        }
+        if !cur.records.is_empty() || out.is_empty() {
+            out.push(cur);
+        }
+        out
     }
 }
 
@@ -826,10 +863,22 @@ pub(crate) mod tests {
             }
             records.push(r).unwrap();
         }
-        let m = MldMessage::Report(ReportRepr { code: 0, reserved: 0, records });
+        let report = ReportRepr { code: 0, reserved: 0, records };
+        let m = MldMessage::Report(report.clone());
         let mut out = vec![0u8; m.buffer_len()];
         m.emit_bytes(&mut out, &LL, &ALL_ROUTERS);
         assert_eq!(MldMessage::parse_bytes(&out, &LL, &ALL_ROUTERS).unwrap(), m);
+        // Split at 1280 (the IPv6 minimum MTU): every piece fits, every record and source kept.
+        let parts = report.split_at_mtu(1280);
+        assert!(parts.len() > 1);
+        let mut n = (0, 0);
+        for p in &parts {
+            assert!(48 + MldMessage::Report(p.clone()).buffer_len() <= 1280);
+            n.0 += p.records.len();
+            n.1 += p.records.iter().map(|r| r.sources.len()).sum::<usize>();
+        }
+        assert_eq!(n.1, 100);
+        assert!(n.0 >= 200);
     }
 
     #[test]
