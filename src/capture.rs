@@ -206,7 +206,10 @@ impl<R: Read> Reader<R> {
 
     /// Read exactly `n` bytes into `buf[at..]`, or say where the input was cut short.
     fn exact(&mut self, at: usize, n: usize, start: u64, what: &'static str, needed: u64) -> Result<(), ReadError> {
-        self.buf.resize(at + n, 0);
+        // Grow only: zeroing the buffer for every record costs as much as reading it.
+        if self.buf.len() < at + n {
+            self.buf.resize(at + n, 0);
+        }
         let got = fill(&mut self.r, &mut self.buf[at..at + n]).map_err(ReadError::Io)?;
         self.pos += got as u64;
         if got < n {

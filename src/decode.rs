@@ -316,8 +316,16 @@ impl Decoder {
         j.num("p_key", u32::from(b.pkey));
         bth_json(j, b);
         match &r.ip {
-            IpHeader::V4(h) => sum!(s, "{} → {}", Ipv4Addr::from(h.source), Ipv4Addr::from(h.destination)),
-            IpHeader::V6(h) => sum!(s, "{} → {}", Ipv6Addr::from(h.source), Ipv6Addr::from(h.destination)),
+            IpHeader::V4(h) => {
+                s.ipv4(h.source);
+                s.push_str(" → ");
+                s.ipv4(h.destination);
+            }
+            IpHeader::V6(h) => {
+                s.ipv6(h.source);
+                s.push_str(" → ");
+                s.ipv6(h.destination);
+            }
         }
         s.push_str(" RoCEv2 ");
         s.push_str(b.opcode.name());

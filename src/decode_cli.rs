@@ -75,11 +75,20 @@ struct Printer<W: Write> {
 }
 
 /// Append `v` right-aligned in `width` columns.
-fn pad_dec(out: &mut Vec<u8>, v: u64, width: usize) {
-    let mut d = Vec::with_capacity(20);
-    crate::json_out::push_u64(&mut d, v);
-    out.extend(std::iter::repeat_n(b' ', width.saturating_sub(d.len())));
-    out.extend_from_slice(&d);
+fn pad_dec(out: &mut Vec<u8>, v: u64, width: usize, fill: u8) {
+    let mut d = [0u8; 20];
+    let mut i = d.len();
+    let mut v = v;
+    loop {
+        i -= 1;
+        d[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend(std::iter::repeat_n(fill, width.saturating_sub(d.len() - i)));
+    out.extend_from_slice(&d[i..]);
 }
 
 impl<W: Write> Printer<W> {
@@ -102,17 +111,14 @@ impl<W: Write> Printer<W> {
             let mut line = std::mem::take(&mut self.line);
             line.clear();
             let rel = meta.relative;
-            pad_dec(&mut line, self.n, 5);
+            pad_dec(&mut line, self.n, 5, b' ');
             line.push(b' ');
-            pad_dec(&mut line, rel.as_secs(), 4);
+            pad_dec(&mut line, rel.as_secs(), 4, b' ');
             line.push(b'.');
             let us = u64::from(rel.subsec_micros());
-            let mut frac = Vec::with_capacity(6);
-            crate::json_out::push_u64(&mut frac, us);
-            line.extend(std::iter::repeat_n(b'0', 6 - frac.len()));
-            line.extend_from_slice(&frac);
+            pad_dec(&mut line, us, 6, b'0');
             line.push(b' ');
-            pad_dec(&mut line, u64::from(orig_len), 5);
+            pad_dec(&mut line, u64::from(orig_len), 5, b' ');
             line.push(b' ');
             line.extend_from_slice(self.dec.summary.text.as_bytes());
             line.push(b'\n');

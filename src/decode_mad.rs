@@ -48,7 +48,11 @@ pub(crate) fn describe(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize)
     j.num("reserved", u32::from(header.reserved));
     j.num("attribute_modifier", header.attribute_modifier);
     j.end();
-    sum!(s, "{method}({attr}) TID=0x{:016x}", header.transaction_id);
+    s.push_str(method);
+    s.push('(');
+    s.push_str(attr);
+    s.push_str(") TID=0x");
+    s.hex(header.transaction_id, 16);
     if header.status.0 != 0 || header.response {
         sum!(s, " status={}", header.status);
     }
@@ -96,7 +100,11 @@ fn describe_sa(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize) {
                 j.display("join_state_names", record.join_state);
                 j.end();
             }
-            sum!(s, " MGID={} PortGID={} JoinState={}", record.mgid, record.port_gid, record.join_state);
+            s.push_str(" MGID=");
+            s.ipv6(record.mgid.0);
+            s.push_str(" PortGID=");
+            s.ipv6(record.port_gid.0);
+            sum!(s, " JoinState={}", record.join_state);
             if record.mlid != 0 {
                 sum!(s, " MLID=0x{:04x}", record.mlid);
             }

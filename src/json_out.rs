@@ -102,6 +102,72 @@ impl Summary {
         }
     }
 
+    /// Append an IPv4 address (dotted decimal, without the formatter).
+    #[inline]
+    pub fn ipv4(&mut self, a: [u8; 4]) {
+        if !self.off {
+            for (i, o) in a.iter().enumerate() {
+                if i > 0 {
+                    self.text.push('.');
+                }
+                push_dec(&mut self.text, u64::from(*o));
+            }
+        }
+    }
+
+    /// Append an IPv6 address as `Ipv6Addr`'s `Display` writes it (RFC 5952: the first
+    /// longest run of two or more zero groups as `::`, IPv4-mapped as `::ffff:a.b.c.d`),
+    /// without the formatter.
+    pub fn ipv6(&mut self, a: [u8; 16]) {
+        if self.off {
+            return;
+        }
+        if a[..10] == [0; 10] && a[10..12] == [0xff, 0xff] {
+            self.text.push_str("::ffff:");
+            self.ipv4([a[12], a[13], a[14], a[15]]);
+            return;
+        }
+        let g: [u16; 8] = core::array::from_fn(|i| u16::from_be_bytes([a[2 * i], a[2 * i + 1]]));
+        let (mut best, mut best_len, mut cur, mut cur_len) = (0, 0, 0, 0);
+        for (i, &x) in g.iter().enumerate() {
+            if x == 0 {
+                if cur_len == 0 {
+                    cur = i;
+                }
+                cur_len += 1;
+                if cur_len > best_len {
+                    best = cur;
+                    best_len = cur_len;
+                }
+            } else {
+                cur_len = 0;
+            }
+        }
+        let group = |t: &mut String, x: u16| push_hex_fixed(t, u64::from(x), 1);
+        if best_len > 1 {
+            for (i, &x) in g[..best].iter().enumerate() {
+                if i > 0 {
+                    self.text.push(':');
+                }
+                group(&mut self.text, x);
+            }
+            self.text.push_str("::");
+            for (i, &x) in g[best + best_len..].iter().enumerate() {
+                if i > 0 {
+                    self.text.push(':');
+                }
+                group(&mut self.text, x);
+            }
+        } else {
+            for (i, &x) in g.iter().enumerate() {
+                if i > 0 {
+                    self.text.push(':');
+                }
+                group(&mut self.text, x);
+            }
+        }
+    }
+
     /// Append `v` in decimal.
     #[inline]
     pub fn dec(&mut self, v: u64) {
@@ -434,6 +500,42 @@ mod tests {
         assert_eq!(v["tid"], "0xffffffffffffffff");
         assert_eq!(v["xs"][1]["s"], "q\"\n");
         assert_eq!(v["h"], "dead");
+    }
+
+    #[test]
+    fn ipv6_text_is_displays() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut cases: Vec<[u8; 16]> = vec![
+            [0; 16],
+            std::net::Ipv6Addr::LOCALHOST.octets(),
+            "::ffff:1.2.3.4".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+            "::1.2.3.4".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+            "fe80::ff:fe00:1".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+            "1:0:0:2:0:0:0:3".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+            "1:0:2:0:3:0:4:0".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+        ];
+        for _ in 0..20_000 {
+            // Random groups, many of them zero.
+            let mut a = [0u8; 16];
+            for i in 0..8 {
+                let r = next();
+                if r % 3 != 0 {
+                    a[2 * i..2 * i + 2].copy_from_slice(&((r >> 8) as u16 >> (r % 13)).to_be_bytes());
+                }
+            }
+            cases.push(a);
+        }
+        for a in cases {
+            let mut s = Summary::default();
+            s.ipv6(a);
+            assert_eq!(s.text, std::net::Ipv6Addr::from(a).to_string());
+        }
     }
 
     #[test]
