@@ -468,8 +468,9 @@ pub fn push_dec(s: &mut String, v: u64) {
             break;
         }
     }
-    // Digits are ASCII.
-    s.push_str(std::str::from_utf8(&b[i..]).unwrap_or(""));
+    for &d in &b[i..] {
+        s.push(char::from(d));
+    }
 }
 
 /// Format into a summary.
