@@ -501,6 +501,27 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any bytes after a pcap or pcapng header: records or an error, never a panic, and
+        /// the reader always ends.
+        #[test]
+        fn any_bytes_read_without_panic(tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600), ng in proptest::prelude::any::<bool>()) {
+            let mut b = if ng {
+                let mut h = std::vec![0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0];
+                h.extend_from_slice(&[0xff; 8]);
+                h.extend_from_slice(&[28, 0, 0, 0]);
+                // An Ethernet interface, so that packet blocks have one.
+                h.extend_from_slice(&[1, 0, 0, 0, 20, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0]);
+                h
+            } else {
+                pcap(false, false, &[])
+            };
+            b.extend_from_slice(&tail);
+            let (v, _) = all(&b);
+            proptest::prop_assert!(v.len() <= tail.len() / 12 + 1);
+        }
+    }
+
     #[test]
     fn junk_and_huge_lengths_are_errors_not_panics() {
         assert!(matches!(Reader::new(&b"hello world"[..]), Err(ReadError::NotCapture(_))));

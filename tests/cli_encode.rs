@@ -159,7 +159,8 @@ fn editing_one_field_changes_it_and_what_depends_on_it_only() {
         let out = dir.join(format!("ttl{i}.pcap"));
         encode(&format!("{e}\n"), &out);
         let back: Value = serde_json::from_str(decode_json(&out).lines().next().unwrap()).unwrap();
-        let mut diff: Vec<String> = differing(v, &back, "").into_iter().filter(|k| k != "frame" && k != "time").collect();
+        let mut diff: Vec<String> =
+            differing(v, &back, "").into_iter().filter(|k| k != "frame" && k != "time").collect();
         diff.sort();
         assert_eq!(diff, ["ip.checksum", "ip.ttl"], "frame {}", i + 1);
         assert_eq!(back["ip"]["checksum_ok"], true);
