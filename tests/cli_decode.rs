@@ -493,7 +493,9 @@ fn every_json_line_matches_the_schema() {
         std::fs::write(&f, &out.stdout).unwrap();
         files.push(f);
     }
-    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let python = std::env::var_os("ROCE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
     let schema = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("spec/decode.schema.json");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/validate_json.py");
     let out = Command::new(&python).arg(&script).arg(&schema).args(&files).output().unwrap_or_else(|e| {
