@@ -1,190 +1,193 @@
 //! MAD rendering for `roce decode`: the common header, then the SA (MCMemberRecord,
 //! ClassPortInfo) or CM message, with every field in JSON and the essentials in the summary.
 
-use std::fmt::Write as _;
-
 use roce_wire::cm::{self, CmMessage};
 use roce_wire::mad::{MadHeader, MgmtClass, MAD_HEADER_LEN};
-use roce_wire::mcmember::{ComponentMask, McMemberRecord};
+use roce_wire::mcmember::ComponentMask;
 use roce_wire::sa::{SaData, SaMad};
 use roce_wire::{Error, MAD_SIZE};
-use serde_json::{json, Map, Value};
 
-fn err(e: Error, at: usize) -> Value {
-    let e = e.add_offset(at);
-    json!({"layer": e.layer().name(), "offset": e.offset(), "reason": e.reason(), "message": e.to_string()})
+use crate::decode::error_json;
+use crate::json_out::{push_fmt, Json, Summary};
+
+macro_rules! sum {
+    ($s:expr, $($arg:tt)*) => { push_fmt($s, format_args!($($arg)*)) };
+}
+
+fn err(j: &mut Json, key: &str, e: Error, at: usize) {
+    error_json(j, key, &e.add_offset(at));
 }
 
 /// Describe the MAD in `payload`, which starts at frame offset `at`.
-pub fn describe(payload: &[u8], at: usize, j: &mut Map<String, Value>) -> String {
+pub(crate) fn describe(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize) {
+    s.push_str(" | ");
     let header = match MadHeader::parse_bytes(payload) {
         Ok(h) => h,
         Err(e) => {
-            j.insert("mad_error".into(), err(e, at));
-            return format!("MAD malformed: {}", e.add_offset(at));
+            err(j, "mad_error", e, at);
+            sum!(s, "MAD malformed: {}", e.add_offset(at));
+            return;
         }
     };
     let method = header.method_name();
     let attr = header.attribute_name();
-    j.insert(
-        "mad".into(),
-        json!({
-            "base_version": header.base_version,
-            "mgmt_class": u8::from(header.mgmt_class),
-            "class_name": header.mgmt_class.name(),
-            "class_version": header.class_version,
-            "response": header.response,
-            "method": u8::from(header.method) | if header.response { 0x80 } else { 0 },
-            "method_name": method,
-            "status": header.status.0,
-            "status_text": header.status.description(),
-            "class_specific": header.class_specific,
-            "tid": header.transaction_id,
-            "attribute_id": header.attribute_id,
-            "attribute_name": attr,
-            "reserved": header.reserved,
-            "attribute_modifier": header.attribute_modifier,
-        }),
-    );
-    let mut s = format!("{method}({attr}) TID=0x{:016x}", header.transaction_id);
+    j.begin("mad");
+    j.num("base_version", u32::from(header.base_version));
+    j.num("mgmt_class", u32::from(u8::from(header.mgmt_class)));
+    j.str("class_name", header.mgmt_class.name());
+    j.num("class_version", u32::from(header.class_version));
+    j.bool("response", header.response);
+    j.num("method", u32::from(u8::from(header.method) | if header.response { 0x80 } else { 0 }));
+    j.str("method_name", method);
+    j.num("status", u32::from(header.status.0));
+    j.str("status_text", header.status.description());
+    j.num("class_specific", u32::from(header.class_specific));
+    j.id64("tid", header.transaction_id);
+    j.num("attribute_id", u32::from(header.attribute_id));
+    j.str("attribute_name", attr);
+    j.num("reserved", u32::from(header.reserved));
+    j.num("attribute_modifier", header.attribute_modifier);
+    j.end();
+    s.push_str(method);
+    s.push('(');
+    s.push_str(attr);
+    s.push_str(") TID=0x");
+    s.hex(header.transaction_id, 16);
     if header.status.0 != 0 || header.response {
-        let _ = write!(s, " status={}", header.status);
+        sum!(s, " status={}", header.status);
     }
     if payload.len() != MAD_SIZE {
         // rxe's GSI QP posts 256-byte buffers: a longer MAD is dropped, a shorter one is not a MAD.
-        j.insert("mad_len".into(), payload.len().into());
-        let _ = write!(s, " [MAD is {} bytes, not {MAD_SIZE}]", payload.len());
+        j.count("mad_len", payload.len() as u64);
+        sum!(s, " [MAD is {} bytes, not {MAD_SIZE}]", payload.len());
         if payload.len() < MAD_SIZE {
-            j.insert("mad_error".into(), err(Error::len(roce_wire::Layer::Mad, 0, MAD_SIZE, payload.len()), at));
-            return s;
+            err(j, "mad_error", Error::len(roce_wire::Layer::Mad, 0, MAD_SIZE, payload.len()), at);
+            return;
         }
     }
     match header.mgmt_class {
-        MgmtClass::SubnAdm => describe_sa(payload, at, j, &mut s),
-        MgmtClass::ComMgmt => describe_cm(&header, payload, at, j, &mut s),
+        MgmtClass::SubnAdm => describe_sa(j, s, payload, at),
+        MgmtClass::ComMgmt => describe_cm(j, s, &header, payload, at),
         _ => {}
     }
-    s
 }
 
-fn describe_sa(payload: &[u8], at: usize, j: &mut Map<String, Value>, s: &mut String) {
+fn describe_sa(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize) {
     let sa = match SaMad::parse(payload) {
         Ok(sa) => sa,
         Err(e) => {
-            j.insert("sa_error".into(), err(e, at));
-            let _ = write!(s, " SA malformed: {}", e.add_offset(at));
+            err(j, "sa_error", e, at);
+            sum!(s, " SA malformed: {}", e.add_offset(at));
             return;
         }
     };
-    j.insert("rmpp".into(), serde_json::to_value(sa.rmpp).unwrap_or(Value::Null));
+    j.serde("rmpp", &sa.rmpp);
     let mask = ComponentMask(sa.sa.component_mask);
-    j.insert(
-        "sa".into(),
-        json!({
-            "sm_key": sa.sa.sm_key,
-            "attribute_offset": sa.sa.attribute_offset,
-            "reserved": sa.sa.reserved,
-            "component_mask": sa.sa.component_mask,
-            "component_mask_names": mask.to_string(),
-        }),
-    );
-    let _ = write!(s, " SA mask=0x{:x}({mask})", sa.sa.component_mask);
+    j.begin("sa");
+    j.id64("sm_key", sa.sa.sm_key);
+    j.num("attribute_offset", u32::from(sa.sa.attribute_offset));
+    j.num("reserved", u32::from(sa.sa.reserved));
+    j.id64("component_mask", sa.sa.component_mask);
+    j.display("component_mask_names", mask);
+    j.end();
+    sum!(s, " SA mask=0x{:x}({mask})", sa.sa.component_mask);
     match &sa.data {
         SaData::McMember { record, .. } => {
-            j.insert("mcmember".into(), mcmember_json(record));
-            let _ = write!(s, " MGID={} PortGID={} JoinState={}", record.mgid, record.port_gid, record.join_state);
+            j.serde("mcmember", record);
+            if !j.is_off() {
+                // The names of the JoinState bits, beside the number.
+                j.buf.pop();
+                j.display("join_state_names", record.join_state);
+                j.end();
+            }
+            s.push_str(" MGID=");
+            s.ipv6(record.mgid.0);
+            s.push_str(" PortGID=");
+            s.ipv6(record.port_gid.0);
+            sum!(s, " JoinState={}", record.join_state);
             if record.mlid != 0 {
-                let _ = write!(s, " MLID=0x{:04x}", record.mlid);
+                sum!(s, " MLID=0x{:04x}", record.mlid);
             }
             if record.q_key != 0 {
-                let _ = write!(s, " Q_Key=0x{:08x}", record.q_key);
+                sum!(s, " Q_Key=0x{:08x}", record.q_key);
             }
         }
         SaData::ClassPortInfo { info, .. } => {
-            j.insert("class_port_info".into(), serde_json::to_value(info).unwrap_or(Value::Null));
-            let _ = write!(s, " CapMask=0x{:04x} CapMask2=0x{:07x}", info.capability_mask, info.capability_mask2());
+            j.serde("class_port_info", info);
+            sum!(s, " CapMask=0x{:04x} CapMask2=0x{:07x}", info.capability_mask, info.capability_mask2());
         }
         SaData::Raw(_) => {}
     }
 }
 
-fn mcmember_json(r: &McMemberRecord) -> Value {
-    let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
-    if let Value::Object(m) = &mut v {
-        m.insert("join_state_names".into(), r.join_state.to_string().into());
-    }
-    v
-}
-
-fn describe_cm(header: &MadHeader, payload: &[u8], at: usize, j: &mut Map<String, Value>, s: &mut String) {
+fn describe_cm(j: &mut Json, s: &mut Summary, header: &MadHeader, payload: &[u8], at: usize) {
     let msg = match CmMessage::parse(header.attribute_id, &payload[MAD_HEADER_LEN..MAD_SIZE]) {
         Ok(m) => m,
         Err(e) => {
-            j.insert("cm_error".into(), err(e, at));
-            let _ = write!(s, " CM malformed: {}", e.add_offset(at));
+            err(j, "cm_error", e, at);
+            sum!(s, " CM malformed: {}", e.add_offset(at));
             return;
         }
     };
-    let mut body = serde_json::to_value(msg).unwrap_or(Value::Null);
-    // serde names the enum variant; flatten to the message's own fields plus its name.
-    if let Value::Object(m) = &mut body {
-        if let Some((_, inner)) = m.iter().next() {
-            body = inner.clone();
+    j.begin("cm");
+    j.str("message", msg.name());
+    // serde writes the enum as {"Req":{…}}: keep the message's own fields only.
+    let start = j.buf.len();
+    j.serde("fields", &msg);
+    // buf[start..] is `,"fields":{"Name":{…}}`: drop `{"Name":` and the last `}`.
+    let open = j.buf[start..].iter().position(|&b| b == b'{').map(|p| start + p);
+    let colon = open.and_then(|o| j.buf[o..].iter().position(|&b| b == b':').map(|p| o + p));
+    if let (Some(open), Some(colon), false) = (open, colon, j.is_off()) {
+        if j.buf.ends_with(b"}}") {
+            j.buf.pop();
+            j.buf.drain(open..=colon);
         }
     }
-    let mut cmj = Map::new();
-    cmj.insert("message".into(), msg.name().into());
-    cmj.insert("fields".into(), body);
-    let _ = write!(s, " CM {}", msg.name());
+    sum!(s, " CM {}", msg.name());
     if let Some(id) = msg.local_comm_id() {
-        let _ = write!(s, " LocalCommID=0x{id:08x}");
+        sum!(s, " LocalCommID=0x{id:08x}");
     }
     if let Some(id) = msg.remote_comm_id() {
-        let _ = write!(s, " RemoteCommID=0x{id:08x}");
+        sum!(s, " RemoteCommID=0x{id:08x}");
     }
+    let cma = |j: &mut Json, h: &cm::cma_hdr::Repr| {
+        j.begin("cma_header");
+        j.display("src", h.src_ip());
+        j.display("dst", h.dst_ip());
+        j.num("src_port", u32::from(h.src_port));
+        j.end();
+    };
     match &msg {
         CmMessage::Req(r) => {
-            let _ = write!(s, " ServiceID=0x{:016x} QPN=0x{:06x}", r.service_id, r.local_qpn);
+            sum!(s, " ServiceID=0x{:016x} QPN=0x{:06x}", r.service_id, r.local_qpn);
             if let Ok(h) = r.cma_header() {
-                cmj.insert(
-                    "cma_header".into(),
-                    json!({"src": h.src_ip().to_string(), "dst": h.dst_ip().to_string(), "src_port": h.src_port}),
-                );
-                let _ = write!(s, " {}:{} → {}", h.src_ip(), h.src_port, h.dst_ip());
+                cma(j, &h);
+                sum!(s, " {}:{} → {}", h.src_ip(), h.src_port, h.dst_ip());
             }
         }
-        CmMessage::Rep(r) => {
-            let _ = write!(s, " QPN=0x{:06x}", r.local_qpn);
-        }
-        CmMessage::Rej(r) => {
-            let _ = write!(s, " Reason={} ({:?})", u16::from(r.reason), r.reason);
-        }
+        CmMessage::Rep(r) => sum!(s, " QPN=0x{:06x}", r.local_qpn),
+        CmMessage::Rej(r) => sum!(s, " Reason={} ({:?})", u16::from(r.reason), r.reason),
         CmMessage::SidrReq(r) => {
-            let _ = write!(s, " RequestID=0x{:08x} ServiceID=0x{:016x}", r.request_id, r.service_id);
+            sum!(s, " RequestID=0x{:08x} ServiceID=0x{:016x}", r.request_id, r.service_id);
             if let Ok(h) = r.cma_header() {
-                cmj.insert(
-                    "cma_header".into(),
-                    json!({"src": h.src_ip().to_string(), "dst": h.dst_ip().to_string(), "src_port": h.src_port}),
-                );
+                cma(j, &h);
             }
         }
-        CmMessage::SidrRep(r) => {
-            let _ = write!(
-                s,
-                " RequestID=0x{:08x} Status={} QPN=0x{:06x} Q_Key=0x{:08x}",
-                r.request_id,
-                u8::from(r.status),
-                r.qpn,
-                r.qkey
-            );
-        }
+        CmMessage::SidrRep(r) => sum!(
+            s,
+            " RequestID=0x{:08x} Status={} QPN=0x{:06x} Q_Key=0x{:08x}",
+            r.request_id,
+            u8::from(r.status),
+            r.qpn,
+            r.qkey
+        ),
         _ => {}
     }
-    if let Some(ps) = service_port_space(&msg) {
-        cmj.insert("port_space".into(), ps.0.into());
-        cmj.insert("port".into(), ps.1.into());
+    if let Some((space, port)) = service_port_space(&msg) {
+        j.num("port_space", u32::from(space));
+        j.num("port", u32::from(port));
     }
-    j.insert("cm".into(), Value::Object(cmj));
+    j.end();
 }
 
 fn service_port_space(msg: &CmMessage) -> Option<(u16, u16)> {

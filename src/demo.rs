@@ -316,7 +316,7 @@ pub fn run(o: &DemoOptions) -> DemoReport {
     d.check(ok && d.last(true, EventKind::MulticastLeft).is_some(), "A: MULTICAST_LEFT (the SA answered the Delete)");
     let del = d.frames_since(mark, |j| {
         sa_method(j, "SubnAdmDelete")
-            && j.get("sa").and_then(|s| s.get("component_mask")).and_then(|v| v.as_u64()) == Some(0x10003)
+            && j.get("sa").and_then(|s| s.get("component_mask")).and_then(|v| v.as_str()) == Some("0x0000000000010003")
             && j.get("mcmember").and_then(|m| m.get("join_state")).and_then(|v| v.as_u64()) == Some(1)
     }) && d.frames_since(mark, |j| sa_method(j, "SubnAdmDeleteResp"));
     d.check(del, "A: SubnAdmDelete(MCMemberRecord) mask 0x10003 JoinState FullMember ▶ SubnAdmDeleteResp");

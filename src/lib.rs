@@ -4,21 +4,27 @@
 
 #![warn(missing_docs)]
 
+pub mod bench_decode;
 pub mod capture;
 pub mod cli;
 pub mod cm_tools;
 pub mod decode;
+pub mod decode_cli;
 mod decode_l2;
 mod decode_mad;
 pub mod demo;
+pub mod encode;
 pub mod exit;
 #[doc(hidden)]
 pub mod fuzz_targets;
+pub mod json_out;
 pub mod out;
 pub mod rc_tools;
 pub mod rping;
 pub mod sa_agent;
 pub mod samples;
 mod samples_l2;
+pub mod samples_mixed;
+pub mod send;
 pub mod shutdown;
 pub mod tools;

@@ -1,8 +1,6 @@
 //! `roce`: a pure-Rust userspace RoCEv2 CM and multicast stack, as a command-line tool.
 //! This file only parses arguments and prints; the work is in the library crates.
 
-use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -18,22 +16,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Decode a capture (pcap or pcapng): one line per frame, or one JSON object per line.
-    ///
-    /// Every frame is listed, RoCEv2 or not; RoCEv2 frames show addresses, opcode, QPs, PSN,
-    /// P_Key, the MAD class/method/attribute, TID, SA component mask, MCMemberRecord fields
-    /// and whether the ICRC is right.
-    ///
-    /// Example: roce decode tests/data/sample.pcap
-    ///
-    /// Example: roce decode --json capture.pcapng | jq .icrc
-    Decode {
-        /// The capture file.
-        file: PathBuf,
-        /// One JSON object per line per frame instead of the summary.
-        #[arg(long)]
-        json: bool,
-    },
+    Decode(roce::decode_cli::DecodeArgs),
+    /// Benchmarks as ratios measured in one run (`roce bench decode`: against tshark).
+    Bench(roce::bench_decode::BenchArgs),
+    Encode(roce::encode::EncodeArgs),
+    Send(roce::send::SendArgs),
     /// Run the embedded demo: two hosts and an SA on a simulated link (no root, no network).
     ///
     /// A joins a multicast group (SA Set ▶ GetResp, IGMP report), B joins, A sends datagrams
@@ -118,7 +105,10 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     match cli.command {
-        Command::Decode { file, json } => decode(&file, json),
+        Command::Decode(a) => roce::decode_cli::run(a),
+        Command::Bench(a) => roce::bench_decode::run(a),
+        Command::Encode(a) => roce::encode::run(a),
+        Command::Send(a) => roce::send::run(a),
         Command::Demo(a) => ExitCode::from(a.run()),
         Command::Mckey(a) => ExitCode::from(a.run()),
         Command::SaQuery(a) => ExitCode::from(a.run()),
@@ -130,35 +120,3 @@ fn main() -> ExitCode {
     }
 }
 
-fn decode(file: &std::path::Path, json: bool) -> ExitCode {
-    let frames = match roce::capture::read_file(file) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("roce decode: cannot read {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let t0 = frames.first().map(|f| f.timestamp).unwrap_or_default();
-    for (i, f) in frames.iter().enumerate() {
-        let n = i + 1;
-        let rel = f.timestamp.saturating_sub(t0).as_secs_f64();
-        let line = roce::decode::decode_captured(f);
-        let res = if json {
-            let mut obj = serde_json::Map::new();
-            obj.insert("frame".into(), n.into());
-            obj.insert("time".into(), rel.into());
-            obj.extend(line.json);
-            writeln!(out, "{}", serde_json::Value::Object(obj))
-        } else {
-            writeln!(out, "{n:>5} {rel:>11.6} {}", line.summary)
-        };
-        if res.is_err() {
-            // A closed pipe (`| head`) is not an error of ours.
-            return ExitCode::SUCCESS;
-        }
-    }
-    let _ = out.flush();
-    ExitCode::SUCCESS
-}

@@ -40,8 +40,12 @@ fn json_is_one_object_per_frame_in_order_with_numbers() {
         assert_eq!(v["frame"], i + 1);
         if v["kind"] == "rocev2" && v.get("error").is_none() {
             roce_frames += 1;
-            for k in ["opcode", "dest_qp", "psn", "pkey"] {
+            for k in ["opcode", "dest_qp", "psn", "p_key"] {
                 assert!(v[k].is_u64(), "line {i}: {k}");
+            }
+            if let Some(tid) = v.get("mad").and_then(|m| m.get("tid")) {
+                let t = tid.as_str().expect("TIDs are strings");
+                assert!(t.starts_with("0x") && t.len() == 18, "line {i}: {t}");
             }
             assert!(v["icrc"] == "ok" || v["icrc"] == "bad");
         }
@@ -66,7 +70,7 @@ fn reads_pcapng_as_written_by_tshark() {
 #[test]
 fn unreadable_files_fail_with_a_clear_message() {
     let out = roce().args(["decode", "/nonexistent/x.pcap"]).output().unwrap();
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/x.pcap") && err.contains("No such file"), "{err}");
 
@@ -90,4 +94,573 @@ fn help_lists_decode_with_an_example() {
     let out = roce().args(["decode", "--help"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Example: roce decode"), "{text}");
+}
+
+// --- Streaming, link types, the JSON schema (issue 12) ---
+
+use std::io::{Read as _, Write as _};
+use std::process::Stdio;
+
+/// The sample's frames with their timestamps.
+fn sample_records() -> Vec<roce::capture::CapturedFrame> {
+    roce::capture::read_file(&sample()).unwrap()
+}
+
+/// A pcap in either byte order and resolution, with `linktype`.
+fn pcap(big: bool, nanos: bool, linktype: u32, frames: &[(std::time::Duration, Vec<u8>)]) -> Vec<u8> {
+    let w32 = |o: &mut Vec<u8>, v: u32| o.extend(if big { v.to_be_bytes() } else { v.to_le_bytes() });
+    let mut o = Vec::new();
+    w32(&mut o, if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 });
+    o.extend(if big { [0, 2, 0, 4] } else { [2, 0, 4, 0] });
+    w32(&mut o, 0);
+    w32(&mut o, 0);
+    w32(&mut o, 262_144);
+    w32(&mut o, linktype);
+    for (t, d) in frames {
+        w32(&mut o, t.as_secs() as u32);
+        w32(&mut o, if nanos { t.subsec_nanos() } else { t.subsec_micros() });
+        w32(&mut o, d.len() as u32);
+        w32(&mut o, d.len() as u32);
+        o.extend_from_slice(d);
+    }
+    o
+}
+
+/// Linux cooked v1 header in front of the sample frame's network layer.
+fn sll(eth: &[u8]) -> Vec<u8> {
+    let mut o = vec![0, 4, 0, 1, 0, 6];
+    o.extend_from_slice(&eth[6..12]);
+    o.extend_from_slice(&[0, 0]);
+    o.extend_from_slice(&eth[12..14]);
+    o.extend_from_slice(&eth[14..]);
+    o
+}
+
+/// Linux cooked v2 header.
+fn sll2(eth: &[u8]) -> Vec<u8> {
+    let mut o = eth[12..14].to_vec();
+    o.extend_from_slice(&[0, 0, 0, 0, 0, 7, 0, 1, 0, 6]);
+    o.extend_from_slice(&eth[6..12]);
+    o.extend_from_slice(&[0, 0]);
+    o.extend_from_slice(&eth[14..]);
+    o
+}
+
+/// Sample frames without VLAN tags whose EtherType is IPv4 or IPv6.
+fn ip_frames() -> Vec<(std::time::Duration, Vec<u8>)> {
+    sample_records()
+        .into_iter()
+        .filter(|f| f.data.len() > 14 && matches!(&f.data[12..14], [0x08, 0x00] | [0x86, 0xdd]))
+        .map(|f| (f.timestamp, f.data))
+        .collect()
+}
+
+/// A pcapng with one section per byte order, each with an Ethernet and an SLL2 interface
+/// (the SLL2 one with nanosecond if_tsresol), frames alternating between them.
+fn pcapng_two_linktypes() -> (Vec<u8>, usize) {
+    let frames = ip_frames();
+    let mut o = Vec::new();
+    for big in [false, true] {
+        let w32 = |o: &mut Vec<u8>, v: u32| o.extend(if big { v.to_be_bytes() } else { v.to_le_bytes() });
+        let w16 = |o: &mut Vec<u8>, v: u16| o.extend(if big { v.to_be_bytes() } else { v.to_le_bytes() });
+        let block = |o: &mut Vec<u8>, t: u32, body: &[u8]| {
+            let len = 12 + body.len().div_ceil(4) * 4;
+            w32(o, t);
+            w32(o, len as u32);
+            o.extend_from_slice(body);
+            o.extend(std::iter::repeat_n(0, len - 12 - body.len()));
+            w32(o, len as u32);
+        };
+        let mut shb = Vec::new();
+        w32(&mut shb, 0x1a2b_3c4d);
+        w16(&mut shb, 1);
+        w16(&mut shb, 0);
+        shb.extend_from_slice(&u64::MAX.to_le_bytes());
+        block(&mut o, 0x0a0d_0d0a, &shb);
+        for (lt, ns) in [(1u16, false), (276, true)] {
+            let mut idb = Vec::new();
+            w16(&mut idb, lt);
+            w16(&mut idb, 0);
+            w32(&mut idb, 0);
+            if ns {
+                w16(&mut idb, 9);
+                w16(&mut idb, 1);
+                idb.extend_from_slice(&[9, 0, 0, 0]);
+                w32(&mut idb, 0);
+            }
+            block(&mut o, 1, &idb);
+        }
+        for (i, (t, d)) in frames.iter().enumerate() {
+            let (ifid, data, units) =
+                if i % 2 == 0 { (0, d.clone(), t.as_micros() as u64) } else { (1, sll2(d), t.as_nanos() as u64) };
+            let mut epb = Vec::new();
+            w32(&mut epb, ifid);
+            w32(&mut epb, (units >> 32) as u32);
+            w32(&mut epb, units as u32);
+            w32(&mut epb, data.len() as u32);
+            w32(&mut epb, data.len() as u32);
+            epb.extend_from_slice(&data);
+            block(&mut o, 6, &epb);
+        }
+    }
+    (o, frames.len() * 2)
+}
+
+fn decode_bytes(args: &[&str], input: &[u8]) -> std::process::Output {
+    let mut c = roce()
+        .arg("decode")
+        .args(args)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = c.stdin.take().unwrap();
+    let input = input.to_vec();
+    let w = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = c.wait_with_output().unwrap();
+    w.join().unwrap();
+    out
+}
+
+/// The summary text after the number, time and length columns, error offsets blanked (they
+/// count from the start of the captured frame, so they differ between link types).
+fn texts(out: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| {
+            let mut words: Vec<&str> = l.split_whitespace().skip(3).collect();
+            for i in 1..words.len() {
+                if words[i - 1] == "byte" {
+                    words[i] = "_";
+                }
+            }
+            words.join(" ")
+        })
+        .collect()
+}
+
+#[test]
+fn standard_input_and_count_give_the_same_lines_as_the_file() {
+    let file = roce().arg("decode").arg(sample()).output().unwrap();
+    let bytes = std::fs::read(sample()).unwrap();
+    let stdin = decode_bytes(&[], &bytes);
+    assert!(stdin.status.success());
+    assert_eq!(String::from_utf8_lossy(&file.stdout), String::from_utf8_lossy(&stdin.stdout));
+    let five = decode_bytes(&["-c", "5"], &bytes);
+    assert!(five.status.success());
+    let lines: Vec<&str> = std::str::from_utf8(&file.stdout).unwrap().lines().take(5).collect();
+    assert_eq!(String::from_utf8_lossy(&five.stdout), lines.join("\n") + "\n");
+    // The summary carries the frame length on the wire (as tshark's Length column).
+    let first = std::str::from_utf8(&file.stdout).unwrap().lines().next().unwrap().to_string();
+    assert_eq!(first.split_whitespace().nth(2), Some(sample_records()[0].orig_len.to_string().as_str()), "{first}");
+}
+
+#[test]
+fn a_capture_cut_short_prints_every_complete_frame_then_warns_with_the_offset() {
+    let bytes = std::fs::read(sample()).unwrap();
+    let full = roce().arg("decode").arg(sample()).output().unwrap();
+    let full_lines: Vec<String> = String::from_utf8_lossy(&full.stdout).lines().map(String::from).collect();
+    // Record offsets: 24-byte header, then 16 + len each.
+    let mut offsets = vec![24usize];
+    for f in sample_records() {
+        let last = *offsets.last().unwrap();
+        offsets.push(last + 16 + f.data.len());
+    }
+    for (complete, cut) in [(10usize, offsets[10] + 7), (10, offsets[10] + 20), (3, offsets[3] + 1)] {
+        let out = decode_bytes(&[], &bytes[..cut]);
+        assert_eq!(out.status.code(), Some(2));
+        let lines: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect();
+        assert_eq!(lines, full_lines[..complete], "cut at {cut}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("byte offset {}", offsets[complete])) && err.contains("cut short"), "{err}");
+        // -q silences the warning, not the frames or the status.
+        let q = decode_bytes(&["-q"], &bytes[..cut]);
+        assert_eq!(q.status.code(), Some(2));
+        assert!(q.stderr.is_empty());
+        assert_eq!(q.stdout, out.stdout);
+    }
+}
+
+#[test]
+fn pcap_byte_orders_resolutions_and_link_types_decode_alike() {
+    let frames = ip_frames();
+    let eth = decode_bytes(&[], &pcap(false, false, 1, &frames));
+    assert!(eth.status.success());
+    let want = texts(&eth.stdout);
+    assert_eq!(want.len(), frames.len());
+    for (big, nanos) in [(true, false), (false, true), (true, true)] {
+        let out = decode_bytes(&[], &pcap(big, nanos, 1, &frames));
+        assert!(out.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&eth.stdout),
+            "big {big} nanos {nanos}"
+        );
+    }
+    let raw: Vec<_> = frames.iter().map(|(t, d)| (*t, d[14..].to_vec())).collect();
+    let v4: Vec<_> = raw.iter().filter(|(_, d)| d[0] >> 4 == 4).cloned().collect();
+    let v6: Vec<_> = raw.iter().filter(|(_, d)| d[0] >> 4 == 6).cloned().collect();
+    let sllv: Vec<_> = frames.iter().map(|(t, d)| (*t, sll(d))).collect();
+    let sll2v: Vec<_> = frames.iter().map(|(t, d)| (*t, sll2(d))).collect();
+    for (lt, fr, name) in [(113u32, &sllv, "SLL"), (276, &sll2v, "SLL2"), (101, &raw, "raw")] {
+        let out = decode_bytes(&[], &pcap(false, false, lt, fr));
+        assert!(out.status.success(), "{name}");
+        let got = texts(&out.stdout);
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (g, w) in got.iter().zip(&want) {
+            // The same dissection, minus what only Ethernet carries (ARP is not IP).
+            assert_eq!(g, w, "{name}");
+        }
+        let json = decode_bytes(&["--json"], &pcap(false, false, lt, fr));
+        let first: serde_json::Value =
+            serde_json::from_slice(json.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+        assert_eq!(first["link_type"], lt);
+        match lt {
+            113 => assert_eq!(first["sll"]["src"], "02:00:00:00:00:01", "{first}"),
+            276 => assert_eq!(first["sll2"]["ifindex"], 7, "{first}"),
+            _ => assert!(first.get("eth").is_none()),
+        }
+    }
+    for (lt, fr, version) in [(228u32, &v4, 4u8), (229, &v6, 6)] {
+        assert!(!fr.is_empty());
+        let out = decode_bytes(&[], &pcap(false, false, lt, fr));
+        assert!(out.status.success());
+        let same: Vec<_> = frames.iter().filter(|(_, d)| d[14] >> 4 == version).cloned().collect();
+        let eth = decode_bytes(&[], &pcap(false, false, 1, &same));
+        assert_eq!(texts(&out.stdout), texts(&eth.stdout), "link type {lt}");
+    }
+    // Malformed RoCEv2 behind SLL: the error offset counts from the start of the captured frame.
+    let bad = frames.iter().find(|(_, d)| d.len() > 100 && d[23] == 17).unwrap().1.clone();
+    let mut cut = sll(&bad);
+    cut.truncate(16 + 20 + 8 + 6); // inside the BTH
+    let out = decode_bytes(&["--json"], &pcap(false, false, 113, &[(std::time::Duration::ZERO, cut)]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("ip").is_some() && v.get("udp").is_some(), "{v}");
+    // The IPv4 total length (field at 2) claims more than the capture holds: 16 + 2.
+    assert_eq!(v["error"]["offset"], 16 + 2, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("at byte 18"), "{v}");
+}
+
+#[test]
+fn pcapng_with_two_link_types_in_two_byte_orders() {
+    let (ng, n) = pcapng_two_linktypes();
+    let out = decode_bytes(&["--json"], &ng);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), n);
+    let frames = ip_frames();
+    for (i, v) in lines.iter().enumerate() {
+        let (t, _) = &frames[i % frames.len()];
+        assert_eq!(v["link_type"], if i % 2 == 0 { 1 } else { 276 });
+        assert_eq!(v["interface"], (i % 2) as u64);
+        let want =
+            format!("{}.{:09}", t.as_secs(), if i % 2 == 0 { t.subsec_micros() * 1000 } else { t.subsec_nanos() });
+        assert_eq!(v["time_epoch"], want.as_str());
+    }
+}
+
+#[test]
+fn a_closed_standard_output_ends_quietly_with_141() {
+    let dir = common::artefact_dir("cli_decode_pipe");
+    let f = dir.join("mixed.pcap");
+    std::fs::write(&f, roce::samples_mixed::mixed_capture(50_000, 3)).unwrap();
+    for json in [false, true] {
+        let mut c = roce();
+        c.arg("decode").args(if json { &["--json"][..] } else { &[][..] }).arg(&f);
+        let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut first = [0u8; 100];
+        out.read_exact(&mut first).unwrap();
+        drop(out);
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(141));
+        assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+}
+
+/// Peak resident memory of a child, from wait4's rusage (KiB).
+fn wait_rss(child: std::process::Child) -> (i32, i64) {
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: rusage is plain data; pid is our child, not yet reaped.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(r, pid);
+    std::mem::forget(child);
+    (libc::WEXITSTATUS(status), ru.ru_maxrss)
+}
+
+#[test]
+fn memory_stays_flat_on_a_gigabyte_from_standard_input() {
+    // 1 GiB: the mixed frames interleaved with 1 MiB frames of an unknown EtherType (cheap to
+    // decode, so the test is about memory, not speed).
+    let mut child = roce()
+        .args(["decode", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut big = vec![0u8; 1 << 20];
+        big[12] = 0x88;
+        big[13] = 0xb5;
+        let mixed: Vec<Vec<u8>> = roce::samples_mixed::mixed_frames(2_000, 9).collect();
+        let mut w = std::io::BufWriter::new(&mut stdin);
+        let header = pcap(false, true, 1, &[]);
+        w.write_all(&header).unwrap();
+        let mut total = header.len() as u64;
+        let mut i = 0u32;
+        let rec = |w: &mut std::io::BufWriter<_>, d: &[u8], i: u32| {
+            let mut h = Vec::with_capacity(16);
+            h.extend(1_764_460_800u32.to_le_bytes());
+            h.extend(i.to_le_bytes());
+            h.extend((d.len() as u32).to_le_bytes());
+            h.extend((d.len() as u32).to_le_bytes());
+            w.write_all(&h)?;
+            w.write_all(d)
+        };
+        while total < (1 << 30) {
+            rec(&mut w, &big, i).unwrap();
+            total += 16 + big.len() as u64;
+            for d in mixed.iter().skip((i as usize * 20) % 1980).take(20) {
+                rec(&mut w, d, i).unwrap();
+                total += 16 + d.len() as u64;
+            }
+            i += 1;
+        }
+        w.flush().unwrap();
+        total
+    });
+    let total = writer.join().unwrap();
+    let (code, rss_kib) = wait_rss(child);
+    assert_eq!(code, 0);
+    eprintln!("decoded {total} bytes from standard input with a peak RSS of {rss_kib} KiB");
+    assert!(total >= 1 << 30);
+    assert!(rss_kib < 48 * 1024, "peak RSS {rss_kib} KiB for a {total}-byte capture");
+}
+
+/// Every JSON line the tests here produce, against spec/decode.schema.json (python's
+/// jsonschema in the venv tests/setup.sh makes; a missing validator fails).
+#[test]
+fn every_json_line_matches_the_schema() {
+    let dir = common::artefact_dir("cli_decode_schema");
+    let frames = ip_frames();
+    let mut inputs: Vec<(String, Vec<u8>)> = vec![
+        ("sample".into(), std::fs::read(sample()).unwrap()),
+        (
+            "tcpdump_any".into(),
+            std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tcpdump-any.pcap")).unwrap(),
+        ),
+        ("mixed".into(), roce::samples_mixed::mixed_capture(3_000, 5)),
+        ("pcapng".into(), pcapng_two_linktypes().0),
+        ("sll".into(), pcap(false, false, 113, &frames.iter().map(|(t, d)| (*t, sll(d))).collect::<Vec<_>>())),
+        ("sll2".into(), pcap(true, true, 276, &frames.iter().map(|(t, d)| (*t, sll2(d))).collect::<Vec<_>>())),
+        (
+            "raw".into(),
+            pcap(false, false, 101, &frames.iter().map(|(t, d)| (*t, d[14..].to_vec())).collect::<Vec<_>>()),
+        ),
+    ];
+    // Every fuzz corpus input (malformed frames of every kind), as Ethernet, SLL and raw IP.
+    let mut fuzz = Vec::new();
+    for sub in ["decode", "frame", "l2", "roundtrip"] {
+        let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(sub);
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                fuzz.push((std::time::Duration::ZERO, std::fs::read(e.path()).unwrap()));
+            }
+        }
+    }
+    assert!(fuzz.len() > 100, "fuzz corpus");
+    inputs.push(("fuzz_eth".into(), pcap(false, false, 1, &fuzz)));
+    inputs.push(("fuzz_sll".into(), pcap(false, false, 113, &fuzz)));
+    inputs.push(("fuzz_raw".into(), pcap(false, false, 101, &fuzz)));
+    inputs.push(("fuzz_sll2".into(), pcap(false, false, 276, &fuzz)));
+    inputs.push(("other_link".into(), pcap(false, false, 147, &fuzz[..10])));
+    let mut files = Vec::new();
+    let mut lines = 0;
+    for (name, bytes) in &inputs {
+        let out = decode_bytes(&["--json"], bytes);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        lines += out.stdout.iter().filter(|&&b| b == b'\n').count();
+        let f = dir.join(format!("{name}.jsonl"));
+        std::fs::write(&f, &out.stdout).unwrap();
+        files.push(f);
+    }
+    let python = std::env::var_os("ROCE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+    let schema = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("spec/decode.schema.json");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/validate_json.py");
+    let out = Command::new(&python).arg(&script).arg(&schema).args(&files).output().unwrap_or_else(|e| {
+        panic!("{}: {e}: the schema check needs the venv with jsonschema (run tests/setup.sh)", python.display())
+    });
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(&format!("{lines} lines, 0 invalid")), "{text}");
+}
+
+/// A network namespace with a veth pair (veth0 ↔ veth1), IPv6 off so that the kernel sends
+/// nothing of its own; removed on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        let name = format!("roce-{tag}-{}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).status();
+        let ok = Command::new("ip").args(["netns", "add", &name]).status().map(|s| s.success()).unwrap_or(false);
+        assert!(ok, "cannot create a network namespace: this test needs root (CI runs as root)");
+        let ns = Netns(name);
+        ns.sh("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1; ip link set lo up; \
+               ip link add veth0 type veth peer name veth1; ip link set veth0 up; ip link set veth1 up");
+        ns
+    }
+
+    fn sh(&self, cmd: &str) {
+        let st = Command::new("ip").args(["netns", "exec", &self.0, "sh", "-c", cmd]).status().unwrap();
+        assert!(st.success(), "{cmd}");
+    }
+
+    fn cmd(&self, program: &std::path::Path) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0]).arg(program);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// `roce decode -i` on one end of a veth pair while scapy sends the sample's frames from the
+/// other: the same lines as decoding the file, and `-w` keeps the same bytes.
+#[test]
+fn live_capture_on_a_veth_gives_the_same_output_as_the_file() {
+    let python = common::scapy_python();
+    let ns = Netns::new("decode-live");
+    let dir = common::artefact_dir("cli_decode_live");
+    let seen = dir.join("seen.pcap");
+    let records = sample_records();
+    let n = records.len();
+    let mut child = ns
+        .cmd(std::path::Path::new(env!("CARGO_BIN_EXE_roce")))
+        .args(["decode", "-i", "veth1", "-c", &n.to_string(), "-w"])
+        .arg(&seen)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The socket is bound once "listening" is printed.
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    assert!(first.contains("listening on veth1"), "{first}");
+    let script = format!(
+        "from scapy.all import rdpcap, sendp\nimport time\nfor p in rdpcap({:?}):\n    sendp(p, iface='veth0', verbose=False)\n    time.sleep(0.002)\n",
+        sample().display().to_string()
+    );
+    let st = ns.cmd(&python).args(["-c", &script]).status().unwrap();
+    assert!(st.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "roce decode -i did not see {n} frames");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let file = roce().arg("decode").arg(sample()).output().unwrap();
+    assert_eq!(texts(&out.stdout), texts(&file.stdout));
+    // -w kept exactly the bytes seen.
+    let kept = roce::capture::read_file(&seen).unwrap();
+    assert_eq!(kept.len(), n);
+    for (k, r) in kept.iter().zip(&records) {
+        assert_eq!(k.data, r.data);
+    }
+    // The same lines again from the saved file.
+    let again = roce().arg("decode").arg(&seen).output().unwrap();
+    assert_eq!(texts(&again.stdout), texts(&file.stdout));
+
+    // Without -c it runs until a signal: SIGINT ends it with 130, the -w file complete.
+    let partial = dir.join("until_sigint.pcap");
+    let mut child = ns
+        .cmd(std::path::Path::new(env!("CARGO_BIN_EXE_roce")))
+        .args(["decode", "-i", "veth1", "-w"])
+        .arg(&partial)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    assert!(first.contains("listening"), "{first}");
+    let st = ns.cmd(&python).args(["-c", &script]).status().unwrap();
+    assert!(st.success());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // `ip netns exec` execs the command: the child's pid is roce's.
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    drop(err);
+    assert_eq!(roce::capture::read_file(&partial).unwrap().len(), n);
+}
+
+#[test]
+fn live_capture_needs_an_interface_that_exists() {
+    let out = roce().args(["decode", "-i", "no-such-if0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-if0"));
+}
+
+/// A real `tcpdump -i any` capture (Linux cooked v2, tests/data/tcpdump-any.pcap): scapy sent
+/// the sample's frames on one end of a veth pair, tcpdump saw each twice (out on veth0, in on
+/// veth1). Every frame decodes as its Ethernet original does.
+#[test]
+fn a_tcpdump_any_capture_decodes_like_the_ethernet_sample() {
+    let any = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tcpdump-any.pcap");
+    let out = roce().arg("decode").arg(&any).output().unwrap();
+    assert!(out.status.success());
+    let got = texts(&out.stdout);
+    let want = texts(&roce().arg("decode").arg(sample()).output().unwrap().stdout);
+    assert_eq!(got.len(), 2 * want.len());
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!(&got[2 * i], w, "frame {}", 2 * i + 1);
+        assert_eq!(&got[2 * i + 1], w, "frame {}", 2 * i + 2);
+    }
+    let json = roce().args(["decode", "--json", "-c", "2"]).arg(&any).output().unwrap();
+    let kinds: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&json.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(kinds[0]["sll2"]["packet_type_name"], "outgoing");
+    assert_eq!(kinds[1]["sll2"]["packet_type_name"], "broadcast"); // an ARP request
+}
+
+/// A report from a host in many groups (more than the old cap of 8 records) decodes whole.
+#[test]
+fn an_igmpv3_report_of_300_records_decodes_whole() {
+    use roce_wire::igmp::{GroupRecordRepr, IgmpMessage, RecordType, V3ReportRepr};
+    use roce_wire::l2::{EmitFrame, IgmpFrame, List};
+    let mut records = List::new();
+    for i in 0..300u32 {
+        records
+            .push(GroupRecordRepr::new(RecordType::ModeIsExclude, std::net::Ipv4Addr::from(0xef00_0100 + i)))
+            .unwrap();
+    }
+    let msg = IgmpMessage::V3Report(V3ReportRepr { reserved1: 0, reserved2: 0, records });
+    let f = IgmpFrame::new([2, 0, 0, 0, 0, 1], std::net::Ipv4Addr::new(198, 18, 0, 1), msg);
+    let mut b = vec![0u8; f.buffer_len()];
+    f.emit(&mut b);
+    let out = decode_bytes(&["--json"], &pcap(false, false, 1, &[(std::time::Duration::ZERO, b)]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("error").is_none(), "{v}");
+    assert_eq!(v["igmp"]["records"].as_array().unwrap().len(), 300);
+    assert_eq!(v["igmp"]["records"][299]["record_type_name"], "MODE_IS_EXCLUDE");
 }

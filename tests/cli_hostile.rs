@@ -12,10 +12,17 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 
-const SUBCOMMANDS: [&str; 9] =
-    ["mckey", "sa-query", "sa-server", "sa-agent", "udaddy", "cmatose", "rping", "demo", "decode"];
+const SUBCOMMANDS: [&str; 12] = [
+    "mckey", "sa-query", "sa-server", "sa-agent", "udaddy", "cmatose", "rping", "demo", "decode", "encode", "send", "bench",
+];
 
-const OPTIONS: [&str; 36] = [
+const OPTIONS: [&str; 42] = [
+    "-o",
+    "-w",
+    "-i",
+    "--rate",
+    "--loop",
+    "--src-ip",
     "-c",
     "-a",
     "-I",

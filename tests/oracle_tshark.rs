@@ -56,7 +56,7 @@ use roce_wire::class_port_info::ClassPortInfo;
 use roce_wire::cm::{self, cma_hdr, CmMessage, PathRepr};
 use roce_wire::frame::{self, Frame, IpHeader};
 use roce_wire::igmp::{self, GroupRecordRepr, IgmpMessage, V2Repr, V3QueryRepr, V3ReportRepr};
-use roce_wire::l2::{self, ArpFrame, EmitFrame, FixedVec, IgmpFrame, L2Packet, MldFrame, NdiscFrame};
+use roce_wire::l2::{self, ArpFrame, EmitFrame, IgmpFrame, L2Packet, List, MldFrame, NdiscFrame};
 use roce_wire::mad::{MadHeader, MgmtClass};
 use roce_wire::mcmember::McMemberRecord;
 use roce_wire::mld::{self, AddressRecordRepr, MldMessage, QueryRepr, ReportRepr, V1Repr};
@@ -720,19 +720,19 @@ fn random_cm_frames(rng: &mut Rng, per: usize, out: &mut Vec<Built>) {
     }
 }
 
-fn v4_sources(rng: &mut Rng, n: usize) -> FixedVec<Ipv4Addr, 8> {
+fn v4_sources(rng: &mut Rng, n: usize) -> List<Ipv4Addr, 8> {
     let v: Vec<Ipv4Addr> = (0..n).map(|_| v4(rng, 198, 51)).collect();
-    FixedVec::from_slice(&v).unwrap()
+    List::from_slice(&v).unwrap()
 }
 
-fn v6_sources(rng: &mut Rng, n: usize) -> FixedVec<Ipv6Addr, 8> {
+fn v6_sources(rng: &mut Rng, n: usize) -> List<Ipv6Addr, 8> {
     let v: Vec<Ipv6Addr> = (0..n).map(|_| v6(rng, 0xfd00)).collect();
-    FixedVec::from_slice(&v).unwrap()
+    List::from_slice(&v).unwrap()
 }
 
-fn aux(rng: &mut Rng, n: usize) -> FixedVec<u32, 4> {
+fn aux(rng: &mut Rng, n: usize) -> List<u32, 4> {
     let v: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
-    FixedVec::from_slice(&v).unwrap()
+    List::from_slice(&v).unwrap()
 }
 
 /// Random ARP, IGMP, MLD and NS/NA frames through our emitters.
@@ -769,7 +769,7 @@ fn random_l2_frames(rng: &mut Rng, per: usize, out: &mut Vec<Built>) {
             sources: v4_sources(rng, i % 4),
         };
         push(format!("random_igmpv3_query_{i}"), emit_l2(&IgmpFrame::new(mac(rng), src, IgmpMessage::V3Query(q))));
-        let mut records = FixedVec::new();
+        let mut records = List::new();
         for r in 0..1 + i % 3 {
             let n = rng.below(4) as usize;
             let rec = GroupRecordRepr {
@@ -807,7 +807,7 @@ fn random_l2_frames(rng: &mut Rng, per: usize, out: &mut Vec<Built>) {
             sources: v6_sources(rng, i % 4),
         };
         push(format!("random_mldv2_query_{i}"), emit_l2(&MldFrame::new(mac(rng), ll, MldMessage::Query(q))));
-        let mut records = FixedVec::new();
+        let mut records = List::new();
         for r in 0..1 + i % 3 {
             let n = rng.below(4) as usize;
             let rec = AddressRecordRepr {

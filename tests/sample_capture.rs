@@ -62,7 +62,7 @@ fn every_sample_frame_decodes_as_built() {
         );
         if roce {
             assert_eq!(j["icrc"], "ok", "{}", s.name);
-            for k in ["opcode", "dest_qp", "psn", "pkey"] {
+            for k in ["opcode", "dest_qp", "psn", "p_key"] {
                 assert!(j[k].is_u64(), "{}: {k} is a number", s.name);
             }
         }

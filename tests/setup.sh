@@ -26,4 +26,9 @@ if ! .venv/bin/python -c 'import scapy.contrib.roce' >/dev/null 2>&1; then
     python3 -m venv .venv
     .venv/bin/pip install --quiet --disable-pip-version-check 'scapy==2.6.1'
 fi
+# jsonschema: validates every `roce decode --json` line the tests produce (spec/decode.schema.json).
+if ! .venv/bin/python -c 'import jsonschema' >/dev/null 2>&1; then
+    echo "setup: adding jsonschema to .venv from PyPI"
+    .venv/bin/pip install --quiet --disable-pip-version-check 'jsonschema==4.23.0'
+fi
 echo "setup: tshark $(tshark --version | head -1 | awk '{print $3}'), scapy $(.venv/bin/python -c 'import scapy; print(scapy.VERSION)')"

@@ -27,18 +27,24 @@
 //! Bytes after the described fields ("Additional Data", RFC 3376 §4.1.10, §4.2.16; or a v1/v2
 //! message longer than 8 bytes) count for the checksum but are not kept by the Repr.
 //!
-//! ## Limits of the owned Repr (no allocation)
+//! ## Limits of the owned Repr
+//! With the `alloc` feature (on with `std`, the default) there are none: the lists are
+//! [`List`]s backed by a `Vec`, and a report holds whatever the frame holds. Without `alloc`,
 //! [`V3ReportRepr`] holds at most [`MAX_RECORDS`] group records, each (and a [`V3QueryRepr`])
-//! at most [`MAX_SOURCES`] sources and [`MAX_AUX_WORDS`] words of auxiliary data. Parsing a
-//! message beyond these limits gives [`ContentError::FieldOutOfRange`]; the view
-//! ([`Packet::records`], [`GroupRecord::source`]) reads any number safely.
+//! at most [`MAX_SOURCES`] sources and [`MAX_AUX_WORDS`] words of auxiliary data, inline;
+//! parsing a message beyond these gives [`ContentError::FieldOutOfRange`]. The view
+//! ([`Packet::records`], [`GroupRecord::source`]) reads any number safely either way.
+//!
+//! A sender splits a report that would exceed the MTU across several messages, as Linux does
+//! (net/ipv4/igmp.c `add_grec()`: a new packet when `AVAILABLE(skb)` is too small for the next
+//! record or source); [`V3ReportRepr::split_at_mtu`] does the same.
 
 use core::fmt;
 use core::net::Ipv4Addr;
 
 use crate::error::{check_count, check_len, ContentError, Error, Layer, Result};
 use crate::field::{be16, be32, put16, put32};
-use crate::l2::FixedVec;
+use crate::l2::List;
 
 pub use smoltcp::wire::{IgmpPacket, IgmpRepr, IgmpVersion};
 
@@ -79,9 +85,9 @@ pub const V3_REPORT_HEADER_LEN: usize = field::REPORT_RECORDS;
 /// Length of the fixed part of a group record.
 pub const GROUP_RECORD_HEADER_LEN: usize = field::RECORD_SOURCES;
 
-/// Most group records a [`V3ReportRepr`] holds.
+/// Most group records a [`V3ReportRepr`] holds without the `alloc` feature.
 pub const MAX_RECORDS: usize = 8;
-/// Most sources a [`GroupRecordRepr`] or [`V3QueryRepr`] holds.
+/// Most sources a [`GroupRecordRepr`] or [`V3QueryRepr`] holds without the `alloc` feature.
 pub const MAX_SOURCES: usize = 8;
 /// Most 32-bit words of auxiliary data a [`GroupRecordRepr`] holds (IGMPv3 hosts send none).
 pub const MAX_AUX_WORDS: usize = 4;
@@ -527,7 +533,8 @@ impl From<&IgmpRepr> for V2Repr {
 }
 
 /// An IGMPv3 Membership Query (type 0x11, ≥ 12 bytes) [RFC 3376 §4.1].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(not(feature = "alloc"), derive(Copy))]
 pub struct V3QueryRepr {
     /// Max Resp Code (RFC 3376 §4.1.1: < 128 is 1/10 s, else floating point).
     pub max_resp_code: u8,
@@ -541,23 +548,25 @@ pub struct V3QueryRepr {
     pub qrv: u8,
     /// QQIC, Querier's Query Interval Code.
     pub qqic: u8,
-    /// Source addresses (at most [`MAX_SOURCES`]).
-    pub sources: FixedVec<Ipv4Addr, MAX_SOURCES>,
+    /// Source addresses (any number with `alloc`; else at most [`MAX_SOURCES`]).
+    pub sources: List<Ipv4Addr, MAX_SOURCES>,
 }
 
 /// One IGMPv3 group record [RFC 3376 §4.2.4].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(not(feature = "alloc"), derive(Copy))]
 pub struct GroupRecordRepr {
     /// Record Type.
     pub record_type: RecordType,
     /// Multicast Address.
     pub group_addr: Ipv4Addr,
-    /// Source addresses (at most [`MAX_SOURCES`]).
-    pub sources: FixedVec<Ipv4Addr, MAX_SOURCES>,
+    /// Source addresses (any number with `alloc`; else at most [`MAX_SOURCES`]).
+    pub sources: List<Ipv4Addr, MAX_SOURCES>,
     /// Auxiliary data, in 32-bit words (at most [`MAX_AUX_WORDS`]; hosts send none).
-    pub aux_data: FixedVec<u32, MAX_AUX_WORDS>,
+    pub aux_data: List<u32, MAX_AUX_WORDS>,
 }
 
+#[cfg(not(feature = "alloc"))]
 impl crate::l2::Blank for GroupRecordRepr {
     const BLANK: Self = GroupRecordRepr::new(RecordType::ModeIsInclude, Ipv4Addr::UNSPECIFIED);
 }
@@ -565,15 +574,24 @@ impl crate::l2::Blank for GroupRecordRepr {
 impl GroupRecordRepr {
     /// A record with no sources and no aux data.
     pub const fn new(record_type: RecordType, group_addr: Ipv4Addr) -> Self {
-        GroupRecordRepr { record_type, group_addr, sources: FixedVec::new(), aux_data: FixedVec::new() }
+        GroupRecordRepr { record_type, group_addr, sources: List::new(), aux_data: List::new() }
     }
 
     /// Parse one record view (checked) into the bounded repr.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(r: &GroupRecord<&T>) -> Result<Self> {
         r.check_len()?;
-        let nsrc =
-            check_count(Layer::Igmp, field::RECORD_NUM_SOURCES.start, usize::from(r.num_sources()), MAX_SOURCES)?;
-        let naux = check_count(Layer::Igmp, field::RECORD_AUX_DATA_LEN, usize::from(r.aux_data_len()), MAX_AUX_WORDS)?;
+        let nsrc = check_count(
+            Layer::Igmp,
+            field::RECORD_NUM_SOURCES.start,
+            usize::from(r.num_sources()),
+            List::<u32, MAX_SOURCES>::CAPACITY,
+        )?;
+        let naux = check_count(
+            Layer::Igmp,
+            field::RECORD_AUX_DATA_LEN,
+            usize::from(r.aux_data_len()),
+            List::<u32, MAX_AUX_WORDS>::CAPACITY,
+        )?;
         let mut out = GroupRecordRepr::new(r.record_type(), r.group_addr());
         for s in (0..nsrc).filter_map(|i| r.source(i)) {
             out.sources.push(s).ok();
@@ -608,22 +626,64 @@ impl GroupRecordRepr {
 }
 
 /// An IGMPv3 Membership Report (type 0x22) [RFC 3376 §4.2].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(not(feature = "alloc"), derive(Copy))]
 pub struct V3ReportRepr {
     /// Reserved byte 1, kept.
     pub reserved1: u8,
     /// Reserved bytes 4–5, kept.
     pub reserved2: u16,
-    /// The group records (at most [`MAX_RECORDS`]).
-    pub records: FixedVec<GroupRecordRepr, MAX_RECORDS>,
+    /// The group records (any number with `alloc`; else at most [`MAX_RECORDS`]).
+    pub records: List<GroupRecordRepr, MAX_RECORDS>,
 }
 
 impl V3ReportRepr {
     /// A report with one record of `record_type` for `group` and no sources.
     pub fn single(record_type: RecordType, group: Ipv4Addr) -> Self {
-        let mut records = FixedVec::new();
+        let mut records = List::new();
         records.push(GroupRecordRepr::new(record_type, group)).ok();
         V3ReportRepr { reserved1: 0, reserved2: 0, records }
+    }
+
+    /// The report as one or more reports whose IPv4 packets (20-byte header plus the 4-byte
+    /// Router Alert option Linux adds) fit `mtu`, as net/ipv4/igmp.c `add_grec()` builds them:
+    /// records are packed in order while they fit; a record whose sources alone do not fit
+    /// is cut into records of the same type and group, each with as many sources as fit.
+    /// Every report holds at least one record (or one source), whatever the MTU.
+    #[cfg(feature = "alloc")]
+    pub fn split_at_mtu(&self, mtu: usize) -> alloc::vec::Vec<V3ReportRepr> {
+        let room = mtu.saturating_sub(24 + V3_REPORT_HEADER_LEN);
+        let mut out = alloc::vec::Vec::new();
+        let mut cur = V3ReportRepr { reserved1: self.reserved1, reserved2: self.reserved2, records: List::new() };
+        let mut used = 0;
+        for r in self.records.iter() {
+            let mut pieces = alloc::vec::Vec::new();
+            if r.buffer_len() <= room || r.sources.is_empty() {
+                pieces.push(r.clone());
+            } else {
+                let per = (room.saturating_sub(GROUP_RECORD_HEADER_LEN + 4 * r.aux_data.len()) / 4).max(1);
+                for chunk in r.sources.chunks(per) {
+                    let mut p = r.clone();
+                    p.sources = List::from_slice(chunk).unwrap_or_default();
+                    pieces.push(p);
+                }
+            }
+            for p in pieces {
+                if used + p.buffer_len() > room && !cur.records.is_empty() {
+                    out.push(core::mem::replace(
+                        &mut cur,
+                        V3ReportRepr { reserved1: self.reserved1, reserved2: self.reserved2, records: List::new() },
+                    ));
+                    used = 0;
+                }
+                used += p.buffer_len();
+                cur.records.push(p).ok();
+            }
+        }
+        if !cur.records.is_empty() || out.is_empty() {
+            out.push(cur);
+        }
+        out
     }
 }
 
@@ -631,7 +691,8 @@ impl V3ReportRepr {
 // The v3/v2 report variant holds its records inline (no allocator in this crate), so it
 // is much larger than the others; boxing is not an option in `no_std` without `alloc`.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(not(feature = "alloc"), derive(Copy))]
 pub enum IgmpMessage {
     /// An 8-byte IGMPv1/v2 message: v1/v2 query, v1/v2 report, leave.
     V2(V2Repr),
@@ -708,10 +769,10 @@ impl IgmpMessage {
                     Layer::Igmp,
                     field::QUERY_NUM_SOURCES.start,
                     usize::from(p.query_num_sources()),
-                    MAX_SOURCES,
+                    List::<u32, MAX_SOURCES>::CAPACITY,
                 )?;
                 check_len(Layer::Igmp, p.b(), field::QUERY_SOURCES + 4 * n)?;
-                let mut sources = FixedVec::new();
+                let mut sources = List::new();
                 for s in (0..n).filter_map(|i| p.query_source(i)) {
                     sources.push(s).ok();
                 }
@@ -738,9 +799,9 @@ impl IgmpMessage {
                     Layer::Igmp,
                     field::REPORT_NUM_RECORDS.start,
                     usize::from(p.report_num_records()),
-                    MAX_RECORDS,
+                    List::<u32, MAX_RECORDS>::CAPACITY,
                 )?;
-                let mut records = FixedVec::new();
+                let mut records = List::new();
                 for item in p.records() {
                     let (at, rec) = item?;
                     let r = GroupRecordRepr::parse(&rec).map_err(|e| e.add_offset(at))?;
@@ -980,7 +1041,7 @@ pub(crate) mod tests {
         let c = rfc1071(&b);
         b[2..4].copy_from_slice(&c.to_be_bytes());
         let m = IgmpMessage::parse_bytes(&b).unwrap();
-        let IgmpMessage::V3Query(q) = m else { panic!("{m:?}") };
+        let IgmpMessage::V3Query(ref q) = m else { panic!("{m:?}") };
         assert_eq!((q.max_resp_code, q.qrv, q.qqic, q.s_flag, q.resv), (100, 2, 125, false, 0));
         assert_eq!(q.sources.as_slice(), &[Ipv4Addr::new(192, 0, 2, 1)]);
         assert_eq!(m.destination(), ALL_SYSTEMS);
@@ -1006,27 +1067,75 @@ pub(crate) mod tests {
             IgmpMessage::parse_bytes(&u),
             Err(Error::content(Layer::Igmp, 0, ContentError::UnsupportedType(0x30)))
         );
-        // nine records: beyond MAX_RECORDS
+        // nine records announced, none present: a length error at the first record
         let mut r = [0x22, 0, 0, 0, 0, 0, 0, 9];
         let c = rfc1071(&r);
         r[2..4].copy_from_slice(&c.to_be_bytes());
-        assert_eq!(
-            IgmpMessage::parse_bytes(&r),
-            Err(Error::content(Layer::Igmp, 6, ContentError::FieldOutOfRange { value: 9, max: MAX_RECORDS }))
-        );
-        // one record announcing 9 sources: beyond MAX_SOURCES, error at the record's count
-        let mut big = vec![0x22, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 9, 239, 0, 0, 1];
-        big.extend_from_slice(&[0u8; 36]);
-        let c = rfc1071(&big);
-        big[2..4].copy_from_slice(&c.to_be_bytes());
-        assert_eq!(
-            IgmpMessage::parse_bytes(&big),
-            Err(Error::content(Layer::Igmp, 10, ContentError::FieldOutOfRange { value: 9, max: MAX_SOURCES }))
-        );
-        // the view still reads all nine
-        let p = Packet::new_checked(&big[..]).unwrap();
-        let (_, rec) = p.records().next().unwrap().unwrap();
-        assert_eq!((0..9).filter_map(|i| rec.source(i)).count(), 9);
+        assert_eq!(IgmpMessage::parse_bytes(&r), Err(Error::len(Layer::Igmp, 8, GROUP_RECORD_HEADER_LEN, 0)));
+    }
+
+    /// No cap on records or sources with `alloc`: a report from a host in 300 groups, one of
+    /// them with 100 sources, parses and re-emits byte for byte (Linux splits its own reports
+    /// at the MTU, igmp.c add_grec(); a receiver takes whatever arrives).
+    #[test]
+    fn reports_and_queries_of_any_size_round_trip() {
+        let mut records = List::new();
+        for i in 0..300u32 {
+            let mut g = GroupRecordRepr::new(RecordType::ModeIsExclude, Ipv4Addr::from(0xef00_0000 | i));
+            if i == 7 {
+                for k in 0..100u32 {
+                    g.sources.push(Ipv4Addr::from(0x0a00_0000 | k)).unwrap();
+                }
+            }
+            records.push(g).unwrap();
+        }
+        let m = IgmpMessage::V3Report(V3ReportRepr { reserved1: 0, reserved2: 0, records });
+        let mut out = vec![0u8; m.buffer_len()];
+        m.emit_bytes(&mut out);
+        assert_eq!(Packet::new_checked(&out[..]).unwrap().records().count(), 300);
+        assert_eq!(IgmpMessage::parse_bytes(&out).unwrap(), m);
+        let mut sources = List::new();
+        for k in 0..1000u32 {
+            sources.push(Ipv4Addr::from(k)).unwrap();
+        }
+        let q = IgmpMessage::V3Query(V3QueryRepr {
+            max_resp_code: 100,
+            group_addr: Ipv4Addr::new(239, 1, 2, 3),
+            resv: 0,
+            s_flag: false,
+            qrv: 2,
+            qqic: 125,
+            sources,
+        });
+        let mut out = vec![0u8; q.buffer_len()];
+        q.emit_bytes(&mut out);
+        assert_eq!(IgmpMessage::parse_bytes(&out).unwrap(), q);
+        // Split at a 1500-byte MTU: every piece fits, and together they hold every record
+        // and source in order.
+        let IgmpMessage::V3Report(big) = m else { unreachable!() };
+        let parts = big.split_at_mtu(1500);
+        assert!(parts.len() > 1);
+        let mut groups = Vec::new();
+        for p in &parts {
+            let len = IgmpMessage::V3Report(p.clone()).buffer_len();
+            assert!(24 + len <= 1500, "{len}");
+            for r in p.records.iter() {
+                groups.extend(core::iter::repeat_n(r.group_addr, r.sources.len().max(1)));
+            }
+        }
+        let want: Vec<Ipv4Addr> =
+            big.records.iter().flat_map(|r| core::iter::repeat_n(r.group_addr, r.sources.len().max(1))).collect();
+        assert_eq!(groups, want);
+        // A record of 1000 sources at a small MTU is cut into records of the same group.
+        let mut one = GroupRecordRepr::new(RecordType::AllowNewSources, Ipv4Addr::new(239, 9, 9, 9));
+        for k in 0..1000u32 {
+            one.sources.push(Ipv4Addr::from(k)).unwrap();
+        }
+        let mut records = List::new();
+        records.push(one).unwrap();
+        let parts = V3ReportRepr { reserved1: 0, reserved2: 0, records }.split_at_mtu(576);
+        assert_eq!(parts.iter().map(|p| p.records[0].sources.len()).sum::<usize>(), 1000);
+        assert!(parts.iter().all(|p| 24 + IgmpMessage::V3Report(p.clone()).buffer_len() <= 576));
     }
 
     #[test]
@@ -1042,7 +1151,7 @@ pub(crate) mod tests {
             s_flag: true,
             qrv: 2,
             qqic: 125,
-            sources: FixedVec::new(),
+            sources: List::new(),
         };
         q.sources.push(Ipv4Addr::new(10, 0, 0, 9)).unwrap();
         for m in [IgmpMessage::V3Report(r), IgmpMessage::V3Query(q), IgmpMessage::v2_leave(Ipv4Addr::new(239, 1, 1, 1))]
@@ -1079,8 +1188,8 @@ pub(crate) mod tests {
             .prop_map(|(t, g, s, a)| GroupRecordRepr {
                 record_type: RecordType::from(t),
                 group_addr: g,
-                sources: FixedVec::from_slice(&s).unwrap(),
-                aux_data: FixedVec::from_slice(&a).unwrap(),
+                sources: List::from_slice(&s).unwrap(),
+                aux_data: List::from_slice(&a).unwrap(),
             })
     }
 
@@ -1105,13 +1214,13 @@ pub(crate) mod tests {
                     s_flag: s,
                     qrv,
                     qqic,
-                    sources: FixedVec::from_slice(&src).unwrap(),
+                    sources: List::from_slice(&src).unwrap(),
                 })),
             (any::<u8>(), any::<u16>(), proptest::collection::vec(arb_record(), 0..=MAX_RECORDS)).prop_map(
                 |(r1, r2, recs)| IgmpMessage::V3Report(V3ReportRepr {
                     reserved1: r1,
                     reserved2: r2,
-                    records: FixedVec::from_slice(&recs).unwrap(),
+                    records: List::from_slice(&recs).unwrap(),
                 })
             ),
         ]

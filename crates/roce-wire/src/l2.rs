@@ -57,6 +57,145 @@ pub const VLAN_LEN: usize = 4;
 pub const BROADCAST_MAC: [u8; 6] = [0xff; 6];
 /// IP protocol number of IGMP.
 pub const IPPROTO_IGMP: u8 = 2;
+// ---------------------------------------------------------------------------------------
+// The lists of IGMPv3/MLDv2 Reprs: unbounded with `alloc`, inline without
+// ---------------------------------------------------------------------------------------
+
+/// A list of sources, records or auxiliary words in an IGMPv3/MLDv2 Repr. With the `alloc`
+/// feature it holds any number of items (a report from a host in hundreds of groups parses);
+/// without it, at most `N` inline (a [`FixedVec`]: parsing more gives
+/// [`crate::ContentError::FieldOutOfRange`]). Dereferences to a slice.
+#[cfg(feature = "alloc")]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct List<T, const N: usize> {
+    items: alloc::vec::Vec<T>,
+}
+
+/// A list of sources, records or auxiliary words in an IGMPv3/MLDv2 Repr: at most `N` inline
+/// without the `alloc` feature (see the `alloc` version's docs).
+#[cfg(not(feature = "alloc"))]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct List<T: Blank, const N: usize> {
+    items: FixedVec<T, N>,
+}
+
+#[cfg(feature = "alloc")]
+impl<T: Clone, const N: usize> List<T, N> {
+    /// How many items the list holds at most (unbounded with `alloc`).
+    pub const CAPACITY: usize = usize::MAX;
+
+    /// An empty list.
+    pub const fn new() -> Self {
+        List { items: alloc::vec::Vec::new() }
+    }
+
+    /// A list holding a copy of `items` (always `Some` with `alloc`).
+    pub fn from_slice(items: &[T]) -> Option<Self> {
+        Some(List { items: items.to_vec() })
+    }
+
+    /// Append (never full with `alloc`).
+    pub fn push(&mut self, item: T) -> core::result::Result<(), T> {
+        self.items.push(item);
+        Ok(())
+    }
+
+    /// Remove every item.
+    pub fn clear(&mut self) {
+        self.items.clear();
+    }
+
+    /// The items.
+    pub fn as_slice(&self) -> &[T] {
+        &self.items
+    }
+
+    /// The items, mutable.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        &mut self.items
+    }
+}
+
+#[cfg(not(feature = "alloc"))]
+impl<T: Blank, const N: usize> List<T, N> {
+    /// How many items the list holds at most.
+    pub const CAPACITY: usize = N;
+
+    /// An empty list.
+    pub const fn new() -> Self {
+        List { items: FixedVec::new() }
+    }
+
+    /// A list holding a copy of `items`, `None` if there are more than `N`.
+    pub fn from_slice(items: &[T]) -> Option<Self> {
+        FixedVec::from_slice(items).map(|items| List { items })
+    }
+
+    /// Append, or give the item back when the list is full.
+    pub fn push(&mut self, item: T) -> core::result::Result<(), T> {
+        self.items.push(item)
+    }
+
+    /// Remove every item.
+    pub fn clear(&mut self) {
+        self.items.clear();
+    }
+
+    /// The items.
+    pub fn as_slice(&self) -> &[T] {
+        self.items.as_slice()
+    }
+
+    /// The items, mutable.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        self.items.as_mut_slice()
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<T: Clone, const N: usize> Default for List<T, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(not(feature = "alloc"))]
+impl<T: Blank, const N: usize> Default for List<T, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<T: Clone, const N: usize> Deref for List<T, N> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+#[cfg(not(feature = "alloc"))]
+impl<T: Blank, const N: usize> Deref for List<T, N> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<T: Clone + fmt::Debug, const N: usize> fmt::Debug for List<T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
+#[cfg(not(feature = "alloc"))]
+impl<T: Blank + fmt::Debug, const N: usize> fmt::Debug for List<T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
 /// The IPv4 Router Alert option Linux puts on IGMP: type 148, length 4, value 0 [RFC 2113].
 pub const IPV4_ROUTER_ALERT: [u8; 4] = [0x94, 0x04, 0x00, 0x00];
 /// The Hop-by-Hop header Linux puts on MLD: next header ICMPv6, length 0, Router Alert
@@ -524,7 +663,8 @@ impl EmitFrame for ArpFrame {
 
 /// An IGMP frame as Linux sends it (see the module doc): IPv4 with Router Alert, TOS 0xc0,
 /// DF, TTL 1, to [`IgmpMessage::destination`] and its multicast MAC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "alloc"), derive(Copy))]
 pub struct IgmpFrame {
     /// Our MAC.
     pub src_mac: [u8; 6],
@@ -603,7 +743,8 @@ fn ipv6_header(src: Ipv6Addr, dst: Ipv6Addr, hop_limit: u8, next_header: u8, pay
 
 /// An MLD frame as Linux sends it (see the module doc): IPv6 hop limit 1, Hop-by-Hop Router
 /// Alert + PadN, to [`MldMessage::destination`] and its 33:33 MAC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "alloc"), derive(Copy))]
 pub struct MldFrame {
     /// Our MAC.
     pub src_mac: [u8; 6],
@@ -1000,7 +1141,7 @@ mod tests {
     proptest! {
         #[test]
         fn igmp_frames_round_trip(m in crate::igmp::tests::arb_message(), src in any::<u32>(), id in any::<u16>(), tci in proptest::option::of(any::<u16>())) {
-            let f = IgmpFrame { src_mac: MAC, src_ip: Ipv4Addr::from(src), vlan_tci: tci, identification: id, msg: m };
+            let f = IgmpFrame { src_mac: MAC, src_ip: Ipv4Addr::from(src), vlan_tci: tci, identification: id, msg: m.clone() };
             let b = emit(&f);
             let fr = parse_frame(&b).unwrap();
             prop_assert_eq!(fr.vlan.map(|v| u16::from_be_bytes([v.to_bytes()[0], v.to_bytes()[1]])), tci);
@@ -1009,7 +1150,7 @@ mod tests {
 
         #[test]
         fn mld_frames_round_trip(m in crate::mld::tests::arb_message(), src in any::<u128>()) {
-            let f = MldFrame::new(MAC, Ipv6Addr::from(src), m);
+            let f = MldFrame::new(MAC, Ipv6Addr::from(src), m.clone());
             let b = emit(&f);
             prop_assert_eq!(parse_frame(&b).unwrap().packet, L2Packet::Mld { ip: f.ipv6_header(), hop_by_hop: Some(&MLD_HOP_BY_HOP[..]), msg: m });
         }

@@ -27,6 +27,10 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+// IGMPv3/MLDv2 Reprs hold any number of records and sources with an allocator.
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
 #[macro_use]
 mod macros;
 

@@ -29,7 +29,7 @@
 //! mld_send_cr, add_grec, mld_newpack]; MLDv1 sends a report to the group and a done to ff02::2
 //! [mcast.c igmp6_send].
 //!
-//! Limits as in [`crate::igmp`]: at most [`MAX_RECORDS`] records, [`MAX_SOURCES`] sources and
+//! Limits as in [`crate::igmp`] (none with `alloc`; without it at most [`MAX_RECORDS`] records, [`MAX_SOURCES`] sources and
 //! [`MAX_AUX_WORDS`] aux words per record; beyond that parsing gives
 //! [`ContentError::FieldOutOfRange`] while the view reads any number.
 
@@ -38,7 +38,7 @@ use core::net::Ipv6Addr;
 
 use crate::error::{check_count, check_len, ContentError, Error, Layer, Result};
 use crate::field::{array, be16, be32, put16, put32};
-use crate::l2::FixedVec;
+use crate::l2::List;
 
 pub use smoltcp::wire::{Icmpv6Message, Icmpv6Packet, MldAddressRecordRepr, MldRecordType, MldRepr};
 
@@ -433,7 +433,8 @@ pub struct V1Repr {
 }
 
 /// An MLDv2 query (type 130, ≥ 28 bytes) [RFC 3810 §5.1].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(not(feature = "alloc"), derive(Copy))]
 pub struct QueryRepr {
     /// Code (0).
     pub code: u8,
@@ -452,22 +453,24 @@ pub struct QueryRepr {
     /// QQIC.
     pub qqic: u8,
     /// Source addresses (at most [`MAX_SOURCES`]).
-    pub sources: FixedVec<Ipv6Addr, MAX_SOURCES>,
+    pub sources: List<Ipv6Addr, MAX_SOURCES>,
 }
 
 /// One MLDv2 multicast address record [RFC 3810 §5.2.4].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(not(feature = "alloc"), derive(Copy))]
 pub struct AddressRecordRepr {
     /// Record Type.
     pub record_type: RecordType,
     /// Multicast Address.
     pub mcast_addr: Ipv6Addr,
     /// Sources (at most [`MAX_SOURCES`]).
-    pub sources: FixedVec<Ipv6Addr, MAX_SOURCES>,
+    pub sources: List<Ipv6Addr, MAX_SOURCES>,
     /// Auxiliary data words (at most [`MAX_AUX_WORDS`]).
-    pub aux_data: FixedVec<u32, MAX_AUX_WORDS>,
+    pub aux_data: List<u32, MAX_AUX_WORDS>,
 }
 
+#[cfg(not(feature = "alloc"))]
 impl crate::l2::Blank for AddressRecordRepr {
     const BLANK: Self = AddressRecordRepr::new(RecordType::ModeIsInclude, Ipv6Addr::UNSPECIFIED);
 }
@@ -475,14 +478,24 @@ impl crate::l2::Blank for AddressRecordRepr {
 impl AddressRecordRepr {
     /// A record with no sources and no aux data.
     pub const fn new(record_type: RecordType, mcast_addr: Ipv6Addr) -> Self {
-        AddressRecordRepr { record_type, mcast_addr, sources: FixedVec::new(), aux_data: FixedVec::new() }
+        AddressRecordRepr { record_type, mcast_addr, sources: List::new(), aux_data: List::new() }
     }
 
     /// Parse a record view into the bounded repr.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(r: &AddressRecord<&T>) -> Result<Self> {
         r.check_len()?;
-        let n = check_count(Layer::Mld, field::RECORD_NUM_SOURCES.start, usize::from(r.num_sources()), MAX_SOURCES)?;
-        let a = check_count(Layer::Mld, field::RECORD_AUX_DATA_LEN, usize::from(r.aux_data_len()), MAX_AUX_WORDS)?;
+        let n = check_count(
+            Layer::Mld,
+            field::RECORD_NUM_SOURCES.start,
+            usize::from(r.num_sources()),
+            List::<u32, MAX_SOURCES>::CAPACITY,
+        )?;
+        let a = check_count(
+            Layer::Mld,
+            field::RECORD_AUX_DATA_LEN,
+            usize::from(r.aux_data_len()),
+            List::<u32, MAX_AUX_WORDS>::CAPACITY,
+        )?;
         let mut out = AddressRecordRepr::new(r.record_type(), r.mcast_addr());
         for s in (0..n).filter_map(|i| r.source(i)) {
             out.sources.push(s).ok();
@@ -495,21 +508,23 @@ impl AddressRecordRepr {
 
     /// Convert smoltcp's record repr (its `payload` holds sources then aux data).
     pub fn from_smoltcp(r: &MldAddressRecordRepr<'_>) -> Result<Self> {
-        let mut buf = [0u8; RECORD_HEADER_LEN + 16 * MAX_SOURCES + 4 * MAX_AUX_WORDS];
-        let n = RECORD_HEADER_LEN + r.payload.len();
-        if n > buf.len() {
-            return Err(Error::content(
-                Layer::Mld,
-                field::RECORD_NUM_SOURCES.start,
-                ContentError::FieldOutOfRange { value: n, max: buf.len() },
-            ));
+        let n = usize::from(r.num_srcs);
+        let a = usize::from(r.aux_data_len);
+        if r.payload.len() < 16 * n + 4 * a {
+            return Err(Error::len(Layer::Mld, RECORD_HEADER_LEN, 16 * n + 4 * a, r.payload.len()));
         }
-        buf[field::RECORD_TYPE] = r.record_type.into();
-        buf[field::RECORD_AUX_DATA_LEN] = r.aux_data_len;
-        put16(&mut buf, field::RECORD_NUM_SOURCES.start, r.num_srcs);
-        buf[field::RECORD_MCAST_ADDR].copy_from_slice(&r.mcast_addr.octets());
-        buf[RECORD_HEADER_LEN..n].copy_from_slice(r.payload);
-        Self::parse(&AddressRecord::new_unchecked(&buf[..n]))
+        check_count(Layer::Mld, field::RECORD_NUM_SOURCES.start, n, List::<u32, MAX_SOURCES>::CAPACITY)?;
+        check_count(Layer::Mld, field::RECORD_AUX_DATA_LEN, a, List::<u32, MAX_AUX_WORDS>::CAPACITY)?;
+        let mut out = AddressRecordRepr::new(r.record_type, r.mcast_addr);
+        for c in r.payload[..16 * n].chunks_exact(16) {
+            let mut o = [0u8; 16];
+            o.copy_from_slice(c);
+            out.sources.push(Ipv6Addr::from(o)).ok();
+        }
+        for c in r.payload[16 * n..16 * n + 4 * a].chunks_exact(4) {
+            out.aux_data.push(u32::from_be_bytes([c[0], c[1], c[2], c[3]])).ok();
+        }
+        Ok(out)
     }
 
     /// The record's length on the wire.
@@ -536,22 +551,60 @@ impl AddressRecordRepr {
 }
 
 /// An MLDv2 report (type 143) [RFC 3810 §5.2].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(not(feature = "alloc"), derive(Copy))]
 pub struct ReportRepr {
     /// Code (0; RFC 3810 calls byte 1 Reserved).
     pub code: u8,
     /// Reserved bytes 4–5, kept.
     pub reserved: u16,
-    /// The address records (at most [`MAX_RECORDS`]).
-    pub records: FixedVec<AddressRecordRepr, MAX_RECORDS>,
+    /// The address records (any number with `alloc`; else at most [`MAX_RECORDS`]).
+    pub records: List<AddressRecordRepr, MAX_RECORDS>,
 }
 
 impl ReportRepr {
     /// A report with one record of `record_type` for `group` and no sources.
     pub fn single(record_type: RecordType, group: Ipv6Addr) -> Self {
-        let mut records = FixedVec::new();
+        let mut records = List::new();
         records.push(AddressRecordRepr::new(record_type, group)).ok();
         ReportRepr { code: 0, reserved: 0, records }
+    }
+
+    /// The report as one or more reports whose IPv6 packets (40-byte header plus the 8-byte
+    /// Hop-by-Hop header with Router Alert) fit `mtu`, as net/ipv6/mcast.c `add_grec()` builds
+    /// them (see [`crate::igmp::V3ReportRepr::split_at_mtu`]).
+    #[cfg(feature = "alloc")]
+    pub fn split_at_mtu(&self, mtu: usize) -> alloc::vec::Vec<ReportRepr> {
+        let room = mtu.saturating_sub(40 + 8 + field::REPORT_RECORDS);
+        let blank = || ReportRepr { code: self.code, reserved: self.reserved, records: List::new() };
+        let mut out = alloc::vec::Vec::new();
+        let mut cur = blank();
+        let mut used = 0;
+        for r in self.records.iter() {
+            let mut pieces = alloc::vec::Vec::new();
+            if r.buffer_len() <= room || r.sources.is_empty() {
+                pieces.push(r.clone());
+            } else {
+                let per = (room.saturating_sub(RECORD_HEADER_LEN + 4 * r.aux_data.len()) / 16).max(1);
+                for chunk in r.sources.chunks(per) {
+                    let mut p = r.clone();
+                    p.sources = List::from_slice(chunk).unwrap_or_default();
+                    pieces.push(p);
+                }
+            }
+            for p in pieces {
+                if used + p.buffer_len() > room && !cur.records.is_empty() {
+                    out.push(core::mem::replace(&mut cur, blank()));
+                    used = 0;
+                }
+                used += p.buffer_len();
+                cur.records.push(p).ok();
+            }
+        }
+        if !cur.records.is_empty() || out.is_empty() {
+            out.push(cur);
+        }
+        out
     }
 }
 
@@ -559,7 +612,8 @@ impl ReportRepr {
 // The v3/v2 report variant holds its records inline (no allocator in this crate), so it
 // is much larger than the others; boxing is not an option in `no_std` without `alloc`.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(not(feature = "alloc"), derive(Copy))]
 pub enum MldMessage {
     /// An MLDv1 message (query of 24 bytes, report, done).
     V1(V1Repr),
@@ -644,10 +698,10 @@ impl MldMessage {
                     Layer::Mld,
                     field::QUERY_NUM_SOURCES.start,
                     usize::from(p.query_num_sources()),
-                    MAX_SOURCES,
+                    List::<u32, MAX_SOURCES>::CAPACITY,
                 )?;
                 check_len(Layer::Mld, p.b(), field::QUERY_SOURCES + 16 * n)?;
-                let mut sources = FixedVec::new();
+                let mut sources = List::new();
                 for s in (0..n).filter_map(|i| p.query_source(i)) {
                     sources.push(s).ok();
                 }
@@ -669,9 +723,9 @@ impl MldMessage {
                     Layer::Mld,
                     field::REPORT_NUM_RECORDS.start,
                     usize::from(p.report_num_records()),
-                    MAX_RECORDS,
+                    List::<u32, MAX_RECORDS>::CAPACITY,
                 )?;
-                let mut records = FixedVec::new();
+                let mut records = List::new();
                 for item in p.records() {
                     let (at, rec) = item?;
                     records.push(AddressRecordRepr::parse(&rec).map_err(|e| e.add_offset(at))?).ok();
@@ -796,10 +850,41 @@ pub(crate) mod tests {
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02,
     ];
 
+    /// No cap on records or sources with `alloc`: 200 records, one with 100 sources.
+    #[test]
+    fn reports_of_any_size_round_trip() {
+        let mut records = List::new();
+        for i in 0..200u16 {
+            let mut r = AddressRecordRepr::new(RecordType::ModeIsExclude, Ipv6Addr::new(0xff0e, 0, 0, 0, 0, 0, 1, i));
+            if i == 3 {
+                for k in 0..100u16 {
+                    r.sources.push(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, k)).unwrap();
+                }
+            }
+            records.push(r).unwrap();
+        }
+        let report = ReportRepr { code: 0, reserved: 0, records };
+        let m = MldMessage::Report(report.clone());
+        let mut out = vec![0u8; m.buffer_len()];
+        m.emit_bytes(&mut out, &LL, &ALL_ROUTERS);
+        assert_eq!(MldMessage::parse_bytes(&out, &LL, &ALL_ROUTERS).unwrap(), m);
+        // Split at 1280 (the IPv6 minimum MTU): every piece fits, every record and source kept.
+        let parts = report.split_at_mtu(1280);
+        assert!(parts.len() > 1);
+        let mut n = (0, 0);
+        for p in &parts {
+            assert!(48 + MldMessage::Report(p.clone()).buffer_len() <= 1280);
+            n.0 += p.records.len();
+            n.1 += p.records.iter().map(|r| r.sources.len()).sum::<usize>();
+        }
+        assert_eq!(n.1, 100);
+        assert!(n.0 >= 200);
+    }
+
     #[test]
     fn smoltcp_vectors() {
         let q = MldMessage::parse_bytes(&QUERY_PACKET_BYTES, &ALL_NODES, &ALL_ROUTERS).unwrap();
-        let MldMessage::Query(qr) = q else { panic!("{q:?}") };
+        let MldMessage::Query(ref qr) = q else { panic!("{q:?}") };
         assert_eq!((qr.max_resp_code, qr.s_flag, qr.qrv, qr.qqic, qr.resv), (0x400, true, 2, 0x12, 0));
         assert_eq!(qr.mcast_addr, ALL_NODES);
         assert_eq!(qr.sources.as_slice(), &[ALL_ROUTERS]);
@@ -808,7 +893,7 @@ pub(crate) mod tests {
         assert_eq!(out, QUERY_PACKET_BYTES);
 
         let r = MldMessage::parse_bytes(&REPORT_PACKET_BYTES, &ALL_NODES, &ALL_ROUTERS).unwrap();
-        let MldMessage::Report(rr) = r else { panic!("{r:?}") };
+        let MldMessage::Report(ref rr) = r else { panic!("{r:?}") };
         assert_eq!(rr.records.len(), 1);
         assert_eq!(rr.records[0].record_type, RecordType::ModeIsInclude);
         assert_eq!(rr.records[0].sources.as_slice(), &[ALL_ROUTERS]);
@@ -909,8 +994,8 @@ pub(crate) mod tests {
             .prop_map(|(t, g, s, a)| AddressRecordRepr {
                 record_type: RecordType::from(t),
                 mcast_addr: g,
-                sources: FixedVec::from_slice(&s).unwrap(),
-                aux_data: FixedVec::from_slice(&a).unwrap(),
+                sources: List::from_slice(&s).unwrap(),
+                aux_data: List::from_slice(&a).unwrap(),
             })
     }
 
@@ -944,13 +1029,13 @@ pub(crate) mod tests {
                     s_flag: s,
                     qrv,
                     qqic,
-                    sources: FixedVec::from_slice(&src).unwrap(),
+                    sources: List::from_slice(&src).unwrap(),
                 })),
             (any::<u8>(), any::<u16>(), proptest::collection::vec(arb_record(), 0..=MAX_RECORDS)).prop_map(
                 |(code, reserved, recs)| MldMessage::Report(ReportRepr {
                     code,
                     reserved,
-                    records: FixedVec::from_slice(&recs).unwrap()
+                    records: List::from_slice(&recs).unwrap()
                 })
             ),
         ]
