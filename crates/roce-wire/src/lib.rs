@@ -47,6 +47,7 @@ pub mod icrc;
 pub mod ieth;
 pub mod immdt;
 pub mod reth;
+pub mod rxe_accept;
 
 pub mod class_port_info;
 pub mod cm;
