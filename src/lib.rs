@@ -11,6 +11,7 @@ mod decode_l2;
 mod decode_mad;
 pub mod demo;
 pub mod exit;
+pub mod fuzz_peer;
 #[doc(hidden)]
 pub mod fuzz_targets;
 pub mod sa_agent;

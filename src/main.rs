@@ -199,6 +199,9 @@ enum Command {
     /// Run an SA (MCMemberRecord service) on a real interface, answering on QP1 of --ip.
     ///
     /// Example: roce sa-server --iface veth1 --ip 198.18.0.2
+    /// Fuzz a live RoCEv2 peer (a kernel rxe) with structure-aware frames, predicting for each
+    /// whether rxe counts it, and probing the peer's liveness.
+    FuzzPeer(roce::fuzz_peer::FuzzPeerArgs),
     SaServer {
         /// The SA's address on the interface (it answers ARP/ND for it).
         #[arg(long)]
@@ -335,6 +338,7 @@ fn main() -> ExitCode {
             };
             ExitCode::from(roce::cm_tools::cmatose(&o) as u8)
         }
+        Command::FuzzPeer(a) => roce::fuzz_peer::run(&a),
         Command::SaServer { ip, duration, port } => {
             let d = duration.map(|s| std::time::Duration::from_secs_f64(s.max(0.0)));
             ExitCode::from(roce::tools::sa_server(&port_options(&port, ip, true), d) as u8)
