@@ -591,7 +591,9 @@ impl Guest {
         loop {
             let exited = self.qemu_exited();
             let log = self.console_log();
-            if let Some(l) = log.lines().find_map(|l| l.find(marker).map(|i| l[i..].to_string())) {
+            // only whole lines: qemu may be in the middle of writing the last one
+            let whole = &log[..log.rfind('\n').map_or(0, |i| i + 1)];
+            if let Some(l) = whole.lines().find_map(|l| l.find(marker).map(|i| l[i..].to_string())) {
                 return Ok(l);
             }
             if exited || t0.elapsed() > timeout {
