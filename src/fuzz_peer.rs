@@ -271,10 +271,11 @@ impl Generator {
             // the other extension headers as random bytes of their length (in the payload)
             let mut payload = self.bytes(mask.len().saturating_sub(if ext.deth.is_some() { 8 } else { 0 }));
             let mut n = self.pick(&[0usize, 1, 2, 3, 4, 8, 64, 256, 1000]);
-            if self.spare_gsi && qpn == 1 && op.transport() == bth::Transport::Ud {
-                // A UD SEND to QP1 longer than a MAD (256 bytes) overflows the MAD layer's
-                // receive buffer: the GSI QP goes to the error state and the peer's MAD and CM
-                // services stop (spec/rxe-acceptance.md); sent only with --kill-gsi.
+            if self.spare_gsi && (qpn == 1 || qpn == self.ep.gsi_index) && op.transport() == bth::Transport::Ud {
+                // A UD SEND to the GSI QP (QPN 1 or its pool index) longer than a MAD (256
+                // bytes) overflows the MAD layer's receive buffer: the GSI QP goes to the error
+                // state and the peer's MAD and CM services stop (spec/rxe-acceptance.md); sent
+                // only with --kill-gsi.
                 let room = 256usize.saturating_sub(payload.len());
                 n = n.min(room);
             }
@@ -294,6 +295,15 @@ impl Generator {
         };
         if f.is_empty() {
             return f;
+        }
+        // rxe's own ICRC where it differs from the standard one (RC FLUSH on 6.12), for half
+        // of those frames: the other half shows that the standard one is refused
+        let bth_at = if self.ep.dst.is_ipv4() { 14 + 20 + 8 } else { 14 + 40 + 8 };
+        if f.get(bth_at) == Some(&0x1c) && self.rng.pct(50) {
+            if let Some(c) = roce_wire::rxe_accept::rxe_expected_icrc(&f, self.ep.kernel) {
+                let n = f.len();
+                f[n - 4..].copy_from_slice(&c.to_le_bytes());
+            }
         }
         // below the RoCE layer: 15 % of the frames get one mutation
         if self.rng.pct(15) {

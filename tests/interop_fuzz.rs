@@ -124,9 +124,29 @@ fn rxe_acceptance_oracle_and_fuzz_peer() {
     let t0 = Instant::now();
     let (mut frames, mut predicted, mut batches, mut bad_batches) = (0u64, 0u64, 0u64, 0u64);
     let mut disagree: Vec<(Vec<u8>, u64, u64)> = Vec::new();
+    let mut lost = None;
     while t0.elapsed().as_secs_f64() < secs {
-        let batch: Vec<Vec<u8>> = (0..BATCH).map(|_| gen.next_frame()).collect();
+        let mut batch: Vec<Vec<u8>> = (0..BATCH).map(|_| gen.next_frame()).collect();
+        // each batch ends with a liveness probe: the GSI QP must still answer
+        let (tid, probe) = gen.sa_probe();
+        batch.push(probe);
         let (got, want) = o.run(&batch);
+        let (answered, _) = o.sock.recv_until(Duration::from_secs(5), |d| {
+            roce_wire::frame::parse(d).ok().and_then(|f| roce_wire::sa::SaMad::parse(f.repr.payload).ok()).is_some_and(
+                |m| m.header.response && m.header.transaction_id == tid,
+            )
+        });
+        if !answered {
+            lost = Some(batches + 1);
+            let _ = writeln!(report, "batch {}: the liveness probe (TID {tid:#x}) went unanswered; campaign stopped", batches + 1);
+            let mut w = PcapFileWriter::create(&art.join("liveness_loss.pcap")).expect("liveness_loss.pcap");
+            for f in &batch {
+                let _ = w.write(Duration::ZERO, f);
+            }
+            let _ = w.finish();
+            frames += batch.len() as u64;
+            break;
+        }
         frames += batch.len() as u64;
         predicted += want;
         batches += 1;
@@ -204,6 +224,7 @@ fn rxe_acceptance_oracle_and_fuzz_peer() {
     g.finish();
     println!("{report}");
 
+    assert_eq!(lost, None, "liveness lost (frames kept in liveness_loss.pcap):\n{report}");
     assert!(frames >= 10_000 || secs < 60.0, "at least 10,000 frames in a full campaign, sent {frames}");
     assert!(agreement >= 0.999, "agreement {:.4} % < 99.9 %:\n{report}", 100.0 * agreement);
     let json: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("fuzz-peer JSON: {e}\n{out}"));

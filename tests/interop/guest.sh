@@ -65,7 +65,7 @@ set +e
 timeout "$timeout_s" ip netns exec "$NS" qemu-system-x86_64 -accel tcg -cpu max -m 1024 -smp 1 -nographic -no-reboot \
     -kernel "$KOUT/vmlinuz" -initrd "$ART/initrd.cpio.gz" -append "console=ttyS0 panic=-1 quiet" \
     -netdev tap,id=n0,ifname=tap0,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56 \
-    </dev/null 2>&1 | tr -d '\r' | tee "$ART/console.log"
+    </dev/null 2>&1 | stdbuf -oL tr -d '\r' | tee "$ART/console.log"
 qrc=${PIPESTATUS[0]}
 set -e
 echo "guest.sh: qemu ran $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}') s; artefacts in $ART" >&2

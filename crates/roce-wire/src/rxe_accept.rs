@@ -442,11 +442,41 @@ pub fn rxe_accepts(frame: &[u8], peer: &RxePeer<'_>) -> RxeVerdict {
     if paylen < hlen + 4 {
         return Err(RxeDrop::Undefined);
     }
-    if rxe_icrc(packet, udp, v6) != u32::from_le_bytes([hdr[paylen - 4], hdr[paylen - 3], hdr[paylen - 2], hdr[paylen - 1]])
+    let flush_quirk = flush_has_no_payload_offset(opcode, peer.kernel);
+    if rxe_icrc(packet, udp, v6, flush_quirk)
+        != u32::from_le_bytes([hdr[paylen - 4], hdr[paylen - 3], hdr[paylen - 2], hdr[paylen - 1]])
     {
         return Err(RxeDrop::Icrc);
     }
     Ok(RxeAccepted { bth: ip + udp + 8, paylen, dest_qp: qpn, opcode })
+}
+
+/// rxe's table entry for RC FLUSH (6.2 and later) gives no payload offset, so `payload_addr`
+/// is the BTH itself and `payload_size` counts from there: rxe's ICRC for FLUSH covers the
+/// FETH and RETH a second time, from the BTH on (measured on 6.12: FLUSH frames with the
+/// standard ICRC are never counted).
+fn flush_has_no_payload_offset(opcode: u8, kernel: RxeKernel) -> bool {
+    opcode == 0x1c && kernel == RxeKernel::V6_12
+}
+
+/// The ICRC (as the CRC value whose little-endian bytes go on the wire) that `kernel`'s rxe
+/// expects for `frame`, an Ethernet frame without a VLAN tag holding a RoCEv2 packet whose
+/// opcode is in rxe's table; `None` when the frame is too short to tell. Equal to the
+/// standard ICRC ([`crate::icrc`]) except for RC FLUSH on 6.12 (see spec/rxe-acceptance.md).
+pub fn rxe_expected_icrc(frame: &[u8], kernel: RxeKernel) -> Option<u32> {
+    let v6 = match frame.get(12..14)? {
+        [0x08, 0x00] => false,
+        [0x86, 0xdd] => true,
+        _ => return None,
+    };
+    let packet = &frame[14..];
+    let udp = if v6 { 40 } else { usize::from(*packet.first()? & 0x0f) * 4 };
+    let ulen = usize::from(be16(packet.get(udp..udp + 8)?, 4));
+    let hlen = rxe_header_len(*packet.get(udp + 8)?, kernel)?;
+    if ulen < 8 + hlen + 4 || udp + ulen > packet.len() || udp < 20 {
+        return None;
+    }
+    Some(rxe_icrc(packet, udp, v6, flush_has_no_payload_offset(packet[udp + 8], kernel)))
 }
 
 /// The ICRC as rxe computes it on receive (`rxe_icrc_hdr` + `rxe_icrc_check`): a masked copy
@@ -454,7 +484,7 @@ pub fn rxe_accepts(frame: &[u8], peer: &RxePeer<'_>) -> RxeVerdict {
 /// header, the BTH with byte 4 masked, then everything up to the ICRC. `packet` runs from the
 /// IP header to the end of the IP packet; the UDP datagram starts at `udp`. The result is the
 /// CRC value whose little-endian bytes are the ICRC on the wire.
-fn rxe_icrc(packet: &[u8], udp: usize, v6: bool) -> u32 {
+fn rxe_icrc(packet: &[u8], udp: usize, v6: bool, flush_quirk: bool) -> u32 {
     let iph = if v6 { 40 } else { 20 };
     let ulen = usize::from(be16(packet, udp + 4));
     let end = udp + ulen - 4;
@@ -482,7 +512,13 @@ fn rxe_icrc(packet: &[u8], udp: usize, v6: bool) -> u32 {
     pseudo[n + 4] = 0xff;
     let mut h = crc32fast::Hasher::new_with_initial(crate::icrc::SEED);
     h.update(&pseudo[..n + BTH_LEN]);
-    h.update(&packet[bth + BTH_LEN..end]);
+    if flush_quirk {
+        // the headers after the BTH, then "payload" from the BTH on
+        h.update(&packet[bth + BTH_LEN..bth + 32]);
+        h.update(&packet[bth..end]);
+    } else {
+        h.update(&packet[bth + BTH_LEN..end]);
+    }
     h.finalize()
 }
 
