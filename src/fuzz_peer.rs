@@ -167,7 +167,8 @@ impl Generator {
         let tid = self.tid;
         match self.rng.below(4) {
             0 | 1 => {
-                let method = self.pick(&[Method::Get, Method::Set, Method::Delete, Method::GetTable, Method::Unknown(0x7f)]);
+                let method =
+                    self.pick(&[Method::Get, Method::Set, Method::Delete, Method::GetTable, Method::Unknown(0x7f)]);
                 let a = self.pick(&[attr::MC_MEMBER_RECORD, attr::MC_MEMBER_RECORD, 0x0011, 0x0035, 0xffff]);
                 let rec = McMemberRecord {
                     mgid: Gid::from_ipv4(Ipv4Addr::new(239, 1, self.rng.below(256) as u8, 3)),
@@ -409,7 +410,13 @@ impl Generator {
             join_state: JoinState::FULL_MEMBER,
             ..McMemberRecord::default()
         };
-        let mad = SaMad::request(Method::Get, tid, attr::MC_MEMBER_RECORD, ComponentMask::KERNEL_JOIN.0, SaData::mc_member(rec));
+        let mad = SaMad::request(
+            Method::Get,
+            tid,
+            attr::MC_MEMBER_RECORD,
+            ComponentMask::KERNEL_JOIN.0,
+            SaData::mc_member(rec),
+        );
         self.psn = (self.psn + 1) & 0xff_ffff;
         let mut b = bth::Repr::new(Opcode::UdSendOnly, 1, self.psn);
         b.ack_req = true;
@@ -501,9 +508,7 @@ fn answers(frame_bytes: &[u8], probe: &Probe) -> bool {
     let Ok(f) = frame::parse(frame_bytes) else { return false };
     let payload = f.repr.payload;
     match *probe {
-        Probe::Sa(tid) => {
-            SaMad::parse(payload).is_ok_and(|m| m.header.response && m.header.transaction_id == tid)
-        }
+        Probe::Sa(tid) => SaMad::parse(payload).is_ok_and(|m| m.header.response && m.header.transaction_id == tid),
         Probe::Cm(comm) => {
             let Ok(m) = roce_wire::mad::MadRepr::parse_bytes(payload) else { return false };
             m.header.attribute_id == cm::attr::REJ
@@ -567,7 +572,9 @@ extern "C" fn on_signal(sig: libc::c_int) {
 
 fn resolve_mac(sock: &mut RawSocket, our_mac: [u8; 6], src: IpAddr, dst: IpAddr) -> io::Result<Option<[u8; 6]>> {
     let (IpAddr::V4(s), IpAddr::V4(d)) = (src, dst) else {
-        return Err(io::Error::other("fuzz-peer resolves IPv4 peers by ARP; IPv6 neighbour discovery is not implemented"));
+        return Err(io::Error::other(
+            "fuzz-peer resolves IPv4 peers by ARP; IPv6 neighbour discovery is not implemented",
+        ));
     };
     let req = roce_wire::arp::request(our_mac, s, d);
     let mut f = vec![0u8; 14 + 28];
@@ -659,7 +666,8 @@ pub fn run(a: &FuzzPeerArgs) -> ExitCode {
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
     let kernel = if a.kernel == "6.12" { RxeKernel::V6_12 } else { RxeKernel::V6_1 };
-    let ep = Endpoints { src_mac: our_mac, dst_mac: peer_mac, src: a.bind, dst: a.peer, kernel, gsi_index: a.gsi_index };
+    let ep =
+        Endpoints { src_mac: our_mac, dst_mac: peer_mac, src: a.bind, dst: a.peer, kernel, gsi_index: a.gsi_index };
     let mut gen = Generator::new(seed, ep);
     gen.spare_gsi = !a.kill_gsi;
     let mut pcap = None;
@@ -685,7 +693,10 @@ pub fn run(a: &FuzzPeerArgs) -> ExitCode {
     let mut last_status = t0;
     let mut n_probe = 0u64;
     let mut next_send = Instant::now();
-    let send = |f: &[u8], s: &mut Summary, sock: &mut RawSocket, pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>| {
+    let send = |f: &[u8],
+                s: &mut Summary,
+                sock: &mut RawSocket,
+                pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>| {
         match sock.send(f) {
             Ok(()) => {
                 s.sent += 1;

@@ -160,7 +160,10 @@ pub fn differential(data: &[u8]) {
         let lax = frame::parse_lax(data).expect("parsed above");
         let plain_ip = lax.repr.vlan.is_none() && lax.repr.ip.header_len() == if dst.is_ipv4() { 20 } else { 40 };
         if verdict.is_ok() && plain_ip {
-            assert!(lax.icrc_ok() && lax.ip_checksum_ok, "the predictor accepts a frame with a bad ICRC or IP checksum");
+            assert!(
+                lax.icrc_ok() && lax.ip_checksum_ok,
+                "the predictor accepts a frame with a bad ICRC or IP checksum"
+            );
         }
         if let (Ok(f), Err(why)) = (&strict, verdict) {
             let _ = f;

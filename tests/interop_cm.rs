@@ -120,8 +120,10 @@ fn kernel_rxe_cm_interop() {
 
     // b. Our server; the guest's udaddy client.
     let pcap_b = art.join("udaddy_server.pcap");
-    let (mut child, reader, listening) =
-        spawn_listening(&g, &roce(&format!("udaddy -b 198.18.0.1 --iface tap0 -C 10 --timeout 40 --pcap {}", pcap_b.display())));
+    let (mut child, reader, listening) = spawn_listening(
+        &g,
+        &roce(&format!("udaddy -b 198.18.0.1 --iface tap0 -C 10 --timeout 40 --pcap {}", pcap_b.display())),
+    );
     listening.recv_timeout(Duration::from_secs(30)).expect("roce udaddy server listening");
     let (grc, glog) = g.guest_exec("udaddy -s 198.18.0.1 -C 10 2>&1; echo rc=$?", T);
     let rc = child.wait().expect("roce udaddy server").code().unwrap_or(-1);
@@ -165,8 +167,10 @@ fn kernel_rxe_cm_interop() {
     // d. Our cmatose server; the guest's ucmatose client (-C 0): REQ ▶ our REP ▶ its RTU, our
     //    DREQ ▶ its DREP.
     let pcap_d = art.join("cmatose_server.pcap");
-    let (mut child, reader, listening) =
-        spawn_listening(&g, &roce(&format!("cmatose -b 198.18.0.1 --iface tap0 --timeout 40 --pcap {}", pcap_d.display())));
+    let (mut child, reader, listening) = spawn_listening(
+        &g,
+        &roce(&format!("cmatose -b 198.18.0.1 --iface tap0 --timeout 40 --pcap {}", pcap_d.display())),
+    );
     listening.recv_timeout(Duration::from_secs(30)).expect("roce cmatose server listening");
     let (grc, glog) = g.guest_exec("ucmatose -s 198.18.0.1 -C 0 2>&1; echo rc=$?", T);
     let rc = child.wait().expect("roce cmatose server").code().unwrap_or(-1);

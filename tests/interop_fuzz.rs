@@ -97,7 +97,11 @@ impl Oracle<'_> {
 }
 
 fn rxe_kernel() -> RxeKernel {
-    if harness::kernel() == "6.12" { RxeKernel::V6_12 } else { RxeKernel::V6_1 }
+    if harness::kernel() == "6.12" {
+        RxeKernel::V6_12
+    } else {
+        RxeKernel::V6_1
+    }
 }
 
 #[test]
@@ -132,13 +136,18 @@ fn rxe_acceptance_oracle_and_fuzz_peer() {
         batch.push(probe);
         let (got, want) = o.run(&batch);
         let (answered, _) = o.sock.recv_until(Duration::from_secs(5), |d| {
-            roce_wire::frame::parse(d).ok().and_then(|f| roce_wire::sa::SaMad::parse(f.repr.payload).ok()).is_some_and(
-                |m| m.header.response && m.header.transaction_id == tid,
-            )
+            roce_wire::frame::parse(d)
+                .ok()
+                .and_then(|f| roce_wire::sa::SaMad::parse(f.repr.payload).ok())
+                .is_some_and(|m| m.header.response && m.header.transaction_id == tid)
         });
         if !answered {
             lost = Some(batches + 1);
-            let _ = writeln!(report, "batch {}: the liveness probe (TID {tid:#x}) went unanswered; campaign stopped", batches + 1);
+            let _ = writeln!(
+                report,
+                "batch {}: the liveness probe (TID {tid:#x}) went unanswered; campaign stopped",
+                batches + 1
+            );
             let mut w = PcapFileWriter::create(&art.join("liveness_loss.pcap")).expect("liveness_loss.pcap");
             for f in &batch {
                 let _ = w.write(Duration::ZERO, f);
@@ -156,7 +165,8 @@ fn rxe_acceptance_oracle_and_fuzz_peer() {
             o.bisect(&batch, &mut disagree);
             if disagree.len() == n0 {
                 // the batch disagreed but no frame does alone: count the difference
-                let _ = writeln!(report, "batch {batches}: counted {got}, predicted {want}; not reproduced frame by frame");
+                let _ =
+                    writeln!(report, "batch {batches}: counted {got}, predicted {want}; not reproduced frame by frame");
                 for _ in 0..got.abs_diff(want) {
                     disagree.push((Vec::new(), got, want));
                 }
@@ -195,7 +205,10 @@ fn rxe_acceptance_oracle_and_fuzz_peer() {
                 Err(d) => d.name().to_string(),
             };
             let summary = roce::decode::decode_ethernet(f).summary;
-            let class = format!("predicted {verdict}, counted {got}: {}", summary.split(" | ").take(2).collect::<Vec<_>>().join(" | "));
+            let class = format!(
+                "predicted {verdict}, counted {got}: {}",
+                summary.split(" | ").take(2).collect::<Vec<_>>().join(" | ")
+            );
             let _ = writeln!(report, "  disagree (want {want} got {got}): {summary}");
             *classes.entry(class.chars().take(120).collect()).or_default() += 1;
         }
@@ -227,7 +240,8 @@ fn rxe_acceptance_oracle_and_fuzz_peer() {
     assert_eq!(lost, None, "liveness lost (frames kept in liveness_loss.pcap):\n{report}");
     assert!(frames >= 10_000 || secs < 60.0, "at least 10,000 frames in a full campaign, sent {frames}");
     assert!(agreement >= 0.999, "agreement {:.4} % < 99.9 %:\n{report}", 100.0 * agreement);
-    let json: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("fuzz-peer JSON: {e}\n{out}"));
+    let json: serde_json::Value =
+        serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("fuzz-peer JSON: {e}\n{out}"));
     assert_eq!(rc, 0, "{out}");
     assert_eq!(json["send_errors"], 0, "{out}");
     assert_eq!(json["peer_unresponsive"], 0, "{out}");
@@ -235,5 +249,9 @@ fn rxe_acceptance_oracle_and_fuzz_peer() {
     assert_eq!(json["probes_answered"], json["probes_sent"], "{out}");
     let pa = json["predicted_accept"].as_u64().unwrap();
     let d = (after - before).abs_diff(pa);
-    assert!(d as f64 <= 0.001 * json["sent"].as_f64().unwrap(), "fuzz-peer predicted {pa}, the guest counted {}", after - before);
+    assert!(
+        d as f64 <= 0.001 * json["sent"].as_f64().unwrap(),
+        "fuzz-peer predicted {pa}, the guest counted {}",
+        after - before
+    );
 }

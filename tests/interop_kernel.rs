@@ -333,7 +333,11 @@ delivered to us: {late}; counted unknown_group: {dropped}"
     let deletes_c = run_tshark(&format!(
         "eth.src == {ours} && infiniband.mad.method == 0x15 && infiniband.mcmemberrecord.mgid == ::ffff:239.1.2.4"
     ));
-    let _ = writeln!(report, "--- tshark on tap0: SA Deletes of ::ffff:239.1.2.4 from {ours}: {}", deletes_c.lines().count());
+    let _ = writeln!(
+        report,
+        "--- tshark on tap0: SA Deletes of ::ffff:239.1.2.4 from {ours}: {}",
+        deletes_c.lines().count()
+    );
     assert_eq!(deletes_c.lines().count(), deletes_c_ours, "case c: Deletes on tap0 vs in our own capture");
     // case d: the corrupted frames really left, from our MAC, with a bad ICRC
     let frames = roce::capture::read_file(&tap).expect("tap0.pcap");
@@ -341,7 +345,8 @@ delivered to us: {late}; counted unknown_group: {dropped}"
         .iter()
         .filter(|f| {
             let j = roce::decode::decode_ethernet(&f.data).json;
-            j["eth"]["src"].as_str() == Some(ours.as_str()) && j["icrc"].as_str() == Some("bad")
+            j.get("eth").and_then(|e| e.get("src")).and_then(|v| v.as_str()) == Some(ours.as_str())
+                && j.get("icrc").and_then(|v| v.as_str()) == Some("bad")
         })
         .count();
     let _ = writeln!(report, "--- tap0: {bad} frames from {ours} with a bad ICRC (case d sent {tries})");

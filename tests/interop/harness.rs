@@ -101,8 +101,7 @@ pub fn kernel_dir() -> PathBuf {
 
 /// Kernel messages that fail a run (the console is watched for them): a kernel bug, warning,
 /// oops, GP fault or lockup, whatever a test sent.
-pub const KERNEL_TROUBLE: [&str; 6] =
-    ["BUG:", "WARNING:", "Oops", "general protection", "soft lockup", "Kernel panic"];
+pub const KERNEL_TROUBLE: [&str; 6] = ["BUG:", "WARNING:", "Oops", "general protection", "soft lockup", "Kernel panic"];
 
 /// The console lines holding one of [`KERNEL_TROUBLE`].
 pub fn kernel_trouble(console: &str) -> Vec<String> {
