@@ -255,3 +255,71 @@ fn rxe_acceptance_oracle_and_fuzz_peer() {
         after - before
     );
 }
+
+/// The finding behind `--kill-gsi` (spec/rxe-acceptance.md §3): one UD SEND to QP1 with the
+/// GSI Q_Key and 1000 bytes of payload is counted, and afterwards the peer's MAD layer no
+/// longer answers an SA Get (its GSI QP is in the error state).
+#[test]
+fn oversize_ud_send_to_qp1_kills_the_gsi_qp() {
+    let mut g = GuestBuilder::new("interop_fuzz_kill_gsi").scenario(SCENARIO).boot();
+    let ep = Endpoints {
+        src_mac: g.tap_mac,
+        dst_mac: GUEST_MAC,
+        src: IpAddr::V4(HOST_IP4),
+        dst: IpAddr::V4(GUEST_IP4),
+        kernel: rxe_kernel(),
+        gsi_index: 16,
+    };
+    let sock = g.raw_socket();
+    let mut gen = Generator::new(1, ep);
+    let answered = |sock: &harness::RawSocket, tid: u64| {
+        sock.recv_until(Duration::from_secs(5), |d| {
+            roce_wire::frame::parse(d)
+                .ok()
+                .and_then(|f| roce_wire::sa::SaMad::parse(f.repr.payload).ok())
+                .is_some_and(|m| m.header.response && m.header.transaction_id == tid)
+        })
+        .0
+    };
+    let (tid, probe) = gen.sa_probe();
+    sock.send(&probe).unwrap();
+    let before = answered(&sock, tid);
+    g.signal("counters k0");
+    let c0 = g.counters("k0", T)["rcvd_pkts"];
+    // the oversize SEND, built like a MAD to QP1 but 1000 bytes long
+    let big = vec![0x01u8; 1000];
+    let mut b = roce_wire::bth::Repr::new(roce_wire::bth::Opcode::UdSendOnly, 1, 5);
+    b.ack_req = true;
+    let r = roce_wire::frame::FrameRepr::new(
+        ep.src_mac,
+        ep.dst_mac,
+        ep.src,
+        ep.dst,
+        b,
+        roce_wire::ext::ExtHeaders::deth(roce_wire::GSI_QKEY, 1),
+        &big,
+    )
+    .with_auto_pad();
+    let mut f = vec![0u8; r.buffer_len()];
+    r.emit(&mut f).unwrap();
+    assert!(ep.predict(&f).is_ok(), "the predictor counts it");
+    sock.send(&f).unwrap();
+    g.signal("counters k1");
+    let c1 = g.counters("k1", T)["rcvd_pkts"];
+    let (tid, probe) = gen.sa_probe();
+    sock.send(&probe).unwrap();
+    let after = answered(&sock, tid);
+    g.signal("counters k2");
+    let c2 = g.counters("k2", T)["rcvd_pkts"];
+    let report = format!(
+        "kernel {}: probe answered before {before}; rcvd_pkts {c0} -> {c1} (oversize SEND) -> {c2} (probe); probe answered after {after}\n",
+        g.kernel_version
+    );
+    std::fs::write(g.artefacts.join("report.txt"), &report).unwrap();
+    g.signal("end");
+    g.finish();
+    println!("{report}");
+    assert!(before, "the GSI QP answered before");
+    assert_eq!(c1 - c0, 1, "the oversize SEND is counted");
+    assert!(!after, "after the oversize SEND the GSI QP no longer answers:\n{report}");
+}

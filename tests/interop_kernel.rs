@@ -286,7 +286,9 @@ fn kernel_rxe_interop_with_our_tools() {
 {log}
 our stack received {received} datagrams"
     );
-    assert_eq!(received, 5, "we receive the guest's 5 datagrams");
+    // how many of them the guest put on the wire is checked against tap0's capture at the end
+    // (once, under heavy host load, 6.12's mckey reported success with 1 of 5 on the wire)
+    assert!(received >= 1, "we receive the guest's datagrams");
     let ev = d.leave(id, group, Duration::from_secs(5)).unwrap();
     assert_eq!(ev.map(|e| e.kind), Some(roce_cm::EventKind::MulticastLeft));
     let drops_before = d.stack.counters().dropped(roce_cm::DropReason::UnknownGroup);
@@ -351,6 +353,25 @@ delivered to us: {late}; counted unknown_group: {dropped}"
         .count();
     let _ = writeln!(report, "--- tap0: {bad} frames from {ours} with a bad ICRC (case d sent {tries})");
     assert_eq!(bad as u64, tries as u64, "case d: the corrupted tries on tap0");
+    // e2: we received every datagram of the guest's first `mckey -s` (one source QP) that tap0
+    // saw, and nothing of its second one after our leave
+    let mut by_qp: Vec<(u32, usize)> = Vec::new();
+    for f in &frames {
+        let Ok(p) = roce_wire::frame::parse(&f.data) else { continue };
+        if p.repr.ip.source() != std::net::IpAddr::from([198, 18, 0, 2])
+            || p.repr.ip.destination() != std::net::IpAddr::from([239, 1, 2, 3])
+        {
+            continue;
+        }
+        let qp = p.repr.ext.deth.map_or(0, |d| d.src_qp);
+        match by_qp.iter_mut().find(|(q, _)| *q == qp) {
+            Some((_, n)) => *n += 1,
+            None => by_qp.push((qp, 1)),
+        }
+    }
+    let _ = writeln!(report, "--- tap0: the guest's multicast datagrams per source QP: {by_qp:?}; we received {received}");
+    let on_wire = by_qp.first().map_or(0, |(_, n)| *n);
+    assert_eq!(received, on_wire, "we receive every datagram of the guest's first mckey -s that tap0 saw");
     std::fs::write(art.join("report.txt"), &report).unwrap();
     println!("{report}");
 }
