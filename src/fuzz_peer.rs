@@ -76,8 +76,8 @@ pub struct FuzzPeerArgs {
     /// No status lines.
     #[arg(short = 'q', long)]
     pub quiet: bool,
-    /// Also send UD SENDs longer than a MAD to QPN 1 (they put the peer's GSI QP in the error
-    /// state: every later probe goes unanswered).
+    /// Also send UD SENDs longer than a MAD to QPN 1 (on 6.1 they put the peer's GSI QP in the
+    /// error state: every later probe goes unanswered; 6.12 survives them).
     #[arg(long)]
     pub kill_gsi: bool,
 }
@@ -274,9 +274,9 @@ impl Generator {
             let mut n = self.pick(&[0usize, 1, 2, 3, 4, 8, 64, 256, 1000]);
             if self.spare_gsi && (qpn == 1 || qpn == self.ep.gsi_index) && op.transport() == bth::Transport::Ud {
                 // A UD SEND to the GSI QP (QPN 1 or its pool index) longer than a MAD (256
-                // bytes) overflows the MAD layer's receive buffer: the GSI QP goes to the error
-                // state and the peer's MAD and CM services stop (spec/rxe-acceptance.md); sent
-                // only with --kill-gsi.
+                // bytes) overflows the MAD layer's receive buffer: on 6.1 the GSI QP goes to the
+                // error state and the peer's MAD and CM services stop (spec/rxe-acceptance.md);
+                // sent only with --kill-gsi.
                 let room = 256usize.saturating_sub(payload.len());
                 n = n.min(room);
             }

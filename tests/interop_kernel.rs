@@ -352,7 +352,7 @@ delivered to us: {late}; counted unknown_group: {dropped}"
         })
         .count();
     let _ = writeln!(report, "--- tap0: {bad} frames from {ours} with a bad ICRC (case d sent {tries})");
-    assert_eq!(bad as u64, tries as u64, "case d: the corrupted tries on tap0");
+    assert_eq!(bad as u64, tries, "case d: the corrupted tries on tap0");
     // e2: we received every datagram of the guest's first `mckey -s` (one source QP) that tap0
     // saw, and nothing of its second one after our leave
     let mut by_qp: Vec<(u32, usize)> = Vec::new();
@@ -369,7 +369,8 @@ delivered to us: {late}; counted unknown_group: {dropped}"
             None => by_qp.push((qp, 1)),
         }
     }
-    let _ = writeln!(report, "--- tap0: the guest's multicast datagrams per source QP: {by_qp:?}; we received {received}");
+    let _ =
+        writeln!(report, "--- tap0: the guest's multicast datagrams per source QP: {by_qp:?}; we received {received}");
     let on_wire = by_qp.first().map_or(0, |(_, n)| *n);
     assert_eq!(received, on_wire, "we receive every datagram of the guest's first mckey -s that tap0 saw");
     std::fs::write(art.join("report.txt"), &report).unwrap();

@@ -208,7 +208,7 @@ pub fn rxe_header_len(opcode: u8, kernel: RxeKernel) -> Option<usize> {
         0x0c => RETH,
         0x0d => AETH,
         0x0e => 0,
-        0x0f | 0x10 | 0x11 => AETH,
+        0x0f..=0x11 => AETH,
         0x12 => AETH + ATOMIC_ACK,
         0x13 | 0x14 => ATOMIC,
         0x16 | 0x17 => IETH,
