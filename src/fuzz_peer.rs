@@ -237,7 +237,10 @@ impl Generator {
         } else {
             // every opcode, QPN, key, TVer, pad and length
             let table: Vec<Opcode> = Opcode::ALL.to_vec();
-            let op = if self.rng.pct(40) {
+            let op = if self.rng.pct(5) {
+                // RD opcodes (rxe's table has them; the crate keeps them as unknown)
+                Opcode::from(0x40 + self.rng.below(0x15) as u8)
+            } else if self.rng.pct(40) {
                 self.pick(&[Opcode::UdSendOnly, Opcode::UdSendOnlyWithImmediate])
             } else if self.rng.pct(10) {
                 Opcode::from(self.rng.next_u64() as u8)
@@ -297,10 +300,10 @@ impl Generator {
         if f.is_empty() {
             return f;
         }
-        // rxe's own ICRC where it differs from the standard one (RC FLUSH on 6.12), for half
+        // rxe's own ICRC where it differs from the standard one (RC FLUSH, RD ACK), for half
         // of those frames: the other half shows that the standard one is refused
         let bth_at = if self.ep.dst.is_ipv4() { 14 + 20 + 8 } else { 14 + 40 + 8 };
-        if f.get(bth_at) == Some(&0x1c) && self.rng.pct(50) {
+        if matches!(f.get(bth_at), Some(&0x1c) | Some(&0x51)) && self.rng.pct(50) {
             if let Some(c) = roce_wire::rxe_accept::rxe_expected_icrc(&f, self.ep.kernel) {
                 let n = f.len();
                 f[n - 4..].copy_from_slice(&c.to_le_bytes());

@@ -442,8 +442,8 @@ pub fn rxe_accepts(frame: &[u8], peer: &RxePeer<'_>) -> RxeVerdict {
     if paylen < hlen + 4 {
         return Err(RxeDrop::Undefined);
     }
-    let flush_quirk = flush_has_no_payload_offset(opcode, peer.kernel);
-    if rxe_icrc(packet, udp, v6, flush_quirk)
+    let quirk = flush_has_no_payload_offset(opcode, peer.kernel).then_some(hlen);
+    if rxe_icrc(packet, udp, v6, quirk)
         != u32::from_le_bytes([hdr[paylen - 4], hdr[paylen - 3], hdr[paylen - 2], hdr[paylen - 1]])
     {
         return Err(RxeDrop::Icrc);
@@ -451,18 +451,20 @@ pub fn rxe_accepts(frame: &[u8], peer: &RxePeer<'_>) -> RxeVerdict {
     Ok(RxeAccepted { bth: ip + udp + 8, paylen, dest_qp: qpn, opcode })
 }
 
-/// rxe's table entry for RC FLUSH (6.2 and later) gives no payload offset, so `payload_addr`
-/// is the BTH itself and `payload_size` counts from there: rxe's ICRC for FLUSH covers the
-/// FETH and RETH a second time, from the BTH on (measured on 6.12: FLUSH frames with the
-/// standard ICRC are never counted).
+/// Opcodes whose entry in rxe's table gives no payload offset, so that `payload_addr` is the
+/// BTH itself and `payload_size` counts from there: rxe's ICRC for them covers the headers
+/// after the BTH a second time, from the BTH on. RC FLUSH (6.2 and later) and RD
+/// ACKNOWLEDGE, found by the oracle (frames with the standard ICRC never counted; with this
+/// one counted: spec/rxe-acceptance.md §2).
 fn flush_has_no_payload_offset(opcode: u8, kernel: RxeKernel) -> bool {
-    opcode == 0x1c && kernel == RxeKernel::V6_12
+    (opcode == 0x1c && kernel == RxeKernel::V6_12) || opcode == 0x51
 }
 
 /// The ICRC (as the CRC value whose little-endian bytes go on the wire) that `kernel`'s rxe
 /// expects for `frame`, an Ethernet frame without a VLAN tag holding a RoCEv2 packet whose
 /// opcode is in rxe's table; `None` when the frame is too short to tell. Equal to the
-/// standard ICRC ([`crate::icrc`]) except for RC FLUSH on 6.12 (see spec/rxe-acceptance.md).
+/// standard ICRC ([`crate::icrc`]) except for RC FLUSH on 6.12 and RD ACKNOWLEDGE (see
+/// spec/rxe-acceptance.md).
 pub fn rxe_expected_icrc(frame: &[u8], kernel: RxeKernel) -> Option<u32> {
     let v6 = match frame.get(12..14)? {
         [0x08, 0x00] => false,
@@ -476,7 +478,8 @@ pub fn rxe_expected_icrc(frame: &[u8], kernel: RxeKernel) -> Option<u32> {
     if ulen < 8 + hlen + 4 || udp + ulen > packet.len() || udp < 20 {
         return None;
     }
-    Some(rxe_icrc(packet, udp, v6, flush_has_no_payload_offset(packet[udp + 8], kernel)))
+    let quirk = flush_has_no_payload_offset(packet[udp + 8], kernel).then_some(hlen);
+    Some(rxe_icrc(packet, udp, v6, quirk))
 }
 
 /// The ICRC as rxe computes it on receive (`rxe_icrc_hdr` + `rxe_icrc_check`): a masked copy
@@ -484,7 +487,7 @@ pub fn rxe_expected_icrc(frame: &[u8], kernel: RxeKernel) -> Option<u32> {
 /// header, the BTH with byte 4 masked, then everything up to the ICRC. `packet` runs from the
 /// IP header to the end of the IP packet; the UDP datagram starts at `udp`. The result is the
 /// CRC value whose little-endian bytes are the ICRC on the wire.
-fn rxe_icrc(packet: &[u8], udp: usize, v6: bool, flush_quirk: bool) -> u32 {
+fn rxe_icrc(packet: &[u8], udp: usize, v6: bool, no_payload_offset: Option<usize>) -> u32 {
     let iph = if v6 { 40 } else { 20 };
     let ulen = usize::from(be16(packet, udp + 4));
     let end = udp + ulen - 4;
@@ -512,9 +515,9 @@ fn rxe_icrc(packet: &[u8], udp: usize, v6: bool, flush_quirk: bool) -> u32 {
     pseudo[n + 4] = 0xff;
     let mut h = crc32fast::Hasher::new_with_initial(crate::icrc::SEED);
     h.update(&pseudo[..n + BTH_LEN]);
-    if flush_quirk {
+    if let Some(hlen) = no_payload_offset {
         // the headers after the BTH, then "payload" from the BTH on
-        h.update(&packet[bth + BTH_LEN..bth + 32]);
+        h.update(&packet[bth + BTH_LEN..bth + hlen]);
         h.update(&packet[bth..end]);
     } else {
         h.update(&packet[bth + BTH_LEN..end]);
