@@ -303,7 +303,7 @@ impl Generator {
         // rxe's own ICRC where it differs from the standard one (RC FLUSH, RD ACK), for half
         // of those frames: the other half shows that the standard one is refused
         let bth_at = if self.ep.dst.is_ipv4() { 14 + 20 + 8 } else { 14 + 40 + 8 };
-        if matches!(f.get(bth_at), Some(&0x1c) | Some(&0x51)) && self.rng.pct(50) {
+        if matches!(f.get(bth_at), Some(&0x1c) | Some(&0x51) | Some(&0x52)) && self.rng.pct(50) {
             if let Some(c) = roce_wire::rxe_accept::rxe_expected_icrc(&f, self.ep.kernel) {
                 let n = f.len();
                 f[n - 4..].copy_from_slice(&c.to_le_bytes());

@@ -453,11 +453,11 @@ pub fn rxe_accepts(frame: &[u8], peer: &RxePeer<'_>) -> RxeVerdict {
 
 /// Opcodes whose entry in rxe's table gives no payload offset, so that `payload_addr` is the
 /// BTH itself and `payload_size` counts from there: rxe's ICRC for them covers the headers
-/// after the BTH a second time, from the BTH on. RC FLUSH (6.2 and later) and RD
-/// ACKNOWLEDGE, found by the oracle (frames with the standard ICRC never counted; with this
-/// one counted: spec/rxe-acceptance.md §2).
+/// after the BTH a second time, from the BTH on. RC FLUSH (6.2 and later), RD ACKNOWLEDGE and
+/// RD ATOMIC ACKNOWLEDGE, found by the oracle (frames with the standard ICRC never counted;
+/// with this one counted: spec/rxe-acceptance.md §2).
 fn flush_has_no_payload_offset(opcode: u8, kernel: RxeKernel) -> bool {
-    (opcode == 0x1c && kernel == RxeKernel::V6_12) || opcode == 0x51
+    (opcode == 0x1c && kernel == RxeKernel::V6_12) || opcode == 0x51 || opcode == 0x52
 }
 
 /// The ICRC (as the CRC value whose little-endian bytes go on the wire) that `kernel`'s rxe
