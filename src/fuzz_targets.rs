@@ -107,5 +107,86 @@ pub fn decode(data: &[u8]) {
 pub type Target = fn(&[u8]);
 
 /// Every target by name (the file names under fuzz/fuzz_targets/).
-pub const TARGETS: [(&str, Target); 6] =
-    [("frame", frame), ("roundtrip", roundtrip), ("mad", mad), ("cm", cm), ("l2", l2), ("decode", decode)];
+pub const TARGETS: [(&str, Target); 7] = [
+    ("frame", frame),
+    ("roundtrip", roundtrip),
+    ("mad", mad),
+    ("cm", cm),
+    ("l2", l2),
+    ("decode", decode),
+    ("differential", differential),
+];
+
+/// Differential: the strict parser, the zero-copy view and the rxe acceptance predictor agree
+/// on any bytes. Strict parse and `FramePacket::new_checked` give the same verdict and the
+/// same fields; a frame the predictor accepts (the peer taken as the frame's own destination,
+/// with a GSI QP at pool index 16) has a right ICRC and IPv4 checksum, and parses strictly
+/// unless its pad is larger than its payload (rxe does not check that); a frame the strict
+/// parser accepts is refused by the predictor only for a reason the parser does not check
+/// (addresses, keys, QPs, fragments, UDP checksum, rxe's opcode table); and a strictly
+/// accepted frame that ends where its IP packet does re-emits byte for byte.
+pub fn differential(data: &[u8]) {
+    use roce_wire::frame::FramePacket;
+    use roce_wire::rxe_accept::{rxe_accepts, RxeDrop, RxeKernel, RxePeer, RxeQp, RxeQpType};
+    let strict = frame::parse(data);
+    let view = FramePacket::new_checked(data);
+    assert_eq!(strict.is_ok(), view.is_ok(), "strict parse and view disagree on the verdict");
+    if let (Ok(f), Ok(v)) = (&strict, &view) {
+        assert_eq!(v.to_frame().as_ref(), Ok(f), "view and strict parse disagree on the fields");
+        assert_eq!(v.bth().dest_qp(), f.repr.bth.dest_qp);
+        assert_eq!((v.src_ip(), v.dst_ip()), (f.repr.ip.source(), f.repr.ip.destination()));
+        if data.len() - f.trailer.len() == f.offsets.end {
+            let mut out = vec![0u8; f.repr.buffer_len()];
+            let n = f.repr.emit(&mut out).expect("an accepted frame re-emits");
+            assert_eq!(&out[..n], &data[..f.offsets.end], "an accepted frame re-emits byte for byte");
+        }
+    }
+    if data.len() < 14 {
+        return;
+    }
+    let mut mac = [0u8; 6];
+    mac.copy_from_slice(&data[..6]);
+    let dst = frame::parse_lax(data).map(|f| f.repr.ip.destination());
+    let Ok(dst) = dst else {
+        // the predictor may still accept what the lax parser cannot read only if the frame
+        // is not RoCEv2 at all: then it refuses it too
+        return;
+    };
+    let addrs = [dst];
+    let qps = [RxeQp { index: 16, qp_type: RxeQpType::Gsi, qkey: roce_wire::GSI_QKEY }];
+    for kernel in [RxeKernel::V6_1, RxeKernel::V6_12] {
+        let peer = RxePeer { mac, addrs: &addrs, qps: &qps, kernel };
+        let verdict = rxe_accepts(data, &peer);
+        let lax = frame::parse_lax(data).expect("parsed above");
+        let plain_ip = lax.repr.vlan.is_none() && lax.repr.ip.header_len() == if dst.is_ipv4() { 20 } else { 40 };
+        // rxe's ICRC differs from the standard one only for opcodes whose table entry has no
+        // payload offset (spec/rxe-acceptance.md §2)
+        let quirk = lax.repr.vlan.is_none()
+            && roce_wire::rxe_accept::rxe_expected_icrc(data, kernel).is_some_and(|c| c != lax.icrc_expected);
+        if verdict.is_ok() && plain_ip {
+            assert!(lax.ip_checksum_ok, "the predictor accepts a frame with a bad IP checksum");
+            assert!(lax.icrc_ok() || quirk, "the predictor accepts a frame with a bad ICRC");
+        }
+        if let (Ok(_), Err(why)) = (&strict, verdict) {
+            assert!(
+                (quirk && why == RxeDrop::Icrc)
+                    || matches!(
+                        why,
+                        RxeDrop::MartianSource
+                            | RxeDrop::Fragment
+                            | RxeDrop::UdpChecksum
+                            | RxeDrop::Qp0
+                            | RxeDrop::NoQp
+                            | RxeDrop::QpType
+                            | RxeDrop::PKey
+                            | RxeDrop::QKey
+                            | RxeDrop::Vlan
+                            | RxeDrop::ShortHeaders
+                            | RxeDrop::Undefined
+                            | RxeDrop::IpHeader
+                    ),
+                "a strictly valid frame refused by the predictor for {why:?}"
+            );
+        }
+    }
+}

@@ -15,6 +15,7 @@ mod decode_mad;
 pub mod demo;
 pub mod encode;
 pub mod exit;
+pub mod fuzz_peer;
 #[doc(hidden)]
 pub mod fuzz_targets;
 pub mod json_out;

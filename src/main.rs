@@ -95,6 +95,9 @@ enum Command {
     ///
     /// Example: roce sa-server --iface veth1 --ip 198.18.0.2
     SaServer(cli::SaServerArgs),
+    /// Fuzz a live RoCEv2 peer (a kernel rxe) with structure-aware frames, predicting for each
+    /// whether rxe counts it, and probing the peer's liveness.
+    FuzzPeer(roce::fuzz_peer::FuzzPeerArgs),
 }
 
 fn main() -> ExitCode {
@@ -117,6 +120,6 @@ fn main() -> ExitCode {
         Command::Cmatose(a) => ExitCode::from(a.run()),
         Command::SaServer(a) => ExitCode::from(a.run()),
         Command::Rping(a) => roce::rping::run(a),
+        Command::FuzzPeer(a) => roce::fuzz_peer::run(&a),
     }
 }
-

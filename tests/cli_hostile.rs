@@ -12,11 +12,25 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 
-const SUBCOMMANDS: [&str; 12] = [
-    "mckey", "sa-query", "sa-server", "sa-agent", "udaddy", "cmatose", "rping", "demo", "decode", "encode", "send", "bench",
+const SUBCOMMANDS: [&str; 13] = [
+    "mckey",
+    "sa-query",
+    "sa-server",
+    "sa-agent",
+    "udaddy",
+    "cmatose",
+    "rping",
+    "demo",
+    "decode",
+    "encode",
+    "send",
+    "bench",
+    "fuzz-peer",
 ];
 
-const OPTIONS: [&str; 42] = [
+const OPTIONS: [&str; 44] = [
+    "--peer",
+    "--out",
     "-o",
     "-w",
     "-i",

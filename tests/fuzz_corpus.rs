@@ -17,7 +17,7 @@ fn fuzz_dir() -> PathBuf {
 fn seeds() -> BTreeMap<&'static str, Vec<(String, Vec<u8>)>> {
     let mut m: BTreeMap<&'static str, Vec<(String, Vec<u8>)>> = BTreeMap::new();
     for s in sample_frames() {
-        for t in ["frame", "roundtrip", "decode", "l2"] {
+        for t in ["frame", "roundtrip", "decode", "l2", "differential"] {
             m.entry(t).or_default().push((s.name.to_string(), s.bytes.clone()));
         }
         if let Ok(f) = roce_wire::frame::parse_lax(&s.bytes) {

@@ -12,7 +12,7 @@
 //!    its RTU (ESTABLISHED), our DREQ ▶ its DREP. No RC data anywhere (-C 0): this stack has no
 //!    RC data path.
 //!
-//! Needs root, qemu and `bash tests/interop/setup.sh`. Artefacts: target/interop/artefacts/interop_cm/.
+//! Needs root, qemu and `bash tests/interop/setup.sh`. Artefacts: target/interop/artefacts/<kernel>/interop_cm/ (ROCE_KERNEL picks 6.1 or 6.12).
 
 #[path = "interop/harness.rs"]
 mod harness;
@@ -44,6 +44,35 @@ fn wait_guest(g: &mut harness::Guest, cmd: &str, needle: &str, timeout: Duration
         }
         std::thread::sleep(Duration::from_millis(300));
     }
+}
+
+/// Start a host-side server in the namespace and wait (at most 30 s) until its standard output
+/// says it listens; returns the child and a thread collecting all its output.
+fn spawn_listening(
+    g: &harness::Guest,
+    cmd: &str,
+) -> (std::process::Child, std::thread::JoinHandle<String>, std::sync::mpsc::Receiver<()>) {
+    use std::io::BufRead;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &g.ns, "sh", "-c"])
+        .arg(format!("{cmd} 2>&1"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("host-side server");
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains(": listening on ") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    (child, reader, rx)
 }
 
 /// The CM messages of a capture, one line each.
@@ -91,18 +120,14 @@ fn kernel_rxe_cm_interop() {
 
     // b. Our server; the guest's udaddy client.
     let pcap_b = art.join("udaddy_server.pcap");
-    let child = Command::new("ip")
-        .args(["netns", "exec", &g.ns, "sh", "-c"])
-        .arg(roce(&format!("udaddy -b 198.18.0.1 --iface tap0 -C 10 --timeout 40 --pcap {}", pcap_b.display())))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("roce udaddy server");
-    std::thread::sleep(Duration::from_millis(500));
+    let (mut child, reader, listening) = spawn_listening(
+        &g,
+        &roce(&format!("udaddy -b 198.18.0.1 --iface tap0 -C 10 --timeout 40 --pcap {}", pcap_b.display())),
+    );
+    listening.recv_timeout(Duration::from_secs(30)).expect("roce udaddy server listening");
     let (grc, glog) = g.guest_exec("udaddy -s 198.18.0.1 -C 10 2>&1; echo rc=$?", T);
-    let o = child.wait_with_output().expect("roce udaddy server output");
-    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    let rc = o.status.code().unwrap_or(-1);
+    let rc = child.wait().expect("roce udaddy server").code().unwrap_or(-1);
+    let out = reader.join().expect("server output");
     let _ = writeln!(
         report,
         "--- b. roce udaddy (server), exit {rc}\n{out}\nguest udaddy -s 198.18.0.1 (exec rc {grc}):\n{glog}"
@@ -142,18 +167,14 @@ fn kernel_rxe_cm_interop() {
     // d. Our cmatose server; the guest's ucmatose client (-C 0): REQ ▶ our REP ▶ its RTU, our
     //    DREQ ▶ its DREP.
     let pcap_d = art.join("cmatose_server.pcap");
-    let child = Command::new("ip")
-        .args(["netns", "exec", &g.ns, "sh", "-c"])
-        .arg(roce(&format!("cmatose -b 198.18.0.1 --iface tap0 --timeout 40 --pcap {}", pcap_d.display())))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("roce cmatose server");
-    std::thread::sleep(Duration::from_millis(500));
+    let (mut child, reader, listening) = spawn_listening(
+        &g,
+        &roce(&format!("cmatose -b 198.18.0.1 --iface tap0 --timeout 40 --pcap {}", pcap_d.display())),
+    );
+    listening.recv_timeout(Duration::from_secs(30)).expect("roce cmatose server listening");
     let (grc, glog) = g.guest_exec("ucmatose -s 198.18.0.1 -C 0 2>&1; echo rc=$?", T);
-    let o = child.wait_with_output().expect("roce cmatose server output");
-    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    let rc = o.status.code().unwrap_or(-1);
+    let rc = child.wait().expect("roce cmatose server").code().unwrap_or(-1);
+    let out = reader.join().expect("server output");
     let _ = writeln!(
         report,
         "--- d. roce cmatose (server), exit {rc}\n{out}\nguest ucmatose -s 198.18.0.1 -C 0 (exec rc {grc}):\n{glog}\nCM messages on the wire:\n{}",

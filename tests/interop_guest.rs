@@ -1,4 +1,4 @@
-//! Interop with a real Linux kernel rxe peer (qemu guest, kernel 6.1, TCG): the frames that
+//! Interop with a real Linux kernel rxe peer (qemu guest, kernel 6.1 or 6.12, TCG): the frames that
 //! roce-wire builds are accepted by rxe, and its MAD core answers them.
 //!
 //! A SubnAdmGet(MCMemberRecord) to QP1 of the guest (RoCEv2 UD SEND_ONLY, built with
@@ -9,7 +9,8 @@
 //! flipped must neither move it nor be answered. Over IPv4 and IPv6.
 //!
 //! Needs root, qemu and `bash tests/interop/setup.sh` (tests/run-all.sh runs it); a missing
-//! prerequisite fails the test. Artefacts: target/interop/artefacts/interop_guest_sa_probe/.
+//! prerequisite fails the test. Artefacts: target/interop/artefacts/<kernel>/interop_guest_sa_probe/
+//! (ROCE_KERNEL picks 6.1 or 6.12).
 
 #[path = "interop/harness.rs"]
 mod harness;
@@ -278,6 +279,23 @@ fn kernel_rxe_answers_sa_get_probe_and_drops_bad_icrc() {
     // TIDs: v4 good first+1, bad +2, good +3; v6 good +4, bad +5, good +6
     let want: Vec<u64> = [1, 3, 4, 6].iter().map(|d| first + d).collect();
     assert_eq!(resp_tids, want, "GetResps in tap0.pcap (decoded: {})", artefacts.join("tap0.decoded.txt").display());
+    // The corrupted frames really left: on tap0, from our MAC, decoded with a bad ICRC (and
+    // rcvd_pkts did not count them, above). Nothing else from our MAC has a bad ICRC.
+    let ours = harness::mac_string(&p.mac);
+    let mut bad_tids = Vec::new();
+    for f in &frames {
+        let d = roce::decode::decode_ethernet(&f.data);
+        let j = &d.json;
+        if j.get("eth").and_then(|e| e.get("src")).and_then(|v| v.as_str()) == Some(ours.as_str())
+            && j.get("icrc").and_then(|v| v.as_str()) == Some("bad")
+        {
+            let lax = frame::parse_lax(&f.data).expect("a bad-ICRC frame still decodes");
+            bad_tids.push(SaMad::parse(lax.repr.payload).expect("its SA MAD").header.transaction_id);
+        }
+    }
+    let want_bad: Vec<u64> = [2, 5].iter().map(|d| first + d).collect();
+    assert_eq!(bad_tids, want_bad, "bad-ICRC frames from {ours} on tap0");
+    let _ = writeln!(p.report, "tap0.pcap: bad-ICRC frames from {ours}: TIDs {bad_tids:x?}");
     let _ = writeln!(p.report, "tap0.pcap: {} frames, GetResp TIDs {:x?}", frames.len(), resp_tids);
     std::fs::write(artefacts.join("result.txt"), &p.report).unwrap();
     eprintln!("{}", p.report);

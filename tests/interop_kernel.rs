@@ -10,7 +10,8 @@
 //! f. the probe of (a) over IPv6.
 //!
 //! Needs root, qemu, `bash tests/interop/setup.sh` and the static `roce` for the guest
-//! (tests/run-all.sh builds both). Artefacts: target/interop/artefacts/interop_kernel/.
+//! (tests/run-all.sh builds both). Artefacts: target/interop/artefacts/<kernel>/interop_kernel/
+//! (ROCE_KERNEL picks 6.1 or 6.12).
 
 #[path = "interop/harness.rs"]
 mod harness;
@@ -97,7 +98,8 @@ fn kernel_rxe_interop_with_our_tools() {
     // b. The mission: an SA agent on the guest's umad; join and leave from our stack.
     let (rc, out) = g.guest_exec("roce sa-agent --device umad0 --duration 60 > /tmp/agent.log 2>&1 &", T);
     assert_eq!(rc, 0, "{out}");
-    std::thread::sleep(Duration::from_millis(500));
+    let ready = wait_guest_log(&mut g, "/tmp/agent.log", "registered agent", Duration::from_secs(30));
+    assert!(ready.contains("registered agent"), "the agent registered on umad0: {ready}");
     let before = counters(&mut g, "b_before");
     let pcap_b = art.join("mckey_b.pcap");
     let (rc, out) = run(
@@ -141,9 +143,12 @@ fn kernel_rxe_interop_with_our_tools() {
     assert_eq!(d as usize, sent_b.len(), "rcvd_pkts counts every frame we sent:\n{}", sent_b.join("\n"));
 
     // c. Without the agent: the leave still reaches the guest, and times out after its retries.
-    let _ =
-        g.guest_exec("killall roce; sleep 0.2; roce sa-agent --device umad0 --duration 3 > /tmp/agent2.log 2>&1 &", T);
-    std::thread::sleep(Duration::from_millis(500));
+    let _ = g.guest_exec(
+        "killall roce; while pidof roce >/dev/null; do sleep 0.05; done; roce sa-agent --device umad0 --duration 3 > /tmp/agent2.log 2>&1 &",
+        T,
+    );
+    let ready = wait_guest_log(&mut g, "/tmp/agent2.log", "registered agent", Duration::from_secs(30));
+    assert!(ready.contains("registered agent"), "the second agent registered on umad0: {ready}");
     let before = counters(&mut g, "c_before");
     let pcap_c = art.join("mckey_c.pcap");
     let (rc, out) = run(
@@ -156,20 +161,29 @@ fn kernel_rxe_interop_with_our_tools() {
     let _ = writeln!(report, "--- c. mckey with the agent gone before the leave, exit {rc}\n{out}");
     assert!(out.contains("event: MULTICAST_JOIN"), "{out}");
     assert!(out.contains("event: MULTICAST_ERROR status -110 (leave)"), "{out}");
-    assert!(out.contains("timed out after 6 transmissions"), "{out}");
+    // how many times each Delete went out is our stack's own setting: take it from its report
+    // and check it against what the guest counted and what tap0 saw (after the run)
+    let per_query: usize = out
+        .split("timed out after ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no 'timed out after N transmissions' in:\n{out}"));
+    assert!(per_query >= 1, "{out}");
     assert_eq!(rc, 1, "a leave that was never answered fails the command");
     let after = counters(&mut g, "c_after");
     let sent_c = frames_to_guest(&pcap_c, "198.18.0.2");
     let deletes = sent_c.iter().filter(|l| l.contains("SubnAdmDelete(")).count();
+    let deletes_c_ours = deletes;
     let d = after["rcvd_pkts"] - before["rcvd_pkts"];
     let _ = writeln!(report, "rcvd_pkts +{d}; we sent {} frames, {deletes} of them Deletes", sent_c.len());
-    assert_eq!(deletes, 24, "4 Delete queries × 6 sends");
-    assert_eq!(d as usize, sent_c.len(), "every try reached the guest");
+    assert!(deletes >= per_query && deletes % per_query == 0, "{deletes} Deletes, {per_query} sends per query");
+    assert_eq!(d as usize, sent_c.len(), "the guest counted every try we sent");
 
     // d. A bad ICRC through the fault-injecting device: the guest's rxe drops every try
     //    (rcvd_pkts does not move) and our stack retries until its budget ends.
     let before = counters(&mut g, "d_before");
-    let (tries, outcome) = g.in_netns(|| {
+    let (tries, outcome, send_errors_d) = g.in_netns(|| {
         use roce_net::driver::Driver;
         use roce_net::{CorruptScope, FaultConfig, FaultDevice};
         let raw = roce_net::raw::RawSocket::open("tap0").expect("raw socket on tap0");
@@ -198,12 +212,13 @@ fn kernel_rxe_interop_with_our_tools() {
             res.is_some()
         })
         .unwrap();
-        (d.stack.sa_sent().0, res.map(|r| r.result.map(|m| m.header.status.0)))
+        (d.stack.sa_sent().0, res.map(|r| r.result.map(|m| m.header.status.0)), d.send_errors)
     });
     let after = counters(&mut g, "d_after");
     let d = after["rcvd_pkts"] - before["rcvd_pkts"];
     let _ = writeln!(report, "--- d. {tries} tries with a corrupted ICRC: rcvd_pkts +{d}; outcome {outcome:?}");
-    assert_eq!(tries, 6, "the query is sent at 0, 0.5, … 2.5 s");
+    assert!(tries >= 1, "the query was sent");
+    assert_eq!(send_errors_d, 0, "device send errors in case d");
     assert_eq!(outcome, Some(Err(roce_cm::Errno::ETIMEDOUT)));
     assert_eq!(d, 0, "rxe drops frames with a bad ICRC before counting them");
 
@@ -271,7 +286,9 @@ fn kernel_rxe_interop_with_our_tools() {
 {log}
 our stack received {received} datagrams"
     );
-    assert_eq!(received, 5, "we receive the guest's 5 datagrams");
+    // how many of them the guest put on the wire is checked against tap0's capture at the end
+    // (once, under heavy host load, 6.12's mckey reported success with 1 of 5 on the wire)
+    assert!(received >= 1, "we receive the guest's datagrams");
     let ev = d.leave(id, group, Duration::from_secs(5)).unwrap();
     assert_eq!(ev.map(|e| e.kind), Some(roce_cm::EventKind::MulticastLeft));
     let drops_before = d.stack.counters().dropped(roce_cm::DropReason::UnknownGroup);
@@ -291,26 +308,71 @@ our stack received {received} datagrams"
 delivered to us: {late}; counted unknown_group: {dropped}"
     );
     assert_eq!(late, 0, "nothing reaches our application after the leave");
+    assert_eq!(d.send_errors, 0, "device send errors in case e");
     assert!(dropped >= 1, "the guest's datagrams after our leave are counted, not lost silently");
 
     g.signal("end");
     let tap = g.pcap_path();
+    let tap_mac = g.tap_mac;
     g.finish();
-    // tshark on tap0: the Delete leaving our MAC, and the IGMP leave.
+    // tshark on tap0, only frames from our MAC (tap0's: the guest's mckey sends IGMP too): the
+    // SA Delete of case b (MGID ::ffff:239.1.2.3) and our IGMP leave of 239.1.2.3.
     let tshark = common::tshark();
-    let o = Command::new(&tshark)
-        .args(["-n", "-r"])
-        .arg(&tap)
-        .args(["-Y", "infiniband.mad.method == 0x15 || igmp"])
-        .output()
-        .unwrap();
-    let lines = String::from_utf8_lossy(&o.stdout).to_string();
-    let _ = writeln!(report, "--- tshark on tap0 (Deletes and IGMP):\n{lines}");
-    assert!(lines.contains("SubnAdmDelete(MCMemberRecord)"), "{lines}");
-    assert!(
-        lines.contains("IGMPv3") && lines.contains("Leave group 239.1.2.3") || lines.contains("Change to Include Mode"),
-        "{lines}"
+    let ours = harness::mac_string(&tap_mac);
+    let run_tshark = |filter: &str| {
+        let o = Command::new(&tshark).args(["-n", "-r"]).arg(&tap).args(["-Y", filter]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let deletes = run_tshark(&format!(
+        "eth.src == {ours} && infiniband.mad.method == 0x15 && infiniband.mcmemberrecord.mgid == ::ffff:239.1.2.3"
+    ));
+    let _ = writeln!(report, "--- tshark on tap0: SA Deletes of ::ffff:239.1.2.3 from {ours}:\n{deletes}");
+    assert!(deletes.contains("SubnAdmDelete(MCMemberRecord)"), "{deletes}");
+    let igmp = run_tshark(&format!("eth.src == {ours} && igmp"));
+    let _ = writeln!(report, "--- tshark on tap0: IGMP from {ours}:\n{igmp}");
+    assert!(igmp.contains("Leave group 239.1.2.3") || igmp.contains("Change to Include Mode"), "{igmp}");
+    // case c: tap0 saw every Delete of ::ffff:239.1.2.4 that our capture holds
+    let deletes_c = run_tshark(&format!(
+        "eth.src == {ours} && infiniband.mad.method == 0x15 && infiniband.mcmemberrecord.mgid == ::ffff:239.1.2.4"
+    ));
+    let _ = writeln!(
+        report,
+        "--- tshark on tap0: SA Deletes of ::ffff:239.1.2.4 from {ours}: {}",
+        deletes_c.lines().count()
     );
+    assert_eq!(deletes_c.lines().count(), deletes_c_ours, "case c: Deletes on tap0 vs in our own capture");
+    // case d: the corrupted frames really left, from our MAC, with a bad ICRC
+    let frames = roce::capture::read_file(&tap).expect("tap0.pcap");
+    let bad = frames
+        .iter()
+        .filter(|f| {
+            let j = roce::decode::decode_ethernet(&f.data).json;
+            j.get("eth").and_then(|e| e.get("src")).and_then(|v| v.as_str()) == Some(ours.as_str())
+                && j.get("icrc").and_then(|v| v.as_str()) == Some("bad")
+        })
+        .count();
+    let _ = writeln!(report, "--- tap0: {bad} frames from {ours} with a bad ICRC (case d sent {tries})");
+    assert_eq!(bad as u64, tries, "case d: the corrupted tries on tap0");
+    // e2: we received every datagram of the guest's first `mckey -s` (one source QP) that tap0
+    // saw, and nothing of its second one after our leave
+    let mut by_qp: Vec<(u32, usize)> = Vec::new();
+    for f in &frames {
+        let Ok(p) = roce_wire::frame::parse(&f.data) else { continue };
+        if p.repr.ip.source() != std::net::IpAddr::from([198, 18, 0, 2])
+            || p.repr.ip.destination() != std::net::IpAddr::from([239, 1, 2, 3])
+        {
+            continue;
+        }
+        let qp = p.repr.ext.deth.map_or(0, |d| d.src_qp);
+        match by_qp.iter_mut().find(|(q, _)| *q == qp) {
+            Some((_, n)) => *n += 1,
+            None => by_qp.push((qp, 1)),
+        }
+    }
+    let _ =
+        writeln!(report, "--- tap0: the guest's multicast datagrams per source QP: {by_qp:?}; we received {received}");
+    let on_wire = by_qp.first().map_or(0, |(_, n)| *n);
+    assert_eq!(received, on_wire, "we receive every datagram of the guest's first mckey -s that tap0 saw");
     std::fs::write(art.join("report.txt"), &report).unwrap();
     println!("{report}");
 }

@@ -4,7 +4,7 @@
 # control channel; this is for poking at the guest from a shell. Run as root, after
 # `bash tests/interop/setup.sh`.
 #
-#   tests/interop/guest.sh [-b HOST_BINARY[:NAME]]... [-t TIMEOUT_S] SCENARIO.sh
+#   [ROCE_KERNEL=6.1|6.12] tests/interop/guest.sh [-b HOST_BINARY[:NAME]]... [-t TIMEOUT_S] SCENARIO.sh
 #
 # SCENARIO.sh runs in the guest after @@READY with the helpers of /lib/interop.sh (counters,
 # result, gids); -b puts a (static) binary at /usr/local/bin/NAME. The namespace holds tap0
@@ -13,6 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT="$PWD/target/interop"
+KOUT="$OUT/kernels/${ROCE_KERNEL:-6.1}"
 binaries=()
 timeout_s=120
 while getopts "b:t:" o; do
@@ -26,9 +27,9 @@ shift $((OPTIND - 1))
 [ $# -eq 1 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
 scenario="$1"
 [ "$(id -u)" -eq 0 ] || { echo "guest.sh: must run as root" >&2; exit 1; }
-[ -f "$OUT/vmlinuz" ] && [ -f "$OUT/base.cpio.gz" ] || { echo "guest.sh: run tests/interop/setup.sh first" >&2; exit 1; }
+[ -f "$KOUT/vmlinuz" ] && [ -f "$KOUT/base.cpio.gz" ] || { echo "guest.sh: run tests/interop/setup.sh first" >&2; exit 1; }
 
-ART="$OUT/artefacts/guest-sh"
+ART="$OUT/artefacts/${ROCE_KERNEL:-6.1}/guest-sh"
 rm -rf "$ART"
 mkdir -p "$ART/root/usr/local/bin"
 cp "$scenario" "$ART/root/scenario.sh"
@@ -40,7 +41,7 @@ for b in "${binaries[@]}"; do
     install -m 0755 "$src" "$ART/root/usr/local/bin/$name"
 done
 (cd "$ART/root" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet --owner=0:0 | gzip -n -1) >"$ART/scenario.cpio.gz"
-cat "$OUT/base.cpio.gz" "$ART/scenario.cpio.gz" >"$ART/initrd.cpio.gz"
+cat "$KOUT/base.cpio.gz" "$ART/scenario.cpio.gz" >"$ART/initrd.cpio.gz"
 
 NS="roce-sh-$$"
 TCPDUMP_PID=""
@@ -62,9 +63,9 @@ for _ in $(seq 100); do grep -q "listening on" "$ART/tcpdump.log" && break; slee
 start=$(date +%s.%N)
 set +e
 timeout "$timeout_s" ip netns exec "$NS" qemu-system-x86_64 -accel tcg -cpu max -m 1024 -smp 1 -nographic -no-reboot \
-    -kernel "$OUT/vmlinuz" -initrd "$ART/initrd.cpio.gz" -append "console=ttyS0 panic=-1 quiet" \
+    -kernel "$KOUT/vmlinuz" -initrd "$ART/initrd.cpio.gz" -append "console=ttyS0 panic=-1 quiet" \
     -netdev tap,id=n0,ifname=tap0,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56 \
-    </dev/null 2>&1 | tr -d '\r' | tee "$ART/console.log"
+    </dev/null 2>&1 | stdbuf -oL tr -d '\r' | tee "$ART/console.log"
 qrc=${PIPESTATUS[0]}
 set -e
 echo "guest.sh: qemu ran $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}') s; artefacts in $ART" >&2

@@ -75,9 +75,37 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `target/interop` of the repository: vmlinuz, base.cpio.gz, cache/, artefacts/.
+/// `target/interop` of the repository: kernels/, cache/, artefacts/.
 pub fn interop_dir() -> PathBuf {
     repo_root().join("target").join("interop")
+}
+
+/// The guest kernels tests/interop/setup.sh builds, the default first.
+pub const KERNELS: [&str; 2] = ["6.1", "6.12"];
+
+/// The guest kernel this run boots: `ROCE_KERNEL` (`6.1` or `6.12`), 6.1 when unset.
+/// tests/run-all.sh runs the interop tests once per kernel. Panics on any other value.
+pub fn kernel() -> String {
+    match std::env::var("ROCE_KERNEL") {
+        Ok(k) if KERNELS.contains(&k.as_str()) => k,
+        Ok(k) if k.is_empty() => KERNELS[0].to_string(),
+        Ok(k) => panic!("ROCE_KERNEL={k:?}: expected one of {KERNELS:?}"),
+        Err(_) => KERNELS[0].to_string(),
+    }
+}
+
+/// `target/interop/kernels/<kernel>`: vmlinuz, base.cpio.gz, kernel-version of [`kernel`].
+pub fn kernel_dir() -> PathBuf {
+    interop_dir().join("kernels").join(kernel())
+}
+
+/// Kernel messages that fail a run (the console is watched for them): a kernel bug, warning,
+/// oops, GP fault or lockup, whatever a test sent.
+pub const KERNEL_TROUBLE: [&str; 6] = ["BUG:", "WARNING:", "Oops", "general protection", "soft lockup", "Kernel panic"];
+
+/// The console lines holding one of [`KERNEL_TROUBLE`].
+pub fn kernel_trouble(console: &str) -> Vec<String> {
+    console.lines().filter(|l| KERNEL_TROUBLE.iter().any(|t| l.contains(t))).map(str::to_string).collect()
 }
 
 /// A fresh locally-administered unicast MAC (02:xx:…), different on every call.
@@ -102,7 +130,7 @@ pub fn missing_prerequisites() -> Vec<String> {
         }
     }
     for f in ["vmlinuz", "base.cpio.gz"] {
-        let p = interop_dir().join(f);
+        let p = kernel_dir().join(f);
         if !p.is_file() {
             missing.push(format!("{} (the guest kernel/initramfs)", p.display()));
         }
@@ -278,8 +306,9 @@ impl GuestBuilder {
         assert!(
             missing.is_empty(),
             "interop harness: cannot boot the kernel rxe guest; missing: {}.\n\
-             Run `bash tests/interop/setup.sh` as root first (tests/run-all.sh does).",
-            missing.join("; ")
+             Run `ROCE_KERNEL={} bash tests/interop/setup.sh` as root first (tests/run-all.sh does).",
+            missing.join("; "),
+            kernel()
         );
         match Guest::start(self) {
             Ok(g) => g,
@@ -300,6 +329,8 @@ pub struct Guest {
     pub boot_time: Duration,
     /// The MAC address of tap0 (the namespace kernel's, which answers the guest's ARP/ND).
     pub tap_mac: [u8; 6],
+    /// `uname -r` of the guest (from `@@BOOT`), e.g. `6.1.0-57-amd64`.
+    pub kernel_version: String,
     console: PathBuf,
     qemu: Option<Child>,
     tcpdump: Option<Child>,
@@ -346,7 +377,8 @@ impl Guest {
         lock.lock().map_err(|e| format!("lock {}: {e}", lock_path.display()))?;
         remove_stale_namespaces();
 
-        let artefacts = dir.join("artefacts").join(&b.test);
+        let kdir = kernel_dir();
+        let artefacts = dir.join("artefacts").join(kernel()).join(&b.test);
         let _ = fs::remove_dir_all(&artefacts);
         fs::create_dir_all(&artefacts).map_err(|e| format!("{}: {e}", artefacts.display()))?;
 
@@ -369,7 +401,7 @@ impl Guest {
         };
         write("scenario.sh", b.scenario.as_bytes())?;
         write("scenario.cpio.gz", &scenario_gz)?;
-        let base = fs::read(dir.join("base.cpio.gz")).map_err(|e| format!("base.cpio.gz: {e}"))?;
+        let base = fs::read(kdir.join("base.cpio.gz")).map_err(|e| format!("base.cpio.gz: {e}"))?;
         let initrd = artefacts.join("initrd.cpio.gz");
         write("initrd.cpio.gz", &[base, scenario_gz].concat())?;
 
@@ -385,6 +417,7 @@ impl Guest {
             artefacts: artefacts.clone(),
             boot_time: Duration::ZERO,
             tap_mac,
+            kernel_version: String::new(),
             console: artefacts.join("console.log"),
             qemu: None,
             tcpdump: None,
@@ -449,7 +482,7 @@ impl Guest {
             "-nographic".into(),
             "-no-reboot".into(),
             "-kernel".into(),
-            dir.join("vmlinuz").display().to_string(),
+            kdir.join("vmlinuz").display().to_string(),
             "-initrd".into(),
             initrd.display().to_string(),
             "-append".into(),
@@ -505,15 +538,24 @@ impl Guest {
 
         g.wait_for("@@READY", b.boot_timeout)?;
         g.boot_time = started.elapsed();
+        g.kernel_version = g
+            .marker_lines("@@BOOT kernel=")
+            .first()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|k| k.strip_prefix("kernel="))
+            .unwrap_or("?")
+            .to_string();
         let summary = format!(
-            "boot_time_s {:.2}\nnetns {ns}\ntap_mac {mac_s}\nguest_mac {}\n",
+            "boot_time_s {:.2}\nkernel {}\nnetns {ns}\ntap_mac {mac_s}\nguest_mac {}\n",
             g.boot_time.as_secs_f64(),
+            g.kernel_version,
             mac_string(&GUEST_MAC)
         );
         write("boot.txt", summary.as_bytes())?;
         eprintln!(
-            "interop: {}: guest ready in {:.1} s (netns {ns}, artefacts {})",
+            "interop: {}: kernel {} ready in {:.1} s (netns {ns}, artefacts {})",
             g.test,
+            g.kernel_version,
             g.boot_time.as_secs_f64(),
             artefacts.display()
         );
@@ -548,7 +590,9 @@ impl Guest {
         loop {
             let exited = self.qemu_exited();
             let log = self.console_log();
-            if let Some(l) = log.lines().find_map(|l| l.find(marker).map(|i| l[i..].to_string())) {
+            // only whole lines: qemu may be in the middle of writing the last one
+            let whole = &log[..log.rfind('\n').map_or(0, |i| i + 1)];
+            if let Some(l) = whole.lines().find_map(|l| l.find(marker).map(|i| l[i..].to_string())) {
                 return Ok(l);
             }
             if exited || t0.elapsed() > timeout {
@@ -640,7 +684,8 @@ impl Guest {
     }
 
     /// Wait for the scenario's end (`@@DONE`) and qemu's exit, then tear down. Panics when
-    /// the guest does not finish within 60 s.
+    /// the guest does not finish within 60 s, or when the kernel printed one of
+    /// [`KERNEL_TROUBLE`] (the artefacts keep the console and the capture).
     pub fn finish(mut self) {
         let r = self.wait_for("@@DONE", Duration::from_secs(60));
         if r.is_ok() {
@@ -653,6 +698,15 @@ impl Guest {
         if let Err(e) = r {
             panic!("{e}");
         }
+        let trouble = kernel_trouble(&self.console_log());
+        assert!(
+            trouble.is_empty(),
+            "{}: the guest kernel {} printed:\n{}\n(console and capture in {})",
+            self.test,
+            self.kernel_version,
+            trouble.join("\n"),
+            self.artefacts.display()
+        );
     }
 
     /// Kill qemu, stop tcpdump (after it has written the last frames), delete the namespace,

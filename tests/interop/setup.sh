@@ -2,6 +2,12 @@
 # Builds everything the interop tests with a kernel rxe peer need (spec/interop.md). Idempotent;
 # run as root on a fresh Debian 12 machine (a re-run with a complete cache takes about a second).
 #
+#   ROCE_KERNEL=6.1|6.12 bash tests/interop/setup.sh    one kernel; without ROCE_KERNEL: both
+#
+# Two guest kernels, side by side under target/interop/kernels/<K>/: Debian 12's default (6.1,
+# the package linux-image-amd64 depends on) and its 6.12 (the newest
+# linux-image-6.12.N+deb12-amd64 that apt knows; virtio built in, modules *.ko.xz).
+#
 #   1. installs on the host, if missing: qemu-system-x86 cpio kmod iproute2 tcpdump
 #   2. fetches with `apt-get download` (never installed on the host) the kernel image package that
 #      linux-image-amd64 depends on, busybox-static and the rdma-core packages, and unpacks them
@@ -24,6 +30,16 @@ die() { echo "interop-setup: error: $*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (apt-get, and the tests need network namespaces)"
 
+if [ -z "${ROCE_KERNEL:-}" ]; then
+    for k in 6.1 6.12; do ROCE_KERNEL=$k bash "$0"; done
+    exit 0
+fi
+case "$ROCE_KERNEL" in
+6.1 | 6.12) ;;
+*) die "ROCE_KERNEL=$ROCE_KERNEL: expected 6.1 or 6.12" ;;
+esac
+KOUT="$OUT/kernels/$ROCE_KERNEL"
+
 # The kernel modules to load in the guest, in this order (their modules.dep closure is added
 # before each). crc32_generic is not a modules.dep dependency of anything: rdma_rxe asks the
 # crypto API for "crc32" at runtime and fails with -ENOENT without it.
@@ -37,7 +53,7 @@ rping ucmatose udaddy mckey cmtime rdma_client rdma_server rdma_xclient rdma_xse
 ib_send_bw ib_send_lat ib_write_bw ib_write_lat ib_read_bw ib_read_lat"
 
 # Stamp: a change of this script, the /init or the module list rebuilds the initramfs.
-STAMP_KEY="$(cat "$0" "$HERE/init.sh" "$HERE/guest-lib.sh" | sha256sum | cut -c1-16)"
+STAMP_KEY="$( (cat "$0" "$HERE/init.sh" "$HERE/guest-lib.sh"; echo "$ROCE_KERNEL") | sha256sum | cut -c1-16)"
 
 # ---------------------------------------------------------------- 1. host packages
 need=()
@@ -56,19 +72,28 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # ---------------------------------------------------------------- 2. guest packages (download only)
-if [ -f "$OUT/base.cpio.gz" ] && [ -f "$OUT/vmlinuz" ] && [ -f "$OUT/stamp" ] &&
-    [ "$(cat "$OUT/stamp")" = "$STAMP_KEY" ]; then
-    log "up to date: $OUT/vmlinuz $OUT/base.cpio.gz (kernel $(cat "$OUT/kernel-version"))"
+if [ -f "$KOUT/base.cpio.gz" ] && [ -f "$KOUT/vmlinuz" ] && [ -f "$KOUT/stamp" ] &&
+    [ "$(cat "$KOUT/stamp")" = "$STAMP_KEY" ]; then
+    log "up to date: $KOUT/vmlinuz $KOUT/base.cpio.gz (kernel $(cat "$KOUT/kernel-version"))"
     exit 0
 fi
 t0=$(date +%s)
-mkdir -p "$CACHE/debs"
-if [ -f "$CACHE/kernel-package" ]; then
-    KPKG=$(cat "$CACHE/kernel-package")
-else
+mkdir -p "$CACHE/debs" "$KOUT"
+# the kernel package, remembered per kernel (delete the file to move to a newer one)
+KPKG_FILE="$CACHE/kernel-package-$ROCE_KERNEL"
+[ "$ROCE_KERNEL" = 6.1 ] && [ -f "$CACHE/kernel-package" ] && [ ! -f "$KPKG_FILE" ] && mv "$CACHE/kernel-package" "$KPKG_FILE"
+if [ -f "$KPKG_FILE" ]; then
+    KPKG=$(cat "$KPKG_FILE")
+elif [ "$ROCE_KERNEL" = 6.1 ]; then
     apt_update
     KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
     [ -n "$KPKG" ] || die "cannot tell which kernel package linux-image-amd64 depends on"
+    case "$KPKG" in linux-image-6.1.*) ;; *) die "linux-image-amd64 depends on $KPKG, not a 6.1 kernel" ;; esac
+else
+    apt_update
+    # no meta package names the 6.12 image: the newest ABI that apt knows (sort -V)
+    KPKG=$(apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64$' | awk '{print $1}' | sort -V | tail -1)
+    [ -n "$KPKG" ] || die "apt knows no linux-image-6.12.*+deb12-amd64 package"
 fi
 fetch() { # fetch PKG...: apt-get download into the cache unless a .deb of that package is there
     local missing=()
@@ -86,9 +111,9 @@ fetch() { # fetch PKG...: apt-get download into the cache unless a .deb of that 
 }
 # shellcheck disable=SC2086
 fetch "$KPKG" $GUEST_DEBS
-echo "$KPKG" >"$CACHE/kernel-package"
+echo "$KPKG" >"$KPKG_FILE"
 
-ROOTFS="$CACHE/unpacked"
+ROOTFS="$CACHE/unpacked-$ROCE_KERNEL"
 rm -rf "$ROOTFS"
 mkdir -p "$ROOTFS"
 for p in "$KPKG" $GUEST_DEBS; do
@@ -101,7 +126,7 @@ log "kernel $KVER ($KPKG), unpacked in $(($(date +%s) - t0)) s"
 depmod -b "$ROOTFS" "$KVER"
 
 # ---------------------------------------------------------------- 3. the base initramfs
-STAGE="$CACHE/stage"
+STAGE="$CACHE/stage-$ROCE_KERNEL"
 rm -rf "$STAGE"
 mkdir -p "$STAGE"/{bin,sbin,dev,proc,sys,tmp,run,etc,lib,lib64,usr/bin,usr/sbin,usr/local/bin,usr/lib/x86_64-linux-gnu}
 # busybox and its applets (a static binary: it runs on the host to list them)
@@ -130,11 +155,20 @@ add_path() { # relative path: its dependencies first (the last one in modules.de
     for d in "${rev[@]}"; do add_path "$d"; done
     order+=("$rel")
 }
+builtin=()
 for m in $MODULES; do
     rel=$(modpath "$m")
-    [ -n "$rel" ] || die "module $m not found in $MODDIR/modules.dep"
+    if [ -z "$rel" ]; then
+        # 6.12 builds virtio, virtio_ring and virtio_pci* into the kernel
+        if grep -Eq "/(${m}|${m//_/-})\.ko\$" "$MODDIR/modules.builtin" 2>/dev/null; then
+            builtin+=("$m")
+            continue
+        fi
+        die "module $m neither in $MODDIR/modules.dep nor in modules.builtin"
+    fi
     add_path "$rel"
 done
+[ ${#builtin[@]} -eq 0 ] || log "built into the kernel: ${builtin[*]}"
 mkdir -p "$STAGE/lib/modules/$KVER"
 : >"$STAGE/etc/modules.load"
 for rel in "${order[@]}"; do
@@ -216,11 +250,12 @@ install -m 0755 "$HERE/init.sh" "$STAGE/init"
 install -m 0644 "$HERE/guest-lib.sh" "$STAGE/lib/interop.sh"
 echo "$KVER" >"$STAGE/etc/kernel-version"
 
-(cd "$STAGE" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet --owner=0:0 | gzip -6) >"$OUT/base.cpio.gz.tmp"
-mv "$OUT/base.cpio.gz.tmp" "$OUT/base.cpio.gz"
-cp "$ROOTFS/boot/vmlinuz-$KVER" "$OUT/vmlinuz"
-echo "$KVER" >"$OUT/kernel-version"
-echo "$STAMP_KEY" >"$OUT/stamp"
+(cd "$STAGE" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet --owner=0:0 | gzip -6) >"$KOUT/base.cpio.gz.tmp"
+mv "$KOUT/base.cpio.gz.tmp" "$KOUT/base.cpio.gz"
+cp "$ROOTFS/boot/vmlinuz-$KVER" "$KOUT/vmlinuz"
+echo "$KVER" >"$KOUT/kernel-version"
+echo "$STAMP_KEY" >"$KOUT/stamp"
 # The unpacked tree is large (the whole kernel); the .debs stay for the next rebuild.
 rm -rf "$ROOTFS"
-log "built $OUT/base.cpio.gz ($(du -k "$OUT/base.cpio.gz" | cut -f1) KiB: busybox, ${#order[@]} modules, ${#tools_found[@]} tools) and $OUT/vmlinuz in $(($(date +%s) - t0)) s"
+rm -rf "$STAGE"
+log "built $KOUT/base.cpio.gz ($(du -k "$KOUT/base.cpio.gz" | cut -f1) KiB: busybox, ${#order[@]} modules, ${#tools_found[@]} tools) and $KOUT/vmlinuz (kernel $KVER) in $(($(date +%s) - t0)) s"

@@ -51,6 +51,7 @@ pub mod icrc;
 pub mod ieth;
 pub mod immdt;
 pub mod reth;
+pub mod rxe_accept;
 
 pub mod class_port_info;
 pub mod cm;

@@ -1,0 +1,829 @@
+//! `roce fuzz-peer`: a structure-aware network fuzzer for a live RoCEv2 peer (a kernel rxe).
+//!
+//! Frames are built from the wire crate's Reprs (BTH and its extension headers, MADs, SA
+//! MCMemberRecords, CM bodies) with boundary and random values in every field, then some are
+//! mutated byte-wise below the RoCE layer (IP/UDP fields, lengths, checksums, truncation).
+//! For every frame [`roce_wire::rxe_accept::rxe_accepts`] predicts whether the peer counts it
+//! in `rcvd_pkts`. Every few hundred frames a probe with a known answer checks that the peer
+//! is alive: an SA Get to QP1 (the MAD core answers GetResp status 0x000C) and a CM REQ to a
+//! closed service (the CM answers REJ). Everything is drawn from one SplitMix64 seeded by
+//! `--seed`: the same seed sends the same frames.
+
+use std::fs;
+use std::io::{self, Write};
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use roce_net::device::Device;
+use roce_net::pcap::PcapFileWriter;
+use roce_net::raw::RawSocket;
+use roce_wire::bth::{self, Opcode};
+use roce_wire::cm::{self, cma_hdr, CmMessage};
+use roce_wire::ext::ExtHeaders;
+use roce_wire::frame::{self, rxe_udp_sport, FrameRepr};
+use roce_wire::mad::Method;
+use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord};
+use roce_wire::rxe_accept::{rxe_accepts, RxeDrop, RxeKernel, RxePeer, RxeQp, RxeQpType, RxeVerdict};
+use roce_wire::sa::{attr, SaData, SaMad};
+use roce_wire::{Gid, GSI_QKEY, MULTICAST_QPN};
+
+use crate::exit;
+
+/// The longest campaign `--duration` accepts (one week).
+pub const MAX_DURATION_S: f64 = 7.0 * 86_400.0;
+
+/// Arguments of `roce fuzz-peer`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FuzzPeerArgs {
+    /// The interface the peer is reachable on (raw frames: CAP_NET_RAW).
+    #[arg(long)]
+    pub iface: String,
+    /// Our address on that interface (the frames' source).
+    #[arg(short = 'b', long = "bind")]
+    pub bind: IpAddr,
+    /// The peer's address (same family as -b).
+    #[arg(long)]
+    pub peer: IpAddr,
+    /// How long to fuzz, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// The seed (default: from the clock; the summary prints it).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Frames per second at most (a TCG guest drops what its virtio queue cannot hold).
+    #[arg(long, default_value_t = 500.0)]
+    pub rate: f64,
+    /// Probe the peer's liveness every this many frames.
+    #[arg(long, default_value_t = 300)]
+    pub probe_every: u32,
+    /// The peer's kernel, for the predictor (rxe's opcode table differs).
+    #[arg(long, value_parser = ["6.1", "6.12"], default_value = "6.1")]
+    pub kernel: String,
+    /// The peer's GSI QP index in rxe's QP pool: QPN 1 maps to it, and the index itself
+    /// reaches the GSI QP too (16 on a fresh rxe device, as the oracle measured).
+    #[arg(long, default_value_t = 16)]
+    pub gsi_index: u32,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep sent.pcap and, per liveness loss, loss-N.pcap (the frames since the last good
+    /// probe) in this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// No status lines.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    /// Also send UD SENDs longer than a MAD to QPN 1 (on 6.1 they put the peer's GSI QP in the
+    /// error state: every later probe goes unanswered; 6.12 survives them).
+    #[arg(long)]
+    pub kill_gsi: bool,
+}
+
+/// SplitMix64: the one source of every random choice.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    /// The next 64 bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform below `n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+    /// True with `percent` % probability.
+    pub fn pct(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// Who sends to whom, and how the peer is modelled.
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoints {
+    /// Our MAC.
+    pub src_mac: [u8; 6],
+    /// The peer's MAC.
+    pub dst_mac: [u8; 6],
+    /// Our address.
+    pub src: IpAddr,
+    /// The peer's address.
+    pub dst: IpAddr,
+    /// The peer's kernel.
+    pub kernel: RxeKernel,
+    /// The peer's GSI QP pool index.
+    pub gsi_index: u32,
+}
+
+impl Endpoints {
+    /// The predictor's view of the peer: one address, the GSI QP.
+    pub fn predict(&self, frame: &[u8]) -> RxeVerdict {
+        let addrs = [self.dst];
+        let qps = [RxeQp { index: self.gsi_index, qp_type: RxeQpType::Gsi, qkey: GSI_QKEY }];
+        rxe_accepts(frame, &RxePeer { mac: self.dst_mac, addrs: &addrs, qps: &qps, kernel: self.kernel })
+    }
+}
+
+/// The frame generator.
+#[derive(Debug, Clone)]
+pub struct Generator {
+    /// Keep UD SENDs to QPN 1 within a MAD's 256 bytes (true unless `--kill-gsi`).
+    pub spare_gsi: bool,
+    rng: Rng,
+    ep: Endpoints,
+    psn: u32,
+    tid: u64,
+}
+
+const PROBE_TID_TAG: u64 = 0xF022_0000_0000_0000;
+
+impl Generator {
+    /// A generator for `ep` seeded with `seed`.
+    pub fn new(seed: u64, ep: Endpoints) -> Generator {
+        Generator { spare_gsi: true, rng: Rng::new(seed), ep, psn: 0, tid: 0 }
+    }
+
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.rng.below(xs.len() as u64) as usize]
+    }
+
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.rng.next_u64() as u8).collect()
+    }
+
+    fn mad(&mut self) -> Vec<u8> {
+        self.tid += 1;
+        let tid = self.tid;
+        match self.rng.below(4) {
+            0 | 1 => {
+                let method =
+                    self.pick(&[Method::Get, Method::Set, Method::Delete, Method::GetTable, Method::Unknown(0x7f)]);
+                let a = self.pick(&[attr::MC_MEMBER_RECORD, attr::MC_MEMBER_RECORD, 0x0011, 0x0035, 0xffff]);
+                let rec = McMemberRecord {
+                    mgid: Gid::from_ipv4(Ipv4Addr::new(239, 1, self.rng.below(256) as u8, 3)),
+                    port_gid: Gid::from(self.ep.src),
+                    q_key: self.rng.next_u64() as u32,
+                    p_key: self.pick(&[0xffff, 0x7fff, 0]),
+                    join_state: JoinState::FULL_MEMBER,
+                    ..McMemberRecord::default()
+                };
+                let mask = self.pick(&[ComponentMask::KERNEL_JOIN.0, 0, u64::MAX]);
+                SaMad::request(method, tid, a, mask, SaData::mc_member(rec)).to_bytes().to_vec()
+            }
+            2 => {
+                let mut m = self.bytes(256);
+                m[0] = 1; // base version: the MAD layer drops others early
+                m[1] = self.pick(&[0x03, 0x07, 0x04, m[1]]);
+                m
+            }
+            _ => {
+                let mut r = cm::ReqRepr { local_comm_id: self.rng.next_u64() as u32, ..Default::default() };
+                r.service_id = self.rng.next_u64();
+                r.partition_key = 0xffff;
+                CmMessage::Req(r).to_mad(tid).to_bytes().to_vec()
+            }
+        }
+    }
+
+    fn repr_frame(&self, b: bth::Repr, ext: ExtHeaders, payload: &[u8], auto_pad: bool) -> Vec<u8> {
+        let mut r = FrameRepr::new(self.ep.src_mac, self.ep.dst_mac, self.ep.src, self.ep.dst, b, ext, payload);
+        r.udp.source_port = rxe_udp_sport(1);
+        if auto_pad {
+            r = r.with_auto_pad();
+        }
+        let mut out = vec![0u8; r.buffer_len()];
+        match r.emit(&mut out) {
+            Ok(n) => out.truncate(n),
+            Err(_) => out.clear(),
+        }
+        out
+    }
+
+    /// One fuzzed frame whose outcome the predictor can tell (frames predicted
+    /// [`RxeDrop::Undefined`] are drawn again, never sent).
+    pub fn next_frame(&mut self) -> Vec<u8> {
+        loop {
+            let f = self.draw();
+            if !f.is_empty() && self.ep.predict(&f) != Err(RxeDrop::Undefined) {
+                return f;
+            }
+        }
+    }
+
+    fn draw(&mut self) -> Vec<u8> {
+        self.psn = (self.psn + 1) & 0xff_ffff;
+        let kind = self.rng.below(100);
+        let mut f = if kind < 20 {
+            // a MAD to QP1, as the MAD layer expects it (or nearly)
+            let mut b = bth::Repr::new(Opcode::UdSendOnly, 1, self.psn);
+            b.ack_req = self.rng.pct(50);
+            if self.rng.pct(10) {
+                b.pkey = self.pick(&[0x7fff, 0x8001, 0, 0xfffe]);
+            }
+            let qkey = if self.rng.pct(90) { GSI_QKEY } else { self.rng.next_u64() as u32 };
+            let mad = self.mad();
+            self.repr_frame(b, ExtHeaders::deth(qkey, 1), &mad, true)
+        } else {
+            // every opcode, QPN, key, TVer, pad and length
+            let table: Vec<Opcode> = Opcode::ALL.to_vec();
+            let op = if self.rng.pct(5) {
+                // RD opcodes (rxe's table has them; the crate keeps them as unknown)
+                Opcode::from(0x40 + self.rng.below(0x15) as u8)
+            } else if self.rng.pct(40) {
+                self.pick(&[Opcode::UdSendOnly, Opcode::UdSendOnlyWithImmediate])
+            } else if self.rng.pct(10) {
+                Opcode::from(self.rng.next_u64() as u8)
+            } else {
+                self.pick(&table)
+            };
+            let qpn = match self.rng.below(10) {
+                0..=3 => 1,
+                4 => MULTICAST_QPN,
+                5 => 0,
+                6 => self.pick(&[16, 17, 18, self.ep.gsi_index]),
+                _ => self.rng.next_u64() as u32 & 0xff_ffff,
+            };
+            let mut b = bth::Repr::new(op, qpn, self.rng.next_u64() as u32 & 0xff_ffff);
+            let r16 = self.rng.next_u64() as u16;
+            b.pkey = self.pick(&[0xffff, 0xffff, 0xffff, 0x7fff, 0x8000, 0, r16]);
+            b.solicited = self.rng.pct(20);
+            b.mig_req = self.rng.pct(20);
+            b.ack_req = self.rng.pct(50);
+            b.fecn = self.rng.pct(5);
+            b.becn = self.rng.pct(5);
+            if self.rng.pct(5) {
+                b.tver = (self.rng.below(15) + 1) as u8;
+            }
+            let mut ext = ExtHeaders::default();
+            let mask = op.ext_headers();
+            if mask.contains(roce_wire::ext::ExtMask::DETH) {
+                let r32 = self.rng.next_u64() as u32;
+                let qkey = self.pick(&[GSI_QKEY, GSI_QKEY, GSI_QKEY, 0, r32]);
+                ext = ExtHeaders::deth(qkey, self.rng.next_u64() as u32 & 0xff_ffff);
+            }
+            // the other extension headers as random bytes of their length (in the payload)
+            let mut payload = self.bytes(mask.len().saturating_sub(if ext.deth.is_some() { 8 } else { 0 }));
+            let mut n = self.pick(&[0usize, 1, 2, 3, 4, 8, 64, 256, 1000]);
+            if self.spare_gsi && (qpn == 1 || qpn == self.ep.gsi_index) && op.transport() == bth::Transport::Ud {
+                // A UD SEND to the GSI QP (QPN 1 or its pool index) longer than a MAD (256
+                // bytes) overflows the MAD layer's receive buffer: on 6.1 the GSI QP goes to the
+                // error state and the peer's MAD and CM services stop (spec/rxe-acceptance.md);
+                // sent only with --kill-gsi.
+                let room = 256usize.saturating_sub(payload.len());
+                n = n.min(room);
+            }
+            payload.extend(self.bytes(n));
+            let auto = self.rng.pct(80);
+            if !auto {
+                b.pad_count = self.rng.below(4) as u8;
+            }
+            // the named extension headers other than DETH are emitted from the Reprs' defaults
+            let ext = ExtHeaders { deth: ext.deth, ..ExtHeaders::default() };
+            let mut b2 = b;
+            if mask.0 & !roce_wire::ext::ExtMask::DETH.0 != 0 {
+                // keep the opcode, but let the payload carry the other headers' bytes
+                b2.opcode = op;
+            }
+            self.raw_opcode_frame(b2, ext, &payload, auto)
+        };
+        if f.is_empty() {
+            return f;
+        }
+        // rxe's own ICRC where it differs from the standard one (RC FLUSH, RD ACK), for half
+        // of those frames: the other half shows that the standard one is refused
+        let bth_at = if self.ep.dst.is_ipv4() { 14 + 20 + 8 } else { 14 + 40 + 8 };
+        if matches!(f.get(bth_at), Some(&0x1c) | Some(&0x51) | Some(&0x52)) && self.rng.pct(50) {
+            if let Some(c) = roce_wire::rxe_accept::rxe_expected_icrc(&f, self.ep.kernel) {
+                let n = f.len();
+                f[n - 4..].copy_from_slice(&c.to_le_bytes());
+            }
+        }
+        // below the RoCE layer: 15 % of the frames get one mutation
+        if self.rng.pct(15) {
+            self.mutate(&mut f);
+        } else if self.rng.pct(8) {
+            // a wrong ICRC
+            let n = f.len();
+            f[n - 1 - self.rng.below(4) as usize] ^= 1 << self.rng.below(8);
+        }
+        f
+    }
+
+    /// Emit `b` with `ext` (DETH only) and `payload`; the BTH's opcode may name extension
+    /// headers that are then bytes of the payload (emitted with the DETH-only layout and the
+    /// opcode patched in, the ICRC recomputed).
+    fn raw_opcode_frame(&self, b: bth::Repr, ext: ExtHeaders, payload: &[u8], auto_pad: bool) -> Vec<u8> {
+        let carrier = if ext.deth.is_some() { Opcode::UdSendOnly } else { Opcode::RcSendOnly };
+        let mut b0 = b;
+        b0.opcode = carrier;
+        let mut f = self.repr_frame(b0, ext, payload, auto_pad);
+        if f.is_empty() {
+            return f;
+        }
+        let bth_at = if self.ep.dst.is_ipv4() { 14 + 20 + 8 } else { 14 + 40 + 8 };
+        f[bth_at] = u8::from(b.opcode);
+        fix_icrc(&mut f, self.ep.dst.is_ipv6());
+        f
+    }
+
+    fn mutate(&mut self, f: &mut Vec<u8>) {
+        let v6 = self.ep.dst.is_ipv6();
+        let ip = 14;
+        let udp = if v6 { ip + 40 } else { ip + 20 };
+        match self.rng.below(9) {
+            0 => {
+                // truncate the frame (IP and UDP lengths stay: the kernel sees a short packet)
+                let cut = self.rng.below(f.len() as u64) as usize;
+                f.truncate(cut.max(14));
+            }
+            1 => {
+                // UDP length changed, ICRC recomputed where it now ends
+                let ulen = u16::from_be_bytes([f[udp + 4], f[udp + 5]]);
+                let d = self.pick(&[-8i32, -4, -1, 1, 4, 12, -(i32::from(ulen)) + 20]);
+                let nl = (i32::from(ulen) + d).clamp(0, 0xffff) as u16;
+                f[udp + 4..udp + 6].copy_from_slice(&nl.to_be_bytes());
+            }
+            2 => f[udp + 6..udp + 8].copy_from_slice(&(self.rng.next_u64() as u16).to_be_bytes()),
+            3 => {
+                let at = udp + 2;
+                f[at..at + 2].copy_from_slice(&self.pick(&[4790u16, 4792, 0, 4791]).to_be_bytes());
+            }
+            4 if !v6 => {
+                // IPv4 flags/fragment offset
+                f[ip + 6] = self.pick(&[0x20, 0x00, 0x40, 0x00]);
+                f[ip + 7] = self.pick(&[0, 1]);
+                ipv4_checksum(f);
+            }
+            5 if !v6 => {
+                // a broken IPv4 header checksum
+                f[ip + 10] ^= 0x01;
+            }
+            6 => {
+                // TTL / hop limit, TOS / traffic class: masked by the ICRC
+                if v6 {
+                    f[ip + 7] = self.rng.next_u64() as u8;
+                    f[ip + 1] ^= 0x0f;
+                } else {
+                    f[ip + 8] = self.rng.next_u64() as u8;
+                    f[ip + 1] = self.rng.next_u64() as u8;
+                    ipv4_checksum(f);
+                }
+            }
+            7 => {
+                // another destination MAC or EtherType
+                if self.rng.pct(50) {
+                    f[0] ^= 0x02;
+                } else {
+                    f[12] = 0x88;
+                    f[13] = 0xb5;
+                }
+            }
+            _ => {
+                // one random bit anywhere in BTH..ICRC, then the ICRC fixed or not
+                let bth = udp + 8;
+                if f.len() > bth {
+                    let at = bth + self.rng.below((f.len() - bth) as u64) as usize;
+                    f[at] ^= 1 << self.rng.below(8);
+                    if self.rng.pct(70) {
+                        fix_icrc(f, v6);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A liveness probe: an SA Get(MCMemberRecord) to QP1; returns its TID and frame.
+    pub fn sa_probe(&mut self) -> (u64, Vec<u8>) {
+        self.tid += 1;
+        let tid = PROBE_TID_TAG | self.tid;
+        let rec = McMemberRecord {
+            mgid: Gid::from_ipv4(Ipv4Addr::new(239, 1, 2, 3)),
+            port_gid: Gid::from(self.ep.src),
+            join_state: JoinState::FULL_MEMBER,
+            ..McMemberRecord::default()
+        };
+        let mad = SaMad::request(
+            Method::Get,
+            tid,
+            attr::MC_MEMBER_RECORD,
+            ComponentMask::KERNEL_JOIN.0,
+            SaData::mc_member(rec),
+        );
+        self.psn = (self.psn + 1) & 0xff_ffff;
+        let mut b = bth::Repr::new(Opcode::UdSendOnly, 1, self.psn);
+        b.ack_req = true;
+        (tid, self.repr_frame(b, ExtHeaders::deth(GSI_QKEY, 1), &mad.to_bytes(), true))
+    }
+
+    /// A liveness probe: a CM REQ to a service nobody listens on (RDMA_PS_TCP port 1);
+    /// returns its local communication ID and frame.
+    pub fn cm_probe(&mut self) -> (u32, Vec<u8>) {
+        self.tid += 1;
+        let comm = (self.rng.next_u64() as u32) | 1;
+        let mut m = cm::ReqRepr {
+            local_comm_id: comm,
+            service_id: cma_hdr::service_id(cma_hdr::RDMA_PS_TCP, 1),
+            local_ca_guid: 0x0252_00ff_fe00_0001,
+            local_qpn: 0x11,
+            responder_resources: 1,
+            initiator_depth: 1,
+            remote_cm_response_timeout: 20,
+            starting_psn: 1,
+            local_cm_response_timeout: 20,
+            retry_count: 7,
+            partition_key: 0xffff,
+            path_mtu: 3,
+            rnr_retry_count: 7,
+            max_cm_retries: 15,
+            ..Default::default()
+        };
+        m.primary_path.local_lid = 0xffff;
+        m.primary_path.remote_lid = 0xffff;
+        m.primary_path.local_gid = Gid::from_ip(self.ep.src);
+        m.primary_path.remote_gid = Gid::from_ip(self.ep.dst);
+        m.primary_path.hop_limit = 64;
+        m.primary_path.local_ack_timeout = 18;
+        let hdr = match (self.ep.src, self.ep.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => cma_hdr::Repr::new_v4(s, 40000, d),
+            (s, d) => {
+                let v6 = |a: IpAddr| match a {
+                    IpAddr::V6(x) => x,
+                    IpAddr::V4(x) => x.to_ipv6_mapped(),
+                };
+                cma_hdr::Repr::new_v6(v6(s), 40000, v6(d))
+            }
+        };
+        hdr.emit_bytes(&mut m.private_data);
+        let mad = CmMessage::Req(m).to_mad(PROBE_TID_TAG | self.tid).to_bytes();
+        self.psn = (self.psn + 1) & 0xff_ffff;
+        let mut b = bth::Repr::new(Opcode::UdSendOnly, 1, self.psn);
+        b.ack_req = true;
+        (comm, self.repr_frame(b, ExtHeaders::deth(GSI_QKEY, 1), &mad, true))
+    }
+}
+
+/// Recompute the ICRC of a frame built by the generator (no VLAN) over what its UDP length
+/// covers now; frames too short for one are left alone.
+fn fix_icrc(f: &mut [u8], v6: bool) {
+    let ip = 14;
+    let iph = if v6 { 40 } else { 20 };
+    let udp = ip + iph;
+    if f.len() < udp + 8 {
+        return;
+    }
+    let ulen = usize::from(u16::from_be_bytes([f[udp + 4], f[udp + 5]]));
+    let end = udp + ulen;
+    if ulen < 8 + 12 + 4 || end > f.len() {
+        return;
+    }
+    let version = if v6 { roce_wire::icrc::IpVersion::V6 } else { roce_wire::icrc::IpVersion::V4 };
+    if let Ok(c) = roce_wire::icrc::compute(&f[ip..end - 4], version, iph) {
+        f[end - 4..end].copy_from_slice(&c.to_le_bytes());
+    }
+}
+
+fn ipv4_checksum(f: &mut [u8]) {
+    f[24] = 0;
+    f[25] = 0;
+    let mut sum = 0u32;
+    for c in f[14..34].chunks(2) {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+}
+
+/// What a probe's answer looks like: a GetResp with the probe's TID, or a REJ to its comm ID.
+fn answers(frame_bytes: &[u8], probe: &Probe) -> bool {
+    let Ok(f) = frame::parse(frame_bytes) else { return false };
+    let payload = f.repr.payload;
+    match *probe {
+        Probe::Sa(tid) => SaMad::parse(payload).is_ok_and(|m| m.header.response && m.header.transaction_id == tid),
+        Probe::Cm(comm) => {
+            let Ok(m) = roce_wire::mad::MadRepr::parse_bytes(payload) else { return false };
+            m.header.attribute_id == cm::attr::REJ
+                && payload.len() >= 24 + 8
+                && u32::from_be_bytes([payload[28], payload[29], payload[30], payload[31]]) == comm
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Probe {
+    Sa(u64),
+    Cm(u32),
+}
+
+/// The end summary.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    /// Frames the device accepted (probes included).
+    pub sent: u64,
+    /// Frames the device refused (never counted as sent).
+    pub send_errors: u64,
+    /// Frames predicted to be counted in rcvd_pkts (probes included).
+    pub predicted_accept: u64,
+    /// Probes sent.
+    pub probes_sent: u64,
+    /// Probes answered.
+    pub probes_answered: u64,
+    /// Liveness losses (a probe and its retry unanswered).
+    pub peer_unresponsive: u64,
+    /// The seed.
+    pub seed: u64,
+    /// Seconds run.
+    pub duration_s: f64,
+    /// Predicted drops by step.
+    pub predicted_drop: std::collections::BTreeMap<String, u64>,
+}
+
+impl Summary {
+    /// The summary as one JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "sent": self.sent,
+            "send_errors": self.send_errors,
+            "predicted_accept": self.predicted_accept,
+            "probes_sent": self.probes_sent,
+            "probes_answered": self.probes_answered,
+            "peer_unresponsive": self.peer_unresponsive,
+            "seed": self.seed,
+            "duration_s": self.duration_s,
+            "predicted_drop": self.predicted_drop,
+        })
+    }
+}
+
+static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNALLED.store(sig, Ordering::Relaxed);
+}
+
+fn resolve_mac(sock: &mut RawSocket, our_mac: [u8; 6], src: IpAddr, dst: IpAddr) -> io::Result<Option<[u8; 6]>> {
+    let (IpAddr::V4(s), IpAddr::V4(d)) = (src, dst) else {
+        return Err(io::Error::other(
+            "fuzz-peer resolves IPv4 peers by ARP; IPv6 neighbour discovery is not implemented",
+        ));
+    };
+    let req = roce_wire::arp::request(our_mac, s, d);
+    let mut f = vec![0u8; 14 + 28];
+    f[..6].copy_from_slice(&[0xff; 6]);
+    f[6..12].copy_from_slice(&our_mac);
+    f[12..14].copy_from_slice(&[0x08, 0x06]);
+    roce_wire::arp::emit_bytes(&req, &mut f[14..]);
+    let mut buf = vec![0u8; roce_net::device::MAX_FRAME_LEN];
+    for _ in 0..3 {
+        sock.send(&f)?;
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(1) {
+            match sock.recv(&mut buf)? {
+                Some(n) if n >= 42 && buf[12..14] == [0x08, 0x06] => {
+                    if let Ok(r) = roce_wire::arp::parse_bytes(&buf[14..n]) {
+                        let (op, smac, sip, _, _) = roce_wire::arp::fields(&r);
+                        if sip == d && op == roce_wire::arp::ArpOperation::Reply {
+                            return Ok(Some(smac));
+                        }
+                    }
+                }
+                Some(_) => {}
+                None => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn wait_answer(sock: &mut RawSocket, probe: &Probe, timeout: Duration, buf: &mut [u8]) -> io::Result<bool> {
+    let t0 = Instant::now();
+    while t0.elapsed() < timeout {
+        match sock.recv(buf)? {
+            Some(n) if answers(&buf[..n], probe) => return Ok(true),
+            Some(_) => {}
+            None => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    Ok(false)
+}
+
+/// Run `roce fuzz-peer`.
+pub fn run(a: &FuzzPeerArgs) -> ExitCode {
+    let code = |c: u8| ExitCode::from(c);
+    if !a.duration.is_finite() || a.duration < 0.0 || a.duration > MAX_DURATION_S {
+        eprintln!("roce fuzz-peer: --duration must be between 0 and {MAX_DURATION_S} s, not {}", a.duration);
+        return code(exit::USAGE);
+    }
+    if !a.rate.is_finite() || a.rate <= 0.0 || a.rate > 1e6 {
+        eprintln!("roce fuzz-peer: --rate must be above 0 and at most 1000000 frames/s, not {}", a.rate);
+        return code(exit::USAGE);
+    }
+    if a.probe_every == 0 || a.probe_every > 1_000_000 {
+        eprintln!("roce fuzz-peer: --probe-every must be between 1 and 1000000");
+        return code(exit::USAGE);
+    }
+    if a.bind.is_ipv4() != a.peer.is_ipv4() {
+        eprintln!("roce fuzz-peer: -b {} and --peer {} are of different address families", a.bind, a.peer);
+        return code(exit::USAGE);
+    }
+    let mut sock = match RawSocket::open(&a.iface) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("roce fuzz-peer: {e}");
+            return code(exit::ENVIRONMENT);
+        }
+    };
+    let Some(our_mac) = sock.info.mac else {
+        eprintln!("roce fuzz-peer: {} has no MAC address", a.iface);
+        return code(exit::ENVIRONMENT);
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+    });
+    let peer_mac = match resolve_mac(&mut sock, our_mac, a.bind, a.peer) {
+        Ok(Some(m)) => m,
+        Ok(None) => {
+            eprintln!("roce fuzz-peer: no ARP answer from {} on {} (3 requests, 1 s apart)", a.peer, a.iface);
+            return code(exit::FAILED);
+        }
+        Err(e) => {
+            eprintln!("roce fuzz-peer: {e}");
+            return code(exit::ENVIRONMENT);
+        }
+    };
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let kernel = if a.kernel == "6.12" { RxeKernel::V6_12 } else { RxeKernel::V6_1 };
+    let ep =
+        Endpoints { src_mac: our_mac, dst_mac: peer_mac, src: a.bind, dst: a.peer, kernel, gsi_index: a.gsi_index };
+    let mut gen = Generator::new(seed, ep);
+    gen.spare_gsi = !a.kill_gsi;
+    let mut pcap = None;
+    if let Some(dir) = &a.out {
+        if let Err(e) = fs::create_dir_all(dir) {
+            eprintln!("roce fuzz-peer: {}: {e}", dir.display());
+            return code(exit::ENVIRONMENT);
+        }
+        match PcapFileWriter::create(&dir.join("sent.pcap")) {
+            Ok(w) => pcap = Some(w),
+            Err(e) => {
+                eprintln!("roce fuzz-peer: {}: {e}", dir.join("sent.pcap").display());
+                return code(exit::ENVIRONMENT);
+            }
+        }
+    }
+    let mut s = Summary { seed, ..Summary::default() };
+    let t0 = Instant::now();
+    let end = t0 + Duration::from_secs_f64(a.duration);
+    let gap = Duration::from_secs_f64(1.0 / a.rate);
+    let mut buf = vec![0u8; roce_net::device::MAX_FRAME_LEN];
+    let mut since_probe: Vec<Vec<u8>> = Vec::new();
+    let mut last_status = t0;
+    let mut n_probe = 0u64;
+    let mut next_send = Instant::now();
+    let send = |f: &[u8],
+                s: &mut Summary,
+                sock: &mut RawSocket,
+                pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>| {
+        match sock.send(f) {
+            Ok(()) => {
+                s.sent += 1;
+                match ep.predict(f) {
+                    Ok(_) => s.predicted_accept += 1,
+                    Err(d) => *s.predicted_drop.entry(d.name().to_string()).or_default() += 1,
+                }
+                if let Some(w) = pcap.as_mut() {
+                    let _ = w.write(t0.elapsed(), f);
+                }
+                true
+            }
+            Err(_) => {
+                s.send_errors += 1;
+                false
+            }
+        }
+    };
+    while Instant::now() < end && SIGNALLED.load(Ordering::Relaxed) == 0 {
+        let f = gen.next_frame();
+        let now = Instant::now();
+        if next_send > now {
+            std::thread::sleep(next_send - now);
+        }
+        next_send = Instant::now().max(next_send) + gap;
+        if send(&f, &mut s, &mut sock, &mut pcap) {
+            since_probe.push(f);
+        }
+        // drain what came back (answers to fuzzed MADs)
+        while let Ok(Some(_)) = sock.recv(&mut buf) {}
+        if since_probe.len() as u64 >= u64::from(a.probe_every) {
+            n_probe += 1;
+            let mut alive = false;
+            for _attempt in 0..2 {
+                let (probe, f) = if n_probe % 2 == 1 {
+                    let (t, f) = gen.sa_probe();
+                    (Probe::Sa(t), f)
+                } else {
+                    let (c, f) = gen.cm_probe();
+                    (Probe::Cm(c), f)
+                };
+                if !send(&f, &mut s, &mut sock, &mut pcap) {
+                    continue;
+                }
+                s.probes_sent += 1;
+                match wait_answer(&mut sock, &probe, Duration::from_secs(3), &mut buf) {
+                    Ok(true) => {
+                        s.probes_answered += 1;
+                        alive = true;
+                        break;
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        eprintln!("roce fuzz-peer: receive on {}: {e}", a.iface);
+                        return code(exit::ENVIRONMENT);
+                    }
+                }
+            }
+            if !alive {
+                s.peer_unresponsive += 1;
+                eprintln!(
+                    "roce fuzz-peer: liveness lost after frame {} (no answer to two probes); {} frames since the last good probe",
+                    s.sent,
+                    since_probe.len()
+                );
+                if let Some(dir) = &a.out {
+                    let p = dir.join(format!("loss-{}.pcap", s.peer_unresponsive));
+                    if let Ok(mut w) = PcapFileWriter::create(&p) {
+                        for (i, f) in since_probe.iter().enumerate() {
+                            let _ = w.write(Duration::from_millis(i as u64), f);
+                        }
+                        let _ = w.finish();
+                    }
+                }
+            }
+            since_probe.clear();
+        }
+        if !a.quiet && last_status.elapsed() >= Duration::from_secs(3) {
+            last_status = Instant::now();
+            let el = t0.elapsed().as_secs_f64();
+            eprintln!(
+                "#{} elapsed {:.0}s sent {} ({:.0}/s) predicted_accept {:.1}% probes {}/{} liveness_losses {}",
+                s.sent,
+                el,
+                s.sent,
+                s.sent as f64 / el.max(1e-9),
+                100.0 * s.predicted_accept as f64 / (s.sent.max(1)) as f64,
+                s.probes_answered,
+                s.probes_sent,
+                s.peer_unresponsive
+            );
+        }
+    }
+    s.duration_s = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+    if let Some(w) = pcap.take() {
+        let _ = w.finish();
+    }
+    let out = if a.json {
+        s.to_json().to_string()
+    } else {
+        let drops: Vec<String> = s.predicted_drop.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        format!(
+            "sent {} predicted_accept {} probes_sent {} probes_answered {} peer_unresponsive {} send_errors {} seed {} duration_s {:.1}\npredicted drops: {}",
+            s.sent,
+            s.predicted_accept,
+            s.probes_sent,
+            s.probes_answered,
+            s.peer_unresponsive,
+            s.send_errors,
+            s.seed,
+            s.duration_s,
+            drops.join(", ")
+        )
+    };
+    let mut stdout = io::stdout();
+    if writeln!(stdout, "{out}").is_err() {
+        return code(exit::CLOSED_PIPE);
+    }
+    let sig = SIGNALLED.load(Ordering::Relaxed);
+    if sig != 0 {
+        return code(exit::signal_status(sig));
+    }
+    if s.peer_unresponsive > 0 || s.send_errors > 0 || s.probes_answered < s.probes_sent.min(1) {
+        return code(exit::FAILED);
+    }
+    code(exit::OK)
+}

@@ -1,0 +1,334 @@
+//! The acceptance oracle on a live kernel rxe (issue 13 items 3 and 4), on the kernel that
+//! `ROCE_KERNEL` selects (6.1 or 6.12):
+//!
+//! 1. frames from `roce::fuzz_peer::Generator` go to the guest in batches; after each batch
+//!    the guest's hw counters are read over the control channel and the growth of `rcvd_pkts`
+//!    is compared with the number of frames `rxe_accepts` predicted to be counted. A batch that
+//!    disagrees is re-read once (the guest may not have processed every frame yet), then
+//!    bisected by sending its halves again until the single frames that disagree are found.
+//!    Agreement = 1 − disagreeing frames / frames sent; it must reach 99.9 % over at least
+//!    10,000 frames (`ROCE_FUZZ_SECS`, default 60 s, sets the campaign's length);
+//! 2. `roce fuzz-peer --json` runs against the same guest: every liveness probe answered, no
+//!    send error, and the guest's `rcvd_pkts` grows by what it predicted;
+//! 3. the guest console shows no BUG/WARNING/Oops/GP fault/soft lockup (the harness's
+//!    `finish`); every frame sent is kept in the artefacts (oracle_sent.pcap, fuzz_peer/).
+//!
+//! Needs root, qemu and `bash tests/interop/setup.sh`. Artefacts:
+//! target/interop/artefacts/<kernel>/interop_fuzz/.
+
+#[path = "interop/harness.rs"]
+mod harness;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use harness::{GuestBuilder, GUEST_IP4, GUEST_MAC, HOST_IP4};
+use roce::fuzz_peer::{Endpoints, Generator};
+use roce_net::pcap::PcapFileWriter;
+use roce_wire::rxe_accept::RxeKernel;
+
+/// The kernel's messages stay off the console during the campaign (printk to a 115200 baud
+/// serial port under TCG stalls the guest long enough to overflow its virtio queue); the
+/// scenario prints them afterwards, and the harness watches the console for trouble then.
+const SCENARIO: &str = "dmesg -n 1\nserve\ndmesg -n 7\ndmesg | grep -E 'BUG:|WARNING:|Oops|general protection|soft lockup' | sed 's/^/@@KERNEL /'\n";
+
+const T: Duration = Duration::from_secs(60);
+const BATCH: usize = 400;
+
+struct Oracle<'a> {
+    g: &'a mut harness::Guest,
+    sock: harness::RawSocket,
+    ep: Endpoints,
+    reads: u32,
+    pcap: PcapFileWriter<std::io::BufWriter<std::fs::File>>,
+    t0: Instant,
+}
+
+impl Oracle<'_> {
+    fn counters(&mut self) -> BTreeMap<String, u64> {
+        self.reads += 1;
+        let tag = format!("r{}", self.reads);
+        self.g.signal(&format!("counters {tag}"));
+        self.g.counters(&tag, T)
+    }
+
+    fn send(&mut self, frames: &[Vec<u8>]) {
+        for f in frames {
+            self.sock.send(f).expect("send on tap0 (a send error fails the run)");
+            let _ = self.pcap.write(self.t0.elapsed(), f);
+            // pace: a TCG guest's virtio queue holds a few hundred frames
+            std::thread::sleep(Duration::from_micros(1500));
+        }
+    }
+
+    fn predicted(&self, frames: &[Vec<u8>]) -> u64 {
+        frames.iter().filter(|f| self.ep.predict(f).is_ok()).count() as u64
+    }
+
+    /// Send `frames`, return (counted by the guest, predicted).
+    fn run(&mut self, frames: &[Vec<u8>]) -> (u64, u64) {
+        let before = self.counters()["rcvd_pkts"];
+        self.send(frames);
+        let mut after = self.counters()["rcvd_pkts"];
+        let want = self.predicted(frames);
+        if after - before != want {
+            // not settled yet? read once more
+            after = self.counters()["rcvd_pkts"];
+        }
+        (after - before, want)
+    }
+
+    /// The frames of a disagreeing batch that disagree, by bisection (each half sent again).
+    fn bisect(&mut self, frames: &[Vec<u8>], out: &mut Vec<(Vec<u8>, u64, u64)>) {
+        let (got, want) = self.run(frames);
+        if got == want {
+            return;
+        }
+        if frames.len() == 1 {
+            out.push((frames[0].clone(), got, want));
+            return;
+        }
+        let (a, b) = frames.split_at(frames.len() / 2);
+        self.bisect(a, out);
+        self.bisect(b, out);
+    }
+}
+
+fn rxe_kernel() -> RxeKernel {
+    if harness::kernel() == "6.12" {
+        RxeKernel::V6_12
+    } else {
+        RxeKernel::V6_1
+    }
+}
+
+#[test]
+fn rxe_acceptance_oracle_and_fuzz_peer() {
+    let secs: f64 = std::env::var("ROCE_FUZZ_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(60.0);
+    let seed: u64 = std::env::var("ROCE_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed);
+    let mut g = GuestBuilder::new("interop_fuzz").scenario(SCENARIO).boot();
+    let art = g.artefacts.clone();
+    let kernel = rxe_kernel();
+    let ep = Endpoints {
+        src_mac: g.tap_mac,
+        dst_mac: GUEST_MAC,
+        src: IpAddr::V4(HOST_IP4),
+        dst: IpAddr::V4(GUEST_IP4),
+        kernel,
+        gsi_index: 16,
+    };
+    let sock = g.raw_socket();
+    let pcap = PcapFileWriter::create(&art.join("oracle_sent.pcap")).expect("oracle_sent.pcap");
+    let mut report = format!("kernel {} ({kernel:?}) seed {seed:#x} campaign {secs} s\n", g.kernel_version);
+    let mut gen = Generator::new(seed, ep);
+    let mut o = Oracle { g: &mut g, sock, ep, reads: 0, pcap, t0: Instant::now() };
+    let start = o.counters();
+    let t0 = Instant::now();
+    let (mut frames, mut predicted, mut batches, mut bad_batches) = (0u64, 0u64, 0u64, 0u64);
+    let mut disagree: Vec<(Vec<u8>, u64, u64)> = Vec::new();
+    let mut lost = None;
+    while t0.elapsed().as_secs_f64() < secs {
+        let mut batch: Vec<Vec<u8>> = (0..BATCH).map(|_| gen.next_frame()).collect();
+        // each batch ends with a liveness probe: the GSI QP must still answer
+        let (tid, probe) = gen.sa_probe();
+        batch.push(probe);
+        let (got, want) = o.run(&batch);
+        let (answered, _) = o.sock.recv_until(Duration::from_secs(5), |d| {
+            roce_wire::frame::parse(d)
+                .ok()
+                .and_then(|f| roce_wire::sa::SaMad::parse(f.repr.payload).ok())
+                .is_some_and(|m| m.header.response && m.header.transaction_id == tid)
+        });
+        if !answered {
+            lost = Some(batches + 1);
+            let _ = writeln!(
+                report,
+                "batch {}: the liveness probe (TID {tid:#x}) went unanswered; campaign stopped",
+                batches + 1
+            );
+            let mut w = PcapFileWriter::create(&art.join("liveness_loss.pcap")).expect("liveness_loss.pcap");
+            for f in &batch {
+                let _ = w.write(Duration::ZERO, f);
+            }
+            let _ = w.finish();
+            frames += batch.len() as u64;
+            break;
+        }
+        frames += batch.len() as u64;
+        predicted += want;
+        batches += 1;
+        if got != want {
+            bad_batches += 1;
+            let n0 = disagree.len();
+            o.bisect(&batch, &mut disagree);
+            if disagree.len() == n0 {
+                // the batch disagreed but no frame does alone: count the difference
+                let _ =
+                    writeln!(report, "batch {batches}: counted {got}, predicted {want}; not reproduced frame by frame");
+                for _ in 0..got.abs_diff(want) {
+                    disagree.push((Vec::new(), got, want));
+                }
+            }
+        }
+    }
+    let end = o.counters();
+    let mut deltas = String::new();
+    for (k, v) in &end {
+        let d = v - start.get(k).copied().unwrap_or(0);
+        if d != 0 {
+            let _ = write!(deltas, " {k}+{d}");
+        }
+    }
+    let agreement = 1.0 - disagree.len() as f64 / frames.max(1) as f64;
+    let _ = writeln!(
+        report,
+        "oracle: {frames} frames in {batches} batches of {BATCH} ({:.0} s), predicted counted {predicted}; \
+         {bad_batches} batches disagreed; {} frames disagree; agreement {:.4} %\nhw_counters over the campaign:{deltas}",
+        t0.elapsed().as_secs_f64(),
+        disagree.len(),
+        100.0 * agreement
+    );
+    // each disagreeing frame: its predicted verdict and what it is
+    let mut classes: BTreeMap<String, u64> = BTreeMap::new();
+    if !disagree.is_empty() {
+        let mut w = PcapFileWriter::create(&art.join("disagree.pcap")).expect("disagree.pcap");
+        for (f, got, want) in &disagree {
+            if f.is_empty() {
+                *classes.entry("batch-only".into()).or_default() += 1;
+                continue;
+            }
+            let _ = w.write(Duration::ZERO, f);
+            let verdict = match ep.predict(f) {
+                Ok(_) => "accept".to_string(),
+                Err(d) => d.name().to_string(),
+            };
+            let summary = roce::decode::decode_ethernet(f).summary;
+            let class = format!(
+                "predicted {verdict}, counted {got}: {}",
+                summary.split(" | ").take(2).collect::<Vec<_>>().join(" | ")
+            );
+            let _ = writeln!(report, "  disagree (want {want} got {got}): {summary}");
+            *classes.entry(class.chars().take(120).collect()).or_default() += 1;
+        }
+        let _ = w.finish();
+    }
+    for (c, n) in &classes {
+        let _ = writeln!(report, "class x{n}: {c}");
+    }
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+
+    // 2. the command itself against the same guest
+    let before = o.counters()["rcvd_pkts"];
+    let fuzz_secs = (secs / 3.0).clamp(5.0, 600.0);
+    let (rc, out) = o.g.run_in_netns(&format!(
+        "{} fuzz-peer --iface tap0 -b 198.18.0.1 --peer 198.18.0.2 --duration {fuzz_secs} --seed {seed} --kernel {} --rate 400 --json -q --out {} 2>&1",
+        env!("CARGO_BIN_EXE_roce"),
+        harness::kernel(),
+        art.join("fuzz_peer").display()
+    ));
+    let after = o.counters()["rcvd_pkts"];
+    let after = if after - before != 0 { o.counters()["rcvd_pkts"] } else { after };
+    let _ = writeln!(report, "--- roce fuzz-peer --json (exit {rc}):\n{out}\nguest rcvd_pkts +{}", after - before);
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    o.g.signal("end");
+    drop(o);
+    g.finish();
+    println!("{report}");
+
+    assert_eq!(lost, None, "liveness lost (frames kept in liveness_loss.pcap):\n{report}");
+    assert!(frames >= 10_000 || secs < 60.0, "at least 10,000 frames in a full campaign, sent {frames}");
+    assert!(agreement >= 0.999, "agreement {:.4} % < 99.9 %:\n{report}", 100.0 * agreement);
+    let json: serde_json::Value =
+        serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("fuzz-peer JSON: {e}\n{out}"));
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(json["send_errors"], 0, "{out}");
+    assert_eq!(json["peer_unresponsive"], 0, "{out}");
+    assert!(json["probes_sent"].as_u64().unwrap_or(0) >= 1, "{out}");
+    assert_eq!(json["probes_answered"], json["probes_sent"], "{out}");
+    let pa = json["predicted_accept"].as_u64().unwrap();
+    let d = (after - before).abs_diff(pa);
+    assert!(
+        d as f64 <= 0.001 * json["sent"].as_f64().unwrap(),
+        "fuzz-peer predicted {pa}, the guest counted {}",
+        after - before
+    );
+}
+
+/// The finding behind `--kill-gsi` (spec/rxe-acceptance.md §3): one UD SEND to QP1 with the
+/// GSI Q_Key and 1000 bytes of payload is counted; afterwards a 6.1 peer's MAD layer no longer
+/// answers an SA Get (its GSI QP is in the error state, nothing to QP1 is counted), while a
+/// 6.12 peer answers as before.
+#[test]
+fn oversize_ud_send_to_qp1_kills_the_gsi_qp() {
+    let mut g = GuestBuilder::new("interop_fuzz_kill_gsi").scenario(SCENARIO).boot();
+    let ep = Endpoints {
+        src_mac: g.tap_mac,
+        dst_mac: GUEST_MAC,
+        src: IpAddr::V4(HOST_IP4),
+        dst: IpAddr::V4(GUEST_IP4),
+        kernel: rxe_kernel(),
+        gsi_index: 16,
+    };
+    let sock = g.raw_socket();
+    let mut gen = Generator::new(1, ep);
+    let answered = |sock: &harness::RawSocket, tid: u64| {
+        sock.recv_until(Duration::from_secs(5), |d| {
+            roce_wire::frame::parse(d)
+                .ok()
+                .and_then(|f| roce_wire::sa::SaMad::parse(f.repr.payload).ok())
+                .is_some_and(|m| m.header.response && m.header.transaction_id == tid)
+        })
+        .0
+    };
+    let (tid, probe) = gen.sa_probe();
+    sock.send(&probe).unwrap();
+    let before = answered(&sock, tid);
+    g.signal("counters k0");
+    let c0 = g.counters("k0", T)["rcvd_pkts"];
+    // the oversize SEND, built like a MAD to QP1 but 1000 bytes long
+    let big = vec![0x01u8; 1000];
+    let mut b = roce_wire::bth::Repr::new(roce_wire::bth::Opcode::UdSendOnly, 1, 5);
+    b.ack_req = true;
+    let r = roce_wire::frame::FrameRepr::new(
+        ep.src_mac,
+        ep.dst_mac,
+        ep.src,
+        ep.dst,
+        b,
+        roce_wire::ext::ExtHeaders::deth(roce_wire::GSI_QKEY, 1),
+        &big,
+    )
+    .with_auto_pad();
+    let mut f = vec![0u8; r.buffer_len()];
+    r.emit(&mut f).unwrap();
+    assert!(ep.predict(&f).is_ok(), "the predictor counts it");
+    sock.send(&f).unwrap();
+    g.signal("counters k1");
+    let c1 = g.counters("k1", T)["rcvd_pkts"];
+    let (tid, probe) = gen.sa_probe();
+    sock.send(&probe).unwrap();
+    let after = answered(&sock, tid);
+    g.signal("counters k2");
+    let c2 = g.counters("k2", T)["rcvd_pkts"];
+    let report = format!(
+        "kernel {}: probe answered before {before}; rcvd_pkts {c0} -> {c1} (oversize SEND) -> {c2} (probe); probe answered after {after}\n",
+        g.kernel_version
+    );
+    std::fs::write(g.artefacts.join("report.txt"), &report).unwrap();
+    g.signal("end");
+    g.finish();
+    println!("{report}");
+    assert!(before, "the GSI QP answered before");
+    assert_eq!(c1 - c0, 1, "the oversize SEND is counted");
+    match rxe_kernel() {
+        // 6.1: the length error completes in error and the GSI QP goes to the error state
+        RxeKernel::V6_1 => assert!(!after, "6.1: after the oversize SEND the GSI QP no longer answers:\n{report}"),
+        // 6.12: the GSI QP survives it
+        RxeKernel::V6_12 => {
+            assert!(after, "6.12: the GSI QP still answers after the oversize SEND:\n{report}");
+            assert_eq!(c2 - c1, 1, "6.12: the probe is counted");
+        }
+    }
+}
