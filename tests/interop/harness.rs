@@ -649,12 +649,14 @@ impl Guest {
     }
 
     /// (exit code, stdout+stderr) of a host-side shell command in the namespace.
+    ///
+    /// Every counters line a `roce` tool printed must say `send_errors 0`: a frame the device
+    /// refused never reached the peer, so the peer's counts would not be what the test expects.
     pub fn run_in_netns(&self, cmd: &str) -> (i32, String) {
         let o = self.exec_in_netns(cmd);
-        (
-            o.status.code().unwrap_or(-1),
-            format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
-        )
+        let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert_no_send_errors(cmd, &out);
+        (o.status.code().unwrap_or(-1), out)
     }
 
     /// Run `f` on a thread that has entered the namespace (sockets it opens stay there).
@@ -910,5 +912,13 @@ impl RawSocket {
     /// The interface index it is bound to.
     pub fn ifindex(&self) -> i32 {
         self.ifindex
+    }
+}
+
+/// Fail when a tool's output reports device send errors (`send_errors N`, N > 0).
+pub fn assert_no_send_errors(cmd: &str, out: &str) {
+    for (at, _) in out.match_indices("send_errors ") {
+        let n: String = out[at + "send_errors ".len()..].chars().take_while(char::is_ascii_digit).collect();
+        assert!(n.is_empty() || n == "0", "{cmd}: the device refused frames (send_errors {n}):\n{out}");
     }
 }
