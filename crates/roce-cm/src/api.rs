@@ -8,9 +8,10 @@ use std::net::{IpAddr, SocketAddr};
 use roce_wire::mcmember::JoinState;
 
 use crate::cm::ConnectParam;
+use crate::ctx::Work;
 use crate::event::{CmEvent, EventKind, EventParam};
 use crate::id::{link_local_without_scope, wildcard_like, BindInfo, CmId, CmState, PortSpace, QpType};
-use crate::stack::{Stack, Work};
+use crate::stack::Stack;
 use crate::{Errno, Instant};
 
 /// What the stack keeps per `rdma_cm_id`.
@@ -313,11 +314,7 @@ impl Stack {
     }
 
     pub(crate) fn resolve_deadline(&mut self, id: CmId) {
-        for n in self.neighbors.values_mut() {
-            if let crate::neigh::Neighbor::Incomplete { resolvers, .. } = n {
-                resolvers.retain(|x| *x != id);
-            }
-        }
+        self.forget_resolver(id);
         self.addr_error(id, Errno::ETIMEDOUT);
     }
 
@@ -470,7 +467,7 @@ impl Stack {
         self.release_port(id);
         self.cancel_queries(id);
         self.ids.remove(&id);
-        self.events.retain(|e| e.id != id);
+        self.out.events.retain(|e| e.id != id);
         Ok(())
     }
 
@@ -480,11 +477,7 @@ impl Stack {
         self.unschedule(
             |w| matches!(w, Work::AddrResolved(x) | Work::RouteResolved(x) | Work::ResolveDeadline(x) if *x == id),
         );
-        for n in self.neighbors.values_mut() {
-            if let crate::neigh::Neighbor::Incomplete { resolvers, .. } = n {
-                resolvers.retain(|x| *x != id);
-            }
-        }
+        self.forget_resolver(id);
     }
 
     /// `rdma_set_reuseaddr`: allowed when (reuse and not LISTEN) or in IDLE.

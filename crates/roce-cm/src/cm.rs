@@ -27,9 +27,10 @@ use roce_wire::mad::MadHeader;
 use roce_wire::{Gid, RDMA_UDP_QKEY};
 
 use crate::counters::DropReason;
+use crate::ctx::{Outgoing, Work};
 use crate::event::{AddressHandle, CmEvent, ConnParam, EventKind, EventParam, UdParam};
 use crate::id::{CmId, CmState, QpType};
-use crate::stack::{Outgoing, Stack, Work};
+use crate::stack::Stack;
 use crate::{Errno, Instant};
 
 /// Where a connection stands.
@@ -123,7 +124,7 @@ impl Stack {
     fn cm_send(&mut self, peer: IpAddr, peer_qp: u32, tid: u64, msg: &CmMessage) {
         let mad = msg.to_mad(tid).to_bytes();
         let p = self.gsi_packet(peer, peer_qp, &mad);
-        self.tx.push_back(Outgoing::Roce(p));
+        self.out.push(Outgoing::Roce(p));
     }
 
     fn new_comm_id(&mut self) -> u32 {

@@ -206,3 +206,7 @@ pub(crate) fn wildcard_like(ip: &IpAddr) -> IpAddr {
         IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
     }
 }
+
+/// A member handle (one join of one id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemberKey(pub u64);

@@ -15,6 +15,7 @@ pub mod api;
 pub mod cm;
 pub mod config;
 pub mod counters;
+mod ctx;
 pub mod errno;
 pub mod event;
 pub mod id;

@@ -22,11 +22,12 @@ use roce_wire::{Gid, MULTICAST_QPN, RDMA_UDP_QKEY};
 
 use crate::config::IgmpVersion;
 use crate::counters::DropReason;
+use crate::ctx::{Outgoing, Work};
 use crate::event::{AddressHandle, CmEvent, EventKind, EventParam, UdParam};
 use crate::id::{CmId, PortSpace};
 use crate::neigh::{emit_frame, multicast_mac};
 use crate::sa_client::TxnOwner;
-use crate::stack::{Outgoing, Stack, Work};
+use crate::stack::Stack;
 use crate::{Errno, Instant};
 
 /// The outcome of an application's SA query: the response MAD (whatever its status), or
@@ -78,9 +79,7 @@ impl IdMembers {
     }
 }
 
-/// A member handle (one join of one id).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct MemberKey(pub u64);
+pub use crate::id::MemberKey;
 
 /// Where a member stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -763,7 +762,7 @@ impl Stack {
                 emit_frame(&MldFrame::new(self.cfg.mac, self.cfg.link_local(), msg))
             }
         };
-        self.tx.push_back(Outgoing::Raw(frame.into()));
+        self.out.push(Outgoing::Raw(frame.into()));
     }
 
     /// Answer a query: a report for every group of that family we hold at IP level.
