@@ -5,7 +5,7 @@
 //! client (sa_client.rs) and RC (rc/) own their state; the stack composes them, lends them a
 //! [`Ctx`] (ctx.rs) and routes frames, timers and events between them (spec/engine.md).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
@@ -17,19 +17,22 @@ use roce_wire::frame::{self, rxe_udp_sport, FramePacket, FrameRepr};
 use roce_wire::igmp::IgmpMessage;
 use roce_wire::l2::{self, L2Packet};
 use roce_wire::mad::{MadHeader, MadStatus, Method, MgmtClass};
+use roce_wire::mcmember::JoinState;
 use roce_wire::mld::MldMessage;
+use roce_wire::sa::SaMad;
 use roce_wire::{ContentError, Error as WireError, Gid, GSI_QKEY, MAD_SIZE, MULTICAST_QPN};
 
 use crate::config::StackConfig;
 use crate::counters::{Counters, DropReason};
-pub(crate) use crate::ctx::{splitmix, FastHash, Outgoing, RocePacket, Work};
+pub(crate) use crate::ctx::{splitmix, Outgoing, RocePacket, Work};
 use crate::ctx::{Ctx, Outbox, Rng, Timers};
 use crate::event::CmEvent;
 use crate::id::{CmId, MemberKey, PortTable};
-use crate::mcast::{Group, Member};
+use crate::mcast::{mgid_in_style, Group, McCtx, Member, Multicast, SaQueryResult};
 use crate::neigh::{multicast_mac, Neighbors};
 use crate::qp::{Datagram, UdDest, UdQp, UdQps};
 use crate::sa_client::SaClient;
+use crate::sa_client::TxnOwner;
 use crate::{Errno, Instant};
 
 /// An owner's [`Ctx`], lent from the stack's disjoint fields (so that the owner itself, another
@@ -37,6 +40,20 @@ use crate::{Errno, Instant};
 macro_rules! ctx {
     ($s:expr, $now:expr) => {
         Ctx { cfg: &$s.cfg, now: $now, counters: &mut $s.counters, out: &mut $s.out, timers: &mut $s.timers }
+    };
+}
+
+/// The multicast owner's [`McCtx`], lent the same way.
+macro_rules! mctx {
+    ($s:expr) => {
+        McCtx {
+            cfg: &$s.cfg,
+            out: &mut $s.out,
+            timers: &mut $s.timers,
+            sa: &mut $s.sa,
+            ud: &mut $s.ud,
+            ids: &mut $s.ids,
+        }
     };
 }
 
@@ -72,14 +89,10 @@ pub struct Stack {
     neigh: Neighbors,
     // SA and multicast
     pub(crate) sa: SaClient,
-    pub(crate) groups: HashMap<Gid, Group, FastHash>,
-    pub(crate) members: BTreeMap<MemberKey, Member>,
-    pub(crate) sa_results: VecDeque<crate::mcast::SaQueryResult>,
-    pub(crate) next_member: u64,
-    /// Emptied group containers kept for reuse.
-    pub(crate) spare: crate::mcast::Spare,
-    /// Local users of each IPv4/IPv6 group at IP level (ip_mc_inc_group refcount).
-    pub(crate) ip_group_refs: HashMap<IpAddr, u32, FastHash>,
+    /// Answers to the application's SA queries.
+    sa_results: VecDeque<SaQueryResult>,
+    /// Multicast (groups, members, IGMP/MLD): owned by mcast.rs.
+    mcast: Multicast,
     // QPs
     /// UD QPs: owned by qp.rs.
     ud: UdQps,
@@ -115,12 +128,8 @@ impl Stack {
             ports: PortTable::default(),
             neigh: Neighbors::default(),
             sa,
-            groups: HashMap::default(),
-            members: BTreeMap::new(),
             sa_results: VecDeque::new(),
-            next_member: 1,
-            spare: Default::default(),
-            ip_group_refs: Default::default(),
+            mcast: Multicast::default(),
             ud: UdQps::default(),
             next_qpn: 0x11,
             gsi_psn: 0,
@@ -186,12 +195,7 @@ impl Stack {
         self.timers.schedule(at, w);
     }
 
-    /// Cancel every scheduled instance of exactly this work item.
-    pub(crate) fn cancel(&mut self, w: &Work) {
-        self.timers.cancel(w);
-    }
-
-    /// Cancel every work item matching `pred` (a scan: prefer [`Stack::cancel`]).
+    /// Cancel every work item matching `pred` (a scan: prefer `Timers::cancel`).
     pub(crate) fn unschedule(&mut self, pred: impl Fn(&Work) -> bool) {
         self.timers.unschedule(pred);
     }
@@ -718,7 +722,7 @@ impl Stack {
         for a in v6 {
             s.insert(roce_wire::ndisc::solicited_node_mac(a));
         }
-        for g in self.groups.values() {
+        for g in self.mcast.groups() {
             if let Some(m) = multicast_mac(&g.addr()) {
                 s.insert(m);
             }
@@ -769,6 +773,115 @@ impl Stack {
     /// The next received datagram of a QP.
     pub fn poll_recv(&mut self, qpn: u32) -> Option<Datagram> {
         self.ud.poll_recv(qpn)
+    }
+}
+
+// --------------------------------------------------------------------------------------
+// Multicast (mcast.rs owns groups and members) and the SA client's answers, routed by owner
+
+impl Stack {
+    /// The groups of this port.
+    pub fn groups(&self) -> impl Iterator<Item = &Group> {
+        self.mcast.groups()
+    }
+
+    /// Members of this port (all ids).
+    pub fn members(&self) -> impl Iterator<Item = (&MemberKey, &Member)> {
+        self.mcast.members()
+    }
+
+    /// Outstanding SA transactions.
+    pub fn sa_transactions(&self) -> usize {
+        self.sa.len()
+    }
+
+    /// SA MADs sent (first sends and retransmissions) and retransmissions alone.
+    pub fn sa_sent(&self) -> (u64, u64) {
+        (self.sa.sent, self.sa.retransmissions)
+    }
+
+    /// The MGID of a group address, in the port's style.
+    pub fn mgid(&self, group: &IpAddr) -> Gid {
+        mgid_in_style(&self.cfg, group)
+    }
+
+    /// Join `group` with one join-state bit (see [`Stack::join_multicast`]); the id's state
+    /// was checked by the caller.
+    pub(crate) fn start_join(&mut self, now: Instant, id: CmId, group: IpAddr, join_state: JoinState) {
+        self.mcast.start_join(&mut mctx!(self), now, id, group, join_state);
+    }
+
+    /// Leave one join of `group` by `id` (the first matching, as the kernel does).
+    pub(crate) fn start_leave(&mut self, now: Instant, id: CmId, group: IpAddr) {
+        self.mcast.start_leave(&mut mctx!(self), now, id, group);
+    }
+
+    /// Take a member out of its group.
+    pub(crate) fn remove_member(&mut self, now: Instant, key: MemberKey, report: bool) {
+        self.mcast.remove_member(&mut mctx!(self), now, key, report);
+    }
+
+    pub(crate) fn local_join_done(&mut self, key: MemberKey) {
+        self.mcast.local_join_done(&mut mctx!(self), key);
+    }
+
+    pub(crate) fn send_group_report(&mut self, group: IpAddr, join: bool) {
+        self.mcast.send_group_report(&mut mctx!(self), group, join);
+    }
+
+    /// Answer a query: a report for every group of that family we hold at IP level.
+    pub(crate) fn report_all_groups(&mut self, ipv4: bool) {
+        self.mcast.report_all_groups(&mut mctx!(self), ipv4);
+    }
+
+    /// An SA response arrived on QP1, read in place (`h` its parsed header, `payload` its
+    /// 256 bytes): matched by the SA client, then routed to the transaction's owner.
+    pub(crate) fn handle_sa_response(&mut self, now: Instant, h: &MadHeader, payload: &[u8]) {
+        if payload.len() < SaMad::LEN {
+            self.counters.drop(DropReason::BadMad);
+            return;
+        }
+        let Some(matched) = self.sa.handle_response_header(h) else {
+            self.counters.drop(DropReason::UnsolicitedResponse);
+            return;
+        };
+        self.counters.rx_accepted += 1;
+        match matched.owner {
+            TxnOwner::Join(mgid) => self.mcast.join_answered(&mut mctx!(self), now, mgid, h, payload),
+            TxnOwner::Leave(mgid) => self.mcast.leave_answered(&mut mctx!(self), now, mgid, h.status),
+            TxnOwner::Query(handle) => match SaMad::parse(payload) {
+                Ok(resp) => self.sa_results.push_back(SaQueryResult { handle, result: Ok(resp) }),
+                Err(_) => self.counters.drop(DropReason::BadMad),
+            },
+        }
+    }
+
+    /// Send an SA request (Get, GetTable, …) of the application's to the configured SA; the
+    /// answer (or ETIMEDOUT after the retries) comes from [`Stack::poll_sa_result`]. ENODEV
+    /// without an SA.
+    pub fn sa_query(&mut self, now: Instant, request: SaMad) -> Result<u64, Errno> {
+        if self.cfg.sa.is_none() && self.cfg.sa_transport != crate::config::SaTransport::External {
+            return Err(Errno::ENODEV);
+        }
+        let handle = self.mcast.next_handle();
+        self.sa.start(now, request, TxnOwner::Query(handle));
+        Ok(handle)
+    }
+
+    /// The next answer to an [`Stack::sa_query`].
+    pub fn poll_sa_result(&mut self) -> Option<SaQueryResult> {
+        self.sa_results.pop_front()
+    }
+
+    /// An SA transaction ran out of time.
+    pub(crate) fn sa_transaction_failed(&mut self, now: Instant, _tid: u64, owner: TxnOwner, sa_status: Option<u16>) {
+        match owner {
+            TxnOwner::Join(mgid) => self.mcast.join_timed_out(&mut mctx!(self), now, mgid, sa_status),
+            TxnOwner::Leave(mgid) => self.mcast.leave_timed_out(&mut mctx!(self), now, mgid, sa_status),
+            TxnOwner::Query(handle) => {
+                self.sa_results.push_back(SaQueryResult { handle, result: Err(Errno::ETIMEDOUT) })
+            }
+        }
     }
 }
 
