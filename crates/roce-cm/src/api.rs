@@ -14,43 +14,7 @@ use crate::id::{link_local_without_scope, wildcard_like, BindInfo, CmId, CmState
 use crate::stack::Stack;
 use crate::{Errno, Instant};
 
-/// What the stack keeps per `rdma_cm_id`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdRecord {
-    /// Port space.
-    pub ps: PortSpace,
-    /// QP type.
-    pub qp_type: QpType,
-    /// State.
-    pub state: CmState,
-    /// Source address and port (after bind or resolution).
-    pub src: Option<SocketAddr>,
-    /// Destination (after resolve_addr).
-    pub dst: Option<SocketAddr>,
-    /// Whether the port is held in the port table.
-    pub(crate) bound: bool,
-    /// SO_REUSEADDR.
-    pub reuseaddr: bool,
-    /// IPV6_V6ONLY-like: the address family only.
-    pub afonly: bool,
-    pub(crate) afonly_set: bool,
-    /// Whether a device is attached (a specific bind or a resolved address).
-    pub has_device: bool,
-    /// The UD QP associated with the id (rdma_create_qp).
-    pub qpn: Option<u32>,
-    pub(crate) members: crate::mcast::IdMembers,
-    pub(crate) conn: Option<u32>,
-    /// Whether an IB CM id is attached (cma.c `id_priv->cm_id.ib`): from a successful
-    /// `rdma_connect`, a received request (child ids) or `rdma_listen` on a device, until the
-    /// id is destroyed. `rdma_reject` and `rdma_disconnect` need one (else EINVAL).
-    pub(crate) cm_id: bool,
-    /// The listener a child id came from.
-    pub listen_parent: Option<CmId>,
-    /// `rdma_set_service_type`: the ToS (RoCE traffic class) of the id's connection.
-    pub tos: Option<u8>,
-    /// `rdma_restrict_node_type`: 0 unspecified, 1 IB CA, 4 RNIC.
-    pub(crate) restricted_node_type: u8,
-}
+pub use crate::id::IdRecord;
 
 impl Stack {
     pub(crate) fn alloc_id(&mut self, ps: PortSpace, qp_type: QpType) -> CmId {

@@ -14,6 +14,7 @@
 pub mod api;
 pub mod cm;
 pub mod config;
+mod conn;
 pub mod counters;
 mod ctx;
 pub mod errno;

@@ -9,7 +9,7 @@
 //! fell to zero, on `rec`, mask 0x10003; a failed Delete is retried up to 3 more times.
 //! A leave never blocks: it is a state, emitted on the next poll.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 
 use roce_wire::igmp::IgmpMessage;
@@ -39,46 +39,7 @@ pub struct SaQueryResult {
     pub result: Result<SaMad, Errno>,
 }
 
-/// An id's joins, indexed by group so that a leave finds the id's first join of a group, and
-/// the last leave of a group is seen, in O(log n) however many groups the id holds.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IdMembers {
-    by_group: BTreeSet<(IpAddr, MemberKey)>,
-}
-
-impl IdMembers {
-    pub(crate) fn insert(&mut self, group: IpAddr, k: MemberKey) {
-        self.by_group.insert((group, k));
-    }
-    pub(crate) fn remove(&mut self, group: IpAddr, k: MemberKey) {
-        self.by_group.remove(&(group, k));
-    }
-    /// The id's first (oldest) join of `group`.
-    pub(crate) fn first_of(&self, group: IpAddr) -> Option<MemberKey> {
-        self.by_group.range((group, MemberKey(0))..=(group, MemberKey(u64::MAX))).next().map(|(_, k)| *k)
-    }
-    pub(crate) fn has_group(&self, group: IpAddr) -> bool {
-        self.first_of(group).is_some()
-    }
-    /// Every join of the id.
-    pub fn keys(&self) -> Vec<MemberKey> {
-        self.by_group.iter().map(|(_, k)| *k).collect()
-    }
-    /// Whether the id holds this join (linear: for checks, not for the data path).
-    pub fn contains(&self, k: &MemberKey) -> bool {
-        self.by_group.iter().any(|(_, x)| x == k)
-    }
-    /// Number of joins.
-    pub fn len(&self) -> usize {
-        self.by_group.len()
-    }
-    /// Whether the id holds no join.
-    pub fn is_empty(&self) -> bool {
-        self.by_group.is_empty()
-    }
-}
-
-pub use crate::id::MemberKey;
+pub use crate::id::{IdMembers, MemberKey};
 
 /// Where a member stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

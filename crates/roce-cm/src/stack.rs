@@ -82,7 +82,7 @@ pub struct Stack {
     pub(crate) timers: Timers,
     pub(crate) now: Instant,
     // ids
-    pub(crate) ids: BTreeMap<CmId, crate::api::IdRecord>,
+    pub(crate) ids: BTreeMap<CmId, crate::id::IdRecord>,
     pub(crate) next_id: u32,
     pub(crate) ports: PortTable,
     /// Neighbours (ARP/ND): owned by neigh.rs.
@@ -102,7 +102,7 @@ pub struct Stack {
     pub(crate) mad_agents: Vec<u8>,
     pub(crate) mad_requests: VecDeque<MadRequest>,
     // CM
-    pub(crate) conns: BTreeMap<u32, crate::cm::Conn>,
+    pub(crate) conns: BTreeMap<u32, crate::conn::Conn>,
     /// RC QPs, memory regions and their completion queue (owned by rc/).
     pub(crate) rc: crate::rc::Rc,
 }
