@@ -494,22 +494,31 @@ impl Stack {
 }
 
 /// The ids as multicast sees them (mcast.rs asks for nothing else).
-impl crate::mcast::MemberIds for std::collections::BTreeMap<CmId, IdRecord> {
+impl crate::mcast::MemberIds for crate::id::IdTable {
+    #[inline]
     fn port_space(&self, id: CmId) -> Option<PortSpace> {
         self.get(&id).map(|r| r.ps)
     }
 
+    #[inline]
     fn qpn(&self, id: CmId) -> Option<u32> {
         self.get(&id).and_then(|r| r.qpn)
     }
 
+    #[inline]
     fn takes_multicast_events(&self, id: CmId) -> bool {
         // Destroyed ids, and ids whose device went away, get no multicast events
         // (cma_ib_mc_handler / cma_work_handler skip DESTROYING and DEVICE_REMOVAL).
         self.get(&id).is_some_and(|r| r.state != CmState::DeviceRemoval)
     }
 
+    #[inline]
     fn members_mut(&mut self, id: CmId) -> Option<&mut crate::mcast::IdMembers> {
         self.get_mut(&id).map(|r| &mut r.members)
+    }
+
+    #[inline]
+    fn members_and_qpn(&mut self, id: CmId) -> Option<(&mut crate::mcast::IdMembers, Option<u32>)> {
+        self.get_mut(&id).map(|r| (&mut r.members, r.qpn))
     }
 }

@@ -205,6 +205,7 @@ impl StackConfig {
     }
 
     /// Whether `ip` is one of the port's addresses.
+    #[inline]
     pub fn is_local(&self, ip: &IpAddr) -> bool {
         match ip {
             IpAddr::V4(a) => self.ipv4.is_some_and(|(x, _)| x == *a),
@@ -213,6 +214,7 @@ impl StackConfig {
     }
 
     /// Our source address for talking to `dst`.
+    #[inline]
     pub fn source_for(&self, dst: &IpAddr) -> Option<IpAddr> {
         match dst {
             IpAddr::V4(_) => self.ipv4.map(|(a, _)| IpAddr::V4(a)),
@@ -227,6 +229,7 @@ impl StackConfig {
     }
 
     /// Whether `dst` is on one of our links (the stack does no routing).
+    #[inline]
     pub fn on_link(&self, dst: &IpAddr) -> bool {
         match dst {
             IpAddr::V4(d) => self.ipv4.is_some_and(|(a, p)| same_prefix_v4(a, *d, p)),

@@ -44,6 +44,7 @@ impl Rng {
     }
 
     /// The next value.
+    #[inline]
     pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = splitmix(self.0);
         self.0
@@ -80,6 +81,7 @@ pub(crate) struct Timers {
 
 impl Timers {
     /// Run `w` at `at`.
+    #[inline]
     pub(crate) fn schedule(&mut self, at: Instant, w: Work) {
         self.seq += 1;
         let key = (at, self.seq);
@@ -97,6 +99,7 @@ impl Timers {
     }
 
     /// Cancel every scheduled instance of exactly this work item.
+    #[inline]
     pub(crate) fn cancel(&mut self, w: &Work) {
         if let Some(keys) = self.index.remove(w) {
             for k in keys {
@@ -114,11 +117,13 @@ impl Timers {
     }
 
     /// The earliest due time.
+    #[inline]
     pub(crate) fn next_due(&self) -> Option<Instant> {
         self.work.keys().next().map(|(t, _)| *t)
     }
 
     /// The next item due at or before `now`, taken out.
+    #[inline]
     pub(crate) fn pop_due(&mut self, now: Instant) -> Option<Work> {
         let (&(at, seq), _) = self.work.iter().next()?;
         if at > now {
@@ -173,11 +178,13 @@ pub(crate) struct Outbox {
 
 impl Outbox {
     /// Queue an event for the application.
+    #[inline]
     pub(crate) fn push_event(&mut self, ev: CmEvent) {
         self.events.push_back(ev);
     }
 
     /// Queue a frame.
+    #[inline]
     pub(crate) fn push(&mut self, o: Outgoing) {
         self.tx.push_back(o);
     }
@@ -185,6 +192,7 @@ impl Outbox {
     /// A payload to queue, cut from the transmit arena: once every frame cut from the arena
     /// has been sent (their `Bytes` dropped), `reserve` takes the same allocation back, so
     /// the steady state allocates nothing per frame.
+    #[inline]
     pub(crate) fn tx_bytes(&mut self, data: &[u8]) -> Bytes {
         if self.arena.capacity() < data.len() {
             self.arena.reserve(TX_ARENA.max(data.len()));

@@ -287,3 +287,6 @@ impl IdMembers {
         self.by_group.is_empty()
     }
 }
+
+/// The ids' table: what the stack keeps per `rdma_cm_id`, by id.
+pub(crate) type IdTable = BTreeMap<CmId, IdRecord>;

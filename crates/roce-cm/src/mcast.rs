@@ -200,6 +200,8 @@ pub(crate) trait MemberIds {
     fn takes_multicast_events(&self, id: CmId) -> bool;
     /// The id's joins, if the id exists.
     fn members_mut(&mut self, id: CmId) -> Option<&mut IdMembers>;
+    /// The id's joins and its QP, if the id exists (one lookup).
+    fn members_and_qpn(&mut self, id: CmId) -> Option<(&mut IdMembers, Option<u32>)>;
 }
 
 /// What the multicast owner is lent for one call: the shared [`Ctx`] parts, the SA client
@@ -210,7 +212,9 @@ pub(crate) struct McCtx<'a> {
     pub timers: &'a mut crate::ctx::Timers,
     pub sa: &'a mut SaClient,
     pub ud: &'a mut UdQps,
-    pub ids: &'a mut dyn MemberIds,
+    /// The ids' table, used only through [`MemberIds`] (static dispatch: the join path stays
+    /// inlined).
+    pub ids: &'a mut crate::id::IdTable,
 }
 
 /// The multicast owner: groups, members, the IP-level (IGMP/MLD) references.
@@ -503,12 +507,14 @@ impl Multicast {
     /// drop its IP-level reference, and let the group's work send what is needed.
     pub(crate) fn remove_member(&mut self, cx: &mut McCtx<'_>, now: Instant, key: MemberKey, report: bool) {
         let Some(m) = self.members.get(&key).cloned() else { return };
-        if let Some(ms) = cx.ids.members_mut(m.id) {
+        if let Some((ms, qpn)) = cx.ids.members_and_qpn(m.id) {
             ms.remove(m.addr, key);
-            let still = ms.has_group(m.addr);
-            if let Some(qpn) = cx.ids.qpn(m.id) {
-                if m.state == MemberState::Joined && m.join_state.0 & 0x0c == 0 && !still {
-                    let _ = cx.ud.detach(qpn, m.mgid);
+            if let Some(qpn) = qpn {
+                if m.state == MemberState::Joined && m.join_state.0 & 0x0c == 0 {
+                    let still = ms.has_group(m.addr);
+                    if !still {
+                        let _ = cx.ud.detach(qpn, m.mgid);
+                    }
                 }
             }
         }

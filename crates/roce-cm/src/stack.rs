@@ -82,7 +82,7 @@ pub struct Stack {
     pub(crate) timers: Timers,
     pub(crate) now: Instant,
     // ids
-    pub(crate) ids: BTreeMap<CmId, crate::id::IdRecord>,
+    pub(crate) ids: crate::id::IdTable,
     pub(crate) next_id: u32,
     pub(crate) ports: PortTable,
     /// Neighbours (ARP/ND): owned by neigh.rs.
@@ -173,24 +173,29 @@ impl Stack {
     }
 
     /// Whether `ip` is one of the port's addresses.
+    #[inline]
     pub fn is_local(&self, ip: &IpAddr) -> bool {
         self.cfg.is_local(ip)
     }
 
     /// Our source address for talking to `dst`.
+    #[inline]
     pub(crate) fn source_for(&self, dst: &IpAddr) -> Option<IpAddr> {
         self.cfg.source_for(dst)
     }
 
     /// Whether `dst` is on one of our links (the stack does no routing).
+    #[inline]
     pub(crate) fn on_link(&self, dst: &IpAddr) -> bool {
         self.cfg.on_link(dst)
     }
 
+    #[inline]
     pub(crate) fn random(&mut self) -> u64 {
         self.rng.next_u64()
     }
 
+    #[inline]
     pub(crate) fn schedule(&mut self, at: Instant, w: Work) {
         self.timers.schedule(at, w);
     }
@@ -200,11 +205,13 @@ impl Stack {
         self.timers.unschedule(pred);
     }
 
+    #[inline]
     pub(crate) fn push_event(&mut self, ev: CmEvent) {
         self.out.push_event(ev);
     }
 
     /// A payload to queue, cut from the transmit arena (see [`Outbox::tx_bytes`]).
+    #[inline]
     pub(crate) fn tx_bytes(&mut self, data: &[u8]) -> Bytes {
         self.out.tx_bytes(data)
     }
@@ -807,16 +814,19 @@ impl Stack {
 
     /// Join `group` with one join-state bit (see [`Stack::join_multicast`]); the id's state
     /// was checked by the caller.
+    #[inline]
     pub(crate) fn start_join(&mut self, now: Instant, id: CmId, group: IpAddr, join_state: JoinState) {
         self.mcast.start_join(&mut mctx!(self), now, id, group, join_state);
     }
 
     /// Leave one join of `group` by `id` (the first matching, as the kernel does).
+    #[inline]
     pub(crate) fn start_leave(&mut self, now: Instant, id: CmId, group: IpAddr) {
         self.mcast.start_leave(&mut mctx!(self), now, id, group);
     }
 
     /// Take a member out of its group.
+    #[inline]
     pub(crate) fn remove_member(&mut self, now: Instant, key: MemberKey, report: bool) {
         self.mcast.remove_member(&mut mctx!(self), now, key, report);
     }
