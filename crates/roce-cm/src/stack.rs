@@ -323,8 +323,8 @@ impl Stack {
         match &mut r.ip {
             frame::IpHeader::V4(h) => {
                 h.time_to_live = p.hop_limit;
-                h.dscp = etherparse::IpDscp::try_new(p.traffic_class >> 2).unwrap_or(etherparse::IpDscp::ZERO);
-                h.ecn = etherparse::IpEcn::try_new(p.traffic_class & 3).unwrap_or(etherparse::IpEcn::ZERO);
+                h.dscp = roce_wire::IpDscp::try_new(p.traffic_class >> 2).unwrap_or(roce_wire::IpDscp::ZERO);
+                h.ecn = roce_wire::IpEcn::try_new(p.traffic_class & 3).unwrap_or(roce_wire::IpEcn::ZERO);
             }
             frame::IpHeader::V6(h) => {
                 h.hop_limit = p.hop_limit;
