@@ -65,10 +65,10 @@ pub mod ndisc;
 pub mod serde_support;
 
 pub use error::{ContentError, Error, Layer, Result};
-pub use gid::Gid;
 /// The IPv4 header's DSCP and ECN fields, for dependents that set a frame's traffic class
 /// (re-exported so that they need no etherparse of their own).
 pub use etherparse::{IpDscp, IpEcn};
+pub use gid::Gid;
 
 /// The UDP destination port of RoCEv2.
 pub const ROCEV2_UDP_PORT: u16 = 4791;
