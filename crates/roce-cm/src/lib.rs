@@ -19,6 +19,7 @@ pub mod counters;
 mod ctx;
 pub mod errno;
 pub mod event;
+mod gsi;
 pub mod id;
 pub mod mcast;
 pub mod neigh;

@@ -12,7 +12,6 @@ use bytes::Bytes;
 use std::net::IpAddr;
 
 use roce_wire::bth::{self, Opcode};
-use roce_wire::ext::ExtHeaders;
 use roce_wire::frame::{self, rxe_udp_sport, FramePacket, FrameRepr};
 use roce_wire::igmp::IgmpMessage;
 use roce_wire::l2::{self, L2Packet};
@@ -27,6 +26,7 @@ use crate::counters::{Counters, DropReason};
 pub(crate) use crate::ctx::{splitmix, Outgoing, RocePacket, Work};
 use crate::ctx::{Ctx, Outbox, Rng, Timers};
 use crate::event::CmEvent;
+use crate::gsi::Gsi;
 use crate::id::{CmId, MemberKey, PortTable};
 use crate::mcast::{mgid_in_style, Group, McCtx, Member, Multicast, SaQueryResult};
 use crate::neigh::{multicast_mac, Neighbors};
@@ -57,18 +57,7 @@ macro_rules! mctx {
     };
 }
 
-/// A MAD request delivered to a registered agent (the umad-like hook an SA host uses).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MadRequest {
-    /// The requester's address.
-    pub src: IpAddr,
-    /// The requester's QP (DETH SrcQP).
-    pub src_qp: u32,
-    /// The requester's GID (its IP as a GID).
-    pub src_gid: Gid,
-    /// The 256-byte MAD.
-    pub mad: [u8; MAD_SIZE],
-}
+pub use crate::gsi::MadRequest;
 
 /// One RoCE port's engine. See the crate docs.
 #[derive(Debug)]
@@ -98,9 +87,8 @@ pub struct Stack {
     ud: UdQps,
     /// The next QPN, shared by UD and RC QPs.
     pub(crate) next_qpn: u32,
-    pub(crate) gsi_psn: u32,
-    pub(crate) mad_agents: Vec<u8>,
-    pub(crate) mad_requests: VecDeque<MadRequest>,
+    /// QP1's sender and agent queue: owned by gsi.rs.
+    gsi: Gsi,
     // CM
     pub(crate) conns: BTreeMap<u32, crate::conn::Conn>,
     /// RC QPs, memory regions and their completion queue (owned by rc/).
@@ -132,9 +120,7 @@ impl Stack {
             mcast: Multicast::default(),
             ud: UdQps::default(),
             next_qpn: 0x11,
-            gsi_psn: 0,
-            mad_agents: Vec::new(),
-            mad_requests: VecDeque::new(),
+            gsi: Gsi::default(),
             conns: BTreeMap::new(),
             rc: crate::rc::Rc::new(splitmix(seed ^ 0x0c0c)),
             cfg,
@@ -208,12 +194,6 @@ impl Stack {
     #[inline]
     pub(crate) fn push_event(&mut self, ev: CmEvent) {
         self.out.push_event(ev);
-    }
-
-    /// A payload to queue, cut from the transmit arena (see [`Outbox::tx_bytes`]).
-    #[inline]
-    pub(crate) fn tx_bytes(&mut self, data: &[u8]) -> Bytes {
-        self.out.tx_bytes(data)
     }
 
     // ----------------------------------------------------------------------------------
@@ -342,14 +322,14 @@ impl Stack {
             return None;
         }
         let mac = self.neighbor_mac(&sa)?;
-        let p = self.gsi_header(sa, 1, Bytes::new());
+        let p = self.gsi.header(self.cfg.pkey, sa, 1, Bytes::new());
         let mut r = self.roce_repr(&p, mac, &[])?;
         r.bth.pad_count = 0; // a MAD is 256 bytes: no pad
         let at = r.header_len();
         if r.buffer_len() + MAD_SIZE > buf.len() || !self.sa.poll_outgoing_into(now, &mut buf[at..at + MAD_SIZE]) {
             return None;
         }
-        self.gsi_psn = (self.gsi_psn + 1) & 0xff_ffff;
+        self.gsi.advance();
         match r.emit_around(buf, MAD_SIZE) {
             Ok(n) => Some(n),
             Err(_) => {
@@ -360,29 +340,9 @@ impl Stack {
         }
     }
 
-    /// The headers of a UD SEND_ONLY on QP1 (PSN not advanced).
-    fn gsi_header(&self, dst: IpAddr, dst_qp: u32, payload: Bytes) -> RocePacket {
-        let mut b = bth::Repr::new(Opcode::UdSendOnly, dst_qp, self.gsi_psn);
-        b.pkey = self.cfg.pkey;
-        b.ack_req = true; // rxe sets AckReq on GSI (QP1 is type GSI, not UD)
-        RocePacket {
-            dst,
-            dst_mac: None,
-            src_qp: 1,
-            bth: b,
-            ext: ExtHeaders::deth(GSI_QKEY, 1),
-            payload,
-            hop_limit: 64,
-            traffic_class: 0,
-        }
-    }
-
     /// A UD SEND_ONLY on QP1 carrying a MAD, framed as rxe frames GSI traffic.
     pub(crate) fn gsi_packet(&mut self, dst: IpAddr, dst_qp: u32, mad: &[u8]) -> RocePacket {
-        let payload = self.tx_bytes(mad);
-        let p = self.gsi_header(dst, dst_qp, payload);
-        self.gsi_psn = (self.gsi_psn + 1) & 0xff_ffff;
-        p
+        self.gsi.packet(&mut self.out, self.cfg.pkey, dst, dst_qp, mad)
     }
 
     // ----------------------------------------------------------------------------------
@@ -556,10 +516,10 @@ impl Stack {
             }
             return;
         }
-        if self.mad_agents.contains(&class) {
+        if self.gsi.has_agent(class) {
             let mut mad = [0u8; MAD_SIZE];
             mad.copy_from_slice(payload);
-            self.mad_requests.push_back(MadRequest { src, src_qp, src_gid: Gid::from_ip(src), mad });
+            self.gsi.deliver(MadRequest { src, src_qp, src_gid: Gid::from_ip(src), mad });
             self.counters.rx_accepted += 1;
             return;
         }
@@ -607,14 +567,12 @@ impl Stack {
     /// Receive MAD requests of management class `mgmt_class` (e.g. 0x03 for an SA) instead of
     /// answering them with status 0x000C: they queue for [`Stack::poll_mad_request`].
     pub fn register_mad_agent(&mut self, mgmt_class: u8) {
-        if !self.mad_agents.contains(&mgmt_class) {
-            self.mad_agents.push(mgmt_class);
-        }
+        self.gsi.register(mgmt_class);
     }
 
     /// The next MAD request for a registered agent.
     pub fn poll_mad_request(&mut self) -> Option<MadRequest> {
-        self.mad_requests.pop_front()
+        self.gsi.poll_request()
     }
 
     /// Send a MAD from QP1 to `dst`'s QP `dst_qp` (an agent's response).
