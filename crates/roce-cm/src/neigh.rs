@@ -2,7 +2,7 @@
 //! probe count and interval; frames wait for their MAC and are counted as dropped when
 //! resolution fails. Also answers ARP/NS for our addresses.
 //!
-//! [`Neighbors`] owns the table; the stack lends it a [`Ctx`] to send probes and answers,
+//! `Neighbors` owns the table; the stack lends it a `Ctx` to send probes and answers,
 //! release parked packets and schedule address resolutions. Ids whose resolution failed
 //! are handed back to the caller (the ids' owner reports them).
 

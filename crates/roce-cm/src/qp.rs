@@ -3,8 +3,8 @@
 //! source information; Q_Key and P_Key enforced on receive [rxe_recv.c check_keys,
 //! rxe_rcv_mcast_pkt; rxe_mcast.c].
 //!
-//! [`UdQps`] owns the UD QPs; QP numbers come from the stack (UD and RC QPs share one
-//! numbering), frames leave through the [`Ctx`] the stack lends.
+//! `UdQps` owns the UD QPs; QP numbers come from the stack (UD and RC QPs share one
+//! numbering), frames leave through the `Ctx` the stack lends.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::IpAddr;

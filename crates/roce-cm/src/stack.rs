@@ -1,9 +1,9 @@
-//! The engine: one [`Stack`] per RoCE port. This file holds the state, the inputs
-//! (`handle_frame`, `handle_timeout`) and the outputs (`poll_transmit`, `poll_timeout`,
-//! `poll_event`); the API calls live beside the parts they drive (`api.rs` for ids,
-//! `mcast.rs` for multicast, `cm.rs` for CM). Neighbours (neigh.rs), UD QPs (qp.rs), the SA
-//! client (sa_client.rs) and RC (rc/) own their state; the stack composes them, lends them a
-//! [`Ctx`] (ctx.rs) and routes frames, timers and events between them (spec/engine.md).
+//! The engine: one [`Stack`] per RoCE port. This file holds the composition, the inputs
+//! (`handle_frame`, `handle_timeout`), the outputs (`poll_transmit`, `poll_timeout`,
+//! `poll_event`) and the routing between the owners: neighbours (neigh.rs), UD QPs (qp.rs),
+//! multicast (mcast.rs), the SA client (sa_client.rs), QP1 (gsi.rs) and RC (rc/) each own
+//! their state, and the stack lends them a `Ctx` (ctx.rs) for one call (spec/engine.md). The
+//! id calls (api.rs) and CM (cm.rs) are still `Stack` methods.
 
 use std::collections::{BTreeMap, VecDeque};
 
