@@ -82,6 +82,20 @@ impl core::fmt::Display for MacAddr {
     }
 }
 
+/// Bytes displayed as one lower-case hex string without separators (`0a1b…`): the one hex
+/// formatter of the workspace (JSON output of byte arrays uses it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HexBytes<'a>(pub &'a [u8]);
+
+impl core::fmt::Display for HexBytes<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
 /// The UDP destination port of RoCEv2.
 pub const ROCEV2_UDP_PORT: u16 = 4791;
 /// The multicast destination QP number.
@@ -102,5 +116,6 @@ mod tests {
         extern crate std;
         use std::string::ToString;
         assert_eq!(super::MacAddr([0x02, 0, 0xab, 0x10, 0xff, 1]).to_string(), "02:00:ab:10:ff:01");
+        assert_eq!(super::HexBytes(&[0x0a, 0x1b, 0xff]).to_string(), "0a1bff");
     }
 }
