@@ -12,7 +12,6 @@ use std::time::Duration;
 use roce_cm::event::{EventParam, UdParam};
 use roce_cm::{CmEvent, CmId, EventKind, MulticastPaths, PortSpace, QpType, Stack, StackConfig, UdDest};
 use roce_net::{LinkConfig, NodeId, SaHost, SimNet};
-use roce_sa::SaConfig;
 use roce_wire::mcmember::JoinState;
 
 /// The most datagrams the demo sends: B's UD QP queues at most this many
@@ -122,7 +121,7 @@ impl Demo {
         let a = net.add(Stack::new(ca), link.clone());
         let b = net.add(Stack::new(cb), link);
         let sa = net.add(
-            SaHost::new(csa, SaConfig::default()),
+            SaHost::with_defaults(csa),
             LinkConfig { latency: Duration::from_micros(50), ..LinkConfig::default() },
         );
         Demo { net, a, b, sa, printed: 0, report: DemoReport::default(), events_a: Vec::new(), events_b: Vec::new() }

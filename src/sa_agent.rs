@@ -185,7 +185,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
     crate::status!(
         "sa-agent: registered agent {agent} on {path} for class 0x03 version 2 (Get, Set, GetTable, Delete) on QP1"
     );
-    let mut sa = SaResponder::new(sa_config);
+    let mut sa = SaResponder::new(sa_config).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let end = duration.map(|d| Instant::now() + d);
     let mut buf = [0u8; UMAD_HDR_LEN + MAD_SIZE * 2];
     loop {

@@ -635,7 +635,7 @@ pub fn sa_query(port: &PortOptions, mgid: Option<Gid>) -> u8 {
 pub fn sa_server(port: &PortOptions, duration: Option<Duration>) -> u8 {
     const TOOL: &str = "roce sa-server";
     let mut d = match open_port(port) {
-        Ok(d) => d.with_sa(roce_sa::SaResponder::new(roce_sa::SaConfig::default())),
+        Ok(d) => d.with_sa(roce_sa::SaResponder::with_defaults()),
         Err(e) => {
             eprintln!("{TOOL}: {}", e.message);
             return e.status;

@@ -14,7 +14,6 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use roce_cm::{CmId, EventKind, Instant, MulticastPaths, PortSpace, QpType, Stack, StackConfig};
 use roce_net::SaHost;
-use roce_sa::SaConfig;
 use roce_wire::mcmember::JoinState;
 
 struct Counting;
@@ -66,7 +65,7 @@ impl Pair {
         cfg.sa = Some(IpAddr::V4(SA));
         cfg.multicast_paths = MulticastPaths::SA_ONLY;
         let mut a = Stack::new(cfg);
-        let sa = SaHost::new(StackConfig::new([2, 0, 0, 0, 0, 2], SA, 16), SaConfig::default());
+        let sa = SaHost::with_defaults(StackConfig::new([2, 0, 0, 0, 0, 2], SA, 16));
         let id = a.create_id(PortSpace::Udp, QpType::Ud).unwrap();
         a.bind_addr(id, SocketAddr::new(IpAddr::V4(A), 0)).unwrap();
         Pair { a, sa, id, buf: vec![0; 65_536], now: Instant::ZERO, stack_allocs: 0, sa_allocs: 0 }

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use roce_cm::{CmId, EventKind, Instant, MulticastPaths, PortSpace, QpType, Stack, StackConfig};
 use roce_net::{LinkConfig, NodeId, SaHost, SimNet};
-use roce_sa::SaConfig;
 use roce_wire::mcmember::JoinState;
 
 const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -45,7 +44,7 @@ fn setup(seed: u64) -> Run {
     let a = net.add(Stack::new(cfg), lossy());
     let mut scfg = StackConfig::new([0x52, 0x54, 0, 0x12, 0x34, 0x56], SA, 24);
     scfg.seed = seed ^ 0xffff;
-    let sa = net.add(SaHost::new(scfg, SaConfig::default()), LinkConfig::default());
+    let sa = net.add(SaHost::with_defaults(scfg), LinkConfig::default());
     Run { net, a, sa }
 }
 

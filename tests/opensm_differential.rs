@@ -1018,7 +1018,7 @@ fn both() -> (OpenSm, Ours, Ports) {
     let mut cfg = SaConfig::infiniband(me.gid_prefix());
     cfg.mtu = pi[41] & 0x0F; // PortInfo MTUCap
     cfg.rate = port_rate(pi);
-    let ours = Ours { sa: SaResponder::new(cfg), ports };
+    let ours = Ours { sa: SaResponder::new(cfg).expect("a valid SaConfig"), ports };
     (OpenSm { me, other, _fabric: fabric }, ours, ports)
 }
 

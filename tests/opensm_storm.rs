@@ -201,7 +201,7 @@ fn storm_1000_groups_join_and_leave() {
     let me = client.port_gid();
     let mut cfg = SaConfig::infiniband(client.gid_prefix());
     cfg.mtu = client.port_info()[41] & 0x0F; // PortInfo MTUCap, as OpenSM sizes groups
-    let mut ours = Ours { sa: SaResponder::new(cfg), from: Requester::new(me, 1) };
+    let mut ours = Ours { sa: SaResponder::new(cfg).expect("a valid SaConfig"), from: Requester::new(me, 1) };
     let mut osm = OpenSm { client, fabric };
     let mut d = Driver { me, tid: 0x0000_5707_0000_0000 };
 

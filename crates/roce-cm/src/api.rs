@@ -8,48 +8,13 @@ use std::net::{IpAddr, SocketAddr};
 use roce_wire::mcmember::JoinState;
 
 use crate::cm::ConnectParam;
+use crate::ctx::Work;
 use crate::event::{CmEvent, EventKind, EventParam};
 use crate::id::{link_local_without_scope, wildcard_like, BindInfo, CmId, CmState, PortSpace, QpType};
-use crate::stack::{Stack, Work};
+use crate::stack::Stack;
 use crate::{Errno, Instant};
 
-/// What the stack keeps per `rdma_cm_id`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdRecord {
-    /// Port space.
-    pub ps: PortSpace,
-    /// QP type.
-    pub qp_type: QpType,
-    /// State.
-    pub state: CmState,
-    /// Source address and port (after bind or resolution).
-    pub src: Option<SocketAddr>,
-    /// Destination (after resolve_addr).
-    pub dst: Option<SocketAddr>,
-    /// Whether the port is held in the port table.
-    pub(crate) bound: bool,
-    /// SO_REUSEADDR.
-    pub reuseaddr: bool,
-    /// IPV6_V6ONLY-like: the address family only.
-    pub afonly: bool,
-    pub(crate) afonly_set: bool,
-    /// Whether a device is attached (a specific bind or a resolved address).
-    pub has_device: bool,
-    /// The UD QP associated with the id (rdma_create_qp).
-    pub qpn: Option<u32>,
-    pub(crate) members: crate::mcast::IdMembers,
-    pub(crate) conn: Option<u32>,
-    /// Whether an IB CM id is attached (cma.c `id_priv->cm_id.ib`): from a successful
-    /// `rdma_connect`, a received request (child ids) or `rdma_listen` on a device, until the
-    /// id is destroyed. `rdma_reject` and `rdma_disconnect` need one (else EINVAL).
-    pub(crate) cm_id: bool,
-    /// The listener a child id came from.
-    pub listen_parent: Option<CmId>,
-    /// `rdma_set_service_type`: the ToS (RoCE traffic class) of the id's connection.
-    pub tos: Option<u8>,
-    /// `rdma_restrict_node_type`: 0 unspecified, 1 IB CA, 4 RNIC.
-    pub(crate) restricted_node_type: u8,
-}
+pub use crate::id::IdRecord;
 
 impl Stack {
     pub(crate) fn alloc_id(&mut self, ps: PortSpace, qp_type: QpType) -> CmId {
@@ -313,11 +278,7 @@ impl Stack {
     }
 
     pub(crate) fn resolve_deadline(&mut self, id: CmId) {
-        for n in self.neighbors.values_mut() {
-            if let crate::neigh::Neighbor::Incomplete { resolvers, .. } = n {
-                resolvers.retain(|x| *x != id);
-            }
-        }
+        self.forget_resolver(id);
         self.addr_error(id, Errno::ETIMEDOUT);
     }
 
@@ -470,7 +431,7 @@ impl Stack {
         self.release_port(id);
         self.cancel_queries(id);
         self.ids.remove(&id);
-        self.events.retain(|e| e.id != id);
+        self.out.events.retain(|e| e.id != id);
         Ok(())
     }
 
@@ -480,11 +441,7 @@ impl Stack {
         self.unschedule(
             |w| matches!(w, Work::AddrResolved(x) | Work::RouteResolved(x) | Work::ResolveDeadline(x) if *x == id),
         );
-        for n in self.neighbors.values_mut() {
-            if let crate::neigh::Neighbor::Incomplete { resolvers, .. } = n {
-                resolvers.retain(|x| *x != id);
-            }
-        }
+        self.forget_resolver(id);
     }
 
     /// `rdma_set_reuseaddr`: allowed when (reuse and not LISTEN) or in IDLE.
@@ -533,5 +490,35 @@ impl Stack {
                 });
             }
         }
+    }
+}
+
+/// The ids as multicast sees them (mcast.rs asks for nothing else).
+impl crate::mcast::MemberIds for crate::id::IdTable {
+    #[inline]
+    fn port_space(&self, id: CmId) -> Option<PortSpace> {
+        self.get(&id).map(|r| r.ps)
+    }
+
+    #[inline]
+    fn qpn(&self, id: CmId) -> Option<u32> {
+        self.get(&id).and_then(|r| r.qpn)
+    }
+
+    #[inline]
+    fn takes_multicast_events(&self, id: CmId) -> bool {
+        // Destroyed ids, and ids whose device went away, get no multicast events
+        // (cma_ib_mc_handler / cma_work_handler skip DESTROYING and DEVICE_REMOVAL).
+        self.get(&id).is_some_and(|r| r.state != CmState::DeviceRemoval)
+    }
+
+    #[inline]
+    fn members_mut(&mut self, id: CmId) -> Option<&mut crate::mcast::IdMembers> {
+        self.get_mut(&id).map(|r| &mut r.members)
+    }
+
+    #[inline]
+    fn members_and_qpn(&mut self, id: CmId) -> Option<(&mut crate::mcast::IdMembers, Option<u32>)> {
+        self.get_mut(&id).map(|r| (&mut r.members, r.qpn))
     }
 }

@@ -26,48 +26,13 @@ use roce_wire::cm::{self, cma_hdr, CmMessage, RejReason, SidrStatus};
 use roce_wire::mad::MadHeader;
 use roce_wire::{Gid, RDMA_UDP_QKEY};
 
+use crate::conn::{Conn, ConnState};
 use crate::counters::DropReason;
+use crate::ctx::{Outgoing, Work};
 use crate::event::{AddressHandle, CmEvent, ConnParam, EventKind, EventParam, UdParam};
 use crate::id::{CmId, CmState, QpType};
-use crate::stack::{Outgoing, Stack, Work};
+use crate::stack::Stack;
 use crate::{Errno, Instant};
-
-/// Where a connection stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ConnState {
-    ReqSent,
-    ReqRcvd,
-    RepSent,
-    Established,
-    DreqSent,
-    TimeWait,
-    SidrReqSent,
-    SidrReqRcvd,
-}
-
-/// One CM connection (or SIDR resolution), keyed by its local communication ID.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Conn {
-    pub id: CmId,
-    pub local_comm_id: u32,
-    pub remote_comm_id: u32,
-    pub peer: IpAddr,
-    pub peer_gsi_qp: u32,
-    pub state: ConnState,
-    pub tid: u64,
-    pub retries_left: u32,
-    pub last: Option<CmMessage>,
-    pub remote_qpn: u32,
-    pub service_id: u64,
-    /// How long to wait for an answer before resending: the CM response timeout, or what
-    /// the peer's MRA asked for.
-    pub resend_after: Duration,
-    /// The peer has sent an MRA for our REQ or REP (MRA_REQ_RCVD / MRA_REP_RCVD): a second
-    /// one changes nothing.
-    pub mra_received: bool,
-    /// The RC QP's negotiated parameters (rc/).
-    pub qp: crate::rc::CmQp,
-}
 
 /// The service timeout of the MRA we send for a REQ the application has not yet answered
 /// (cma.c CMA_CM_MRA_SETTING without its DELAY flag): 4.096 µs × 2^24, about 69 s.
@@ -123,7 +88,7 @@ impl Stack {
     fn cm_send(&mut self, peer: IpAddr, peer_qp: u32, tid: u64, msg: &CmMessage) {
         let mad = msg.to_mad(tid).to_bytes();
         let p = self.gsi_packet(peer, peer_qp, &mad);
-        self.tx.push_back(Outgoing::Roce(p));
+        self.out.push(Outgoing::Roce(p));
     }
 
     fn new_comm_id(&mut self) -> u32 {

@@ -203,4 +203,63 @@ impl StackConfig {
         let m = self.mac;
         Ipv6Addr::from([0xfe, 0x80, 0, 0, 0, 0, 0, 0, m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
     }
+
+    /// Whether `ip` is one of the port's addresses.
+    #[inline]
+    pub fn is_local(&self, ip: &IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(a) => self.ipv4.is_some_and(|(x, _)| x == *a),
+            IpAddr::V6(a) => *a == self.link_local() || self.ipv6.iter().any(|(x, _)| x == a),
+        }
+    }
+
+    /// Our source address for talking to `dst`.
+    #[inline]
+    pub fn source_for(&self, dst: &IpAddr) -> Option<IpAddr> {
+        match dst {
+            IpAddr::V4(_) => self.ipv4.map(|(a, _)| IpAddr::V4(a)),
+            IpAddr::V6(d) => {
+                if (d.segments()[0] & 0xffc0) == 0xfe80 || self.ipv6.is_empty() {
+                    Some(IpAddr::V6(self.link_local()))
+                } else {
+                    Some(IpAddr::V6(self.ipv6[0].0))
+                }
+            }
+        }
+    }
+
+    /// Whether `dst` is on one of our links (the stack does no routing).
+    #[inline]
+    pub fn on_link(&self, dst: &IpAddr) -> bool {
+        match dst {
+            IpAddr::V4(d) => self.ipv4.is_some_and(|(a, p)| same_prefix_v4(a, *d, p)),
+            IpAddr::V6(d) => {
+                (d.segments()[0] & 0xffc0) == 0xfe80 || self.ipv6.iter().any(|(a, p)| same_prefix_v6(*a, *d, *p))
+            }
+        }
+    }
+}
+
+fn same_prefix_v4(a: Ipv4Addr, b: Ipv4Addr, prefix: u8) -> bool {
+    let p = u32::from(prefix.min(32));
+    let mask = if p == 0 { 0 } else { u32::MAX << (32 - p) };
+    (u32::from(a) & mask) == (u32::from(b) & mask)
+}
+
+fn same_prefix_v6(a: Ipv6Addr, b: Ipv6Addr, prefix: u8) -> bool {
+    let p = u32::from(prefix.min(128));
+    let mask = if p == 0 { 0 } else { u128::MAX << (128 - p) };
+    (u128::from(a) & mask) == (u128::from(b) & mask)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes() {
+        assert!(same_prefix_v4(Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 200), 24));
+        assert!(!same_prefix_v4(Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 1, 1), 24));
+        assert!(same_prefix_v6("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap(), 64));
+    }
 }

@@ -206,3 +206,87 @@ pub(crate) fn wildcard_like(ip: &IpAddr) -> IpAddr {
         IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
     }
 }
+
+/// A member handle (one join of one id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemberKey(pub u64);
+
+/// What the stack keeps per `rdma_cm_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdRecord {
+    /// Port space.
+    pub ps: PortSpace,
+    /// QP type.
+    pub qp_type: QpType,
+    /// State.
+    pub state: CmState,
+    /// Source address and port (after bind or resolution).
+    pub src: Option<SocketAddr>,
+    /// Destination (after resolve_addr).
+    pub dst: Option<SocketAddr>,
+    /// Whether the port is held in the port table.
+    pub(crate) bound: bool,
+    /// SO_REUSEADDR.
+    pub reuseaddr: bool,
+    /// IPV6_V6ONLY-like: the address family only.
+    pub afonly: bool,
+    pub(crate) afonly_set: bool,
+    /// Whether a device is attached (a specific bind or a resolved address).
+    pub has_device: bool,
+    /// The UD QP associated with the id (rdma_create_qp).
+    pub qpn: Option<u32>,
+    pub(crate) members: IdMembers,
+    pub(crate) conn: Option<u32>,
+    /// Whether an IB CM id is attached (cma.c `id_priv->cm_id.ib`): from a successful
+    /// `rdma_connect`, a received request (child ids) or `rdma_listen` on a device, until the
+    /// id is destroyed. `rdma_reject` and `rdma_disconnect` need one (else EINVAL).
+    pub(crate) cm_id: bool,
+    /// The listener a child id came from.
+    pub listen_parent: Option<CmId>,
+    /// `rdma_set_service_type`: the ToS (RoCE traffic class) of the id's connection.
+    pub tos: Option<u8>,
+    /// `rdma_restrict_node_type`: 0 unspecified, 1 IB CA, 4 RNIC.
+    pub(crate) restricted_node_type: u8,
+}
+
+/// An id's joins, indexed by group so that a leave finds the id's first join of a group, and
+/// the last leave of a group is seen, in O(log n) however many groups the id holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IdMembers {
+    by_group: BTreeSet<(IpAddr, MemberKey)>,
+}
+
+impl IdMembers {
+    pub(crate) fn insert(&mut self, group: IpAddr, k: MemberKey) {
+        self.by_group.insert((group, k));
+    }
+    pub(crate) fn remove(&mut self, group: IpAddr, k: MemberKey) {
+        self.by_group.remove(&(group, k));
+    }
+    /// The id's first (oldest) join of `group`.
+    pub(crate) fn first_of(&self, group: IpAddr) -> Option<MemberKey> {
+        self.by_group.range((group, MemberKey(0))..=(group, MemberKey(u64::MAX))).next().map(|(_, k)| *k)
+    }
+    pub(crate) fn has_group(&self, group: IpAddr) -> bool {
+        self.first_of(group).is_some()
+    }
+    /// Every join of the id.
+    pub fn keys(&self) -> Vec<MemberKey> {
+        self.by_group.iter().map(|(_, k)| *k).collect()
+    }
+    /// Whether the id holds this join (linear: for checks, not for the data path).
+    pub fn contains(&self, k: &MemberKey) -> bool {
+        self.by_group.iter().any(|(_, x)| x == k)
+    }
+    /// Number of joins.
+    pub fn len(&self) -> usize {
+        self.by_group.len()
+    }
+    /// Whether the id holds no join.
+    pub fn is_empty(&self) -> bool {
+        self.by_group.is_empty()
+    }
+}
+
+/// The ids' table: what the stack keeps per `rdma_cm_id`, by id.
+pub(crate) type IdTable = BTreeMap<CmId, IdRecord>;

@@ -14,9 +14,12 @@
 pub mod api;
 pub mod cm;
 pub mod config;
+mod conn;
 pub mod counters;
+mod ctx;
 pub mod errno;
 pub mod event;
+mod gsi;
 pub mod id;
 pub mod mcast;
 pub mod neigh;

@@ -9,7 +9,7 @@
 //! fell to zero, on `rec`, mask 0x10003; a failed Delete is retried up to 3 more times.
 //! A leave never blocks: it is a state, emitted on the next poll.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 
 use roce_wire::igmp::IgmpMessage;
@@ -21,12 +21,12 @@ use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_OFFSET};
 use roce_wire::{Gid, MULTICAST_QPN, RDMA_UDP_QKEY};
 
 use crate::config::IgmpVersion;
-use crate::counters::DropReason;
+use crate::ctx::{FastHash, Outgoing, Work};
 use crate::event::{AddressHandle, CmEvent, EventKind, EventParam, UdParam};
 use crate::id::{CmId, PortSpace};
 use crate::neigh::{emit_frame, multicast_mac};
-use crate::sa_client::TxnOwner;
-use crate::stack::{Outgoing, Stack, Work};
+use crate::qp::UdQps;
+use crate::sa_client::{SaClient, TxnOwner};
 use crate::{Errno, Instant};
 
 /// The outcome of an application's SA query: the response MAD (whatever its status), or
@@ -39,48 +39,7 @@ pub struct SaQueryResult {
     pub result: Result<SaMad, Errno>,
 }
 
-/// An id's joins, indexed by group so that a leave finds the id's first join of a group, and
-/// the last leave of a group is seen, in O(log n) however many groups the id holds.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IdMembers {
-    by_group: BTreeSet<(IpAddr, MemberKey)>,
-}
-
-impl IdMembers {
-    pub(crate) fn insert(&mut self, group: IpAddr, k: MemberKey) {
-        self.by_group.insert((group, k));
-    }
-    pub(crate) fn remove(&mut self, group: IpAddr, k: MemberKey) {
-        self.by_group.remove(&(group, k));
-    }
-    /// The id's first (oldest) join of `group`.
-    pub(crate) fn first_of(&self, group: IpAddr) -> Option<MemberKey> {
-        self.by_group.range((group, MemberKey(0))..=(group, MemberKey(u64::MAX))).next().map(|(_, k)| *k)
-    }
-    pub(crate) fn has_group(&self, group: IpAddr) -> bool {
-        self.first_of(group).is_some()
-    }
-    /// Every join of the id.
-    pub fn keys(&self) -> Vec<MemberKey> {
-        self.by_group.iter().map(|(_, k)| *k).collect()
-    }
-    /// Whether the id holds this join (linear: for checks, not for the data path).
-    pub fn contains(&self, k: &MemberKey) -> bool {
-        self.by_group.iter().any(|(_, x)| x == k)
-    }
-    /// Number of joins.
-    pub fn len(&self) -> usize {
-        self.by_group.len()
-    }
-    /// Whether the id holds no join.
-    pub fn is_empty(&self) -> bool {
-        self.by_group.is_empty()
-    }
-}
-
-/// A member handle (one join of one id).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct MemberKey(pub u64);
+pub use crate::id::{IdMembers, MemberKey};
 
 /// Where a member stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,55 +189,94 @@ fn bit_index(js: JoinState) -> usize {
     (js.0 & 0x0f).trailing_zeros().min(3) as usize
 }
 
-impl Stack {
-    /// The groups of this port.
-    pub fn groups(&self) -> impl Iterator<Item = &Group> {
-        self.groups.values()
-    }
+/// What multicast needs of the ids, and nothing more: the ids' table implements it (api.rs),
+/// and keeps each id's joins ([`IdMembers`]) on multicast's behalf.
+pub(crate) trait MemberIds {
+    /// The id's port space, if the id exists.
+    fn port_space(&self, id: CmId) -> Option<PortSpace>;
+    /// The id's QP, if any.
+    fn qpn(&self, id: CmId) -> Option<u32>;
+    /// Whether the id still takes multicast events (it exists and its device did not go).
+    fn takes_multicast_events(&self, id: CmId) -> bool;
+    /// The id's joins, if the id exists.
+    fn members_mut(&mut self, id: CmId) -> Option<&mut IdMembers>;
+    /// The id's joins and its QP, if the id exists (one lookup).
+    fn members_and_qpn(&mut self, id: CmId) -> Option<(&mut IdMembers, Option<u32>)>;
+}
 
-    /// Members of this port (all ids).
-    pub fn members(&self) -> impl Iterator<Item = (&MemberKey, &Member)> {
-        self.members.iter()
-    }
+/// What the multicast owner is lent for one call: the shared [`Ctx`] parts, the SA client
+/// (its transactions), the UD QPs (attach/detach) and the ids (through [`MemberIds`]).
+pub(crate) struct McCtx<'a> {
+    pub cfg: &'a crate::config::StackConfig,
+    pub out: &'a mut crate::ctx::Outbox,
+    pub timers: &'a mut crate::ctx::Timers,
+    pub sa: &'a mut SaClient,
+    pub ud: &'a mut UdQps,
+    /// The ids' table, used only through [`MemberIds`] (static dispatch: the join path stays
+    /// inlined).
+    pub ids: &'a mut crate::id::IdTable,
+}
 
-    /// Outstanding SA transactions.
-    pub fn sa_transactions(&self) -> usize {
-        self.sa.len()
-    }
+/// The multicast owner: groups, members, the IP-level (IGMP/MLD) references.
+#[derive(Debug)]
+pub(crate) struct Multicast {
+    groups: HashMap<Gid, Group, FastHash>,
+    members: BTreeMap<MemberKey, Member>,
+    next_member: u64,
+    /// Emptied group containers kept for reuse.
+    spare: Spare,
+    /// Local users of each IPv4/IPv6 group at IP level (ip_mc_inc_group refcount).
+    ip_group_refs: HashMap<IpAddr, u32, FastHash>,
+}
 
-    /// SA MADs sent (first sends and retransmissions) and retransmissions alone.
-    pub fn sa_sent(&self) -> (u64, u64) {
-        (self.sa.sent, self.sa.retransmissions)
-    }
-
-    fn sa_enabled(&self) -> bool {
-        self.cfg.multicast_paths.sa
-            && (self.cfg.sa.is_some() || self.cfg.sa_transport == crate::config::SaTransport::External)
-    }
-
-    /// The MGID of a group address, in the port's style.
-    pub fn mgid(&self, group: &IpAddr) -> Gid {
-        match (self.cfg.mgid_style, group) {
-            (crate::config::MgidStyle::InfiniBand { pkey }, IpAddr::V4(a)) => {
-                let o = a.octets();
-                let p = (pkey | 0x8000).to_be_bytes();
-                Gid([0xff, 0x12, 0x40, 0x01, p[0], p[1], 0, 0, 0, 0, 0, 0, o[0], o[1], o[2], o[3]])
-            }
-            _ => mgid_for(group),
+impl Default for Multicast {
+    fn default() -> Multicast {
+        Multicast {
+            groups: HashMap::default(),
+            members: BTreeMap::new(),
+            next_member: 1,
+            spare: Spare::default(),
+            ip_group_refs: HashMap::default(),
         }
+    }
+}
+
+/// The MGID of a group address, in the port's style.
+pub(crate) fn mgid_in_style(cfg: &crate::config::StackConfig, group: &IpAddr) -> Gid {
+    match (cfg.mgid_style, group) {
+        (crate::config::MgidStyle::InfiniBand { pkey }, IpAddr::V4(a)) => {
+            let o = a.octets();
+            let p = (pkey | 0x8000).to_be_bytes();
+            Gid([0xff, 0x12, 0x40, 0x01, p[0], p[1], 0, 0, 0, 0, 0, 0, o[0], o[1], o[2], o[3]])
+        }
+        _ => mgid_for(group),
+    }
+}
+
+impl Multicast {
+    fn sa_enabled(cx: &McCtx<'_>) -> bool {
+        cx.cfg.multicast_paths.sa
+            && (cx.cfg.sa.is_some() || cx.cfg.sa_transport == crate::config::SaTransport::External)
     }
 
     /// Join `group` with one join-state bit (see [`Stack::join_multicast`]); the id's state
     /// was checked by the caller.
-    pub(crate) fn start_join(&mut self, now: Instant, id: CmId, group: IpAddr, join_state: JoinState) {
-        let mgid = self.mgid(&group);
+    pub(crate) fn start_join(
+        &mut self,
+        cx: &mut McCtx<'_>,
+        now: Instant,
+        id: CmId,
+        group: IpAddr,
+        join_state: JoinState,
+    ) {
+        let mgid = mgid_in_style(cx.cfg, &group);
         let key = MemberKey(self.next_member);
         self.next_member += 1;
         let send_only = join_state == JoinState::SEND_ONLY_FULL_MEMBER || join_state == JoinState::SEND_ONLY_NON_MEMBER;
-        let ip_ref = self.cfg.multicast_paths.igmp_mld && !send_only;
+        let ip_ref = cx.cfg.multicast_paths.igmp_mld && !send_only;
         self.members.insert(key, Member { id, mgid, addr: group, join_state, state: MemberState::Pending, ip_ref });
-        if let Some(rec) = self.ids.get_mut(&id) {
-            rec.members.insert(group, key);
+        if let Some(ms) = cx.ids.members_mut(id) {
+            ms.insert(group, key);
         }
         let spare = &mut self.spare;
         let g = self.groups.entry(mgid).or_insert_with(|| Group {
@@ -291,37 +289,37 @@ impl Stack {
         });
         g.members.push(key);
         if ip_ref {
-            self.ip_group_ref(now, group, true);
+            self.ip_group_ref(cx, now, group, true);
         }
-        if self.sa_enabled() {
+        if Self::sa_enabled(cx) {
             if let Some(g) = self.groups.get_mut(&mgid) {
                 g.w(&mut self.spare).pending.push_back(key);
             }
-            self.run_group(now, mgid);
+            self.run_group(cx, now, mgid);
         } else {
             // RoCE: the kernel builds the record locally and queues the event.
-            self.schedule(now, Work::LocalJoinDone(key));
+            cx.timers.schedule(now, Work::LocalJoinDone(key));
         }
     }
 
     /// The record RDMA-CM sends in its Set [cma.c cma_join_ib_multicast] (mask 0x130C7).
-    fn join_record(&self, m: &Member) -> McMemberRecord {
-        let ps = self.ids.get(&m.id).map(|r| r.ps);
+    fn join_record(cx: &McCtx<'_>, m: &Member) -> McMemberRecord {
+        let ps = cx.ids.port_space(m.id);
         McMemberRecord {
             mgid: m.mgid,
-            port_gid: self.cfg.port_gid.or_else(|| self.source_for(&m.addr).map(Gid::from_ip)).unwrap_or_default(),
+            port_gid: cx.cfg.port_gid.or_else(|| cx.cfg.source_for(&m.addr).map(Gid::from_ip)).unwrap_or_default(),
             q_key: if matches!(ps, Some(PortSpace::Udp) | Some(PortSpace::Ib)) { RDMA_UDP_QKEY } else { 0 },
-            p_key: self.cfg.pkey,
+            p_key: cx.cfg.pkey,
             join_state: m.join_state,
             ..McMemberRecord::default()
         }
     }
 
     /// The record a RoCE join builds without an SA [cma.c cma_iboe_join_multicast].
-    fn local_record(&self, m: &Member) -> McMemberRecord {
-        let mut r = self.join_record(m);
+    fn local_record(cx: &McCtx<'_>, m: &Member) -> McMemberRecord {
+        let mut r = Self::join_record(cx, m);
         r.mtu_selector = Selector::Exactly;
-        r.mtu = self.cfg.mtu;
+        r.mtu = cx.cfg.mtu;
         r.rate_selector = Selector::Exactly;
         r.rate = 3;
         r.hop_limit = if m.addr.is_ipv4() { 64 } else { 1 };
@@ -329,7 +327,7 @@ impl Stack {
     }
 
     /// The group's work: pending joins, then leaving bits nobody holds, then cleanup.
-    pub(crate) fn run_group(&mut self, now: Instant, mgid: Gid) {
+    pub(crate) fn run_group(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid) {
         loop {
             let Some(g) = self.groups.get(&mgid) else { return };
             if g.is_busy() {
@@ -348,10 +346,10 @@ impl Stack {
                 if held & m.join_state.0 == m.join_state.0 && held != 0 {
                     // The SA already holds our bit: satisfied locally (multicast.c process_join).
                     let rec = self.groups.get(&mgid).and_then(|g| g.rec);
-                    self.member_joined(key, rec);
+                    self.member_joined(cx, key, rec);
                     continue;
                 }
-                let rec = self.join_record(&m);
+                let rec = Self::join_record(cx, &m);
                 let mad = SaMad::request(
                     Method::Set,
                     0,
@@ -359,13 +357,13 @@ impl Stack {
                     ComponentMask::KERNEL_JOIN.0,
                     SaData::mc_member(rec),
                 );
-                self.sa.start(now, mad, TxnOwner::Join(mgid));
+                cx.sa.start(now, mad, TxnOwner::Join(mgid));
                 if let Some(mm) = self.members.get_mut(&key) {
                     mm.state = MemberState::Joining;
                 }
                 if let Some(g) = self.groups.get_mut(&mgid) {
                     g.w(&mut self.spare).busy = Some(GroupOp::Join { member: key });
-                    g.leave_retries = self.cfg.sa_timing.leave_retries;
+                    g.leave_retries = cx.cfg.sa_timing.leave_retries;
                 }
                 return;
             }
@@ -393,7 +391,7 @@ impl Stack {
                     ComponentMask::KERNEL_LEAVE.0,
                     SaData::mc_member(rec),
                 );
-                self.sa.start(now, mad, TxnOwner::Leave(mgid));
+                cx.sa.start(now, mad, TxnOwner::Leave(mgid));
                 return;
             }
             // 3. Idle: leaves that needed no Delete are complete; an empty group goes.
@@ -402,7 +400,7 @@ impl Stack {
             let empty = g.members.is_empty() && held == 0;
             let addr = g.addr();
             for &id in &leavers {
-                self.multicast_event(id, EventKind::MulticastLeft, 0, addr, None, None);
+                self.multicast_event(cx, id, EventKind::MulticastLeft, 0, addr, None, None);
             }
             self.spare.put_ids(leavers);
             if empty {
@@ -424,14 +422,14 @@ impl Stack {
         }
     }
 
-    fn member_joined(&mut self, key: MemberKey, rec: Option<McMemberRecord>) {
+    fn member_joined(&mut self, cx: &mut McCtx<'_>, key: MemberKey, rec: Option<McMemberRecord>) {
         let Some(m) = self.members.get_mut(&key) else { return };
         m.state = MemberState::Joined;
         let m = m.clone();
         if let Some(g) = self.groups.get_mut(&m.mgid) {
             g.counts[bit_index(m.join_state)] += 1;
         }
-        let rec = rec.unwrap_or_else(|| self.local_record(&m));
+        let rec = rec.unwrap_or_else(|| Self::local_record(cx, &m));
         let ah = AddressHandle {
             dgid: m.mgid,
             sgid: rec.port_gid,
@@ -444,16 +442,18 @@ impl Stack {
         let ud = UdParam { ah, qp_num: MULTICAST_QPN, qkey: rec.q_key };
         // librdmacm attaches the id's QP on MULTICAST_JOIN unless the join is send-only.
         let send_only = m.join_state.0 & 0x0c != 0;
-        if let Some(qpn) = self.ids.get(&m.id).and_then(|r| r.qpn) {
+        if let Some(qpn) = cx.ids.qpn(m.id) {
             if !send_only {
-                let _ = self.attach_mcast(qpn, m.mgid);
+                let _ = cx.ud.attach(qpn, m.mgid);
             }
         }
-        self.multicast_event(m.id, EventKind::MulticastJoin, 0, m.addr, Some(rec), Some(ud));
+        self.multicast_event(cx, m.id, EventKind::MulticastJoin, 0, m.addr, Some(rec), Some(ud));
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn multicast_event(
         &mut self,
+        cx: &mut McCtx<'_>,
         id: CmId,
         kind: EventKind,
         status: i32,
@@ -461,12 +461,13 @@ impl Stack {
         record: Option<McMemberRecord>,
         ud: Option<UdParam>,
     ) {
-        self.multicast_event_sa(id, kind, status, group, record, ud, None);
+        self.multicast_event_sa(cx, id, kind, status, group, record, ud, None);
     }
 
     #[allow(clippy::too_many_arguments)]
     fn multicast_event_sa(
         &mut self,
+        cx: &mut McCtx<'_>,
         id: CmId,
         kind: EventKind,
         status: i32,
@@ -477,10 +478,10 @@ impl Stack {
     ) {
         // Destroyed ids, and ids whose device went away, get no multicast events
         // (cma_ib_mc_handler / cma_work_handler skip DESTROYING and DEVICE_REMOVAL).
-        if self.ids.get(&id).is_none_or(|r| r.state == crate::id::CmState::DeviceRemoval) {
+        if !cx.ids.takes_multicast_events(id) {
             return;
         }
-        self.push_event(CmEvent {
+        cx.out.push_event(CmEvent {
             id,
             listen_id: None,
             kind,
@@ -489,36 +490,36 @@ impl Stack {
         });
     }
 
-    pub(crate) fn local_join_done(&mut self, key: MemberKey) {
+    pub(crate) fn local_join_done(&mut self, cx: &mut McCtx<'_>, key: MemberKey) {
         if self.members.get(&key).is_some_and(|m| m.state == MemberState::Pending) {
-            self.member_joined(key, None);
+            self.member_joined(cx, key, None);
         }
     }
 
     /// Leave one join of `group` by `id` (the first matching, as the kernel does).
-    pub(crate) fn start_leave(&mut self, now: Instant, id: CmId, group: IpAddr) {
-        let key = self.ids.get(&id).and_then(|r| r.members.first_of(group));
+    pub(crate) fn start_leave(&mut self, cx: &mut McCtx<'_>, now: Instant, id: CmId, group: IpAddr) {
+        let key = cx.ids.members_mut(id).and_then(|ms| ms.first_of(group));
         let Some(key) = key else { return }; // unknown group: a no-op
-        self.remove_member(now, key, true);
+        self.remove_member(cx, now, key, true);
     }
 
     /// Take a member out of its group: cancel it if its join is not done, uncount it if it is,
     /// drop its IP-level reference, and let the group's work send what is needed.
-    pub(crate) fn remove_member(&mut self, now: Instant, key: MemberKey, report: bool) {
+    pub(crate) fn remove_member(&mut self, cx: &mut McCtx<'_>, now: Instant, key: MemberKey, report: bool) {
         let Some(m) = self.members.get(&key).cloned() else { return };
-        if let Some(r) = self.ids.get_mut(&m.id) {
-            r.members.remove(m.addr, key);
-            if let Some(qpn) = r.qpn {
+        if let Some((ms, qpn)) = cx.ids.members_and_qpn(m.id) {
+            ms.remove(m.addr, key);
+            if let Some(qpn) = qpn {
                 if m.state == MemberState::Joined && m.join_state.0 & 0x0c == 0 {
-                    let still = r.members.has_group(m.addr);
+                    let still = ms.has_group(m.addr);
                     if !still {
-                        let _ = self.detach_mcast(qpn, m.mgid);
+                        let _ = cx.ud.detach(qpn, m.mgid);
                     }
                 }
             }
         }
         if m.ip_ref {
-            self.ip_group_ref(now, m.addr, false);
+            self.ip_group_ref(cx, now, m.addr, false);
         }
         let Some(g) = self.groups.get_mut(&m.mgid) else {
             self.members.remove(&key);
@@ -550,159 +551,28 @@ impl Stack {
                 g.w(&mut self.spare).leavers.push(m.id);
             }
         }
-        self.cancel(&Work::LocalJoinDone(key));
-        self.run_group(now, m.mgid);
+        cx.timers.cancel(&Work::LocalJoinDone(key));
+        self.run_group(cx, now, m.mgid);
     }
 
-    /// An SA response arrived on QP1.
-    /// The MAD is read in place (`h` is its parsed header, `payload` its 256 bytes): the
-    /// record is decoded only for a join's answer, the owned MAD only for an application's
-    /// query.
-    pub(crate) fn handle_sa_response(&mut self, now: Instant, h: &MadHeader, payload: &[u8]) {
-        if payload.len() < SaMad::LEN {
-            self.counters.drop(DropReason::BadMad);
-            return;
-        }
-        let Some(matched) = self.sa.handle_response_header(h) else {
-            self.counters.drop(DropReason::UnsolicitedResponse);
-            return;
-        };
-        self.counters.rx_accepted += 1;
-        let status = h.status;
-        match matched.owner {
-            TxnOwner::Join(mgid) => {
-                let Some(g) = self.groups.get_mut(&mgid) else { return };
-                let Some(GroupOp::Join { member }) = g.take_busy() else { return };
-                let m = self.members.get(&member).cloned();
-                if status == MadStatus(0) {
-                    let bits = m.as_ref().map_or(0, |m| m.join_state.0);
-                    let held = g.rec.map_or(0, |r| r.join_state.0);
-                    let answered = (h.attribute_id == attr::MC_MEMBER_RECORD)
-                        .then(|| McMemberRecord::parse_bytes(&payload[SA_DATA_OFFSET..]).ok())
-                        .flatten();
-                    let mut rec = answered.unwrap_or_else(|| g.rec.unwrap_or_default());
-                    rec.join_state = JoinState(held | bits);
-                    g.rec = Some(rec);
-                    match m.map(|m| m.state) {
-                        Some(MemberState::Joining) => self.member_joined(member, Some(rec)),
-                        Some(MemberState::Cancelled) => {
-                            self.members.remove(&member);
-                        }
-                        _ => {}
-                    }
-                } else if let Some(m) = m {
-                    self.members.remove(&member);
-                    if let Some(g) = self.groups.get_mut(&mgid) {
-                        g.members.retain(|k| *k != member);
-                    }
-                    if let Some(r) = self.ids.get_mut(&m.id) {
-                        r.members.remove(m.addr, member);
-                    }
-                    if m.ip_ref {
-                        self.ip_group_ref(now, m.addr, false);
-                    }
-                    if m.state == MemberState::Joining {
-                        // Any non-zero SA status fails the join with -EINVAL (sa_query.c).
-                        self.multicast_event_sa(
-                            m.id,
-                            EventKind::MulticastError,
-                            Errno::EINVAL.status(),
-                            m.addr,
-                            None,
-                            None,
-                            Some(status.0),
-                        );
-                    }
-                }
-                self.run_group(now, mgid);
-            }
-            TxnOwner::Leave(mgid) => {
-                if status == MadStatus(0) {
-                    self.leave_done(now, mgid, 0, None);
-                } else {
-                    self.leave_failed(now, mgid, Errno::EINVAL, Some(status.0));
-                }
-            }
-            TxnOwner::Query(handle) => match SaMad::parse(payload) {
-                Ok(resp) => self.sa_results.push_back(SaQueryResult { handle, result: Ok(resp) }),
-                Err(_) => self.counters.drop(DropReason::BadMad),
-            },
-        }
-    }
-
-    /// Send an SA request (Get, GetTable, …) of the application's to the configured SA; the
-    /// answer (or ETIMEDOUT after the retries) comes from [`Stack::poll_sa_result`]. ENODEV
-    /// without an SA.
-    pub fn sa_query(&mut self, now: Instant, request: SaMad) -> Result<u64, Errno> {
-        if self.cfg.sa.is_none() && self.cfg.sa_transport != crate::config::SaTransport::External {
-            return Err(Errno::ENODEV);
-        }
-        let handle = self.next_member;
-        self.next_member += 1;
-        self.sa.start(now, request, TxnOwner::Query(handle));
-        Ok(handle)
-    }
-
-    /// The next answer to an [`Stack::sa_query`].
-    pub fn poll_sa_result(&mut self) -> Option<SaQueryResult> {
-        self.sa_results.pop_front()
-    }
-
-    /// An SA transaction ran out of time.
-    pub(crate) fn sa_transaction_failed(&mut self, now: Instant, _tid: u64, owner: TxnOwner, sa_status: Option<u16>) {
-        match owner {
-            TxnOwner::Join(mgid) => {
-                let Some(g) = self.groups.get_mut(&mgid) else { return };
-                let Some(GroupOp::Join { member }) = g.take_busy() else { return };
-                if let Some(m) = self.members.remove(&member) {
-                    if let Some(g) = self.groups.get_mut(&mgid) {
-                        g.members.retain(|k| *k != member);
-                    }
-                    if let Some(r) = self.ids.get_mut(&m.id) {
-                        r.members.remove(m.addr, member);
-                    }
-                    if m.ip_ref {
-                        self.ip_group_ref(now, m.addr, false);
-                    }
-                    if m.state == MemberState::Joining {
-                        self.multicast_event_sa(
-                            m.id,
-                            EventKind::MulticastError,
-                            Errno::ETIMEDOUT.status(),
-                            m.addr,
-                            None,
-                            None,
-                            sa_status,
-                        );
-                    }
-                }
-                self.run_group(now, mgid);
-            }
-            TxnOwner::Leave(mgid) => self.leave_failed(now, mgid, Errno::ETIMEDOUT, sa_status),
-            TxnOwner::Query(handle) => {
-                self.sa_results.push_back(SaQueryResult { handle, result: Err(Errno::ETIMEDOUT) })
-            }
-        }
-    }
-
-    fn leave_done(&mut self, now: Instant, mgid: Gid, status: i32, sa_status: Option<u16>) {
+    fn leave_done(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid, status: i32, sa_status: Option<u16>) {
         let Some(g) = self.groups.get_mut(&mgid) else { return };
         let Some(GroupOp::Leave { leavers, .. }) = g.take_busy() else { return };
         let addr = g.addr();
         for &id in &leavers {
             if status == 0 {
-                self.multicast_event(id, EventKind::MulticastLeft, 0, addr, None, None);
+                self.multicast_event(cx, id, EventKind::MulticastLeft, 0, addr, None, None);
             } else {
-                self.multicast_event_sa(id, EventKind::MulticastError, status, addr, None, None, sa_status);
+                self.multicast_event_sa(cx, id, EventKind::MulticastError, status, addr, None, None, sa_status);
             }
         }
         self.spare.put_ids(leavers);
-        self.run_group(now, mgid);
+        self.run_group(cx, now, mgid);
     }
 
     /// A Delete failed: resend it while the group's leave retries last (leave_handler), then
     /// report the failure to the ids that left.
-    fn leave_failed(&mut self, now: Instant, mgid: Gid, err: Errno, sa_status: Option<u16>) {
+    fn leave_failed(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid, err: Errno, sa_status: Option<u16>) {
         let Some(g) = self.groups.get_mut(&mgid) else { return };
         let Some(GroupOp::Leave { bits, .. }) = g.work.as_ref().and_then(|w| w.busy.as_ref()) else { return };
         let bits = *bits;
@@ -717,15 +587,15 @@ impl Stack {
                 ComponentMask::KERNEL_LEAVE.0,
                 SaData::mc_member(rec),
             );
-            self.sa.start(now, mad, TxnOwner::Leave(mgid));
+            cx.sa.start(now, mad, TxnOwner::Leave(mgid));
             return;
         }
-        self.leave_done(now, mgid, err.status(), sa_status);
+        self.leave_done(cx, now, mgid, err.status(), sa_status);
     }
 
     /// ip_mc_inc_group / ip_mc_dec_group: the first local user of a group sends the join
     /// report, the last one the leave; each is repeated once a second later (robustness 2).
-    fn ip_group_ref(&mut self, now: Instant, group: IpAddr, join: bool) {
+    fn ip_group_ref(&mut self, cx: &mut McCtx<'_>, now: Instant, group: IpAddr, join: bool) {
         let count = self.ip_group_refs.entry(group).or_insert(0);
         let send = if join {
             *count += 1;
@@ -738,39 +608,151 @@ impl Stack {
             self.ip_group_refs.remove(&group);
         }
         if send {
-            self.cancel(&Work::ReportRepeat { group, join: true });
-            self.cancel(&Work::ReportRepeat { group, join: false });
-            self.send_group_report(group, join);
-            self.schedule(now + core::time::Duration::from_secs(1), Work::ReportRepeat { group, join });
+            cx.timers.cancel(&Work::ReportRepeat { group, join: true });
+            cx.timers.cancel(&Work::ReportRepeat { group, join: false });
+            self.send_group_report(cx, group, join);
+            cx.timers.schedule(now + core::time::Duration::from_secs(1), Work::ReportRepeat { group, join });
         }
     }
 
     /// One IGMP or MLDv2 report for `group`.
-    pub(crate) fn send_group_report(&mut self, group: IpAddr, join: bool) {
+    pub(crate) fn send_group_report(&mut self, cx: &mut McCtx<'_>, group: IpAddr, join: bool) {
         let frame = match group {
             IpAddr::V4(g) => {
-                let Some((src, _)) = self.cfg.ipv4 else { return };
-                let msg = match (self.cfg.igmp_version, join) {
+                let Some((src, _)) = cx.cfg.ipv4 else { return };
+                let msg = match (cx.cfg.igmp_version, join) {
                     (IgmpVersion::V3, true) => IgmpMessage::v3_join(g),
                     (IgmpVersion::V3, false) => IgmpMessage::v3_leave(g),
                     (IgmpVersion::V2, true) => IgmpMessage::v2_report(g),
                     (IgmpVersion::V2, false) => IgmpMessage::v2_leave(g),
                 };
-                emit_frame(&IgmpFrame::new(self.cfg.mac, src, msg))
+                emit_frame(&IgmpFrame::new(cx.cfg.mac, src, msg))
             }
             IpAddr::V6(g) => {
                 let msg = if join { MldMessage::join(g) } else { MldMessage::leave(g) };
-                emit_frame(&MldFrame::new(self.cfg.mac, self.cfg.link_local(), msg))
+                emit_frame(&MldFrame::new(cx.cfg.mac, cx.cfg.link_local(), msg))
             }
         };
-        self.tx.push_back(Outgoing::Raw(frame.into()));
+        cx.out.push(Outgoing::Raw(frame.into()));
     }
 
     /// Answer a query: a report for every group of that family we hold at IP level.
-    pub(crate) fn report_all_groups(&mut self, ipv4: bool) {
+    pub(crate) fn report_all_groups(&mut self, cx: &mut McCtx<'_>, ipv4: bool) {
         let groups: Vec<IpAddr> = self.ip_group_refs.keys().copied().filter(|g| g.is_ipv4() == ipv4).collect();
         for g in groups {
-            self.send_group_report(g, true);
+            self.send_group_report(cx, g, true);
         }
+    }
+
+    /// The SA answered a group's Set (`status`, the MAD read in place: `h` its header,
+    /// `payload` its 256 bytes).
+    pub(crate) fn join_answered(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid, h: &MadHeader, payload: &[u8]) {
+        let status = h.status;
+        let Some(g) = self.groups.get_mut(&mgid) else { return };
+        let Some(GroupOp::Join { member }) = g.take_busy() else { return };
+        let m = self.members.get(&member).cloned();
+        if status == MadStatus(0) {
+            let bits = m.as_ref().map_or(0, |m| m.join_state.0);
+            let held = g.rec.map_or(0, |r| r.join_state.0);
+            let answered = (h.attribute_id == attr::MC_MEMBER_RECORD)
+                .then(|| McMemberRecord::parse_bytes(&payload[SA_DATA_OFFSET..]).ok())
+                .flatten();
+            let mut rec = answered.unwrap_or_else(|| g.rec.unwrap_or_default());
+            rec.join_state = JoinState(held | bits);
+            g.rec = Some(rec);
+            match m.map(|m| m.state) {
+                Some(MemberState::Joining) => self.member_joined(cx, member, Some(rec)),
+                Some(MemberState::Cancelled) => {
+                    self.members.remove(&member);
+                }
+                _ => {}
+            }
+        } else if let Some(m) = m {
+            self.members.remove(&member);
+            if let Some(g) = self.groups.get_mut(&mgid) {
+                g.members.retain(|k| *k != member);
+            }
+            if let Some(ms) = cx.ids.members_mut(m.id) {
+                ms.remove(m.addr, member);
+            }
+            if m.ip_ref {
+                self.ip_group_ref(cx, now, m.addr, false);
+            }
+            if m.state == MemberState::Joining {
+                // Any non-zero SA status fails the join with -EINVAL (sa_query.c).
+                self.multicast_event_sa(
+                    cx,
+                    m.id,
+                    EventKind::MulticastError,
+                    Errno::EINVAL.status(),
+                    m.addr,
+                    None,
+                    None,
+                    Some(status.0),
+                );
+            }
+        }
+        self.run_group(cx, now, mgid);
+    }
+
+    /// The SA answered a group's Delete.
+    pub(crate) fn leave_answered(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid, status: MadStatus) {
+        if status == MadStatus(0) {
+            self.leave_done(cx, now, mgid, 0, None);
+        } else {
+            self.leave_failed(cx, now, mgid, Errno::EINVAL, Some(status.0));
+        }
+    }
+
+    /// A group's Set ran out of time.
+    pub(crate) fn join_timed_out(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid, sa_status: Option<u16>) {
+        let Some(g) = self.groups.get_mut(&mgid) else { return };
+        let Some(GroupOp::Join { member }) = g.take_busy() else { return };
+        if let Some(m) = self.members.remove(&member) {
+            if let Some(g) = self.groups.get_mut(&mgid) {
+                g.members.retain(|k| *k != member);
+            }
+            if let Some(ms) = cx.ids.members_mut(m.id) {
+                ms.remove(m.addr, member);
+            }
+            if m.ip_ref {
+                self.ip_group_ref(cx, now, m.addr, false);
+            }
+            if m.state == MemberState::Joining {
+                self.multicast_event_sa(
+                    cx,
+                    m.id,
+                    EventKind::MulticastError,
+                    Errno::ETIMEDOUT.status(),
+                    m.addr,
+                    None,
+                    None,
+                    sa_status,
+                );
+            }
+        }
+        self.run_group(cx, now, mgid);
+    }
+
+    /// A group's Delete ran out of time.
+    pub(crate) fn leave_timed_out(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid, sa_status: Option<u16>) {
+        self.leave_failed(cx, now, mgid, Errno::ETIMEDOUT, sa_status);
+    }
+
+    /// The groups.
+    pub(crate) fn groups(&self) -> impl Iterator<Item = &Group> {
+        self.groups.values()
+    }
+
+    /// The members.
+    pub(crate) fn members(&self) -> impl Iterator<Item = (&MemberKey, &Member)> {
+        self.members.iter()
+    }
+
+    /// A fresh handle from the member numbering (SA query handles share it).
+    pub(crate) fn next_handle(&mut self) -> u64 {
+        let h = self.next_member;
+        self.next_member += 1;
+        h
     }
 }

@@ -1,19 +1,22 @@
 //! Userspace neighbour resolution: ARP for IPv4, neighbour discovery for IPv6, with Linux's
 //! probe count and interval; frames wait for their MAC and are counted as dropped when
-//! resolution fails. Also answers ARP/NS for our addresses and handles IGMP/MLD queries.
+//! resolution fails. Also answers ARP/NS for our addresses.
+//!
+//! `Neighbors` owns the table; the stack lends it a `Ctx` to send probes and answers,
+//! release parked packets and schedule address resolutions. Ids whose resolution failed
+//! are handed back to the caller (the ids' owner reports them).
 
-use std::net::IpAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
 
-use roce_wire::arp::{self, ArpOperation};
-use roce_wire::igmp::IgmpMessage;
-use roce_wire::l2::{self, ArpFrame, EmitFrame, L2Packet, NdiscFrame};
-use roce_wire::mld::MldMessage;
+use roce_wire::arp::{self, ArpOperation, ArpRepr};
+use roce_wire::l2::{self, ArpFrame, EmitFrame, NdiscFrame};
 use roce_wire::ndisc::NdiscMessage;
 
+use crate::config::StackConfig;
 use crate::counters::DropReason;
+use crate::ctx::{Ctx, FastHash, Outgoing, RocePacket, Work};
 use crate::id::CmId;
-use crate::stack::{Outgoing, RocePacket, Stack, Work};
-use crate::{Errno, Instant};
 
 /// A neighbour entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,25 +43,32 @@ pub fn multicast_mac(ip: &IpAddr) -> Option<[u8; 6]> {
     }
 }
 
-impl Stack {
-    /// The MAC for `ip` if known (multicast MACs are computed).
-    pub(crate) fn neighbor_mac(&self, ip: &IpAddr) -> Option<[u8; 6]> {
+/// The neighbour table (the owner of ARP/ND state).
+#[derive(Debug, Default)]
+pub(crate) struct Neighbors {
+    map: HashMap<IpAddr, Neighbor, FastHash>,
+}
+
+impl Neighbors {
+    /// The MAC for `ip` if known (multicast MACs are computed, our own addresses are ours).
+    #[inline]
+    pub(crate) fn mac(&self, cfg: &StackConfig, ip: &IpAddr) -> Option<[u8; 6]> {
         if let Some(m) = multicast_mac(ip) {
             return Some(m);
         }
-        if self.is_local(ip) {
-            return Some(self.cfg.mac);
+        if cfg.is_local(ip) {
+            return Some(cfg.mac);
         }
-        match self.neighbors.get(ip) {
+        match self.map.get(ip) {
             Some(Neighbor::Reachable { mac }) => Some(*mac),
             _ => None,
         }
     }
 
-    /// The neighbour table as (address, MAC) pairs of reachable entries.
-    pub fn neighbors(&self) -> Vec<(IpAddr, [u8; 6])> {
+    /// The reachable entries as (address, MAC) pairs, sorted.
+    pub(crate) fn reachable(&self) -> Vec<(IpAddr, [u8; 6])> {
         let mut v: Vec<_> = self
-            .neighbors
+            .map
             .iter()
             .filter_map(|(ip, n)| match n {
                 Neighbor::Reachable { mac } => Some((*ip, *mac)),
@@ -70,184 +80,155 @@ impl Stack {
     }
 
     /// Hold a packet until `p.dst` resolves, starting resolution if needed.
-    pub(crate) fn park_for_neighbor(&mut self, now: Instant, p: RocePacket) {
+    pub(crate) fn park(&mut self, cx: &mut Ctx<'_>, p: RocePacket) {
         let ip = p.dst;
-        if !self.on_link(&ip) {
-            self.counters.drop(DropReason::NeighborUnresolved);
+        if !cx.cfg.on_link(&ip) {
+            cx.counters.drop(DropReason::NeighborUnresolved);
             return;
         }
-        match self.neighbors.get_mut(&ip) {
+        match self.map.get_mut(&ip) {
             Some(Neighbor::Incomplete { waiting, .. }) => waiting.push(p),
             _ => {
-                self.neighbors.insert(ip, Neighbor::Incomplete { probes: 0, waiting: vec![p], resolvers: Vec::new() });
-                self.neighbor_probe(now, ip);
+                self.map.insert(ip, Neighbor::Incomplete { probes: 0, waiting: vec![p], resolvers: Vec::new() });
+                // No resolver waits on a fresh entry: nothing to hand back.
+                let _ = self.probe(cx, ip);
             }
         }
     }
 
-    /// Start resolving `ip` for `id`; true if it is already known.
-    pub(crate) fn resolve_neighbor(&mut self, now: Instant, ip: IpAddr, id: CmId) -> bool {
-        if self.neighbor_mac(&ip).is_some() {
-            return true;
+    /// Start resolving `ip` for `id`: `Ok(true)` if it is already known, `Ok(false)` while it
+    /// resolves, `Err(ids)` when resolution failed at once (no probes configured).
+    pub(crate) fn resolve(&mut self, cx: &mut Ctx<'_>, ip: IpAddr, id: CmId) -> Result<bool, Vec<CmId>> {
+        if self.mac(cx.cfg, &ip).is_some() {
+            return Ok(true);
         }
-        match self.neighbors.get_mut(&ip) {
+        match self.map.get_mut(&ip) {
             Some(Neighbor::Incomplete { resolvers, .. }) => resolvers.push(id),
             _ => {
-                self.neighbors.insert(ip, Neighbor::Incomplete { probes: 0, waiting: Vec::new(), resolvers: vec![id] });
-                self.neighbor_probe(now, ip);
+                self.map.insert(ip, Neighbor::Incomplete { probes: 0, waiting: Vec::new(), resolvers: vec![id] });
+                if let Some(failed) = self.probe(cx, ip) {
+                    return Err(failed);
+                }
             }
         }
-        false
+        Ok(false)
     }
 
-    /// Send the next probe, or fail the entry when the probes are used up.
-    pub(crate) fn neighbor_probe(&mut self, now: Instant, ip: IpAddr) {
-        let max = self.cfg.neigh_timing.probes;
-        let interval = self.cfg.neigh_timing.interval;
-        let Some(Neighbor::Incomplete { probes, .. }) = self.neighbors.get_mut(&ip) else { return };
+    /// Send the next probe, or fail the entry when the probes are used up: its waiting
+    /// packets are counted as dropped and its resolvers returned.
+    pub(crate) fn probe(&mut self, cx: &mut Ctx<'_>, ip: IpAddr) -> Option<Vec<CmId>> {
+        let max = cx.cfg.neigh_timing.probes;
+        let interval = cx.cfg.neigh_timing.interval;
+        let Some(Neighbor::Incomplete { probes, .. }) = self.map.get_mut(&ip) else { return None };
         if *probes < max {
             *probes += 1;
-            self.send_probe(ip);
-            self.schedule(now + interval, Work::NeighborProbe(ip));
-            return;
+            send_probe(cx, ip);
+            cx.timers.schedule(cx.now + interval, Work::NeighborProbe(ip));
+            return None;
         }
-        if let Some(Neighbor::Incomplete { waiting, resolvers, .. }) = self.neighbors.remove(&ip) {
+        if let Some(Neighbor::Incomplete { waiting, resolvers, .. }) = self.map.remove(&ip) {
             for _ in waiting {
-                self.counters.drop(DropReason::NeighborUnresolved);
+                cx.counters.drop(DropReason::NeighborUnresolved);
             }
-            for id in resolvers {
-                self.addr_error(id, Errno::ETIMEDOUT);
-            }
+            return Some(resolvers);
         }
+        None
     }
 
-    fn send_probe(&mut self, ip: IpAddr) {
-        let frame = match (ip, self.source_for(&ip)) {
-            (IpAddr::V4(t), Some(IpAddr::V4(s))) => emit_frame(&ArpFrame::new(arp::request(self.cfg.mac, s, t))),
-            (IpAddr::V6(t), Some(IpAddr::V6(s))) => emit_frame(&NdiscFrame::solicit(self.cfg.mac, s, t)),
-            _ => return,
-        };
-        self.tx.push_back(Outgoing::Raw(frame.into()));
+    /// An id no longer waits for any resolution.
+    pub(crate) fn forget_resolver(&mut self, id: CmId) {
+        for n in self.map.values_mut() {
+            if let Neighbor::Incomplete { resolvers, .. } = n {
+                resolvers.retain(|x| *x != id);
+            }
+        }
     }
 
     /// Record `ip` at `mac` and release whatever waited for it.
-    pub(crate) fn learn_neighbor(&mut self, ip: IpAddr, mac: [u8; 6]) {
-        if self.is_local(&ip) || mac[0] & 1 != 0 {
+    #[inline]
+    pub(crate) fn learn(&mut self, cx: &mut Ctx<'_>, ip: IpAddr, mac: [u8; 6]) {
+        if cx.cfg.is_local(&ip) || mac[0] & 1 != 0 {
             return;
         }
         // Every MAD from a known peer lands here: a lookup, not a rewrite, when nothing changed.
-        if matches!(self.neighbors.get(&ip), Some(Neighbor::Reachable { mac: m }) if *m == mac) {
+        if matches!(self.map.get(&ip), Some(Neighbor::Reachable { mac: m }) if *m == mac) {
             return;
         }
-        let prev = self.neighbors.insert(ip, Neighbor::Reachable { mac });
+        let prev = self.map.insert(ip, Neighbor::Reachable { mac });
         if let Some(Neighbor::Incomplete { waiting, resolvers, .. }) = prev {
-            self.cancel(&Work::NeighborProbe(ip));
+            cx.timers.cancel(&Work::NeighborProbe(ip));
             for p in waiting {
-                self.tx.push_back(Outgoing::Roce(p));
+                cx.out.push(Outgoing::Roce(p));
             }
-            let now = self.now;
             for id in resolvers {
-                self.schedule(now, Work::AddrResolved(id));
+                cx.timers.schedule(cx.now, Work::AddrResolved(id));
             }
         }
     }
 
-    /// ARP, ND, IGMP and MLD frames.
-    pub(crate) fn handle_l2(&mut self, _now: Instant, bytes: &[u8]) {
-        let f = match l2::parse_frame(bytes) {
-            Ok(f) => f,
-            Err(e) => {
-                self.counters.drop(DropReason::Malformed(e.layer()));
-                return;
+    /// An ARP frame.
+    pub(crate) fn handle_arp(&mut self, cx: &mut Ctx<'_>, r: &ArpRepr) {
+        let (op, sha, spa, _tha, tpa) = arp::fields(r);
+        let ours = cx.cfg.ipv4.is_some_and(|(a, _)| a == tpa);
+        if !ours {
+            // Still refresh an entry we already have (gratuitous ARP, replies to others).
+            if self.map.contains_key(&IpAddr::V4(spa)) {
+                self.learn(cx, IpAddr::V4(spa), sha);
+                cx.counters.rx_accepted += 1;
+            } else {
+                cx.counters.drop(DropReason::NeighborNotForUs);
             }
-        };
-        match &f.packet {
-            L2Packet::Arp(r) => {
-                let (op, sha, spa, _tha, tpa) = arp::fields(r);
-                let ours = self.cfg.ipv4.is_some_and(|(a, _)| a == tpa);
-                if !ours {
-                    // Still refresh an entry we already have (gratuitous ARP, replies to others).
-                    if self.neighbors.contains_key(&IpAddr::V4(spa)) {
-                        self.learn_neighbor(IpAddr::V4(spa), sha);
-                        self.counters.rx_accepted += 1;
-                    } else {
-                        self.counters.drop(DropReason::NeighborNotForUs);
-                    }
+            return;
+        }
+        self.learn(cx, IpAddr::V4(spa), sha);
+        if op == ArpOperation::Request {
+            if let Some(rep) = arp::reply_to(r, cx.cfg.mac) {
+                cx.out.push(Outgoing::Raw(emit_frame(&ArpFrame::new(rep)).into()));
+            }
+        }
+        cx.counters.rx_accepted += 1;
+    }
+
+    /// A neighbour discovery message from `src` (Ethernet source `src_mac`) to `dst`.
+    pub(crate) fn handle_ndisc(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        src_mac: [u8; 6],
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        msg: &NdiscMessage,
+    ) {
+        match msg {
+            NdiscMessage::NeighborSolicit { target_addr, source_lladdr, .. } => {
+                if !cx.cfg.is_local(&IpAddr::V6(*target_addr)) {
+                    cx.counters.drop(DropReason::NeighborNotForUs);
                     return;
                 }
-                self.learn_neighbor(IpAddr::V4(spa), sha);
-                if op == ArpOperation::Request {
-                    if let Some(rep) = arp::reply_to(r, self.cfg.mac) {
-                        self.tx.push_back(Outgoing::Raw(emit_frame(&ArpFrame::new(rep)).into()));
-                    }
+                if let Some(mac) = source_lladdr {
+                    self.learn(cx, IpAddr::V6(src), *mac);
                 }
-                self.counters.rx_accepted += 1;
+                let na = NdiscFrame::answer(cx.cfg.mac, *target_addr, src, src_mac, dst);
+                cx.out.push(Outgoing::Raw(emit_frame(&na).into()));
+                cx.counters.rx_accepted += 1;
             }
-            L2Packet::Ndisc { ip, msg, .. } => {
-                let src = std::net::Ipv6Addr::from(ip.source);
-                let dst = std::net::Ipv6Addr::from(ip.destination);
-                match msg {
-                    NdiscMessage::NeighborSolicit { target_addr, source_lladdr, .. } => {
-                        if !self.is_local(&IpAddr::V6(*target_addr)) {
-                            self.counters.drop(DropReason::NeighborNotForUs);
-                            return;
-                        }
-                        if let Some(mac) = source_lladdr {
-                            self.learn_neighbor(IpAddr::V6(src), *mac);
-                        }
-                        let na = NdiscFrame::answer(self.cfg.mac, *target_addr, src, f.ethernet.source, dst);
-                        self.tx.push_back(Outgoing::Raw(emit_frame(&na).into()));
-                        self.counters.rx_accepted += 1;
-                    }
-                    NdiscMessage::NeighborAdvert { target_addr, target_lladdr, .. } => {
-                        let t = IpAddr::V6(*target_addr);
-                        if self.neighbors.contains_key(&t) {
-                            self.learn_neighbor(t, target_lladdr.unwrap_or(f.ethernet.source));
-                            self.counters.rx_accepted += 1;
-                        } else {
-                            self.counters.drop(DropReason::NeighborNotForUs);
-                        }
-                    }
+            NdiscMessage::NeighborAdvert { target_addr, target_lladdr, .. } => {
+                let t = IpAddr::V6(*target_addr);
+                if self.map.contains_key(&t) {
+                    self.learn(cx, t, target_lladdr.unwrap_or(src_mac));
+                    cx.counters.rx_accepted += 1;
+                } else {
+                    cx.counters.drop(DropReason::NeighborNotForUs);
                 }
             }
-            L2Packet::Igmp { msg, .. } => {
-                // A query asks every member to report: answer for each group we hold.
-                if matches!(msg, IgmpMessage::V3Query(_))
-                    || matches!(msg, IgmpMessage::V2(v) if v.msg_type == roce_wire::igmp::MessageType::MembershipQuery)
-                {
-                    self.report_all_groups(true);
-                }
-                self.counters.rx_accepted += 1;
-            }
-            L2Packet::Mld { msg, .. } => {
-                if matches!(msg, MldMessage::Query(_)) {
-                    self.report_all_groups(false);
-                }
-                self.counters.rx_accepted += 1;
-            }
-            L2Packet::Other { .. } => self.counters.drop(DropReason::UnhandledProtocol),
         }
     }
 }
 
-impl Stack {
-    /// The multicast MACs this port must receive: the joined groups', all-systems
-    /// (224.0.0.1), all-nodes (ff02::1) and the solicited-node MACs of our IPv6 addresses. A
-    /// raw-socket driver adds exactly these to the interface.
-    pub fn multicast_macs(&self) -> std::collections::BTreeSet<[u8; 6]> {
-        let mut s = std::collections::BTreeSet::new();
-        s.insert(l2::ipv4_multicast_mac(std::net::Ipv4Addr::new(224, 0, 0, 1)));
-        s.insert(l2::ipv6_multicast_mac("ff02::1".parse().expect("ff02::1")));
-        let mut v6 = vec![self.cfg.link_local()];
-        v6.extend(self.cfg.ipv6.iter().map(|(a, _)| *a));
-        for a in v6 {
-            s.insert(roce_wire::ndisc::solicited_node_mac(a));
-        }
-        for g in self.groups.values() {
-            if let Some(m) = multicast_mac(&g.addr()) {
-                s.insert(m);
-            }
-        }
-        s
-    }
+fn send_probe(cx: &mut Ctx<'_>, ip: IpAddr) {
+    let frame = match (ip, cx.cfg.source_for(&ip)) {
+        (IpAddr::V4(t), Some(IpAddr::V4(s))) => emit_frame(&ArpFrame::new(arp::request(cx.cfg.mac, s, t))),
+        (IpAddr::V6(t), Some(IpAddr::V6(s))) => emit_frame(&NdiscFrame::solicit(cx.cfg.mac, s, t)),
+        _ => return,
+    };
+    cx.out.push(Outgoing::Raw(frame.into()));
 }

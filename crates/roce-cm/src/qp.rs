@@ -2,8 +2,11 @@
 //! 0xFFFFFF, the multicast MAC) or a unicast address and QP, receiving datagrams with their
 //! source information; Q_Key and P_Key enforced on receive [rxe_recv.c check_keys,
 //! rxe_rcv_mcast_pkt; rxe_mcast.c].
+//!
+//! `UdQps` owns the UD QPs; QP numbers come from the stack (UD and RC QPs share one
+//! numbering), frames leave through the `Ctx` the stack lends.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::IpAddr;
 
 use roce_wire::bth::{self, Opcode};
@@ -12,9 +15,9 @@ use roce_wire::ext::ExtHeaders;
 use roce_wire::frame::Frame;
 use roce_wire::{immdt, Gid, MULTICAST_QPN};
 
-use crate::counters::DropReason;
+use crate::counters::{Counters, DropReason};
+use crate::ctx::{Ctx, Outgoing, RocePacket};
 use crate::event::AddressHandle;
-use crate::stack::{Outgoing, RocePacket, Stack};
 use crate::Errno;
 
 /// Receive queue depth of a UD QP (datagrams beyond it are dropped and counted).
@@ -65,23 +68,25 @@ pub struct UdQp {
     pub(crate) psn: u32,
 }
 
-impl Stack {
-    /// Create a UD QP with `qkey`; returns its QPN.
-    pub fn create_qp(&mut self, qkey: u32) -> u32 {
-        let qpn = self.next_qpn;
-        self.next_qpn = (self.next_qpn + 1) & 0xff_ffff;
-        let psn = (self.random() as u32) & 0xff_ffff;
+/// The UD QPs of a port (the owner of their state).
+#[derive(Debug, Default)]
+pub(crate) struct UdQps {
+    qps: BTreeMap<u32, UdQp>,
+}
+
+impl UdQps {
+    /// Create QP `qpn` with `qkey`, its send PSN starting at `psn`.
+    pub(crate) fn create(&mut self, qpn: u32, qkey: u32, psn: u32) {
         self.qps.insert(qpn, UdQp { qkey, groups: BTreeSet::new(), rx: VecDeque::new(), psn });
-        qpn
     }
 
     /// Destroy a QP (detaching it from every group).
-    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Errno> {
+    pub(crate) fn destroy(&mut self, qpn: u32) -> Result<(), Errno> {
         self.qps.remove(&qpn).map(|_| ()).ok_or(Errno::EINVAL)
     }
 
     /// `ibv_attach_mcast`: deliver datagrams for `mgid` to this QP (a repeat is a no-op).
-    pub fn attach_mcast(&mut self, qpn: u32, mgid: Gid) -> Result<(), Errno> {
+    pub(crate) fn attach(&mut self, qpn: u32, mgid: Gid) -> Result<(), Errno> {
         if !mgid.is_multicast() {
             return Err(Errno::EINVAL);
         }
@@ -91,7 +96,7 @@ impl Stack {
     }
 
     /// `ibv_detach_mcast`: unknown QP or group → EINVAL.
-    pub fn detach_mcast(&mut self, qpn: u32, mgid: Gid) -> Result<(), Errno> {
+    pub(crate) fn detach(&mut self, qpn: u32, mgid: Gid) -> Result<(), Errno> {
         let qp = self.qps.get_mut(&qpn).ok_or(Errno::EINVAL)?;
         if qp.groups.remove(&mgid) {
             Ok(())
@@ -101,13 +106,25 @@ impl Stack {
     }
 
     /// The QP, if it exists.
-    pub fn qp(&self, qpn: u32) -> Option<&UdQp> {
+    pub(crate) fn get(&self, qpn: u32) -> Option<&UdQp> {
         self.qps.get(&qpn)
     }
 
+    /// Whether QP `qpn` exists.
+    pub(crate) fn contains(&self, qpn: u32) -> bool {
+        self.qps.contains_key(&qpn)
+    }
+
     /// Post a UD send (SEND_ONLY, or SEND_ONLY_WITH_IMMEDIATE when `imm_data` is given).
-    pub fn post_send(&mut self, qpn: u32, dest: &UdDest, payload: &[u8], imm_data: Option<u32>) -> Result<(), Errno> {
-        let pkey = self.cfg.pkey;
+    pub(crate) fn post_send(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        qpn: u32,
+        dest: &UdDest,
+        payload: &[u8],
+        imm_data: Option<u32>,
+    ) -> Result<(), Errno> {
+        let pkey = cx.cfg.pkey;
         let qp = self.qps.get_mut(&qpn).ok_or(Errno::EINVAL)?;
         let op = if imm_data.is_some() { Opcode::UdSendOnlyWithImmediate } else { Opcode::UdSendOnly };
         let dst_qpn = dest.remote_qpn & 0xff_ffff;
@@ -124,8 +141,8 @@ impl Stack {
         } else {
             None
         };
-        let payload = self.tx_bytes(payload);
-        self.tx.push_back(Outgoing::Roce(RocePacket {
+        let payload = cx.out.tx_bytes(payload);
+        cx.out.push(Outgoing::Roce(RocePacket {
             dst,
             dst_mac,
             src_qp: qpn,
@@ -139,7 +156,7 @@ impl Stack {
     }
 
     /// The next received datagram of a QP.
-    pub fn poll_recv(&mut self, qpn: u32) -> Option<Datagram> {
+    pub(crate) fn poll_recv(&mut self, qpn: u32) -> Option<Datagram> {
         self.qps.get_mut(&qpn)?.rx.pop_front()
     }
 
@@ -158,10 +175,10 @@ impl Stack {
         }
     }
 
-    fn enqueue(&mut self, qpn: u32, d: Datagram) -> bool {
+    fn enqueue(&mut self, counters: &mut Counters, qpn: u32, d: Datagram) -> bool {
         let Some(qp) = self.qps.get_mut(&qpn) else { return false };
         if qp.rx.len() >= RECV_QUEUE_DEPTH {
-            self.counters.drop(DropReason::ReceiveQueueFull);
+            counters.drop(DropReason::ReceiveQueueFull);
             return false;
         }
         qp.rx.push_back(d);
@@ -170,40 +187,40 @@ impl Stack {
 
     /// DestQP 0xFFFFFF: a clone to every attached QP whose Q_Key matches; failures are counted
     /// (rxe skips them silently).
-    pub(crate) fn deliver_multicast(&mut self, f: &Frame<'_>, d: deth::Repr) {
+    pub(crate) fn deliver_multicast(&mut self, counters: &mut Counters, f: &Frame<'_>, d: deth::Repr) {
         let mgid = Gid::from_ip(f.repr.ip.destination());
         let targets: Vec<(u32, u32)> =
             self.qps.iter().filter(|(_, q)| q.groups.contains(&mgid)).map(|(n, q)| (*n, q.qkey)).collect();
         if targets.is_empty() {
-            self.counters.drop(DropReason::UnknownGroup);
+            counters.drop(DropReason::UnknownGroup);
             return;
         }
         let mut delivered = false;
         for (qpn, qkey) in targets {
             if qkey != d.qkey {
-                self.counters.drop(DropReason::QkeyViolation);
+                counters.drop(DropReason::QkeyViolation);
                 continue;
             }
-            delivered |= self.enqueue(qpn, Self::datagram(f, &d));
+            delivered |= self.enqueue(counters, qpn, Self::datagram(f, &d));
         }
         if delivered {
-            self.counters.rx_accepted += 1;
+            counters.rx_accepted += 1;
         }
     }
 
     /// A UD datagram for one QP.
-    pub(crate) fn deliver_unicast(&mut self, f: &Frame<'_>, d: deth::Repr) {
+    pub(crate) fn deliver_unicast(&mut self, counters: &mut Counters, f: &Frame<'_>, d: deth::Repr) {
         let qpn = f.repr.bth.dest_qp;
         let Some(qkey) = self.qps.get(&qpn).map(|q| q.qkey) else {
-            self.counters.drop(DropReason::UnknownQp);
+            counters.drop(DropReason::UnknownQp);
             return;
         };
         if qkey != d.qkey {
-            self.counters.drop(DropReason::QkeyViolation);
+            counters.drop(DropReason::QkeyViolation);
             return;
         }
-        if self.enqueue(qpn, Self::datagram(f, &d)) {
-            self.counters.rx_accepted += 1;
+        if self.enqueue(counters, qpn, Self::datagram(f, &d)) {
+            counters.rx_accepted += 1;
         }
     }
 }

@@ -9,7 +9,7 @@ use roce_wire::sa::SaMad;
 use roce_wire::Gid;
 
 use crate::config::SaTiming;
-use crate::stack::FastHash;
+use crate::ctx::FastHash;
 use crate::Instant;
 
 /// Who started a transaction, so its outcome goes back to the right place.

@@ -584,10 +584,11 @@ mod state_machine {
 
     fn check(s: &Stack) {
         // 1. counts match Joined members; 3. members and ids agree.
-        for g in s.groups.values() {
+        let members: std::collections::BTreeMap<_, _> = s.members().collect();
+        for g in s.groups() {
             let mut counts = [0u32; 4];
             for k in &g.members {
-                let m = s.members.get(k).expect("group member exists");
+                let m = members.get(k).expect("group member exists");
                 assert_eq!(m.mgid, g.mgid);
                 if m.state == crate::mcast::MemberState::Joined {
                     counts[(m.join_state.0.trailing_zeros() as usize).min(3)] += 1;
@@ -595,7 +596,7 @@ mod state_machine {
             }
             assert_eq!(counts, g.counts, "per-bit counts");
         }
-        for (k, m) in &s.members {
+        for (k, m) in &members {
             if m.state != crate::mcast::MemberState::Cancelled {
                 let r = s.ids.get(&m.id).expect("member's id is alive");
                 assert!(r.members.contains(k));
@@ -603,7 +604,7 @@ mod state_machine {
         }
         for r in s.ids.values() {
             for k in r.members.keys() {
-                assert!(s.members.contains_key(&k), "id names a live member");
+                assert!(members.contains_key(&k), "id names a live member");
             }
         }
         let c = s.counters();
@@ -655,8 +656,8 @@ mod state_machine {
             w.run_for(Duration::from_secs(30));
             check(&w.stacks[0]);
             let s = &w.stacks[0];
-            prop_assert_eq!(s.groups.len(), 0);
-            prop_assert_eq!(s.members.len(), 0);
+            prop_assert_eq!(s.groups().count(), 0);
+            prop_assert_eq!(s.members().count(), 0);
             prop_assert_eq!(s.sa_transactions(), 0);
             prop_assert_eq!(s.pending_work(), 0);
             prop_assert!(s.bound_ports().is_empty());

@@ -54,7 +54,10 @@ fn net(paths: MulticastPaths) -> (SimNet, NodeId, NodeId, CmId) {
     let a = net.add(Stack::new(cfg), LinkConfig::default());
     // 100,000 groups exceed the 16,383 multicast LIDs: let groups share them.
     let sa_cfg = SaConfig { max_groups: 200_000, mlid_count: 0x3fff, share_mlids: true, ..SaConfig::default() };
-    let sa = net.add(SaHost::new(StackConfig::new([2, 0, 0, 0, 0, 2], SA, 16), sa_cfg), LinkConfig::default());
+    let sa = net.add(
+        SaHost::new(StackConfig::new([2, 0, 0, 0, 0, 2], SA, 16), sa_cfg).expect("a valid SaConfig"),
+        LinkConfig::default(),
+    );
     let s = net.node_mut::<Stack>(a);
     let id = s.create_id(PortSpace::Udp, QpType::Ud).unwrap();
     s.bind_addr(id, SocketAddr::new(IpAddr::V4(A), 0)).unwrap();
@@ -125,7 +128,7 @@ impl Direct {
         cfg.sa = Some(IpAddr::V4(SA));
         cfg.multicast_paths = MulticastPaths::SA_ONLY;
         let mut a = Stack::new(cfg);
-        let sa = SaHost::new(StackConfig::new([2, 0, 0, 0, 0, 2], SA, 16), SaConfig::default());
+        let sa = SaHost::with_defaults(StackConfig::new([2, 0, 0, 0, 0, 2], SA, 16));
         let id = a.create_id(PortSpace::Udp, QpType::Ud).unwrap();
         a.bind_addr(id, SocketAddr::new(IpAddr::V4(A), 0)).unwrap();
         let mut d = Direct { a, sa, id, buf: vec![0; 9000], frame: vec![0; 9000] };
@@ -255,7 +258,7 @@ fn memory_and_scaling() {
     // aside and put back afterwards, so that the leaves below find their groups.
     let kept = n.node::<SaHost>(sa).sa.clone();
     let l0 = LIVE.load(Ordering::Relaxed);
-    n.node_mut::<SaHost>(sa).sa = roce_sa::SaResponder::new(SaConfig::default());
+    n.node_mut::<SaHost>(sa).sa = roce_sa::SaResponder::with_defaults();
     let sa_bytes = l0.saturating_sub(LIVE.load(Ordering::Relaxed));
     n.node_mut::<SaHost>(sa).sa = kept;
     println!(

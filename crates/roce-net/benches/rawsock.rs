@@ -31,7 +31,7 @@ use roce_cm::{EventKind, MulticastPaths, PortSpace, QpType, Stack, StackConfig};
 use roce_net::device::{Device, RecvBatch};
 use roce_net::driver::Driver;
 use roce_net::raw::RawSocket;
-use roce_sa::{SaConfig, SaResponder};
+use roce_sa::SaResponder;
 use roce_wire::bth::{self, Opcode};
 use roce_wire::ext::ExtHeaders;
 use roce_wire::frame::{rxe_udp_sport, FramePacket, FrameRepr};
@@ -509,8 +509,7 @@ fn leave_latency(nets: &Nets, rounds: usize) {
         enter(&b);
         let mac = roce_net::raw::interface("v2").unwrap().mac.unwrap();
         let cfg = StackConfig::new(mac, RX_IP, 24);
-        let mut d =
-            Driver::new(RawSocket::open("v2").unwrap(), Stack::new(cfg)).with_sa(SaResponder::new(SaConfig::default()));
+        let mut d = Driver::new(RawSocket::open("v2").unwrap(), Stack::new(cfg)).with_sa(SaResponder::with_defaults());
         while !stop2.load(Ordering::SeqCst) {
             let _ = d.turn(Duration::from_millis(10));
         }

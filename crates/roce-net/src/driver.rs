@@ -315,14 +315,16 @@ impl<D: Device + MulticastFilter> Driver<D> {
         let now = self.now();
         self.stack
             .join_multicast(now, id, group, join_state)
-            .map_err(|e| io::Error::other(format!("join_multicast: {e}")))?;
+            .map_err(|errno| crate::NetError::Cm { call: "join_multicast", errno })?;
         self.wait_event(id, &[EventKind::MulticastJoin, EventKind::MulticastError], timeout)
     }
 
     /// Leave and block until MULTICAST_LEFT or MULTICAST_ERROR (or the timeout).
     pub fn leave(&mut self, id: CmId, group: IpAddr, timeout: Duration) -> io::Result<Option<CmEvent>> {
         let now = self.now();
-        self.stack.leave_multicast(now, id, group).map_err(|e| io::Error::other(format!("leave_multicast: {e}")))?;
+        self.stack
+            .leave_multicast(now, id, group)
+            .map_err(|errno| crate::NetError::Cm { call: "leave_multicast", errno })?;
         self.wait_event(id, &[EventKind::MulticastLeft, EventKind::MulticastError], timeout)
     }
 }

@@ -377,12 +377,12 @@ impl IbsimClient {
             )
         })?;
         if c.node_guid() != node.node_guid {
-            return Err(io::Error::other(format!(
-                "ibsim: node {:?} has NodeGUID {:#018x}, not {:#018x}",
-                node.description,
-                c.node_guid(),
-                node.node_guid
-            )));
+            return Err(crate::NetError::NodeGuid {
+                description: node.description.clone(),
+                found: c.node_guid(),
+                expected: node.node_guid,
+            }
+            .into());
         }
         Ok(c)
     }
@@ -501,7 +501,7 @@ impl IbsimClient {
         };
         // From here on, Drop disconnects.
         if client_id >= MAX_CLIENTS {
-            return Err(io::Error::other(format!("ibsim: bad client number {client_id} in the connect reply")));
+            return Err(crate::NetError::BadClient(client_id).into());
         }
         client.data.connect_addr(&abstract_addr(&format!("{sockname}:out{client_id}"))?).map_err(|e| {
             io::Error::new(
@@ -519,10 +519,7 @@ impl IbsimClient {
 
     fn ctl(&self, kind: u32, data: &[u8]) -> io::Result<[u8; SIM_CTL_DATA_LEN]> {
         ctl_exchange(&self.ctl, &self.sockname, self.client_id, kind, data)?.ok_or_else(|| {
-            io::Error::other(format!(
-                "ibsim @{}:ctl refused control request {kind} for client {}",
-                self.sockname, self.client_id
-            ))
+            crate::NetError::CtlRefused { sockname: self.sockname.clone(), kind, client: self.client_id }.into()
         })
     }
 
@@ -788,9 +785,7 @@ impl IbsimClient {
         let resp = self.request(0xFFFF, 0, &mad, self.ctl_timeout)?;
         let status = u16::from_be_bytes([resp[4], resp[5]]) & 0x7FFF;
         if status != 0 {
-            return Err(io::Error::other(format!(
-                "ibsim: SubnGet attribute {attribute_id:#06x} along {path:?} answered with status {status:#06x}"
-            )));
+            return Err(crate::NetError::SmpStatus { attribute: attribute_id, path: path.to_vec(), status }.into());
         }
         let mut out = [0u8; 64];
         out.copy_from_slice(&resp[64..128]);

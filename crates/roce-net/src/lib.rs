@@ -15,6 +15,7 @@
 mod corrupt;
 pub mod device;
 pub mod driver;
+pub mod error;
 pub mod fault;
 pub mod ibsim;
 pub mod node;
@@ -27,6 +28,7 @@ pub mod sim;
 
 pub use corrupt::CorruptScope;
 pub use device::{Device, MemoryDevice};
+pub use error::NetError;
 pub use fault::{FaultConfig, FaultDevice, FaultStats};
 pub use node::{Node, Received, ScriptedNode};
 pub use pcap_device::PcapDevice;

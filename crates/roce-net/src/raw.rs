@@ -83,7 +83,7 @@ impl RawSocket {
         }
         // SAFETY: fd is a fresh, valid descriptor we own from here on.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let ifindex = i32::try_from(info.index).map_err(|_| io::Error::other("interface index out of range"))?;
+        let ifindex = i32::try_from(info.index).map_err(|_| crate::NetError::InterfaceIndex)?;
         // SAFETY: sockaddr_ll is plain data; zeroed is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;

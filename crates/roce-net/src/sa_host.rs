@@ -3,7 +3,7 @@
 //! a kernel's umad. Used in-process on the simulated link and by `roce demo`.
 
 use roce_cm::{Instant, Stack, StackConfig};
-use roce_sa::{Requester, SaConfig, SaResponder};
+use roce_sa::{ConfigError, Requester, SaConfig, SaResponder};
 
 use crate::node::Node;
 
@@ -19,11 +19,21 @@ pub struct SaHost {
 }
 
 impl SaHost {
-    /// A host with this port configuration and SA configuration.
-    pub fn new(port: StackConfig, sa: SaConfig) -> SaHost {
+    /// A host with this port configuration and SA configuration, or the reason the SA
+    /// configuration is refused.
+    pub fn new(port: StackConfig, sa: SaConfig) -> Result<SaHost, ConfigError> {
+        Ok(SaHost::with_responder(port, SaResponder::new(sa)?))
+    }
+
+    /// A host with this port configuration and the default SA configuration.
+    pub fn with_defaults(port: StackConfig) -> SaHost {
+        SaHost::with_responder(port, SaResponder::with_defaults())
+    }
+
+    fn with_responder(port: StackConfig, sa: SaResponder) -> SaHost {
         let mut stack = Stack::new(port);
         stack.register_mad_agent(0x03);
-        SaHost { stack, sa: SaResponder::new(sa), answered: 0 }
+        SaHost { stack, sa, answered: 0 }
     }
 
     /// Hand every queued SA request to the responder and queue its answers.

@@ -72,7 +72,7 @@ fn populated() -> Bench {
     // 100,000 groups need more than the 16,383 MLIDs of 0xC000..=0xFFFE: share them.
     let cfg = SaConfig { share_mlids: true, max_groups: 2 * GROUPS as usize, ..SaConfig::roce() };
     let rss0 = rss();
-    let mut b = Bench { sa: SaResponder::new(cfg), tid: 0 };
+    let mut b = Bench { sa: SaResponder::new(cfg).expect("a valid SaConfig"), tid: 0 };
     for i in 0..GROUPS {
         for j in 0..MEMBERS {
             let mut m = join_mad(i, j, JoinState::FULL_MEMBER);

@@ -17,7 +17,7 @@
 //! use roce_wire::sa::{attr, SaData, SaMad};
 //! use roce_wire::Gid;
 //!
-//! let mut sa = SaResponder::new(SaConfig::roce());
+//! let mut sa = SaResponder::new(SaConfig::roce()).expect("the RoCE defaults are valid");
 //! let me = Gid::from_ipv4([198, 18, 0, 1].into());
 //! let mgid = Gid::from_ipv4([239, 1, 2, 3].into());
 //! let rec = McMemberRecord {

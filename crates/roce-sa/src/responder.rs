@@ -98,21 +98,20 @@ pub struct SaResponder {
 type Outcome = Result<McMemberRecord, MadStatus>;
 
 impl SaResponder {
-    /// A responder with this configuration.
-    ///
-    /// # Panics
-    /// If the configuration is invalid ([`SaConfig::validate`]); see [`SaResponder::try_new`].
-    pub fn new(config: SaConfig) -> SaResponder {
-        match SaResponder::try_new(config) {
-            Ok(r) => r,
-            Err(e) => panic!("invalid SaConfig: {e}"),
-        }
+    /// A responder with this configuration, or the reason it is refused
+    /// ([`SaConfig::validate`]).
+    pub fn new(config: SaConfig) -> Result<SaResponder, ConfigError> {
+        config.validate()?;
+        Ok(SaResponder::build(config))
     }
 
-    /// A responder, or the reason the configuration is refused.
-    pub fn try_new(config: SaConfig) -> Result<SaResponder, ConfigError> {
-        config.validate()?;
-        Ok(SaResponder {
+    /// A responder with [`SaConfig::default`] (valid: no error to handle).
+    pub fn with_defaults() -> SaResponder {
+        SaResponder::build(SaConfig::default())
+    }
+
+    fn build(config: SaConfig) -> SaResponder {
+        SaResponder {
             mlids: MlidPool::new(config.mlid_start, config.mlid_count, config.share_mlids),
             cache: DupCache::new(config.dup_cache_size),
             groups: HashMap::with_hasher(Default::default()),
@@ -121,7 +120,7 @@ impl SaResponder {
             mgid_counter: 0,
             spare_members: Vec::new(),
             config,
-        })
+        }
     }
 
     /// Handle one MAD received from `from` and return the MADs to send back to it (none for a

@@ -450,11 +450,7 @@ impl fmt::Display for L2Packet<'_> {
                 let (op, sha, spa, _, tpa) = arp::fields(r);
                 match op {
                     ArpOperation::Request => write!(f, "ARP who has {tpa}? tell {spa}"),
-                    ArpOperation::Reply => write!(
-                        f,
-                        "ARP {spa} is at {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-                        sha[0], sha[1], sha[2], sha[3], sha[4], sha[5]
-                    ),
+                    ArpOperation::Reply => write!(f, "ARP {spa} is at {}", crate::MacAddr(sha)),
                     ArpOperation::Unknown(o) => write!(f, "ARP operation {o}"),
                 }
             }

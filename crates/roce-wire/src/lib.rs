@@ -70,7 +70,36 @@ pub mod ndisc;
 pub mod serde_support;
 
 pub use error::{ContentError, Error, Layer, Result};
+/// The IPv4 header's DSCP and ECN fields, for dependents that set a frame's traffic class
+/// (re-exported so that they need no etherparse of their own).
+pub use etherparse::{IpDscp, IpEcn};
 pub use gid::Gid;
+
+/// A MAC address displayed as `aa:bb:cc:dd:ee:ff` (lower-case hex, colons): the one MAC
+/// formatter of the workspace. (smoltcp's `EthernetAddress` displays with dashes.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl core::fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let m = self.0;
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+    }
+}
+
+/// Bytes displayed as one lower-case hex string without separators (`0a1b…`): the one hex
+/// formatter of the workspace (JSON output of byte arrays uses it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HexBytes<'a>(pub &'a [u8]);
+
+impl core::fmt::Display for HexBytes<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
 
 /// The UDP destination port of RoCEv2.
 pub const ROCEV2_UDP_PORT: u16 = 4791;
@@ -84,3 +113,14 @@ pub const RDMA_UDP_QKEY: u32 = 0x0123_4567;
 pub const DEFAULT_PKEY: u16 = 0xFFFF;
 /// The size of every MAD carried here.
 pub const MAD_SIZE: usize = 256;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mac_addr_displays_with_colons() {
+        extern crate std;
+        use std::string::ToString;
+        assert_eq!(super::MacAddr([0x02, 0, 0xab, 0x10, 0xff, 1]).to_string(), "02:00:ab:10:ff:01");
+        assert_eq!(super::HexBytes(&[0x0a, 0x1b, 0xff]).to_string(), "0a1bff");
+    }
+}

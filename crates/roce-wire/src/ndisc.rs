@@ -486,7 +486,7 @@ impl fmt::Display for NdiscMessage<'_> {
             }
         }
         if let Some(m) = self.lladdr() {
-            write!(f, " is {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])?;
+            write!(f, " is {}", crate::MacAddr(m))?;
         }
         Ok(())
     }

@@ -3,18 +3,7 @@
 
 /// Serialize bytes as one lowercase hex string.
 pub fn hex<S: serde::Serializer, const N: usize>(bytes: &[u8; N], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(&Hex(bytes))
-}
-
-struct Hex<'a>(&'a [u8]);
-
-impl core::fmt::Display for Hex<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
-    }
+    s.collect_str(&crate::HexBytes(bytes))
 }
 
 impl serde::Serialize for crate::Gid {

@@ -1,0 +1,214 @@
+//! What every owner of the engine shares, and nothing else: the outbox (frames and events
+//! going out), the timers (deferred work), the PRNG and the hasher. The owners (neighbours,
+//! UD QPs, multicast, the SA client, CM, ids, rc/) import this module, never each other's
+//! state and never `stack`; [`crate::stack::Stack`] lends them a [`Ctx`] for one call, as
+//! quinn-proto's `Connection` lends its parts what they need.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::IpAddr;
+
+use bytes::{Bytes, BytesMut};
+use roce_wire::bth;
+use roce_wire::ext::ExtHeaders;
+use roce_wire::MAD_SIZE;
+
+use crate::config::StackConfig;
+use crate::counters::Counters;
+use crate::event::CmEvent;
+use crate::id::{CmId, MemberKey};
+use crate::Instant;
+
+/// The hasher of the engine's hash maps: foldhash, seeded per map at random (keys such as a
+/// neighbour's address come from the network, so a fixed seed would invite collisions), and
+/// several times cheaper than SipHash on the 16-byte MGIDs of the multicast path.
+pub(crate) type FastHash = foldhash::fast::RandomState;
+
+/// The engine's one PRNG step (SplitMix64): the stack, its SA client's TIDs and rc/ draw from
+/// streams of it seeded from `StackConfig::seed`, so a run is reproducible from its seed.
+pub(crate) fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A SplitMix64 stream.
+#[derive(Debug, Clone)]
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    /// The stream of `seed`.
+    pub(crate) fn new(seed: u64) -> Rng {
+        Rng(splitmix(seed))
+    }
+
+    /// The next value.
+    #[inline]
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = splitmix(self.0);
+        self.0
+    }
+}
+
+/// Deferred work, the sans-IO form of the kernel's queued work items and timers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Work {
+    /// Address resolution that needs no neighbour (loopback, multicast, already known).
+    AddrResolved(CmId),
+    /// RoCE route resolution (local, queued in the kernel).
+    RouteResolved(CmId),
+    /// An IGMP/MLD-only join completes (cma_iboe_join_multicast queues the event).
+    LocalJoinDone(MemberKey),
+    /// Repeat an unsolicited IGMP/MLD report (robustness variable 2).
+    ReportRepeat { group: IpAddr, join: bool },
+    /// A neighbour probe is due.
+    NeighborProbe(IpAddr),
+    /// A resolve_addr deadline.
+    ResolveDeadline(CmId),
+    /// CM retransmission or TIMEWAIT for a connection (by local comm id).
+    CmTimer(u32),
+}
+
+/// The work items by due time, indexed so that cancelling one is O(log n).
+#[derive(Debug, Default)]
+pub(crate) struct Timers {
+    work: BTreeMap<(Instant, u64), Work>,
+    /// Where each work item sits in `work`.
+    index: HashMap<Work, Vec<(Instant, u64)>, FastHash>,
+    seq: u64,
+}
+
+impl Timers {
+    /// Run `w` at `at`.
+    #[inline]
+    pub(crate) fn schedule(&mut self, at: Instant, w: Work) {
+        self.seq += 1;
+        let key = (at, self.seq);
+        self.index.entry(w.clone()).or_default().push(key);
+        self.work.insert(key, w);
+    }
+
+    fn unindex(&mut self, key: (Instant, u64), w: &Work) {
+        if let Some(v) = self.index.get_mut(w) {
+            v.retain(|k| *k != key);
+            if v.is_empty() {
+                self.index.remove(w);
+            }
+        }
+    }
+
+    /// Cancel every scheduled instance of exactly this work item.
+    #[inline]
+    pub(crate) fn cancel(&mut self, w: &Work) {
+        if let Some(keys) = self.index.remove(w) {
+            for k in keys {
+                self.work.remove(&k);
+            }
+        }
+    }
+
+    /// Cancel every work item matching `pred` (a scan: prefer [`Timers::cancel`]).
+    pub(crate) fn unschedule(&mut self, pred: impl Fn(&Work) -> bool) {
+        let doomed: Vec<Work> = self.index.keys().filter(|w| pred(w)).cloned().collect();
+        for w in doomed {
+            self.cancel(&w);
+        }
+    }
+
+    /// The earliest due time.
+    #[inline]
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        self.work.keys().next().map(|(t, _)| *t)
+    }
+
+    /// The next item due at or before `now`, taken out.
+    #[inline]
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<Work> {
+        let (&(at, seq), _) = self.work.iter().next()?;
+        if at > now {
+            return None;
+        }
+        let w = self.work.remove(&(at, seq))?;
+        self.unindex((at, seq), &w);
+        Some(w)
+    }
+
+    /// Number of pending items.
+    pub(crate) fn len(&self) -> usize {
+        self.work.len()
+    }
+}
+
+/// A frame waiting for transmission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outgoing {
+    /// A complete Ethernet frame (ARP, ND, IGMP, MLD).
+    Raw(Bytes),
+    /// A RoCEv2 packet still to be framed (its MAC may need resolving).
+    Roce(RocePacket),
+}
+
+/// A RoCEv2 packet before framing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RocePacket {
+    pub dst: IpAddr,
+    pub dst_mac: Option<[u8; 6]>,
+    pub src_qp: u32,
+    pub bth: bth::Repr,
+    pub ext: ExtHeaders,
+    /// Shared, not copied, on its way to the transmit buffer (see [`Outbox::tx_bytes`]).
+    pub payload: Bytes,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+
+/// The transmit arena's size: 64 MADs. Frames queued from it share it; once they are gone,
+/// the next payload reuses it from the start.
+const TX_ARENA: usize = 64 * MAD_SIZE;
+
+/// Frames and events on their way out.
+#[derive(Debug, Default)]
+pub(crate) struct Outbox {
+    pub(crate) events: VecDeque<CmEvent>,
+    pub(crate) tx: VecDeque<Outgoing>,
+    /// The buffer queued payloads are cut from ([`Outbox::tx_bytes`]).
+    arena: BytesMut,
+}
+
+impl Outbox {
+    /// Queue an event for the application.
+    #[inline]
+    pub(crate) fn push_event(&mut self, ev: CmEvent) {
+        self.events.push_back(ev);
+    }
+
+    /// Queue a frame.
+    #[inline]
+    pub(crate) fn push(&mut self, o: Outgoing) {
+        self.tx.push_back(o);
+    }
+
+    /// A payload to queue, cut from the transmit arena: once every frame cut from the arena
+    /// has been sent (their `Bytes` dropped), `reserve` takes the same allocation back, so
+    /// the steady state allocates nothing per frame.
+    #[inline]
+    pub(crate) fn tx_bytes(&mut self, data: &[u8]) -> Bytes {
+        if self.arena.capacity() < data.len() {
+            self.arena.reserve(TX_ARENA.max(data.len()));
+        }
+        self.arena.extend_from_slice(data);
+        self.arena.split().freeze()
+    }
+}
+
+/// What an owner is lent for one call: the configuration, the time, the counters, the
+/// outbox and the timers. Built by `Stack` from disjoint fields (see `ctx!` in stack.rs), so
+/// an owner never holds the stack.
+pub(crate) struct Ctx<'a> {
+    pub cfg: &'a StackConfig,
+    pub now: Instant,
+    pub counters: &'a mut Counters,
+    pub out: &'a mut Outbox,
+    pub timers: &'a mut Timers,
+}

@@ -1,0 +1,93 @@
+//! QP1 (the GSI QP) as this port's MAD sender and agent hook: the PSN of the MADs we send, the
+//! management classes a userspace agent registered (umad-like) and the requests waiting for
+//! it. The MADs themselves are dispatched by the stack (CM, SA responses, agents).
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+use bytes::Bytes;
+use roce_wire::bth::{self, Opcode};
+use roce_wire::ext::ExtHeaders;
+use roce_wire::{Gid, GSI_QKEY, MAD_SIZE};
+
+use crate::ctx::{Outbox, RocePacket};
+
+/// A MAD request delivered to a registered agent (the umad-like hook an SA host uses).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MadRequest {
+    /// The requester's address.
+    pub src: IpAddr,
+    /// The requester's QP (DETH SrcQP).
+    pub src_qp: u32,
+    /// The requester's GID (its IP as a GID).
+    pub src_gid: Gid,
+    /// The 256-byte MAD.
+    pub mad: [u8; MAD_SIZE],
+}
+
+/// QP1's sender state and agent queue (the owner of both).
+#[derive(Debug, Default)]
+pub(crate) struct Gsi {
+    psn: u32,
+    agents: Vec<u8>,
+    requests: VecDeque<MadRequest>,
+}
+
+impl Gsi {
+    /// The headers of a UD SEND_ONLY on QP1 with the current PSN (not advanced).
+    #[inline]
+    pub(crate) fn header(&self, pkey: u16, dst: IpAddr, dst_qp: u32, payload: Bytes) -> RocePacket {
+        let mut b = bth::Repr::new(Opcode::UdSendOnly, dst_qp, self.psn);
+        b.pkey = pkey;
+        b.ack_req = true; // rxe sets AckReq on GSI (QP1 is type GSI, not UD)
+        RocePacket {
+            dst,
+            dst_mac: None,
+            src_qp: 1,
+            bth: b,
+            ext: ExtHeaders::deth(GSI_QKEY, 1),
+            payload,
+            hop_limit: 64,
+            traffic_class: 0,
+        }
+    }
+
+    /// A MAD went out with the current PSN: the next one takes the following PSN.
+    #[inline]
+    pub(crate) fn advance(&mut self) {
+        self.psn = (self.psn + 1) & 0xff_ffff;
+    }
+
+    /// A UD SEND_ONLY on QP1 carrying `mad` (cut from the outbox's arena), framed as rxe
+    /// frames GSI traffic; the PSN advances.
+    #[inline]
+    pub(crate) fn packet(&mut self, out: &mut Outbox, pkey: u16, dst: IpAddr, dst_qp: u32, mad: &[u8]) -> RocePacket {
+        let payload = out.tx_bytes(mad);
+        let p = self.header(pkey, dst, dst_qp, payload);
+        self.advance();
+        p
+    }
+
+    /// Deliver requests of `mgmt_class` to the agent (a repeat is a no-op).
+    pub(crate) fn register(&mut self, mgmt_class: u8) {
+        if !self.agents.contains(&mgmt_class) {
+            self.agents.push(mgmt_class);
+        }
+    }
+
+    /// Whether an agent takes requests of `mgmt_class`.
+    #[inline]
+    pub(crate) fn has_agent(&self, mgmt_class: u8) -> bool {
+        self.agents.contains(&mgmt_class)
+    }
+
+    /// Queue a request for the agent.
+    pub(crate) fn deliver(&mut self, r: MadRequest) {
+        self.requests.push_back(r);
+    }
+
+    /// The next request for the agent.
+    pub(crate) fn poll_request(&mut self) -> Option<MadRequest> {
+        self.requests.pop_front()
+    }
+}
