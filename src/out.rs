@@ -60,38 +60,11 @@ macro_rules! status {
     ($($t:tt)*) => { $crate::out::status(format_args!($($t)*)) };
 }
 
-const ERRNOS: [Errno; 25] = [
-    Errno::EPERM,
-    Errno::ENOENT,
-    Errno::EINTR,
-    Errno::EIO,
-    Errno::ENXIO,
-    Errno::EAGAIN,
-    Errno::ENOMEM,
-    Errno::EACCES,
-    Errno::EBUSY,
-    Errno::ENODEV,
-    Errno::EINVAL,
-    Errno::ENOSPC,
-    Errno::ENOSYS,
-    Errno::EPROTONOSUPPORT,
-    Errno::EOPNOTSUPP,
-    Errno::EAFNOSUPPORT,
-    Errno::EADDRINUSE,
-    Errno::EADDRNOTAVAIL,
-    Errno::ENETUNREACH,
-    Errno::ENETRESET,
-    Errno::ECONNRESET,
-    Errno::ETIMEDOUT,
-    Errno::ECONNREFUSED,
-    Errno::EHOSTUNREACH,
-    Errno::ENOTSUPP,
-];
 
 /// The errno name of an event status (`-110` → `ETIMEDOUT`), if it is a negative errno.
 pub fn errno_name(status: i32) -> Option<&'static str> {
     let v = status.checked_neg()?;
-    ERRNOS.iter().find(|e| e.value() == v).map(|e| e.name())
+    Errno::from_value(v).map(Errno::name)
 }
 
 /// One CM event as every tool prints it: `event: KIND status N [ERRNO]` and the parameters

@@ -110,6 +110,11 @@ impl Errno {
     pub fn from_name(name: &str) -> Option<Errno> {
         ALL.iter().copied().find(|e| e.name() == name)
     }
+
+    /// The errno with this (positive) value, if the engine knows it (`110` → `ETIMEDOUT`).
+    pub fn from_value(value: i32) -> Option<Errno> {
+        ALL.iter().copied().find(|e| e.value() == value)
+    }
 }
 
 const ALL: [Errno; 27] = [
