@@ -136,7 +136,7 @@ fn kernel_rxe_cm_interop() {
     assert_eq!(rc, 0, "roce udaddy server:\n{out}\nguest:\n{glog}");
     assert!(glog.contains("data transfers complete") && glog.contains("rc=0"), "the guest's udaddy client:\n{glog}");
 
-    // c. The guest's ucmatose server (-C 0: no data; our stack has no RC data path); our
+    // c. The guest's ucmatose server (-C 0: the handshake alone; data is tests/interop_rc.rs); our
     //    client: REQ ▶ REP, our RTU brings the kernel side to ESTABLISHED (ucmatose leaves
     //    connect_events and disconnects), our DREQ ▶ DREP.
     let (rc, out) = g.guest_exec("(ucmatose -C 0; echo rc=$?) > /tmp/ucmatose_srv.log 2>&1 &", T);
