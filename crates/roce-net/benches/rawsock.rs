@@ -39,57 +39,27 @@ use roce_wire::golden::SA_DELETE_MCMEMBER;
 use roce_wire::mcmember::JoinState;
 use roce_wire::GSI_QKEY;
 
+mod veth;
+use veth::{enter, sh, thread_cpu, Nets};
+
 const TX_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 11);
 const RX_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 12);
 const FRAME_LEN: usize = 322;
 const UDP_PAYLOAD: usize = FRAME_LEN - 42;
 const BATCH: usize = 64;
 
-fn sh(cmd: &str) {
-    let ok = Command::new("sh").args(["-c", cmd]).status().map(|s| s.success()).unwrap_or(false);
-    assert!(ok, "{cmd}");
-}
-
-struct Nets(String, String);
-
-impl Nets {
-    fn new() -> Nets {
-        let (a, b) = (format!("roce-bench-a-{}", std::process::id()), format!("roce-bench-b-{}", std::process::id()));
-        sh(&format!("ip netns add {a} && ip netns add {b}"));
-        sh(&format!("ip link add v1 netns {a} type veth peer name v2 netns {b}"));
-        sh(&format!("ip -n {a} link set v1 up && ip -n {b} link set v2 up && ip -n {a} addr add {TX_IP}/24 dev v1 && ip -n {b} addr add {RX_IP}/24 dev v2"));
-        // Static neighbours: no ARP inside a measurement.
-        let mac = |ns: &str, dev: &str| {
-            let out = Command::new("ip").args(["-n", ns, "-br", "link", "show", dev]).output().expect("ip link");
-            String::from_utf8_lossy(&out.stdout).split_whitespace().nth(2).expect("a MAC").to_string()
-        };
-        let (m1, m2) = (mac(&a, "v1"), mac(&b, "v2"));
-        sh(&format!("ip -n {a} neigh replace {RX_IP} lladdr {m2} dev v1 nud permanent"));
-        sh(&format!("ip -n {b} neigh replace {TX_IP} lladdr {m1} dev v2 nud permanent"));
-        Nets(a, b)
-    }
-}
-
-impl Drop for Nets {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        let _ = Command::new("ip").args(["netns", "del", &self.1]).status();
-    }
-}
-
-fn enter(ns: &str) {
-    let f = File::open(format!("/var/run/netns/{ns}")).expect("netns file");
-    // SAFETY: setns on this thread with a valid namespace descriptor.
-    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(r, 0, "setns {ns}: {}", std::io::Error::last_os_error());
-}
-
-fn thread_cpu() -> Duration {
-    // SAFETY: getrusage fills the struct.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+/// The veth pair, with static neighbours: no ARP inside a measurement.
+fn nets() -> Nets {
+    let nets = Nets::pair("bench", None, TX_IP, RX_IP);
+    let (a, b) = (&nets.0, &nets.1);
+    let mac = |ns: &str, dev: &str| {
+        let out = Command::new("ip").args(["-n", ns, "-br", "link", "show", dev]).output().expect("ip link");
+        String::from_utf8_lossy(&out.stdout).split_whitespace().nth(2).expect("a MAC").to_string()
+    };
+    let (m1, m2) = (mac(a, "v1"), mac(b, "v2"));
+    sh(&format!("ip -n {a} neigh replace {RX_IP} lladdr {m2} dev v1 nud permanent"));
+    sh(&format!("ip -n {b} neigh replace {TX_IP} lladdr {m1} dev v2 nud permanent"));
+    nets
 }
 
 /// The frame every sender sends: a real SA Delete MAD to QP1, v1 → v2, with the UDP source
@@ -567,7 +537,7 @@ fn main() {
     // short run of the same code (it needs root: a missing privilege is a failure).
     let full = std::env::args().any(|a| a == "--bench");
     let n: u64 = if full { 200_000 } else { 5_000 };
-    let nets = Nets::new();
+    let nets = nets();
     let raw_pps = throughput(&nets, n);
     trafgen_anchor(&nets, n, raw_pps);
     leave_latency(&nets, if full { 1000 } else { 20 });

@@ -10,11 +10,8 @@
 //! its socket); the CM is not in the measured path. `cargo bench -p roce-net --bench rc_veth`.
 //! Under `cargo test` (no `--bench` argument) it only checks that it builds.
 
-use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
-use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -23,53 +20,20 @@ use roce_cm::{Stack, StackConfig};
 use roce_net::driver::Driver;
 use roce_net::raw::RawSocket;
 
+mod veth;
+use veth::{enter, thread_cpu, Nets};
+
+/// The veth pair, with fixed MACs.
+fn nets() -> Nets {
+    let macs = ("02:00:00:00:04:01", "02:00:00:00:04:02");
+    Nets::pair("rcb", Some(macs), Ipv4Addr::new(198, 18, 4, 11), Ipv4Addr::new(198, 18, 4, 12))
+}
+
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 4, 1];
 const MAC_B: [u8; 6] = [2, 0, 0, 0, 4, 2];
 const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 4, 1);
 const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 4, 2);
 const WINDOW: usize = 64;
-
-fn sh(cmd: &str) {
-    let ok = Command::new("sh").args(["-c", cmd]).status().map(|s| s.success()).unwrap_or(false);
-    assert!(ok, "{cmd}");
-}
-
-struct Nets(String, String);
-
-impl Nets {
-    fn new() -> Nets {
-        let (a, b) = (format!("roce-rcb-a-{}", std::process::id()), format!("roce-rcb-b-{}", std::process::id()));
-        sh(&format!("ip netns add {a} && ip netns add {b}"));
-        sh(&format!("ip link add v1 netns {a} type veth peer name v2 netns {b}"));
-        sh(&format!(
-            "ip -n {a} link set v1 address 02:00:00:00:04:01 && ip -n {b} link set v2 address 02:00:00:00:04:02"
-        ));
-        sh(&format!("ip -n {a} link set v1 up && ip -n {b} link set v2 up && ip -n {a} addr add 198.18.4.11/24 dev v1 && ip -n {b} addr add 198.18.4.12/24 dev v2"));
-        Nets(a, b)
-    }
-}
-
-impl Drop for Nets {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        let _ = Command::new("ip").args(["netns", "del", &self.1]).status();
-    }
-}
-
-fn enter(ns: &str) {
-    let f = File::open(format!("/var/run/netns/{ns}")).expect("netns file");
-    // SAFETY: setns on this thread with a valid namespace descriptor.
-    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(r, 0, "setns {ns}: {}", std::io::Error::last_os_error());
-}
-
-fn thread_cpu() -> Duration {
-    // SAFETY: getrusage fills the struct.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
 
 /// One measured run: (messages, seconds, sender CPU µs/msg, receiver CPU µs/msg).
 #[derive(Debug, Clone, Copy)]
@@ -270,7 +234,7 @@ fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return; // cargo test --benches: build only (needs root and namespaces to run)
     }
-    let nets = Nets::new();
+    let nets = nets();
     let big = 1 << 16;
     let tcp_big = tcp_run(&nets, 2000, big);
     let send_big = rc_run(&nets, 2000, big, false);
