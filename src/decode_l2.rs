@@ -193,11 +193,7 @@ fn igmp(j: &mut Json, s: &mut Summary, msg: &IgmpMessage) {
             j.bool("s_flag", q.s_flag);
             j.num("qrv", u32::from(q.qrv));
             j.num("qqic", u32::from(q.qqic));
-            j.begin_array("sources");
-            for a in q.sources.iter() {
-                j.display("", a);
-            }
-            j.end_array();
+            j.display_array("sources", q.sources.iter());
         }
         IgmpMessage::V3Report(r) => {
             j.num("version", 3);
@@ -208,11 +204,7 @@ fn igmp(j: &mut Json, s: &mut Summary, msg: &IgmpMessage) {
                 j.num("record_type", u32::from(u8::from(g.record_type)));
                 j.str("record_type_name", record_type_name(u8::from(g.record_type)));
                 j.display("group", g.group_addr);
-                j.begin_array("sources");
-                for a in g.sources.iter() {
-                    j.display("", a);
-                }
-                j.end_array();
+                j.display_array("sources", g.sources.iter());
                 j.end();
             }
             j.end_array();
@@ -240,11 +232,7 @@ fn mld(j: &mut Json, s: &mut Summary, msg: &MldMessage) {
             j.bool("s_flag", q.s_flag);
             j.num("qrv", u32::from(q.qrv));
             j.num("qqic", u32::from(q.qqic));
-            j.begin_array("sources");
-            for a in q.sources.iter() {
-                j.display("", a);
-            }
-            j.end_array();
+            j.display_array("sources", q.sources.iter());
             sum!(s, "MLDv2 Query {} sources {}", q.mcast_addr, q.sources.len());
         }
         MldMessage::Report(r) => {

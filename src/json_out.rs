@@ -270,6 +270,18 @@ impl Json {
         self.comma = true;
     }
 
+    /// An array of displayed values (addresses and the like).
+    pub fn display_array<T: std::fmt::Display>(&mut self, k: &str, items: impl IntoIterator<Item = T>) {
+        if self.off {
+            return;
+        }
+        self.begin_array(k);
+        for v in items {
+            self.display("", v);
+        }
+        self.end_array();
+    }
+
     /// A number that fits 32 bits (always exact in JSON).
     #[inline]
     pub fn num(&mut self, k: &str, v: u32) {
