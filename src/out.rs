@@ -60,7 +60,6 @@ macro_rules! status {
     ($($t:tt)*) => { $crate::out::status(format_args!($($t)*)) };
 }
 
-
 /// The errno name of an event status (`-110` → `ETIMEDOUT`), if it is a negative errno.
 pub fn errno_name(status: i32) -> Option<&'static str> {
     let v = status.checked_neg()?;
