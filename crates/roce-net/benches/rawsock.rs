@@ -31,6 +31,7 @@ use roce_cm::{EventKind, MulticastPaths, PortSpace, QpType, Stack, StackConfig};
 use roce_net::device::{Device, RecvBatch};
 use roce_net::driver::Driver;
 use roce_net::raw::RawSocket;
+use roce_net::ring::RingConfig;
 use roce_sa::SaResponder;
 use roce_wire::bth::{self, Opcode};
 use roce_wire::ext::ExtHeaders;
@@ -158,9 +159,32 @@ fn run_pair(
     }
 }
 
-fn raw_sender(frame: Vec<u8>, batched: bool) -> impl FnOnce() -> Sender + Send + 'static {
+/// How a raw socket moves frames.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Raw {
+    /// `send`/`recv`, one frame per system call.
+    OneByOne,
+    /// `sendmmsg`/`recvmmsg`, 64 frames a call.
+    Mmsg,
+    /// PACKET_MMAP: TPACKET_V3 receive ring, transmit ring (one kick per 64 frames).
+    Rings,
+}
+
+fn open_raw(iface: &str, mode: Raw) -> RawSocket {
+    let s = if mode == Raw::Rings {
+        let s = RawSocket::open_with(iface, RingConfig { qdisc_bypass: true, ..RingConfig::default() }).unwrap();
+        assert_eq!(s.rings(), (true, true), "ring set-up failed: {:?}", s.ring_fallback());
+        s
+    } else {
+        RawSocket::open(iface).unwrap()
+    };
+    s
+}
+
+fn raw_sender(frame: Vec<u8>, mode: Raw) -> impl FnOnce() -> Sender + Send + 'static {
     move || {
-        let mut s = RawSocket::open("v1").unwrap();
+        let batched = mode != Raw::OneByOne;
+        let mut s = open_raw("v1", mode);
         s.set_buffer_sizes(8 << 20, 8 << 20).unwrap();
         Box::new(move |n| {
             let frames: Vec<&[u8]> = vec![&frame[..]; BATCH];
@@ -187,9 +211,10 @@ fn raw_sender(frame: Vec<u8>, batched: bool) -> impl FnOnce() -> Sender + Send +
     }
 }
 
-fn raw_receiver(work: Work, batched: bool) -> impl FnOnce() -> Receiver + Send + 'static {
+fn raw_receiver(work: Work, mode: Raw) -> impl FnOnce() -> Receiver + Send + 'static {
     move || {
-        let mut s = RawSocket::open("v2").unwrap();
+        let batched = mode != Raw::OneByOne;
+        let mut s = open_raw("v2", mode);
         s.set_buffer_sizes(8 << 20, 8 << 20).unwrap();
         let mut batch = RecvBatch::new(BATCH, 2048).unwrap();
         let mut buf = vec![0u8; 2048];
@@ -397,19 +422,31 @@ fn throughput(nets: &Nets, n: u64) -> f64 {
     for work in [Work::Count, Work::Verify] {
         let what = if work == Work::Count { "receivers count frames" } else { "receivers parse and verify (ICRC)" };
         println!("rawsock: {n} frames of {FRAME_LEN} B on a veth pair, {what}:");
-        let raw_b = run_pair(nets, n, raw_sender(frame.clone(), true), raw_receiver(work, true));
+        let ring = run_pair(nets, n, raw_sender(frame.clone(), Raw::Rings), raw_receiver(work, Raw::Rings));
+        line("RawSocket PACKET_MMAP rings (V3 RX, TX ring)", &ring, n);
+        let raw_b = run_pair(nets, n, raw_sender(frame.clone(), Raw::Mmsg), raw_receiver(work, Raw::Mmsg));
         line("RawSocket sendmmsg/recvmmsg (64)", &raw_b, n);
-        let raw_1 = run_pair(nets, n, raw_sender(frame.clone(), false), raw_receiver(work, false));
+        let raw_1 = run_pair(nets, n, raw_sender(frame.clone(), Raw::OneByOne), raw_receiver(work, Raw::OneByOne));
         line("RawSocket send/recv, frame by frame", &raw_1, n);
         let udp_1 = run_pair(nets, n, udp_sender(payload.clone(), false), udp_receiver(work, false, frame.clone()));
         line("kernel UDP send_to/recv_from", &udp_1, n);
         let udp_b = run_pair(nets, n, udp_sender(payload.clone(), true), udp_receiver(work, true, frame.clone()));
         line("kernel UDP sendmmsg/recvmmsg (64)", &udp_b, n);
-        for (name, f) in
-            [("raw batched", &raw_b), ("raw frame by frame", &raw_1), ("UDP", &udp_1), ("UDP batched", &udp_b)]
-        {
+        for (name, f) in [
+            ("raw rings", &ring),
+            ("raw batched", &raw_b),
+            ("raw frame by frame", &raw_1),
+            ("UDP", &udp_1),
+            ("UDP batched", &udp_b),
+        ] {
             assert!(f.got > 0, "{name}: nothing received");
         }
+        println!(
+            "  ratio (same work, same run): raw rings / kernel UDP {:.2}× (receive CPU {:.2}×), / kernel UDP batched {:.2}×",
+            ring.pps() / udp_1.pps(),
+            ring.rx_us / udp_1.rx_us,
+            ring.pps() / udp_b.pps(),
+        );
         println!(
             "  ratio (same work, same run): raw batched / kernel UDP {:.2}× (receive CPU {:.2}×), / kernel UDP batched {:.2}×; raw batched / raw frame by frame {:.2}×",
             raw_b.pps() / udp_1.pps(),
@@ -458,7 +495,7 @@ fn trafgen_anchor(nets: &Nets, n: u64, raw_pps: f64) {
                 Ok(())
             })
         },
-        raw_receiver(Work::Count, true),
+        raw_receiver(Work::Count, Raw::Mmsg),
     );
     let _ = std::fs::remove_dir_all(&dir);
     println!("transmit anchor: netsniff-ng trafgen (TX ring) on the same veth, batched raw receiver counting:");

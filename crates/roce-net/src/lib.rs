@@ -22,6 +22,7 @@ pub mod node;
 pub mod pcap;
 pub mod pcap_device;
 pub mod raw;
+pub mod ring;
 mod rng;
 pub mod sa_host;
 pub mod sim;

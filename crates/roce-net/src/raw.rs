@@ -11,6 +11,7 @@ use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::device::{Device, RecvBatch};
+use crate::ring::{RingConfig, Rings, RxFrame};
 
 /// What the stack needs to know about an interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,9 +47,32 @@ pub fn interface(name: &str) -> io::Result<InterfaceInfo> {
     })
 }
 
-/// A raw socket on one interface.
+/// What a [`RawSocket`] counted (see [`RawSocket::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RawStats {
+    /// Frames dropped because they were longer than the receive slot (or the kernel
+    /// truncated them in the ring): reason "truncated".
+    pub truncated: u64,
+    /// Frames the kernel dropped before we read them (full socket buffer or ring), from
+    /// PACKET_STATISTICS: reason "kernel queue full".
+    pub kernel_drops: u64,
+    /// Frames the kernel queued for us, from PACKET_STATISTICS.
+    pub kernel_packets: u64,
+    /// Ring set-ups that failed, so the socket fell back to `recvmmsg`/`sendmmsg`
+    /// ([`RawSocket::ring_fallback`] says why).
+    pub ring_fallbacks: u64,
+    /// Transmit ring kicks (one `send` per batch).
+    pub tx_kicks: u64,
+}
+
+/// A raw socket on one interface: `sendmmsg`/`recvmmsg` by default, or PACKET_MMAP rings
+/// ([`RawSocket::open_with`]).
 #[derive(Debug)]
 pub struct RawSocket {
+    // Dropped (unmapped) before the descriptor closes.
+    rings: Option<Rings>,
+    ring_fallback: Option<String>,
+    stats: RawStats,
     fd: OwnedFd,
     ifindex: i32,
     memberships: BTreeSet<[u8; 6]>,
@@ -113,7 +137,88 @@ impl RawSocket {
                 4,
             );
         }
-        Ok(RawSocket { fd, ifindex, memberships: BTreeSet::new(), info })
+        Ok(RawSocket {
+            rings: None,
+            ring_fallback: None,
+            stats: RawStats::default(),
+            fd,
+            ifindex,
+            memberships: BTreeSet::new(),
+            info,
+        })
+    }
+
+    /// Open a raw socket on `name` with the PACKET_MMAP rings of `cfg`
+    /// ([`RingConfig::NONE`]: as [`RawSocket::open`]). If the kernel refuses the rings, the
+    /// socket is reopened without them: [`RawSocket::ring_fallback`] says why and
+    /// [`RawStats::ring_fallbacks`] counts it. A bad `cfg` is an `InvalidInput` error.
+    pub fn open_with(name: &str, cfg: RingConfig) -> io::Result<RawSocket> {
+        cfg.check()?;
+        let mut s = RawSocket::open(name)?;
+        if !cfg.rx && !cfg.tx {
+            return Ok(s);
+        }
+        let set_up = s.mtu().and_then(|mtu| Rings::setup(s.fd.as_raw_fd(), &cfg, mtu));
+        match set_up {
+            Ok(r) => s.rings = Some(r),
+            Err(e) => {
+                // The socket's ring state is unknown after a partial set-up: start over.
+                let mut plain = RawSocket::open(name)?;
+                plain.ring_fallback = Some(e.to_string());
+                plain.stats.ring_fallbacks = 1;
+                return Ok(plain);
+            }
+        }
+        Ok(s)
+    }
+
+    /// Why the rings asked of [`RawSocket::open_with`] could not be set up (`None`: they
+    /// were, or none was asked).
+    pub fn ring_fallback(&self) -> Option<&str> {
+        self.ring_fallback.as_deref()
+    }
+
+    /// Whether frames arrive through the TPACKET_V3 ring and leave through the transmit ring.
+    pub fn rings(&self) -> (bool, bool) {
+        self.rings.as_ref().map_or((false, false), |r| (r.has_rx(), r.has_tx()))
+    }
+
+    /// The interface's MTU (SIOCGIFMTU).
+    pub fn mtu(&self) -> io::Result<usize> {
+        // SAFETY: ifreq is plain data.
+        let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (d, s) in ifr.ifr_name.iter_mut().zip(self.info.name.bytes().take(libc::IFNAMSIZ - 1)) {
+            *d = s as libc::c_char;
+        }
+        // SAFETY: SIOCGIFMTU reads the name and writes the MTU into `ifr`, alive across the call.
+        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SIOCGIFMTU as _, &mut ifr) };
+        if r < 0 {
+            return Err(last_err("SIOCGIFMTU"));
+        }
+        // SAFETY: the kernel filled the MTU member.
+        Ok(unsafe { ifr.ifr_ifru.ifru_mtu }.max(0) as usize)
+    }
+
+    /// The counters, with the kernel's PACKET_STATISTICS added in (reading them resets the
+    /// kernel's copy, so they accumulate here).
+    pub fn stats(&mut self) -> RawStats {
+        let mut st = [0u32; 3];
+        let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into `st`.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                st.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            self.stats.kernel_packets += u64::from(st[0]);
+            self.stats.kernel_drops += u64::from(st[1]);
+        }
+        self.stats
     }
 
     fn membership(&mut self, mac: [u8; 6], add: bool) -> io::Result<()> {
@@ -203,6 +308,9 @@ fn zeroed_mmsghdr() -> libc::mmsghdr {
 
 impl Device for RawSocket {
     fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        if self.rings.as_ref().is_some_and(|r| r.has_tx()) {
+            return self.send_batch(&[frame]).map(|_| ());
+        }
         // SAFETY: the buffer pointer and length describe `frame`.
         let r = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr() as *const libc::c_void, frame.len(), 0) };
         if r < 0 {
@@ -212,6 +320,31 @@ impl Device for RawSocket {
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        if let Some(rings) = self.rings.as_mut().filter(|r| r.has_rx()) {
+            loop {
+                let got = rings.rx_next(|f| match f {
+                    RxFrame::Frame(f) if f.len() <= buf.len() => {
+                        buf[..f.len()].copy_from_slice(f);
+                        Ok(Some(f.len()))
+                    }
+                    RxFrame::Frame(f) => Err(f.len()),
+                    RxFrame::Truncated(n) => Err(n),
+                    RxFrame::Outgoing => Ok(None),
+                });
+                return match got {
+                    None => Ok(None),
+                    Some(Ok(Some(n))) => Ok(Some(n)),
+                    Some(Ok(None)) => continue,
+                    Some(Err(n)) => {
+                        self.stats.truncated += 1;
+                        Err(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!("frame of {n} bytes truncated to {}", buf.len()),
+                        ))
+                    }
+                };
+            }
+        }
         loop {
             // SAFETY: sockaddr_ll is plain data.
             let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -252,8 +385,40 @@ impl Device for RawSocket {
         Some(self.fd.as_raw_fd())
     }
 
-    /// `sendmmsg(2)`, up to 64 frames a call.
+    /// `sendmmsg(2)`, up to 64 frames a call; or, with a transmit ring, the frames written into
+    /// its slots and one `send` kick for the batch (a full ring is kicked and waited for).
     fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        if let Some(rings) = self.rings.as_mut().filter(|r| r.has_tx()) {
+            let fd = self.fd.as_raw_fd();
+            let mut taken = 0;
+            for f in frames {
+                let mut put = rings.tx_put(f);
+                if matches!(put, Ok(false)) {
+                    // Full: send what is queued and wait until the slots come back.
+                    self.stats.tx_kicks += 1;
+                    if let Err(e) = rings.tx_kick(fd, true) {
+                        let e = io::Error::new(e.kind(), format!("send (transmit ring): {e}"));
+                        return if taken == 0 { Err(e) } else { Ok(taken) };
+                    }
+                    put = rings.tx_put(f);
+                }
+                match put {
+                    Ok(true) => taken += 1,
+                    Ok(false) => break, // still full after the wait: the caller sees how many
+                    Err(e) => {
+                        if taken == 0 {
+                            return Err(e);
+                        }
+                        break;
+                    }
+                }
+            }
+            if rings.tx_queued() > 0 {
+                self.stats.tx_kicks += 1;
+                rings.tx_kick(fd, false).map_err(|e| io::Error::new(e.kind(), format!("send (transmit ring): {e}")))?;
+            }
+            return Ok(taken);
+        }
         let mut sent = 0;
         while sent < frames.len() {
             let chunk = &frames[sent..frames.len().min(sent + MMSG)];
@@ -279,9 +444,34 @@ impl Device for RawSocket {
         Ok(sent)
     }
 
-    /// `recvmmsg(2)`, up to 64 frames a call; our own looped-back frames are skipped.
+    /// `recvmmsg(2)`, up to 64 frames a call, or the frames waiting in the receive ring (no
+    /// system call); our own looped-back frames are skipped, and frames longer than a slot are
+    /// dropped and counted ([`RawStats::truncated`]).
     fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
         batch.clear();
+        if let Some(rings) = self.rings.as_mut().filter(|r| r.has_rx()) {
+            let mut slot = 0;
+            let mut truncated = 0;
+            while slot < batch.capacity() {
+                let Some(ok) = rings.rx_next(|f| match f {
+                    RxFrame::Frame(f) if f.len() <= batch.slot_len() => {
+                        batch.slot_mut(slot)[..f.len()].copy_from_slice(f);
+                        batch.push(slot, f.len());
+                        true
+                    }
+                    RxFrame::Outgoing => false,
+                    RxFrame::Frame(_) | RxFrame::Truncated(_) => {
+                        truncated += 1;
+                        false
+                    }
+                }) else {
+                    break;
+                };
+                slot += usize::from(ok);
+            }
+            self.stats.truncated += truncated;
+            return Ok(batch.len());
+        }
         let n = batch.capacity().min(MMSG);
         let slot_len = batch.slot_len();
         loop {
@@ -321,10 +511,8 @@ impl Device for RawSocket {
                 }
                 let len = hdrs[i].msg_len as usize;
                 if len > slot_len {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("frame of {len} bytes truncated to {slot_len}"),
-                    ));
+                    self.stats.truncated += 1; // consumed already (MSG_TRUNC): dropped, counted
+                    continue;
                 }
                 batch.push(i, len);
             }
