@@ -45,6 +45,11 @@ use veth::{enter, sh, thread_cpu, Nets};
 
 const TX_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 11);
 const RX_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 12);
+/// The raw receiver's own address, beside the kernel's RX_IP on the same interface, as
+/// `roce` runs (the kernel drops frames to it after one route lookup, with ICMP off since
+/// it does not forward; frames to the kernel's own address would make it answer each with
+/// an ICMP port-unreachable lookup, work a userspace RoCE receiver never asks for).
+const RAW_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 22);
 const FRAME_LEN: usize = 322;
 const UDP_PAYLOAD: usize = FRAME_LEN - 42;
 const BATCH: usize = 64;
@@ -65,11 +70,11 @@ fn nets() -> Nets {
 
 /// The frame every sender sends: a real SA Delete MAD to QP1, v1 → v2, with the UDP source
 /// port rxe gives QP1 (so that the UDP sender can send exactly its UDP payload).
-fn roce_frame(src_mac: [u8; 6], dst_mac: [u8; 6]) -> Vec<u8> {
+fn roce_frame(src_mac: [u8; 6], dst_mac: [u8; 6], dst_ip: Ipv4Addr) -> Vec<u8> {
     let mad = &SA_DELETE_MCMEMBER[62..318];
     let mut b = bth::Repr::new(Opcode::UdSendOnly, 1, 7);
     b.ack_req = true;
-    let mut r = FrameRepr::new(src_mac, dst_mac, TX_IP.into(), RX_IP.into(), b, ExtHeaders::deth(GSI_QKEY, 1), mad);
+    let mut r = FrameRepr::new(src_mac, dst_mac, TX_IP.into(), dst_ip.into(), b, ExtHeaders::deth(GSI_QKEY, 1), mad);
     r.udp.source_port = rxe_udp_sport(1);
     let mut out = vec![0u8; r.buffer_len()];
     let n = r.emit(&mut out).expect("emit");
@@ -88,6 +93,8 @@ enum Work {
 
 /// One measurement: frames received, the span from the first to the last, CPU per frame.
 struct Figure {
+    /// Frames the receiving socket's kernel queue (or ring) dropped.
+    drops: u64,
     got: u64,
     secs: f64,
     tx_us: f64,
@@ -100,11 +107,14 @@ impl Figure {
     }
 }
 
+/// The receiving raw socket's kernel drops (PACKET_STATISTICS), read when it is idle.
+static RX_DROPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 type Sender = Box<dyn FnMut(u64) -> Result<(), String> + Send>;
 type Receiver = Box<dyn FnMut() -> u64 + Send>;
 
 /// Run a sender (in namespace a, `n` frames; an error is fatal) against a receiver (in
-/// namespace b, until `n` frames or 300 ms without one).
+/// namespace b, until `n` frames or 1 s without one).
 fn run_pair(
     nets: &Nets,
     n: u64,
@@ -114,6 +124,9 @@ fn run_pair(
     let (a, b) = (nets.0.clone(), nets.1.clone());
     let ready = Arc::new(AtomicBool::new(false));
     let r2 = ready.clone();
+    let start: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let start2 = start.clone();
+    RX_DROPS.store(0, Ordering::SeqCst);
     let rx = std::thread::spawn(move || {
         enter(&b);
         let mut take = recv();
@@ -122,7 +135,8 @@ fn run_pair(
         let mut first = None;
         let mut last = Instant::now();
         let mut c0 = thread_cpu();
-        while got < n && last.elapsed() < Duration::from_millis(300) {
+        // Until `n` frames, or 1 s without one (a sender that was descheduled is not done).
+        while got < n && last.elapsed() < Duration::from_secs(1) {
             let k = take();
             if k > 0 {
                 if first.is_none() {
@@ -133,7 +147,10 @@ fn run_pair(
                 last = Instant::now();
             }
         }
-        let span = first.map_or(0.0, |f| (last - f).as_secs_f64());
+        // From the sender's first frame to the last one received: a ring hands frames over a
+        // block at a time, so the span between the first and last arrivals would flatter it.
+        let t0 = start2.lock().unwrap().unwrap_or(last);
+        let span = first.map_or(0.0, |_| last.saturating_duration_since(t0).as_secs_f64());
         (got, span, thread_cpu() - c0)
     });
     let tx = std::thread::spawn(move || {
@@ -144,6 +161,7 @@ fn run_pair(
         }
         std::thread::sleep(Duration::from_millis(20));
         let c0 = thread_cpu();
+        *start.lock().unwrap() = Some(Instant::now());
         one(n).map(|()| thread_cpu() - c0)
     });
     let tx_cpu = match tx.join().unwrap() {
@@ -152,6 +170,7 @@ fn run_pair(
     };
     let (got, secs, rx_cpu) = rx.join().unwrap();
     Figure {
+        drops: RX_DROPS.load(Ordering::SeqCst),
         got,
         secs,
         tx_us: tx_cpu.as_secs_f64() * 1e6 / n as f64,
@@ -172,7 +191,8 @@ enum Raw {
 
 fn open_raw(iface: &str, mode: Raw) -> RawSocket {
     let s = if mode == Raw::Rings {
-        let s = RawSocket::open_with(iface, RingConfig { qdisc_bypass: true, ..RingConfig::default() }).unwrap();
+        let s = RawSocket::open_with(iface, RingConfig { rx_blocks: 64, qdisc_bypass: true, ..RingConfig::default() })
+            .unwrap();
         assert_eq!(s.rings(), (true, true), "ring set-up failed: {:?}", s.ring_fallback());
         s
     } else {
@@ -226,6 +246,7 @@ fn raw_receiver(work: Work, mode: Raw) -> impl FnOnce() -> Receiver + Send + 'st
             if batched {
                 match s.recv_batch(&mut batch) {
                     Ok(0) => {
+                        RX_DROPS.store(s.stats().kernel_drops, Ordering::SeqCst);
                         wait_readable(fd);
                         0
                     }
@@ -405,32 +426,63 @@ fn mac_of(ns: &str, dev: &str) -> [u8; 6] {
 
 fn line(name: &str, f: &Figure, n: u64) {
     println!(
-        "  {name:<44} {:>7}/{n} in {:.3} s = {:>9.0} frames/s; CPU {:.2} µs/frame sending, {:.2} µs/frame receiving",
+        "  {name:<44} {:>7}/{n} in {:.3} s = {:>9.0} frames/s; CPU {:.2} µs/frame sending, {:.2} µs/frame receiving{}",
         f.got,
         f.secs,
         f.pps(),
         f.tx_us,
-        f.rx_us
+        f.rx_us,
+        if f.drops > 0 { format!("; {} dropped by the kernel (queue full)", f.drops) } else { String::new() }
     );
 }
 
-fn throughput(nets: &Nets, n: u64) -> f64 {
+/// The figure with the median rate.
+fn median(mut v: Vec<Figure>) -> Figure {
+    v.sort_by(|a, b| a.pps().total_cmp(&b.pps()));
+    v.swap_remove(v.len() / 2)
+}
+
+fn throughput(nets: &Nets, n: u64, rounds: usize) -> f64 {
     let (m1, m2) = (mac_of(&nets.0, "v1"), mac_of(&nets.1, "v2"));
-    let frame = roce_frame(m1, m2);
-    let payload = frame[42..].to_vec();
+    // The UDP sockets carry the frame addressed to the kernel's address; the raw sockets the
+    // same frame addressed to the raw receiver's own (same size, same work to verify).
+    let udp_frame = roce_frame(m1, m2, RX_IP);
+    let payload = udp_frame[42..].to_vec();
+    let frame = roce_frame(m1, m2, RAW_IP);
     let mut raw_batched_pps = 0.0;
     for work in [Work::Count, Work::Verify] {
         let what = if work == Work::Count { "receivers count frames" } else { "receivers parse and verify (ICRC)" };
-        println!("rawsock: {n} frames of {FRAME_LEN} B on a veth pair, {what}:");
-        let ring = run_pair(nets, n, raw_sender(frame.clone(), Raw::Rings), raw_receiver(work, Raw::Rings));
+        println!("rawsock: {n} frames of {FRAME_LEN} B on a veth pair, {what} (median of {rounds} rounds):");
+        // The variants take turns, `rounds` times; each line is the round with the median
+        // rate (other processes share the machine: one round alone is noisy).
+        let mut runs: [Vec<Figure>; 5] = Default::default();
+        for _ in 0..rounds {
+            runs[0].push(run_pair(nets, n, raw_sender(frame.clone(), Raw::Rings), raw_receiver(work, Raw::Rings)));
+            runs[1].push(run_pair(nets, n, raw_sender(frame.clone(), Raw::Mmsg), raw_receiver(work, Raw::Mmsg)));
+            runs[2].push(run_pair(
+                nets,
+                n,
+                raw_sender(frame.clone(), Raw::OneByOne),
+                raw_receiver(work, Raw::OneByOne),
+            ));
+            runs[3].push(run_pair(
+                nets,
+                n,
+                udp_sender(payload.clone(), false),
+                udp_receiver(work, false, udp_frame.clone()),
+            ));
+            runs[4].push(run_pair(
+                nets,
+                n,
+                udp_sender(payload.clone(), true),
+                udp_receiver(work, true, udp_frame.clone()),
+            ));
+        }
+        let [ring, raw_b, raw_1, udp_1, udp_b] = runs.map(median);
         line("RawSocket PACKET_MMAP rings (V3 RX, TX ring)", &ring, n);
-        let raw_b = run_pair(nets, n, raw_sender(frame.clone(), Raw::Mmsg), raw_receiver(work, Raw::Mmsg));
         line("RawSocket sendmmsg/recvmmsg (64)", &raw_b, n);
-        let raw_1 = run_pair(nets, n, raw_sender(frame.clone(), Raw::OneByOne), raw_receiver(work, Raw::OneByOne));
         line("RawSocket send/recv, frame by frame", &raw_1, n);
-        let udp_1 = run_pair(nets, n, udp_sender(payload.clone(), false), udp_receiver(work, false, frame.clone()));
         line("kernel UDP send_to/recv_from", &udp_1, n);
-        let udp_b = run_pair(nets, n, udp_sender(payload.clone(), true), udp_receiver(work, true, frame.clone()));
         line("kernel UDP sendmmsg/recvmmsg (64)", &udp_b, n);
         for (name, f) in [
             ("raw rings", &ring),
@@ -464,7 +516,7 @@ fn throughput(nets: &Nets, n: u64) -> f64 {
 /// trafgen on v1 sending the same frame, the batched raw receiver counting on v2.
 fn trafgen_anchor(nets: &Nets, n: u64, raw_pps: f64) {
     let (m1, m2) = (mac_of(&nets.0, "v1"), mac_of(&nets.1, "v2"));
-    let frame = roce_frame(m1, m2);
+    let frame = roce_frame(m1, m2, RAW_IP);
     let dir = std::env::temp_dir().join(format!("roce-bench-trafgen-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("frame.cfg");
@@ -575,7 +627,7 @@ fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let n: u64 = if full { 200_000 } else { 5_000 };
     let nets = nets();
-    let raw_pps = throughput(&nets, n);
+    let raw_pps = throughput(&nets, n, if full { 5 } else { 1 });
     trafgen_anchor(&nets, n, raw_pps);
     leave_latency(&nets, if full { 1000 } else { 20 });
 }
