@@ -56,6 +56,22 @@ impl Device for CliDevice {
             CliDevice::NoFrames(_) => None,
         }
     }
+    // The raw socket's own batches (sendmmsg/recvmmsg) rather than the trait's frame-by-frame
+    // defaults.
+    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        match self {
+            CliDevice::Raw(d) => d.send_batch(frames),
+            CliDevice::Pcap(d) => d.send_batch(frames),
+            CliDevice::NoFrames(d) => d.send_batch(frames),
+        }
+    }
+    fn recv_batch(&mut self, batch: &mut roce_net::device::RecvBatch) -> io::Result<usize> {
+        match self {
+            CliDevice::Raw(d) => d.recv_batch(batch),
+            CliDevice::Pcap(d) => d.recv_batch(batch),
+            CliDevice::NoFrames(d) => d.recv_batch(batch),
+        }
+    }
 }
 
 impl MulticastFilter for CliDevice {
@@ -228,8 +244,15 @@ fn open_ibsim(node: Option<&str>) -> Result<Driver<CliDevice>, OpenError> {
     Ok(Driver::new(CliDevice::NoFrames(NoFrames), Stack::new(cfg)).with_sa_link(Box::new(link)))
 }
 
+/// Kernel buffers of the raw socket: an RC window arrives in one burst (hundreds of frames),
+/// more than the default ~200 KiB holds.
+const SOCKET_BUFFER: usize = 4 << 20;
+
 fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
-    let raw = RawSocket::open(&o.iface).map_err(|e| OpenError::env(e.to_string()))?;
+    let mut raw = RawSocket::open(&o.iface).map_err(|e| OpenError::env(e.to_string()))?;
+    if let Err(e) = raw.set_buffer_sizes(SOCKET_BUFFER, SOCKET_BUFFER) {
+        eprintln!("warning: {e}: keeping the default socket buffers");
+    }
     let info = raw.info.clone();
     let mac = info
         .mac

@@ -19,9 +19,10 @@ use roce_cm::rc::{Access, QpAttr, QpCap, QpState, RecvWr, SendOp, SendWr, Sge, W
 use roce_cm::{Stack, StackConfig};
 use roce_net::driver::Driver;
 use roce_net::raw::RawSocket;
+use roce_net::ring::RingConfig;
 
 mod veth;
-use veth::{enter, thread_cpu, Nets};
+use veth::{enter, sh, thread_cpu, Nets};
 
 /// The veth pair, with fixed MACs.
 fn nets() -> Nets {
@@ -44,34 +45,44 @@ struct Run {
     rx_us: f64,
 }
 
-fn engine(ns: &str, iface: &str, mac: [u8; 6], ip: Ipv4Addr, seed: u64) -> Driver<RawSocket> {
+/// The conditions of one set of runs: the veth's MTU, the IB path MTU RDMA-CM picks for it
+/// (iboe_get_mtu: the largest IB MTU below link MTU − headers), and the raw socket's I/O.
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    link_mtu: u32,
+    path_mtu: u32,
+    rings: RingConfig,
+}
+
+fn engine(ns: &str, iface: &str, mac: [u8; 6], ip: Ipv4Addr, seed: u64, setup: Setup) -> Driver<RawSocket> {
     enter(ns);
-    let raw = RawSocket::open(iface).expect("raw socket");
-    // A window of 128 packets arrives in one burst: give the socket room for it (rxe has the
+    let mut raw = RawSocket::open_with(iface, setup.rings).expect("raw socket");
+    assert!(raw.ring_fallback().is_none(), "ring set-up: {:?}", raw.ring_fallback());
+    // A window of packets arrives in one burst: give the socket room for it (rxe has the
     // NIC's ring; the kernel's TCP has its own buffers and congestion control).
-    if let Some(fd) = roce_net::device::Device::raw_fd(&raw) {
-        let size: libc::c_int = 8 << 20;
-        // SAFETY: setsockopt with a valid fd and a c_int option value of the right size.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-    }
+    raw.set_buffer_sizes(32 << 20, 8 << 20).expect("socket buffers");
     let mut cfg = StackConfig::new(mac, ip, 24);
     cfg.seed = seed;
     let mut d = Driver::new(raw, Stack::new(cfg));
-    d.stack.set_port_mtu(3); // 1024: iboe_get_mtu(1500)
+    d.stack.set_port_mtu(match setup.path_mtu {
+        4096 => 5,
+        _ => 3,
+    });
     d
 }
 
-fn connect(d: &mut Driver<RawSocket>, qpn: u32, peer: Ipv4Addr, peer_mac: [u8; 6], peer_qpn: u32, sq: u32, rq: u32) {
+fn connect(
+    d: &mut Driver<RawSocket>,
+    qpn: u32,
+    peer: Ipv4Addr,
+    peer_mac: [u8; 6],
+    peer_qpn: u32,
+    sq: u32,
+    rq: u32,
+    setup: Setup,
+) {
     let mut at = QpAttr::new(IpAddr::V4(peer), peer_qpn);
-    at.path_mtu = 1024;
+    at.path_mtu = setup.path_mtu;
     at.sq_psn = sq;
     at.rq_psn = rq;
     at.dmac = Some(peer_mac);
@@ -83,14 +94,14 @@ fn connect(d: &mut Driver<RawSocket>, qpn: u32, peer: Ipv4Addr, peer_mac: [u8; 6
 }
 
 /// RC: `n` messages of `size` bytes, SEND (`write` false) or RDMA WRITE, `WINDOW` in flight.
-fn rc_run(nets: &Nets, n: u64, size: usize, write: bool) -> Run {
+fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
     let (a, b) = (nets.0.clone(), nets.1.clone());
     let (rkey_tx, rkey_rx) = mpsc::channel::<(u64, u32)>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let rx = std::thread::spawn(move || {
-        let mut d = engine(&b, "v2", MAC_B, IP_B, 2);
+        let mut d = engine(&b, "v2", MAC_B, IP_B, 2, setup);
         let q = d.stack.create_rc_qp(QpCap { max_send_wr: 1024, max_recv_wr: 4096 }).unwrap();
-        connect(&mut d, q, IP_A, MAC_A, q, 200, 100);
+        connect(&mut d, q, IP_A, MAC_A, q, 200, 100, setup);
         let mr = d.stack.rc_mut().reg_mr(size.max(8), Access::ALL).unwrap();
         let post = |d: &mut Driver<RawSocket>| {
             let wr = RecvWr { wr_id: 0, sg_list: vec![Sge { addr: mr.addr, length: size as u32, lkey: mr.lkey }] };
@@ -129,9 +140,9 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool) -> Run {
         (got, cpu, t_first, t_last)
     });
     let tx = std::thread::spawn(move || {
-        let mut d = engine(&a, "v1", MAC_A, IP_A, 1);
+        let mut d = engine(&a, "v1", MAC_A, IP_A, 1, setup);
         let q = d.stack.create_rc_qp(QpCap { max_send_wr: 1024, max_recv_wr: 16 }).unwrap();
-        connect(&mut d, q, IP_B, MAC_B, q, 100, 200);
+        connect(&mut d, q, IP_B, MAC_B, q, 100, 200, setup);
         let mr = d.stack.rc_mut().reg_mr(size.max(8), Access::ALL).unwrap();
         let (raddr, rkey) = rkey_rx.recv().unwrap();
         std::thread::sleep(Duration::from_millis(20));
@@ -231,17 +242,25 @@ fn report(what: &str, size: usize, r: Run, base: Run) {
 }
 
 fn main() {
-    if !std::env::args().any(|a| a == "--bench") {
-        return; // cargo test --benches: build only (needs root and namespaces to run)
-    }
+    // `cargo bench` passes --bench: the full figures. `cargo test --benches` does not: one
+    // short run of the same code (as root), so that the bench cannot rot.
+    let full = std::env::args().any(|a| a == "--bench");
+    let (n_big, n_small) = if full { (2000, 100_000) } else { (20, 500) };
     let nets = nets();
     let big = 1 << 16;
-    let tcp_big = tcp_run(&nets, 2000, big);
-    let send_big = rc_run(&nets, 2000, big, false);
-    report("RC SEND 64 KiB", big, send_big, tcp_big);
-    let write_big = rc_run(&nets, 2000, big, true);
-    report("RC RDMA WRITE 64 KiB", big, write_big, tcp_big);
-    let tcp_small = tcp_run(&nets, 100_000, 64);
-    let send_small = rc_run(&nets, 100_000, 64, false);
-    report("RC SEND 64 B", 64, send_small, tcp_small);
+    let plain = RingConfig::NONE;
+    for (link_mtu, path_mtu) in [(9000, 4096), (1500, 1024)] {
+        sh(&format!("ip -n {} link set v1 mtu {link_mtu} && ip -n {} link set v2 mtu {link_mtu}", nets.0, nets.1));
+        println!("veth MTU {link_mtu} on both sides (RC path MTU {path_mtu}; TCP MSS from the same MTU):");
+        let setup = Setup { link_mtu, path_mtu, rings: plain };
+        let _ = setup.link_mtu;
+        let tcp_big = tcp_run(&nets, n_big, big);
+        let send_big = rc_run(&nets, n_big, big, false, setup);
+        report("  RC SEND 64 KiB", big, send_big, tcp_big);
+        let write_big = rc_run(&nets, n_big, big, true, setup);
+        report("  RC RDMA WRITE 64 KiB", big, write_big, tcp_big);
+        let tcp_small = tcp_run(&nets, n_small, 64);
+        let send_small = rc_run(&nets, n_small, 64, false, setup);
+        report("  RC SEND 64 B", 64, send_small, tcp_small);
+    }
 }

@@ -20,7 +20,7 @@ use roce_sa::{Requester, SaResponder};
 use roce_wire::mcmember::JoinState;
 use roce_wire::MAD_SIZE;
 
-use crate::device::{Device, MAX_FRAME_LEN};
+use crate::device::{Device, RecvBatch, MAX_FRAME_LEN};
 use crate::raw::RawSocket;
 
 /// Which way a frame went, for taps.
@@ -86,6 +86,17 @@ impl Device for NoFrames {
 }
 impl MulticastFilter for NoFrames {}
 
+/// Frames per transmit or receive batch (one `sendmmsg`/`recvmmsg` or ring kick).
+const BATCH: usize = 64;
+/// A receive slot: a jumbo frame with a VLAN tag. A longer frame is dropped and counted by
+/// the device (a raw socket), or taken alone into a [`MAX_FRAME_LEN`] buffer (other devices).
+const RX_SLOT: usize = 9216;
+/// The transmit arena: a batch is sent once it holds [`BATCH`] frames or less than
+/// [`MAX_FRAME_LEN`] is left after `BATCH_BYTES` (every `poll_transmit` gets at least that).
+const BATCH_BYTES: usize = 256 << 10;
+/// Receive batches handled per turn before the queued frames (ACKs) are sent.
+const RX_BATCHES_PER_TURN: usize = 4;
+
 /// A stack running on a device in real time.
 pub struct Driver<D: Device + MulticastFilter> {
     /// The device.
@@ -104,6 +115,8 @@ pub struct Driver<D: Device + MulticastFilter> {
     pub last_send_error: Option<io::Error>,
     epoch: WallInstant,
     buf: Vec<u8>,
+    tx_arena: Vec<u8>,
+    rx_batch: RecvBatch,
     tap: Option<Tap>,
     sa_link: Option<Box<dyn SaLink + Send>>,
     stop: Option<(RawFd, Arc<AtomicBool>)>,
@@ -123,6 +136,8 @@ impl<D: Device + MulticastFilter> Driver<D> {
             last_send_error: None,
             epoch: WallInstant::now(),
             buf: vec![0; MAX_FRAME_LEN],
+            tx_arena: vec![0; BATCH_BYTES + MAX_FRAME_LEN],
+            rx_batch: RecvBatch::new(BATCH, RX_SLOT).expect("a valid batch shape"),
             tap: None,
             sa_link: None,
             stop: None,
@@ -187,17 +202,59 @@ impl<D: Device + MulticastFilter> Driver<D> {
                 }
             }
         }
-        while let Some(n) = self.stack.poll_transmit(now, &mut self.buf) {
-            match self.dev.send(&self.buf[..n]) {
-                Ok(()) => self.sent_ok += 1,
-                Err(e) => {
-                    self.send_errors += 1;
-                    self.last_send_error = Some(e);
+        // The stack's frames leave in batches: one device call (sendmmsg, or a ring kick) per
+        // BATCH frames instead of one system call per frame.
+        let mut spans = [(0usize, 0usize); BATCH];
+        loop {
+            let (mut k, mut used, mut drained) = (0, 0, false);
+            while k < BATCH && used <= BATCH_BYTES {
+                match self.stack.poll_transmit(now, &mut self.tx_arena[used..]) {
+                    Some(n) => {
+                        spans[k] = (used, n);
+                        used += n;
+                        k += 1;
+                    }
+                    None => {
+                        drained = true;
+                        break;
+                    }
                 }
             }
-            // After the send: a tap's timestamp is when the frame left the device.
-            if let Some(t) = self.tap.as_mut() {
-                t(Direction::Tx, now, &self.buf[..n]);
+            if k > 0 {
+                let mut frames: [&[u8]; BATCH] = [&[]; BATCH];
+                for (f, &(at, n)) in frames.iter_mut().zip(&spans[..k]) {
+                    *f = &self.tx_arena[at..at + n];
+                }
+                let mut i = 0;
+                while i < k {
+                    match self.dev.send_batch(&frames[i..k]) {
+                        Ok(m) if m > 0 => {
+                            self.sent_ok += m as u64;
+                            i += m;
+                        }
+                        // The device took none of them: that frame is lost, counted.
+                        Ok(_) => {
+                            self.send_errors += 1;
+                            self.last_send_error =
+                                Some(io::Error::new(io::ErrorKind::WouldBlock, "the device took no frame of a batch"));
+                            i += 1;
+                        }
+                        Err(e) => {
+                            self.send_errors += 1;
+                            self.last_send_error = Some(e);
+                            i += 1;
+                        }
+                    }
+                }
+                // After the send: a tap's timestamp is when the frame left the device.
+                if let Some(t) = self.tap.as_mut() {
+                    for f in &frames[..k] {
+                        t(Direction::Tx, now, f);
+                    }
+                }
+            }
+            if drained {
+                break;
             }
         }
         while let Some(e) = self.stack.poll_event() {
@@ -258,13 +315,31 @@ impl<D: Device + MulticastFilter> Driver<D> {
                 self.stack.handle_sa_mad(now, &mad);
             }
         }
-        while let Some(n) = self.dev.recv(&mut self.buf)? {
-            let now = self.now();
-            if let Some(t) = self.tap.as_mut() {
-                t(Direction::Rx, now, &self.buf[..n]);
+        for _ in 0..RX_BATCHES_PER_TURN {
+            match self.dev.recv_batch(&mut self.rx_batch) {
+                Ok(0) => break,
+                Ok(_) => {
+                    let now = self.now();
+                    for f in self.rx_batch.iter() {
+                        if let Some(t) = self.tap.as_mut() {
+                            t(Direction::Rx, now, f);
+                        }
+                        self.stack.handle_frame(now, f);
+                    }
+                    self.pump_sa();
+                }
+                // A frame longer than a slot that the device kept queued: take it alone.
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                    let Some(n) = self.dev.recv(&mut self.buf)? else { break };
+                    let now = self.now();
+                    if let Some(t) = self.tap.as_mut() {
+                        t(Direction::Rx, now, &self.buf[..n]);
+                    }
+                    self.stack.handle_frame(now, &self.buf[..n]);
+                    self.pump_sa();
+                }
+                Err(e) => return Err(e),
             }
-            self.stack.handle_frame(now, &self.buf[..n]);
-            self.pump_sa();
         }
         let now = self.now();
         if self.stack.poll_timeout().is_some_and(|t| t <= now) {
