@@ -249,7 +249,14 @@ fn open_ibsim(node: Option<&str>) -> Result<Driver<CliDevice>, OpenError> {
 const SOCKET_BUFFER: usize = 4 << 20;
 
 fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
-    let mut raw = RawSocket::open(&o.iface).map_err(|e| OpenError::env(e.to_string()))?;
+    // A transmit ring: a batch of frames leaves with one kick (receiving stays recvmmsg: a
+    // TPACKET_V3 block would hold a lone frame until its retire timer, too slow for a
+    // handshake). If the kernel refuses the ring, sendmmsg, with a note.
+    let mut raw = RawSocket::open_with(&o.iface, roce_net::ring::RingConfig::tx_only())
+        .map_err(|e| OpenError::env(e.to_string()))?;
+    if let Some(why) = raw.ring_fallback() {
+        eprintln!("note: no transmit ring on {} ({why}): sending with sendmmsg", o.iface);
+    }
     if let Err(e) = raw.set_buffer_sizes(SOCKET_BUFFER, SOCKET_BUFFER) {
         eprintln!("warning: {e}: keeping the default socket buffers");
     }

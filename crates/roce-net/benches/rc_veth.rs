@@ -24,6 +24,11 @@ use roce_net::ring::RingConfig;
 mod veth;
 use veth::{enter, sh, thread_cpu, Nets};
 
+/// A named thread (the name shows in `perf report --sort comm`).
+fn spawn<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {
+    std::thread::Builder::new().name(name.into()).spawn(f).expect("spawn")
+}
+
 /// The veth pair, with fixed MACs.
 fn nets() -> Nets {
     let macs = ("02:00:00:00:04:01", "02:00:00:00:04:02");
@@ -45,11 +50,10 @@ struct Run {
     rx_us: f64,
 }
 
-/// The conditions of one set of runs: the veth's MTU, the IB path MTU RDMA-CM picks for it
+/// The conditions of one set of runs: the IB path MTU RDMA-CM picks for the veth's MTU
 /// (iboe_get_mtu: the largest IB MTU below link MTU − headers), and the raw socket's I/O.
 #[derive(Debug, Clone, Copy)]
 struct Setup {
-    link_mtu: u32,
     path_mtu: u32,
     rings: RingConfig,
 }
@@ -98,7 +102,7 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
     let (a, b) = (nets.0.clone(), nets.1.clone());
     let (rkey_tx, rkey_rx) = mpsc::channel::<(u64, u32)>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
-    let rx = std::thread::spawn(move || {
+    let rx = spawn("rc-recv", move || {
         let mut d = engine(&b, "v2", MAC_B, IP_B, 2, setup);
         let q = d.stack.create_rc_qp(QpCap { max_send_wr: 1024, max_recv_wr: 4096 }).unwrap();
         connect(&mut d, q, IP_A, MAC_A, q, 200, 100, setup);
@@ -139,7 +143,7 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
         let _ = d.run_for(Duration::from_millis(20)); // the last ACKs
         (got, cpu, t_first, t_last)
     });
-    let tx = std::thread::spawn(move || {
+    let tx = spawn("rc-send", move || {
         let mut d = engine(&a, "v1", MAC_A, IP_A, 1, setup);
         let q = d.stack.create_rc_qp(QpCap { max_send_wr: 1024, max_recv_wr: 16 }).unwrap();
         connect(&mut d, q, IP_B, MAC_B, q, 100, 200, setup);
@@ -186,7 +190,7 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
 fn tcp_run(nets: &Nets, n: u64, size: usize) -> Run {
     let (a, b) = (nets.0.clone(), nets.1.clone());
     let (ready_tx, ready_rx) = mpsc::channel::<()>();
-    let rx = std::thread::spawn(move || {
+    let rx = spawn("tcp-recv", move || {
         enter(&b);
         let l = TcpListener::bind("198.18.4.12:9471").unwrap();
         ready_tx.send(()).unwrap();
@@ -202,7 +206,7 @@ fn tcp_run(nets: &Nets, n: u64, size: usize) -> Run {
         s.write_all(b"k").unwrap();
         thread_cpu() - c0
     });
-    let tx = std::thread::spawn(move || {
+    let tx = spawn("tcp-send", move || {
         enter(&a);
         ready_rx.recv().unwrap();
         let mut s = TcpStream::connect("198.18.4.12:9471").unwrap();
@@ -246,21 +250,30 @@ fn main() {
     // short run of the same code (as root), so that the bench cannot rot.
     let full = std::env::args().any(|a| a == "--bench");
     let (n_big, n_small) = if full { (2000, 100_000) } else { (20, 500) };
+    // ROCE_BENCH_MTU=9000 (or 1500): only that MTU (for profiling).
+    let only: Option<u32> = std::env::var("ROCE_BENCH_MTU").ok().and_then(|v| v.parse().ok());
     let nets = nets();
     let big = 1 << 16;
     let plain = RingConfig::NONE;
     for (link_mtu, path_mtu) in [(9000, 4096), (1500, 1024)] {
+        if only.is_some_and(|m| m != link_mtu) {
+            continue;
+        }
         sh(&format!("ip -n {} link set v1 mtu {link_mtu} && ip -n {} link set v2 mtu {link_mtu}", nets.0, nets.1));
         println!("veth MTU {link_mtu} on both sides (RC path MTU {path_mtu}; TCP MSS from the same MTU):");
-        let setup = Setup { link_mtu, path_mtu, rings: plain };
-        let _ = setup.link_mtu;
         let tcp_big = tcp_run(&nets, n_big, big);
-        let send_big = rc_run(&nets, n_big, big, false, setup);
-        report("  RC SEND 64 KiB", big, send_big, tcp_big);
-        let write_big = rc_run(&nets, n_big, big, true, setup);
-        report("  RC RDMA WRITE 64 KiB", big, write_big, tcp_big);
         let tcp_small = tcp_run(&nets, n_small, 64);
-        let send_small = rc_run(&nets, n_small, 64, false, setup);
-        report("  RC SEND 64 B", 64, send_small, tcp_small);
+        let tx_ring = RingConfig { qdisc_bypass: true, ..RingConfig::tx_only() };
+        let both = RingConfig { qdisc_bypass: true, ..RingConfig::default() };
+        for (io, rings) in [("sendmmsg/recvmmsg", plain), ("TX ring, recvmmsg", tx_ring), ("TX ring, V3 RX ring", both)]
+        {
+            let setup = Setup { path_mtu, rings };
+            let send_big = rc_run(&nets, n_big, big, false, setup);
+            report(&format!("  {io}: RC SEND 64 KiB"), big, send_big, tcp_big);
+            let write_big = rc_run(&nets, n_big, big, true, setup);
+            report(&format!("  {io}: RC RDMA WRITE 64 KiB"), big, write_big, tcp_big);
+            let send_small = rc_run(&nets, n_small, 64, false, setup);
+            report(&format!("  {io}: RC SEND 64 B"), 64, send_small, tcp_small);
+        }
     }
 }

@@ -401,22 +401,27 @@ impl Rings {
     }
 
     /// Tell the kernel to send the filled slots: `wait` blocks until they have left (and
-    /// their slots are free again).
+    /// their slots are free again). A kick without waiting that finds the socket's send buffer
+    /// full (EAGAIN/ENOBUFS) waits instead: frames must not sit in the ring until the next
+    /// batch, which may never come.
     pub(crate) fn tx_kick(&mut self, fd: RawFd, wait: bool) -> io::Result<()> {
-        let flags = if wait { 0 } else { libc::MSG_DONTWAIT };
-        // SAFETY: a zero-length send on the socket: the kernel reads the ring, not a buffer.
-        let r = unsafe { libc::send(fd, std::ptr::null(), 0, flags) };
+        let mut flags = if wait { 0 } else { libc::MSG_DONTWAIT };
         if let Some(t) = self.tx.as_mut() {
             t.queued = 0;
         }
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR)) {
-                return Ok(()); // the frames stay queued in their slots: the next kick sends them
+        loop {
+            // SAFETY: a zero-length send on the socket: the kernel reads the ring, not a buffer.
+            let r = unsafe { libc::send(fd, std::ptr::null(), 0, flags) };
+            if r >= 0 {
+                return Ok(());
             }
-            return Err(e);
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) if flags != 0 => flags = 0,
+                _ => return Err(e),
+            }
         }
-        Ok(())
     }
 }
 
