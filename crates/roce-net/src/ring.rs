@@ -444,4 +444,82 @@ mod tests {
             assert_eq!(bad.check().unwrap_err().kind(), io::ErrorKind::InvalidInput, "{bad:?}");
         }
     }
+
+    /// Both rings for real, between the ends of a veth pair in a network namespace of the
+    /// test's own thread: a batch arrives complete, in order and byte-identical; single frames
+    /// too; our own frames are not received; a frame beyond the MTU is refused. Needs root
+    /// (CI runs as root): a missing privilege is a failure.
+    #[test]
+    fn rings_carry_frames_over_a_veth_pair() {
+        use crate::device::{Device, RecvBatch};
+        use crate::raw::RawSocket;
+        std::thread::spawn(|| {
+            // SAFETY: unshare(2) moves only this thread into a new network namespace.
+            let r = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+            assert_eq!(r, 0, "unshare(CLONE_NEWNET): this test needs root: {}", io::Error::last_os_error());
+            let ok = std::process::Command::new("sh")
+                .args(["-c", "ip link add r1 type veth peer name r2 && ip link set r1 up && ip link set r2 up"])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "ip link add (iproute2)");
+            let mut a = RawSocket::open_with("r1", RingConfig::default()).unwrap();
+            let mut b = RawSocket::open_with(
+                "r2",
+                RingConfig { rx_blocks: 4, rx_block_size: 64 << 10, ..RingConfig::default() },
+            )
+            .unwrap();
+            assert_eq!(
+                (a.rings(), b.rings()),
+                ((true, true), (true, true)),
+                "{:?} {:?}",
+                a.ring_fallback(),
+                b.ring_fallback()
+            );
+            // 300 frames (more than a 64 KiB block holds) of a local experimental EtherType.
+            let frames: Vec<Vec<u8>> = (0..300u32)
+                .map(|i| {
+                    let mut f = vec![0xff; 6];
+                    f.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x88, 0xb5]);
+                    f.extend_from_slice(&i.to_be_bytes());
+                    f.resize(60 + (i as usize % 7) * 100, i as u8);
+                    f
+                })
+                .collect();
+            let refs: Vec<&[u8]> = frames.iter().map(|f| &f[..]).collect();
+            assert_eq!(a.send_batch(&refs).unwrap(), 300);
+            a.send(&frames[0]).unwrap();
+            let mut batch = RecvBatch::new(64, 2048).unwrap();
+            let mut got: Vec<Vec<u8>> = Vec::new();
+            let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while got.len() < 301 && std::time::Instant::now() < end {
+                if b.recv_batch(&mut batch).unwrap() == 0 {
+                    let mut p = libc::pollfd { fd: b.raw_fd().unwrap(), events: libc::POLLIN, revents: 0 };
+                    // SAFETY: one live pollfd.
+                    unsafe { libc::poll(&mut p, 1, 10) };
+                }
+                got.extend(batch.iter().filter(|f| f.get(12..14) == Some(&[0x88, 0xb5][..])).map(<[u8]>::to_vec));
+            }
+            assert_eq!(got.len(), 301);
+            assert_eq!(&got[..300], &frames[..]);
+            assert_eq!(got[300], frames[0]);
+            // The other way, one frame through recv(); a's own frames never come back to a.
+            b.send(&frames[5]).unwrap();
+            let mut buf = [0u8; 2048];
+            let mut back = None;
+            while back.is_none() && std::time::Instant::now() < end {
+                match a.recv(&mut buf).unwrap() {
+                    Some(n) if buf[12..14] == [0x88, 0xb5] => back = Some(buf[..n].to_vec()),
+                    _ => std::thread::sleep(std::time::Duration::from_millis(1)),
+                }
+            }
+            assert_eq!(back.as_deref(), Some(&frames[5][..]));
+            let e = a.send(&vec![0u8; 20_000]).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            let st = b.stats();
+            assert_eq!((st.truncated, st.ring_fallbacks), (0, 0));
+            assert!(a.stats().tx_kicks >= 2);
+        })
+        .join()
+        .unwrap();
+    }
 }
