@@ -2,21 +2,27 @@
 //! (198.18.2.0/24 only; needs root). Every figure is quoted against baselines measured in the
 //! same run, on the same veth, with frames of the same size (322 bytes: an SA Delete MAD on
 //! RoCEv2/IPv4):
-//! - frames per second received, and CPU per frame on each side, through `RawSocket` batched
-//!   (`sendmmsg`/`recvmmsg`, 64 frames a call) and frame by frame, against the kernel's UDP
-//!   socket (the same 280-byte UDP payloads) frame by frame and batched. The receivers do the
-//!   same work: first none (count frames of the right length), then both parse and verify
+//! - frames per second received (from the sender's first frame to the last one received), and
+//!   CPU per frame on each side, through `RawSocket` with PACKET_MMAP rings (TPACKET_V3 receive
+//!   ring, transmit ring with qdisc bypass, one kick per 64 frames), batched (`sendmmsg`/
+//!   `recvmmsg`, 64 frames a call) and frame by frame, against the kernel's UDP socket (the
+//!   same 280-byte UDP payloads) frame by frame and batched; the variants take turns, five
+//!   rounds, and each line is the median round. The receivers do the same work: first none
+//!   (count frames of the right length), then both parse and verify
 //!   (`FramePacket::new_checked`: every header, the IPv4 checksum and the ICRC; the UDP
 //!   receiver rebuilds the Ethernet/IPv4/UDP headers the kernel stripped, in place in front of
-//!   the payload it received). A send error is counted and fatal;
+//!   the payload it received). Raw frames go to the raw receiver's own address beside the
+//!   kernel's, as `roce` runs; UDP datagrams to the kernel's. A send error is counted and
+//!   fatal; frames the receiving kernel dropped (PACKET_STATISTICS) are shown;
 //! - netsniff-ng's `trafgen` (PACKET_MMAP TX ring, qdisc bypass) sending the same frame on the
-//!   same veth, received by the batched raw receiver: the transmit anchor;
+//!   same veth, received by the ring receiver: the transmit anchor;
 //! - latency from `leave_multicast` to the SA Delete frame leaving the socket (median, p99),
 //!   with a real SA on the other end.
 //!
 //! `cargo bench -p roce-net --bench rawsock` runs 200,000 frames per figure; `cargo test
 //! --benches` (no `--bench` argument) runs the same code once with 5,000, as root, so that the
 //! bench cannot rot (tests/run-all.sh). A missing `trafgen` or `ip` is a failure, never a skip.
+//! `ROCE_BENCH_ONLY=rings` runs the ring pair alone (for a profiler).
 
 use std::fs::File;
 use std::io::Write;
@@ -449,13 +455,20 @@ fn throughput(nets: &Nets, n: u64, rounds: usize) -> f64 {
     let udp_frame = roce_frame(m1, m2, RX_IP);
     let payload = udp_frame[42..].to_vec();
     let frame = roce_frame(m1, m2, RAW_IP);
-    let mut raw_batched_pps = 0.0;
+    let mut ring_pps = 0.0;
     for work in [Work::Count, Work::Verify] {
         let what = if work == Work::Count { "receivers count frames" } else { "receivers parse and verify (ICRC)" };
         println!("rawsock: {n} frames of {FRAME_LEN} B on a veth pair, {what} (median of {rounds} rounds):");
         // The variants take turns, `rounds` times; each line is the round with the median
         // rate (other processes share the machine: one round alone is noisy).
         let mut runs: [Vec<Figure>; 5] = Default::default();
+        // ROCE_BENCH_ONLY=rings: the ring pair alone, once (for a profiler).
+        if std::env::var("ROCE_BENCH_ONLY").is_ok_and(|v| v == "rings") {
+            let f = run_pair(nets, n, raw_sender(frame.clone(), Raw::Rings), raw_receiver(work, Raw::Rings));
+            line("RawSocket PACKET_MMAP rings (V3 RX, TX ring)", &f, n);
+            ring_pps = f.pps();
+            continue;
+        }
         for _ in 0..rounds {
             runs[0].push(run_pair(nets, n, raw_sender(frame.clone(), Raw::Rings), raw_receiver(work, Raw::Rings)));
             runs[1].push(run_pair(nets, n, raw_sender(frame.clone(), Raw::Mmsg), raw_receiver(work, Raw::Mmsg)));
@@ -507,14 +520,14 @@ fn throughput(nets: &Nets, n: u64, rounds: usize) -> f64 {
             raw_b.pps() / raw_1.pps()
         );
         if work == Work::Count {
-            raw_batched_pps = raw_b.pps();
+            ring_pps = ring.pps();
         }
     }
-    raw_batched_pps
+    ring_pps
 }
 
-/// trafgen on v1 sending the same frame, the batched raw receiver counting on v2.
-fn trafgen_anchor(nets: &Nets, n: u64, raw_pps: f64) {
+/// trafgen on v1 sending the same frame, the ring receiver counting on v2.
+fn trafgen_anchor(nets: &Nets, n: u64, ring_pps: f64) {
     let (m1, m2) = (mac_of(&nets.0, "v1"), mac_of(&nets.1, "v2"));
     let frame = roce_frame(m1, m2, RAW_IP);
     let dir = std::env::temp_dir().join(format!("roce-bench-trafgen-{}", std::process::id()));
@@ -547,15 +560,15 @@ fn trafgen_anchor(nets: &Nets, n: u64, raw_pps: f64) {
                 Ok(())
             })
         },
-        raw_receiver(Work::Count, Raw::Mmsg),
+        raw_receiver(Work::Count, Raw::Rings),
     );
     let _ = std::fs::remove_dir_all(&dir);
-    println!("transmit anchor: netsniff-ng trafgen (TX ring) on the same veth, batched raw receiver counting:");
+    println!("transmit anchor: netsniff-ng trafgen (TX ring) on the same veth, the ring receiver counting:");
     line("trafgen -P 1", &f, n);
     println!(
-        "  trafgen process {:.3} s for {n} frames; RawSocket sendmmsg → recvmmsg reached {:.2}× trafgen's received rate",
+        "  trafgen process {:.3} s for {n} frames (its start-up included in the rate); RawSocket's TX ring → RX ring reached {:.2}× trafgen's received rate",
         wall.lock().unwrap().as_secs_f64(),
-        raw_pps / f.pps()
+        ring_pps / f.pps()
     );
     assert!(f.got > 0, "trafgen: nothing received");
 }
@@ -627,7 +640,7 @@ fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let n: u64 = if full { 200_000 } else { 5_000 };
     let nets = nets();
-    let raw_pps = throughput(&nets, n, if full { 5 } else { 1 });
-    trafgen_anchor(&nets, n, raw_pps);
+    let ring_pps = throughput(&nets, n, if full { 5 } else { 1 });
+    trafgen_anchor(&nets, n, ring_pps);
     leave_latency(&nets, if full { 1000 } else { 20 });
 }
