@@ -1,14 +1,21 @@
 //! RC goodput between two engines on a veth pair between two network namespaces this bench
 //! creates (198.18.4.0/24 only; needs root), against kernel TCP on the same veth, measured in
-//! the same run and printed as ratios:
-//! - RC SEND and RC RDMA WRITE goodput with 64 KiB messages (path MTU 1024 on a 1500-byte
-//!   veth, as RDMA-CM picks it) against one TCP connection writing 64 KiB at a time;
+//! the same run and printed as ratios, at veth MTU 9000 (RC path MTU 4096) and 1500 (1024),
+//! the same MTU for RC and TCP:
+//! - RC SEND and RC RDMA WRITE goodput with 64 KiB messages against one TCP connection
+//!   writing 64 KiB at a time;
 //! - messages per second at 64 B: RC SENDs against 64-byte TCP writes (TCP_NODELAY);
-//! - CPU per message on each side (getrusage per thread).
+//! - CPU per message on each side (getrusage per thread);
+//!
+//! each through the `Driver` loop (the stack's frames drained into `send_batch`, received
+//! through `recv_batch`) on a raw socket with three kinds of I/O: `sendmmsg`/`recvmmsg`; a
+//! PACKET_TX_RING with `recvmmsg` (what the CLI tools use); both PACKET_MMAP rings (a
+//! TPACKET_V3 receive block is handed over when full or after 1 ms, which stalls ACKs).
 //!
 //! The QPs are connected by hand (attributes exchanged in memory, as ibv_rc_pingpong does over
-//! its socket); the CM is not in the measured path. `cargo bench -p roce-net --bench rc_veth`.
-//! Under `cargo test` (no `--bench` argument) it only checks that it builds.
+//! its socket); the CM is not in the measured path. `cargo bench -p roce-net --bench rc_veth`;
+//! `ROCE_BENCH_MTU=9000` (or 1500) runs one MTU. Under `cargo test --benches` (no `--bench`
+//! argument) it runs once with 20 and 500 messages, as root, so that it cannot rot.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
@@ -252,6 +259,11 @@ fn main() {
     let (n_big, n_small) = if full { (2000, 100_000) } else { (20, 500) };
     // ROCE_BENCH_MTU=9000 (or 1500): only that MTU (for profiling).
     let only: Option<u32> = std::env::var("ROCE_BENCH_MTU").ok().and_then(|v| v.parse().ok());
+    if !full {
+        println!(
+            "rc_veth in test mode ({n_big} × 64 KiB, {n_small} × 64 B; figures not meaningful: `cargo bench` measures)"
+        );
+    }
     let nets = nets();
     let big = 1 << 16;
     let plain = RingConfig::NONE;
