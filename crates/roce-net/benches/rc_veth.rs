@@ -88,8 +88,7 @@ fn connect(
     peer: Ipv4Addr,
     peer_mac: [u8; 6],
     peer_qpn: u32,
-    sq: u32,
-    rq: u32,
+    (sq, rq): (u32, u32),
     setup: Setup,
 ) {
     let mut at = QpAttr::new(IpAddr::V4(peer), peer_qpn);
@@ -112,7 +111,7 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
     let rx = spawn("rc-recv", move || {
         let mut d = engine(&b, "v2", MAC_B, IP_B, 2, setup);
         let q = d.stack.create_rc_qp(QpCap { max_send_wr: 1024, max_recv_wr: 4096 }).unwrap();
-        connect(&mut d, q, IP_A, MAC_A, q, 200, 100, setup);
+        connect(&mut d, q, IP_A, MAC_A, q, (200, 100), setup);
         let mr = d.stack.rc_mut().reg_mr(size.max(8), Access::ALL).unwrap();
         let post = |d: &mut Driver<RawSocket>| {
             let wr = RecvWr { wr_id: 0, sg_list: vec![Sge { addr: mr.addr, length: size as u32, lkey: mr.lkey }] };
@@ -153,7 +152,7 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
     let tx = spawn("rc-send", move || {
         let mut d = engine(&a, "v1", MAC_A, IP_A, 1, setup);
         let q = d.stack.create_rc_qp(QpCap { max_send_wr: 1024, max_recv_wr: 16 }).unwrap();
-        connect(&mut d, q, IP_B, MAC_B, q, 100, 200, setup);
+        connect(&mut d, q, IP_B, MAC_B, q, (100, 200), setup);
         let mr = d.stack.rc_mut().reg_mr(size.max(8), Access::ALL).unwrap();
         let (raddr, rkey) = rkey_rx.recv().unwrap();
         std::thread::sleep(Duration::from_millis(20));

@@ -71,7 +71,7 @@ impl RingConfig {
     pub(crate) fn check(&self) -> io::Result<()> {
         let bad = |what: String| Err(io::Error::new(io::ErrorKind::InvalidInput, what));
         if self.rx {
-            if !(4096..=4 << 20).contains(&self.rx_block_size) || self.rx_block_size % 4096 != 0 {
+            if !(4096..=4 << 20).contains(&self.rx_block_size) || !self.rx_block_size.is_multiple_of(4096) {
                 return bad(format!(
                     "a receive block is a multiple of 4096 bytes from 4 KiB to 4 MiB (asked: {})",
                     self.rx_block_size
@@ -270,7 +270,7 @@ impl Rings {
         if base == libc::MAP_FAILED {
             return Err(ctx("mmap of the packet rings")(io::Error::last_os_error()));
         }
-        let rx = cfg.rx.then(|| RxRing {
+        let rx = cfg.rx.then_some(RxRing {
             block_size: cfg.rx_block_size as usize,
             blocks: cfg.rx_blocks as usize,
             block: 0,
