@@ -27,7 +27,8 @@ pub struct RingConfig {
     pub rx_retire_ms: u32,
     /// Transmit through a ring (else `sendmmsg`).
     pub tx: bool,
-    /// Transmit slots (1 to 65536); each holds one frame of up to the interface's MTU.
+    /// Transmit slots (1 to 65536); each holds one frame of up to the interface's MTU (at most
+    /// 16 KiB − 48 bytes: a longer frame is refused with `InvalidInput`).
     pub tx_frames: u32,
     /// Hand transmitted frames straight to the driver (PACKET_QDISC_BYPASS), skipping the
     /// qdisc, as trafgen does.
@@ -230,9 +231,11 @@ impl Rings {
         let mut tx = None;
         let mut tx_len = 0usize;
         if cfg.tx {
-            // A slot holds the header and a frame of MTU + Ethernet + VLAN header; slots of a
-            // power of two pack blocks of 64 KiB (or one slot) exactly.
-            let frame_size = (TX_DATA_OFF + mtu + 18).next_power_of_two().max(2048);
+            // A slot holds the header and a frame of MTU + Ethernet + VLAN header, up to 16 KiB
+            // (jumbo frames; a RoCE frame is at most 4 KiB of payload plus headers, and `lo`'s
+            // 64 KiB MTU would make the ring 64 MiB); slots of a power of two pack blocks of
+            // 64 KiB (or one slot) exactly.
+            let frame_size = (TX_DATA_OFF + mtu + 18).next_power_of_two().clamp(2048, 16 << 10);
             let block_size = frame_size.max(64 << 10);
             let per_block = block_size / frame_size;
             let frames = (cfg.tx_frames as usize).div_ceil(per_block) * per_block;
