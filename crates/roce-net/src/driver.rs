@@ -3,6 +3,10 @@
 //! `handle_frame` / `handle_timeout` ▶ `poll_transmit` — plus a blocking API for programs
 //! (`join` returns on MULTICAST_JOIN or MULTICAST_ERROR, with a timeout) and an event queue.
 //!
+//! Frames move in batches: the stack's queued frames are drained into one
+//! [`Device::send_batch`] (64 at a time) and received frames taken with
+//! [`Device::recv_batch`], so a raw socket makes one system call (or ring kick) per batch.
+//!
 //! One loop serves every transport: frames go through the [`Device`]; a stack whose SA
 //! transport is `External` (OpenSM through ibsim) has its SA MADs carried by an [`SaLink`].
 //! A stop descriptor (a signal's self-pipe) wakes the wait at once; see [`Driver::set_stop`].

@@ -8,6 +8,9 @@
 //! - [`Device`]: a non-blocking frame device for real I/O, with smoltcp-style wrappers
 //!   [`PcapDevice`] (capture both directions) and [`FaultDevice`] (seeded loss, corruption,
 //!   delay, duplication), and [`MemoryDevice`] (an in-memory back-to-back pair).
+//! - [`raw::RawSocket`]: the production device, an AF_PACKET socket on one interface that moves
+//!   frames in batches (`sendmmsg`/`recvmmsg`), or through PACKET_MMAP rings
+//!   ([`ring::RingConfig`]: a TPACKET_V3 receive ring, a transmit ring) with a counted fallback.
 //! - [`pcap`]: reading pcap/pcapng and writing pcap (re-exported by the `roce` package as
 //!   `roce::capture`).
 #![warn(missing_docs)]
