@@ -32,15 +32,8 @@ pub(crate) fn record_type_name(t: u8) -> &'static str {
     }
 }
 
-fn mac_str(m: &[u8; 6]) -> impl std::fmt::Display + '_ {
-    struct M<'a>(&'a [u8; 6]);
-    impl std::fmt::Display for M<'_> {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            let m = self.0;
-            write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
-        }
-    }
-    M(m)
+fn mac_str(m: &[u8; 6]) -> impl std::fmt::Display {
+    roce_wire::MacAddr(*m)
 }
 
 /// Describe a frame that is not RoCEv2 (Ethernet `bytes`, possibly with a blank Ethernet

@@ -26,6 +26,7 @@ use roce_wire::ext::ExtHeaders;
 use roce_wire::frame::{self, rxe_udp_sport, FrameRepr};
 use roce_wire::mad::Method;
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord};
+use roce_wire::rng::SplitMix64;
 use roce_wire::rxe_accept::{rxe_accepts, RxeDrop, RxeKernel, RxePeer, RxeQp, RxeQpType, RxeVerdict};
 use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::{Gid, GSI_QKEY, MULTICAST_QPN};
@@ -82,22 +83,19 @@ pub struct FuzzPeerArgs {
     pub kill_gsi: bool,
 }
 
-/// SplitMix64: the one source of every random choice.
+/// The one source of every random choice: roce-wire's SplitMix64 (the workspace's one
+/// PRNG), with the fuzz peer's own reductions (a modulo, as recorded runs drew them).
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(SplitMix64);
 
 impl Rng {
     /// Seeded.
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(SplitMix64::new(seed))
     }
     /// The next 64 bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     /// Uniform below `n` (n > 0).
     pub fn below(&mut self, n: u64) -> u64 {

@@ -143,7 +143,8 @@ fn which(tool: &str) -> Option<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
     // `cargo test` may run with a PATH without the sbin directories.
     dirs.extend(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from));
-    dirs.into_iter().map(|d| d.join(tool)).find(|p| p.is_file())
+    let dirs = std::env::join_paths(dirs).ok()?;
+    which::which_in(tool, Some(dirs), "/").ok()
 }
 
 fn tool(name: &str) -> PathBuf {
@@ -196,61 +197,37 @@ pub struct Cpio {
 }
 
 impl Cpio {
-    fn header(&mut self, name: &str, mode: u32, size: usize) {
+    fn entry(&mut self, name: &str, mode: u32, data: &[u8]) {
         // inode numbers high enough not to collide with the base archive's (cpio -o numbers from 1…)
         self.ino += 1;
-        let namesize = name.len() + 1;
-        let fields = [0x0070_0000 + self.ino, mode, 0, 0, 1, 0, size as u32, 0, 0, 0, 0, namesize as u32, 0];
-        self.buf.extend_from_slice(b"070701");
-        for f in fields {
-            self.buf.extend_from_slice(format!("{f:08X}").as_bytes());
-        }
-        self.buf.extend_from_slice(name.as_bytes());
-        self.buf.push(0);
-        self.pad();
-    }
-
-    fn pad(&mut self) {
-        while !self.buf.len().is_multiple_of(4) {
-            self.buf.push(0);
-        }
+        let b = cpio::newc::Builder::new(name).ino(0x0070_0000 + self.ino).mode(mode).nlink(1);
+        let mut w = b.write(&mut self.buf, data.len() as u32);
+        w.write_all(data).expect("writing to memory");
+        w.finish().expect("writing to memory");
     }
 
     /// A directory (no leading slash: `usr/local/bin`).
     pub fn dir(&mut self, name: &str) {
-        self.header(name, 0o040_755, 0);
+        self.entry(name, 0o040_755, &[]);
     }
 
     /// A regular file with permission bits `perm`.
     pub fn file(&mut self, name: &str, perm: u32, data: &[u8]) {
-        self.header(name, 0o100_000 | perm, data.len());
-        self.buf.extend_from_slice(data);
-        self.pad();
+        self.entry(name, 0o100_000 | perm, data);
     }
 
     /// The archive with its trailer.
     pub fn finish(mut self) -> Vec<u8> {
-        self.header("TRAILER!!!", 0, 0);
+        cpio::newc::trailer(&mut self.buf).expect("writing to memory");
         self.buf
     }
 }
 
 fn gzip(data: &[u8]) -> Result<Vec<u8>, String> {
-    let mut child = Command::new(tool("gzip"))
-        .args(["-n", "-1", "-c"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("gzip: {e}"))?;
-    let mut stdin = child.stdin.take().expect("piped");
-    let data = data.to_vec();
-    let writer = std::thread::spawn(move || stdin.write_all(&data));
-    let out = child.wait_with_output().map_err(|e| format!("gzip: {e}"))?;
-    writer.join().expect("gzip writer").map_err(|e| format!("gzip stdin: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("gzip: {}", out.status));
-    }
-    Ok(out.stdout)
+    // As `gzip -n -1`: no name, no time stamp, fastest level.
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    z.write_all(data).map_err(|e| format!("gzip: {e}"))?;
+    z.finish().map_err(|e| format!("gzip: {e}"))
 }
 
 // ------------------------------------------------------------------------------------- guest
@@ -665,9 +642,9 @@ impl Guest {
         std::thread::scope(|s| {
             s.spawn(|| {
                 let ns = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-                // SAFETY: setns on a valid namespace fd; it changes only this thread.
-                let r = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(r, 0, "setns {path}: {}", io::Error::last_os_error());
+                // Changes only this thread.
+                nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
+                    .unwrap_or_else(|e| panic!("setns {path}: {e}"));
                 f()
             })
             .join()
@@ -761,7 +738,7 @@ impl Drop for Guest {
 
 /// `aa:bb:cc:dd:ee:ff`.
 pub fn mac_string(m: &[u8; 6]) -> String {
-    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+    roce_wire::MacAddr(*m).to_string()
 }
 
 /// The name=value pairs of a `@@COUNTERS tag=… name=value …` line (tag and non-numbers left out).

@@ -6,51 +6,19 @@ use core::time::Duration;
 use std::net::{IpAddr, SocketAddr};
 
 use roce_wire::mcmember::JoinState;
+use roce_wire::Gid;
 
-use crate::cm::ConnectParam;
+use crate::cm::{node_type_allowed, ConnectParam, InitQpState, QpEvent, RDMA_NODE_IB_CA, RDMA_NODE_RNIC};
 use crate::ctx::Work;
 use crate::event::{CmEvent, EventKind, EventParam};
-use crate::id::{link_local_without_scope, wildcard_like, BindInfo, CmId, CmState, PortSpace, QpType};
+use crate::id::{link_local_without_scope, wildcard_like, CmId, CmState, PortSpace, QpType};
+use crate::rc::{Access, QpAttr, QpCap, QpState, Rc};
 use crate::stack::Stack;
 use crate::{Errno, Instant};
 
 pub use crate::id::IdRecord;
 
 impl Stack {
-    pub(crate) fn alloc_id(&mut self, ps: PortSpace, qp_type: QpType) -> CmId {
-        let id = CmId(self.next_id);
-        self.next_id += 1;
-        self.ids.insert(
-            id,
-            IdRecord {
-                ps,
-                qp_type,
-                state: CmState::Idle,
-                src: None,
-                dst: None,
-                bound: false,
-                reuseaddr: false,
-                afonly: false,
-                afonly_set: false,
-                has_device: false,
-                qpn: None,
-                members: Default::default(),
-                conn: None,
-                cm_id: false,
-                listen_parent: None,
-                tos: None,
-                restricted_node_type: 0,
-            },
-        );
-        id
-    }
-
-    pub(crate) fn set_state(&mut self, id: CmId, st: CmState) {
-        if let Some(r) = self.ids.get_mut(&id) {
-            r.state = st;
-        }
-    }
-
     fn rec(&self, id: CmId) -> Result<&IdRecord, Errno> {
         self.ids.get(&id).ok_or(Errno::ENOENT)
     }
@@ -62,12 +30,16 @@ impl Stack {
 
     /// The id's state.
     pub fn state(&self, id: CmId) -> Option<CmState> {
-        self.ids.get(&id).map(|r| r.state)
+        self.ids.state(id)
     }
 
     /// Every live id.
     pub fn ids(&self) -> impl Iterator<Item = CmId> + '_ {
         self.ids.keys().copied()
+    }
+
+    fn set_state(&mut self, id: CmId, st: CmState) {
+        self.ids.set_state(id, st);
     }
 
     /// `rdma_create_id`: a new id in IDLE. The QP type must fit the port space (ucma:
@@ -81,7 +53,7 @@ impl Stack {
         if !ok {
             return Err(Errno::EINVAL);
         }
-        Ok(self.alloc_id(ps, qp_type))
+        Ok(self.ids.alloc(ps, qp_type))
     }
 
     /// `rdma_create_qp`: for a UD id a QP with the port space's Q_Key (0x01234567), used for
@@ -102,15 +74,6 @@ impl Stack {
         Ok(qpn)
     }
 
-    fn bind_info(&self, id: CmId) -> BindInfo {
-        let r = &self.ids[&id];
-        BindInfo {
-            addr: r.src.unwrap_or_else(|| SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 0)),
-            reuseaddr: r.reuseaddr,
-            afonly: r.afonly,
-        }
-    }
-
     /// `rdma_bind_addr`.
     pub fn bind_addr(&mut self, id: CmId, addr: SocketAddr) -> Result<(), Errno> {
         let r = self.rec(id)?;
@@ -123,7 +86,7 @@ impl Stack {
         if !addr.ip().is_unspecified() && !self.is_local(&addr.ip()) {
             return Err(Errno::EADDRNOTAVAIL);
         }
-        if !addr.ip().is_unspecified() && !crate::cm::node_type_allowed(r.restricted_node_type) {
+        if !addr.ip().is_unspecified() && !node_type_allowed(r.restricted_node_type) {
             return Err(Errno::ENODEV); // cma_acquire_dev_by_src_ip skips our IB CA
         }
         let ps = r.ps;
@@ -140,14 +103,13 @@ impl Stack {
                 self.undo_bind(id);
                 return Err(Errno::EACCES);
             }
-            let mine = self.bind_info(id);
-            if let Err(e) = self.ports.check(ps, addr.port(), id, mine, reuse, |c| self.bind_info(c)) {
+            if let Err(e) = self.ids.check_port(ps, addr.port(), id, reuse) {
                 self.undo_bind(id);
                 return Err(e);
             }
             addr.port()
         };
-        self.ports.insert(ps, port, id);
+        self.ids.hold_port(ps, port, id);
         let has_device = !addr.ip().is_unspecified();
         if let Some(r) = self.ids.get_mut(&id) {
             r.src = Some(SocketAddr::new(addr.ip(), port));
@@ -172,24 +134,12 @@ impl Stack {
         let start = (self.random() % u64::from(span)) as u32;
         for i in 0..span {
             let port = lo + ((start + i) % span) as u16;
-            if !self.ports.in_use(ps, port) {
+            if !self.ids.ports().in_use(ps, port) {
                 return Ok(port);
             }
         }
         self.undo_bind(id);
         Err(Errno::EADDRNOTAVAIL)
-    }
-
-    fn release_port(&mut self, id: CmId) {
-        if let Some(r) = self.ids.get_mut(&id) {
-            if r.bound {
-                r.bound = false;
-                if let Some(src) = r.src {
-                    let ps = r.ps;
-                    self.ports.remove(ps, src.port(), id);
-                }
-            }
-        }
     }
 
     /// `rdma_resolve_addr`: from IDLE (binding implicitly) or ADDR_BOUND to ADDR_QUERY; then
@@ -321,8 +271,7 @@ impl Stack {
         }
         if r.reuseaddr {
             let (ps, port) = (r.ps, r.src.map_or(0, |s| s.port()));
-            let mine = self.bind_info(id);
-            self.ports.check(ps, port, id, mine, false, |c| self.bind_info(c))?;
+            self.ids.check_port(ps, port, id, false)?;
         }
         if let Some(r) = self.ids.get_mut(&id) {
             r.reuseaddr = false;
@@ -338,7 +287,8 @@ impl Stack {
             return Err(Errno::EINVAL);
         }
         self.set_state(id, CmState::Connect);
-        if let Err(e) = self.start_connect(now, id, param) {
+        let (cm, mut cx) = self.cm_parts();
+        if let Err(e) = cm.start_connect(&mut cx, now, id, param) {
             self.set_state(id, CmState::RouteResolved);
             return Err(e);
         }
@@ -353,8 +303,9 @@ impl Stack {
         if self.rec(id)?.state != CmState::Connect {
             return Err(Errno::EINVAL);
         }
-        self.cm_accept(now, id, param).inspect_err(|_| {
-            let _ = self.cm_reject(id, &[]);
+        let (cm, mut cx) = self.cm_parts();
+        cm.accept(&mut cx, now, id, param).inspect_err(|_| {
+            let _ = cm.reject(&mut cx, id, &[]);
         })
     }
 
@@ -363,14 +314,16 @@ impl Stack {
     /// EINVAL in any other CM state (established, disconnecting, TIMEWAIT, idle).
     pub fn reject(&mut self, id: CmId, private_data: &[u8]) -> Result<(), Errno> {
         self.rec(id)?;
-        self.cm_reject(id, private_data)
+        let (cm, mut cx) = self.cm_parts();
+        cm.reject(&mut cx, id, private_data)
     }
 
     /// `rdma_disconnect`: EINVAL without an IB CM id; otherwise 0, sending a DREQ if the
     /// connection is established (ib_send_cm_dreq and ib_send_cm_drep failing is not an error).
     pub fn disconnect(&mut self, now: Instant, id: CmId) -> Result<(), Errno> {
         self.rec(id)?;
-        self.cm_disconnect(now, id)
+        let (cm, mut cx) = self.cm_parts();
+        cm.disconnect(&mut cx, now, id)
     }
 
     /// `rdma_join_multicast` (`join_state`: exactly one bit; RDMA-CM itself offers
@@ -427,8 +380,9 @@ impl Stack {
         for m in members {
             self.remove_member(now, m, false);
         }
-        self.cm_destroy(id);
-        self.release_port(id);
+        let (cm, mut cx) = self.cm_parts();
+        cm.destroy(&mut cx, id);
+        self.ids.release_port(id);
         self.cancel_queries(id);
         self.ids.remove(&id);
         self.out.events.retain(|e| e.id != id);
@@ -490,6 +444,108 @@ impl Stack {
                 });
             }
         }
+    }
+}
+
+/// The rest of the rdma_cm family (rdma_leave_multicast(9)'s SEE ALSO list): spec/api.md.
+impl Stack {
+    /// `rdma_init_qp_attr`: the attributes of the id's QP for `state`. Without an IB CM id
+    /// only INIT (cma_ib_init_qp_attr: no remote access); with one, ib_cm_init_qp_attr's
+    /// state rules: INIT while a REQ is sent or received, a REP sent or the connection
+    /// established; RTR and RTS once the peer's QP is known (not while our REQ is
+    /// outstanding); EINVAL otherwise (disconnecting, TIMEWAIT, a UD id past INIT).
+    pub fn init_qp_attr(&self, id: CmId, state: InitQpState) -> Result<crate::rc::QpAttr, Errno> {
+        let (cm, cfg, neigh, ids) = self.cm_view();
+        cm.init_qp_attr(cfg, neigh, ids, id, state)
+    }
+
+    /// `rdma_notify`: EINVAL without an IB CM id; COMM_EST (data arrived before the RTU)
+    /// establishes a connection whose REP is outstanding, with an ESTABLISHED event
+    /// (cm_establish), EISCONN when it is already established, EINVAL in other CM states;
+    /// PATH_MIG / PATH_MIG_ERR on an established connection change nothing (no alternate
+    /// path is ever loaded here: LAP is not handled) and are EINVAL otherwise; any other
+    /// event is EINVAL.
+    pub fn notify(&mut self, id: CmId, event: QpEvent) -> Result<(), Errno> {
+        let (cm, mut cx) = self.cm_parts();
+        cm.notify(&mut cx, id, event)
+    }
+
+    /// `rdma_set_service_type`: the ToS of the id's connection: the traffic class of the
+    /// REQ's primary path and of the QP's packets (RoCE: DSCP and ECN of the IP header). The
+    /// SL stays 0 (iboe_tos_to_sl without an egress priority map).
+    pub fn set_service_type(&mut self, id: CmId, tos: u8) -> Result<(), Errno> {
+        let r = self.ids.get_mut(&id).ok_or(Errno::ENOENT)?;
+        r.tos = Some(tos);
+        Ok(())
+    }
+
+    /// `rdma_read_gids`: the source and destination GIDs of the id (RoCE: the addresses as
+    /// GIDs); zeros without a device (cma_dev unset).
+    pub fn read_gids(&self, id: CmId) -> Result<(Gid, Gid), Errno> {
+        let r = self.ids.get(&id).ok_or(Errno::ENOENT)?;
+        if !r.has_device {
+            return Ok((Gid::default(), Gid::default()));
+        }
+        let g = |a: Option<SocketAddr>| a.map(|a| Gid::from_ip(a.ip())).unwrap_or_default();
+        Ok((g(r.src), g(r.dst)))
+    }
+
+    /// `rdma_restrict_node_type`: 0 (unspecified), 1 (IB CA) or 4 (RNIC), else EINVAL;
+    /// EALREADY once the id has left IDLE. An id restricted to RNIC finds no device here:
+    /// binding a specific address is ENODEV.
+    pub fn restrict_node_type(&mut self, id: CmId, node_type: u8) -> Result<(), Errno> {
+        if !matches!(node_type, 0 | RDMA_NODE_IB_CA | RDMA_NODE_RNIC) {
+            return Err(Errno::EINVAL);
+        }
+        let r = self.ids.get_mut(&id).ok_or(Errno::ENOENT)?;
+        if r.state != CmState::Idle {
+            return Err(Errno::EALREADY);
+        }
+        r.restricted_node_type = node_type;
+        Ok(())
+    }
+}
+
+/// The RC QPs of the ids and the verbs doors to rc/ (rc/ owns QPs, memory regions and the
+/// completion queue; the stack numbers QPs, as UD QPs share the numbering).
+impl Stack {
+    /// `rdma_create_qp` for a connected id: an RC QP moved to INIT at once, as
+    /// cma_init_conn_qp does.
+    fn create_rc_qp_for_id(&mut self, id: CmId) -> Result<u32, Errno> {
+        let qpn = self.create_rc_qp(QpCap::default())?;
+        // cma_ib_init_qp_attr without a CM id: no remote access until the CM grants it.
+        let mut at = QpAttr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+        at.access = Access::LOCAL_WRITE;
+        self.rc.modify_qp(self.now, qpn, QpState::Init, &at)?;
+        if let Some(r) = self.ids.get_mut(&id) {
+            r.qpn = Some(qpn);
+        }
+        Ok(qpn)
+    }
+
+    /// `ibv_create_qp` of an RC QP: a QP number from the port's space (shared with UD QPs),
+    /// in RESET.
+    pub fn create_rc_qp(&mut self, cap: QpCap) -> Result<u32, Errno> {
+        let qpn = self.next_qpn;
+        self.rc.create_qp(qpn, cap)?;
+        self.next_qpn = (self.next_qpn + 1) & crate::rc::psn::PSN_MASK;
+        Ok(qpn)
+    }
+
+    /// Set the port MTU (IB MTU code 1 = 256 … 5 = 4096) that connections offer in their
+    /// REQ and accept at most: RDMA-CM's `iboe_get_mtu` of the netdev MTU on Ethernet.
+    pub fn set_port_mtu(&mut self, code: u8) {
+        self.cfg.mtu = code.clamp(1, 5);
+    }
+
+    /// The RC engine (QPs, memory regions, completions).
+    pub fn rc(&self) -> &Rc {
+        &self.rc
+    }
+
+    /// The RC engine, for verbs calls (`post_send`, `post_recv`, `poll_cq`, `reg_mr`, ...).
+    pub fn rc_mut(&mut self) -> &mut Rc {
+        &mut self.rc
     }
 }
 

@@ -19,6 +19,7 @@
 //! DREP at once (the kernel waits for the application's rdma_disconnect or destroy); a
 //! connection given up or rejected leaves no TIMEWAIT behind; LAP/APR are not handled.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -26,13 +27,127 @@ use roce_wire::cm::{self, cma_hdr, CmMessage, RejReason, SidrStatus};
 use roce_wire::mad::MadHeader;
 use roce_wire::{Gid, RDMA_UDP_QKEY};
 
+use crate::config::StackConfig;
 use crate::conn::{Conn, ConnState};
-use crate::counters::DropReason;
-use crate::ctx::{Outgoing, Work};
+use crate::counters::{Counters, DropReason};
+use crate::ctx::{Outbox, Outgoing, Rng, Timers, Work};
 use crate::event::{AddressHandle, CmEvent, ConnParam, EventKind, EventParam, UdParam};
-use crate::id::{CmId, CmState, QpType};
-use crate::stack::Stack;
+use crate::gsi::Gsi;
+use crate::id::{CmId, CmState, Ids, QpType};
+use crate::neigh::Neighbors;
+use crate::rc::{mtu_bytes, Access, CmQp, QpAttr, QpState, Rc};
 use crate::{Errno, Instant};
+
+/// The CM owner: connections and SIDR resolutions by local communication ID, and their
+/// timers (`Work::CmTimer`). It answers CM MADs and the id calls that drive the protocol
+/// (connect, accept, reject, disconnect, destroy) through a [`CmCtx`] the stack lends it.
+#[derive(Debug, Default)]
+pub(crate) struct Cm {
+    conns: BTreeMap<u32, Conn>,
+}
+
+/// What CM is lent for one call: the shared parts ([`crate::ctx::Ctx`]'s, and the stack's PRNG,
+/// whose stream CM shares with the rest of the engine), the ids (states, connections,
+/// listeners), QP1's sender, the neighbours (a peer's MAC for address handles and QP
+/// attributes) and the RC QPs the handshake moves to RTS or flushes.
+pub(crate) struct CmCtx<'a> {
+    pub cfg: &'a StackConfig,
+    pub counters: &'a mut Counters,
+    pub out: &'a mut Outbox,
+    pub timers: &'a mut Timers,
+    pub rng: &'a mut Rng,
+    pub ids: &'a mut Ids,
+    pub gsi: &'a mut Gsi,
+    pub neigh: &'a Neighbors,
+    pub rc: &'a mut Rc,
+}
+
+impl CmCtx<'_> {
+    fn send(&mut self, peer: IpAddr, peer_qp: u32, tid: u64, msg: &CmMessage) {
+        let mad = msg.to_mad(tid).to_bytes();
+        let p = self.gsi.packet(self.out, self.cfg.pkey, peer, peer_qp, &mad);
+        self.out.push(Outgoing::Roce(p));
+    }
+
+    /// An IB CM event for an id, as cma_ib_handler / cma_sidr_rep_handler pass it on: only
+    /// while the id is in CONNECT (TIMEWAIT_EXIT only in DISCONNECT); an id in another state
+    /// (DEVICE_REMOVAL, or DISCONNECT for a late reply) hears nothing.
+    fn conn_event(&mut self, id: CmId, kind: EventKind, status: i32, param: EventParam) {
+        let want = if kind == EventKind::TimewaitExit { CmState::Disconnect } else { CmState::Connect };
+        if self.ids.state(id) == Some(want) {
+            self.out.push_event(CmEvent { id, listen_id: None, kind, status, param });
+        }
+    }
+
+    /// DREQ received, DREP received, or the DREQ given up: cma_ib_handler moves CONNECT to
+    /// DISCONNECT and reports DISCONNECTED; in any other state nothing happens.
+    fn conn_disconnected(&mut self, id: CmId, status: i32) {
+        if self.ids.state(id) == Some(CmState::Connect) {
+            self.ids.set_state(id, CmState::Disconnect);
+            self.out.push_event(CmEvent {
+                id,
+                listen_id: None,
+                kind: EventKind::Disconnected,
+                status,
+                param: EventParam::None,
+            });
+        }
+    }
+
+    /// This port's CA GUID as the CM sends it (the EUI-64 of the link-local GID).
+    fn local_ca_guid(&self) -> u64 {
+        self.cfg.link_local().octets()[8..].iter().fold(0u64, |a, b| (a << 8) | u64::from(*b))
+    }
+
+    /// The RC QP of an id, if it has one.
+    fn rc_qp_of(&self, id: CmId) -> Option<u32> {
+        self.ids.qpn(id).filter(|q| self.rc.has_qp(*q))
+    }
+
+    /// INIT → INIT (access flags) → RTR → RTS with what the CM negotiated (cma_modify_qp_rtr /
+    /// _rts).
+    fn rc_ready(&mut self, now: Instant, qpn: u32, peer: IpAddr, dest_qpn: u32, p: &CmQp) -> Result<(), Errno> {
+        let at = cm_qp_attr(self.cfg, self.neigh, peer, dest_qpn, p);
+        self.rc.modify_qp(now, qpn, QpState::Init, &at)?;
+        self.rc.modify_qp(now, qpn, QpState::Rtr, &at)?;
+        self.rc.modify_qp(now, qpn, QpState::Rts, &at)
+    }
+
+    /// A disconnect: the QP goes to ERR and everything outstanding is flushed
+    /// (cma_modify_qp_err).
+    fn rc_flush(&mut self, now: Instant, id: CmId) {
+        if let Some(qpn) = self.rc_qp_of(id) {
+            if let Some(at) = self.rc.query_qp(qpn) {
+                let _ = self.rc.modify_qp(now, qpn, QpState::Err, &at);
+            }
+        }
+    }
+}
+
+/// The attributes the CM negotiated for an RC QP (ib_cm_init_qp_attr's values; rq_psn from
+/// our own message as cma.c sets it from `seq_num`).
+fn cm_qp_attr(cfg: &StackConfig, neigh: &Neighbors, peer: IpAddr, dest_qpn: u32, p: &CmQp) -> QpAttr {
+    let mut at = QpAttr::new(peer, dest_qpn);
+    at.path_mtu = mtu_bytes(p.path_mtu);
+    // The Starting PSN of a REQ or REP is the one its sender will receive with: the peer
+    // sends from it (cm.c: rq_psn from the message sent, sq_psn from the one received).
+    at.rq_psn = p.local_psn;
+    at.sq_psn = p.remote_psn;
+    at.timeout = p.local_ack_timeout.min(31);
+    at.retry_cnt = p.retry_count & 7;
+    at.rnr_retry = p.rnr_retry_count & 7;
+    at.max_rd_atomic = p.initiator_depth;
+    at.max_dest_rd_atomic = p.responder_resources;
+    // cm_init_qp_init_attr: REMOTE_WRITE, and READ/ATOMIC when we answer any.
+    at.access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
+    if p.responder_resources > 0 {
+        at.access = at.access.union(Access::REMOTE_READ).union(Access::REMOTE_ATOMIC);
+    }
+    at.pkey = cfg.pkey;
+    at.dmac = neigh.mac(cfg, &peer);
+    at.traffic_class = p.traffic_class;
+    at
+}
 
 /// The service timeout of the MRA we send for a REQ the application has not yet answered
 /// (cma.c CMA_CM_MRA_SETTING without its DELAY flag): 4.096 µs × 2^24, about 69 s.
@@ -84,66 +199,36 @@ fn cma_header_for(src: SocketAddr, dst: SocketAddr) -> cma_hdr::Repr {
     }
 }
 
-impl Stack {
-    fn cm_send(&mut self, peer: IpAddr, peer_qp: u32, tid: u64, msg: &CmMessage) {
-        let mad = msg.to_mad(tid).to_bytes();
-        let p = self.gsi_packet(peer, peer_qp, &mad);
-        self.out.push(Outgoing::Roce(p));
-    }
-
-    fn new_comm_id(&mut self) -> u32 {
+impl Cm {
+    fn new_comm_id(&self, cx: &mut CmCtx<'_>) -> u32 {
         loop {
-            let c = self.random() as u32;
+            let c = cx.rng.next_u64() as u32;
             if c != 0 && !self.conns.contains_key(&c) {
                 return c;
             }
         }
     }
 
-    /// An IB CM event for an id, as cma_ib_handler / cma_sidr_rep_handler pass it on: only
-    /// while the id is in CONNECT (TIMEWAIT_EXIT only in DISCONNECT); an id in another state
-    /// (DEVICE_REMOVAL, or DISCONNECT for a late reply) hears nothing.
-    fn conn_event(&mut self, id: CmId, kind: EventKind, status: i32, param: EventParam) {
-        let want = if kind == EventKind::TimewaitExit { CmState::Disconnect } else { CmState::Connect };
-        if self.ids.get(&id).is_some_and(|r| r.state == want) {
-            self.push_event(CmEvent { id, listen_id: None, kind, status, param });
-        }
-    }
-
-    /// DREQ received, DREP received, or the DREQ given up: cma_ib_handler moves CONNECT to
-    /// DISCONNECT and reports DISCONNECTED; in any other state nothing happens.
-    fn conn_disconnected(&mut self, id: CmId, status: i32) {
-        if self.state(id) == Some(CmState::Connect) {
-            self.set_state(id, CmState::Disconnect);
-            self.push_event(CmEvent {
-                id,
-                listen_id: None,
-                kind: EventKind::Disconnected,
-                status,
-                param: EventParam::None,
-            });
-        }
-    }
-
-    /// This port's CA GUID as the CM sends it (the EUI-64 of the link-local GID).
-    fn local_ca_guid(&self) -> u64 {
-        self.cfg.link_local().octets()[8..].iter().fold(0u64, |a, b| (a << 8) | u64::from(*b))
-    }
-
     /// `rdma_connect`: REQ, or SIDR_REQ for a UD id (rdma_connect_locked chooses by QP type,
     /// not port space).
-    pub(crate) fn start_connect(&mut self, now: Instant, id: CmId, param: &ConnectParam) -> Result<(), Errno> {
-        let rec = self.ids.get(&id).ok_or(Errno::ENOENT)?.clone();
+    pub(crate) fn start_connect(
+        &mut self,
+        cx: &mut CmCtx<'_>,
+        now: Instant,
+        id: CmId,
+        param: &ConnectParam,
+    ) -> Result<(), Errno> {
+        let rec = cx.ids.get(&id).ok_or(Errno::ENOENT)?.clone();
         let (Some(src), Some(dst)) = (rec.src, rec.dst) else { return Err(Errno::EINVAL) };
         let service_id = cma_hdr::service_id(rec.ps.value(), dst.port());
-        let comm = self.new_comm_id();
+        let comm = self.new_comm_id(cx);
         let hdr = cma_header_for(src, dst);
-        let tid = (u64::from(self.random() as u32) << 32) | u64::from(comm);
+        let tid = (u64::from(cx.rng.next_u64() as u32) << 32) | u64::from(comm);
         let tos = rec.tos.unwrap_or(0);
         let mut qp = crate::rc::CmQp {
             traffic_class: tos,
-            local_psn: (self.random() as u32) & 0xff_ffff,
-            path_mtu: self.cfg.mtu,
+            local_psn: (cx.rng.next_u64() as u32) & 0xff_ffff,
+            path_mtu: cx.cfg.mtu,
             retry_count: param.retry_count & 7,
             local_ack_timeout: REQ_LOCAL_ACK_TIMEOUT,
             responder_resources: param.responder_resources,
@@ -152,7 +237,7 @@ impl Stack {
         };
         let (msg, state) = if rec.qp_type == QpType::Ud {
             let mut m =
-                cm::SidrReqRepr { request_id: comm, partition_key: self.cfg.pkey, service_id, ..Default::default() };
+                cm::SidrReqRepr { request_id: comm, partition_key: cx.cfg.pkey, service_id, ..Default::default() };
             hdr.emit_bytes(&mut m.private_data);
             copy_private(&mut m.private_data, cma_hdr::HEADER_LEN, &param.private_data);
             (CmMessage::SidrReq(m), ConnState::SidrReqSent)
@@ -160,7 +245,7 @@ impl Stack {
             let mut m = cm::ReqRepr {
                 local_comm_id: comm,
                 service_id,
-                local_ca_guid: self.local_ca_guid(),
+                local_ca_guid: cx.local_ca_guid(),
                 local_qpn: rec.qpn.unwrap_or(0),
                 responder_resources: param.responder_resources,
                 initiator_depth: param.initiator_depth,
@@ -168,8 +253,8 @@ impl Stack {
                 starting_psn: qp.local_psn,
                 local_cm_response_timeout: 20,
                 retry_count: param.retry_count & 7,
-                partition_key: self.cfg.pkey,
-                path_mtu: self.cfg.mtu,
+                partition_key: cx.cfg.pkey,
+                path_mtu: cx.cfg.mtu,
                 rnr_retry_count: param.rnr_retry_count & 7,
                 max_cm_retries: 15,
                 ..Default::default()
@@ -193,45 +278,43 @@ impl Stack {
             peer_gsi_qp: 1,
             state,
             tid,
-            retries_left: self.cfg.cm_max_retries,
+            retries_left: cx.cfg.cm_max_retries,
             last: Some(msg),
             remote_qpn: 0,
             service_id,
-            resend_after: self.cfg.cm_response_timeout,
+            resend_after: cx.cfg.cm_response_timeout,
             mra_received: false,
             qp: {
                 qp.rnr_retry_count = param.rnr_retry_count & 7;
                 qp
             },
         };
-        self.cm_send(dst.ip(), 1, tid, &msg);
+        cx.send(dst.ip(), 1, tid, &msg);
         self.conns.insert(comm, conn);
-        if let Some(r) = self.ids.get_mut(&id) {
+        if let Some(r) = cx.ids.get_mut(&id) {
             r.conn = Some(comm);
             r.cm_id = true;
         }
-        self.schedule(now + self.cfg.cm_response_timeout, Work::CmTimer(comm));
+        cx.timers.schedule(now + cx.cfg.cm_response_timeout, Work::CmTimer(comm));
         Ok(())
     }
 
     /// A CM timer: resend the last message, give up, or end TIMEWAIT.
-    pub(crate) fn cm_timer(&mut self, now: Instant, comm: u32) {
+    pub(crate) fn timer(&mut self, cx: &mut CmCtx<'_>, now: Instant, comm: u32) {
         let Some(c) = self.conns.get_mut(&comm) else { return };
         match c.state {
             ConnState::TimeWait => {
                 let id = c.id;
                 self.conns.remove(&comm);
-                if let Some(r) = self.ids.get_mut(&id) {
-                    r.conn = None;
-                }
-                self.conn_event(id, EventKind::TimewaitExit, 0, EventParam::None);
+                cx.ids.set_conn(id, None);
+                cx.conn_event(id, EventKind::TimewaitExit, 0, EventParam::None);
             }
             ConnState::DreqSent if c.retries_left == 0 => {
                 // cm_process_send_error: DREQ_ERROR enters TIMEWAIT; cma reports
                 // DISCONNECTED with -ETIMEDOUT (and TIMEWAIT_EXIT later).
                 let id = c.id;
-                self.enter_timewait(now, comm);
-                self.conn_disconnected(id, Errno::ETIMEDOUT.status());
+                self.enter_timewait(cx, now, comm);
+                cx.conn_disconnected(id, Errno::ETIMEDOUT.status());
             }
             ConnState::ReqSent | ConnState::SidrReqSent | ConnState::DreqSent | ConnState::RepSent => {
                 if c.retries_left > 0 {
@@ -239,19 +322,17 @@ impl Stack {
                     let (peer, qp, tid, msg) = (c.peer, c.peer_gsi_qp, c.tid, c.last);
                     let wait = c.resend_after;
                     if let Some(msg) = msg {
-                        self.cm_send(peer, qp, tid, &msg);
+                        cx.send(peer, qp, tid, &msg);
                     }
-                    self.schedule(now + wait, Work::CmTimer(comm));
+                    cx.timers.schedule(now + wait, Work::CmTimer(comm));
                     return;
                 }
                 let id = c.id;
                 self.conns.remove(&comm);
-                if let Some(r) = self.ids.get_mut(&id) {
-                    r.conn = None;
-                }
+                cx.ids.set_conn(id, None);
                 // REQ_ERROR, REP_ERROR and SIDR_REQ_ERROR all reach the id as UNREACHABLE
                 // with -ETIMEDOUT (cma_ib_handler, cma_sidr_rep_handler).
-                self.conn_event(id, EventKind::Unreachable, Errno::ETIMEDOUT.status(), EventParam::None);
+                cx.conn_event(id, EventKind::Unreachable, Errno::ETIMEDOUT.status(), EventParam::None);
             }
             _ => {}
         }
@@ -262,38 +343,46 @@ impl Stack {
     }
 
     /// A CM MAD arrived on QP1.
-    pub(crate) fn handle_cm_mad(&mut self, now: Instant, src: IpAddr, src_qp: u32, h: &MadHeader, payload: &[u8]) {
+    pub(crate) fn handle_mad(
+        &mut self,
+        cx: &mut CmCtx<'_>,
+        now: Instant,
+        src: IpAddr,
+        src_qp: u32,
+        h: &MadHeader,
+        payload: &[u8],
+    ) {
         let msg = match CmMessage::parse(h.attribute_id, &payload[24..256]) {
             Ok(m) => m,
             Err(_) => {
-                self.counters.drop(DropReason::BadMad);
+                cx.counters.drop(DropReason::BadMad);
                 return;
             }
         };
         let tid = h.transaction_id;
         let handled = match msg {
-            CmMessage::Req(r) => self.cm_req(now, src, src_qp, tid, &r),
-            CmMessage::SidrReq(r) => self.cm_sidr_req(now, src, src_qp, tid, &r),
-            CmMessage::Rep(r) => self.cm_rep(now, src, tid, &r),
-            CmMessage::Rtu(r) => self.cm_rtu(r.remote_comm_id),
-            CmMessage::Rej(r) => self.cm_rej(src, &r),
-            CmMessage::Dreq(r) => self.cm_dreq(now, src, src_qp, tid, r.local_comm_id, r.remote_comm_id),
-            CmMessage::Drep(r) => self.cm_drep(now, r.remote_comm_id),
-            CmMessage::SidrRep(r) => self.cm_sidr_rep(src, &r),
-            CmMessage::Mra(r) => self.cm_mra(now, src, &r),
+            CmMessage::Req(r) => self.cm_req(cx, now, src, src_qp, tid, &r),
+            CmMessage::SidrReq(r) => self.cm_sidr_req(cx, now, src, src_qp, tid, &r),
+            CmMessage::Rep(r) => self.cm_rep(cx, now, src, tid, &r),
+            CmMessage::Rtu(r) => self.cm_rtu(cx, r.remote_comm_id),
+            CmMessage::Rej(r) => self.cm_rej(cx, src, &r),
+            CmMessage::Dreq(r) => self.cm_dreq(cx, now, src, src_qp, tid, &r),
+            CmMessage::Drep(r) => self.cm_drep(cx, now, r.remote_comm_id),
+            CmMessage::SidrRep(r) => self.cm_sidr_rep(cx, src, &r),
+            CmMessage::Mra(r) => self.cm_mra(cx, now, src, &r),
             CmMessage::Other { .. } => false,
         };
         if handled {
-            self.counters.rx_accepted += 1;
+            cx.counters.rx_accepted += 1;
         } else {
-            self.counters.drop(DropReason::UnmatchedCm);
+            cx.counters.drop(DropReason::UnmatchedCm);
         }
     }
 
     /// An MRA: the peer needs more time to answer our REQ or REP (cm_mra_handler). The
     /// wait for the answer, and for each resend after it, becomes the MRA's service timeout
     /// plus the packet lifetime; the retry count is unchanged. No event reaches the id.
-    fn cm_mra(&mut self, now: Instant, src: IpAddr, r: &cm::MraRepr) -> bool {
+    fn cm_mra(&mut self, cx: &mut CmCtx<'_>, now: Instant, src: IpAddr, r: &cm::MraRepr) -> bool {
         let Some(c) = self.conns.get_mut(&r.remote_comm_id) else { return false };
         let for_our_message = match r.message_mraed {
             cm::MsgResponse::Req => c.state == ConnState::ReqSent,
@@ -309,42 +398,29 @@ impl Stack {
         c.mra_received = true;
         c.resend_after = Duration::from_millis(iba_time_ms(r.service_timeout) + iba_time_ms(ROCE_AV_TIMEOUT));
         let (comm, wait) = (c.local_comm_id, c.resend_after);
-        self.unschedule(|w| *w == Work::CmTimer(comm));
-        self.schedule(now + wait, Work::CmTimer(comm));
+        cx.timers.unschedule(|w| *w == Work::CmTimer(comm));
+        cx.timers.schedule(now + wait, Work::CmTimer(comm));
         true
     }
 
     /// The listener for a service ID and destination address.
-    fn find_listener(&self, service_id: u64, dst: IpAddr) -> Option<CmId> {
+    fn find_listener(cx: &CmCtx<'_>, service_id: u64, dst: IpAddr) -> Option<CmId> {
         if !cma_hdr::is_ip_service_id(service_id) {
             return None;
         }
         let (ps, port) = cma_hdr::split_service_id(service_id);
-        self.ids
-            .iter()
-            .filter(|(_, r)| r.state == CmState::Listen && r.ps.value() == ps)
-            .find(|(_, r)| r.src.is_some_and(|s| s.port() == port && (s.ip().is_unspecified() || s.ip() == dst)))
-            .map(|(id, _)| *id)
+        cx.ids.find_listener(ps, port, dst)
     }
 
-    fn spawn_child(&mut self, listener: CmId, local: SocketAddr, remote: SocketAddr) -> CmId {
-        let l = self.ids.get(&listener).cloned();
-        let id = self.alloc_id(
-            l.as_ref().map_or(crate::id::PortSpace::Tcp, |l| l.ps),
-            l.as_ref().map_or(crate::id::QpType::Rc, |l| l.qp_type),
-        );
-        if let Some(r) = self.ids.get_mut(&id) {
-            r.state = CmState::Connect;
-            r.src = Some(local);
-            r.dst = Some(remote);
-            r.has_device = true;
-            r.cm_id = true;
-            r.listen_parent = Some(listener);
-        }
-        id
-    }
-
-    fn cm_req(&mut self, _now: Instant, src: IpAddr, src_qp: u32, tid: u64, r: &cm::ReqRepr) -> bool {
+    fn cm_req(
+        &mut self,
+        cx: &mut CmCtx<'_>,
+        _now: Instant,
+        src: IpAddr,
+        src_qp: u32,
+        tid: u64,
+        r: &cm::ReqRepr,
+    ) -> bool {
         // A retransmitted REQ for a connection we already have (cm_dup_req_handler): not
         // yet accepted ▶ MRA, so the peer waits for the application; in TIMEWAIT ▶ REJ
         // stale connection; otherwise (REP sent, established) ignored.
@@ -360,7 +436,7 @@ impl Stack {
                         service_timeout: MRA_SERVICE_TIMEOUT,
                         ..Default::default()
                     };
-                    self.cm_send(peer, qp, tid, &CmMessage::Mra(mra));
+                    cx.send(peer, qp, tid, &CmMessage::Mra(mra));
                 }
                 ConnState::TimeWait => {
                     let rej = cm::RejRepr {
@@ -370,25 +446,25 @@ impl Stack {
                         reason: RejReason::StaleConn,
                         ..Default::default()
                     };
-                    self.cm_send(peer, qp, tid, &CmMessage::Rej(rej));
+                    cx.send(peer, qp, tid, &CmMessage::Rej(rej));
                 }
                 _ => {}
             }
             return true;
         }
         let hdr = r.cma_header().ok();
-        let dst_ip = hdr.map(|h| h.dst_ip()).unwrap_or_else(|| self.source_for(&src).unwrap_or(src));
-        let Some(listener) = self.find_listener(r.service_id, dst_ip) else {
+        let dst_ip = hdr.map(|h| h.dst_ip()).unwrap_or_else(|| cx.cfg.source_for(&src).unwrap_or(src));
+        let Some(listener) = Self::find_listener(cx, r.service_id, dst_ip) else {
             let rej = cm::RejRepr {
                 remote_comm_id: r.local_comm_id,
                 message_rejected: cm::MsgResponse::Req,
                 reason: RejReason::InvalidServiceId,
                 ..Default::default()
             };
-            self.cm_send(src, src_qp, tid, &CmMessage::Rej(rej));
+            cx.send(src, src_qp, tid, &CmMessage::Rej(rej));
             return true;
         };
-        if self.ids.get(&listener).is_some_and(|l| l.qp_type == QpType::Ud) {
+        if cx.ids.get(&listener).is_some_and(|l| l.qp_type == QpType::Ud) {
             // cma_ib_check_req_qp_type: a REQ needs a listener of its (connected) QP type;
             // the handler's error makes the CM reject with reason 28.
             let rej = cm::RejRepr {
@@ -397,15 +473,15 @@ impl Stack {
                 reason: RejReason::ConsumerDefined,
                 ..Default::default()
             };
-            self.cm_send(src, src_qp, tid, &CmMessage::Rej(rej));
+            cx.send(src, src_qp, tid, &CmMessage::Rej(rej));
             return true;
         }
         let port = cma_hdr::split_service_id(r.service_id).1;
         let local = SocketAddr::new(dst_ip, port);
         let remote = SocketAddr::new(hdr.map(|h| h.src_ip()).unwrap_or(src), hdr.map_or(0, |h| h.src_port));
-        let child = self.spawn_child(listener, local, remote);
-        let comm = self.new_comm_id();
-        let psn = (self.random() as u32) & 0xff_ffff; // cma.c: the id's seq_num
+        let child = cx.ids.spawn_child(listener, local, remote);
+        let comm = self.new_comm_id(cx);
+        let psn = (cx.rng.next_u64() as u32) & 0xff_ffff; // cma.c: the id's seq_num
         self.conns.insert(
             comm,
             Conn {
@@ -416,17 +492,17 @@ impl Stack {
                 peer_gsi_qp: src_qp,
                 state: ConnState::ReqRcvd,
                 tid,
-                retries_left: self.cfg.cm_max_retries,
+                retries_left: cx.cfg.cm_max_retries,
                 last: None,
                 remote_qpn: r.local_qpn,
                 service_id: r.service_id,
-                resend_after: self.cfg.cm_response_timeout,
+                resend_after: cx.cfg.cm_response_timeout,
                 mra_received: false,
                 qp: crate::rc::CmQp {
                     local_psn: psn,
                     traffic_class: r.primary_path.traffic_class,
                     remote_psn: r.starting_psn,
-                    path_mtu: r.path_mtu.clamp(1, 5).min(self.cfg.mtu),
+                    path_mtu: r.path_mtu.clamp(1, 5).min(cx.cfg.mtu),
                     retry_count: r.retry_count,
                     rnr_retry_count: r.rnr_retry_count,
                     local_ack_timeout: r.primary_path.local_ack_timeout,
@@ -434,9 +510,7 @@ impl Stack {
                 },
             },
         );
-        if let Some(rec) = self.ids.get_mut(&child) {
-            rec.conn = Some(comm);
-        }
+        cx.ids.set_conn(child, Some(comm));
         let param = ConnParam {
             private_data: r.private_data[cma_hdr::HEADER_LEN..].to_vec(),
             responder_resources: r.responder_resources,
@@ -445,7 +519,7 @@ impl Stack {
             rnr_retry_count: r.rnr_retry_count,
             retry_count: r.retry_count,
         };
-        self.push_event(CmEvent {
+        cx.out.push_event(CmEvent {
             id: child,
             listen_id: Some(listener),
             kind: EventKind::ConnectRequest,
@@ -455,7 +529,15 @@ impl Stack {
         true
     }
 
-    fn cm_sidr_req(&mut self, _now: Instant, src: IpAddr, src_qp: u32, tid: u64, r: &cm::SidrReqRepr) -> bool {
+    fn cm_sidr_req(
+        &mut self,
+        cx: &mut CmCtx<'_>,
+        _now: Instant,
+        src: IpAddr,
+        src_qp: u32,
+        tid: u64,
+        r: &cm::SidrReqRepr,
+    ) -> bool {
         // A resent SIDR_REQ while the first is still unanswered (the application has not yet
         // accepted or rejected it) is dropped: cm_sidr_req_handler finds it in the remote SIDR
         // table (cm_insert_remote_sidr) and counts a duplicate. Once answered, the kernel's
@@ -468,18 +550,18 @@ impl Stack {
             return true;
         }
         let hdr = r.cma_header().ok();
-        let dst_ip = hdr.map(|h| h.dst_ip()).unwrap_or_else(|| self.source_for(&src).unwrap_or(src));
-        let Some(listener) = self.find_listener(r.service_id, dst_ip) else {
+        let dst_ip = hdr.map(|h| h.dst_ip()).unwrap_or_else(|| cx.cfg.source_for(&src).unwrap_or(src));
+        let Some(listener) = Self::find_listener(cx, r.service_id, dst_ip) else {
             let rep = cm::SidrRepRepr {
                 request_id: r.request_id,
                 status: SidrStatus::ServiceIdNotSupported,
                 service_id: r.service_id,
                 ..Default::default()
             };
-            self.cm_send(src, src_qp, tid, &CmMessage::SidrRep(rep));
+            cx.send(src, src_qp, tid, &CmMessage::SidrRep(rep));
             return true;
         };
-        if self.ids.get(&listener).is_some_and(|l| l.qp_type != QpType::Ud) {
+        if cx.ids.get(&listener).is_some_and(|l| l.qp_type != QpType::Ud) {
             // cma_ib_check_req_qp_type: SIDR only for a UD listener; the CM answers Rejected.
             let rep = cm::SidrRepRepr {
                 request_id: r.request_id,
@@ -487,13 +569,13 @@ impl Stack {
                 service_id: r.service_id,
                 ..Default::default()
             };
-            self.cm_send(src, src_qp, tid, &CmMessage::SidrRep(rep));
+            cx.send(src, src_qp, tid, &CmMessage::SidrRep(rep));
             return true;
         }
         let port = cma_hdr::split_service_id(r.service_id).1;
         let remote = SocketAddr::new(hdr.map(|h| h.src_ip()).unwrap_or(src), hdr.map_or(0, |h| h.src_port));
-        let child = self.spawn_child(listener, SocketAddr::new(dst_ip, port), remote);
-        let comm = self.new_comm_id();
+        let child = cx.ids.spawn_child(listener, SocketAddr::new(dst_ip, port), remote);
+        let comm = self.new_comm_id(cx);
         self.conns.insert(
             comm,
             Conn {
@@ -508,16 +590,14 @@ impl Stack {
                 last: None,
                 remote_qpn: 0,
                 service_id: r.service_id,
-                resend_after: self.cfg.cm_response_timeout,
+                resend_after: cx.cfg.cm_response_timeout,
                 mra_received: false,
                 qp: crate::rc::CmQp::default(),
             },
         );
-        if let Some(rec) = self.ids.get_mut(&child) {
-            rec.conn = Some(comm);
-        }
+        cx.ids.set_conn(child, Some(comm));
         let param = ConnParam { private_data: r.private_data[cma_hdr::HEADER_LEN..].to_vec(), ..ConnParam::default() };
-        self.push_event(CmEvent {
+        cx.out.push_event(CmEvent {
             id: child,
             listen_id: Some(listener),
             kind: EventKind::ConnectRequest,
@@ -527,7 +607,7 @@ impl Stack {
         true
     }
 
-    fn cm_rep(&mut self, _now: Instant, src: IpAddr, tid: u64, r: &cm::RepRepr) -> bool {
+    fn cm_rep(&mut self, cx: &mut CmCtx<'_>, _now: Instant, src: IpAddr, tid: u64, r: &cm::RepRepr) -> bool {
         let Some(c) = self.conns.get_mut(&r.remote_comm_id) else { return false };
         if c.peer != src {
             return false;
@@ -537,7 +617,7 @@ impl Stack {
             let (peer, qp) = (c.peer, c.peer_gsi_qp);
             let rtu =
                 cm::RtuRepr { local_comm_id: r.remote_comm_id, remote_comm_id: r.local_comm_id, ..Default::default() };
-            self.cm_send(peer, qp, tid, &CmMessage::Rtu(rtu));
+            cx.send(peer, qp, tid, &CmMessage::Rtu(rtu));
             return true;
         }
         if c.state != ConnState::ReqSent {
@@ -552,12 +632,12 @@ impl Stack {
         let (id, peer, qp) = (c.id, c.peer, c.peer_gsi_qp);
         let cmqp = c.qp;
         // cma_rep_recv: the QP to RTR and RTS before the RTU goes out.
-        if let Some(qpn) = self.rc_qp_of(id) {
-            let _ = self.rc_ready(_now, qpn, peer, r.local_qpn, &cmqp);
+        if let Some(qpn) = cx.rc_qp_of(id) {
+            let _ = cx.rc_ready(_now, qpn, peer, r.local_qpn, &cmqp);
         }
         let rtu =
             cm::RtuRepr { local_comm_id: r.remote_comm_id, remote_comm_id: r.local_comm_id, ..Default::default() };
-        self.cm_send(peer, qp, tid, &CmMessage::Rtu(rtu));
+        cx.send(peer, qp, tid, &CmMessage::Rtu(rtu));
         let param = ConnParam {
             private_data: r.private_data.to_vec(),
             responder_resources: r.responder_resources,
@@ -566,12 +646,12 @@ impl Stack {
             rnr_retry_count: r.rnr_retry_count,
             retry_count: 0,
         };
-        self.unschedule(|w| *w == Work::CmTimer(r.remote_comm_id));
-        self.conn_event(id, EventKind::Established, 0, EventParam::Conn(param));
+        cx.timers.unschedule(|w| *w == Work::CmTimer(r.remote_comm_id));
+        cx.conn_event(id, EventKind::Established, 0, EventParam::Conn(param));
         true
     }
 
-    fn cm_rtu(&mut self, local_comm: u32) -> bool {
+    fn cm_rtu(&mut self, cx: &mut CmCtx<'_>, local_comm: u32) -> bool {
         let Some(c) = self.conns.get_mut(&local_comm) else { return false };
         if c.state != ConnState::RepSent {
             return c.state == ConnState::Established;
@@ -579,8 +659,8 @@ impl Stack {
         c.state = ConnState::Established;
         let id = c.id;
         let remote_qpn = c.remote_qpn;
-        self.unschedule(|w| *w == Work::CmTimer(local_comm));
-        self.conn_event(
+        cx.timers.unschedule(|w| *w == Work::CmTimer(local_comm));
+        cx.conn_event(
             id,
             EventKind::Established,
             0,
@@ -592,7 +672,7 @@ impl Stack {
     /// A REJ: matched by our communication ID, except a Timeout REJ without one (what a
     /// destroyed active id sends before it knows ours), matched by the sender's ID and
     /// address (cm_acquire_rejected_id).
-    fn cm_rej(&mut self, src: IpAddr, r: &cm::RejRepr) -> bool {
+    fn cm_rej(&mut self, cx: &mut CmCtx<'_>, src: IpAddr, r: &cm::RejRepr) -> bool {
         let reason = r.reason;
         let local_comm = if reason == RejReason::Timeout && r.remote_comm_id == 0 {
             match self.conn_by_remote(r.local_comm_id, src) {
@@ -606,56 +686,63 @@ impl Stack {
             return false;
         }
         let Some(c) = self.conns.remove(&local_comm) else { return false };
-        self.unschedule(|w| *w == Work::CmTimer(local_comm));
-        if let Some(r) = self.ids.get_mut(&c.id) {
-            r.conn = None;
-        }
+        cx.timers.unschedule(|w| *w == Work::CmTimer(local_comm));
+        cx.ids.set_conn(c.id, None);
         // The REJ's private data reaches the event (rdma_consumer_reject_data reads it).
         let param = EventParam::Conn(ConnParam { private_data: r.private_data.to_vec(), ..ConnParam::default() });
-        self.conn_event(c.id, EventKind::Rejected, i32::from(u16::from(reason)), param);
+        cx.conn_event(c.id, EventKind::Rejected, i32::from(u16::from(reason)), param);
         true
     }
 
-    fn enter_timewait(&mut self, now: Instant, comm: u32) {
+    fn enter_timewait(&mut self, cx: &mut CmCtx<'_>, now: Instant, comm: u32) {
         if let Some(c) = self.conns.get_mut(&comm) {
             c.state = ConnState::TimeWait;
-            self.unschedule(|w| *w == Work::CmTimer(comm));
-            self.schedule(now + self.cfg.timewait, Work::CmTimer(comm));
+            cx.timers.unschedule(|w| *w == Work::CmTimer(comm));
+            cx.timers.schedule(now + cx.cfg.timewait, Work::CmTimer(comm));
         }
     }
 
-    fn cm_dreq(&mut self, now: Instant, src: IpAddr, src_qp: u32, tid: u64, remote_comm: u32, local_comm: u32) -> bool {
+    fn cm_dreq(
+        &mut self,
+        cx: &mut CmCtx<'_>,
+        now: Instant,
+        src: IpAddr,
+        src_qp: u32,
+        tid: u64,
+        r: &cm::DreqRepr,
+    ) -> bool {
+        let (remote_comm, local_comm) = (r.local_comm_id, r.remote_comm_id);
         let Some(c) = self.conns.get(&local_comm) else {
             // Unknown connection: the CM still answers DREP so the peer can finish.
             let drep = cm::DrepRepr { remote_comm_id: remote_comm, ..Default::default() };
-            self.cm_send(src, src_qp, tid, &CmMessage::Drep(drep));
+            cx.send(src, src_qp, tid, &CmMessage::Drep(drep));
             return false;
         };
         let (id, state) = (c.id, c.state);
         let drep = cm::DrepRepr { local_comm_id: local_comm, remote_comm_id: remote_comm, ..Default::default() };
-        self.cm_send(src, src_qp, tid, &CmMessage::Drep(drep));
+        cx.send(src, src_qp, tid, &CmMessage::Drep(drep));
         // cm_dreq_handler: an established connection, or one whose REP or DREQ is
         // outstanding, goes to TIMEWAIT (the DREP is sent at once here; see spec/cm-states.md).
         if matches!(state, ConnState::Established | ConnState::RepSent | ConnState::DreqSent) {
-            self.enter_timewait(now, local_comm);
-            self.rc_flush(now, id); // DREQ flushes the QP
-            self.conn_disconnected(id, 0);
+            self.enter_timewait(cx, now, local_comm);
+            cx.rc_flush(now, id); // DREQ flushes the QP
+            cx.conn_disconnected(id, 0);
         }
         true
     }
 
-    fn cm_drep(&mut self, now: Instant, local_comm: u32) -> bool {
+    fn cm_drep(&mut self, cx: &mut CmCtx<'_>, now: Instant, local_comm: u32) -> bool {
         let Some(c) = self.conns.get(&local_comm) else { return false };
         if c.state != ConnState::DreqSent {
             return false;
         }
         let id = c.id;
-        self.enter_timewait(now, local_comm);
-        self.conn_disconnected(id, 0);
+        self.enter_timewait(cx, now, local_comm);
+        cx.conn_disconnected(id, 0);
         true
     }
 
-    fn cm_sidr_rep(&mut self, src: IpAddr, r: &cm::SidrRepRepr) -> bool {
+    fn cm_sidr_rep(&mut self, cx: &mut CmCtx<'_>, src: IpAddr, r: &cm::SidrRepRepr) -> bool {
         let Some(c) = self.conns.get(&r.request_id) else { return false };
         if c.state != ConnState::SidrReqSent || c.peer != src {
             return false;
@@ -663,31 +750,35 @@ impl Stack {
         let id = c.id;
         let comm = r.request_id;
         self.conns.remove(&comm);
-        self.unschedule(|w| *w == Work::CmTimer(comm));
-        if let Some(rec) = self.ids.get_mut(&id) {
-            rec.conn = None;
-        }
+        cx.timers.unschedule(|w| *w == Work::CmTimer(comm));
+        cx.ids.set_conn(id, None);
         if r.status == SidrStatus::Success {
             let ah = AddressHandle {
                 dgid: Gid::from_ip(src),
-                sgid: self.source_for(&src).map(Gid::from_ip).unwrap_or_default(),
-                dmac: self.neighbor_mac(&src).unwrap_or([0; 6]),
+                sgid: cx.cfg.source_for(&src).map(Gid::from_ip).unwrap_or_default(),
+                dmac: cx.neigh.mac(cx.cfg, &src).unwrap_or([0; 6]),
                 hop_limit: 64,
                 traffic_class: 0,
                 flow_label: 0,
                 sl: 0,
             };
-            self.conn_event(id, EventKind::Established, 0, EventParam::Ud(UdParam { ah, qp_num: r.qpn, qkey: r.qkey }));
+            cx.conn_event(id, EventKind::Established, 0, EventParam::Ud(UdParam { ah, qp_num: r.qpn, qkey: r.qkey }));
         } else {
-            self.conn_event(id, EventKind::Unreachable, i32::from(u8::from(r.status)), EventParam::None);
+            cx.conn_event(id, EventKind::Unreachable, i32::from(u8::from(r.status)), EventParam::None);
         }
         true
     }
 
     /// `rdma_accept` on a child id: REP (connected) or SIDR_REP (UD).
-    pub(crate) fn cm_accept(&mut self, now: Instant, id: CmId, param: &ConnectParam) -> Result<(), Errno> {
-        let comm = self.ids.get(&id).and_then(|r| r.conn).ok_or(Errno::EINVAL)?;
-        let qpn = self.ids.get(&id).and_then(|r| r.qpn).unwrap_or(0);
+    pub(crate) fn accept(
+        &mut self,
+        cx: &mut CmCtx<'_>,
+        now: Instant,
+        id: CmId,
+        param: &ConnectParam,
+    ) -> Result<(), Errno> {
+        let comm = cx.ids.conn(id).ok_or(Errno::EINVAL)?;
+        let qpn = cx.ids.qpn(id).unwrap_or(0);
         let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
         match c.state {
             ConnState::ReqRcvd => {
@@ -697,8 +788,8 @@ impl Stack {
                 c.qp.initiator_depth = param.initiator_depth;
                 let (cmqp, peer, remote_qpn) = (c.qp, c.peer, c.remote_qpn);
                 // cma_accept_ib: the QP to RTR and RTS before the REP goes out.
-                if let Some(q) = self.rc_qp_of(id) {
-                    self.rc_ready(now, q, peer, remote_qpn, &cmqp)?;
+                if let Some(q) = cx.rc_qp_of(id) {
+                    cx.rc_ready(now, q, peer, remote_qpn, &cmqp)?;
                 }
                 let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
                 let mut rep = cm::RepRepr {
@@ -716,8 +807,8 @@ impl Stack {
                 let msg = CmMessage::Rep(rep);
                 c.last = Some(msg);
                 let (peer, qp, tid) = (c.peer, c.peer_gsi_qp, c.tid);
-                self.cm_send(peer, qp, tid, &msg);
-                self.schedule(now + self.cfg.cm_response_timeout, Work::CmTimer(comm));
+                cx.send(peer, qp, tid, &msg);
+                cx.timers.schedule(now + cx.cfg.cm_response_timeout, Work::CmTimer(comm));
                 Ok(())
             }
             ConnState::SidrReqRcvd => {
@@ -732,10 +823,8 @@ impl Stack {
                 copy_private(&mut rep.private_data, 0, &param.private_data);
                 let (peer, qp, tid) = (c.peer, c.peer_gsi_qp, c.tid);
                 self.conns.remove(&comm);
-                if let Some(r) = self.ids.get_mut(&id) {
-                    r.conn = None;
-                }
-                self.cm_send(peer, qp, tid, &CmMessage::SidrRep(rep));
+                cx.ids.set_conn(id, None);
+                cx.send(peer, qp, tid, &CmMessage::SidrRep(rep));
                 Ok(())
             }
             _ => Err(Errno::EINVAL),
@@ -746,8 +835,8 @@ impl Stack {
     /// UD id answers a SIDR_REQ it received with SIDR_REP Rejected (cma_send_sidr_rep); a
     /// connected id sends a REJ, reason 28, while a REQ is outstanding either way or its REP
     /// is (cm_send_rej_locked); any other CM state is EINVAL.
-    pub(crate) fn cm_reject(&mut self, id: CmId, private_data: &[u8]) -> Result<(), Errno> {
-        let r = self.ids.get(&id).ok_or(Errno::ENOENT)?;
+    pub(crate) fn reject(&mut self, cx: &mut CmCtx<'_>, id: CmId, private_data: &[u8]) -> Result<(), Errno> {
+        let r = cx.ids.get(&id).ok_or(Errno::ENOENT)?;
         if !r.cm_id {
             return Err(Errno::EINVAL);
         }
@@ -766,36 +855,21 @@ impl Stack {
                 CmMessage::SidrRep(rep)
             }
             (false, ConnState::ReqSent | ConnState::ReqRcvd | ConnState::RepSent) => {
-                CmMessage::Rej(self.rej_for(c, RejReason::ConsumerDefined, private_data))
+                CmMessage::Rej(rej_for(c, RejReason::ConsumerDefined, private_data))
             }
             _ => return Err(Errno::EINVAL),
         };
         let (peer, qp, tid) = (c.peer, c.peer_gsi_qp, c.tid);
-        self.drop_conn(id, comm);
-        self.cm_send(peer, qp, tid, &msg);
+        self.drop_conn(cx, id, comm);
+        cx.send(peer, qp, tid, &msg);
         Ok(())
     }
 
-    /// A REJ for `c` as cm_format_rej fills it for the connection's state: a received REQ is
-    /// rejected as such (our ID not given); anything else names both IDs, message "other".
-    fn rej_for(&self, c: &Conn, reason: RejReason, private_data: &[u8]) -> cm::RejRepr {
-        let mut rej = cm::RejRepr { remote_comm_id: c.remote_comm_id, ..Default::default() };
-        if c.state == ConnState::ReqRcvd {
-            rej.message_rejected = cm::MsgResponse::Req;
-        } else {
-            rej.local_comm_id = c.local_comm_id;
-            rej.message_rejected = cm::MsgResponse::Other;
-        }
-        rej.reason = reason;
-        copy_private(&mut rej.private_data, 0, private_data);
-        rej
-    }
-
     /// Forget a connection (the CM id goes back to idle; the rdma_cm_id keeps its CM id).
-    fn drop_conn(&mut self, id: CmId, comm: u32) {
+    fn drop_conn(&mut self, cx: &mut CmCtx<'_>, id: CmId, comm: u32) {
         self.conns.remove(&comm);
-        self.unschedule(|w| *w == Work::CmTimer(comm));
-        if let Some(r) = self.ids.get_mut(&id) {
+        cx.timers.unschedule(|w| *w == Work::CmTimer(comm));
+        if let Some(r) = cx.ids.get_mut(&id) {
             if r.conn == Some(comm) {
                 r.conn = None;
             }
@@ -805,14 +879,14 @@ impl Stack {
     /// `rdma_disconnect`: EINVAL without an IB CM id; otherwise 0 whatever the CM state, with
     /// a DREQ sent when the connection is established (a failing ib_send_cm_dreq and
     /// ib_send_cm_drep is not reported).
-    pub(crate) fn cm_disconnect(&mut self, now: Instant, id: CmId) -> Result<(), Errno> {
-        let r = self.ids.get(&id).ok_or(Errno::ENOENT)?;
+    pub(crate) fn disconnect(&mut self, cx: &mut CmCtx<'_>, now: Instant, id: CmId) -> Result<(), Errno> {
+        let r = cx.ids.get(&id).ok_or(Errno::ENOENT)?;
         if !r.cm_id {
             return Err(Errno::EINVAL);
         }
         let conn = r.conn;
         // rdma_disconnect: cma_modify_qp_err first, whatever the CM state.
-        self.rc_flush(now, id);
+        cx.rc_flush(now, id);
         let Some(comm) = conn else { return Ok(()) };
         let Some(c) = self.conns.get_mut(&comm) else { return Ok(()) };
         if c.state != ConnState::Established {
@@ -828,10 +902,10 @@ impl Stack {
         c.tid = c.tid.wrapping_add(1 << 32);
         let msg = CmMessage::Dreq(dreq);
         c.last = Some(msg);
-        c.retries_left = self.cfg.cm_max_retries;
+        c.retries_left = cx.cfg.cm_max_retries;
         let (peer, qp, tid) = (c.peer, c.peer_gsi_qp, c.tid);
-        self.cm_send(peer, qp, tid, &msg);
-        self.schedule(now + self.cfg.cm_response_timeout, Work::CmTimer(comm));
+        cx.send(peer, qp, tid, &msg);
+        cx.timers.schedule(now + cx.cfg.cm_response_timeout, Work::CmTimer(comm));
         Ok(())
     }
 
@@ -839,8 +913,8 @@ impl Stack {
     /// established: DREQ; a REQ received: REJ (28), a SIDR_REQ received: SIDR_REP Rejected;
     /// our REQ outstanding: REJ Timeout with our CA GUID as ARI (the peer does not know our
     /// ID yet); our REP outstanding: REJ (28); DREQ sent, TIMEWAIT, SIDR_REQ sent: nothing.
-    pub(crate) fn cm_destroy(&mut self, id: CmId) {
-        let Some(comm) = self.ids.get(&id).and_then(|r| r.conn) else { return };
+    pub(crate) fn destroy(&mut self, cx: &mut CmCtx<'_>, id: CmId) {
+        let Some(comm) = cx.ids.conn(id) else { return };
         if let Some(c) = self.conns.get(&comm).cloned() {
             let msg = match c.state {
                 ConnState::Established => {
@@ -853,11 +927,11 @@ impl Stack {
                     Some((c.tid.wrapping_add(1 << 32), CmMessage::Dreq(dreq)))
                 }
                 ConnState::ReqRcvd | ConnState::RepSent => {
-                    Some((c.tid, CmMessage::Rej(self.rej_for(&c, RejReason::ConsumerDefined, &[]))))
+                    Some((c.tid, CmMessage::Rej(rej_for(&c, RejReason::ConsumerDefined, &[]))))
                 }
                 ConnState::ReqSent => {
-                    let mut rej = self.rej_for(&c, RejReason::Timeout, &[]);
-                    rej.ari[..8].copy_from_slice(&self.local_ca_guid().to_be_bytes());
+                    let mut rej = rej_for(&c, RejReason::Timeout, &[]);
+                    rej.ari[..8].copy_from_slice(&cx.local_ca_guid().to_be_bytes());
                     rej.reject_info_length = 8;
                     Some((c.tid, CmMessage::Rej(rej)))
                 }
@@ -873,11 +947,26 @@ impl Stack {
                 ConnState::DreqSent | ConnState::TimeWait | ConnState::SidrReqSent => None,
             };
             if let Some((tid, msg)) = msg {
-                self.cm_send(c.peer, c.peer_gsi_qp, tid, &msg);
+                cx.send(c.peer, c.peer_gsi_qp, tid, &msg);
             }
         }
-        self.drop_conn(id, comm);
+        self.drop_conn(cx, id, comm);
     }
+}
+
+/// A REJ for `c` as cm_format_rej fills it for the connection's state: a received REQ is
+/// rejected as such (our ID not given); anything else names both IDs, message "other".
+fn rej_for(c: &Conn, reason: RejReason, private_data: &[u8]) -> cm::RejRepr {
+    let mut rej = cm::RejRepr { remote_comm_id: c.remote_comm_id, ..Default::default() };
+    if c.state == ConnState::ReqRcvd {
+        rej.message_rejected = cm::MsgResponse::Req;
+    } else {
+        rej.local_comm_id = c.local_comm_id;
+        rej.message_rejected = cm::MsgResponse::Other;
+    }
+    rej.reason = reason;
+    copy_private(&mut rej.private_data, 0, private_data);
+    rej
 }
 
 /// `RDMA_NODE_IB_CA`: what this port is to rdma_restrict_node_type (rxe is one).
@@ -971,15 +1060,18 @@ pub fn consumer_reject_data(ev: &CmEvent) -> Option<&[u8]> {
     }
 }
 
-/// The rest of the rdma_cm family (rdma_leave_multicast(9)'s SEE ALSO list): spec/api.md.
-impl Stack {
-    /// `rdma_init_qp_attr`: the attributes of the id's QP for `state`. Without an IB CM id
-    /// only INIT (cma_ib_init_qp_attr: no remote access); with one, ib_cm_init_qp_attr's
-    /// state rules: INIT while a REQ is sent or received, a REP sent or the connection
-    /// established; RTR and RTS once the peer's QP is known (not while our REQ is
-    /// outstanding); EINVAL otherwise (disconnecting, TIMEWAIT, a UD id past INIT).
-    pub fn init_qp_attr(&self, id: CmId, state: InitQpState) -> Result<crate::rc::QpAttr, Errno> {
-        let r = self.ids.get(&id).ok_or(Errno::ENOENT)?;
+/// The CM's side of `rdma_init_qp_attr` and `rdma_notify` (the stack's calls in api.rs).
+impl Cm {
+    /// `rdma_init_qp_attr` (see [`crate::Stack::init_qp_attr`]).
+    pub(crate) fn init_qp_attr(
+        &self,
+        cfg: &StackConfig,
+        neigh: &Neighbors,
+        ids: &Ids,
+        id: CmId,
+        state: InitQpState,
+    ) -> Result<QpAttr, Errno> {
+        let r = ids.get(&id).ok_or(Errno::ENOENT)?;
         let conn = r.conn.and_then(|c| self.conns.get(&c));
         let conn = match conn {
             Some(c) if r.cm_id && r.qp_type != QpType::Ud => c,
@@ -987,9 +1079,9 @@ impl Stack {
                 if state != InitQpState::Init {
                     return Err(Errno::EINVAL);
                 }
-                let mut at = crate::rc::QpAttr::new(r.dst.map_or(IpAddr::from([0, 0, 0, 0]), |d| d.ip()), 0);
-                at.access = crate::rc::Access::LOCAL_WRITE;
-                at.pkey = self.cfg.pkey;
+                let mut at = QpAttr::new(r.dst.map_or(IpAddr::from([0, 0, 0, 0]), |d| d.ip()), 0);
+                at.access = Access::LOCAL_WRITE;
+                at.pkey = cfg.pkey;
                 return Ok(at);
             }
         };
@@ -1007,17 +1099,12 @@ impl Stack {
         if !ok {
             return Err(Errno::EINVAL);
         }
-        Ok(self.cm_qp_attr(conn.peer, conn.remote_qpn, &conn.qp))
+        Ok(cm_qp_attr(cfg, neigh, conn.peer, conn.remote_qpn, &conn.qp))
     }
 
-    /// `rdma_notify`: EINVAL without an IB CM id; COMM_EST (data arrived before the RTU)
-    /// establishes a connection whose REP is outstanding, with an ESTABLISHED event
-    /// (cm_establish), EISCONN when it is already established, EINVAL in other CM states;
-    /// PATH_MIG / PATH_MIG_ERR on an established connection change nothing (no alternate
-    /// path is ever loaded here: LAP is not handled) and are EINVAL otherwise; any other
-    /// event is EINVAL.
-    pub fn notify(&mut self, id: CmId, event: QpEvent) -> Result<(), Errno> {
-        let r = self.ids.get(&id).ok_or(Errno::ENOENT)?;
+    /// `rdma_notify` (see [`crate::Stack::notify`]).
+    pub(crate) fn notify(&mut self, cx: &mut CmCtx<'_>, id: CmId, event: QpEvent) -> Result<(), Errno> {
+        let r = cx.ids.get(&id).ok_or(Errno::ENOENT)?;
         if !r.cm_id {
             return Err(Errno::EINVAL);
         }
@@ -1025,7 +1112,7 @@ impl Stack {
         let state = self.conns.get(&comm).map(|c| c.state);
         match (event, state) {
             (QpEvent::CommEst, Some(ConnState::RepSent)) => {
-                self.cm_rtu(comm);
+                self.cm_rtu(cx, comm);
                 Ok(())
             }
             (QpEvent::CommEst, Some(ConnState::Established)) => Err(Errno::EISCONN),
@@ -1033,46 +1120,12 @@ impl Stack {
             _ => Err(Errno::EINVAL),
         }
     }
-
-    /// `rdma_set_service_type`: the ToS of the id's connection: the traffic class of the
-    /// REQ's primary path and of the QP's packets (RoCE: DSCP and ECN of the IP header). The
-    /// SL stays 0 (iboe_tos_to_sl without an egress priority map).
-    pub fn set_service_type(&mut self, id: CmId, tos: u8) -> Result<(), Errno> {
-        let r = self.ids.get_mut(&id).ok_or(Errno::ENOENT)?;
-        r.tos = Some(tos);
-        Ok(())
-    }
-
-    /// `rdma_read_gids`: the source and destination GIDs of the id (RoCE: the addresses as
-    /// GIDs); zeros without a device (cma_dev unset).
-    pub fn read_gids(&self, id: CmId) -> Result<(Gid, Gid), Errno> {
-        let r = self.ids.get(&id).ok_or(Errno::ENOENT)?;
-        if !r.has_device {
-            return Ok((Gid::default(), Gid::default()));
-        }
-        let g = |a: Option<SocketAddr>| a.map(|a| Gid::from_ip(a.ip())).unwrap_or_default();
-        Ok((g(r.src), g(r.dst)))
-    }
-
-    /// `rdma_restrict_node_type`: 0 (unspecified), 1 (IB CA) or 4 (RNIC), else EINVAL;
-    /// EALREADY once the id has left IDLE. An id restricted to RNIC finds no device here:
-    /// binding a specific address is ENODEV.
-    pub fn restrict_node_type(&mut self, id: CmId, node_type: u8) -> Result<(), Errno> {
-        if !matches!(node_type, 0 | RDMA_NODE_IB_CA | RDMA_NODE_RNIC) {
-            return Err(Errno::EINVAL);
-        }
-        let r = self.ids.get_mut(&id).ok_or(Errno::ENOENT)?;
-        if r.state != CmState::Idle {
-            return Err(Errno::EALREADY);
-        }
-        r.restricted_node_type = node_type;
-        Ok(())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Stack;
     use crate::{PortSpace, StackConfig};
 
     fn sidr_req_mad(request_id: u32, port: u16) -> (MadHeader, [u8; roce_wire::MAD_SIZE]) {

@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use bytes::{Bytes, BytesMut};
 use roce_wire::bth;
 use roce_wire::ext::ExtHeaders;
+use roce_wire::rng::SplitMix64;
 use roce_wire::MAD_SIZE;
 
 use crate::config::StackConfig;
@@ -23,31 +24,30 @@ use crate::Instant;
 /// several times cheaper than SipHash on the 16-byte MGIDs of the multicast path.
 pub(crate) type FastHash = foldhash::fast::RandomState;
 
-/// The engine's one PRNG step (SplitMix64): the stack, its SA client's TIDs and rc/ draw from
-/// streams of it seeded from `StackConfig::seed`, so a run is reproducible from its seed.
-pub(crate) fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// The engine's PRNG step: one step of roce-wire's SplitMix64 (the workspace's one PRNG),
+/// used to derive the SA client's and rc/'s seeds from `StackConfig::seed`.
+#[inline]
+pub(crate) fn splitmix(x: u64) -> u64 {
+    SplitMix64::step(x)
 }
 
-/// A SplitMix64 stream.
+/// The stack's stream: roce-wire's SplitMix64 in its chained form (each output the next
+/// seed), the sequence every recorded run of the engine was drawn from.
 #[derive(Debug, Clone)]
-pub(crate) struct Rng(u64);
+pub(crate) struct Rng(SplitMix64);
 
 impl Rng {
     /// The stream of `seed`.
     pub(crate) fn new(seed: u64) -> Rng {
-        Rng(splitmix(seed))
+        let mut g = SplitMix64::new(seed);
+        g.next_chained();
+        Rng(g)
     }
 
     /// The next value.
     #[inline]
     pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = splitmix(self.0);
-        self.0
+        self.0.next_chained()
     }
 }
 

@@ -290,3 +290,177 @@ impl IdMembers {
 
 /// The ids' table: what the stack keeps per `rdma_cm_id`, by id.
 pub(crate) type IdTable = BTreeMap<CmId, IdRecord>;
+
+/// The owner of the `rdma_cm_id`s: their records, their numbering and the port table. The id
+/// calls (api.rs), CM (cm.rs) and multicast reach an id only through this interface.
+#[derive(Debug)]
+pub(crate) struct Ids {
+    table: IdTable,
+    next_id: u32,
+    ports: PortTable,
+}
+
+impl Default for Ids {
+    fn default() -> Ids {
+        Ids { table: BTreeMap::new(), next_id: 1, ports: PortTable::default() }
+    }
+}
+
+impl Ids {
+    /// A new id in IDLE.
+    pub fn alloc(&mut self, ps: PortSpace, qp_type: QpType) -> CmId {
+        let id = CmId(self.next_id);
+        self.next_id += 1;
+        self.table.insert(
+            id,
+            IdRecord {
+                ps,
+                qp_type,
+                state: CmState::Idle,
+                src: None,
+                dst: None,
+                bound: false,
+                reuseaddr: false,
+                afonly: false,
+                afonly_set: false,
+                has_device: false,
+                qpn: None,
+                members: Default::default(),
+                conn: None,
+                cm_id: false,
+                listen_parent: None,
+                tos: None,
+                restricted_node_type: 0,
+            },
+        );
+        id
+    }
+
+    /// The id's record.
+    #[inline]
+    pub fn get(&self, id: &CmId) -> Option<&IdRecord> {
+        self.table.get(id)
+    }
+
+    /// The id's record, to change.
+    #[inline]
+    pub fn get_mut(&mut self, id: &CmId) -> Option<&mut IdRecord> {
+        self.table.get_mut(id)
+    }
+
+    /// Every live id's record (the crate's invariant checks read them all).
+    #[cfg(test)]
+    pub fn values(&self) -> impl Iterator<Item = &IdRecord> {
+        self.table.values()
+    }
+
+    /// Every live id.
+    pub fn keys(&self) -> impl Iterator<Item = &CmId> {
+        self.table.keys()
+    }
+
+    /// Forget the id.
+    pub fn remove(&mut self, id: &CmId) {
+        self.table.remove(id);
+    }
+
+    /// The id's state.
+    #[inline]
+    pub fn state(&self, id: CmId) -> Option<CmState> {
+        self.table.get(&id).map(|r| r.state)
+    }
+
+    /// Move the id to `st` (no checks: the caller applied the kernel's rules).
+    #[inline]
+    pub fn set_state(&mut self, id: CmId, st: CmState) {
+        if let Some(r) = self.table.get_mut(&id) {
+            r.state = st;
+        }
+    }
+
+    /// The table as multicast sees it (through `MemberIds`, implemented in api.rs).
+    #[inline]
+    pub fn table_mut(&mut self) -> &mut IdTable {
+        &mut self.table
+    }
+
+    /// The port table.
+    pub fn ports(&self) -> &PortTable {
+        &self.ports
+    }
+
+    /// What the port table needs to know about `id`.
+    pub fn bind_info(&self, id: CmId) -> BindInfo {
+        let r = &self.table[&id];
+        BindInfo {
+            addr: r.src.unwrap_or_else(|| SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 0)),
+            reuseaddr: r.reuseaddr,
+            afonly: r.afonly,
+        }
+    }
+
+    /// `cma_check_port` for `id` on `(ps, port)` with `reuseaddr` as given.
+    pub fn check_port(&self, ps: PortSpace, port: u16, id: CmId, reuseaddr: bool) -> Result<(), Errno> {
+        self.ports.check(ps, port, id, self.bind_info(id), reuseaddr, |c| self.bind_info(c))
+    }
+
+    /// Hold `(ps, port)` for `id`.
+    pub fn hold_port(&mut self, ps: PortSpace, port: u16, id: CmId) {
+        self.ports.insert(ps, port, id);
+    }
+
+    /// Give back the id's port, if it holds one.
+    pub fn release_port(&mut self, id: CmId) {
+        if let Some(r) = self.table.get_mut(&id) {
+            if r.bound {
+                r.bound = false;
+                if let Some(src) = r.src {
+                    self.ports.remove(r.ps, src.port(), id);
+                }
+            }
+        }
+    }
+
+    /// The listener for a port space, port and destination address.
+    pub fn find_listener(&self, ps: u16, port: u16, dst: IpAddr) -> Option<CmId> {
+        self.table
+            .iter()
+            .filter(|(_, r)| r.state == CmState::Listen && r.ps.value() == ps)
+            .find(|(_, r)| r.src.is_some_and(|s| s.port() == port && (s.ip().is_unspecified() || s.ip() == dst)))
+            .map(|(id, _)| *id)
+    }
+
+    /// A child id of `listener` for a received request: CONNECT, with a device and an IB CM id.
+    pub fn spawn_child(&mut self, listener: CmId, local: SocketAddr, remote: SocketAddr) -> CmId {
+        let (ps, qp_type) = self.table.get(&listener).map_or((PortSpace::Tcp, QpType::Rc), |l| (l.ps, l.qp_type));
+        let id = self.alloc(ps, qp_type);
+        if let Some(r) = self.table.get_mut(&id) {
+            r.state = CmState::Connect;
+            r.src = Some(local);
+            r.dst = Some(remote);
+            r.has_device = true;
+            r.cm_id = true;
+            r.listen_parent = Some(listener);
+        }
+        id
+    }
+
+    /// The id's CM connection (by local communication ID).
+    #[inline]
+    pub fn conn(&self, id: CmId) -> Option<u32> {
+        self.table.get(&id).and_then(|r| r.conn)
+    }
+
+    /// Attach a connection to the id (`None`: detach).
+    pub fn set_conn(&mut self, id: CmId, comm: Option<u32>) {
+        if let Some(r) = self.table.get_mut(&id) {
+            r.conn = comm;
+        }
+    }
+
+    /// The id's QP.
+    #[inline]
+    pub fn qpn(&self, id: CmId) -> Option<u32> {
+        self.table.get(&id).and_then(|r| r.qpn)
+    }
+}

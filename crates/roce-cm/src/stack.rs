@@ -1,11 +1,12 @@
 //! The engine: one [`Stack`] per RoCE port. This file holds the composition, the inputs
 //! (`handle_frame`, `handle_timeout`), the outputs (`poll_transmit`, `poll_timeout`,
 //! `poll_event`) and the routing between the owners: neighbours (neigh.rs), UD QPs (qp.rs),
-//! multicast (mcast.rs), the SA client (sa_client.rs), QP1 (gsi.rs) and RC (rc/) each own
-//! their state, and the stack lends them a `Ctx` (ctx.rs) for one call (spec/engine.md). The
-//! id calls (api.rs) and CM (cm.rs) are still `Stack` methods.
+//! multicast (mcast.rs), the SA client (sa_client.rs), QP1 (gsi.rs), CM (cm.rs), the ids
+//! (id.rs) and RC (rc/) each own their state, and the stack lends them a `Ctx` (ctx.rs, or an
+//! owner's own context such as `CmCtx`) for one call (spec/engine.md). The id calls (api.rs)
+//! are the stack's public face over these owners.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use bytes::Bytes;
 
@@ -21,13 +22,14 @@ use roce_wire::mld::MldMessage;
 use roce_wire::sa::SaMad;
 use roce_wire::{ContentError, Error as WireError, Gid, GSI_QKEY, MAD_SIZE, MULTICAST_QPN};
 
+use crate::cm::{Cm, CmCtx};
 use crate::config::StackConfig;
 use crate::counters::{Counters, DropReason};
 pub(crate) use crate::ctx::{splitmix, Outgoing, RocePacket, Work};
 use crate::ctx::{Ctx, Outbox, Rng, Timers};
 use crate::event::CmEvent;
 use crate::gsi::Gsi;
-use crate::id::{CmId, MemberKey, PortTable};
+use crate::id::{CmId, Ids, MemberKey};
 use crate::mcast::{mgid_in_style, Group, McCtx, Member, Multicast, SaQueryResult};
 use crate::neigh::{multicast_mac, Neighbors};
 use crate::qp::{Datagram, UdDest, UdQp, UdQps};
@@ -52,7 +54,7 @@ macro_rules! mctx {
             timers: &mut $s.timers,
             sa: &mut $s.sa,
             ud: &mut $s.ud,
-            ids: &mut $s.ids,
+            ids: $s.ids.table_mut(),
         }
     };
 }
@@ -70,10 +72,8 @@ pub struct Stack {
     /// Deferred work of every owner.
     pub(crate) timers: Timers,
     pub(crate) now: Instant,
-    // ids
-    pub(crate) ids: crate::id::IdTable,
-    pub(crate) next_id: u32,
-    pub(crate) ports: PortTable,
+    /// The `rdma_cm_id`s and the port table: owned by id.rs.
+    pub(crate) ids: Ids,
     /// Neighbours (ARP/ND): owned by neigh.rs.
     neigh: Neighbors,
     // SA and multicast
@@ -89,8 +89,8 @@ pub struct Stack {
     pub(crate) next_qpn: u32,
     /// QP1's sender and agent queue: owned by gsi.rs.
     gsi: Gsi,
-    // CM
-    pub(crate) conns: BTreeMap<u32, crate::conn::Conn>,
+    /// Connections and SIDR resolutions: owned by cm.rs.
+    cm: Cm,
     /// RC QPs, memory regions and their completion queue (owned by rc/).
     pub(crate) rc: crate::rc::Rc,
 }
@@ -111,9 +111,7 @@ impl Stack {
             out: Outbox::default(),
             timers: Timers::default(),
             now: Instant::ZERO,
-            ids: BTreeMap::new(),
-            next_id: 1,
-            ports: PortTable::default(),
+            ids: Ids::default(),
             neigh: Neighbors::default(),
             sa,
             sa_results: VecDeque::new(),
@@ -121,7 +119,7 @@ impl Stack {
             ud: UdQps::default(),
             next_qpn: 0x11,
             gsi: Gsi::default(),
-            conns: BTreeMap::new(),
+            cm: Cm::default(),
             rc: crate::rc::Rc::new(splitmix(seed ^ 0x0c0c)),
             cfg,
         }
@@ -134,7 +132,7 @@ impl Stack {
 
     /// Bound (port space, port) pairs with their ids.
     pub fn bound_ports(&self) -> Vec<(crate::id::PortSpace, u16, Vec<CmId>)> {
-        self.ports.iter().map(|((ps, port), ids)| (*ps, *port, ids.iter().copied().collect())).collect()
+        self.ids.ports().iter().map(|((ps, port), ids)| (*ps, *port, ids.iter().copied().collect())).collect()
     }
 
     /// Pending timers and queued work items (for leak checks).
@@ -368,7 +366,10 @@ impl Stack {
             Work::ReportRepeat { group, join } => self.send_group_report(group, join),
             Work::NeighborProbe(ip) => self.neighbor_probe(now, ip),
             Work::ResolveDeadline(id) => self.resolve_deadline(id),
-            Work::CmTimer(comm_id) => self.cm_timer(now, comm_id),
+            Work::CmTimer(comm_id) => {
+                let (cm, mut cx) = self.cm_parts();
+                cm.timer(&mut cx, now, comm_id)
+            }
         }
     }
 
@@ -536,6 +537,34 @@ impl Stack {
         } else {
             self.counters.drop(DropReason::UnhandledMad);
         }
+    }
+
+    /// A CM MAD arrived on QP1: routed to the CM owner.
+    pub(crate) fn handle_cm_mad(&mut self, now: Instant, src: IpAddr, src_qp: u32, h: &MadHeader, payload: &[u8]) {
+        let (cm, mut cx) = self.cm_parts();
+        cm.handle_mad(&mut cx, now, src, src_qp, h, payload);
+    }
+
+    /// The CM owner with its [`CmCtx`], lent from the stack's disjoint fields.
+    #[inline]
+    pub(crate) fn cm_parts(&mut self) -> (&mut Cm, CmCtx<'_>) {
+        let cx = CmCtx {
+            cfg: &self.cfg,
+            counters: &mut self.counters,
+            out: &mut self.out,
+            timers: &mut self.timers,
+            rng: &mut self.rng,
+            ids: &mut self.ids,
+            gsi: &mut self.gsi,
+            neigh: &self.neigh,
+            rc: &mut self.rc,
+        };
+        (&mut self.cm, cx)
+    }
+
+    /// What `rdma_init_qp_attr` reads: CM, the configuration, the neighbours and the ids.
+    pub(crate) fn cm_view(&self) -> (&Cm, &StackConfig, &Neighbors, &Ids) {
+        (&self.cm, &self.cfg, &self.neigh, &self.ids)
     }
 
     /// With [`crate::config::SaTransport::External`]: the next SA request MAD to deliver to the

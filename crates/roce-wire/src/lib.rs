@@ -66,6 +66,8 @@ pub mod l2;
 pub mod mld;
 pub mod ndisc;
 
+pub mod rng;
+
 #[cfg(feature = "serde")]
 pub mod serde_support;
 

@@ -535,7 +535,7 @@ impl Rc {
 
     /// `ibv_reg_mr`: a zeroed region of `length` bytes.
     pub fn reg_mr(&mut self, length: usize, access: Access) -> Result<MrInfo, Errno> {
-        self.key_seed = crate::stack::splitmix(self.key_seed);
+        self.key_seed = crate::ctx::splitmix(self.key_seed);
         self.mrs.reg(length, access, self.key_seed as u8)
     }
 
@@ -779,8 +779,8 @@ impl Rc {
 }
 
 /// The stack's form of an outgoing RC packet.
-pub(crate) fn outgoing(p: RcPacket) -> crate::stack::Outgoing {
-    crate::stack::Outgoing::Roce(crate::stack::RocePacket {
+pub(crate) fn outgoing(p: RcPacket) -> crate::ctx::Outgoing {
+    crate::ctx::Outgoing::Roce(crate::ctx::RocePacket {
         dst: p.dst,
         dst_mac: p.dst_mac,
         src_qp: p.src_qp,
@@ -821,104 +821,6 @@ pub fn mtu_bytes(code: u8) -> u32 {
     match code {
         1..=5 => 128 << code,
         _ => 1024,
-    }
-}
-
-/// The stack's narrow door to its RC engine.
-impl crate::Stack {
-    /// `rdma_create_qp` for a connected id: an RC QP moved to INIT at once, as
-    /// cma_init_conn_qp does.
-    pub(crate) fn create_rc_qp_for_id(&mut self, id: crate::CmId) -> Result<u32, Errno> {
-        let qpn = self.create_rc_qp(QpCap::default())?;
-        // cma_ib_init_qp_attr without a CM id: no remote access until the CM grants it.
-        let mut at = QpAttr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
-        at.access = Access::LOCAL_WRITE;
-        self.rc.modify_qp(self.now, qpn, QpState::Init, &at)?;
-        if let Some(r) = self.ids.get_mut(&id) {
-            r.qpn = Some(qpn);
-        }
-        Ok(qpn)
-    }
-
-    /// The RC QP of an id, if it has one.
-    pub(crate) fn rc_qp_of(&self, id: crate::CmId) -> Option<u32> {
-        self.ids.get(&id).and_then(|r| r.qpn).filter(|q| self.rc.has_qp(*q))
-    }
-
-    /// The attributes the CM negotiated for an RC QP (ib_cm_init_qp_attr's values; rq_psn
-    /// from our own message as cma.c sets it from `seq_num`).
-    pub(crate) fn cm_qp_attr(&self, peer: IpAddr, dest_qpn: u32, p: &CmQp) -> QpAttr {
-        let mut at = QpAttr::new(peer, dest_qpn);
-        at.path_mtu = mtu_bytes(p.path_mtu);
-        // The Starting PSN of a REQ or REP is the one its sender will receive with: the peer
-        // sends from it (cm.c: rq_psn from the message sent, sq_psn from the one received).
-        at.rq_psn = p.local_psn;
-        at.sq_psn = p.remote_psn;
-        at.timeout = p.local_ack_timeout.min(31);
-        at.retry_cnt = p.retry_count & 7;
-        at.rnr_retry = p.rnr_retry_count & 7;
-        at.max_rd_atomic = p.initiator_depth;
-        at.max_dest_rd_atomic = p.responder_resources;
-        // cm_init_qp_init_attr: REMOTE_WRITE, and READ/ATOMIC when we answer any.
-        at.access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
-        if p.responder_resources > 0 {
-            at.access = at.access.union(Access::REMOTE_READ).union(Access::REMOTE_ATOMIC);
-        }
-        at.pkey = self.cfg.pkey;
-        at.dmac = self.neighbor_mac(&peer);
-        at.traffic_class = p.traffic_class;
-        at
-    }
-
-    /// INIT → INIT (access flags) → RTR → RTS with what the CM negotiated (cma_modify_qp_rtr /
-    /// _rts).
-    pub(crate) fn rc_ready(
-        &mut self,
-        now: Instant,
-        qpn: u32,
-        peer: IpAddr,
-        dest_qpn: u32,
-        p: &CmQp,
-    ) -> Result<(), Errno> {
-        let at = self.cm_qp_attr(peer, dest_qpn, p);
-        self.rc.modify_qp(now, qpn, QpState::Init, &at)?;
-        self.rc.modify_qp(now, qpn, QpState::Rtr, &at)?;
-        self.rc.modify_qp(now, qpn, QpState::Rts, &at)
-    }
-
-    /// A disconnect: the QP goes to ERR and everything outstanding is flushed
-    /// (cma_modify_qp_err).
-    pub(crate) fn rc_flush(&mut self, now: Instant, id: crate::CmId) {
-        if let Some(qpn) = self.rc_qp_of(id) {
-            if let Some(at) = self.rc.query_qp(qpn) {
-                let _ = self.rc.modify_qp(now, qpn, QpState::Err, &at);
-            }
-        }
-    }
-
-    /// `ibv_create_qp` of an RC QP: a QP number from the port's space (shared with UD QPs),
-    /// in RESET.
-    pub fn create_rc_qp(&mut self, cap: QpCap) -> Result<u32, Errno> {
-        let qpn = self.next_qpn;
-        self.rc.create_qp(qpn, cap)?;
-        self.next_qpn = (self.next_qpn + 1) & psn::PSN_MASK;
-        Ok(qpn)
-    }
-
-    /// Set the port MTU (IB MTU code 1 = 256 … 5 = 4096) that connections offer in their
-    /// REQ and accept at most: RDMA-CM's `iboe_get_mtu` of the netdev MTU on Ethernet.
-    pub fn set_port_mtu(&mut self, code: u8) {
-        self.cfg.mtu = code.clamp(1, 5);
-    }
-
-    /// The RC engine (QPs, memory regions, completions).
-    pub fn rc(&self) -> &Rc {
-        &self.rc
-    }
-
-    /// The RC engine, for verbs calls (`post_send`, `post_recv`, `poll_cq`, `reg_mr`, ...).
-    pub fn rc_mut(&mut self) -> &mut Rc {
-        &mut self.rc
     }
 }
 

@@ -4,7 +4,6 @@
 
 use std::fs::File;
 use std::net::Ipv4Addr;
-use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::Duration;
 
@@ -44,9 +43,7 @@ impl Drop for Nets {
 /// Move the calling thread into namespace `ns` (sockets it opens stay there).
 pub fn enter(ns: &str) {
     let f = File::open(format!("/var/run/netns/{ns}")).expect("netns file");
-    // SAFETY: setns on this thread with a valid namespace descriptor.
-    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(r, 0, "setns {ns}: {}", std::io::Error::last_os_error());
+    nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).unwrap_or_else(|e| panic!("setns {ns}: {e}"));
 }
 
 /// CPU time (user + system) the calling thread has used.
