@@ -59,6 +59,7 @@ pub mod mad;
 pub mod mcmember;
 pub mod rmpp;
 pub mod sa;
+pub mod service_record;
 
 pub mod arp;
 pub mod igmp;
