@@ -49,6 +49,7 @@ mod mlid;
 pub mod rate;
 mod reply;
 mod responder;
+pub mod service;
 mod stats;
 
 #[cfg(test)]
@@ -58,4 +59,5 @@ pub use config::{ConfigError, SaConfig};
 pub use group::{Group, Member, FULL_JOIN_STATES};
 pub use reply::Reply;
 pub use responder::{MemoryUsage, Requester, SaResponder, MC_MEMBER_ATTRIBUTE_OFFSET, TABLE_RECORD_LEN};
+pub use service::{ServiceStats, ServiceTable, SERVICE_ATTRIBUTE_OFFSET};
 pub use stats::SaStats;
