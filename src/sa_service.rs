@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use roce_cm::{CmId, EventKind, IbService, PortSpace, QpType};
 use roce_wire::mad::Method;
-use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_OFFSET};
+use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::service_record::{ComponentMask, ServiceRecord, INFINITE_LEASE, SERVICE_RECORD_LEN};
 use roce_wire::Gid;
 
@@ -137,6 +137,9 @@ pub fn run(port: &PortOptions, a: &ServiceArgs) -> u8 {
         Some(Ok(resp)) => {
             let st = resp.header.status;
             out!("answer: {} status {} TID 0x{:016x}", resp.header.method_name(), st, resp.header.transaction_id);
+            if port.verbose {
+                out!("RMPP {:?}, AttributeOffset {}", resp.rmpp, resp.sa.attribute_offset);
+            }
             if st.0 != 0 {
                 eprintln!("{TOOL}: the SA answered status {st}");
                 exit::FAILED
@@ -146,8 +149,17 @@ pub fn run(port: &PortOptions, a: &ServiceArgs) -> u8 {
                     print_service(r);
                 }
                 if method == Method::GetTable {
-                    let total = resp.rmpp.data2.saturating_sub(20) as usize / SERVICE_RECORD_LEN;
-                    out!("{} records", total.max(recs.len()));
+                    // An RMPP DATA segment says how many the whole answer holds.
+                    let total = if resp.rmpp.rmpp_type == roce_wire::rmpp::RmppType::Data {
+                        resp.rmpp.data2.saturating_sub(20) as usize / SERVICE_RECORD_LEN
+                    } else {
+                        0
+                    };
+                    if total > recs.len() {
+                        out!("{} records (the first {} shown: one MAD is read)", total, recs.len());
+                    } else {
+                        out!("{} records", recs.len());
+                    }
                 }
                 exit::OK
             }
@@ -201,7 +213,10 @@ fn resolve(d: &mut roce_net::driver::Driver<crate::tools::CliDevice>, local: IpA
     let code = match ev {
         Ok(Some(e)) if e.kind == EventKind::AddrInfoResolved => {
             let dst = d.stack.id(id).and_then(|r| r.dst);
-            out!("event: ADDRINFO_RESOLVED, status 0{}", dst.map(|a| format!(", destination {}", a.ip())).unwrap_or_default());
+            out!(
+                "event: ADDRINFO_RESOLVED, status 0{}",
+                dst.map(|a| format!(", destination {}", a.ip())).unwrap_or_default()
+            );
             let recs = d.stack.query_ib_service(id).map(<[_]>::to_vec).unwrap_or_default();
             for r in &recs {
                 print_service(r);
@@ -222,17 +237,13 @@ fn resolve(d: &mut roce_net::driver::Driver<crate::tools::CliDevice>, local: IpA
     finish(TOOL, d, &[id], false, code)
 }
 
-/// The records of a response: a GetResp/DeleteResp's one, or those a GetTableResp segment holds.
+/// The records of a response: a GetResp/DeleteResp's one, or those a GetTableResp segment holds
+/// (read as the engine reads them for `rdma_resolve_ib_service`).
 fn records(resp: &SaMad) -> Vec<ServiceRecord> {
     if resp.header.method != Method::GetTable {
         return resp.data.as_service().copied().into_iter().collect();
     }
-    let bytes = resp.to_bytes();
-    let len = if resp.rmpp.is_active() { (resp.rmpp.data2 as usize).saturating_sub(20).min(200) } else { 200 };
-    bytes[SA_DATA_OFFSET..SA_DATA_OFFSET + len]
-        .chunks_exact(SERVICE_RECORD_LEN)
-        .filter_map(|c| ServiceRecord::parse_bytes(c).ok())
-        .collect()
+    roce_cm::service::records_of(&resp.to_bytes())
 }
 
 /// One record, in saquery's layout ("ServiceRecord dump:").

@@ -14,7 +14,8 @@ use std::net::SocketAddr;
 
 use roce_wire::cm::cma_hdr;
 use roce_wire::mad::{MadHeader, Method};
-use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_LEN, SA_DATA_OFFSET};
+use roce_wire::rmpp::RmppType;
+use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_LEN, SA_DATA_OFFSET, SA_HEADER_LEN};
 use roce_wire::service_record::{ComponentMask, ServiceRecord, SERVICE_NAME_LEN, SERVICE_RECORD_LEN};
 
 use crate::event::{CmEvent, EventKind, EventParam};
@@ -85,22 +86,30 @@ impl IbServices {
 }
 
 /// The records of a GetTableResp: `(MAD length - 56) / 176` of them, as
-/// `ib_sa_service_rec_callback` counts them. The kernel counts over the whole reassembled RMPP
-/// message; this engine receives one MAD per transaction, so it reads the records that end
-/// within the first segment's 200 data bytes (one).
-fn records_of(payload: &[u8]) -> Vec<ServiceRecord> {
-    let Some(data) = payload.get(SA_DATA_OFFSET..SA_DATA_OFFSET + SA_DATA_LEN) else { return Vec::new() };
+/// `ib_sa_service_rec_callback` counts them, the length from the RMPP DATA segment's
+/// PayloadLength, none when AttributeOffset is 0 (an SA's empty table). The kernel counts over
+/// the whole reassembled RMPP message; this engine receives one MAD per transaction, so it
+/// reads the records that end within the first segment's 200 data bytes (one). An answer
+/// whose RMPP header is not a DATA segment (OpenSM's through ibsim's umad shim, which leaves
+/// RMPP to a kernel that is not there: type 0, only the Active flag; its empty table's data is
+/// not even zeroed) is read by AttributeOffset alone.
+pub fn records_of(payload: &[u8]) -> Vec<ServiceRecord> {
     let Ok(m) = SaMad::parse(payload) else { return Vec::new() };
-    // PayloadLength of an RMPP DATA segment counts the SA header; without RMPP the MAD holds
-    // what its data area holds.
-    let len = if m.rmpp.is_active() {
-        (m.rmpp.data2 as usize).saturating_sub(roce_wire::sa::SA_HEADER_LEN).min(SA_DATA_LEN)
+    let stride = usize::from(m.sa.attribute_offset) * 8;
+    if stride < SERVICE_RECORD_LEN {
+        return Vec::new();
+    }
+    let len = if m.rmpp.is_active() && m.rmpp.rmpp_type == RmppType::Data {
+        // PayloadLength counts the SA header.
+        (m.rmpp.data2 as usize).saturating_sub(SA_HEADER_LEN).min(SA_DATA_LEN)
     } else {
         SA_DATA_LEN
     };
-    data[..len]
-        .chunks_exact(SERVICE_RECORD_LEN)
-        .filter_map(|c| ServiceRecord::parse_bytes(c).ok())
+    let data = &payload[SA_DATA_OFFSET..SA_DATA_OFFSET + len];
+    (0..)
+        .map(|i| i * stride)
+        .take_while(|at| at + SERVICE_RECORD_LEN <= data.len())
+        .filter_map(|at| ServiceRecord::parse_bytes(&data[at..]).ok())
         .collect()
 }
 
@@ -163,11 +172,8 @@ impl Stack {
         }
         // The destination: the record's GID (an IP address on RoCE) and, for an RDMA-CM IP
         // service ID, its port (the kernel sets an AF_IB address with GID, P_Key and SID).
-        let port = if cma_hdr::is_ip_service_id(first.service_id) {
-            cma_hdr::split_service_id(first.service_id).1
-        } else {
-            0
-        };
+        let port =
+            if cma_hdr::is_ip_service_id(first.service_id) { cma_hdr::split_service_id(first.service_id).1 } else { 0 };
         r.dst = Some(SocketAddr::new(first.service_gid.to_ip(), port));
         r.state = CmState::AddrInfoResolved;
         self.ib_services.recs.insert(id, recs);

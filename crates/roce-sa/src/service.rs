@@ -331,7 +331,10 @@ mod tests {
         let a = ServiceRecord { service_lease: 60, ..svc(0x1000_0000_0000_0001, "alpha", 2) };
         let b = svc(0x1000_0000_0000_0002, "beta", 3);
         let r = answer(&mut sa, &mad(Method::Set, 1, SET_MASK, a));
-        assert_eq!((r[0].header.method, r[0].header.response, r[0].header.status), (Method::Get, true, MadStatus::SUCCESS));
+        assert_eq!(
+            (r[0].header.method, r[0].header.response, r[0].header.status),
+            (Method::Get, true, MadStatus::SUCCESS)
+        );
         assert_eq!(r[0].sa.attribute_offset, 22);
         // the key is not given back to an untrusted requester
         assert_eq!(r[0].data.as_service().unwrap().service_key, [0; 16]);

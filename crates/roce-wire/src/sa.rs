@@ -706,7 +706,10 @@ mod tests {
                         SaData::Service { record: svc, trailing: array(&t, 0) }
                     }
                     _ => {
-                        if matches!(header.attribute_id, attr::MC_MEMBER_RECORD | attr::CLASS_PORT_INFO | attr::SERVICE_RECORD) {
+                        if matches!(
+                            header.attribute_id,
+                            attr::MC_MEMBER_RECORD | attr::CLASS_PORT_INFO | attr::SERVICE_RECORD
+                        ) {
                             header.attribute_id = attr::PATH_RECORD;
                         }
                         let mut raw = [0u8; SA_DATA_LEN];

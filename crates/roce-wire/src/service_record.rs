@@ -616,8 +616,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn arb_record() -> impl Strategy<Value = ServiceRecord> {
-        proptest::collection::vec(any::<u8>(), SERVICE_RECORD_LEN)
-            .prop_map(|v| ServiceRecord::parse_bytes(&v).unwrap())
+        proptest::collection::vec(any::<u8>(), SERVICE_RECORD_LEN).prop_map(|v| ServiceRecord::parse_bytes(&v).unwrap())
     }
 
     proptest! {
