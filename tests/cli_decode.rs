@@ -496,7 +496,9 @@ fn service_record_in_json_and_summary() {
     let summary = String::from_utf8(out.stdout).unwrap();
     assert!(
         summary.contains("SubnAdmSet(ServiceRecord)")
-            && summary.contains("ServiceID=0x1000000000010107 ServiceGID=::ffff:198.18.0.1 ServiceName=\"roce-svc\" Lease=600"),
+            && summary.contains(
+                "ServiceID=0x1000000000010107 ServiceGID=::ffff:198.18.0.1 ServiceName=\"roce-svc\" Lease=600"
+            ),
         "{summary}"
     );
 }
