@@ -3,7 +3,9 @@
 //! [`SaResponder`] answers the Subnet Administration MADs that RDMA-CM and the kernel's SA
 //! client send to join and leave multicast groups (SubnAdmSet / SubnAdmDelete of an
 //! MCMemberRecord), to look groups up (SubnAdmGet / SubnAdmGetTable) and to read the SA's
-//! ClassPortInfo, with the rules and status codes of OpenSM's `osm_sa_mcmember_record.c`.
+//! ClassPortInfo, with the rules and status codes of OpenSM's `osm_sa_mcmember_record.c`; and
+//! it keeps ServiceRecords (register, look up, delete, leases that expire: [`service`]) as
+//! `osm_sa_service_record.c` does, which `rdma_resolve_ib_service` queries.
 //! It serves RoCEv2 (GIDs are IP addresses; the PortGID prefix check is off unless a prefix
 //! is configured) as well as InfiniBand ([`SaConfig::infiniband`]).
 //!
