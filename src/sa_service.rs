@@ -19,7 +19,7 @@ use crate::{out, status};
 pub struct ServiceArgs {
     /// ServiceRecords instead of MCMemberRecords: GetTable of every record, or of those with
     /// --service-id/--service-name (saquery -S).
-    #[arg(short = 'S', long = "service")]
+    #[arg(short = 'S', long = "service", conflicts_with = "mgid")]
     pub service: bool,
     /// Register a service (SubnAdmSet ServiceRecord: --service-id, the port's GID, P_Key
     /// 0xFFFF, --service-name, --lease).
@@ -33,20 +33,25 @@ pub struct ServiceArgs {
     #[arg(long, conflicts_with = "mgid")]
     pub resolve: bool,
     /// ServiceID (decimal or 0x-hex).
-    #[arg(long, value_name = "ID", value_parser = parse_u64)]
+    #[arg(long, value_name = "ID", value_parser = parse_u64, conflicts_with = "mgid")]
     pub service_id: Option<u64>,
     /// ServiceName (at most 63 bytes).
-    #[arg(long, value_name = "NAME", value_parser = parse_name)]
+    #[arg(long, value_name = "NAME", value_parser = parse_name, conflicts_with = "mgid")]
     pub service_name: Option<String>,
     /// ServiceLease in seconds for --register (0 to 4294967294; default: infinite, 0xFFFFFFFF).
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u32).range(0..4_294_967_295))]
+    #[arg(long, value_name = "SECS", requires = "register", value_parser = clap::value_parser!(u32).range(0..4_294_967_295))]
     pub lease: Option<u32>,
 }
 
 impl ServiceArgs {
-    /// Whether any ServiceRecord option was given.
+    /// Whether any ServiceRecord option was given (then the records are ServiceRecords).
     pub fn wanted(&self) -> bool {
-        self.service || self.register || self.delete || self.resolve
+        self.service
+            || self.register
+            || self.delete
+            || self.resolve
+            || self.service_id.is_some()
+            || self.service_name.is_some()
     }
 }
 
