@@ -5,8 +5,10 @@
 //!   `--delete` removes it and `saquery -S` no longer lists it. Fails (never skips) without
 //!   ibsim/OpenSM.
 //! - roce-sa on the simulated link (engine test): the same calls through `Stack`, plus the
-//!   lease running out, a timeout and the state rules.
+//!   lease running out, a timeout and the state rules; tshark decodes the ServiceRecord MADs our
+//!   stack sent (the capture filtered on its MAC).
 
+mod common;
 #[path = "ibsim/harness.rs"]
 mod ibsim_harness;
 
@@ -141,6 +143,7 @@ fn resolve(n: &mut Net, id: roce_cm::CmId, svc: IbService) -> roce_cm::CmEvent {
 #[test]
 fn roce_sa_answers_resolve_ib_service() {
     let mut n = net();
+    n.net.set_capture(true);
     let rec = ServiceRecord {
         service_id: SID,
         service_gid: Gid::from_ipv4(B),
@@ -213,6 +216,25 @@ fn roce_sa_answers_resolve_ib_service() {
     assert_eq!((r.header.method, r.header.status), (Method::Delete, MadStatus::SUCCESS));
     let id = bound_id(&mut n);
     assert_eq!(resolve(&mut n, id, IbService::by_id(SID)).kind, EventKind::AddrInfoError);
+
+    // tshark reads our stack's ServiceRecord queries: the GetTables by ID and by name from A.
+    let pcap = common::artefact_dir("opensm_service").join("engine.pcap");
+    n.net.write_pcap(&pcap).unwrap();
+    let out = Command::new(common::tshark())
+        .args(["-n", "-r"])
+        .arg(&pcap)
+        .args(["-Y", "eth.src == 02:00:00:00:00:01 && infiniband.mad.attributeid == 0x0031", "-T", "fields"])
+        .args(["-e", "infiniband.mad.method", "-e", "infiniband.sa.componentmask"])
+        .args(["-e", "infiniband.linkrecord.serviceid", "-e", "infiniband.linkrecord.servicename"])
+        .output()
+        .unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout).replace(':', "");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let queries: Vec<&str> = lines.lines().collect();
+    assert_eq!(queries.len(), 5, "five resolutions so far, one GetTable each:\n{lines}");
+    assert!(queries.iter().all(|l| l.starts_with("0x12")), "{lines}");
+    assert!(queries[0].contains(&format!("{SID:#018x}")) && queries[0].contains("\t0x0000000000000001"), "{lines}");
+    assert!(queries[1].contains("\t0x0000000000000040") && queries[1].contains("726f63652d737663"), "{lines}");
 
     // The SA goes silent: ADDRINFO_ERROR with -ETIMEDOUT after the 2 s budget.
     let mut link = n.net.link(n.sa).clone();
