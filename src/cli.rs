@@ -240,6 +240,9 @@ pub struct SaQueryArgs {
     pub mgid: Option<Ipv6Addr>,
     #[command(flatten)]
     #[allow(missing_docs)]
+    pub service: crate::sa_service::ServiceArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
     pub port: SaPortArgs,
 }
 
@@ -247,6 +250,9 @@ impl SaQueryArgs {
     /// Run it; returns the exit status.
     pub fn run(self) -> u8 {
         crate::shutdown::install();
+        if self.service.wanted() {
+            return crate::sa_service::run(&self.port.options(self.bind, false), &self.service);
+        }
         crate::tools::sa_query(&self.port.options(self.bind, false), self.mgid.map(roce_wire::Gid::from_ipv6))
     }
 }

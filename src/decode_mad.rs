@@ -1,10 +1,11 @@
 //! MAD rendering for `roce decode`: the common header, then the SA (MCMemberRecord,
-//! ClassPortInfo) or CM message, with every field in JSON and the essentials in the summary.
+//! ClassPortInfo, ServiceRecord) or CM message, with every field in JSON and the essentials in the summary.
 
 use roce_wire::cm::{self, CmMessage};
 use roce_wire::mad::{MadHeader, MgmtClass, MAD_HEADER_LEN};
 use roce_wire::mcmember::ComponentMask;
 use roce_wire::sa::{SaData, SaMad};
+use roce_wire::service_record;
 use roce_wire::{Error, MAD_SIZE};
 
 use crate::decode::error_json;
@@ -82,15 +83,19 @@ fn describe_sa(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize) {
         }
     };
     j.serde("rmpp", &sa.rmpp);
-    let mask = ComponentMask(sa.sa.component_mask);
+    // The mask's bits name fields of the record the attribute names.
+    let mask_names = match sa.data {
+        SaData::Service { .. } => format!("{}", service_record::ComponentMask(sa.sa.component_mask)),
+        _ => format!("{}", ComponentMask(sa.sa.component_mask)),
+    };
     j.begin("sa");
     j.id64("sm_key", sa.sa.sm_key);
     j.num("attribute_offset", u32::from(sa.sa.attribute_offset));
     j.num("reserved", u32::from(sa.sa.reserved));
     j.id64("component_mask", sa.sa.component_mask);
-    j.display("component_mask_names", mask);
+    j.str("component_mask_names", &mask_names);
     j.end();
-    sum!(s, " SA mask=0x{:x}({mask})", sa.sa.component_mask);
+    sum!(s, " SA mask=0x{:x}({mask_names})", sa.sa.component_mask);
     match &sa.data {
         SaData::McMember { record, .. } => {
             j.serde("mcmember", record);
@@ -115,6 +120,22 @@ fn describe_sa(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize) {
         SaData::ClassPortInfo { info, .. } => {
             j.serde("class_port_info", info);
             sum!(s, " CapMask=0x{:04x} CapMask2=0x{:07x}", info.capability_mask, info.capability_mask2());
+        }
+        SaData::Service { record, .. } => {
+            j.serde("service_record", record);
+            let name = String::from_utf8_lossy(record.name_bytes());
+            if !j.is_off() {
+                // The name as text beside its 64 bytes.
+                j.buf.pop();
+                j.str("service_name_text", &name);
+                j.end();
+            }
+            sum!(s, " ServiceID=0x{:016x} ServiceGID=", record.service_id);
+            s.ipv6(record.service_gid.0);
+            sum!(s, " ServiceName={name:?}");
+            if record.service_lease != 0 {
+                sum!(s, " Lease={}", record.service_lease);
+            }
         }
         SaData::Raw(_) => {}
     }

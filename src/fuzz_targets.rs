@@ -48,8 +48,8 @@ pub fn roundtrip(data: &[u8]) {
     }
 }
 
-/// MADs: the common header, whole SA MADs (MCMemberRecord, ClassPortInfo, raw), and a bare
-/// MCMemberRecord; each re-emits byte for byte.
+/// MADs: the common header, whole SA MADs (MCMemberRecord, ClassPortInfo, ServiceRecord, raw),
+/// a bare MCMemberRecord and a bare ServiceRecord; each re-emits byte for byte.
 pub fn mad(data: &[u8]) {
     if let Ok(m) = MadRepr::parse_bytes(data) {
         assert_eq!(m.to_bytes()[..], data[..MAD_SIZE]);
@@ -63,6 +63,12 @@ pub fn mad(data: &[u8]) {
     if let Ok(r) = McMemberRecord::parse_bytes(data) {
         assert_eq!(r.to_bytes()[..], data[..McMemberRecord::LEN]);
         let _ = format!("{} {}", r.join_state, r.mgid);
+    }
+    if let Ok(r) = roce_wire::service_record::ServiceRecord::parse_bytes(data) {
+        assert_eq!(r.to_bytes()[..], data[..roce_wire::service_record::SERVICE_RECORD_LEN]);
+        let mask = roce_wire::service_record::ComponentMask(r.service_id);
+        let _ = (r.matches(&r, mask), r.name(), format!("{mask}"));
+        let _ = roce_cm::service::records_of(data);
     }
 }
 

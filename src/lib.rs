@@ -23,6 +23,7 @@ pub mod out;
 pub mod rc_tools;
 pub mod rping;
 pub mod sa_agent;
+pub mod sa_service;
 pub mod samples;
 mod samples_l2;
 pub mod samples_mixed;

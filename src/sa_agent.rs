@@ -186,6 +186,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
         "sa-agent: registered agent {agent} on {path} for class 0x03 version 2 (Get, Set, GetTable, Delete) on QP1"
     );
     let mut sa = SaResponder::new(sa_config).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let epoch = std::time::Instant::now();
     let end = duration.map(|d| Instant::now() + d);
     let mut buf = [0u8; UMAD_HDR_LEN + MAD_SIZE * 2];
     loop {
@@ -235,6 +236,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
         }
         let gid = Gid(hdr.gid);
         crate::out!("sa-agent: <- {} from {} QP {}", summary(mad), gid, hdr.qpn);
+        sa.handle_time(epoch.elapsed()); // service leases
         let reply = sa.handle_mad(Requester::new(gid, hdr.qpn), mad);
         for resp in reply.as_slice() {
             let out_hdr = UmadHdr { id: agent, status: 0, timeout_ms: 0, retries: 0, length: 0, ..hdr };

@@ -459,6 +459,63 @@ fn memory_stays_flat_on_a_gigabyte_from_standard_input() {
     assert!(rss_kib < 48 * 1024, "peak RSS {rss_kib} KiB for a {total}-byte capture");
 }
 
+/// A ServiceRecord Set and OpenSM's GetResp to it, as `roce sa-query -S --register` and the SA
+/// exchange them (the record written out by hand beside it).
+fn service_record_frames() -> Vec<(std::time::Duration, Vec<u8>)> {
+    use roce::samples::{gsi_frame, IP_A, IP_SA, MAC_A, MAC_SA};
+    use roce_wire::mad::{MadStatus, Method};
+    use roce_wire::sa::{attr, SaData, SaMad};
+    use roce_wire::service_record::ServiceRecord;
+    let rec = ServiceRecord {
+        service_id: 0x1000_0000_0001_0107,
+        service_gid: roce_wire::Gid::from_ipv4(IP_A),
+        service_p_key: 0xFFFF,
+        service_lease: 600,
+        service_name: ServiceRecord::name_field("roce-svc"),
+        ..ServiceRecord::default()
+    };
+    let set = SaMad::request(Method::Set, 0x42, attr::SERVICE_RECORD, 0x57, SaData::service(rec));
+    let resp = set.response_to(Method::Get, MadStatus::SUCCESS, SaData::service(rec));
+    let (a, sa) = (IP_A.into(), IP_SA.into());
+    vec![
+        (std::time::Duration::ZERO, gsi_frame(MAC_A, MAC_SA, a, sa, 0, &set.to_bytes())),
+        (std::time::Duration::from_millis(1), gsi_frame(MAC_SA, MAC_A, sa, a, 0, &resp.to_bytes())),
+    ]
+}
+
+/// Golden: the ServiceRecord's fields in `roce decode --json` and its summary.
+#[test]
+fn service_record_in_json_and_summary() {
+    let input = pcap(false, false, 1, &service_record_frames());
+    let out = decode_bytes(&["--json"], &input);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    let sa = &lines[0]["sa"];
+    assert_eq!(sa["component_mask"], "0x0000000000000057");
+    assert_eq!(sa["component_mask_names"], "ServiceID|ServiceGID|ServiceP_Key|ServiceLease|ServiceName");
+    let r = &lines[0]["service_record"];
+    assert_eq!(r["service_id"], "0x1000000000010107");
+    assert_eq!(r["service_gid"], "::ffff:198.18.0.1");
+    assert_eq!((r["service_p_key"].as_u64(), r["service_lease"].as_u64()), (Some(0xFFFF), Some(600)));
+    assert_eq!(r["service_key"], "00".repeat(16));
+    assert_eq!(r["service_name"], format!("{}{}", "726f63652d737663", "00".repeat(56)));
+    assert_eq!(r["service_name_text"], "roce-svc");
+    assert_eq!(r["service_data16"], serde_json::json!([0, 0, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(lines[1]["sa"]["attribute_offset"], 22);
+    assert_eq!(lines[1]["mad"]["method_name"], "SubnAdmGetResp");
+    let out = decode_bytes(&[], &input);
+    let summary = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        summary.contains("SubnAdmSet(ServiceRecord)")
+            && summary.contains(
+                "ServiceID=0x1000000000010107 ServiceGID=::ffff:198.18.0.1 ServiceName=\"roce-svc\" Lease=600"
+            ),
+        "{summary}"
+    );
+}
+
 /// Every JSON line the tests here produce, against spec/decode.schema.json (python's
 /// jsonschema in the venv tests/setup.sh makes; a missing validator fails).
 #[test]
@@ -472,6 +529,7 @@ fn every_json_line_matches_the_schema() {
             std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tcpdump-any.pcap")).unwrap(),
         ),
         ("mixed".into(), roce::samples_mixed::mixed_capture(3_000, 5)),
+        ("service_record".into(), pcap(false, false, 1, &service_record_frames())),
         ("pcapng".into(), pcapng_two_linktypes().0),
         ("sll".into(), pcap(false, false, 113, &frames.iter().map(|(t, d)| (*t, sll(d))).collect::<Vec<_>>())),
         ("sll2".into(), pcap(true, true, 276, &frames.iter().map(|(t, d)| (*t, sll2(d))).collect::<Vec<_>>())),

@@ -28,7 +28,7 @@ const SUBCOMMANDS: [&str; 13] = [
     "fuzz-peer",
 ];
 
-const OPTIONS: [&str; 44] = [
+const OPTIONS: [&str; 50] = [
     "--peer",
     "--out",
     "-o",
@@ -73,6 +73,12 @@ const OPTIONS: [&str; 44] = [
     "--server",
     "--port",
     "--count",
+    "--register",
+    "--delete",
+    "--resolve",
+    "--service-id",
+    "--service-name",
+    "--lease",
 ];
 
 fn hostile_values() -> Vec<OsString> {
@@ -262,6 +268,13 @@ fn the_cases_seen_are_refused_with_the_bound() {
         (&["udaddy", "-b", "198.18.1.1", "--ibsim"], "unexpected argument '--ibsim'"),
         (&["cmatose", "-b", "198.18.1.1", "--ibsim"], "unexpected argument '--ibsim'"),
         (&["mckey", "-m", "239.1.2.3", "--ibsim", "-s"], "cannot be used with"),
+        (&["sa-query", "--ibsim", "-S", "--register", "--service-id", "1", "--lease", "4294967295"], "4294967295"),
+        (&["sa-query", "--ibsim", "-S", "--lease", "60"], "--register"),
+        (&["sa-query", "--ibsim", "-S", "--mgid", "ff12::1"], "cannot be used with"),
+        (&["sa-query", "--ibsim", "-S", "--service-id", "0x1g"], "not a 64-bit number"),
+        (&["sa-query", "--ibsim", "-S", "--service-name", &"n".repeat(64)], "at most 63"),
+        (&["sa-query", "--ibsim", "--register"], "--service-id"),
+        (&["sa-query", "--ibsim", "--resolve", "--delete", "--service-id", "1"], "cannot be used with"),
     ] {
         let (code, text) = assert_no_panic(&dir, &os(args));
         assert_eq!(code, Some(2), "roce {args:?}: a usage error:\n{text}");

@@ -62,6 +62,7 @@ use roce_wire::mcmember::McMemberRecord;
 use roce_wire::mld::{self, AddressRecordRepr, MldMessage, QueryRepr, ReportRepr, V1Repr};
 use roce_wire::ndisc::{self, NdiscMessage};
 use roce_wire::sa::{attr, SaData, SaMad};
+use roce_wire::service_record::ServiceRecord;
 use roce_wire::{icrc, Gid};
 
 /// The floor for the number of field values compared: the run compares about 16,000 (288
@@ -210,6 +211,14 @@ const MAPPING: &[(&str, &str)] = &[
     ("infiniband.classportinfo.trappkey", "ClassPortInfo::trap_pkey"),
     ("infiniband.classportinfo.trapqp", "ClassPortInfo::trap_qpn()"),
     ("infiniband.classportinfo.trapqkey", "ClassPortInfo::trap_qkey"),
+    // --- ServiceRecord (wireshark files its fields under `linkrecord`) ---
+    ("infiniband.linkrecord.serviceid", "ServiceRecord::service_id"),
+    ("infiniband.linkrecord.servicegid", "ServiceRecord::service_gid"),
+    ("infiniband.linkrecord.servicep_key", "ServiceRecord::service_p_key"),
+    ("infiniband.linkrecord.servicelease", "ServiceRecord::service_lease"),
+    ("infiniband.linkrecord.servicekey", "ServiceRecord::service_key"),
+    ("infiniband.linkrecord.servicename", "ServiceRecord::service_name"),
+    ("infiniband.linkrecord.servicedata", "ServiceRecord::service_data8, _data16, _data32, _data64 (16 bytes each)"),
     // --- CM (tshark dissects REQ, REP, RTU, REJ, DREQ, DREP; not MRA, SIDR_REQ, SIDR_REP) ---
     ("infiniband/infiniband.smplid.smpdata", "MAD bytes 24..256 (the CM body, every CM attribute)"),
     ("infiniband.smplid.smpdata_tree/infiniband.reserved", "REQ [reserved_4, reserved_24]; REP [reserved_15, reserved_19, reserved_23]; DREQ [reserved_11]"),
@@ -656,7 +665,7 @@ fn gsi(rng: &mut Rng, v6: bool, mad: &[u8]) -> Vec<u8> {
     gsi_frame(mac(rng), mac(rng), s, d, psn, mad)
 }
 
-/// Random SA MADs (MCMemberRecord and ClassPortInfo): every header, RMPP and SA field random,
+/// Random SA MADs (MCMemberRecord, ServiceRecord and ClassPortInfo): every header, RMPP and SA field random,
 /// RMPP types 0–4, every record field random. Built from a parsed random MAD and re-emitted, so
 /// the bytes on the wire are our emitter's.
 fn random_sa_frames(rng: &mut Rng, n: usize, out: &mut Vec<Built>) {
@@ -666,12 +675,20 @@ fn random_sa_frames(rng: &mut Rng, n: usize, out: &mut Vec<Built>) {
         b[1] = 0x03; // SubnAdm
         b[2] = 2; // class version
         b[24 + 1] = (i % 5) as u8; // RMPP type 0..4
-        let attr_id = if i % 4 == 3 { attr::CLASS_PORT_INFO } else { attr::MC_MEMBER_RECORD };
+        let attr_id = match i % 4 {
+            3 => attr::CLASS_PORT_INFO,
+            2 => attr::SERVICE_RECORD,
+            _ => attr::MC_MEMBER_RECORD,
+        };
         b[16..18].copy_from_slice(&attr_id.to_be_bytes());
         let m = SaMad::parse(&b).unwrap();
         let mad = m.to_bytes();
         assert_eq!(&mad[..], &b[..], "SaMad re-emits a random MAD byte for byte");
-        let name = if attr_id == attr::CLASS_PORT_INFO { "classportinfo" } else { "mcmember" };
+        let name = match attr_id {
+            attr::CLASS_PORT_INFO => "classportinfo",
+            attr::SERVICE_RECORD => "servicerecord",
+            _ => "mcmember",
+        };
         out.push(Built { name: format!("random_sa_{name}_{i}"), bytes: gsi(rng, i % 2 == 1, &mad) });
     }
 }
@@ -1124,6 +1141,7 @@ fn check_sa(cx: &mut Cx, sa: &SaMad) {
     match &sa.data {
         SaData::McMember { record, .. } => check_mcmember(cx, record),
         SaData::ClassPortInfo { info, .. } => check_class_port_info(cx, info),
+        SaData::Service { record, .. } => check_service(cx, record),
         SaData::Raw(_) => cx.fail(format!("no check for SA attribute 0x{:04x}", sa.header.attribute_id)),
     }
 }
@@ -1147,6 +1165,18 @@ fn check_mcmember(cx: &mut Cx, m: &McMemberRecord) {
     cx.one("infiniband.mcmemberrecord.scope", u(m.scope));
     cx.one("infiniband.mcmemberrecord.joinstate", u(m.join_state.bits()));
     cx.one("infiniband.mcmemberrecord.proxyjoin", u(m.proxy_join));
+}
+
+fn check_service(cx: &mut Cx, r: &ServiceRecord) {
+    let bytes = r.to_bytes();
+    cx.one("infiniband.linkrecord.serviceid", u(r.service_id));
+    cx.one("infiniband.linkrecord.servicegid", gid6(&r.service_gid));
+    cx.one("infiniband.linkrecord.servicep_key", u(r.service_p_key));
+    cx.one("infiniband.linkrecord.servicelease", u(r.service_lease));
+    cx.one("infiniband.linkrecord.servicekey", b(&r.service_key));
+    cx.one("infiniband.linkrecord.servicename", b(&r.service_name));
+    // tshark shows ServiceData as four 16-byte items: Data8, Data16, Data32, Data64.
+    cx.all("infiniband.linkrecord.servicedata", bytes[112..176].chunks(16).map(b).collect());
 }
 
 fn check_class_port_info(cx: &mut Cx, c: &ClassPortInfo) {

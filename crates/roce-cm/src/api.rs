@@ -232,11 +232,12 @@ impl Stack {
         self.addr_error(id, Errno::ETIMEDOUT);
     }
 
-    /// `rdma_resolve_route`: ADDR_RESOLVED ▶ ROUTE_QUERY ▶ (queued) ROUTE_RESOLVED; on RoCE the
-    /// path is built locally.
+    /// `rdma_resolve_route`: ADDR_RESOLVED (or ADDRINFO_RESOLVED, after
+    /// `rdma_resolve_ib_service`) ▶ ROUTE_QUERY ▶ (queued) ROUTE_RESOLVED; on RoCE the path is
+    /// built locally.
     pub fn resolve_route(&mut self, now: Instant, id: CmId, timeout: Duration) -> Result<(), Errno> {
         let r = self.rec(id)?;
-        if timeout.is_zero() || r.state != CmState::AddrResolved {
+        if timeout.is_zero() || !matches!(r.state, CmState::AddrResolved | CmState::AddrInfoResolved) {
             return Err(Errno::EINVAL);
         }
         self.set_state(id, CmState::RouteQuery);
@@ -384,6 +385,7 @@ impl Stack {
         cm.destroy(&mut cx, id);
         self.ids.release_port(id);
         self.cancel_queries(id);
+        self.ib_services.forget(id);
         self.ids.remove(&id);
         self.out.events.retain(|e| e.id != id);
         Ok(())

@@ -30,6 +30,8 @@ pub enum Errno {
     EINVAL = 22,
     /// No space (too small a response buffer).
     ENOSPC = 28,
+    /// No data (an IB service resolution without a record; no records to query).
+    ENODATA = 61,
     /// Function not implemented (transport without this call).
     ENOSYS = 38,
     /// Protocol not supported (unknown port space).
@@ -102,6 +104,7 @@ impl Errno {
             Errno::EHOSTUNREACH => "EHOSTUNREACH",
             Errno::EISCONN => "EISCONN",
             Errno::EALREADY => "EALREADY",
+            Errno::ENODATA => "ENODATA",
             Errno::ENOTSUPP => "ENOTSUPP",
         }
     }
@@ -117,7 +120,7 @@ impl Errno {
     }
 }
 
-const ALL: [Errno; 27] = [
+const ALL: [Errno; 28] = [
     Errno::EPERM,
     Errno::ENOENT,
     Errno::EINTR,
@@ -145,6 +148,7 @@ const ALL: [Errno; 27] = [
     Errno::ENOTSUPP,
     Errno::EISCONN,
     Errno::EALREADY,
+    Errno::ENODATA,
 ];
 
 impl fmt::Display for Errno {

@@ -43,6 +43,10 @@ pub enum EventKind {
     AddrChange,
     /// 15: TIMEWAIT ended.
     TimewaitExit,
+    /// 16: an IB service resolved (`rdma_resolve_ib_service`).
+    AddrInfoResolved,
+    /// 17: an IB service resolution failed (status: the errno).
+    AddrInfoError,
     /// Extension (no kernel value): a leave completed — the SA answered the Delete, or no
     /// Delete was needed. The kernel never reports leaves; interop tools need to know.
     MulticastLeft,
@@ -68,6 +72,8 @@ impl EventKind {
             EventKind::MulticastError => 13,
             EventKind::AddrChange => 14,
             EventKind::TimewaitExit => 15,
+            EventKind::AddrInfoResolved => 16,
+            EventKind::AddrInfoError => 17,
             EventKind::MulticastLeft => 256,
         }
     }
@@ -91,6 +97,8 @@ impl EventKind {
             EventKind::MulticastError => "MULTICAST_ERROR",
             EventKind::AddrChange => "ADDR_CHANGE",
             EventKind::TimewaitExit => "TIMEWAIT_EXIT",
+            EventKind::AddrInfoResolved => "ADDRINFO_RESOLVED",
+            EventKind::AddrInfoError => "ADDRINFO_ERROR",
             EventKind::MulticastLeft => "MULTICAST_LEFT",
         }
     }
@@ -102,7 +110,7 @@ impl EventKind {
 }
 
 /// Every event kind.
-pub const ALL_EVENTS: [EventKind; 17] = [
+pub const ALL_EVENTS: [EventKind; 19] = [
     EventKind::AddrResolved,
     EventKind::AddrError,
     EventKind::RouteResolved,
@@ -119,6 +127,8 @@ pub const ALL_EVENTS: [EventKind; 17] = [
     EventKind::MulticastError,
     EventKind::AddrChange,
     EventKind::TimewaitExit,
+    EventKind::AddrInfoResolved,
+    EventKind::AddrInfoError,
     EventKind::MulticastLeft,
 ];
 

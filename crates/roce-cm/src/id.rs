@@ -35,6 +35,10 @@ pub enum CmState {
     DeviceRemoval,
     /// 10
     Destroying,
+    /// 11: an IB service resolution (`rdma_resolve_ib_service`) is in flight.
+    AddrInfoQuery,
+    /// 12: the IB service resolved.
+    AddrInfoResolved,
 }
 
 impl CmState {
@@ -52,6 +56,8 @@ impl CmState {
             CmState::Listen => "LISTEN",
             CmState::DeviceRemoval => "DEVICE_REMOVAL",
             CmState::Destroying => "DESTROYING",
+            CmState::AddrInfoQuery => "ADDRINFO_QUERY",
+            CmState::AddrInfoResolved => "ADDRINFO_RESOLVED",
         }
     }
 
@@ -62,7 +68,7 @@ impl CmState {
 }
 
 /// Every state.
-pub const ALL_STATES: [CmState; 11] = [
+pub const ALL_STATES: [CmState; 13] = [
     CmState::Idle,
     CmState::AddrQuery,
     CmState::AddrResolved,
@@ -74,6 +80,8 @@ pub const ALL_STATES: [CmState; 11] = [
     CmState::Listen,
     CmState::DeviceRemoval,
     CmState::Destroying,
+    CmState::AddrInfoQuery,
+    CmState::AddrInfoResolved,
 ];
 
 /// `enum rdma_ucm_port_space`.

@@ -26,6 +26,7 @@ pub mod neigh;
 pub mod qp;
 pub mod rc;
 mod sa_client;
+pub mod service;
 pub mod stack;
 pub mod time;
 
@@ -36,6 +37,7 @@ pub use errno::Errno;
 pub use event::{CmEvent, EventKind, EventParam};
 pub use id::{CmId, CmState, PortSpace, QpType};
 pub use qp::{Datagram, UdDest};
+pub use service::IbService;
 pub use stack::{MadRequest, Stack};
 pub use time::Instant;
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! kernel's retry timing, responses matched by TID and method [sa_query.c send_mad, recv_handler;
 //! mad.c find_mad_agent, timeout_sends].
 
+use core::time::Duration;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use roce_wire::mad::{MadHeader, Method};
@@ -21,6 +22,8 @@ pub(crate) enum TxnOwner {
     Leave(Gid),
     /// An application query (Get/GetTable) with this handle.
     Query(u64),
+    /// `rdma_resolve_ib_service` of this id (service.rs).
+    Service(crate::CmId),
 }
 
 #[derive(Debug, Clone)]
@@ -150,10 +153,16 @@ impl SaClient {
     }
 
     /// Start a transaction; the MAD goes out on the next poll. Returns its TID.
-    pub fn start(&mut self, now: Instant, mut mad: SaMad, owner: TxnOwner) -> u64 {
+    pub fn start(&mut self, now: Instant, mad: SaMad, owner: TxnOwner) -> u64 {
+        let timeout = self.timing.timeout;
+        self.start_with_timeout(now, mad, owner, timeout)
+    }
+
+    /// [`SaClient::start`] with its own budget instead of the configured one.
+    pub fn start_with_timeout(&mut self, now: Instant, mut mad: SaMad, owner: TxnOwner, timeout: Duration) -> u64 {
         let tid = self.next_tid();
         mad.header.transaction_id = tid;
-        let deadline = now + self.timing.timeout;
+        let deadline = now + timeout;
         self.txns.insert(tid, Txn { mad, owner, next_send: now, deadline, sends: 0, queued: true, due: deadline });
         self.timers.insert((deadline, tid));
         self.outbox.push_back(tid);

@@ -80,6 +80,8 @@ pub struct Stack {
     pub(crate) sa: SaClient,
     /// Answers to the application's SA queries.
     sa_results: VecDeque<SaQueryResult>,
+    /// Records of `rdma_resolve_ib_service` (service.rs).
+    pub(crate) ib_services: crate::service::IbServices,
     /// Multicast (groups, members, IGMP/MLD): owned by mcast.rs.
     mcast: Multicast,
     // QPs
@@ -115,6 +117,7 @@ impl Stack {
             neigh: Neighbors::default(),
             sa,
             sa_results: VecDeque::new(),
+            ib_services: Default::default(),
             mcast: Multicast::default(),
             ud: UdQps::default(),
             next_qpn: 0x11,
@@ -850,6 +853,7 @@ impl Stack {
                 Ok(resp) => self.sa_results.push_back(SaQueryResult { handle, result: Ok(resp) }),
                 Err(_) => self.counters.drop(DropReason::BadMad),
             },
+            TxnOwner::Service(id) => self.ib_service_answered(id, h, payload),
         }
     }
 
@@ -878,6 +882,7 @@ impl Stack {
             TxnOwner::Query(handle) => {
                 self.sa_results.push_back(SaQueryResult { handle, result: Err(Errno::ETIMEDOUT) })
             }
+            TxnOwner::Service(id) => self.ib_service_failed(id, Errno::ETIMEDOUT),
         }
     }
 }

@@ -11,10 +11,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use roce_cm::id::ALL_STATES;
-use roce_cm::{CmEvent, CmId, CmState, ConnectParam, Errno, EventKind, Instant, PortSpace, QpType, Stack, StackConfig};
+use roce_cm::{
+    CmEvent, CmId, CmState, ConnectParam, Errno, EventKind, IbService, Instant, PortSpace, QpType, Stack, StackConfig,
+};
 use roce_wire::mad::{MadStatus, Method};
 use roce_wire::mcmember::JoinState;
-use roce_wire::sa::{SaData, SaMad};
+use roce_wire::sa::{attr, SaData, SaMad};
+use roce_wire::service_record::ServiceRecord;
+use roce_wire::Gid;
 
 /// The host under test (stack 0).
 const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -27,7 +31,7 @@ const GROUP: Ipv4Addr = Ipv4Addr::new(239, 1, 2, 3);
 const SETTLE: Duration = Duration::from_millis(100);
 
 /// The calls of the table, as the CSV names them.
-const CALLS: [&str; 14] = [
+const CALLS: [&str; 15] = [
     "bind_addr",
     "resolve_addr",
     "resolve_route",
@@ -42,10 +46,11 @@ const CALLS: [&str; 14] = [
     "set_reuseaddr(true)",
     "set_reuseaddr(false)",
     "set_afonly",
+    "resolve_ib_service",
 ];
 
 /// The asynchronous inputs the table may use (each where it applies).
-const ASYNC: [&str; 13] = [
+const ASYNC: [&str; 15] = [
     "addr_resolved",
     "addr_error",
     "route_resolved",
@@ -59,6 +64,8 @@ const ASYNC: [&str; 13] = [
     "timewait_expiry",
     "sidr_rep_received",
     "device_removal",
+    "addrinfo_resolved",
+    "addrinfo_error",
 ];
 
 // ------------------------------------------------------------------------------------------
@@ -205,6 +212,18 @@ impl Wire {
         }
         while let Some(req) = self.stacks[1].poll_mad_request() {
             let m = SaMad::parse(&req.mad).expect("an SA MAD");
+            if m.header.attribute_id == attr::SERVICE_RECORD {
+                // rdma_resolve_ib_service's GetTable: one record, the peer's service.
+                let rec = ServiceRecord {
+                    service_id: m.data.as_service().map_or(0, |q| q.service_id),
+                    service_gid: Gid::from_ipv4(B),
+                    service_p_key: 0xFFFF,
+                    ..ServiceRecord::default()
+                };
+                let resp = m.response_to(Method::GetTable, MadStatus(0), SaData::service(rec));
+                self.stacks[1].send_mad(req.src, req.src_qp, &resp.to_bytes());
+                continue;
+            }
             let mut rec = *m.mc_member().expect("an MCMemberRecord");
             let resp = match m.header.method {
                 Method::Set => {
@@ -346,6 +365,14 @@ fn passive_child(w: &mut Wire) -> CmId {
     w.expect_event(EventKind::ConnectRequest).id
 }
 
+/// The service the recipes resolve (the peer's toy SA answers every ServiceRecord query).
+fn service() -> IbService {
+    IbService::by_id(0x1000_0000_0000_0001)
+}
+
+/// The kernel's budget for the SA query of `rdma_resolve_ib_service`.
+const SERVICE_TIMEOUT: Duration = roce_cm::service::KERNEL_TIMEOUT;
+
 /// Join [`GROUP`] and wait for MULTICAST_JOIN.
 fn joined(w: &mut Wire, id: CmId) {
     let now = w.now;
@@ -429,6 +456,19 @@ fn recipe(w: &mut Wire, state: CmState, input: &str) -> CmId {
             w.host().destroy_id(now, id).unwrap();
             id
         }
+        CmState::AddrInfoQuery => {
+            let id = bound(w, PortSpace::Udp, QpType::Ud, 0);
+            let now = w.now;
+            w.host().resolve_ib_service(now, id, &service(), SERVICE_TIMEOUT).unwrap();
+            id
+        }
+        CmState::AddrInfoResolved => {
+            let id = bound(w, PortSpace::Udp, QpType::Ud, 0);
+            let now = w.now;
+            w.host().resolve_ib_service(now, id, &service(), SERVICE_TIMEOUT).unwrap();
+            w.expect_event(EventKind::AddrInfoResolved);
+            id
+        }
     };
     let got = w.host().state(id);
     let want = if state == CmState::Destroying { None } else { Some(state) };
@@ -458,6 +498,7 @@ fn call(w: &mut Wire, id: CmId, input: &str) -> Result<(), Errno> {
         "set_reuseaddr(true)" => s.set_reuseaddr(id, true),
         "set_reuseaddr(false)" => s.set_reuseaddr(id, false),
         "set_afonly" => s.set_afonly(id, true),
+        "resolve_ib_service" => s.resolve_ib_service(now, id, &service(), SERVICE_TIMEOUT),
         other => unreachable!("not a call: {other}"),
     }
 }
@@ -466,9 +507,9 @@ fn call(w: &mut Wire, id: CmId, input: &str) -> Result<(), Errno> {
 fn deliver(w: &mut Wire, input: &str) {
     match input {
         "device_removal" => w.host().remove_device(),
-        "addr_error" | "req_timeout" => {
+        "addr_error" | "addrinfo_error" | "req_timeout" => {
             w.link_up = false;
-            w.run_for(Duration::from_secs(if input == "addr_error" { 5 } else { 90 }));
+            w.run_for(Duration::from_secs(if input == "req_timeout" { 90 } else { 5 }));
         }
         "rej_received" => {
             w.policy = Policy::Reject;

@@ -268,7 +268,9 @@ impl<D: Device + MulticastFilter> Driver<D> {
     }
 
     fn pump_sa(&mut self) {
+        let now = self.now().since_epoch();
         let Some(sa) = self.sa.as_mut() else { return };
+        sa.handle_time(now); // service leases run on the driver's clock
         while let Some(req) = self.stack.poll_mad_request() {
             let reply = sa.handle_mad(Requester::new(req.src_gid, req.src_qp), &req.mad);
             for mad in reply.as_slice() {

@@ -51,6 +51,7 @@ impl SaHost {
 impl Node for SaHost {
     fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
         self.stack.handle_frame(now, frame);
+        self.sa.handle_time(now.since_epoch());
         self.pump();
     }
 
@@ -64,6 +65,7 @@ impl Node for SaHost {
 
     fn handle_timeout(&mut self, now: Instant) {
         self.stack.handle_timeout(now);
+        self.sa.handle_time(now.since_epoch());
         self.pump();
     }
 }

@@ -3,7 +3,9 @@
 //! [`SaResponder`] answers the Subnet Administration MADs that RDMA-CM and the kernel's SA
 //! client send to join and leave multicast groups (SubnAdmSet / SubnAdmDelete of an
 //! MCMemberRecord), to look groups up (SubnAdmGet / SubnAdmGetTable) and to read the SA's
-//! ClassPortInfo, with the rules and status codes of OpenSM's `osm_sa_mcmember_record.c`.
+//! ClassPortInfo, with the rules and status codes of OpenSM's `osm_sa_mcmember_record.c`; and
+//! it keeps ServiceRecords (register, look up, delete, leases that expire: [`service`]) as
+//! `osm_sa_service_record.c` does, which `rdma_resolve_ib_service` queries.
 //! It serves RoCEv2 (GIDs are IP addresses; the PortGID prefix check is off unless a prefix
 //! is configured) as well as InfiniBand ([`SaConfig::infiniband`]).
 //!
@@ -49,6 +51,7 @@ mod mlid;
 pub mod rate;
 mod reply;
 mod responder;
+pub mod service;
 mod stats;
 
 #[cfg(test)]
@@ -58,4 +61,5 @@ pub use config::{ConfigError, SaConfig};
 pub use group::{Group, Member, FULL_JOIN_STATES};
 pub use reply::Reply;
 pub use responder::{MemoryUsage, Requester, SaResponder, MC_MEMBER_ATTRIBUTE_OFFSET, TABLE_RECORD_LEN};
+pub use service::{ServiceStats, ServiceTable, SERVICE_ATTRIBUTE_OFFSET};
 pub use stats::SaStats;

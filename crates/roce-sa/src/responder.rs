@@ -92,6 +92,8 @@ pub struct SaResponder {
     /// Member lists of deleted groups, kept for the next new groups (a group made and
     /// deleted per transaction pair then allocates nothing; a few dozen lists at most).
     spare_members: Vec<Vec<Member>>,
+    /// The ServiceRecord service (crate::service).
+    pub(crate) services: crate::service::ServiceTable,
 }
 
 /// A checked outcome of a transaction: the record to answer with, or the status.
@@ -119,6 +121,7 @@ impl SaResponder {
             member_count: 0,
             mgid_counter: 0,
             spare_members: Vec::new(),
+            services: Default::default(),
             config,
         }
     }
@@ -206,6 +209,7 @@ impl SaResponder {
                 self.stats.queries += 1;
                 self.query(from, req)
             }
+            (attr::SERVICE_RECORD, _) => self.services.handle(req),
             _ => Reply::One(error_mad(req, MadStatus::UNSUPPORTED_METHOD_ATTR)),
         }
     }

@@ -782,7 +782,7 @@ fn unsupported_combinations() {
         (Method::GetTraceTable, attr::MC_MEMBER_RECORD, 0x93),
         (Method::Send, attr::MC_MEMBER_RECORD, 0x83),
         (Method::Get, attr::PATH_RECORD, 0x81),
-        (Method::GetTable, attr::SERVICE_RECORD, 0x92),
+        (Method::GetMulti, attr::SERVICE_RECORD, 0x94), // ServiceRecord: only Set, Get, GetTable, Delete
         (Method::Set, attr::CLASS_PORT_INFO, 0x81),
         (Method::GetTable, attr::CLASS_PORT_INFO, 0x92),
         (Method::Delete, attr::CLASS_PORT_INFO, 0x95),

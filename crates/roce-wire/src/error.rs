@@ -55,6 +55,8 @@ pub enum Layer {
     McMemberRecord,
     /// ClassPortInfo attribute.
     ClassPortInfo,
+    /// SA ServiceRecord.
+    ServiceRecord,
     /// A Communication Management message body (REQ, REP, …).
     Cm,
     /// The RDMA-CM private-data header carried in CM private data.
@@ -96,6 +98,7 @@ impl Layer {
             Layer::SaHeader => "SA header",
             Layer::McMemberRecord => "MCMemberRecord",
             Layer::ClassPortInfo => "ClassPortInfo",
+            Layer::ServiceRecord => "ServiceRecord",
             Layer::Cm => "CM",
             Layer::CmaHeader => "RDMA-CM header",
             Layer::Igmp => "IGMP",

@@ -2,7 +2,7 @@
 //!
 //! RoCEv2 framing (Ethernet, optional 802.1Q, IPv4/IPv6, UDP 4791, BTH and every extension
 //! header, pad, ICRC exactly as Linux rxe computes it), the InfiniBand management formats
-//! (MAD, RMPP, SA header, MCMemberRecord, ClassPortInfo, the CM messages and the RDMA-CM
+//! (MAD, RMPP, SA header, MCMemberRecord, ClassPortInfo, ServiceRecord, the CM messages and the RDMA-CM
 //! private-data header) and the RoCE-native multicast and neighbour formats (IGMP, MLDv2,
 //! ARP, neighbour discovery).
 //!
@@ -59,6 +59,7 @@ pub mod mad;
 pub mod mcmember;
 pub mod rmpp;
 pub mod sa;
+pub mod service_record;
 
 pub mod arp;
 pub mod igmp;

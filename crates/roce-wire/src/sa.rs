@@ -25,6 +25,7 @@ use crate::field::{array, be16, be64, put16, put64};
 use crate::mad::{self, MadHeader, MadStatus, Method, MgmtClass, MAD_HEADER_LEN};
 use crate::mcmember::{McMemberRecord, MC_MEMBER_RECORD_LEN};
 use crate::rmpp::{self, RmppRepr, RMPP_HEADER_LEN};
+use crate::service_record::{ServiceRecord, SERVICE_RECORD_LEN};
 
 /// The SA management class version, `IB_SA_CLASS_VERSION` [ib_sa.h].
 pub const SA_CLASS_VERSION: u8 = 2;
@@ -40,6 +41,8 @@ pub const SA_DATA_LEN: usize = 200;
 pub const MC_MEMBER_TRAILING_LEN: usize = SA_DATA_LEN - MC_MEMBER_RECORD_LEN;
 /// Bytes of the SA data after a ClassPortInfo.
 pub const CLASS_PORT_INFO_TRAILING_LEN: usize = SA_DATA_LEN - CLASS_PORT_INFO_LEN;
+/// Bytes of the SA data after a ServiceRecord.
+pub const SERVICE_TRAILING_LEN: usize = SA_DATA_LEN - SERVICE_RECORD_LEN;
 
 /// SA attribute IDs [ib_sa.h `IB_SA_ATTR_*`; protocol.md §3.5].
 pub mod attr {
@@ -231,6 +234,14 @@ pub enum SaData {
         #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
         trailing: [u8; CLASS_PORT_INFO_TRAILING_LEN],
     },
+    /// AttributeID 0x0031: a ServiceRecord (176 bytes) and the 24 bytes after it.
+    Service {
+        /// The record (SA data bytes 0..176).
+        record: ServiceRecord,
+        /// SA data bytes 176..200 (zero in a single-record MAD).
+        #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
+        trailing: [u8; SERVICE_TRAILING_LEN],
+    },
     /// Any other attribute: the raw 200 bytes.
     Raw(#[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))] [u8; SA_DATA_LEN]),
 }
@@ -244,6 +255,11 @@ impl SaData {
     /// A ClassPortInfo followed by zeros.
     pub const fn class_port_info(info: ClassPortInfo) -> SaData {
         SaData::ClassPortInfo { info, trailing: [0; CLASS_PORT_INFO_TRAILING_LEN] }
+    }
+
+    /// A ServiceRecord followed by zeros.
+    pub const fn service(record: ServiceRecord) -> SaData {
+        SaData::Service { record, trailing: [0; SERVICE_TRAILING_LEN] }
     }
 
     /// All-zero raw data.
@@ -262,6 +278,10 @@ impl SaData {
                 Ok(info) => SaData::ClassPortInfo { info, trailing: array(data, CLASS_PORT_INFO_LEN) },
                 Err(_) => SaData::Raw(*data),
             },
+            attr::SERVICE_RECORD => match ServiceRecord::parse_bytes(&data[..]) {
+                Ok(record) => SaData::Service { record, trailing: array(data, SERVICE_RECORD_LEN) },
+                Err(_) => SaData::Raw(*data),
+            },
             _ => SaData::Raw(*data),
         }
     }
@@ -278,17 +298,23 @@ impl SaData {
                 info.emit_bytes(&mut b[..CLASS_PORT_INFO_LEN]);
                 b[CLASS_PORT_INFO_LEN..].copy_from_slice(trailing);
             }
+            SaData::Service { record, trailing } => {
+                record.emit_bytes(&mut b[..SERVICE_RECORD_LEN]);
+                b[SERVICE_RECORD_LEN..].copy_from_slice(trailing);
+            }
             SaData::Raw(r) => b = *r,
         }
         b
     }
 
     /// The record size in 8-byte words, as an SA puts it in AttributeOffset of a response
-    /// (`ib_get_attr_offset`: MCMemberRecord 7, ClassPortInfo 9); 0 for raw data.
+    /// (`ib_get_attr_offset`: MCMemberRecord 7, ClassPortInfo 9, ServiceRecord 22); 0 for raw
+    /// data.
     pub const fn attribute_offset_words(&self) -> u16 {
         match self {
             SaData::McMember { .. } => MC_MEMBER_RECORD_LEN.div_ceil(8) as u16,
             SaData::ClassPortInfo { .. } => CLASS_PORT_INFO_LEN.div_ceil(8) as u16,
+            SaData::Service { .. } => SERVICE_RECORD_LEN.div_ceil(8) as u16,
             SaData::Raw(_) => 0,
         }
     }
@@ -297,6 +323,14 @@ impl SaData {
     pub const fn as_mc_member(&self) -> Option<&McMemberRecord> {
         match self {
             SaData::McMember { record, .. } => Some(record),
+            _ => None,
+        }
+    }
+
+    /// The ServiceRecord, if this is one.
+    pub const fn as_service(&self) -> Option<&ServiceRecord> {
+        match self {
+            SaData::Service { record, .. } => Some(record),
             _ => None,
         }
     }
@@ -461,6 +495,7 @@ mod tests {
     use crate::mcmember::{ComponentMask, JoinState};
     use crate::rmpp::tests::arb_rmpp;
     use crate::rmpp::{RmppFlags, RmppType};
+    use crate::service_record::tests::{arb_record as arb_service, golden as golden_service};
     use proptest::prelude::*;
 
     fn golden_mad() -> [u8; 256] {
@@ -574,6 +609,25 @@ mod tests {
         assert_eq!(m.to_bytes(), b);
     }
 
+    /// A ServiceRecord Set as `roce sa-query --register` sends it: decoded, re-emitted byte for
+    /// byte; OpenSM's answer carries AttributeOffset 22.
+    #[test]
+    fn service_record_mad() {
+        let (rec, rec_bytes) = golden_service();
+        let mask = crate::service_record::ComponentMask(0x53);
+        let req = SaMad::request(Method::Set, 0x42, attr::SERVICE_RECORD, mask.0, SaData::service(rec));
+        let b = req.to_bytes();
+        assert_eq!(&b[16..18], &[0x00, 0x31]);
+        assert_eq!(&b[56..56 + 176], &rec_bytes[..]);
+        assert_eq!(&b[56 + 176..], &[0u8; 24][..]);
+        let back = SaMad::parse_checked(&b).unwrap();
+        assert_eq!(back, req);
+        assert_eq!(back.data.as_service(), Some(&rec));
+        let resp = req.response_to(Method::Get, MadStatus::SUCCESS, SaData::service(rec));
+        assert_eq!(resp.sa.attribute_offset, 22);
+        assert_eq!(resp.header.method_name(), "SubnAdmGetResp");
+    }
+
     #[test]
     fn checked_parse_rejects() {
         let mut b = golden_mad();
@@ -632,8 +686,8 @@ mod tests {
 
     fn arb_sa_mad() -> impl Strategy<Value = SaMad> {
         let trailing = proptest::collection::vec(any::<u8>(), 200);
-        (arb_header(), arb_rmpp(), arb_sa_header(), 0u8..3, arb_record(), arb_cpi(), trailing).prop_map(
-            |(mut header, rmpp, sa, kind, rec, cpi, t)| {
+        (arb_header(), arb_rmpp(), arb_sa_header(), 0u8..4, arb_record(), arb_cpi(), trailing, arb_service()).prop_map(
+            |(mut header, rmpp, sa, kind, rec, cpi, t, svc)| {
                 let data = match kind {
                     0 => {
                         header.attribute_id = attr::MC_MEMBER_RECORD;
@@ -647,8 +701,15 @@ mod tests {
                         trailing.copy_from_slice(&t[..CLASS_PORT_INFO_TRAILING_LEN]);
                         SaData::ClassPortInfo { info: cpi, trailing }
                     }
+                    2 => {
+                        header.attribute_id = attr::SERVICE_RECORD;
+                        SaData::Service { record: svc, trailing: array(&t, 0) }
+                    }
                     _ => {
-                        if matches!(header.attribute_id, attr::MC_MEMBER_RECORD | attr::CLASS_PORT_INFO) {
+                        if matches!(
+                            header.attribute_id,
+                            attr::MC_MEMBER_RECORD | attr::CLASS_PORT_INFO | attr::SERVICE_RECORD
+                        ) {
                             header.attribute_id = attr::PATH_RECORD;
                         }
                         let mut raw = [0u8; SA_DATA_LEN];
@@ -675,10 +736,10 @@ mod tests {
         }
 
         #[test]
-        fn any_bytes_re_emit(v in proptest::collection::vec(any::<u8>(), 0..300), attr_pick in 0u8..3) {
+        fn any_bytes_re_emit(v in proptest::collection::vec(any::<u8>(), 0..300), attr_pick in 0u8..4) {
             let mut v = v;
             if v.len() >= 18 {
-                let a: u16 = [attr::MC_MEMBER_RECORD, attr::CLASS_PORT_INFO, 0x1234][attr_pick as usize];
+                let a: u16 = [attr::MC_MEMBER_RECORD, attr::CLASS_PORT_INFO, attr::SERVICE_RECORD, 0x1234][attr_pick as usize];
                 v[16..18].copy_from_slice(&a.to_be_bytes());
             }
             match SaMad::parse(&v) {
