@@ -140,7 +140,7 @@ impl Stack {
         }
         let (rec, mask) = service.query();
         let mad = SaMad::request(Method::GetTable, 0, attr::SERVICE_RECORD, mask.0, SaData::service(rec));
-        self.set_state(id, CmState::AddrInfoQuery);
+        self.ids.set_state(id, CmState::AddrInfoQuery);
         self.sa.start_with_timeout(now, mad, TxnOwner::Service(id), timeout);
         Ok(())
     }
