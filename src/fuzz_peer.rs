@@ -26,7 +26,7 @@ use roce_wire::ext::ExtHeaders;
 use roce_wire::frame::{self, rxe_udp_sport, FrameRepr};
 use roce_wire::mad::Method;
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord};
-use roce_wire::rxe_accept::{rxe_accepts, RxeDrop, RxeKernel, RxePeer, RxeQp, RxeQpType, RxeVerdict};
+use roce_wire::rxe_accept::{rxe_accepts, RxeKernel, RxePeer, RxeQp, RxeQpType, RxeVerdict};
 use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::{Gid, GSI_QKEY, MULTICAST_QPN};
 
@@ -210,12 +210,13 @@ impl Generator {
         out
     }
 
-    /// One fuzzed frame whose outcome the predictor can tell (frames predicted
-    /// [`RxeDrop::Undefined`] are drawn again, never sent).
+    /// One fuzzed frame. Frames rxe drops for an unknown opcode or a length shorter than its
+    /// headers, pad and ICRC are sent too: before 6.1.175 / 6.12.88 they read out of bounds
+    /// (CVE-2026-46133; spec/rxe-acceptance.md §1).
     pub fn next_frame(&mut self) -> Vec<u8> {
         loop {
             let f = self.draw();
-            if !f.is_empty() && self.ep.predict(&f) != Err(RxeDrop::Undefined) {
+            if !f.is_empty() {
                 return f;
             }
         }
@@ -401,6 +402,40 @@ impl Generator {
                 }
             }
         }
+    }
+
+    /// A handful of frames at the edges of `rxe_rcv`'s length check `paylen < header_size +
+    /// bth_pad + ICRC` and its unknown-opcode check (spec/rxe-acceptance.md §1 and the 0x4E
+    /// class), each with a right ICRC: RD READ RESPONSE MIDDLE (0x4E), RC SEND ONLY and UD
+    /// SEND ONLY whose PadCnt is larger than the bytes after their headers (dropped), the same
+    /// with the pad's bytes present (counted), and opcode 0xFF to QPN 0xFFFFFF (dropped).
+    pub fn length_edge_frames(&mut self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let rd = |after: usize| vec![0u8; 4 + after];
+        for (op, qpn, deth, payload, pad) in [
+            (0x4e, MULTICAST_QPN, false, rd(0), 3u8),
+            (0x4e, MULTICAST_QPN, false, rd(0), 1),
+            (0x4e, MULTICAST_QPN, false, rd(4), 3),
+            (0x4e, MULTICAST_QPN, false, rd(0), 0),
+            (0x04, MULTICAST_QPN, false, vec![], 2),
+            (0x04, MULTICAST_QPN, false, vec![0; 4], 3),
+            (0x64, 1, true, vec![], 3),
+            (0x64, 1, true, vec![0; 4], 3),
+            (0xff, MULTICAST_QPN, false, vec![0; 8], 0),
+        ] {
+            self.psn = (self.psn + 1) & 0xff_ffff;
+            let b = bth::Repr::new(Opcode::from(op), qpn, self.psn);
+            let ext = if deth { ExtHeaders::deth(GSI_QKEY, 1) } else { ExtHeaders::default() };
+            let mut f = self.raw_opcode_frame(b, ext, &payload, false);
+            if f.is_empty() {
+                continue;
+            }
+            let bth_at = if self.ep.dst.is_ipv4() { 14 + 20 + 8 } else { 14 + 40 + 8 };
+            f[bth_at + 1] = (f[bth_at + 1] & !0x30) | (pad << 4);
+            fix_icrc(&mut f, self.ep.dst.is_ipv6());
+            out.push(f);
+        }
+        out
     }
 
     /// A liveness probe: an SA Get(MCMemberRecord) to QP1; returns its TID and frame.
@@ -826,4 +861,51 @@ pub fn run(a: &FuzzPeerArgs) -> ExitCode {
         return code(exit::FAILED);
     }
     code(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep(dst: IpAddr, src: IpAddr, kernel: RxeKernel) -> Endpoints {
+        Endpoints {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [0x52, 0x54, 0, 0x12, 0x34, 0x56],
+            src,
+            dst,
+            kernel,
+            gsi_index: 16,
+        }
+    }
+
+    #[test]
+    fn length_edge_frames_are_predicted_as_rxe_rcv_checks_them() {
+        let v4 = (IpAddr::from([198, 18, 0, 2]), IpAddr::from([198, 18, 0, 1]));
+        let v6: (IpAddr, IpAddr) = ("fd00::2".parse().unwrap(), "fd00::1".parse().unwrap());
+        for (dst, src) in [v4, v6] {
+            for kernel in [RxeKernel::V6_1, RxeKernel::V6_12] {
+                let e = ep(dst, src, kernel);
+                let got: Vec<&str> = Generator::new(1, e)
+                    .length_edge_frames()
+                    .iter()
+                    .map(|f| e.predict(f).map_or_else(|d| d.name(), |_| "counted"))
+                    .collect();
+                assert_eq!(
+                    got,
+                    [
+                        "short_headers",
+                        "short_headers",
+                        "counted",
+                        "counted",
+                        "short_headers",
+                        "counted",
+                        "short_headers",
+                        "counted",
+                        "unknown_opcode"
+                    ],
+                    "{dst} {kernel:?}"
+                );
+            }
+        }
+    }
 }
