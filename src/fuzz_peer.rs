@@ -541,6 +541,60 @@ fn ipv4_checksum(f: &mut [u8]) {
     f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
 }
 
+/// Delta debugging (Zeller's ddmin) of a liveness loss: the shortest subsequence of `frames`
+/// (order kept) for which `loses` still returns true, within `budget` calls of `loses` (each
+/// one a peer reset and a replay, so the budget bounds the resets). `loses` is first asked
+/// about the whole sequence; when that does not lose (a loss that does not reproduce), the
+/// result is `None`. The second value is the number of calls made. A result is 1-minimal
+/// (no single frame can be removed) when the budget was not exhausted.
+pub fn ddmin<T: Clone>(frames: &[T], budget: usize, mut loses: impl FnMut(&[T]) -> bool) -> (Option<Vec<T>>, usize) {
+    let mut calls = 0usize;
+    let mut test = |xs: &[T], calls: &mut usize| {
+        *calls += 1;
+        loses(xs)
+    };
+    if budget == 0 || !test(frames, &mut calls) {
+        return (None, calls);
+    }
+    let mut cur: Vec<T> = frames.to_vec();
+    let mut n = 2usize;
+    'outer: while cur.len() >= 2 && calls < budget {
+        let chunk = cur.len().div_ceil(n);
+        let parts: Vec<(usize, usize)> =
+            (0..cur.len()).step_by(chunk).map(|a| (a, (a + chunk).min(cur.len()))).collect();
+        // a chunk alone
+        for &(a, b) in &parts {
+            if calls >= budget {
+                break 'outer;
+            }
+            if test(&cur[a..b], &mut calls) {
+                cur = cur[a..b].to_vec();
+                n = 2;
+                continue 'outer;
+            }
+        }
+        // everything but one chunk
+        if parts.len() > 2 {
+            for &(a, b) in &parts {
+                if calls >= budget {
+                    break 'outer;
+                }
+                let rest: Vec<T> = cur[..a].iter().chain(&cur[b..]).cloned().collect();
+                if test(&rest, &mut calls) {
+                    cur = rest;
+                    n = (n - 1).max(2);
+                    continue 'outer;
+                }
+            }
+        }
+        if n >= cur.len() {
+            break;
+        }
+        n = (2 * n).min(cur.len());
+    }
+    (Some(cur), calls)
+}
+
 /// What a probe's answer looks like: a GetResp with the probe's TID, or a REJ to its comm ID.
 fn answers(frame_bytes: &[u8], probe: &Probe) -> bool {
     let Ok(f) = frame::parse(frame_bytes) else { return false };
@@ -876,6 +930,23 @@ mod tests {
             kernel,
             gsi_index: 16,
         }
+    }
+
+    #[test]
+    fn ddmin_finds_the_one_frame_and_a_pair() {
+        let xs: Vec<u32> = (0..50).collect();
+        let (min, calls) = ddmin(&xs, 100, |s| s.contains(&37));
+        assert_eq!(min, Some(vec![37]));
+        assert!(calls <= 20, "{calls} calls");
+        // two frames that only lose together, in order
+        let (min, _) = ddmin(&xs, 200, |s| s.contains(&3) && s.contains(&44));
+        assert_eq!(min, Some(vec![3, 44]));
+        // not reproduced: one call, no result
+        assert_eq!(ddmin(&xs, 10, |_| false), (None, 1));
+        // the budget bounds the calls; the result still loses
+        let (min, calls) = ddmin(&xs, 3, |s| s.contains(&7));
+        assert_eq!(calls, 3);
+        assert!(min.unwrap().contains(&7));
     }
 
     #[test]

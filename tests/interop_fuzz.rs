@@ -36,6 +36,78 @@ const SCENARIO: &str = "dmesg -n 1\nserve\ndmesg -n 7\ndmesg | grep -E 'BUG:|WAR
 
 const T: Duration = Duration::from_secs(60);
 const BATCH: usize = 400;
+/// At most this many resets (replays) to minimise one liveness loss.
+const RESET_BUDGET: usize = 40;
+/// The pace of frames to a TCG guest (its virtio queue holds a few hundred).
+const PACE: Duration = Duration::from_micros(1500);
+
+/// Whether an SA Get's answer (a response with `tid`) comes back on `sock` within `timeout`.
+fn sa_answered(sock: &harness::RawSocket, tid: u64, timeout: Duration) -> bool {
+    sock.recv_until(timeout, |d| {
+        roce_wire::frame::parse(d)
+            .ok()
+            .and_then(|f| roce_wire::sa::SaMad::parse(f.repr.payload).ok())
+            .is_some_and(|m| m.header.response && m.header.transaction_id == tid)
+    })
+    .0
+}
+
+/// Whether the peer's GSI QP is alive: an SA Get to QP1 answered (one retry, 3 s each).
+fn gsi_answers(sock: &harness::RawSocket, gen: &mut Generator) -> bool {
+    (0..2).any(|_| {
+        let (tid, probe) = gen.sa_probe();
+        sock.send(&probe).expect("send the probe on tap0");
+        sa_answered(sock, tid, Duration::from_secs(3))
+    })
+}
+
+/// Minimise a liveness loss (issue 13 item 3): ddmin over `frames` (the frames since the
+/// last good probe), each candidate replayed on a freshly re-created rxe device (whose GSI
+/// QP must answer first) and judged by the peer: does the probe after it go unanswered? At
+/// most [`RESET_BUDGET`] resets. Writes `loss_min.pcap` when the loss reproduces; returns the
+/// minimised frames (None when the whole sequence no longer loses liveness).
+fn minimise_loss(
+    g: &mut harness::Guest,
+    sock: &harness::RawSocket,
+    gen: &mut Generator,
+    frames: &[Vec<u8>],
+    report: &mut String,
+) -> Option<Vec<Vec<u8>>> {
+    let mut resets: Vec<Duration> = Vec::new();
+    let t0 = Instant::now();
+    let (min, calls) = roce::fuzz_peer::ddmin(frames, RESET_BUDGET, |xs| {
+        resets.push(g.recreate_rxe().unwrap_or_else(|e| panic!("{e}")));
+        assert!(gsi_answers(sock, gen), "the GSI QP answers after rxe0 is re-created");
+        for f in xs {
+            sock.send(f).expect("send on tap0");
+            std::thread::sleep(PACE);
+        }
+        !gsi_answers(sock, gen)
+    });
+    let mean = resets.iter().sum::<Duration>().as_secs_f64() / resets.len().max(1) as f64;
+    let _ = match &min {
+        Some(m) => writeln!(
+            report,
+            "loss minimised: {} frames -> {} in {calls} replays ({:.0} s; re-creating rxe0 took {mean:.2} s on average)",
+            frames.len(),
+            m.len(),
+            t0.elapsed().as_secs_f64()
+        ),
+        None => writeln!(
+            report,
+            "loss not reproduced: the {} frames replayed on a fresh rxe0 leave the GSI QP answering",
+            frames.len()
+        ),
+    };
+    if let Some(m) = &min {
+        let mut w = PcapFileWriter::create(&g.artefacts.join("loss_min.pcap")).expect("loss_min.pcap");
+        for (i, f) in m.iter().enumerate() {
+            let _ = w.write(Duration::from_millis(i as u64), f);
+        }
+        let _ = w.finish();
+    }
+    min
+}
 
 struct Oracle<'a> {
     g: &'a mut harness::Guest,
@@ -58,8 +130,7 @@ impl Oracle<'_> {
         for f in frames {
             self.sock.send(f).expect("send on tap0 (a send error fails the run)");
             let _ = self.pcap.write(self.t0.elapsed(), f);
-            // pace: a TCG guest's virtio queue holds a few hundred frames
-            std::thread::sleep(Duration::from_micros(1500));
+            std::thread::sleep(PACE);
         }
     }
 
@@ -135,12 +206,7 @@ fn rxe_acceptance_oracle_and_fuzz_peer() {
         let (tid, probe) = gen.sa_probe();
         batch.push(probe);
         let (got, want) = o.run(&batch);
-        let (answered, _) = o.sock.recv_until(Duration::from_secs(5), |d| {
-            roce_wire::frame::parse(d)
-                .ok()
-                .and_then(|f| roce_wire::sa::SaMad::parse(f.repr.payload).ok())
-                .is_some_and(|m| m.header.response && m.header.transaction_id == tid)
-        });
+        let answered = sa_answered(&o.sock, tid, Duration::from_secs(5));
         if !answered {
             lost = Some(batches + 1);
             let _ = writeln!(
@@ -154,6 +220,8 @@ fn rxe_acceptance_oracle_and_fuzz_peer() {
             }
             let _ = w.finish();
             frames += batch.len() as u64;
+            // the frames since the last good probe, minimised (the probe itself left out)
+            minimise_loss(o.g, &o.sock, &mut gen, &batch[..batch.len() - 1], &mut report);
             break;
         }
         frames += batch.len() as u64;
@@ -173,10 +241,25 @@ fn rxe_acceptance_oracle_and_fuzz_peer() {
             }
         }
     }
+    // rxe_rcv's length edges (spec/rxe-acceptance.md, the 0x4E class), each frame alone
+    if lost.is_none() {
+        for f in gen.length_edge_frames() {
+            let (got, want) = o.run(std::slice::from_ref(&f));
+            frames += 1;
+            predicted += want;
+            let verdict = ep.predict(&f).map_or_else(|d| d.name(), |_| "counted");
+            let summary = roce::decode::decode_ethernet(&f).summary;
+            let _ = writeln!(report, "length edge: predicted {verdict}, counted {got}: {summary}");
+            if got != want {
+                disagree.push((f, got, want));
+            }
+        }
+    }
     let end = o.counters();
     let mut deltas = String::new();
     for (k, v) in &end {
-        let d = v - start.get(k).copied().unwrap_or(0);
+        // (after a minimised loss the device was re-created: its counters restarted)
+        let d = v.saturating_sub(start.get(k).copied().unwrap_or(0));
         if d != 0 {
             let _ = write!(deltas, " {k}+{d}");
         }
@@ -273,15 +356,7 @@ fn oversize_ud_send_to_qp1_kills_the_gsi_qp() {
     };
     let sock = g.raw_socket();
     let mut gen = Generator::new(1, ep);
-    let answered = |sock: &harness::RawSocket, tid: u64| {
-        sock.recv_until(Duration::from_secs(5), |d| {
-            roce_wire::frame::parse(d)
-                .ok()
-                .and_then(|f| roce_wire::sa::SaMad::parse(f.repr.payload).ok())
-                .is_some_and(|m| m.header.response && m.header.transaction_id == tid)
-        })
-        .0
-    };
+    let answered = |sock: &harness::RawSocket, tid: u64| sa_answered(sock, tid, Duration::from_secs(5));
     let (tid, probe) = gen.sa_probe();
     sock.send(&probe).unwrap();
     let before = answered(&sock, tid);
@@ -312,10 +387,31 @@ fn oversize_ud_send_to_qp1_kills_the_gsi_qp() {
     let after = answered(&sock, tid);
     g.signal("counters k2");
     let c2 = g.counters("k2", T)["rcvd_pkts"];
-    let report = format!(
+    let mut report = format!(
         "kernel {}: probe answered before {before}; rcvd_pkts {c0} -> {c1} (oversize SEND) -> {c2} (probe); probe answered after {after}\n",
         g.kernel_version
     );
+    // Minimising a loss (issue 13 item 3): the oversize SEND hidden among 50 harmless frames,
+    // ddmin with a reset of the peer before every replay; on 6.1 it must come down to that one
+    // frame, and replaying it alone must leave the probe unanswered again; on 6.12 the
+    // sequence does not lose liveness at all.
+    let mut harmless: Vec<Vec<u8>> = {
+        let mut h = Generator::new(2, ep);
+        (0..50).map(|_| h.next_frame()).collect()
+    };
+    harmless.insert(29, f.clone());
+    let min = minimise_loss(&mut g, &sock, &mut gen, &harmless, &mut report);
+    let mut replay_lost = None;
+    if let Some(m) = &min {
+        g.recreate_rxe().unwrap_or_else(|e| panic!("{e}"));
+        let alive = gsi_answers(&sock, &mut gen);
+        for x in m {
+            sock.send(x).unwrap();
+            std::thread::sleep(PACE);
+        }
+        replay_lost = Some(alive && !gsi_answers(&sock, &mut gen));
+        let _ = writeln!(report, "the minimised sequence replayed once more: liveness lost {replay_lost:?}");
+    }
     std::fs::write(g.artefacts.join("report.txt"), &report).unwrap();
     g.signal("end");
     g.finish();
@@ -324,11 +420,16 @@ fn oversize_ud_send_to_qp1_kills_the_gsi_qp() {
     assert_eq!(c1 - c0, 1, "the oversize SEND is counted");
     match rxe_kernel() {
         // 6.1: the length error completes in error and the GSI QP goes to the error state
-        RxeKernel::V6_1 => assert!(!after, "6.1: after the oversize SEND the GSI QP no longer answers:\n{report}"),
+        RxeKernel::V6_1 => {
+            assert!(!after, "6.1: after the oversize SEND the GSI QP no longer answers:\n{report}");
+            assert_eq!(min, Some(vec![f]), "6.1: the loss minimises to the oversize SEND alone:\n{report}");
+            assert_eq!(replay_lost, Some(true), "6.1: replaying the minimised frame loses liveness:\n{report}");
+        }
         // 6.12: the GSI QP survives it
         RxeKernel::V6_12 => {
             assert!(after, "6.12: the GSI QP still answers after the oversize SEND:\n{report}");
             assert_eq!(c2 - c1, 1, "6.12: the probe is counted");
+            assert_eq!(min, None, "6.12: the sequence does not lose liveness:\n{report}");
         }
     }
 }
