@@ -662,34 +662,45 @@ extern "C" fn on_signal(sig: libc::c_int) {
     SIGNALLED.store(sig, Ordering::Relaxed);
 }
 
+/// The peer's MAC: ARP for IPv4, a neighbour solicitation for IPv6 (the frames the engine's
+/// neighbour table sends, from roce-wire's l2 module); three tries, 1 s apart.
 fn resolve_mac(sock: &mut RawSocket, our_mac: [u8; 6], src: IpAddr, dst: IpAddr) -> io::Result<Option<[u8; 6]>> {
-    let (IpAddr::V4(s), IpAddr::V4(d)) = (src, dst) else {
-        return Err(io::Error::other(
-            "fuzz-peer resolves IPv4 peers by ARP; IPv6 neighbour discovery is not implemented",
-        ));
+    use roce_wire::l2::{self, ArpFrame, EmitFrame, L2Packet, NdiscFrame};
+    use roce_wire::ndisc::NdiscMessage;
+    let emit = |f: &dyn EmitFrame| {
+        let mut out = vec![0u8; f.buffer_len()];
+        let n = f.emit(&mut out);
+        out.truncate(n);
+        out
     };
-    let req = roce_wire::arp::request(our_mac, s, d);
-    let mut f = vec![0u8; 14 + 28];
-    f[..6].copy_from_slice(&[0xff; 6]);
-    f[6..12].copy_from_slice(&our_mac);
-    f[12..14].copy_from_slice(&[0x08, 0x06]);
-    roce_wire::arp::emit_bytes(&req, &mut f[14..]);
+    let request = match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => emit(&ArpFrame::new(roce_wire::arp::request(our_mac, s, d))),
+        (IpAddr::V6(s), IpAddr::V6(d)) => emit(&NdiscFrame::solicit(our_mac, s, d)),
+        _ => return Err(io::Error::other("-b and --peer are of different address families")),
+    };
     let mut buf = vec![0u8; roce_net::device::MAX_FRAME_LEN];
     for _ in 0..3 {
-        sock.send(&f)?;
+        sock.send(&request)?;
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(1) {
-            match sock.recv(&mut buf)? {
-                Some(n) if n >= 42 && buf[12..14] == [0x08, 0x06] => {
-                    if let Ok(r) = roce_wire::arp::parse_bytes(&buf[14..n]) {
-                        let (op, smac, sip, _, _) = roce_wire::arp::fields(&r);
-                        if sip == d && op == roce_wire::arp::ArpOperation::Reply {
-                            return Ok(Some(smac));
-                        }
+            let Some(n) = sock.recv(&mut buf)? else {
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            };
+            let Ok(f) = l2::parse_frame(&buf[..n]) else { continue };
+            match (&f.packet, dst) {
+                (L2Packet::Arp(r), IpAddr::V4(d)) => {
+                    let (op, smac, sip, _, _) = roce_wire::arp::fields(r);
+                    if sip == d && op == roce_wire::arp::ArpOperation::Reply {
+                        return Ok(Some(smac));
                     }
                 }
-                Some(_) => {}
-                None => std::thread::sleep(Duration::from_millis(2)),
+                (L2Packet::Ndisc { msg: m @ NdiscMessage::NeighborAdvert { target_addr, .. }, .. }, IpAddr::V6(d))
+                    if *target_addr == d =>
+                {
+                    return Ok(Some(m.lladdr().unwrap_or(f.ethernet.source)));
+                }
+                _ => {}
             }
         }
     }
@@ -744,7 +755,8 @@ pub fn run(a: &FuzzPeerArgs) -> ExitCode {
     let peer_mac = match resolve_mac(&mut sock, our_mac, a.bind, a.peer) {
         Ok(Some(m)) => m,
         Ok(None) => {
-            eprintln!("roce fuzz-peer: no ARP answer from {} on {} (3 requests, 1 s apart)", a.peer, a.iface);
+            let how = if a.peer.is_ipv4() { "ARP" } else { "neighbour advertisement" };
+            eprintln!("roce fuzz-peer: no {how} answer from {} on {} (3 requests, 1 s apart)", a.peer, a.iface);
             return code(exit::FAILED);
         }
         Err(e) => {
