@@ -44,7 +44,7 @@ pub struct FuzzPeerArgs {
     /// Our address on that interface (the frames' source).
     #[arg(short = 'b', long = "bind")]
     pub bind: IpAddr,
-    /// The peer's address (same family as -b).
+    /// The peer's address (same family as -b; resolved by ARP or neighbour discovery).
     #[arg(long)]
     pub peer: IpAddr,
     /// How long to fuzz, in seconds.
@@ -70,7 +70,8 @@ pub struct FuzzPeerArgs {
     #[arg(long)]
     pub json: bool,
     /// Keep sent.pcap and, per liveness loss, loss-N.pcap (the frames since the last good
-    /// probe) in this directory.
+    /// probe) in this directory. Not minimised: fuzz-peer cannot reset a kernel peer between
+    /// replays (tests/interop_fuzz.rs minimises a loss against its guest, re-creating rxe0).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// No status lines.
