@@ -26,7 +26,7 @@ use roce_wire::ext::ExtHeaders;
 use roce_wire::frame::{self, rxe_udp_sport, FrameRepr};
 use roce_wire::mad::Method;
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord};
-use roce_wire::rxe_accept::{rxe_accepts, RxeKernel, RxePeer, RxeQp, RxeQpType, RxeVerdict};
+use roce_wire::rxe_accept::{rxe_accepts, RxeDrop, RxeKernel, RxePeer, RxeQp, RxeQpType, RxeVerdict};
 use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::{Gid, GSI_QKEY, MULTICAST_QPN};
 
@@ -81,6 +81,11 @@ pub struct FuzzPeerArgs {
     /// error state: every later probe goes unanswered; 6.12 survives them).
     #[arg(long)]
     pub kill_gsi: bool,
+    /// Also send IPv6 frames whose UDP payload is shorter than a BTH: rxe_rcv drops them
+    /// before it clears pkt->qp and puts a "QP" made of the IPv6 control block's bytes, and
+    /// the peer's kernel oopses (spec/rxe-acceptance.md §2).
+    #[arg(long)]
+    pub kill_rxe: bool,
 }
 
 /// SplitMix64: the one source of every random choice.
@@ -141,6 +146,8 @@ impl Endpoints {
 pub struct Generator {
     /// Keep UD SENDs to QPN 1 within a MAD's 256 bytes (true unless `--kill-gsi`).
     pub spare_gsi: bool,
+    /// Send no IPv6 frame whose UDP payload is shorter than a BTH (true unless `--kill-rxe`).
+    pub spare_rxe: bool,
     rng: Rng,
     ep: Endpoints,
     psn: u32,
@@ -152,7 +159,7 @@ const PROBE_TID_TAG: u64 = 0xF022_0000_0000_0000;
 impl Generator {
     /// A generator for `ep` seeded with `seed`.
     pub fn new(seed: u64, ep: Endpoints) -> Generator {
-        Generator { spare_gsi: true, rng: Rng::new(seed), ep, psn: 0, tid: 0 }
+        Generator { spare_gsi: true, spare_rxe: true, rng: Rng::new(seed), ep, psn: 0, tid: 0 }
     }
 
     fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
@@ -214,12 +221,18 @@ impl Generator {
     /// One fuzzed frame. Frames rxe drops for an unknown opcode or a length shorter than its
     /// headers, pad and ICRC are sent too: before 6.1.175 / 6.12.88 they read out of bounds
     /// (CVE-2026-46133; spec/rxe-acceptance.md §1).
+    /// Over IPv6 a frame that rxe drops as shorter than a BTH crashes the peer (6.1.192 and
+    /// 6.12.117: spec/rxe-acceptance.md §2): drawn again unless `spare_rxe` is off.
     pub fn next_frame(&mut self) -> Vec<u8> {
         loop {
             let f = self.draw();
-            if !f.is_empty() {
-                return f;
+            if f.is_empty() {
+                continue;
             }
+            if self.spare_rxe && self.ep.dst.is_ipv6() && self.ep.predict(&f) == Err(RxeDrop::ShortBth) {
+                continue;
+            }
+            return f;
         }
     }
 
@@ -775,6 +788,7 @@ pub fn run(a: &FuzzPeerArgs) -> ExitCode {
         Endpoints { src_mac: our_mac, dst_mac: peer_mac, src: a.bind, dst: a.peer, kernel, gsi_index: a.gsi_index };
     let mut gen = Generator::new(seed, ep);
     gen.spare_gsi = !a.kill_gsi;
+    gen.spare_rxe = !a.kill_rxe;
     let mut pcap = None;
     if let Some(dir) = &a.out {
         if let Err(e) = fs::create_dir_all(dir) {

@@ -495,3 +495,45 @@ fn oversize_ud_send_to_qp1_kills_the_gsi_qp() {
         }
     }
 }
+
+/// The finding behind `--kill-rxe` (spec/rxe-acceptance.md §2): one RoCEv2 frame over IPv6
+/// whose UDP payload is shorter than a BTH (a valid MAD to QP1 with its UDP length cut to 16:
+/// 8 bytes of payload). `rxe_rcv` drops it before it sets `pkt->qp = NULL`, and its drop path
+/// puts `pkt->qp` — over IPv6 the bytes the IPv6 layer left in the skb's control block — so
+/// the guest's kernel oopses in `__rxe_put` from `rxe_rcv`. Asserted on what the peer shows:
+/// its console, and no answer to a probe afterwards. (Over IPv4 the same bytes are zero: the
+/// campaigns send such frames without trouble.)
+#[test]
+fn ipv6_frame_shorter_than_a_bth_crashes_rxe() {
+    let mut g = GuestBuilder::new("interop_fuzz_short_bth_v6").scenario(SCENARIO).boot();
+    let ep = endpoints(&g, true);
+    let sock = g.raw_socket();
+    let mut gen = Generator::new(3, ep);
+    let before = gsi_answers(&sock, &mut gen);
+    let (_, mut f) = gen.sa_probe();
+    // UDP length 16 (8 bytes of BTH), the IPv6 payload length left as it was
+    let udp = 14 + 40;
+    f[udp + 4..udp + 6].copy_from_slice(&16u16.to_be_bytes());
+    f[udp + 6..udp + 8].copy_from_slice(&[0, 0]);
+    assert_eq!(ep.predict(&f), Err(roce_wire::rxe_accept::RxeDrop::ShortBth));
+    sock.send(&f).unwrap();
+    let trace = g.wait_for("BUG: unable to handle page fault", Duration::from_secs(20));
+    let after = gsi_answers(&sock, &mut gen);
+    g.teardown();
+    let console = g.console_log();
+    let oops: Vec<&str> = console
+        .lines()
+        .filter(|l| ["BUG:", "Oops", "RIP:", "rxe_rcv", "rxe_udp_encap_recv", "udpv6"].iter().any(|w| l.contains(w)))
+        .collect();
+    let report = format!(
+        "kernel {}: probe answered before {before}; one IPv6 frame with UDP length 16 sent; probe answered after {after}\n{}\n",
+        g.kernel_version,
+        oops.join("\n")
+    );
+    std::fs::write(g.artefacts.join("report.txt"), &report).unwrap();
+    println!("{report}");
+    assert!(before, "the GSI QP answered before:\n{report}");
+    assert!(trace.is_ok(), "the guest's kernel oopses:\n{report}");
+    assert!(console.contains("rxe_rcv"), "in rxe_rcv:\n{report}");
+    assert!(!after, "and the peer is gone:\n{report}");
+}
