@@ -45,7 +45,7 @@ pub struct FuzzPeerArgs {
     /// Our address on that interface (the frames' source).
     #[arg(short = 'b', long = "bind")]
     pub bind: IpAddr,
-    /// The peer's address (same family as -b).
+    /// The peer's address (same family as -b; resolved by ARP or neighbour discovery).
     #[arg(long)]
     pub peer: IpAddr,
     /// How long to fuzz, in seconds.
@@ -71,7 +71,8 @@ pub struct FuzzPeerArgs {
     #[arg(long)]
     pub json: bool,
     /// Keep sent.pcap and, per liveness loss, loss-N.pcap (the frames since the last good
-    /// probe) in this directory.
+    /// probe) in this directory. Not minimised: fuzz-peer cannot reset a kernel peer between
+    /// replays (tests/interop_fuzz.rs minimises a loss against its guest, re-creating rxe0).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// No status lines.
@@ -81,6 +82,11 @@ pub struct FuzzPeerArgs {
     /// error state: every later probe goes unanswered; 6.12 survives them).
     #[arg(long)]
     pub kill_gsi: bool,
+    /// Also send IPv6 frames whose UDP payload is shorter than a BTH: rxe_rcv drops them
+    /// before it clears pkt->qp and puts a "QP" made of the IPv6 control block's bytes, and
+    /// the peer's kernel oopses (spec/rxe-acceptance.md §2).
+    #[arg(long)]
+    pub kill_rxe: bool,
 }
 
 /// The one source of every random choice: roce-wire's SplitMix64 (the workspace's one
@@ -138,6 +144,8 @@ impl Endpoints {
 pub struct Generator {
     /// Keep UD SENDs to QPN 1 within a MAD's 256 bytes (true unless `--kill-gsi`).
     pub spare_gsi: bool,
+    /// Send no IPv6 frame whose UDP payload is shorter than a BTH (true unless `--kill-rxe`).
+    pub spare_rxe: bool,
     rng: Rng,
     ep: Endpoints,
     psn: u32,
@@ -149,7 +157,7 @@ const PROBE_TID_TAG: u64 = 0xF022_0000_0000_0000;
 impl Generator {
     /// A generator for `ep` seeded with `seed`.
     pub fn new(seed: u64, ep: Endpoints) -> Generator {
-        Generator { spare_gsi: true, rng: Rng::new(seed), ep, psn: 0, tid: 0 }
+        Generator { spare_gsi: true, spare_rxe: true, rng: Rng::new(seed), ep, psn: 0, tid: 0 }
     }
 
     fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
@@ -208,14 +216,21 @@ impl Generator {
         out
     }
 
-    /// One fuzzed frame whose outcome the predictor can tell (frames predicted
-    /// [`RxeDrop::Undefined`] are drawn again, never sent).
+    /// One fuzzed frame. Frames rxe drops for an unknown opcode or a length shorter than its
+    /// headers, pad and ICRC are sent too: before 6.1.175 / 6.12.88 they read out of bounds
+    /// (CVE-2026-46133; spec/rxe-acceptance.md §1).
+    /// Over IPv6 a frame that rxe drops as shorter than a BTH crashes the peer (6.1.192 and
+    /// 6.12.117: spec/rxe-acceptance.md §2): drawn again unless `spare_rxe` is off.
     pub fn next_frame(&mut self) -> Vec<u8> {
         loop {
             let f = self.draw();
-            if !f.is_empty() && self.ep.predict(&f) != Err(RxeDrop::Undefined) {
-                return f;
+            if f.is_empty() {
+                continue;
             }
+            if self.spare_rxe && self.ep.dst.is_ipv6() && self.ep.predict(&f) == Err(RxeDrop::ShortBth) {
+                continue;
+            }
+            return f;
         }
     }
 
@@ -401,6 +416,40 @@ impl Generator {
         }
     }
 
+    /// A handful of frames at the edges of `rxe_rcv`'s length check `paylen < header_size +
+    /// bth_pad + ICRC` and its unknown-opcode check (spec/rxe-acceptance.md §1 and the 0x4E
+    /// class), each with a right ICRC: RD READ RESPONSE MIDDLE (0x4E), RC SEND ONLY and UD
+    /// SEND ONLY whose PadCnt is larger than the bytes after their headers (dropped), the same
+    /// with the pad's bytes present (counted), and opcode 0xFF to QPN 0xFFFFFF (dropped).
+    pub fn length_edge_frames(&mut self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let rd = |after: usize| vec![0u8; 4 + after];
+        for (op, qpn, deth, payload, pad) in [
+            (0x4e, MULTICAST_QPN, false, rd(0), 3u8),
+            (0x4e, MULTICAST_QPN, false, rd(0), 1),
+            (0x4e, MULTICAST_QPN, false, rd(4), 3),
+            (0x4e, MULTICAST_QPN, false, rd(0), 0),
+            (0x04, MULTICAST_QPN, false, vec![], 2),
+            (0x04, MULTICAST_QPN, false, vec![0; 4], 3),
+            (0x64, 1, true, vec![], 3),
+            (0x64, 1, true, vec![0; 4], 3),
+            (0xff, MULTICAST_QPN, false, vec![0; 8], 0),
+        ] {
+            self.psn = (self.psn + 1) & 0xff_ffff;
+            let b = bth::Repr::new(Opcode::from(op), qpn, self.psn);
+            let ext = if deth { ExtHeaders::deth(GSI_QKEY, 1) } else { ExtHeaders::default() };
+            let mut f = self.raw_opcode_frame(b, ext, &payload, false);
+            if f.is_empty() {
+                continue;
+            }
+            let bth_at = if self.ep.dst.is_ipv4() { 14 + 20 + 8 } else { 14 + 40 + 8 };
+            f[bth_at + 1] = (f[bth_at + 1] & !0x30) | (pad << 4);
+            fix_icrc(&mut f, self.ep.dst.is_ipv6());
+            out.push(f);
+        }
+        out
+    }
+
     /// A liveness probe: an SA Get(MCMemberRecord) to QP1; returns its TID and frame.
     pub fn sa_probe(&mut self) -> (u64, Vec<u8>) {
         self.tid += 1;
@@ -504,6 +553,60 @@ fn ipv4_checksum(f: &mut [u8]) {
     f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
 }
 
+/// Delta debugging (Zeller's ddmin) of a liveness loss: the shortest subsequence of `frames`
+/// (order kept) for which `loses` still returns true, within `budget` calls of `loses` (each
+/// one a peer reset and a replay, so the budget bounds the resets). `loses` is first asked
+/// about the whole sequence; when that does not lose (a loss that does not reproduce), the
+/// result is `None`. The second value is the number of calls made. A result is 1-minimal
+/// (no single frame can be removed) when the budget was not exhausted.
+pub fn ddmin<T: Clone>(frames: &[T], budget: usize, mut loses: impl FnMut(&[T]) -> bool) -> (Option<Vec<T>>, usize) {
+    let mut calls = 0usize;
+    let mut test = |xs: &[T], calls: &mut usize| {
+        *calls += 1;
+        loses(xs)
+    };
+    if budget == 0 || !test(frames, &mut calls) {
+        return (None, calls);
+    }
+    let mut cur: Vec<T> = frames.to_vec();
+    let mut n = 2usize;
+    'outer: while cur.len() >= 2 && calls < budget {
+        let chunk = cur.len().div_ceil(n);
+        let parts: Vec<(usize, usize)> =
+            (0..cur.len()).step_by(chunk).map(|a| (a, (a + chunk).min(cur.len()))).collect();
+        // a chunk alone
+        for &(a, b) in &parts {
+            if calls >= budget {
+                break 'outer;
+            }
+            if test(&cur[a..b], &mut calls) {
+                cur = cur[a..b].to_vec();
+                n = 2;
+                continue 'outer;
+            }
+        }
+        // everything but one chunk
+        if parts.len() > 2 {
+            for &(a, b) in &parts {
+                if calls >= budget {
+                    break 'outer;
+                }
+                let rest: Vec<T> = cur[..a].iter().chain(&cur[b..]).cloned().collect();
+                if test(&rest, &mut calls) {
+                    cur = rest;
+                    n = (n - 1).max(2);
+                    continue 'outer;
+                }
+            }
+        }
+        if n >= cur.len() {
+            break;
+        }
+        n = (2 * n).min(cur.len());
+    }
+    (Some(cur), calls)
+}
+
 /// What a probe's answer looks like: a GetResp with the probe's TID, or a REJ to its comm ID.
 fn answers(frame_bytes: &[u8], probe: &Probe) -> bool {
     let Ok(f) = frame::parse(frame_bytes) else { return false };
@@ -571,34 +674,45 @@ extern "C" fn on_signal(sig: libc::c_int) {
     SIGNALLED.store(sig, Ordering::Relaxed);
 }
 
+/// The peer's MAC: ARP for IPv4, a neighbour solicitation for IPv6 (the frames the engine's
+/// neighbour table sends, from roce-wire's l2 module); three tries, 1 s apart.
 fn resolve_mac(sock: &mut RawSocket, our_mac: [u8; 6], src: IpAddr, dst: IpAddr) -> io::Result<Option<[u8; 6]>> {
-    let (IpAddr::V4(s), IpAddr::V4(d)) = (src, dst) else {
-        return Err(io::Error::other(
-            "fuzz-peer resolves IPv4 peers by ARP; IPv6 neighbour discovery is not implemented",
-        ));
+    use roce_wire::l2::{self, ArpFrame, EmitFrame, L2Packet, NdiscFrame};
+    use roce_wire::ndisc::NdiscMessage;
+    let emit = |f: &dyn EmitFrame| {
+        let mut out = vec![0u8; f.buffer_len()];
+        let n = f.emit(&mut out);
+        out.truncate(n);
+        out
     };
-    let req = roce_wire::arp::request(our_mac, s, d);
-    let mut f = vec![0u8; 14 + 28];
-    f[..6].copy_from_slice(&[0xff; 6]);
-    f[6..12].copy_from_slice(&our_mac);
-    f[12..14].copy_from_slice(&[0x08, 0x06]);
-    roce_wire::arp::emit_bytes(&req, &mut f[14..]);
+    let request = match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => emit(&ArpFrame::new(roce_wire::arp::request(our_mac, s, d))),
+        (IpAddr::V6(s), IpAddr::V6(d)) => emit(&NdiscFrame::solicit(our_mac, s, d)),
+        _ => return Err(io::Error::other("-b and --peer are of different address families")),
+    };
     let mut buf = vec![0u8; roce_net::device::MAX_FRAME_LEN];
     for _ in 0..3 {
-        sock.send(&f)?;
+        sock.send(&request)?;
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(1) {
-            match sock.recv(&mut buf)? {
-                Some(n) if n >= 42 && buf[12..14] == [0x08, 0x06] => {
-                    if let Ok(r) = roce_wire::arp::parse_bytes(&buf[14..n]) {
-                        let (op, smac, sip, _, _) = roce_wire::arp::fields(&r);
-                        if sip == d && op == roce_wire::arp::ArpOperation::Reply {
-                            return Ok(Some(smac));
-                        }
+            let Some(n) = sock.recv(&mut buf)? else {
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            };
+            let Ok(f) = l2::parse_frame(&buf[..n]) else { continue };
+            match (&f.packet, dst) {
+                (L2Packet::Arp(r), IpAddr::V4(d)) => {
+                    let (op, smac, sip, _, _) = roce_wire::arp::fields(r);
+                    if sip == d && op == roce_wire::arp::ArpOperation::Reply {
+                        return Ok(Some(smac));
                     }
                 }
-                Some(_) => {}
-                None => std::thread::sleep(Duration::from_millis(2)),
+                (L2Packet::Ndisc { msg: m @ NdiscMessage::NeighborAdvert { target_addr, .. }, .. }, IpAddr::V6(d))
+                    if *target_addr == d =>
+                {
+                    return Ok(Some(m.lladdr().unwrap_or(f.ethernet.source)));
+                }
+                _ => {}
             }
         }
     }
@@ -653,7 +767,8 @@ pub fn run(a: &FuzzPeerArgs) -> ExitCode {
     let peer_mac = match resolve_mac(&mut sock, our_mac, a.bind, a.peer) {
         Ok(Some(m)) => m,
         Ok(None) => {
-            eprintln!("roce fuzz-peer: no ARP answer from {} on {} (3 requests, 1 s apart)", a.peer, a.iface);
+            let how = if a.peer.is_ipv4() { "ARP" } else { "neighbour advertisement" };
+            eprintln!("roce fuzz-peer: no {how} answer from {} on {} (3 requests, 1 s apart)", a.peer, a.iface);
             return code(exit::FAILED);
         }
         Err(e) => {
@@ -671,6 +786,7 @@ pub fn run(a: &FuzzPeerArgs) -> ExitCode {
         Endpoints { src_mac: our_mac, dst_mac: peer_mac, src: a.bind, dst: a.peer, kernel, gsi_index: a.gsi_index };
     let mut gen = Generator::new(seed, ep);
     gen.spare_gsi = !a.kill_gsi;
+    gen.spare_rxe = !a.kill_rxe;
     let mut pcap = None;
     if let Some(dir) = &a.out {
         if let Err(e) = fs::create_dir_all(dir) {
@@ -824,4 +940,68 @@ pub fn run(a: &FuzzPeerArgs) -> ExitCode {
         return code(exit::FAILED);
     }
     code(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep(dst: IpAddr, src: IpAddr, kernel: RxeKernel) -> Endpoints {
+        Endpoints {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [0x52, 0x54, 0, 0x12, 0x34, 0x56],
+            src,
+            dst,
+            kernel,
+            gsi_index: 16,
+        }
+    }
+
+    #[test]
+    fn ddmin_finds_the_one_frame_and_a_pair() {
+        let xs: Vec<u32> = (0..50).collect();
+        let (min, calls) = ddmin(&xs, 100, |s| s.contains(&37));
+        assert_eq!(min, Some(vec![37]));
+        assert!(calls <= 20, "{calls} calls");
+        // two frames that only lose together, in order
+        let (min, _) = ddmin(&xs, 200, |s| s.contains(&3) && s.contains(&44));
+        assert_eq!(min, Some(vec![3, 44]));
+        // not reproduced: one call, no result
+        assert_eq!(ddmin(&xs, 10, |_| false), (None, 1));
+        // the budget bounds the calls; the result still loses
+        let (min, calls) = ddmin(&xs, 3, |s| s.contains(&7));
+        assert_eq!(calls, 3);
+        assert!(min.unwrap().contains(&7));
+    }
+
+    #[test]
+    fn length_edge_frames_are_predicted_as_rxe_rcv_checks_them() {
+        let v4 = (IpAddr::from([198, 18, 0, 2]), IpAddr::from([198, 18, 0, 1]));
+        let v6: (IpAddr, IpAddr) = ("fd00::2".parse().unwrap(), "fd00::1".parse().unwrap());
+        for (dst, src) in [v4, v6] {
+            for kernel in [RxeKernel::V6_1, RxeKernel::V6_12] {
+                let e = ep(dst, src, kernel);
+                let got: Vec<&str> = Generator::new(1, e)
+                    .length_edge_frames()
+                    .iter()
+                    .map(|f| e.predict(f).map_or_else(|d| d.name(), |_| "counted"))
+                    .collect();
+                assert_eq!(
+                    got,
+                    [
+                        "short_headers",
+                        "short_headers",
+                        "counted",
+                        "counted",
+                        "short_headers",
+                        "counted",
+                        "short_headers",
+                        "counted",
+                        "unknown_opcode"
+                    ],
+                    "{dst} {kernel:?}"
+                );
+            }
+        }
+    }
 }

@@ -126,8 +126,7 @@ pub const TARGETS: [(&str, Target); 7] = [
 /// Differential: the strict parser, the zero-copy view and the rxe acceptance predictor agree
 /// on any bytes. Strict parse and `FramePacket::new_checked` give the same verdict and the
 /// same fields; a frame the predictor accepts (the peer taken as the frame's own destination,
-/// with a GSI QP at pool index 16) has a right ICRC and IPv4 checksum, and parses strictly
-/// unless its pad is larger than its payload (rxe does not check that); a frame the strict
+/// with a GSI QP at pool index 16) has a right ICRC and IPv4 checksum; a frame the strict
 /// parser accepts is refused by the predictor only for a reason the parser does not check
 /// (addresses, keys, QPs, fragments, UDP checksum, rxe's opcode table); and a strictly
 /// accepted frame that ends where its IP packet does re-emits byte for byte.
@@ -188,7 +187,7 @@ pub fn differential(data: &[u8]) {
                             | RxeDrop::QKey
                             | RxeDrop::Vlan
                             | RxeDrop::ShortHeaders
-                            | RxeDrop::Undefined
+                            | RxeDrop::UnknownOpcode
                             | RxeDrop::IpHeader
                     ),
                 "a strictly valid frame refused by the predictor for {why:?}"

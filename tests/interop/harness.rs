@@ -899,3 +899,25 @@ pub fn assert_no_send_errors(cmd: &str, out: &str) {
         assert!(n.is_empty() || n == "0", "{cmd}: the device refused frames (send_errors {n}):\n{out}");
     }
 }
+
+/// Resetting the peer between replays (minimising a liveness loss: tests/interop_fuzz.rs).
+impl Guest {
+    /// Re-create the guest's rxe device (`rdma link delete rxe0`, `rdma link add rxe0 type rxe
+    /// netdev eth0`) and wait until its port is ACTIVE with the IPv4 and IPv6 GIDs again: a
+    /// fresh GSI QP (at the same pool index, the QP pool being per device) and hw counters from
+    /// 0. The cheapest reset that revives a GSI QP in the error state (a reboot takes ~7 s and
+    /// a new namespace; reloading rdma_rxe needs every user of the device gone). The scenario
+    /// must be in `serve`. Returns how long it took, or the guest's output when it failed.
+    pub fn recreate_rxe(&mut self) -> Result<Duration, String> {
+        let t0 = Instant::now();
+        let cmd = "rdma link delete rxe0 && rdma link add rxe0 type rxe netdev eth0 && . /lib/interop.sh && \
+                   i=0; until grep -q ACTIVE $RXE_PORT/state && gids | grep -q ':ffff:c612:0002' && \
+                   gids | grep -q '^@@GID [0-9]* fd00:'; do i=$((i+1)); [ $i -gt 200 ] && exit 9; sleep 0.05; done";
+        let (rc, out) = self.guest_exec(cmd, Duration::from_secs(60));
+        if rc == 0 {
+            Ok(t0.elapsed())
+        } else {
+            Err(format!("re-creating rxe0 failed (rc {rc}): {out}"))
+        }
+    }
+}

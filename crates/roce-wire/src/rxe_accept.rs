@@ -12,17 +12,21 @@
 //! 3. UDP (`udp_rcv`, `udp_queue_rcv_one_skb`): length, destination port 4791, checksum when
 //!    it is non-zero (rxe's tunnel sockets accept a zero checksum on IPv4 and IPv6);
 //! 4. `rxe_udp_encap_recv` ▶ `rxe_rcv`: at least a BTH, the destination a GID of the port,
-//!    at least the opcode's header length (rxe's `rxe_opcode[]` table), then `hdr_check`
+//!    an opcode in rxe's `rxe_opcode[]` table, at least the opcode's header length plus the
+//!    PadCnt plus the ICRC, then `hdr_check`
 //!    (TVer 0, QPN not 0, the QP exists — QPN 1 means the GSI QP — its type matches the
 //!    opcode's transport, the P_Key matches 0xFFFF in its low 15 bits, the Q_Key of a UD/GSI
 //!    QP matches, read where rxe reads the DETH), and last the ICRC (`rxe_icrc_check`: over
 //!    exactly 20 bytes of IPv4 header, as rxe copies them).
 //!
-//! Only a frame that passes all of them increments `rcvd_pkts`. Two inputs that reach code
-//! whose outcome the kernel source leaves undefined (a UDP payload shorter than the opcode's
-//! headers plus the ICRC, which makes rxe's payload length negative; an opcode outside rxe's
-//! table sent to the multicast QPN, whose header length is 0) are reported as
-//! [`RxeDrop::Undefined`] rather than guessed.
+//! Only a frame that passes all of them increments `rcvd_pkts`. The kernels modelled are
+//! Debian's 6.1.192 and 6.12.117, which carry the two 2026 fixes to `rxe_rcv`'s length checks
+//! (upstream 7244491dab34 "Validate pad and ICRC before payload_size()" and 4c6f86d85d03
+//! "Reject unknown opcodes before ICRC processing", CVE-2026-46133; in 6.1.175 and 6.12.88):
+//! an opcode outside rxe's table is dropped first ([`RxeDrop::UnknownOpcode`]), and a UDP
+//! payload shorter than the opcode's headers plus the BTH's PadCnt plus the ICRC is dropped
+//! ([`RxeDrop::ShortHeaders`]). Older kernels read out of bounds on both (a crash), which this
+//! predictor does not model.
 //!
 //! Pure and allocation-free: the peer is described by [`RxePeer`].
 
@@ -110,7 +114,10 @@ pub enum RxeDrop {
     UdpChecksum,
     /// Shorter than a BTH (`rxe_rcv`).
     ShortBth,
-    /// Shorter than the opcode's headers in rxe's table (`header_size`).
+    /// An opcode outside rxe's table (`rxe_rcv`: its entry's mask and length are 0).
+    UnknownOpcode,
+    /// The UDP payload is shorter than the opcode's headers in rxe's table plus the BTH's
+    /// PadCnt plus the ICRC (`rxe_rcv`: `paylen < header_size + bth_pad + RXE_ICRC_SIZE`).
     ShortHeaders,
     /// TVer is not 0 (`hdr_check`).
     Tver,
@@ -126,9 +133,6 @@ pub enum RxeDrop {
     QKey,
     /// The ICRC is wrong (`rxe_icrc_check`).
     Icrc,
-    /// The frame reaches code whose outcome the kernel source leaves undefined (see the
-    /// module docs); not sent by the fuzzer.
-    Undefined,
 }
 
 impl RxeDrop {
@@ -148,6 +152,7 @@ impl RxeDrop {
             RxeDrop::NotRoceV2 => "not_rocev2",
             RxeDrop::UdpChecksum => "udp_checksum",
             RxeDrop::ShortBth => "short_bth",
+            RxeDrop::UnknownOpcode => "unknown_opcode",
             RxeDrop::ShortHeaders => "short_headers",
             RxeDrop::Tver => "tver",
             RxeDrop::Qp0 => "qp0",
@@ -156,7 +161,6 @@ impl RxeDrop {
             RxeDrop::PKey => "pkey",
             RxeDrop::QKey => "qkey",
             RxeDrop::Icrc => "icrc",
-            RxeDrop::Undefined => "undefined",
         }
     }
 }
@@ -398,8 +402,12 @@ pub fn rxe_accepts(frame: &[u8], peer: &RxePeer<'_>) -> RxeVerdict {
     }
     // rxe_chk_dgid: the destination is a GID of the port (every local address here)
     let opcode = hdr[0];
-    let hlen = rxe_header_len(opcode, peer.kernel);
-    if paylen < hlen.unwrap_or(0) {
+    // rxe_rcv, since the fixes named in the module docs: an empty table entry is dropped
+    // before any length arithmetic, then the length must hold the headers, the pad the BTH
+    // claims and the ICRC (so payload_size() cannot wrap)
+    let Some(hlen) = rxe_header_len(opcode, peer.kernel) else { return Err(RxeDrop::UnknownOpcode) };
+    let pad = usize::from((hdr[1] >> 4) & 3);
+    if paylen < hlen + pad + 4 {
         return Err(RxeDrop::ShortHeaders);
     }
     // hdr_check
@@ -426,22 +434,15 @@ pub fn rxe_accepts(frame: &[u8], peer: &RxePeer<'_>) -> RxeVerdict {
             return Err(RxeDrop::PKey);
         }
         if matches!(qp.qp_type, RxeQpType::Gsi | RxeQpType::Ud) {
+            // within the headers: the length check above covers the DETH
             let at = deth_offset(opcode);
-            if hdr.len() < at + 4 {
-                return Err(RxeDrop::Undefined);
-            }
             let qkey = if qpn == 1 { GSI_QKEY } else { qp.qkey };
             if be32(hdr, at) != qkey {
                 return Err(RxeDrop::QKey);
             }
         }
     }
-    // rxe_icrc_check: rxe_opcode[].length bytes of headers, then payload_size + pad bytes;
-    // both lengths go negative for an opcode outside the table or a datagram too short
-    let Some(hlen) = hlen else { return Err(RxeDrop::Undefined) };
-    if paylen < hlen + 4 {
-        return Err(RxeDrop::Undefined);
-    }
+    // rxe_icrc_check: rxe_opcode[].length bytes of headers, then payload_size + pad bytes
     let quirk = flush_has_no_payload_offset(opcode, peer.kernel).then_some(hlen);
     if rxe_icrc(packet, udp, v6, quirk)
         != u32::from_le_bytes([hdr[paylen - 4], hdr[paylen - 3], hdr[paylen - 2], hdr[paylen - 1]])
@@ -603,6 +604,52 @@ mod tests {
                 let strict = crate::frame::parse(&f[..n]).is_ok();
                 assert_eq!(rxe_accepts(&f[..n], &peer).is_ok(), strict, "len {len} dst {dst}");
             }
+        }
+    }
+
+    /// The open 0x4E class of spec/rxe-acceptance.md: an RD READ RESPONSE MIDDLE to the
+    /// multicast QPN with no byte after its RDETH but PadCnt 3 is dropped by rxe_rcv's
+    /// `paylen < header_size + bth_pad + ICRC` check; with the pad's bytes present it counts.
+    /// An opcode outside the table is dropped before any length check, even to QPN 0xFFFFFF.
+    #[test]
+    fn pad_beyond_the_payload_and_unknown_opcodes() {
+        let a = addrs();
+        let qps = [RxeQp { index: 16, qp_type: RxeQpType::Gsi, qkey: GSI_QKEY }];
+        for kernel in [RxeKernel::V6_1, RxeKernel::V6_12] {
+            let peer = RxePeer { mac: PEER_MAC, addrs: &a, qps: &qps, kernel };
+            for (after_rdeth, pad, want) in [
+                (0usize, 3u8, Err(RxeDrop::ShortHeaders)),
+                (0, 1, Err(RxeDrop::ShortHeaders)),
+                (4, 3, Ok(())),
+                (0, 0, Ok(())),
+            ] {
+                // RDETH + payload (a multiple of 4: no auto pad) carried as the payload of an RC
+                // SEND, then the opcode and PadCnt patched
+                let (mut f, n) = frame(a[0], Opcode::RcSendOnly, MULTICAST_QPN, 0, &[0u8; 8][..4 + after_rdeth]);
+                let bth_at = 14 + 20 + 8;
+                f[bth_at] = 0x4e;
+                f[bth_at + 1] = (f[bth_at + 1] & !0x30) | (pad << 4);
+                let c = crate::icrc::compute(&f[14..n - 4], crate::icrc::IpVersion::V4, 20).unwrap();
+                f[n - 4..n].copy_from_slice(&c.to_le_bytes());
+                assert_eq!(rxe_accepts(&f[..n], &peer).map(|_| ()), want, "{kernel:?} +{after_rdeth} pad {pad}");
+            }
+            // a MAD to QP1 without its ICRC: 20 bytes of headers only
+            let (f, n) = frame(a[0], Opcode::UdSendOnly, 1, GSI_QKEY, &[]);
+            let mut short = f;
+            short[14 + 2..14 + 4].copy_from_slice(&((n - 14 - 4) as u16).to_be_bytes());
+            short[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&((n - 14 - 20 - 4) as u16).to_be_bytes());
+            short[14 + 20 + 6..14 + 20 + 8].copy_from_slice(&[0, 0]);
+            let mut ip = [0u8; 20];
+            ip.copy_from_slice(&short[14..34]);
+            ip[10] = 0;
+            ip[11] = 0;
+            let sum = !csum_fold(csum_add(0, &ip));
+            short[24..26].copy_from_slice(&sum.to_be_bytes());
+            assert_eq!(rxe_accepts(&short[..n - 4], &peer), Err(RxeDrop::ShortHeaders));
+            // CVE-2026-46133's trigger: opcode 0xFF to QPN 0xFFFFFF
+            let (mut f, n) = frame(a[0], Opcode::RcSendOnly, MULTICAST_QPN, 0, &[0u8; 8]);
+            f[14 + 20 + 8] = 0xff;
+            assert_eq!(rxe_accepts(&f[..n], &peer), Err(RxeDrop::UnknownOpcode));
         }
     }
 
