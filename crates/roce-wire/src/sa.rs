@@ -269,6 +269,17 @@ impl SaData {
     /// The 200 encoded bytes.
     pub fn to_bytes(&self) -> [u8; SA_DATA_LEN] {
         let mut b = [0u8; SA_DATA_LEN];
+        self.emit_bytes(&mut b);
+        b
+    }
+
+    /// Write the 200 encoded bytes to the start of `buf` (every byte written: no
+    /// intermediate copy when the MAD is built in a transmit buffer).
+    ///
+    /// # Panics
+    /// If `buf` is shorter than 200 bytes.
+    pub fn emit_bytes(&self, buf: &mut [u8]) {
+        let b = &mut buf[..SA_DATA_LEN];
         match self {
             SaData::McMember { record, trailing } => {
                 record.emit_bytes(&mut b[..MC_MEMBER_RECORD_LEN]);
@@ -278,9 +289,8 @@ impl SaData {
                 info.emit_bytes(&mut b[..CLASS_PORT_INFO_LEN]);
                 b[CLASS_PORT_INFO_LEN..].copy_from_slice(trailing);
             }
-            SaData::Raw(r) => b = *r,
+            SaData::Raw(r) => b.copy_from_slice(r),
         }
-        b
     }
 
     /// The record size in 8-byte words, as an SA puts it in AttributeOffset of a response
@@ -342,7 +352,11 @@ impl SaMad {
             .map_err(|e| e.add_offset(MAD_HEADER_LEN))?;
         let sa = SaHeader::parse(&Packet::new_unchecked(&buf[SA_HEADER_OFFSET..SA_DATA_OFFSET]))
             .map_err(|e| e.add_offset(SA_HEADER_OFFSET))?;
-        let data = SaData::decode(header.attribute_id, &array(buf, SA_DATA_OFFSET));
+        // Decoded straight from `buf` (the length was checked above), not from a copy.
+        let Some(area) = buf[SA_DATA_OFFSET..].first_chunk::<SA_DATA_LEN>() else {
+            return Err(Error::len(Layer::Mad, 0, Self::LEN, buf.len()));
+        };
+        let data = SaData::decode(header.attribute_id, area);
         Ok(SaMad { header, rmpp, sa, data })
     }
 
@@ -384,7 +398,7 @@ impl SaMad {
         self.header.emit_bytes(&mut buf[..MAD_HEADER_LEN]);
         self.rmpp.emit_bytes(&mut buf[MAD_HEADER_LEN..SA_HEADER_OFFSET]);
         self.sa.emit_bytes(&mut buf[SA_HEADER_OFFSET..SA_DATA_OFFSET]);
-        buf[SA_DATA_OFFSET..Self::LEN].copy_from_slice(&self.data.to_bytes());
+        self.data.emit_bytes(&mut buf[SA_DATA_OFFSET..Self::LEN]);
     }
 
     /// Write the MAD through a MAD view (the buffer must hold 256 bytes).
