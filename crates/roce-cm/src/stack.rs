@@ -213,7 +213,9 @@ impl Stack {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let work = self.timers.next_due();
         let sa = self.sa.poll_timeout();
-        [work, sa, self.rc.poll_timeout()].into_iter().flatten().min()
+        // rc/ scans its QPs: skipped when there are none (a driver asks after every input).
+        let rc = if self.rc.is_empty() { None } else { self.rc.poll_timeout() };
+        [work, sa, rc].into_iter().flatten().min()
     }
 
     /// The next frame to send, written into `buf`; returns its length. A frame whose
@@ -236,7 +238,9 @@ impl Stack {
                 Some(o) => o,
                 None => {
                     release_burst_capacity(&mut self.out.tx);
-                    if let Some(p) = self.rc.poll_transmit(now) {
+                    // (No RC QP: skip rc/'s round-robin set-up, which costs a frame's worth
+                    // of header work on every SA MAD.)
+                    if let Some(p) = (!self.rc.is_empty()).then(|| self.rc.poll_transmit(now)).flatten() {
                         self.out.push(crate::rc::outgoing(p));
                         continue;
                     }
@@ -326,7 +330,8 @@ impl Stack {
         let mut r = self.roce_repr(&p, mac, &[])?;
         r.bth.pad_count = 0; // a MAD is 256 bytes: no pad
         let at = r.header_len();
-        if r.buffer_len() + MAD_SIZE > buf.len() || !self.sa.poll_outgoing_into(now, &mut buf[at..at + MAD_SIZE]) {
+        // The whole frame: headers, the MAD, no pad, the ICRC.
+        if at + MAD_SIZE + roce_wire::icrc::ICRC_LEN > buf.len() || !self.sa.poll_outgoing_into(now, &mut buf[at..at + MAD_SIZE]) {
             return None;
         }
         self.gsi.advance();
@@ -517,9 +522,9 @@ impl Stack {
             return;
         }
         if self.gsi.has_agent(class) {
-            let mut mad = [0u8; MAD_SIZE];
-            mad.copy_from_slice(payload);
-            self.gsi.deliver(MadRequest { src, src_qp, src_gid: Gid::from_ip(src), mad });
+            if let Some(mad) = payload.first_chunk::<MAD_SIZE>() {
+                self.gsi.deliver(src, src_qp, mad);
+            }
             self.counters.rx_accepted += 1;
             return;
         }
@@ -573,6 +578,26 @@ impl Stack {
     /// The next MAD request for a registered agent.
     pub fn poll_mad_request(&mut self) -> Option<MadRequest> {
         self.gsi.poll_request()
+    }
+
+    /// Answer the queued MAD requests in place, in order: `answer` reads each request where it
+    /// waits (no copy of its 256 bytes, unlike [`Stack::poll_mad_request`]) and returns the MADs
+    /// to send back to the requester's QP (none, one, or several). Returns the MADs queued.
+    pub fn answer_mad_requests<R>(&mut self, mut answer: impl FnMut(&MadRequest) -> R) -> usize
+    where
+        R: core::ops::Deref<Target = [[u8; MAD_SIZE]]>,
+    {
+        let mut sent = 0;
+        while let Some(req) = self.gsi.front_request() {
+            let (src, src_qp) = (req.src, req.src_qp);
+            let reply = answer(req);
+            self.gsi.drop_front_request();
+            for mad in reply.iter() {
+                self.send_mad(src, src_qp, mad);
+                sent += 1;
+            }
+        }
+        sent
     }
 
     /// Send a MAD from QP1 to `dst`'s QP `dst_qp` (an agent's response).

@@ -491,14 +491,21 @@ fn check_ipv6(b: &[u8], off: usize) -> Result<(usize, usize)> {
 }
 
 /// The IPv4 header checksum of `hdr` (its own checksum field counted as zero).
+///
+/// Summed by 32-bit words and folded (RFC 1071: the ones' complement sum does not depend on
+/// the word size), a third of the work of 16-bit steps; it runs for every frame in and out.
 fn ipv4_checksum(hdr: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    let mut i = 0;
-    while i + 1 < hdr.len() {
-        if i != 10 {
-            sum += u32::from(u16::from_be_bytes([hdr[i], hdr[i + 1]]));
-        }
-        i += 2;
+    let mut sum: u64 = 0;
+    let mut words = hdr.chunks_exact(4);
+    for (i, w) in (&mut words).enumerate() {
+        let v = u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
+        // Word 2 is TTL, protocol and the checksum field (bytes 10–11), taken as zero.
+        sum += u64::from(if i == 2 { v & 0xffff_0000 } else { v });
+    }
+    // A header is a multiple of 4 bytes; any other length is summed as before (16-bit words,
+    // an odd last byte ignored; the rest starts at a multiple of 4, never at byte 10).
+    if let [a, b, ..] = *words.remainder() {
+        sum += u64::from(u16::from_be_bytes([a, b]));
     }
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
@@ -939,6 +946,29 @@ mod tests {
             raw[4] = b4;
             raw[8] = b8;
             crate::bth::Repr::parse_bytes(&raw).unwrap()
+        }
+    }
+
+    /// The plain 16-bit form the word-wise `ipv4_checksum` must equal.
+    fn ipv4_checksum_by_16(hdr: &[u8]) -> u16 {
+        let mut sum: u32 = 0;
+        let mut i = 0;
+        while i + 1 < hdr.len() {
+            if i != 10 {
+                sum += u32::from(u16::from_be_bytes([hdr[i], hdr[i + 1]]));
+            }
+            i += 2;
+        }
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        !(sum as u16)
+    }
+
+    proptest! {
+        #[test]
+        fn ipv4_checksum_equals_the_16_bit_sum(hdr in proptest::collection::vec(any::<u8>(), 0..64)) {
+            prop_assert_eq!(ipv4_checksum(&hdr), ipv4_checksum_by_16(&hdr));
         }
     }
 
