@@ -122,6 +122,14 @@ impl LinkConfig {
         LinkConfig { latency, ..LinkConfig::default() }
     }
 
+    /// No loss, duplication, reordering, corruption or jitter: a frame crosses unchanged,
+    /// once, after the latency, and no random number is drawn (`Rng::chance` treats these
+    /// probabilities as "never" without drawing).
+    fn is_clean(&self) -> bool {
+        let never = |p: f64| p <= 0.0 || p.is_nan();
+        never(self.loss) && never(self.duplicate) && never(self.reorder) && never(self.corrupt) && self.jitter.is_zero()
+    }
+
     /// The longest frame this cable carries: `mtu + 14`, `+ 4` when `frame` is 802.1Q-tagged.
     pub fn max_frame_len(&self, frame: &[u8]) -> usize {
         let tagged = frame.len() >= ETH_HEADER_LEN && frame[12..14] == [0x81, 0x00];
@@ -240,6 +248,8 @@ impl std::error::Error for Livelock {}
 struct Slot {
     node: Box<dyn Node>,
     link: LinkConfig,
+    /// `link.is_clean()`, kept with it.
+    clean: bool,
     rng: Rng,
     busy_until: Instant,
     stats: NodeStats,
@@ -249,6 +259,12 @@ impl Slot {
     /// A frame crosses this cable at `t`: the copies that come out, with their arrival times.
     fn cross(&mut self, t: Instant, data: &Bytes, out: &mut Vec<(Instant, Bytes)>) {
         let link = &self.link;
+        // A clean cable (the common case) draws nothing: one copy after the latency, exactly
+        // what the general path below gives it, without its bookkeeping.
+        if self.clean {
+            out.push((t + link.latency, data.clone()));
+            return;
+        }
         let rng = &mut self.rng;
         if rng.chance(link.loss) {
             self.stats.lost += 1;
@@ -339,6 +355,10 @@ pub struct SimNet {
     arena: BytesMut,
     copies: Vec<(Instant, Bytes)>,
     ingress: Vec<(Instant, Bytes)>,
+    /// The time of the last [`SimNet::flush`] that left every node with nothing to send, until
+    /// a node may have been given something to send (an input, or `node_mut`): a flush at that
+    /// same time would only poll every node for nothing again.
+    drained_at: Option<Instant>,
     max_burst: usize,
     stall_limit: u64,
 }
@@ -371,6 +391,7 @@ impl SimNet {
             arena: BytesMut::new(),
             copies: Vec::new(),
             ingress: Vec::new(),
+            drained_at: None,
             max_burst: 10_000,
             stall_limit: DEFAULT_STALL_LIMIT,
         }
@@ -385,7 +406,9 @@ impl SimNet {
     pub fn add_node(&mut self, node: Box<dyn Node>, link: LinkConfig) -> NodeId {
         let id = self.slots.len();
         let rng = Rng::stream(self.seed, id as u64);
-        self.slots.push(Slot { node, link, rng, busy_until: Instant::ZERO, stats: NodeStats::default() });
+        let clean = link.is_clean();
+        self.slots.push(Slot { node, link, clean, rng, busy_until: Instant::ZERO, stats: NodeStats::default() });
+        self.drained_at = None;
         NodeId(id)
     }
 
@@ -436,6 +459,7 @@ impl SimNet {
 
     /// The node as its concrete type, mutably, or `None` if it is another type.
     pub fn try_node_mut<T: Node>(&mut self, id: NodeId) -> Option<&mut T> {
+        self.drained_at = None; // the caller may queue frames
         let node: &mut dyn Node = &mut *self.slots[id.0].node;
         let any: &mut dyn Any = node;
         any.downcast_mut()
@@ -448,6 +472,7 @@ impl SimNet {
 
     /// The node as a trait object, mutably.
     pub fn node_dyn_mut(&mut self, id: NodeId) -> &mut dyn Node {
+        self.drained_at = None; // the caller may queue frames
         &mut *self.slots[id.0].node
     }
 
@@ -459,7 +484,9 @@ impl SimNet {
     /// Change the node's cable from now on (frames already in flight keep their fate), e.g.
     /// `loss: 1.0` to cut it.
     pub fn set_link(&mut self, id: NodeId, link: LinkConfig) {
-        self.slots[id.0].link = link;
+        let slot = &mut self.slots[id.0];
+        slot.clean = link.is_clean();
+        slot.link = link;
     }
 
     /// The node's counters.
@@ -495,6 +522,7 @@ impl SimNet {
     /// next step, so a node that never stops transmitting shows up as a livelock.
     pub fn set_max_burst(&mut self, frames: usize) {
         self.max_burst = frames.max(1);
+        self.drained_at = None;
     }
 
     /// How many steps [`SimNet::run_until`] may take at one instant before it declares a
@@ -566,6 +594,7 @@ impl SimNet {
                 self.now = self.now.max(t);
                 let slot = &mut self.slots[id];
                 slot.stats.timeouts += 1;
+                self.drained_at = None;
                 slot.node.handle_timeout(self.now);
             }
             _ => {
@@ -574,6 +603,7 @@ impl SimNet {
                 let slot = &mut self.slots[f.to];
                 slot.stats.delivered += 1;
                 slot.stats.delivered_bytes += f.data.len() as u64;
+                self.drained_at = None;
                 slot.node.handle_frame(self.now, &f.data);
             }
         }
@@ -659,9 +689,19 @@ impl SimNet {
 
     /// Drain every node's transmit queue (up to `max_burst` frames each) at the current time.
     fn flush(&mut self) {
+        if self.drained_at == Some(self.now) {
+            return;
+        }
+        let mut drained = true;
         for id in 0..self.slots.len() {
-            for _ in 0..self.max_burst {
+            let mut sent = 0;
+            loop {
+                if sent == self.max_burst {
+                    drained = false; // the rest waits for the next step
+                    break;
+                }
                 let Some(len) = self.slots[id].node.poll_transmit(self.now, &mut self.buf) else { break };
+                sent += 1;
                 assert!(
                     len <= self.buf.len(),
                     "node {id} returned a {len}-byte frame from a {}-byte buffer",
@@ -677,6 +717,7 @@ impl SimNet {
                 self.transmit(id, data);
             }
         }
+        self.drained_at = drained.then_some(self.now);
     }
 
     fn transmit(&mut self, from: usize, data: Bytes) {
