@@ -331,7 +331,9 @@ impl Stack {
         r.bth.pad_count = 0; // a MAD is 256 bytes: no pad
         let at = r.header_len();
         // The whole frame: headers, the MAD, no pad, the ICRC.
-        if at + MAD_SIZE + roce_wire::icrc::ICRC_LEN > buf.len() || !self.sa.poll_outgoing_into(now, &mut buf[at..at + MAD_SIZE]) {
+        if at + MAD_SIZE + roce_wire::icrc::ICRC_LEN > buf.len()
+            || !self.sa.poll_outgoing_into(now, &mut buf[at..at + MAD_SIZE])
+        {
             return None;
         }
         self.gsi.advance();

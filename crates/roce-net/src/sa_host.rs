@@ -40,7 +40,8 @@ impl SaHost {
     pub fn pump(&mut self) {
         // Each request is read where it waits in QP1's queue, not copied out.
         let sa = &mut self.sa;
-        let sent = self.stack.answer_mad_requests(|req| sa.handle_mad(Requester::new(req.src_gid, req.src_qp), &req.mad));
+        let sent =
+            self.stack.answer_mad_requests(|req| sa.handle_mad(Requester::new(req.src_gid, req.src_qp), &req.mad));
         self.answered += sent as u64;
     }
 }
