@@ -278,6 +278,7 @@ impl Multicast {
         if let Some(ms) = cx.ids.members_mut(id) {
             ms.insert(group, key);
         }
+        let sa = Self::sa_enabled(cx);
         let spare = &mut self.spare;
         let g = self.groups.entry(mgid).or_insert_with(|| Group {
             mgid,
@@ -288,13 +289,15 @@ impl Multicast {
             work: None,
         });
         g.members.push(key);
+        if sa {
+            // Queued now, with the group at hand (the IP-level reference below does not look
+            // at the group's work).
+            g.w(spare).pending.push_back(key);
+        }
         if ip_ref {
             self.ip_group_ref(cx, now, group, true);
         }
-        if Self::sa_enabled(cx) {
-            if let Some(g) = self.groups.get_mut(&mgid) {
-                g.w(&mut self.spare).pending.push_back(key);
-            }
+        if sa {
             self.run_group(cx, now, mgid);
         } else {
             // RoCE: the kernel builds the record locally and queues the event.
@@ -329,27 +332,25 @@ impl Multicast {
     /// The group's work: pending joins, then leaving bits nobody holds, then cleanup.
     pub(crate) fn run_group(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid) {
         loop {
-            let Some(g) = self.groups.get(&mgid) else { return };
+            // One lookup of the group per round (it is borrowed beside the members and the
+            // spare containers, which are other fields).
+            let Some(g) = self.groups.get_mut(&mgid) else { return };
             if g.is_busy() {
                 return;
             }
             // 1. Pending joins.
             if let Some(key) = g.pending_front() {
                 let held = g.rec.map_or(0, |r| r.join_state.0);
-                let Some(m) = self.members.get(&key).cloned() else {
-                    self.groups.get_mut(&mgid).map(|g| g.w(&mut self.spare).pending.pop_front());
-                    continue;
-                };
-                if let Some(g) = self.groups.get_mut(&mgid) {
-                    g.w(&mut self.spare).pending.pop_front();
-                }
+                g.w(&mut self.spare).pending.pop_front();
+                let Some(m) = self.members.get_mut(&key) else { continue };
                 if held & m.join_state.0 == m.join_state.0 && held != 0 {
                     // The SA already holds our bit: satisfied locally (multicast.c process_join).
-                    let rec = self.groups.get(&mgid).and_then(|g| g.rec);
+                    let rec = g.rec;
                     self.member_joined(cx, key, rec);
                     continue;
                 }
-                let rec = Self::join_record(cx, &m);
+                let rec = Self::join_record(cx, m);
+                m.state = MemberState::Joining;
                 let mad = SaMad::request(
                     Method::Set,
                     0,
@@ -358,17 +359,11 @@ impl Multicast {
                     SaData::mc_member(rec),
                 );
                 cx.sa.start(now, mad, TxnOwner::Join(mgid));
-                if let Some(mm) = self.members.get_mut(&key) {
-                    mm.state = MemberState::Joining;
-                }
-                if let Some(g) = self.groups.get_mut(&mgid) {
-                    g.w(&mut self.spare).busy = Some(GroupOp::Join { member: key });
-                    g.leave_retries = cx.cfg.sa_timing.leave_retries;
-                }
+                g.w(&mut self.spare).busy = Some(GroupOp::Join { member: key });
+                g.leave_retries = cx.cfg.sa_timing.leave_retries;
                 return;
             }
             // 2. Bits no local member holds any more (get_leave_state).
-            let Some(g) = self.groups.get_mut(&mgid) else { return };
             let held = g.rec.map_or(0, |r| r.join_state.0);
             let mut leave = 0u8;
             for bit in 0..4 {

@@ -654,11 +654,13 @@ impl<'a> FrameRepr<'a> {
     // The headers are written field by field from the Repr (what etherparse's `to_bytes` would
     // write after `fill`, without cloning the Repr): this runs for every frame sent.
     fn emit_parts(&self, buf: &mut [u8], payload: Option<&[u8]>, payload_len: usize) -> Result<usize> {
-        let len = self.header_len() + payload_len + self.pad_len() + ICRC_LEN;
+        // The UDP datagram, and the frame around it (`header_len` without asking the
+        // extension headers for their length twice).
+        let udp_len = UDP_LEN + BTH_LEN + self.ext.buffer_len() + payload_len + self.pad_len() + ICRC_LEN;
+        let len = ETH_LEN + self.vlan.as_ref().map_or(0, |_| VLAN_LEN) + self.ip.header_len() + udp_len;
         if buf.len() < len {
             return Err(Error::len(Layer::Ethernet, 0, len, buf.len()));
         }
-        let udp_len = UDP_LEN + BTH_LEN + self.ext.buffer_len() + payload_len + self.pad_len() + ICRC_LEN;
         let too_long = |layer| Error::content(layer, 0, ContentError::FieldOutOfRange { value: udp_len, max: 65535 });
         let (ip_type, ip_total) = match &self.ip {
             IpHeader::V4(h) => (EtherType::IPV4, h.header_len() + udp_len),
