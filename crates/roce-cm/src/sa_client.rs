@@ -188,8 +188,16 @@ impl SaClient {
     fn rearm(timers: &mut BinaryHeap<Reverse<(Instant, u64)>>, tid: u64, t: &mut Txn, retries: u32) {
         let due = if t.sends <= retries { t.next_send.min(t.deadline) } else { t.deadline };
         if due != t.due {
+            // The old entry is usually the top (a first send right after the start): moved
+            // in place rather than left stale under a new one.
+            if timers.peek() == Some(&Reverse((t.due, tid))) {
+                if let Some(mut top) = timers.peek_mut() {
+                    *top = Reverse((due, tid));
+                }
+            } else {
+                timers.push(Reverse((due, tid)));
+            }
             t.due = due;
-            timers.push(Reverse((due, tid)));
         }
     }
 

@@ -204,6 +204,7 @@ impl<'a> FramePacket<'a> {
     }
 
     /// The whole buffer.
+    #[inline]
     pub fn as_bytes(&self) -> &'a [u8] {
         self.buf
     }
@@ -219,21 +220,25 @@ impl<'a> FramePacket<'a> {
     }
 
     /// The IP source address.
+    #[inline]
     pub fn src_ip(&self) -> IpAddr {
         ip_at(self.buf, self.offsets.ip, self.ipv6, true)
     }
 
     /// The IP destination address.
+    #[inline]
     pub fn dst_ip(&self) -> IpAddr {
         ip_at(self.buf, self.offsets.ip, self.ipv6, false)
     }
 
     /// The BTH.
+    #[inline]
     pub fn bth(&self) -> bth::Packet<&'a [u8]> {
         bth::Packet::new_unchecked(&self.buf[self.offsets.bth..self.offsets.ext])
     }
 
     /// The DETH, if the opcode carries one (it comes first among the extension headers).
+    #[inline]
     pub fn deth(&self) -> Option<crate::deth::Packet<&'a [u8]>> {
         let op = self.bth().opcode();
         op.ext_headers().contains(crate::ext::ExtMask::DETH).then(|| {
@@ -242,6 +247,7 @@ impl<'a> FramePacket<'a> {
     }
 
     /// The payload (pad excluded).
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.buf[self.offsets.payload..self.offsets.icrc - usize::from(self.pad_count)]
     }
@@ -257,6 +263,7 @@ impl<'a> FramePacket<'a> {
     }
 }
 
+#[inline]
 fn ip_at(b: &[u8], ip: usize, v6: bool, src: bool) -> IpAddr {
     if v6 {
         let at = ip + if src { 8 } else { 24 };
