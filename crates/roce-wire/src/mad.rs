@@ -622,7 +622,12 @@ impl MadHeader {
 
     /// Parse from the start of `buf`.
     pub fn parse_bytes(buf: &[u8]) -> Result<MadHeader> {
-        MadHeader::parse(&Packet::new_unchecked(buf))
+        // Through a fixed-size array when long enough (no bounds check per field); a short
+        // buffer gets the view's length error.
+        match buf.first_chunk::<MAD_HEADER_LEN>() {
+            Some(b) => MadHeader::parse(&Packet::new_unchecked(b)),
+            None => MadHeader::parse(&Packet::new_unchecked(buf)),
+        }
     }
 
     /// `Err(Content(UnsupportedBaseVersion))` at offset 0 unless the base version is 1 (the

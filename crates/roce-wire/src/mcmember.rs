@@ -590,7 +590,12 @@ impl McMemberRecord {
 
     /// Parse from the start of `buf`.
     pub fn parse_bytes(buf: &[u8]) -> Result<McMemberRecord> {
-        McMemberRecord::parse(&Packet::new_unchecked(buf))
+        // Through a fixed-size array when long enough (no bounds check per field); a short
+        // buffer gets the view's length error.
+        match buf.first_chunk::<MC_MEMBER_RECORD_LEN>() {
+            Some(b) => McMemberRecord::parse(&Packet::new_unchecked(b)),
+            None => McMemberRecord::parse(&Packet::new_unchecked(buf)),
+        }
     }
 
     /// Encoded length (52).
@@ -621,7 +626,12 @@ impl McMemberRecord {
     /// # Panics
     /// If `buf` is shorter than 52 bytes.
     pub fn emit_bytes(&self, buf: &mut [u8]) {
-        self.emit(&mut Packet::new_unchecked(buf));
+        // Through a fixed-size array (no bounds check per field); a short buffer panics in
+        // the view as documented.
+        match buf.first_chunk_mut::<MC_MEMBER_RECORD_LEN>() {
+            Some(b) => self.emit(&mut Packet::new_unchecked(b)),
+            None => self.emit(&mut Packet::new_unchecked(buf)),
+        }
     }
 
     /// The 52 encoded bytes.

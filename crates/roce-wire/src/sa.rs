@@ -345,14 +345,19 @@ impl SaMad {
     /// Parse a whole SA MAD from `buf` (at least 256 bytes, else `Len` for `Layer::Mad` at
     /// offset 0 with required length 256; bytes after 256 are ignored). Same as
     /// [`SaMad::parse_bytes`].
+    #[inline] // built in the caller's frame: a MAD-sized value not copied out
     pub fn parse(buf: &[u8]) -> Result<SaMad> {
         check_len(Layer::Mad, buf, Self::LEN)?;
+        // A fixed-size array from here on: every field's bounds are known at compile time.
+        let Some(buf) = buf.first_chunk::<{ Self::LEN }>() else {
+            return Err(Error::len(Layer::Mad, 0, Self::LEN, buf.len()));
+        };
         let header = MadHeader::parse(&mad::Packet::new_unchecked(buf))?;
         let rmpp = RmppRepr::parse(&rmpp::Packet::new_unchecked(&buf[MAD_HEADER_LEN..SA_HEADER_OFFSET]))
             .map_err(|e| e.add_offset(MAD_HEADER_LEN))?;
         let sa = SaHeader::parse(&Packet::new_unchecked(&buf[SA_HEADER_OFFSET..SA_DATA_OFFSET]))
             .map_err(|e| e.add_offset(SA_HEADER_OFFSET))?;
-        // Decoded straight from `buf` (the length was checked above), not from a copy.
+        // Decoded straight from `buf`, not from a copy.
         let Some(area) = buf[SA_DATA_OFFSET..].first_chunk::<SA_DATA_LEN>() else {
             return Err(Error::len(Layer::Mad, 0, Self::LEN, buf.len()));
         };
@@ -410,6 +415,7 @@ impl SaMad {
     }
 
     /// The 256 encoded bytes.
+    #[inline] // built in the caller's frame: a MAD-sized value not copied out
     pub fn to_bytes(&self) -> [u8; crate::MAD_SIZE] {
         let mut b = [0u8; crate::MAD_SIZE];
         self.emit_bytes(&mut b);
@@ -445,6 +451,7 @@ impl SaMad {
     /// also when answering a Set; `Method::Delete` for a DeleteResp); `status`; RMPP header
     /// zero; SM_Key 0 (C15-0.1.5); AttributeOffset the record size in 8-byte words of `data`
     /// (0 for raw data).
+    #[inline] // built in the caller's frame: a MAD-sized value not copied out
     pub fn response_to(&self, method_resp: Method, status: MadStatus, data: SaData) -> SaMad {
         SaMad {
             header: MadHeader { response: true, method: method_resp, status, ..self.header },
