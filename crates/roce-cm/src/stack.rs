@@ -200,6 +200,7 @@ impl Stack {
     // Outputs
 
     /// The next event for the application.
+    #[inline] // an event is a few hundred bytes: built in the caller's frame, not copied out
     pub fn poll_event(&mut self) -> Option<CmEvent> {
         let e = self.out.events.pop_front();
         if e.is_none() {

@@ -7,8 +7,16 @@ use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// A 16-byte Global Identifier, in network byte order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Gid(pub [u8; 16]);
+
+/// Hashed as one 128-bit word (equal GIDs, equal words), not as a byte slice with its length:
+/// the engines key their groups by MGID and look them up several times per SA transaction.
+impl core::hash::Hash for Gid {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        state.write_u128(u128::from_ne_bytes(self.0));
+    }
+}
 
 impl Gid {
     /// The all-zero GID.
