@@ -212,11 +212,17 @@ impl Stack {
     /// When `handle_timeout` must next be called (`None`: nothing pending). A time at or
     /// before now means "call it now".
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let work = self.timers.next_due();
-        let sa = self.sa.poll_timeout();
+        let earliest = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let due = earliest(self.timers.next_due(), self.sa.poll_timeout());
         // rc/ scans its QPs: skipped when there are none (a driver asks after every input).
-        let rc = if self.rc.is_empty() { None } else { self.rc.poll_timeout() };
-        [work, sa, rc].into_iter().flatten().min()
+        if self.rc.is_empty() {
+            due
+        } else {
+            earliest(due, self.rc.poll_timeout())
+        }
     }
 
     /// The next frame to send, written into `buf`; returns its length. A frame whose

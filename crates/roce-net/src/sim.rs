@@ -740,6 +740,37 @@ impl SimNet {
             }
             _ => now,
         };
+        if sender.clean {
+            // One copy leaves after the latency; clean receivers take it after theirs: what
+            // the general path below does for clean cables, without its copy lists.
+            let t1 = depart + sender.link.latency;
+            for to in 0..self.slots.len() {
+                if to == from {
+                    continue;
+                }
+                let receiver = &mut self.slots[to];
+                if data.len() > receiver.link.max_frame_len(&data) {
+                    receiver.stats.mtu_dropped += 1;
+                    continue;
+                }
+                if receiver.clean {
+                    let (at, seq) = (t1 + receiver.link.latency, self.seq);
+                    self.seq += 1;
+                    self.queue.push(InFlight { at, seq, to, data: data.clone() });
+                    continue;
+                }
+                let mut ingress = std::mem::take(&mut self.ingress);
+                ingress.clear();
+                receiver.cross(t1, &data, &mut ingress);
+                for (at, data) in ingress.drain(..) {
+                    let seq = self.seq;
+                    self.seq += 1;
+                    self.queue.push(InFlight { at, seq, to, data });
+                }
+                self.ingress = ingress;
+            }
+            return;
+        }
         let mut egress = std::mem::take(&mut self.copies);
         egress.clear();
         sender.cross(depart, &data, &mut egress);
