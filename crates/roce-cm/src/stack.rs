@@ -12,7 +12,7 @@ use bytes::Bytes;
 use std::net::IpAddr;
 
 use roce_wire::bth::{self, Opcode};
-use roce_wire::frame::{self, rxe_udp_sport, FramePacket, FrameRepr};
+use roce_wire::frame::{self, rxe_udp_sport, FramePacket, RoceHeaders};
 use roce_wire::igmp::IgmpMessage;
 use roce_wire::l2::{self, L2Packet};
 use roce_wire::mad::{MadHeader, MadStatus, Method, MgmtClass};
@@ -302,27 +302,25 @@ impl Stack {
     }
 
     fn frame_roce(&self, p: &RocePacket, dst_mac: [u8; 6], buf: &mut [u8]) -> Option<usize> {
-        let r = self.roce_repr(p, dst_mac, &p.payload)?;
-        r.emit(buf).ok()
+        let h = self.roce_headers(p, dst_mac)?;
+        frame::emit_roce(&h, buf, Some(&p.payload), p.payload.len()).ok()
     }
 
-    /// The frame of a RoCE packet, carrying `payload`.
-    fn roce_repr<'a>(&self, p: &RocePacket, dst_mac: [u8; 6], payload: &'a [u8]) -> Option<FrameRepr<'a>> {
+    /// The headers of a RoCE packet's frame (written by `frame::emit_roce` straight from
+    /// these parts: the same bytes as a `FrameRepr` would give, without building one).
+    fn roce_headers<'p>(&self, p: &'p RocePacket, dst_mac: [u8; 6]) -> Option<RoceHeaders<'p>> {
         let src = self.source_for(&p.dst)?;
-        let mut r = FrameRepr::new(self.cfg.mac, dst_mac, src, p.dst, p.bth, p.ext, payload);
-        r.udp.source_port = rxe_udp_sport(p.src_qp);
-        match &mut r.ip {
-            frame::IpHeader::V4(h) => {
-                h.time_to_live = p.hop_limit;
-                h.dscp = roce_wire::IpDscp::try_new(p.traffic_class >> 2).unwrap_or(roce_wire::IpDscp::ZERO);
-                h.ecn = roce_wire::IpEcn::try_new(p.traffic_class & 3).unwrap_or(roce_wire::IpEcn::ZERO);
-            }
-            frame::IpHeader::V6(h) => {
-                h.hop_limit = p.hop_limit;
-                h.traffic_class = p.traffic_class;
-            }
-        }
-        Some(r)
+        Some(RoceHeaders {
+            src_mac: self.cfg.mac,
+            dst_mac,
+            src,
+            dst: p.dst,
+            hop_limit: p.hop_limit,
+            traffic_class: p.traffic_class,
+            udp_source_port: rxe_udp_sport(p.src_qp),
+            bth: &p.bth,
+            ext: &p.ext,
+        })
     }
 
     /// The next SA request, its MAD written straight into the transmit buffer and the frame
@@ -334,17 +332,16 @@ impl Stack {
         }
         let mac = self.neighbor_mac(&sa)?;
         let p = self.gsi.header(self.cfg.pkey, sa, 1, Bytes::new());
-        let mut r = self.roce_repr(&p, mac, &[])?;
-        r.bth.pad_count = 0; // a MAD is 256 bytes: no pad
-        let at = r.header_len();
-        // The whole frame: headers, the MAD, no pad, the ICRC.
+        let h = self.roce_headers(&p, mac)?;
+        let at = h.header_len();
+        // The whole frame: headers, the MAD (256 bytes: no pad), the ICRC.
         if at + MAD_SIZE + roce_wire::icrc::ICRC_LEN > buf.len()
             || !self.sa.poll_outgoing_into(now, &mut buf[at..at + MAD_SIZE])
         {
             return None;
         }
         self.gsi.advance();
-        match r.emit_around(buf, MAD_SIZE) {
+        match frame::emit_roce(&h, buf, None, MAD_SIZE) {
             Ok(n) => Some(n),
             Err(_) => {
                 // Unreachable with the length checked above; never lost silently all the same.
