@@ -47,26 +47,28 @@ struct Txns {
 }
 
 impl Txns {
-    fn contains_key(&self, tid: &u64) -> bool {
-        self.by_tid.contains_key(tid)
-    }
-
     fn len(&self) -> usize {
         self.by_tid.len()
     }
 
-    fn insert(&mut self, tid: u64, t: Txn) {
+    /// Reserve a slot for `tid` if it is not in use (`None` if it is): the TID is looked up
+    /// and indexed in one probe; [`Txns::fill`] then writes the transaction in the slot.
+    fn claim(&mut self, tid: u64) -> Option<u32> {
+        let std::collections::hash_map::Entry::Vacant(v) = self.by_tid.entry(tid) else { return None };
         let i = match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = Some(t);
-                i
-            }
+            Some(i) => i,
             None => {
-                self.slots.push(Some(t));
+                self.slots.push(None);
                 (self.slots.len() - 1) as u32
             }
         };
-        self.by_tid.insert(tid, i);
+        v.insert(i);
+        Some(i)
+    }
+
+    /// Write the transaction of a claimed slot.
+    fn fill(&mut self, i: u32, t: Txn) {
+        self.slots[i as usize] = Some(t);
     }
 
     fn get(&self, tid: &u64) -> Option<&Txn> {
@@ -163,22 +165,19 @@ impl SaClient {
         }
     }
 
-    fn next_tid(&mut self) -> u64 {
-        loop {
-            let tid = (u64::from(self.tid_hi) << 32) | u64::from(self.tid_lo);
-            self.tid_lo = self.tid_lo.wrapping_add(1);
-            if !self.txns.contains_key(&tid) {
-                return tid;
-            }
-        }
-    }
-
     /// Start a transaction; the MAD goes out on the next poll. Returns its TID.
     pub fn start(&mut self, now: Instant, mut mad: SaMad, owner: TxnOwner) -> u64 {
-        let tid = self.next_tid();
-        mad.header.transaction_id = tid;
         let deadline = now + self.timing.timeout;
-        self.txns.insert(tid, Txn { mad, owner, next_send: now, deadline, sends: 0, queued: true, due: deadline });
+        // The next TID not in use, indexed in the same probe.
+        let (tid, slot) = loop {
+            let tid = (u64::from(self.tid_hi) << 32) | u64::from(self.tid_lo);
+            self.tid_lo = self.tid_lo.wrapping_add(1);
+            if let Some(slot) = self.txns.claim(tid) {
+                break (tid, slot);
+            }
+        };
+        mad.header.transaction_id = tid;
+        self.txns.fill(slot, Txn { mad, owner, next_send: now, deadline, sends: 0, queued: true, due: deadline });
         self.timers.push(Reverse((deadline, tid)));
         self.outbox.push_back(tid);
         tid
