@@ -112,6 +112,11 @@ fn settle(timers: &mut BinaryHeap<Reverse<(Instant, u64)>>, txns: &Txns) {
     let live = |&Reverse((due, tid)): &Reverse<(Instant, u64)>| txns.get(&tid).is_some_and(|t| t.due == due);
     if txns.len() == 0 {
         timers.clear();
+        // After a burst (100,000 joins at once), give the memory back, as the transactions'
+        // slab does; small heaps keep their capacity (no reallocation in steady state).
+        if timers.capacity() > 4096 {
+            timers.shrink_to(1024);
+        }
         return;
     }
     while let Some(top) = timers.peek() {
