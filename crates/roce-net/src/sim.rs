@@ -18,10 +18,13 @@
 //!   node order; deliveries of equal time in transmission order. Every random decision comes
 //!   from a per-cable SplitMix64 stream derived from the seed, so a seed fixes the run, and
 //!   changing one cable's configuration does not change what the other cables draw.
-//! - **Transmission**: after every event, and before looking for the next one, every node's
-//!   `poll_transmit` is drained (in node order, at most [`SimNet::set_max_burst`] frames per
-//!   node per drain), so frames queued by API calls made through [`SimNet::node_mut`] leave
-//!   at the current time on the next step or run.
+//! - **Transmission**: after every event, and before looking for the next one, the
+//!   `poll_transmit` of every node that may have something to send is drained (in node order,
+//!   at most [`SimNet::set_max_burst`] frames per node per drain): a node that was given a
+//!   frame or a timeout, was reached through [`SimNet::node_mut`] (so frames queued by API
+//!   calls leave at the current time on the next step or run), or still had frames after its
+//!   last burst. A node that has nothing to send arms a timer for when it will
+//!   ([`Node::poll_timeout`]); it is not polled again just because the clock moved.
 
 use std::any::{type_name, Any};
 use std::cmp::Ordering;
@@ -253,6 +256,9 @@ struct Slot {
     rng: Rng,
     busy_until: Instant,
     stats: NodeStats,
+    /// The node may have frames to send: it was handed an input or a `&mut` since it last
+    /// answered `None`, or it hit the burst limit. Only these are polled.
+    ready: bool,
 }
 
 impl Slot {
@@ -355,10 +361,6 @@ pub struct SimNet {
     arena: BytesMut,
     copies: Vec<(Instant, Bytes)>,
     ingress: Vec<(Instant, Bytes)>,
-    /// The time of the last [`SimNet::flush`] that left every node with nothing to send, until
-    /// a node may have been given something to send (an input, or `node_mut`): a flush at that
-    /// same time would only poll every node for nothing again.
-    drained_at: Option<Instant>,
     max_burst: usize,
     stall_limit: u64,
 }
@@ -391,7 +393,6 @@ impl SimNet {
             arena: BytesMut::new(),
             copies: Vec::new(),
             ingress: Vec::new(),
-            drained_at: None,
             max_burst: 10_000,
             stall_limit: DEFAULT_STALL_LIMIT,
         }
@@ -407,8 +408,15 @@ impl SimNet {
         let id = self.slots.len();
         let rng = Rng::stream(self.seed, id as u64);
         let clean = link.is_clean();
-        self.slots.push(Slot { node, link, clean, rng, busy_until: Instant::ZERO, stats: NodeStats::default() });
-        self.drained_at = None;
+        self.slots.push(Slot {
+            node,
+            link,
+            clean,
+            rng,
+            busy_until: Instant::ZERO,
+            stats: NodeStats::default(),
+            ready: true,
+        });
         NodeId(id)
     }
 
@@ -459,8 +467,9 @@ impl SimNet {
 
     /// The node as its concrete type, mutably, or `None` if it is another type.
     pub fn try_node_mut<T: Node>(&mut self, id: NodeId) -> Option<&mut T> {
-        self.drained_at = None; // the caller may queue frames
-        let node: &mut dyn Node = &mut *self.slots[id.0].node;
+        let slot = &mut self.slots[id.0];
+        slot.ready = true; // the caller may queue frames
+        let node: &mut dyn Node = &mut *slot.node;
         let any: &mut dyn Any = node;
         any.downcast_mut()
     }
@@ -472,8 +481,9 @@ impl SimNet {
 
     /// The node as a trait object, mutably.
     pub fn node_dyn_mut(&mut self, id: NodeId) -> &mut dyn Node {
-        self.drained_at = None; // the caller may queue frames
-        &mut *self.slots[id.0].node
+        let slot = &mut self.slots[id.0];
+        slot.ready = true; // the caller may queue frames
+        &mut *slot.node
     }
 
     /// The node's cable.
@@ -522,7 +532,6 @@ impl SimNet {
     /// next step, so a node that never stops transmitting shows up as a livelock.
     pub fn set_max_burst(&mut self, frames: usize) {
         self.max_burst = frames.max(1);
-        self.drained_at = None;
     }
 
     /// How many steps [`SimNet::run_until`] may take at one instant before it declares a
@@ -594,7 +603,7 @@ impl SimNet {
                 self.now = self.now.max(t);
                 let slot = &mut self.slots[id];
                 slot.stats.timeouts += 1;
-                self.drained_at = None;
+                slot.ready = true;
                 slot.node.handle_timeout(self.now);
             }
             _ => {
@@ -603,7 +612,7 @@ impl SimNet {
                 let slot = &mut self.slots[f.to];
                 slot.stats.delivered += 1;
                 slot.stats.delivered_bytes += f.data.len() as u64;
-                self.drained_at = None;
+                slot.ready = true;
                 slot.node.handle_frame(self.now, &f.data);
             }
         }
@@ -687,20 +696,22 @@ impl SimNet {
         self.slots.iter().enumerate().filter_map(|(id, s)| s.node.poll_timeout().map(|t| (t, id))).min()
     }
 
-    /// Drain every node's transmit queue (up to `max_burst` frames each) at the current time.
+    /// Drain the transmit queue of every ready node (up to `max_burst` frames each) at the
+    /// current time.
     fn flush(&mut self) {
-        if self.drained_at == Some(self.now) {
-            return;
-        }
-        let mut drained = true;
         for id in 0..self.slots.len() {
+            if !self.slots[id].ready {
+                continue;
+            }
             let mut sent = 0;
             loop {
                 if sent == self.max_burst {
-                    drained = false; // the rest waits for the next step
-                    break;
+                    break; // the rest waits for the next step; the node stays ready
                 }
-                let Some(len) = self.slots[id].node.poll_transmit(self.now, &mut self.buf) else { break };
+                let Some(len) = self.slots[id].node.poll_transmit(self.now, &mut self.buf) else {
+                    self.slots[id].ready = false;
+                    break;
+                };
                 sent += 1;
                 assert!(
                     len <= self.buf.len(),
@@ -717,7 +728,6 @@ impl SimNet {
                 self.transmit(id, data);
             }
         }
-        self.drained_at = drained.then_some(self.now);
     }
 
     fn transmit(&mut self, from: usize, data: Bytes) {
