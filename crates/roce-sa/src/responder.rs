@@ -194,9 +194,8 @@ impl SaResponder {
                     o
                 };
                 let mad = match out {
-                    Ok(rec) => req
-                        .response_to(response_method(m), MadStatus::SUCCESS, SaData::mc_member(exactly(rec)))
-                        .to_bytes(),
+                    // Straight from the request's bytes (the same bytes as `response_to`).
+                    Ok(rec) => SaMad::mc_member_response(bytes, response_method(m), MadStatus::SUCCESS, &exactly(rec)),
                     Err(status) => error_mad(req, status),
                 };
                 self.cache.insert(from, tid, bytes, &mad);

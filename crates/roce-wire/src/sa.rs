@@ -466,6 +466,32 @@ impl SaMad {
         }
     }
 
+    /// The answer to the MCMemberRecord request `request` carrying `record`, written from the
+    /// request's bytes: the same 256 bytes as parsing `request` and emitting
+    /// `response_to(method_resp, status, SaData::mc_member(*record))`, without building the
+    /// parsed request's response as a value (an SA answers every join and leave this way).
+    #[inline]
+    pub fn mc_member_response(
+        request: &[u8; crate::MAD_SIZE],
+        method_resp: Method,
+        status: MadStatus,
+        record: &McMemberRecord,
+    ) -> [u8; crate::MAD_SIZE] {
+        let mut b = [0u8; crate::MAD_SIZE];
+        // The header as parsed and emitted again is the request's bytes; only the method
+        // byte (R bit set) and the status change. RMPP header, SM_Key and reserved stay zero.
+        b[..MAD_HEADER_LEN].copy_from_slice(&request[..MAD_HEADER_LEN]);
+        b[mad::field::METHOD] = (u8::from(method_resp) & !mad::METHOD_RESPONSE_BIT) | mad::METHOD_RESPONSE_BIT;
+        b[mad::field::STATUS].copy_from_slice(&status.0.to_be_bytes());
+        let sa = &mut b[SA_HEADER_OFFSET..SA_DATA_OFFSET];
+        sa[field::ATTRIBUTE_OFFSET].copy_from_slice(&(MC_MEMBER_RECORD_LEN.div_ceil(8) as u16).to_be_bytes());
+        let mask =
+            &request[SA_HEADER_OFFSET + field::COMPONENT_MASK.start..SA_HEADER_OFFSET + field::COMPONENT_MASK.end];
+        sa[field::COMPONENT_MASK].copy_from_slice(mask);
+        record.emit_bytes(&mut b[SA_DATA_OFFSET..SA_DATA_OFFSET + MC_MEMBER_RECORD_LEN]);
+        b
+    }
+
     /// The MCMemberRecord, if the data holds one.
     pub const fn mc_member(&self) -> Option<&McMemberRecord> {
         self.data.as_mc_member()
@@ -686,6 +712,14 @@ mod tests {
         #[test]
         fn round_trip(m in arb_sa_mad()) {
             prop_assert_eq!(SaMad::parse(&m.to_bytes()), Ok(m));
+        }
+
+        #[test]
+        fn mc_member_response_as_response_to(m in arb_sa_mad(), rec in arb_record(), resp in any::<u8>(), status in any::<u16>()) {
+            let request = m.to_bytes();
+            let (method, status) = (Method::from(resp & 0x7f), MadStatus(status));
+            let want = SaMad::parse(&request).unwrap().response_to(method, status, SaData::mc_member(rec)).to_bytes();
+            prop_assert_eq!(SaMad::mc_member_response(&request, method, status, &rec), want);
         }
 
         #[test]
