@@ -31,6 +31,15 @@ impl Hash for Key {
     }
 }
 
+/// A request [`DupCache::lookup`] did not find: its key, the key's hash, and the slot holding
+/// the same key with other bytes, if any.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Miss {
+    key: Key,
+    hash: u64,
+    slot: Option<usize>,
+}
+
 #[derive(Debug, Clone)]
 struct Slot {
     key: Key,
@@ -130,23 +139,42 @@ impl DupCache {
     }
 
     /// The answer already sent for this very request (same requester, TID and bytes).
+    #[cfg(test)]
     pub(crate) fn get(&self, from: &Requester, tid: u64, request: &[u8; MAD_SIZE]) -> Option<&[u8; MAD_SIZE]> {
+        self.lookup(from, tid, request).ok()
+    }
+
+    /// The answer already sent for this very request (same requester, TID and bytes), or
+    /// what [`DupCache::insert_missed`] needs to remember its answer without hashing and
+    /// probing again.
+    pub(crate) fn lookup(&self, from: &Requester, tid: u64, request: &[u8; MAD_SIZE]) -> Result<&[u8; MAD_SIZE], Miss> {
         let key = Key { gid: from.gid, qpn: from.qpn, tid };
-        let (_, i) = self.find(&key, self.hasher.hash_one(key))?;
-        let slot = &self.slots[i];
-        (slot.request == *request).then_some(&slot.reply)
+        let hash = self.hasher.hash_one(key);
+        match self.find(&key, hash) {
+            Some((_, i)) if self.slots[i].request == *request => Ok(&self.slots[i].reply),
+            found => Err(Miss { key, hash, slot: found.map(|(_, i)| i) }),
+        }
     }
 
     /// Remember `reply` as the answer to `request`, evicting the oldest entry when full.
+    #[cfg(test)]
     pub(crate) fn insert(&mut self, from: &Requester, tid: u64, request: &[u8; MAD_SIZE], reply: &[u8; MAD_SIZE]) {
+        let key = Key { gid: from.gid, qpn: from.qpn, tid };
+        let hash = self.hasher.hash_one(key);
+        let slot = self.find(&key, hash).map(|(_, i)| i);
+        self.insert_missed(Miss { key, hash, slot }, request, reply);
+    }
+
+    /// Remember `reply` as the answer to the request `lookup` missed (the cache unchanged
+    /// since), evicting the oldest entry when full.
+    pub(crate) fn insert_missed(&mut self, miss: Miss, request: &[u8; MAD_SIZE], reply: &[u8; MAD_SIZE]) {
         if self.size == 0 {
             return;
         }
-        let key = Key { gid: from.gid, qpn: from.qpn, tid };
-        let hash = self.hasher.hash_one(key);
+        let Miss { key, hash, slot } = miss;
         // The same key with different bytes (a TID reused for another request) replaces the
         // old entry in place.
-        if let Some((_, i)) = self.find(&key, hash) {
+        if let Some(i) = slot {
             let slot = &mut self.slots[i];
             slot.request = *request;
             slot.reply = *reply;
@@ -159,7 +187,7 @@ impl DupCache {
             self.slots.len() - 1
         } else {
             let i = self.next;
-            self.next = (self.next + 1) % self.size;
+            self.next = if self.next + 1 == self.size { 0 } else { self.next + 1 };
             let old = self.slots[i].key;
             if let Some((p, _)) = self.find(&old, self.slots[i].hash) {
                 self.unindex(p);
