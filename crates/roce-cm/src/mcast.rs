@@ -9,7 +9,7 @@
 //! fell to zero, on `rec`, mask 0x10003; a failed Delete is retried up to 3 more times.
 //! A leave never blocks: it is a state, emitted on the next poll.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
 use roce_wire::igmp::IgmpMessage;
@@ -221,7 +221,9 @@ pub(crate) struct McCtx<'a> {
 #[derive(Debug)]
 pub(crate) struct Multicast {
     groups: HashMap<Gid, Group, FastHash>,
-    members: BTreeMap<MemberKey, Member>,
+    /// By handle; hashed (a join inserts and a leave removes one: a tree rebalanced on each
+    /// cost more than a tenth of the engine's work per join+leave). Listed in handle order.
+    members: HashMap<MemberKey, Member, FastHash>,
     next_member: u64,
     /// Emptied group containers kept for reuse.
     spare: Spare,
@@ -233,7 +235,7 @@ impl Default for Multicast {
     fn default() -> Multicast {
         Multicast {
             groups: HashMap::default(),
-            members: BTreeMap::new(),
+            members: HashMap::default(),
             next_member: 1,
             spare: Spare::default(),
             ip_group_refs: HashMap::default(),
@@ -517,7 +519,7 @@ impl Multicast {
             self.ip_group_ref(cx, now, m.addr, false);
         }
         let Some(g) = self.groups.get_mut(&m.mgid) else {
-            self.members.remove(&key);
+            self.forget_member(&key);
             return;
         };
         g.members.retain(|k| *k != key);
@@ -540,7 +542,7 @@ impl Multicast {
             }
             MemberState::Pending | MemberState::Cancelled => {}
         }
-        self.members.remove(&key);
+        self.forget_member(&key);
         if report {
             if let Some(g) = self.groups.get_mut(&m.mgid) {
                 g.w(&mut self.spare).leavers.push(m.id);
@@ -658,12 +660,12 @@ impl Multicast {
             match m.map(|m| m.state) {
                 Some(MemberState::Joining) => self.member_joined(cx, member, Some(rec)),
                 Some(MemberState::Cancelled) => {
-                    self.members.remove(&member);
+                    self.forget_member(&member);
                 }
                 _ => {}
             }
         } else if let Some(m) = m {
-            self.members.remove(&member);
+            self.forget_member(&member);
             if let Some(g) = self.groups.get_mut(&mgid) {
                 g.members.retain(|k| *k != member);
             }
@@ -703,7 +705,7 @@ impl Multicast {
     pub(crate) fn join_timed_out(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid, sa_status: Option<u16>) {
         let Some(g) = self.groups.get_mut(&mgid) else { return };
         let Some(GroupOp::Join { member }) = g.take_busy() else { return };
-        if let Some(m) = self.members.remove(&member) {
+        if let Some(m) = self.forget_member(&member) {
             if let Some(g) = self.groups.get_mut(&mgid) {
                 g.members.retain(|k| *k != member);
             }
@@ -739,9 +741,21 @@ impl Multicast {
         self.groups.values()
     }
 
-    /// The members.
+    /// Remove a member; once none is left, a map grown by a burst gives its memory back (as
+    /// the tree it replaced did node by node).
+    fn forget_member(&mut self, key: &MemberKey) -> Option<Member> {
+        let m = self.members.remove(key);
+        if self.members.is_empty() && self.members.capacity() > 1024 {
+            self.members = HashMap::default();
+        }
+        m
+    }
+
+    /// The members, in handle order.
     pub(crate) fn members(&self) -> impl Iterator<Item = (&MemberKey, &Member)> {
-        self.members.iter()
+        let mut v: Vec<_> = self.members.iter().collect();
+        v.sort_unstable_by_key(|(k, _)| **k);
+        v.into_iter()
     }
 
     /// A fresh handle from the member numbering (SA query handles share it).
