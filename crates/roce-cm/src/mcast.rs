@@ -17,7 +17,7 @@ use roce_wire::l2::{IgmpFrame, MldFrame};
 use roce_wire::mad::{MadHeader, MadStatus, Method};
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord, Selector};
 use roce_wire::mld::MldMessage;
-use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_OFFSET};
+use roce_wire::sa::{attr, SaMad, SA_DATA_OFFSET};
 use roce_wire::{Gid, MULTICAST_QPN, RDMA_UDP_QKEY};
 
 use crate::config::IgmpVersion;
@@ -353,14 +353,7 @@ impl Multicast {
                 }
                 let rec = Self::join_record(cx, m);
                 m.state = MemberState::Joining;
-                let mad = SaMad::request(
-                    Method::Set,
-                    0,
-                    attr::MC_MEMBER_RECORD,
-                    ComponentMask::KERNEL_JOIN.0,
-                    SaData::mc_member(rec),
-                );
-                cx.sa.start(now, mad, TxnOwner::Join(mgid));
+                cx.sa.start_mc_member(now, Method::Set, ComponentMask::KERNEL_JOIN.0, &rec, TxnOwner::Join(mgid));
                 g.w(&mut self.spare).busy = Some(GroupOp::Join { member: key });
                 g.leave_retries = cx.cfg.sa_timing.leave_retries;
                 return;
@@ -381,14 +374,7 @@ impl Multicast {
                 rec.join_state = JoinState(leave);
                 let leavers = g.take_leavers(&mut self.spare);
                 g.w(&mut self.spare).busy = Some(GroupOp::Leave { bits: leave, leavers });
-                let mad = SaMad::request(
-                    Method::Delete,
-                    0,
-                    attr::MC_MEMBER_RECORD,
-                    ComponentMask::KERNEL_LEAVE.0,
-                    SaData::mc_member(rec),
-                );
-                cx.sa.start(now, mad, TxnOwner::Leave(mgid));
+                cx.sa.start_mc_member(now, Method::Delete, ComponentMask::KERNEL_LEAVE.0, &rec, TxnOwner::Leave(mgid));
                 return;
             }
             // 3. Idle: leaves that needed no Delete are complete; an empty group goes.
@@ -577,14 +563,7 @@ impl Multicast {
             g.leave_retries -= 1;
             let mut rec = g.rec.unwrap_or_default();
             rec.join_state = JoinState(bits);
-            let mad = SaMad::request(
-                Method::Delete,
-                0,
-                attr::MC_MEMBER_RECORD,
-                ComponentMask::KERNEL_LEAVE.0,
-                SaData::mc_member(rec),
-            );
-            cx.sa.start(now, mad, TxnOwner::Leave(mgid));
+            cx.sa.start_mc_member(now, Method::Delete, ComponentMask::KERNEL_LEAVE.0, &rec, TxnOwner::Leave(mgid));
             return;
         }
         self.leave_done(cx, now, mgid, err.status(), sa_status);

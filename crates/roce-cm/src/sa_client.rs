@@ -5,9 +5,10 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
-use roce_wire::mad::{MadHeader, Method};
-use roce_wire::sa::SaMad;
-use roce_wire::Gid;
+use roce_wire::mad::{self, MadHeader, Method};
+use roce_wire::mcmember::McMemberRecord;
+use roce_wire::sa::{attr, SaMad};
+use roce_wire::{Gid, MAD_SIZE};
 
 use crate::config::SaTiming;
 use crate::ctx::FastHash;
@@ -26,7 +27,11 @@ pub(crate) enum TxnOwner {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Txn {
-    pub mad: SaMad,
+    /// The request as sent (its TID in place): encoded once, copied out on each send.
+    mad: [u8; MAD_SIZE],
+    /// The request's method and attribute, which its response must match.
+    method: Method,
+    attribute_id: u16,
     pub owner: TxnOwner,
     next_send: Instant,
     deadline: Instant,
@@ -37,7 +42,7 @@ pub(crate) struct Txn {
     due: Instant,
 }
 
-/// Transactions by TID, in a slab: a transaction (its MAD is 300 bytes) is written once where
+/// Transactions by TID, in a slab: a transaction (its MAD is 256 bytes) is written once where
 /// it stays, instead of being moved in and out of tree nodes; TIDs index the slots.
 #[derive(Debug, Default)]
 struct Txns {
@@ -171,7 +176,33 @@ impl SaClient {
     }
 
     /// Start a transaction; the MAD goes out on the next poll. Returns its TID.
-    pub fn start(&mut self, now: Instant, mut mad: SaMad, owner: TxnOwner) -> u64 {
+    pub fn start(&mut self, now: Instant, mad: SaMad, owner: TxnOwner) -> u64 {
+        let (method, attribute_id) = (mad.header.method, mad.header.attribute_id);
+        self.start_encoded(now, mad.to_bytes(), method, attribute_id, owner)
+    }
+
+    /// Start an MCMemberRecord Set or Delete (a join or a leave), its MAD written directly.
+    pub fn start_mc_member(
+        &mut self,
+        now: Instant,
+        method: Method,
+        component_mask: u64,
+        record: &McMemberRecord,
+        owner: TxnOwner,
+    ) -> u64 {
+        let mad = SaMad::mc_member_request(method, 0, component_mask, record);
+        self.start_encoded(now, mad, method, attr::MC_MEMBER_RECORD, owner)
+    }
+
+    /// Start a transaction for an encoded request (its TID is filled in).
+    fn start_encoded(
+        &mut self,
+        now: Instant,
+        mut mad: [u8; MAD_SIZE],
+        method: Method,
+        attribute_id: u16,
+        owner: TxnOwner,
+    ) -> u64 {
         let deadline = now + self.timing.timeout;
         // The next TID not in use, indexed in the same probe.
         let (tid, slot) = loop {
@@ -181,8 +212,10 @@ impl SaClient {
                 break (tid, slot);
             }
         };
-        mad.header.transaction_id = tid;
-        self.txns.fill(slot, Txn { mad, owner, next_send: now, deadline, sends: 0, queued: true, due: deadline });
+        mad[mad::field::TRANSACTION_ID].copy_from_slice(&tid.to_be_bytes());
+        let t =
+            Txn { mad, method, attribute_id, owner, next_send: now, deadline, sends: 0, queued: true, due: deadline };
+        self.txns.fill(slot, t);
         self.timers.push(Reverse((deadline, tid)));
         self.outbox.push_back(tid);
         tid
@@ -212,7 +245,7 @@ impl SaClient {
 
     /// The next MAD to put on the wire, if any.
     pub fn poll_outgoing(&mut self, now: Instant) -> Option<[u8; 256]> {
-        self.next_outgoing(now).map(SaMad::to_bytes)
+        self.next_outgoing(now).copied()
     }
 
     /// The next MAD, written into `mad` (256 bytes: a transmit buffer at the payload's
@@ -220,14 +253,14 @@ impl SaClient {
     pub fn poll_outgoing_into(&mut self, now: Instant, mad: &mut [u8]) -> bool {
         match self.next_outgoing(now) {
             Some(m) => {
-                m.emit_bytes(mad);
+                mad[..MAD_SIZE].copy_from_slice(m);
                 true
             }
             None => false,
         }
     }
 
-    fn next_outgoing(&mut self, now: Instant) -> Option<&SaMad> {
+    fn next_outgoing(&mut self, now: Instant) -> Option<&[u8; MAD_SIZE]> {
         while let Some(tid) = self.outbox.pop_front() {
             let interval = self.timing.retry_interval();
             let retries = self.timing.retries;
@@ -299,11 +332,11 @@ impl SaClient {
     pub fn handle_response_header(&mut self, resp: &MadHeader) -> Option<Matched> {
         let tid = resp.transaction_id;
         let t = self.txns.get(&tid)?;
-        let expected = match t.mad.header.method {
+        let expected = match t.method {
             Method::Set | Method::Get => Method::Get,
             other => other,
         };
-        if !resp.response || resp.method != expected || resp.attribute_id != t.mad.header.attribute_id {
+        if !resp.response || resp.method != expected || resp.attribute_id != t.attribute_id {
             return None;
         }
         let (owner, _due, queued) = self.txns.finish(&tid)?;

@@ -445,6 +445,29 @@ impl SaMad {
         }
     }
 
+    /// The 256 bytes of `SaMad::request(method, tid, attr::MC_MEMBER_RECORD, component_mask,
+    /// SaData::mc_member(*record))`, written directly (proptest
+    /// `mc_member_request_as_request`): how a stack's joins and leaves are built.
+    #[inline]
+    pub fn mc_member_request(
+        method: Method,
+        tid: u64,
+        component_mask: u64,
+        record: &McMemberRecord,
+    ) -> [u8; crate::MAD_SIZE] {
+        let mut b = [0u8; crate::MAD_SIZE];
+        b[mad::field::BASE_VERSION] = mad::BASE_VERSION;
+        b[mad::field::MGMT_CLASS] = MgmtClass::SubnAdm.into();
+        b[mad::field::CLASS_VERSION] = SA_CLASS_VERSION;
+        b[mad::field::METHOD] = u8::from(method) & !mad::METHOD_RESPONSE_BIT;
+        b[mad::field::TRANSACTION_ID].copy_from_slice(&tid.to_be_bytes());
+        b[mad::field::ATTRIBUTE_ID].copy_from_slice(&attr::MC_MEMBER_RECORD.to_be_bytes());
+        let at = SA_HEADER_OFFSET + field::COMPONENT_MASK.start;
+        b[at..at + 8].copy_from_slice(&component_mask.to_be_bytes());
+        record.emit_bytes(&mut b[SA_DATA_OFFSET..SA_DATA_OFFSET + MC_MEMBER_RECORD_LEN]);
+        b
+    }
+
     /// The response an SA would send to this request, after OpenSM's `osm_sa_respond` /
     /// `osm_sa_send_error`: same TID, class, version, attribute ID and modifier and component
     /// mask; the R bit set and the method `method_resp` (pass `Method::Get` for a GetResp,
@@ -720,6 +743,13 @@ mod tests {
             let (method, status) = (Method::from(resp & 0x7f), MadStatus(status));
             let want = SaMad::parse(&request).unwrap().response_to(method, status, SaData::mc_member(rec)).to_bytes();
             prop_assert_eq!(SaMad::mc_member_response(&request, method, status, &rec), want);
+        }
+
+        #[test]
+        fn mc_member_request_as_request(rec in arb_record(), m in any::<u8>(), tid in any::<u64>(), mask in any::<u64>()) {
+            let method = Method::from(m);
+            let want = SaMad::request(method, tid, attr::MC_MEMBER_RECORD, mask, SaData::mc_member(rec)).to_bytes();
+            prop_assert_eq!(SaMad::mc_member_request(method, tid, mask, &rec), want);
         }
 
         #[test]
