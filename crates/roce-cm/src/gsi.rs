@@ -81,13 +81,23 @@ impl Gsi {
         self.agents.contains(&mgmt_class)
     }
 
-    /// Queue a request for the agent.
-    pub(crate) fn deliver(&mut self, r: MadRequest) {
-        self.requests.push_back(r);
+    /// Queue a request for the agent (its MAD copied once, straight into the queue).
+    pub(crate) fn deliver(&mut self, src: IpAddr, src_qp: u32, mad: &[u8; MAD_SIZE]) {
+        self.requests.push_back(MadRequest { src, src_qp, src_gid: Gid::from_ip(src), mad: *mad });
     }
 
     /// The next request for the agent.
     pub(crate) fn poll_request(&mut self) -> Option<MadRequest> {
         self.requests.pop_front()
+    }
+
+    /// The next request for the agent, where it waits.
+    pub(crate) fn front_request(&self) -> Option<&MadRequest> {
+        self.requests.front()
+    }
+
+    /// Drop the next request (answered in place).
+    pub(crate) fn drop_front_request(&mut self) {
+        self.requests.pop_front();
     }
 }

@@ -9,7 +9,7 @@
 //! fell to zero, on `rec`, mask 0x10003; a failed Delete is retried up to 3 more times.
 //! A leave never blocks: it is a state, emitted on the next poll.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
 use roce_wire::igmp::IgmpMessage;
@@ -17,7 +17,7 @@ use roce_wire::l2::{IgmpFrame, MldFrame};
 use roce_wire::mad::{MadHeader, MadStatus, Method};
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord, Selector};
 use roce_wire::mld::MldMessage;
-use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_OFFSET};
+use roce_wire::sa::{attr, SaMad, SA_DATA_OFFSET};
 use roce_wire::{Gid, MULTICAST_QPN, RDMA_UDP_QKEY};
 
 use crate::config::IgmpVersion;
@@ -221,7 +221,9 @@ pub(crate) struct McCtx<'a> {
 #[derive(Debug)]
 pub(crate) struct Multicast {
     groups: HashMap<Gid, Group, FastHash>,
-    members: BTreeMap<MemberKey, Member>,
+    /// By handle; hashed (a join inserts and a leave removes one: a tree rebalanced on each
+    /// cost more than a tenth of the engine's work per join+leave). Listed in handle order.
+    members: HashMap<MemberKey, Member, FastHash>,
     next_member: u64,
     /// Emptied group containers kept for reuse.
     spare: Spare,
@@ -233,7 +235,7 @@ impl Default for Multicast {
     fn default() -> Multicast {
         Multicast {
             groups: HashMap::default(),
-            members: BTreeMap::new(),
+            members: HashMap::default(),
             next_member: 1,
             spare: Spare::default(),
             ip_group_refs: HashMap::default(),
@@ -278,6 +280,7 @@ impl Multicast {
         if let Some(ms) = cx.ids.members_mut(id) {
             ms.insert(group, key);
         }
+        let sa = Self::sa_enabled(cx);
         let spare = &mut self.spare;
         let g = self.groups.entry(mgid).or_insert_with(|| Group {
             mgid,
@@ -288,13 +291,15 @@ impl Multicast {
             work: None,
         });
         g.members.push(key);
+        if sa {
+            // Queued now, with the group at hand (the IP-level reference below does not look
+            // at the group's work).
+            g.w(spare).pending.push_back(key);
+        }
         if ip_ref {
             self.ip_group_ref(cx, now, group, true);
         }
-        if Self::sa_enabled(cx) {
-            if let Some(g) = self.groups.get_mut(&mgid) {
-                g.w(&mut self.spare).pending.push_back(key);
-            }
+        if sa {
             self.run_group(cx, now, mgid);
         } else {
             // RoCE: the kernel builds the record locally and queues the event.
@@ -329,46 +334,31 @@ impl Multicast {
     /// The group's work: pending joins, then leaving bits nobody holds, then cleanup.
     pub(crate) fn run_group(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid) {
         loop {
-            let Some(g) = self.groups.get(&mgid) else { return };
+            // One lookup of the group per round (it is borrowed beside the members and the
+            // spare containers, which are other fields).
+            let Some(g) = self.groups.get_mut(&mgid) else { return };
             if g.is_busy() {
                 return;
             }
             // 1. Pending joins.
             if let Some(key) = g.pending_front() {
                 let held = g.rec.map_or(0, |r| r.join_state.0);
-                let Some(m) = self.members.get(&key).cloned() else {
-                    self.groups.get_mut(&mgid).map(|g| g.w(&mut self.spare).pending.pop_front());
-                    continue;
-                };
-                if let Some(g) = self.groups.get_mut(&mgid) {
-                    g.w(&mut self.spare).pending.pop_front();
-                }
+                g.w(&mut self.spare).pending.pop_front();
+                let Some(m) = self.members.get_mut(&key) else { continue };
                 if held & m.join_state.0 == m.join_state.0 && held != 0 {
                     // The SA already holds our bit: satisfied locally (multicast.c process_join).
-                    let rec = self.groups.get(&mgid).and_then(|g| g.rec);
+                    let rec = g.rec;
                     self.member_joined(cx, key, rec);
                     continue;
                 }
-                let rec = Self::join_record(cx, &m);
-                let mad = SaMad::request(
-                    Method::Set,
-                    0,
-                    attr::MC_MEMBER_RECORD,
-                    ComponentMask::KERNEL_JOIN.0,
-                    SaData::mc_member(rec),
-                );
-                cx.sa.start(now, mad, TxnOwner::Join(mgid));
-                if let Some(mm) = self.members.get_mut(&key) {
-                    mm.state = MemberState::Joining;
-                }
-                if let Some(g) = self.groups.get_mut(&mgid) {
-                    g.w(&mut self.spare).busy = Some(GroupOp::Join { member: key });
-                    g.leave_retries = cx.cfg.sa_timing.leave_retries;
-                }
+                let rec = Self::join_record(cx, m);
+                m.state = MemberState::Joining;
+                cx.sa.start_mc_member(now, Method::Set, ComponentMask::KERNEL_JOIN.0, &rec, TxnOwner::Join(mgid));
+                g.w(&mut self.spare).busy = Some(GroupOp::Join { member: key });
+                g.leave_retries = cx.cfg.sa_timing.leave_retries;
                 return;
             }
             // 2. Bits no local member holds any more (get_leave_state).
-            let Some(g) = self.groups.get_mut(&mgid) else { return };
             let held = g.rec.map_or(0, |r| r.join_state.0);
             let mut leave = 0u8;
             for bit in 0..4 {
@@ -384,14 +374,7 @@ impl Multicast {
                 rec.join_state = JoinState(leave);
                 let leavers = g.take_leavers(&mut self.spare);
                 g.w(&mut self.spare).busy = Some(GroupOp::Leave { bits: leave, leavers });
-                let mad = SaMad::request(
-                    Method::Delete,
-                    0,
-                    attr::MC_MEMBER_RECORD,
-                    ComponentMask::KERNEL_LEAVE.0,
-                    SaData::mc_member(rec),
-                );
-                cx.sa.start(now, mad, TxnOwner::Leave(mgid));
+                cx.sa.start_mc_member(now, Method::Delete, ComponentMask::KERNEL_LEAVE.0, &rec, TxnOwner::Leave(mgid));
                 return;
             }
             // 3. Idle: leaves that needed no Delete are complete; an empty group goes.
@@ -522,7 +505,7 @@ impl Multicast {
             self.ip_group_ref(cx, now, m.addr, false);
         }
         let Some(g) = self.groups.get_mut(&m.mgid) else {
-            self.members.remove(&key);
+            self.forget_member(&key);
             return;
         };
         g.members.retain(|k| *k != key);
@@ -545,7 +528,7 @@ impl Multicast {
             }
             MemberState::Pending | MemberState::Cancelled => {}
         }
-        self.members.remove(&key);
+        self.forget_member(&key);
         if report {
             if let Some(g) = self.groups.get_mut(&m.mgid) {
                 g.w(&mut self.spare).leavers.push(m.id);
@@ -580,14 +563,7 @@ impl Multicast {
             g.leave_retries -= 1;
             let mut rec = g.rec.unwrap_or_default();
             rec.join_state = JoinState(bits);
-            let mad = SaMad::request(
-                Method::Delete,
-                0,
-                attr::MC_MEMBER_RECORD,
-                ComponentMask::KERNEL_LEAVE.0,
-                SaData::mc_member(rec),
-            );
-            cx.sa.start(now, mad, TxnOwner::Leave(mgid));
+            cx.sa.start_mc_member(now, Method::Delete, ComponentMask::KERNEL_LEAVE.0, &rec, TxnOwner::Leave(mgid));
             return;
         }
         self.leave_done(cx, now, mgid, err.status(), sa_status);
@@ -663,12 +639,12 @@ impl Multicast {
             match m.map(|m| m.state) {
                 Some(MemberState::Joining) => self.member_joined(cx, member, Some(rec)),
                 Some(MemberState::Cancelled) => {
-                    self.members.remove(&member);
+                    self.forget_member(&member);
                 }
                 _ => {}
             }
         } else if let Some(m) = m {
-            self.members.remove(&member);
+            self.forget_member(&member);
             if let Some(g) = self.groups.get_mut(&mgid) {
                 g.members.retain(|k| *k != member);
             }
@@ -708,7 +684,7 @@ impl Multicast {
     pub(crate) fn join_timed_out(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid, sa_status: Option<u16>) {
         let Some(g) = self.groups.get_mut(&mgid) else { return };
         let Some(GroupOp::Join { member }) = g.take_busy() else { return };
-        if let Some(m) = self.members.remove(&member) {
+        if let Some(m) = self.forget_member(&member) {
             if let Some(g) = self.groups.get_mut(&mgid) {
                 g.members.retain(|k| *k != member);
             }
@@ -744,9 +720,21 @@ impl Multicast {
         self.groups.values()
     }
 
-    /// The members.
+    /// Remove a member; once none is left, a map grown by a burst gives its memory back (as
+    /// the tree it replaced did node by node).
+    fn forget_member(&mut self, key: &MemberKey) -> Option<Member> {
+        let m = self.members.remove(key);
+        if self.members.is_empty() && self.members.capacity() > 1024 {
+            self.members = HashMap::default();
+        }
+        m
+    }
+
+    /// The members, in handle order.
     pub(crate) fn members(&self) -> impl Iterator<Item = (&MemberKey, &Member)> {
-        self.members.iter()
+        let mut v: Vec<_> = self.members.iter().collect();
+        v.sort_unstable_by_key(|(k, _)| **k);
+        v.into_iter()
     }
 
     /// A fresh handle from the member numbering (SA query handles share it).

@@ -47,6 +47,10 @@ pub fn multicast_mac(ip: &IpAddr) -> Option<[u8; 6]> {
 #[derive(Debug, Default)]
 pub(crate) struct Neighbors {
     map: HashMap<IpAddr, Neighbor, FastHash>,
+    /// The entry learned last, reachable at that MAC: every MAD from the peer we talk to
+    /// (the SA) confirms it and every frame to it looks it up, and a compare is cheaper than
+    /// hashing the address. Cleared when that address's entry is replaced or removed.
+    last: Option<(IpAddr, [u8; 6])>,
 }
 
 impl Neighbors {
@@ -58,6 +62,11 @@ impl Neighbors {
         }
         if cfg.is_local(ip) {
             return Some(cfg.mac);
+        }
+        if let Some((a, m)) = self.last {
+            if a == *ip {
+                return Some(m);
+            }
         }
         match self.map.get(ip) {
             Some(Neighbor::Reachable { mac }) => Some(*mac),
@@ -89,6 +98,7 @@ impl Neighbors {
         match self.map.get_mut(&ip) {
             Some(Neighbor::Incomplete { waiting, .. }) => waiting.push(p),
             _ => {
+                self.forget_last(ip);
                 self.map.insert(ip, Neighbor::Incomplete { probes: 0, waiting: vec![p], resolvers: Vec::new() });
                 // No resolver waits on a fresh entry: nothing to hand back.
                 let _ = self.probe(cx, ip);
@@ -105,6 +115,7 @@ impl Neighbors {
         match self.map.get_mut(&ip) {
             Some(Neighbor::Incomplete { resolvers, .. }) => resolvers.push(id),
             _ => {
+                self.forget_last(ip);
                 self.map.insert(ip, Neighbor::Incomplete { probes: 0, waiting: Vec::new(), resolvers: vec![id] });
                 if let Some(failed) = self.probe(cx, ip) {
                     return Err(failed);
@@ -126,6 +137,7 @@ impl Neighbors {
             cx.timers.schedule(cx.now + interval, Work::NeighborProbe(ip));
             return None;
         }
+        self.forget_last(ip);
         if let Some(Neighbor::Incomplete { waiting, resolvers, .. }) = self.map.remove(&ip) {
             for _ in waiting {
                 cx.counters.drop(DropReason::NeighborUnresolved);
@@ -133,6 +145,13 @@ impl Neighbors {
             return Some(resolvers);
         }
         None
+    }
+
+    /// `ip`'s entry is about to change: no longer the cached one.
+    fn forget_last(&mut self, ip: IpAddr) {
+        if self.last.is_some_and(|(a, _)| a == ip) {
+            self.last = None;
+        }
     }
 
     /// An id no longer waits for any resolution.
@@ -150,10 +169,16 @@ impl Neighbors {
         if cx.cfg.is_local(&ip) || mac[0] & 1 != 0 {
             return;
         }
-        // Every MAD from a known peer lands here: a lookup, not a rewrite, when nothing changed.
-        if matches!(self.map.get(&ip), Some(Neighbor::Reachable { mac: m }) if *m == mac) {
+        // Every MAD from a known peer lands here: a compare, or a lookup, not a rewrite, when
+        // nothing changed.
+        if self.last == Some((ip, mac)) {
             return;
         }
+        if matches!(self.map.get(&ip), Some(Neighbor::Reachable { mac: m }) if *m == mac) {
+            self.last = Some((ip, mac));
+            return;
+        }
+        self.last = Some((ip, mac));
         let prev = self.map.insert(ip, Neighbor::Reachable { mac });
         if let Some(Neighbor::Incomplete { waiting, resolvers, .. }) = prev {
             cx.timers.cancel(&Work::NeighborProbe(ip));

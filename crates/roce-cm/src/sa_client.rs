@@ -3,11 +3,13 @@
 //! mad.c find_mad_agent, timeout_sends].
 
 use core::time::Duration;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
-use roce_wire::mad::{MadHeader, Method};
-use roce_wire::sa::SaMad;
-use roce_wire::Gid;
+use roce_wire::mad::{self, MadHeader, Method};
+use roce_wire::mcmember::McMemberRecord;
+use roce_wire::sa::{attr, SaMad};
+use roce_wire::{Gid, MAD_SIZE};
 
 use crate::config::SaTiming;
 use crate::ctx::FastHash;
@@ -28,7 +30,11 @@ pub(crate) enum TxnOwner {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Txn {
-    pub mad: SaMad,
+    /// The request as sent (its TID in place): encoded once, copied out on each send.
+    mad: [u8; MAD_SIZE],
+    /// The request's method and attribute, which its response must match.
+    method: Method,
+    attribute_id: u16,
     pub owner: TxnOwner,
     next_send: Instant,
     deadline: Instant,
@@ -39,7 +45,7 @@ pub(crate) struct Txn {
     due: Instant,
 }
 
-/// Transactions by TID, in a slab: a transaction (its MAD is 300 bytes) is written once where
+/// Transactions by TID, in a slab: a transaction (its MAD is 256 bytes) is written once where
 /// it stays, instead of being moved in and out of tree nodes; TIDs index the slots.
 #[derive(Debug, Default)]
 struct Txns {
@@ -49,26 +55,28 @@ struct Txns {
 }
 
 impl Txns {
-    fn contains_key(&self, tid: &u64) -> bool {
-        self.by_tid.contains_key(tid)
-    }
-
     fn len(&self) -> usize {
         self.by_tid.len()
     }
 
-    fn insert(&mut self, tid: u64, t: Txn) {
+    /// Reserve a slot for `tid` if it is not in use (`None` if it is): the TID is looked up
+    /// and indexed in one probe; [`Txns::fill`] then writes the transaction in the slot.
+    fn claim(&mut self, tid: u64) -> Option<u32> {
+        let std::collections::hash_map::Entry::Vacant(v) = self.by_tid.entry(tid) else { return None };
         let i = match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = Some(t);
-                i
-            }
+            Some(i) => i,
             None => {
-                self.slots.push(Some(t));
+                self.slots.push(None);
                 (self.slots.len() - 1) as u32
             }
         };
-        self.by_tid.insert(tid, i);
+        v.insert(i);
+        Some(i)
+    }
+
+    /// Write the transaction of a claimed slot.
+    fn fill(&mut self, i: u32, t: Txn) {
+        self.slots[i as usize] = Some(t);
     }
 
     fn get(&self, tid: &u64) -> Option<&Txn> {
@@ -105,6 +113,31 @@ impl Txns {
     }
 }
 
+/// Drop the stale entries at the top of `timers` (so that its top, what `poll_timeout`
+/// reports, is live), and every stale entry once they outnumber the live ones (amortised: at
+/// most one stale entry is left per re-arm or end of a transaction).
+fn settle(timers: &mut BinaryHeap<Reverse<(Instant, u64)>>, txns: &Txns) {
+    let live = |&Reverse((due, tid)): &Reverse<(Instant, u64)>| txns.get(&tid).is_some_and(|t| t.due == due);
+    if txns.len() == 0 {
+        timers.clear();
+        // After a burst (100,000 joins at once), give the memory back, as the transactions'
+        // slab does; small heaps keep their capacity (no reallocation in steady state).
+        if timers.capacity() > 4096 {
+            timers.shrink_to(1024);
+        }
+        return;
+    }
+    while let Some(top) = timers.peek() {
+        if live(top) {
+            break;
+        }
+        timers.pop();
+    }
+    if timers.len() > 2 * txns.len() + 32 {
+        timers.retain(live);
+    }
+}
+
 /// The outstanding transactions of one stack.
 #[derive(Debug)]
 pub(crate) struct SaClient {
@@ -113,8 +146,11 @@ pub(crate) struct SaClient {
     timing: SaTiming,
     txns: Txns,
     outbox: VecDeque<u64>,
-    /// (when the transaction next needs attention, TID): retransmission or deadline.
-    timers: BTreeSet<(Instant, u64)>,
+    /// (when the transaction next needs attention, TID): retransmission or deadline. A
+    /// min-heap with lazy deletion: an entry is live while its transaction exists with that
+    /// very `due`; see [`settle`]. (A tree set cost a rebalancing per send, answer and
+    /// retry: a third of the client's work per transaction.)
+    timers: BinaryHeap<Reverse<(Instant, u64)>>,
     /// Transmissions in all (first sends and retries), for tests and tools.
     pub sent: u64,
     /// Retransmissions.
@@ -136,19 +172,9 @@ impl SaClient {
             timing,
             txns: Txns::default(),
             outbox: VecDeque::new(),
-            timers: BTreeSet::new(),
+            timers: BinaryHeap::new(),
             sent: 0,
             retransmissions: 0,
-        }
-    }
-
-    fn next_tid(&mut self) -> u64 {
-        loop {
-            let tid = (u64::from(self.tid_hi) << 32) | u64::from(self.tid_lo);
-            self.tid_lo = self.tid_lo.wrapping_add(1);
-            if !self.txns.contains_key(&tid) {
-                return tid;
-            }
         }
     }
 
@@ -159,21 +185,68 @@ impl SaClient {
     }
 
     /// [`SaClient::start`] with its own budget instead of the configured one.
-    pub fn start_with_timeout(&mut self, now: Instant, mut mad: SaMad, owner: TxnOwner, timeout: Duration) -> u64 {
-        let tid = self.next_tid();
-        mad.header.transaction_id = tid;
+    pub fn start_with_timeout(&mut self, now: Instant, mad: SaMad, owner: TxnOwner, timeout: Duration) -> u64 {
+        let (method, attribute_id) = (mad.header.method, mad.header.attribute_id);
+        self.start_encoded(now, mad.to_bytes(), method, attribute_id, owner, timeout)
+    }
+
+    /// Start an MCMemberRecord Set or Delete (a join or a leave), its MAD written directly.
+    pub fn start_mc_member(
+        &mut self,
+        now: Instant,
+        method: Method,
+        component_mask: u64,
+        record: &McMemberRecord,
+        owner: TxnOwner,
+    ) -> u64 {
+        let mad = SaMad::mc_member_request(method, 0, component_mask, record);
+        let timeout = self.timing.timeout;
+        self.start_encoded(now, mad, method, attr::MC_MEMBER_RECORD, owner, timeout)
+    }
+
+    /// Start a transaction for an encoded request (its TID is filled in).
+    fn start_encoded(
+        &mut self,
+        now: Instant,
+        mut mad: [u8; MAD_SIZE],
+        method: Method,
+        attribute_id: u16,
+        owner: TxnOwner,
+        timeout: Duration,
+    ) -> u64 {
         let deadline = now + timeout;
-        self.txns.insert(tid, Txn { mad, owner, next_send: now, deadline, sends: 0, queued: true, due: deadline });
-        self.timers.insert((deadline, tid));
+        // The next TID not in use, indexed in the same probe.
+        let (tid, slot) = loop {
+            let tid = (u64::from(self.tid_hi) << 32) | u64::from(self.tid_lo);
+            self.tid_lo = self.tid_lo.wrapping_add(1);
+            if let Some(slot) = self.txns.claim(tid) {
+                break (tid, slot);
+            }
+        };
+        mad[mad::field::TRANSACTION_ID].copy_from_slice(&tid.to_be_bytes());
+        let t =
+            Txn { mad, method, attribute_id, owner, next_send: now, deadline, sends: 0, queued: true, due: deadline };
+        self.txns.fill(slot, t);
+        self.timers.push(Reverse((deadline, tid)));
         self.outbox.push_back(tid);
         tid
     }
 
-    /// Re-index a transaction under its next due time.
-    fn rearm(timers: &mut BTreeSet<(Instant, u64)>, tid: u64, t: &mut Txn, retries: u32) {
-        timers.remove(&(t.due, tid));
-        t.due = if t.sends <= retries { t.next_send.min(t.deadline) } else { t.deadline };
-        timers.insert((t.due, tid));
+    /// Re-index a transaction under its next due time (its old entry goes stale).
+    fn rearm(timers: &mut BinaryHeap<Reverse<(Instant, u64)>>, tid: u64, t: &mut Txn, retries: u32) {
+        let due = if t.sends <= retries { t.next_send.min(t.deadline) } else { t.deadline };
+        if due != t.due {
+            // The old entry is usually the top (a first send right after the start): moved
+            // in place rather than left stale under a new one.
+            if timers.peek() == Some(&Reverse((t.due, tid))) {
+                if let Some(mut top) = timers.peek_mut() {
+                    *top = Reverse((due, tid));
+                }
+            } else {
+                timers.push(Reverse((due, tid)));
+            }
+            t.due = due;
+        }
     }
 
     /// Whether a MAD waits for (re)transmission.
@@ -183,7 +256,7 @@ impl SaClient {
 
     /// The next MAD to put on the wire, if any.
     pub fn poll_outgoing(&mut self, now: Instant) -> Option<[u8; 256]> {
-        self.next_outgoing(now).map(SaMad::to_bytes)
+        self.next_outgoing(now).copied()
     }
 
     /// The next MAD, written into `mad` (256 bytes: a transmit buffer at the payload's
@@ -191,14 +264,14 @@ impl SaClient {
     pub fn poll_outgoing_into(&mut self, now: Instant, mad: &mut [u8]) -> bool {
         match self.next_outgoing(now) {
             Some(m) => {
-                m.emit_bytes(mad);
+                mad[..MAD_SIZE].copy_from_slice(m);
                 true
             }
             None => false,
         }
     }
 
-    fn next_outgoing(&mut self, now: Instant) -> Option<&SaMad> {
+    fn next_outgoing(&mut self, now: Instant) -> Option<&[u8; MAD_SIZE]> {
         while let Some(tid) = self.outbox.pop_front() {
             let interval = self.timing.retry_interval();
             let retries = self.timing.retries;
@@ -214,6 +287,7 @@ impl SaClient {
             if t.sends > 1 {
                 self.retransmissions += 1;
             }
+            settle(&mut self.timers, &self.txns);
             return self.txns.get(&tid).map(|t| &t.mad);
         }
         None
@@ -224,18 +298,21 @@ impl SaClient {
         if !self.outbox.is_empty() {
             return Some(Instant::ZERO);
         }
-        self.timers.first().map(|(t, _)| *t)
+        self.timers.peek().map(|Reverse((t, _))| *t)
     }
 
     /// Queue due retransmissions; return the transactions whose deadline passed (removed).
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<(u64, Txn)> {
         let mut expired = Vec::new();
-        while let Some(&(due, tid)) = self.timers.first() {
+        while let Some(&Reverse((due, tid))) = self.timers.peek() {
             if due > now {
                 break;
             }
-            self.timers.pop_first();
+            self.timers.pop();
             let Some(t) = self.txns.get_mut(&tid) else { continue };
+            if t.due != due {
+                continue; // a stale entry: the transaction was re-armed since
+            }
             if t.deadline <= now {
                 if let Some(t) = self.txns.remove(&tid) {
                     expired.push((tid, t));
@@ -245,12 +322,13 @@ impl SaClient {
             // A retransmission is due: queue it; it is re-armed when it goes out. Until then it
             // waits on its deadline only.
             t.due = t.deadline;
-            self.timers.insert((t.deadline, tid));
+            self.timers.push(Reverse((t.deadline, tid)));
             if !t.queued {
                 t.queued = true;
                 self.outbox.push_back(tid);
             }
         }
+        settle(&mut self.timers, &self.txns);
         expired
     }
 
@@ -265,15 +343,15 @@ impl SaClient {
     pub fn handle_response_header(&mut self, resp: &MadHeader) -> Option<Matched> {
         let tid = resp.transaction_id;
         let t = self.txns.get(&tid)?;
-        let expected = match t.mad.header.method {
+        let expected = match t.method {
             Method::Set | Method::Get => Method::Get,
             other => other,
         };
-        if !resp.response || resp.method != expected || resp.attribute_id != t.mad.header.attribute_id {
+        if !resp.response || resp.method != expected || resp.attribute_id != t.attribute_id {
             return None;
         }
-        let (owner, due, queued) = self.txns.finish(&tid)?;
-        self.timers.remove(&(due, tid));
+        let (owner, _due, queued) = self.txns.finish(&tid)?;
+        settle(&mut self.timers, &self.txns);
         if queued {
             self.outbox.retain(|&x| x != tid);
         }

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use std::net::IpAddr;
 
 use roce_wire::bth::{self, Opcode};
-use roce_wire::frame::{self, rxe_udp_sport, FramePacket, FrameRepr};
+use roce_wire::frame::{self, rxe_udp_sport, FramePacket, RoceHeaders};
 use roce_wire::igmp::IgmpMessage;
 use roce_wire::l2::{self, L2Packet};
 use roce_wire::mad::{MadHeader, MadStatus, Method, MgmtClass};
@@ -201,6 +201,7 @@ impl Stack {
     // Outputs
 
     /// The next event for the application.
+    #[inline] // an event is a few hundred bytes: built in the caller's frame, not copied out
     pub fn poll_event(&mut self) -> Option<CmEvent> {
         let e = self.out.events.pop_front();
         if e.is_none() {
@@ -212,9 +213,17 @@ impl Stack {
     /// When `handle_timeout` must next be called (`None`: nothing pending). A time at or
     /// before now means "call it now".
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let work = self.timers.next_due();
-        let sa = self.sa.poll_timeout();
-        [work, sa, self.rc.poll_timeout()].into_iter().flatten().min()
+        let earliest = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let due = earliest(self.timers.next_due(), self.sa.poll_timeout());
+        // rc/ scans its QPs: skipped when there are none (a driver asks after every input).
+        if self.rc.is_empty() {
+            due
+        } else {
+            earliest(due, self.rc.poll_timeout())
+        }
     }
 
     /// The next frame to send, written into `buf`; returns its length. A frame whose
@@ -237,7 +246,9 @@ impl Stack {
                 Some(o) => o,
                 None => {
                     release_burst_capacity(&mut self.out.tx);
-                    if let Some(p) = self.rc.poll_transmit(now) {
+                    // (No RC QP: skip rc/'s round-robin set-up, which costs a frame's worth
+                    // of header work on every SA MAD.)
+                    if let Some(p) = (!self.rc.is_empty()).then(|| self.rc.poll_transmit(now)).flatten() {
                         self.out.push(crate::rc::outgoing(p));
                         continue;
                     }
@@ -292,27 +303,25 @@ impl Stack {
     }
 
     fn frame_roce(&self, p: &RocePacket, dst_mac: [u8; 6], buf: &mut [u8]) -> Option<usize> {
-        let r = self.roce_repr(p, dst_mac, &p.payload)?;
-        r.emit(buf).ok()
+        let h = self.roce_headers(p, dst_mac)?;
+        frame::emit_roce(&h, buf, Some(&p.payload), p.payload.len()).ok()
     }
 
-    /// The frame of a RoCE packet, carrying `payload`.
-    fn roce_repr<'a>(&self, p: &RocePacket, dst_mac: [u8; 6], payload: &'a [u8]) -> Option<FrameRepr<'a>> {
+    /// The headers of a RoCE packet's frame (written by `frame::emit_roce` straight from
+    /// these parts: the same bytes as a `FrameRepr` would give, without building one).
+    fn roce_headers<'p>(&self, p: &'p RocePacket, dst_mac: [u8; 6]) -> Option<RoceHeaders<'p>> {
         let src = self.source_for(&p.dst)?;
-        let mut r = FrameRepr::new(self.cfg.mac, dst_mac, src, p.dst, p.bth, p.ext, payload);
-        r.udp.source_port = rxe_udp_sport(p.src_qp);
-        match &mut r.ip {
-            frame::IpHeader::V4(h) => {
-                h.time_to_live = p.hop_limit;
-                h.dscp = roce_wire::IpDscp::try_new(p.traffic_class >> 2).unwrap_or(roce_wire::IpDscp::ZERO);
-                h.ecn = roce_wire::IpEcn::try_new(p.traffic_class & 3).unwrap_or(roce_wire::IpEcn::ZERO);
-            }
-            frame::IpHeader::V6(h) => {
-                h.hop_limit = p.hop_limit;
-                h.traffic_class = p.traffic_class;
-            }
-        }
-        Some(r)
+        Some(RoceHeaders {
+            src_mac: self.cfg.mac,
+            dst_mac,
+            src,
+            dst: p.dst,
+            hop_limit: p.hop_limit,
+            traffic_class: p.traffic_class,
+            udp_source_port: rxe_udp_sport(p.src_qp),
+            bth: &p.bth,
+            ext: &p.ext,
+        })
     }
 
     /// The next SA request, its MAD written straight into the transmit buffer and the frame
@@ -324,14 +333,16 @@ impl Stack {
         }
         let mac = self.neighbor_mac(&sa)?;
         let p = self.gsi.header(self.cfg.pkey, sa, 1, Bytes::new());
-        let mut r = self.roce_repr(&p, mac, &[])?;
-        r.bth.pad_count = 0; // a MAD is 256 bytes: no pad
-        let at = r.header_len();
-        if r.buffer_len() + MAD_SIZE > buf.len() || !self.sa.poll_outgoing_into(now, &mut buf[at..at + MAD_SIZE]) {
+        let h = self.roce_headers(&p, mac)?;
+        let at = h.header_len();
+        // The whole frame: headers, the MAD (256 bytes: no pad), the ICRC.
+        if at + MAD_SIZE + roce_wire::icrc::ICRC_LEN > buf.len()
+            || !self.sa.poll_outgoing_into(now, &mut buf[at..at + MAD_SIZE])
+        {
             return None;
         }
         self.gsi.advance();
-        match r.emit_around(buf, MAD_SIZE) {
+        match frame::emit_roce(&h, buf, None, MAD_SIZE) {
             Ok(n) => Some(n),
             Err(_) => {
                 // Unreachable with the length checked above; never lost silently all the same.
@@ -521,9 +532,9 @@ impl Stack {
             return;
         }
         if self.gsi.has_agent(class) {
-            let mut mad = [0u8; MAD_SIZE];
-            mad.copy_from_slice(payload);
-            self.gsi.deliver(MadRequest { src, src_qp, src_gid: Gid::from_ip(src), mad });
+            if let Some(mad) = payload.first_chunk::<MAD_SIZE>() {
+                self.gsi.deliver(src, src_qp, mad);
+            }
             self.counters.rx_accepted += 1;
             return;
         }
@@ -605,6 +616,26 @@ impl Stack {
     /// The next MAD request for a registered agent.
     pub fn poll_mad_request(&mut self) -> Option<MadRequest> {
         self.gsi.poll_request()
+    }
+
+    /// Answer the queued MAD requests in place, in order: `answer` reads each request where it
+    /// waits (no copy of its 256 bytes, unlike [`Stack::poll_mad_request`]) and returns the MADs
+    /// to send back to the requester's QP (none, one, or several). Returns the MADs queued.
+    pub fn answer_mad_requests<R>(&mut self, mut answer: impl FnMut(&MadRequest) -> R) -> usize
+    where
+        R: core::ops::Deref<Target = [[u8; MAD_SIZE]]>,
+    {
+        let mut sent = 0;
+        while let Some(req) = self.gsi.front_request() {
+            let (src, src_qp) = (req.src, req.src_qp);
+            let reply = answer(req);
+            self.gsi.drop_front_request();
+            for mad in reply.iter() {
+                self.send_mad(src, src_qp, mad);
+                sent += 1;
+            }
+        }
+        sent
     }
 
     /// Send a MAD from QP1 to `dst`'s QP `dst_qp` (an agent's response).

@@ -38,13 +38,11 @@ impl SaHost {
 
     /// Hand every queued SA request to the responder and queue its answers.
     pub fn pump(&mut self) {
-        while let Some(req) = self.stack.poll_mad_request() {
-            let reply = self.sa.handle_mad(Requester::new(req.src_gid, req.src_qp), &req.mad);
-            for mad in reply.as_slice() {
-                self.stack.send_mad(req.src, req.src_qp, mad);
-                self.answered += 1;
-            }
-        }
+        // Each request is read where it waits in QP1's queue, not copied out.
+        let sa = &mut self.sa;
+        let sent =
+            self.stack.answer_mad_requests(|req| sa.handle_mad(Requester::new(req.src_gid, req.src_qp), &req.mad));
+        self.answered += sent as u64;
     }
 }
 

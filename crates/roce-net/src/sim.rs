@@ -18,10 +18,13 @@
 //!   node order; deliveries of equal time in transmission order. Every random decision comes
 //!   from a per-cable SplitMix64 stream derived from the seed, so a seed fixes the run, and
 //!   changing one cable's configuration does not change what the other cables draw.
-//! - **Transmission**: after every event, and before looking for the next one, every node's
-//!   `poll_transmit` is drained (in node order, at most [`SimNet::set_max_burst`] frames per
-//!   node per drain), so frames queued by API calls made through [`SimNet::node_mut`] leave
-//!   at the current time on the next step or run.
+//! - **Transmission**: after every event, and before looking for the next one, the
+//!   `poll_transmit` of every node that may have something to send is drained (in node order,
+//!   at most [`SimNet::set_max_burst`] frames per node per drain): a node that was given a
+//!   frame or a timeout, was reached through [`SimNet::node_mut`] (so frames queued by API
+//!   calls leave at the current time on the next step or run), or still had frames after its
+//!   last burst. A node that has nothing to send arms a timer for when it will
+//!   ([`Node::poll_timeout`]); it is not polled again just because the clock moved.
 
 use std::any::{type_name, Any};
 use std::cmp::Ordering;
@@ -120,6 +123,14 @@ impl LinkConfig {
     /// A perfect cable with this propagation delay.
     pub fn with_latency(latency: Duration) -> LinkConfig {
         LinkConfig { latency, ..LinkConfig::default() }
+    }
+
+    /// No loss, duplication, reordering, corruption or jitter: a frame crosses unchanged,
+    /// once, after the latency, and no random number is drawn (`Rng::chance` treats these
+    /// probabilities as "never" without drawing).
+    fn is_clean(&self) -> bool {
+        let never = |p: f64| p <= 0.0 || p.is_nan();
+        never(self.loss) && never(self.duplicate) && never(self.reorder) && never(self.corrupt) && self.jitter.is_zero()
     }
 
     /// The longest frame this cable carries: `mtu + 14`, `+ 4` when `frame` is 802.1Q-tagged.
@@ -240,15 +251,26 @@ impl std::error::Error for Livelock {}
 struct Slot {
     node: Box<dyn Node>,
     link: LinkConfig,
+    /// `link.is_clean()`, kept with it.
+    clean: bool,
     rng: Rng,
     busy_until: Instant,
     stats: NodeStats,
+    /// The node may have frames to send: it was handed an input or a `&mut` since it last
+    /// answered `None`, or it hit the burst limit. Only these are polled.
+    ready: bool,
 }
 
 impl Slot {
     /// A frame crosses this cable at `t`: the copies that come out, with their arrival times.
     fn cross(&mut self, t: Instant, data: &Bytes, out: &mut Vec<(Instant, Bytes)>) {
         let link = &self.link;
+        // A clean cable (the common case) draws nothing: one copy after the latency, exactly
+        // what the general path below gives it, without its bookkeeping.
+        if self.clean {
+            out.push((t + link.latency, data.clone()));
+            return;
+        }
         let rng = &mut self.rng;
         if rng.chance(link.loss) {
             self.stats.lost += 1;
@@ -385,7 +407,16 @@ impl SimNet {
     pub fn add_node(&mut self, node: Box<dyn Node>, link: LinkConfig) -> NodeId {
         let id = self.slots.len();
         let rng = Rng::stream(self.seed, id as u64);
-        self.slots.push(Slot { node, link, rng, busy_until: Instant::ZERO, stats: NodeStats::default() });
+        let clean = link.is_clean();
+        self.slots.push(Slot {
+            node,
+            link,
+            clean,
+            rng,
+            busy_until: Instant::ZERO,
+            stats: NodeStats::default(),
+            ready: true,
+        });
         NodeId(id)
     }
 
@@ -436,7 +467,9 @@ impl SimNet {
 
     /// The node as its concrete type, mutably, or `None` if it is another type.
     pub fn try_node_mut<T: Node>(&mut self, id: NodeId) -> Option<&mut T> {
-        let node: &mut dyn Node = &mut *self.slots[id.0].node;
+        let slot = &mut self.slots[id.0];
+        slot.ready = true; // the caller may queue frames
+        let node: &mut dyn Node = &mut *slot.node;
         let any: &mut dyn Any = node;
         any.downcast_mut()
     }
@@ -448,7 +481,9 @@ impl SimNet {
 
     /// The node as a trait object, mutably.
     pub fn node_dyn_mut(&mut self, id: NodeId) -> &mut dyn Node {
-        &mut *self.slots[id.0].node
+        let slot = &mut self.slots[id.0];
+        slot.ready = true; // the caller may queue frames
+        &mut *slot.node
     }
 
     /// The node's cable.
@@ -459,7 +494,9 @@ impl SimNet {
     /// Change the node's cable from now on (frames already in flight keep their fate), e.g.
     /// `loss: 1.0` to cut it.
     pub fn set_link(&mut self, id: NodeId, link: LinkConfig) {
-        self.slots[id.0].link = link;
+        let slot = &mut self.slots[id.0];
+        slot.clean = link.is_clean();
+        slot.link = link;
     }
 
     /// The node's counters.
@@ -566,6 +603,7 @@ impl SimNet {
                 self.now = self.now.max(t);
                 let slot = &mut self.slots[id];
                 slot.stats.timeouts += 1;
+                slot.ready = true;
                 slot.node.handle_timeout(self.now);
             }
             _ => {
@@ -574,6 +612,7 @@ impl SimNet {
                 let slot = &mut self.slots[f.to];
                 slot.stats.delivered += 1;
                 slot.stats.delivered_bytes += f.data.len() as u64;
+                slot.ready = true;
                 slot.node.handle_frame(self.now, &f.data);
             }
         }
@@ -657,11 +696,23 @@ impl SimNet {
         self.slots.iter().enumerate().filter_map(|(id, s)| s.node.poll_timeout().map(|t| (t, id))).min()
     }
 
-    /// Drain every node's transmit queue (up to `max_burst` frames each) at the current time.
+    /// Drain the transmit queue of every ready node (up to `max_burst` frames each) at the
+    /// current time.
     fn flush(&mut self) {
         for id in 0..self.slots.len() {
-            for _ in 0..self.max_burst {
-                let Some(len) = self.slots[id].node.poll_transmit(self.now, &mut self.buf) else { break };
+            if !self.slots[id].ready {
+                continue;
+            }
+            let mut sent = 0;
+            loop {
+                if sent == self.max_burst {
+                    break; // the rest waits for the next step; the node stays ready
+                }
+                let Some(len) = self.slots[id].node.poll_transmit(self.now, &mut self.buf) else {
+                    self.slots[id].ready = false;
+                    break;
+                };
+                sent += 1;
                 assert!(
                     len <= self.buf.len(),
                     "node {id} returned a {len}-byte frame from a {}-byte buffer",
@@ -699,6 +750,37 @@ impl SimNet {
             }
             _ => now,
         };
+        if sender.clean {
+            // One copy leaves after the latency; clean receivers take it after theirs: what
+            // the general path below does for clean cables, without its copy lists.
+            let t1 = depart + sender.link.latency;
+            for to in 0..self.slots.len() {
+                if to == from {
+                    continue;
+                }
+                let receiver = &mut self.slots[to];
+                if data.len() > receiver.link.max_frame_len(&data) {
+                    receiver.stats.mtu_dropped += 1;
+                    continue;
+                }
+                if receiver.clean {
+                    let (at, seq) = (t1 + receiver.link.latency, self.seq);
+                    self.seq += 1;
+                    self.queue.push(InFlight { at, seq, to, data: data.clone() });
+                    continue;
+                }
+                let mut ingress = std::mem::take(&mut self.ingress);
+                ingress.clear();
+                receiver.cross(t1, &data, &mut ingress);
+                for (at, data) in ingress.drain(..) {
+                    let seq = self.seq;
+                    self.seq += 1;
+                    self.queue.push(InFlight { at, seq, to, data });
+                }
+                self.ingress = ingress;
+            }
+            return;
+        }
         let mut egress = std::mem::take(&mut self.copies);
         egress.clear();
         sender.cross(depart, &data, &mut egress);

@@ -6,85 +6,200 @@
 //! so the answer is kept and sent again. The cache is a ring of fixed slots (FIFO eviction)
 //! indexed by a hash map; it never grows past its size.
 
-use std::collections::HashMap;
+use core::hash::{BuildHasher, Hash, Hasher};
 
 use roce_wire::{Gid, MAD_SIZE};
 
 use crate::Requester;
 
 /// Who asked, and which transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Key {
     gid: Gid,
     qpn: u32,
     tid: u64,
 }
 
+impl Hash for Key {
+    // Three words, not the GID as a byte slice (length prefix and all): this runs twice per
+    // Set or Delete the SA answers.
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let g = u128::from_le_bytes(self.gid.0);
+        h.write_u64(self.tid);
+        h.write_u64(g as u64);
+        h.write_u64((g >> 64) as u64 ^ u64::from(self.qpn) << 32);
+    }
+}
+
+/// A request [`DupCache::lookup`] did not find: its key, the key's hash, and the slot holding
+/// the same key with other bytes, if any.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Miss {
+    key: Key,
+    hash: u64,
+    slot: Option<usize>,
+}
+
 #[derive(Debug, Clone)]
 struct Slot {
     key: Key,
+    /// The key's hash (where its index entry wants to be).
+    hash: u64,
     request: [u8; MAD_SIZE],
     reply: [u8; MAD_SIZE],
 }
 
 /// A bounded cache of single-MAD answers.
+///
+/// The index is an open-addressing table of slot numbers (linear probing, at most half full,
+/// deletion by backward shift): a lookup or an eviction is a probe or two in one array, where
+/// a general hash map cost a third of the SA's work per transaction.
 #[derive(Debug, Clone)]
 pub(crate) struct DupCache {
     size: usize,
     slots: Vec<Slot>,
     next: usize,
-    index: HashMap<Key, u32, foldhash::fast::RandomState>,
+    /// Slot number + 1 per table position; 0 is empty.
+    table: Vec<u32>,
+    hasher: foldhash::fast::RandomState,
 }
 
 impl DupCache {
     /// A cache of `size` entries (0: disabled).
     pub(crate) fn new(size: usize) -> DupCache {
-        DupCache {
-            size,
-            slots: Vec::new(),
-            next: 0,
-            // Twice the entries: with eviction churning the index, a table at most half full
-            // rehashes in place instead of growing (no allocation in steady state).
-            index: HashMap::with_capacity_and_hasher(2 * size.min(1 << 16), Default::default()),
+        // Twice the entries, a power of two, made up front for up to 65,536 entries (no
+        // growth in steady state) and grown with the entries beyond; none when disabled.
+        let positions = if size == 0 { 0 } else { (2 * size.min(1 << 16)).next_power_of_two() };
+        DupCache { size, slots: Vec::new(), next: 0, table: vec![0; positions], hasher: Default::default() }
+    }
+
+    /// Keep the table at most half full for `entries` entries.
+    fn reserve(&mut self, entries: usize) {
+        if 2 * entries <= self.table.len() {
+            return;
         }
+        self.table = vec![0; (2 * entries).next_power_of_two()];
+        for i in 0..self.slots.len() {
+            self.index(self.slots[i].hash, i);
+        }
+    }
+
+    fn mask(&self) -> usize {
+        self.table.len() - 1
+    }
+
+    /// The table position holding `key`'s slot, and the slot.
+    fn find(&self, key: &Key, hash: u64) -> Option<(usize, usize)> {
+        if self.table.is_empty() {
+            return None;
+        }
+        let mask = self.mask();
+        let mut p = hash as usize & mask;
+        loop {
+            let e = self.table[p];
+            if e == 0 {
+                return None;
+            }
+            let i = (e - 1) as usize;
+            if self.slots[i].hash == hash && self.slots[i].key == *key {
+                return Some((p, i));
+            }
+            p = (p + 1) & mask;
+        }
+    }
+
+    /// Point a free table position at slot `i` (whose key hashes to `hash`).
+    fn index(&mut self, hash: u64, i: usize) {
+        let mask = self.mask();
+        let mut p = hash as usize & mask;
+        while self.table[p] != 0 {
+            p = (p + 1) & mask;
+        }
+        self.table[p] = i as u32 + 1;
+    }
+
+    /// Empty table position `hole`, moving back the entries after it that probed past it.
+    fn unindex(&mut self, mut hole: usize) {
+        let mask = self.mask();
+        let mut j = hole;
+        loop {
+            j = (j + 1) & mask;
+            let e = self.table[j];
+            if e == 0 {
+                break;
+            }
+            let ideal = self.slots[(e - 1) as usize].hash as usize & mask;
+            // The entry at j may fill the hole if its ideal position is not in (hole, j].
+            if j.wrapping_sub(ideal) & mask >= j.wrapping_sub(hole) & mask {
+                self.table[hole] = e;
+                hole = j;
+            }
+        }
+        self.table[hole] = 0;
     }
 
     /// The answer already sent for this very request (same requester, TID and bytes).
+    #[cfg(test)]
     pub(crate) fn get(&self, from: &Requester, tid: u64, request: &[u8; MAD_SIZE]) -> Option<&[u8; MAD_SIZE]> {
+        self.lookup(from, tid, request).ok()
+    }
+
+    /// The answer already sent for this very request (same requester, TID and bytes), or
+    /// what [`DupCache::insert_missed`] needs to remember its answer without hashing and
+    /// probing again.
+    pub(crate) fn lookup(&self, from: &Requester, tid: u64, request: &[u8; MAD_SIZE]) -> Result<&[u8; MAD_SIZE], Miss> {
         let key = Key { gid: from.gid, qpn: from.qpn, tid };
-        let slot = &self.slots[*self.index.get(&key)? as usize];
-        (slot.request == *request).then_some(&slot.reply)
+        let hash = self.hasher.hash_one(key);
+        match self.find(&key, hash) {
+            Some((_, i)) if self.slots[i].request == *request => Ok(&self.slots[i].reply),
+            found => Err(Miss { key, hash, slot: found.map(|(_, i)| i) }),
+        }
     }
 
     /// Remember `reply` as the answer to `request`, evicting the oldest entry when full.
+    #[cfg(test)]
     pub(crate) fn insert(&mut self, from: &Requester, tid: u64, request: &[u8; MAD_SIZE], reply: &[u8; MAD_SIZE]) {
+        let key = Key { gid: from.gid, qpn: from.qpn, tid };
+        let hash = self.hasher.hash_one(key);
+        let slot = self.find(&key, hash).map(|(_, i)| i);
+        self.insert_missed(Miss { key, hash, slot }, request, reply);
+    }
+
+    /// Remember `reply` as the answer to the request `lookup` missed (the cache unchanged
+    /// since), evicting the oldest entry when full.
+    pub(crate) fn insert_missed(&mut self, miss: Miss, request: &[u8; MAD_SIZE], reply: &[u8; MAD_SIZE]) {
         if self.size == 0 {
             return;
         }
-        let key = Key { gid: from.gid, qpn: from.qpn, tid };
+        let Miss { key, hash, slot } = miss;
         // The same key with different bytes (a TID reused for another request) replaces the
         // old entry in place.
-        if let Some(&i) = self.index.get(&key) {
-            let slot = &mut self.slots[i as usize];
+        if let Some(i) = slot {
+            let slot = &mut self.slots[i];
             slot.request = *request;
             slot.reply = *reply;
             return;
         }
         // Written in place: a slot is two MADs, too big to build aside and move.
         let i = if self.slots.len() < self.size {
-            self.slots.push(Slot { key, request: *request, reply: *reply });
+            self.reserve(self.slots.len() + 1);
+            self.slots.push(Slot { key, hash, request: *request, reply: *reply });
             self.slots.len() - 1
         } else {
             let i = self.next;
-            self.next = (self.next + 1) % self.size;
+            self.next = if self.next + 1 == self.size { 0 } else { self.next + 1 };
+            let old = self.slots[i].key;
+            if let Some((p, _)) = self.find(&old, self.slots[i].hash) {
+                self.unindex(p);
+            }
             let slot = &mut self.slots[i];
-            self.index.remove(&slot.key);
             slot.key = key;
+            slot.hash = hash;
             slot.request = *request;
             slot.reply = *reply;
             i
         };
-        self.index.insert(key, i as u32);
+        self.index(hash, i);
     }
 
     /// Entries held.
@@ -92,10 +207,9 @@ impl DupCache {
         self.slots.len()
     }
 
-    /// Heap bytes held (slots and index, estimated from capacities).
+    /// Heap bytes held (slots and index, from capacities).
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * core::mem::size_of::<Slot>()
-            + crate::group::hash_table_bytes(self.index.capacity(), core::mem::size_of::<(Key, u32)>())
+        self.slots.capacity() * core::mem::size_of::<Slot>() + self.table.capacity() * core::mem::size_of::<u32>()
     }
 }
 
@@ -125,6 +239,24 @@ mod tests {
         c.insert(&who(1), 9, &b, &a); // replaced in place
         assert_eq!(c.get(&who(1), 9, &b), Some(&a));
         assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn evicts_in_order_through_many_probe_chains() {
+        // A small table under churn: evictions move entries back along their probe chains;
+        // every live entry must stay findable and every evicted one gone.
+        let size = 8;
+        let mut c = DupCache::new(size);
+        let req = |t: u64| [t as u8; 256];
+        for t in 0..500u64 {
+            let from = who((t % 3) as u8);
+            c.insert(&from, t, &req(t), &[1; 256]);
+            for u in 0..=t {
+                let hit = c.get(&who((u % 3) as u8), u, &req(u)).is_some();
+                assert_eq!(hit, u + size as u64 > t, "tid {u} after inserting {t}");
+            }
+        }
+        assert_eq!(c.len(), size);
     }
 
     #[test]

@@ -183,10 +183,13 @@ impl SaResponder {
             (attr::CLASS_PORT_INFO, Method::Get) => Reply::One(self.class_port_info(req)),
             (attr::MC_MEMBER_RECORD, m @ (Method::Set | Method::Delete)) => {
                 let tid = req.header.transaction_id;
-                if let Some(cached) = self.cache.get(from, tid, bytes) {
-                    self.stats.duplicates += 1;
-                    return Reply::One(*cached);
-                }
+                let miss = match self.cache.lookup(from, tid, bytes) {
+                    Ok(cached) => {
+                        self.stats.duplicates += 1;
+                        return Reply::One(*cached);
+                    }
+                    Err(miss) => miss,
+                };
                 let out = if m == Method::Set {
                     let o = self.join(from, req);
                     self.stats.joins += u64::from(o.is_ok());
@@ -197,12 +200,11 @@ impl SaResponder {
                     o
                 };
                 let mad = match out {
-                    Ok(rec) => req
-                        .response_to(response_method(m), MadStatus::SUCCESS, SaData::mc_member(exactly(rec)))
-                        .to_bytes(),
+                    // Straight from the request's bytes (the same bytes as `response_to`).
+                    Ok(rec) => SaMad::mc_member_response(bytes, response_method(m), MadStatus::SUCCESS, &exactly(rec)),
                     Err(status) => error_mad(req, status),
                 };
-                self.cache.insert(from, tid, bytes, &mad);
+                self.cache.insert_missed(miss, bytes, &mad);
                 Reply::One(mad)
             }
             (attr::MC_MEMBER_RECORD, Method::Get | Method::GetTable) => {

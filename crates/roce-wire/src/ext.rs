@@ -39,8 +39,14 @@ impl ExtMask {
     pub const fn contains(self, other: ExtMask) -> bool {
         self.0 & other.0 == other.0
     }
-    /// Total length of the headers in the set.
+    /// Total length of the headers in the set (one table lookup: every frame in and out asks,
+    /// some several times).
     pub const fn len(self) -> usize {
+        LEN_BY_MASK[self.0 as usize] as usize
+    }
+
+    /// [`ExtMask::len`] summed header by header (the table's source).
+    const fn len_by_headers(self) -> usize {
         let mut n = 0;
         if self.contains(Self::DETH) {
             n += deth::LEN;
@@ -73,6 +79,17 @@ impl ExtMask {
         self.0 == 0
     }
 }
+
+/// [`ExtMask::len`] of every mask (all eight headers make 76 bytes: a byte holds it).
+const LEN_BY_MASK: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut m = 0;
+    while m < 256 {
+        t[m] = ExtMask(m as u8).len_by_headers() as u8;
+        m += 1;
+    }
+    t
+};
 
 /// The extension headers of one packet; each is present iff the opcode carries it.
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]

@@ -7,25 +7,36 @@ use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// A 16-byte Global Identifier, in network byte order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Gid(pub [u8; 16]);
+
+/// Hashed as one 128-bit word (equal GIDs, equal words), not as a byte slice with its length:
+/// the engines key their groups by MGID and look them up several times per SA transaction.
+impl core::hash::Hash for Gid {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        state.write_u128(u128::from_ne_bytes(self.0));
+    }
+}
 
 impl Gid {
     /// The all-zero GID.
     pub const ZERO: Gid = Gid([0; 16]);
 
     /// The IPv4-mapped GID `::ffff:a.b.c.d` that RoCEv2 uses for an IPv4 address.
+    #[inline]
     pub const fn from_ipv4(addr: Ipv4Addr) -> Gid {
         let o = addr.octets();
         Gid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, o[0], o[1], o[2], o[3]])
     }
 
     /// The GID of an IPv6 address (its 16 bytes).
+    #[inline]
     pub const fn from_ipv6(addr: Ipv6Addr) -> Gid {
         Gid(addr.octets())
     }
 
     /// The GID of an IP address.
+    #[inline]
     pub const fn from_ip(addr: IpAddr) -> Gid {
         match addr {
             IpAddr::V4(a) => Gid::from_ipv4(a),
@@ -34,6 +45,7 @@ impl Gid {
     }
 
     /// The IPv4 address if this GID is IPv4-mapped.
+    #[inline]
     pub const fn to_ipv4(&self) -> Option<Ipv4Addr> {
         let b = &self.0;
         if b[0] == 0
@@ -56,6 +68,7 @@ impl Gid {
     }
 
     /// The IP address this GID stands for on RoCEv2 (IPv4 when mapped, else IPv6).
+    #[inline]
     pub const fn to_ip(&self) -> IpAddr {
         match self.to_ipv4() {
             Some(a) => IpAddr::V4(a),
@@ -64,6 +77,7 @@ impl Gid {
     }
 
     /// `rdma_is_multicast_addr`: first byte 0xff, or IPv4-mapped inside 224.0.0.0/4.
+    #[inline]
     pub const fn is_multicast(&self) -> bool {
         if self.0[0] == 0xff {
             return true;

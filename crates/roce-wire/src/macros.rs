@@ -25,7 +25,10 @@ macro_rules! enum_with_unknown {
             Unknown($ty)
         }
 
+        // Inlined across crates: the engine converts codes on every frame, and a call per
+        // conversion cost more than the match.
         impl ::core::convert::From<$ty> for $name {
+            #[inline]
             fn from(value: $ty) -> Self {
                 match value {
                     $( $value => $name::$variant ),*,
@@ -35,6 +38,7 @@ macro_rules! enum_with_unknown {
         }
 
         impl ::core::convert::From<$name> for $ty {
+            #[inline]
             fn from(value: $name) -> Self {
                 match value {
                     $( $name::$variant => $value ),*,

@@ -622,7 +622,12 @@ impl MadHeader {
 
     /// Parse from the start of `buf`.
     pub fn parse_bytes(buf: &[u8]) -> Result<MadHeader> {
-        MadHeader::parse(&Packet::new_unchecked(buf))
+        // Through a fixed-size array when long enough (no bounds check per field); a short
+        // buffer gets the view's length error.
+        match buf.first_chunk::<MAD_HEADER_LEN>() {
+            Some(b) => MadHeader::parse(&Packet::new_unchecked(b)),
+            None => MadHeader::parse(&Packet::new_unchecked(buf)),
+        }
     }
 
     /// `Err(Content(UnsupportedBaseVersion))` at offset 0 unless the base version is 1 (the
@@ -674,8 +679,22 @@ impl MadHeader {
     ///
     /// # Panics
     /// If `buf` is shorter than 24 bytes.
+    ///
+    /// The 24 bytes are built whole and stored at once (what [`MadHeader::emit`]'s setters
+    /// write, without a bounds check per field): every MAD sent runs this.
     pub fn emit_bytes(&self, buf: &mut [u8]) {
-        self.emit(&mut Packet::new_unchecked(buf));
+        let mut b = [0u8; MAD_HEADER_LEN];
+        b[field::BASE_VERSION] = self.base_version;
+        b[field::MGMT_CLASS] = self.mgmt_class.into();
+        b[field::CLASS_VERSION] = self.class_version;
+        b[field::METHOD] = self.method_byte();
+        b[field::STATUS].copy_from_slice(&self.status.0.to_be_bytes());
+        b[field::CLASS_SPECIFIC].copy_from_slice(&self.class_specific.to_be_bytes());
+        b[field::TRANSACTION_ID].copy_from_slice(&self.transaction_id.to_be_bytes());
+        b[field::ATTRIBUTE_ID].copy_from_slice(&self.attribute_id.to_be_bytes());
+        b[field::RESERVED].copy_from_slice(&self.reserved.to_be_bytes());
+        b[field::ATTRIBUTE_MODIFIER].copy_from_slice(&self.attribute_modifier.to_be_bytes());
+        buf[..MAD_HEADER_LEN].copy_from_slice(&b);
     }
 
     /// The Wireshark method name of this header ([`method_name`]).
@@ -963,6 +982,15 @@ pub(crate) mod tests {
     }
 
     proptest! {
+        #[test]
+        fn emit_bytes_writes_what_the_setters_write(h in arb_header(), junk in any::<u8>()) {
+            let mut by_setters = [junk; 24];
+            h.emit(&mut Packet::new_unchecked(&mut by_setters[..]));
+            let mut whole = [junk; 24];
+            h.emit_bytes(&mut whole);
+            prop_assert_eq!(whole, by_setters);
+        }
+
         #[test]
         fn header_round_trip(h in arb_header()) {
             let mut buf = [0u8; 24];

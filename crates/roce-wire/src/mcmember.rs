@@ -22,7 +22,7 @@
 use core::fmt;
 use core::ops::{BitAnd, BitOr, BitOrAssign, Not};
 
-use crate::error::{Layer, Result};
+use crate::error::{Error, Layer, Result};
 use crate::field::{array, be16, be24, be32, put16, put24, put32};
 use crate::gid::Gid;
 use crate::rmpp::write_flags;
@@ -564,33 +564,49 @@ impl McMemberRecord {
 
     /// Read the record.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<McMemberRecord> {
-        packet.check_len()?;
+        let buf = packet.buffer.as_ref();
+        let Some(b) = buf.first_chunk::<MC_MEMBER_RECORD_LEN>() else {
+            return Err(Error::len(Layer::McMemberRecord, 0, MC_MEMBER_RECORD_LEN, buf.len()));
+        };
+        // Bytes 32..52 read as three big-endian words (the same fields as the view's
+        // accessors, proptest `words_as_accessors`): fewer loads than field by field.
+        let w0 = u64::from_be_bytes(array(b, field::Q_KEY.start));
+        let w1 = u64::from_be_bytes(array(b, field::P_KEY.start));
+        let w2 = u32::from_be_bytes(array(b, field::SCOPE_JOIN_STATE));
+        let (mtu, rate, plt) = ((w0 >> 8) as u8, (w1 >> 40) as u8, (w1 >> 32) as u8);
+        let sl_flow = (w1 >> 8) as u32 & 0xFF_FFFF;
+        let scope_join = (w2 >> 24) as u8;
         Ok(McMemberRecord {
-            mgid: packet.mgid(),
-            port_gid: packet.port_gid(),
-            q_key: packet.q_key(),
-            mlid: packet.mlid(),
-            mtu_selector: packet.mtu_selector(),
-            mtu: packet.mtu(),
-            traffic_class: packet.traffic_class(),
-            p_key: packet.p_key(),
-            rate_selector: packet.rate_selector(),
-            rate: packet.rate(),
-            packet_life_time_selector: packet.packet_life_time_selector(),
-            packet_life_time: packet.packet_life_time(),
-            sl: packet.sl(),
-            flow_label: packet.flow_label(),
-            hop_limit: packet.hop_limit(),
-            scope: packet.scope(),
-            join_state: packet.join_state(),
-            proxy_join: packet.proxy_join(),
-            reserved: packet.reserved(),
+            mgid: Gid(array(b, field::MGID.start)),
+            port_gid: Gid(array(b, field::PORT_GID.start)),
+            q_key: (w0 >> 32) as u32,
+            mlid: (w0 >> 16) as u16,
+            mtu_selector: Selector::from(mtu >> 6),
+            mtu: mtu & 0x3F,
+            traffic_class: w0 as u8,
+            p_key: (w1 >> 48) as u16,
+            rate_selector: Selector::from(rate >> 6),
+            rate: rate & 0x3F,
+            packet_life_time_selector: Selector::from(plt >> 6),
+            packet_life_time: plt & 0x3F,
+            sl: (sl_flow >> 20) as u8,
+            flow_label: sl_flow & 0xF_FFFF,
+            hop_limit: w1 as u8,
+            scope: scope_join >> 4,
+            join_state: JoinState(scope_join & 0x0F),
+            proxy_join: w2 & 0x0080_0000 != 0,
+            reserved: w2 & 0x7F_FFFF,
         })
     }
 
     /// Parse from the start of `buf`.
     pub fn parse_bytes(buf: &[u8]) -> Result<McMemberRecord> {
-        McMemberRecord::parse(&Packet::new_unchecked(buf))
+        // Through a fixed-size array when long enough (no bounds check per field); a short
+        // buffer gets the view's length error.
+        match buf.first_chunk::<MC_MEMBER_RECORD_LEN>() {
+            Some(b) => McMemberRecord::parse(&Packet::new_unchecked(b)),
+            None => McMemberRecord::parse(&Packet::new_unchecked(buf)),
+        }
     }
 
     /// Encoded length (52).
@@ -603,17 +619,25 @@ impl McMemberRecord {
         let b = packet.buffer.as_mut();
         b[field::MGID].copy_from_slice(&self.mgid.0);
         b[field::PORT_GID].copy_from_slice(&self.port_gid.0);
-        put32(b, field::Q_KEY.start, self.q_key);
-        put16(b, field::MLID.start, self.mlid);
-        b[field::MTU] = (u8::from(self.mtu_selector) << 6) | (self.mtu & 0x3F);
-        b[field::TCLASS] = self.traffic_class;
-        put16(b, field::P_KEY.start, self.p_key);
-        b[field::RATE] = (u8::from(self.rate_selector) << 6) | (self.rate & 0x3F);
-        b[field::PACKET_LIFE_TIME] = (u8::from(self.packet_life_time_selector) << 6) | (self.packet_life_time & 0x3F);
-        put24(b, field::SL_FLOW_LABEL.start, (u32::from(self.sl & 0xF) << 20) | (self.flow_label & 0xF_FFFF));
-        b[field::HOP_LIMIT] = self.hop_limit;
-        b[field::SCOPE_JOIN_STATE] = (self.scope << 4) | (self.join_state.0 & 0x0F);
-        put24(b, field::PROXY_JOIN_RESERVED.start, (u32::from(self.proxy_join) << 23) | (self.reserved & 0x7F_FFFF));
+        // Bytes 32..52 as three big-endian words (proptest `words_as_setters`).
+        let mtu = (u8::from(self.mtu_selector) << 6) | (self.mtu & 0x3F);
+        let rate = (u8::from(self.rate_selector) << 6) | (self.rate & 0x3F);
+        let plt = (u8::from(self.packet_life_time_selector) << 6) | (self.packet_life_time & 0x3F);
+        let sl_flow = (u32::from(self.sl & 0xF) << 20) | (self.flow_label & 0xF_FFFF);
+        let w0 = (u64::from(self.q_key) << 32)
+            | (u64::from(self.mlid) << 16)
+            | (u64::from(mtu) << 8)
+            | u64::from(self.traffic_class);
+        let w1 = (u64::from(self.p_key) << 48)
+            | (u64::from(rate) << 40)
+            | (u64::from(plt) << 32)
+            | (u64::from(sl_flow) << 8)
+            | u64::from(self.hop_limit);
+        let scope_join = (self.scope << 4) | (self.join_state.0 & 0x0F);
+        let w2 = (u32::from(scope_join) << 24) | (u32::from(self.proxy_join) << 23) | (self.reserved & 0x7F_FFFF);
+        b[field::Q_KEY.start..field::P_KEY.start].copy_from_slice(&w0.to_be_bytes());
+        b[field::P_KEY.start..field::SCOPE_JOIN_STATE].copy_from_slice(&w1.to_be_bytes());
+        b[field::SCOPE_JOIN_STATE..MC_MEMBER_RECORD_LEN].copy_from_slice(&w2.to_be_bytes());
     }
 
     /// Write the record to the start of `buf`.
@@ -621,7 +645,12 @@ impl McMemberRecord {
     /// # Panics
     /// If `buf` is shorter than 52 bytes.
     pub fn emit_bytes(&self, buf: &mut [u8]) {
-        self.emit(&mut Packet::new_unchecked(buf));
+        // Through a fixed-size array (no bounds check per field); a short buffer panics in
+        // the view as documented.
+        match buf.first_chunk_mut::<MC_MEMBER_RECORD_LEN>() {
+            Some(b) => self.emit(&mut Packet::new_unchecked(b)),
+            None => self.emit(&mut Packet::new_unchecked(buf)),
+        }
     }
 
     /// The 52 encoded bytes.
@@ -879,6 +908,63 @@ pub(crate) mod tests {
         #[test]
         fn round_trip(r in arb_record()) {
             prop_assert_eq!(McMemberRecord::parse_bytes(&r.to_bytes()), Ok(r));
+        }
+
+        #[test]
+        fn words_as_accessors(v in proptest::collection::vec(any::<u8>(), 0..60)) {
+            // The word-wise parse gives what the view's accessors read, and a short buffer
+            // the view's length error.
+            let p = Packet::new_unchecked(&v[..]);
+            let want = p.check_len().map(|()| McMemberRecord {
+                mgid: p.mgid(),
+                port_gid: p.port_gid(),
+                q_key: p.q_key(),
+                mlid: p.mlid(),
+                mtu_selector: p.mtu_selector(),
+                mtu: p.mtu(),
+                traffic_class: p.traffic_class(),
+                p_key: p.p_key(),
+                rate_selector: p.rate_selector(),
+                rate: p.rate(),
+                packet_life_time_selector: p.packet_life_time_selector(),
+                packet_life_time: p.packet_life_time(),
+                sl: p.sl(),
+                flow_label: p.flow_label(),
+                hop_limit: p.hop_limit(),
+                scope: p.scope(),
+                join_state: p.join_state(),
+                proxy_join: p.proxy_join(),
+                reserved: p.reserved(),
+            });
+            prop_assert_eq!(McMemberRecord::parse(&p), want);
+        }
+
+        #[test]
+        fn words_as_setters(r in arb_record(), scope in any::<u8>(), reserved in any::<u32>(), sl in any::<u8>()) {
+            // Out-of-range values too: each field keeps only its bits, as the setters do.
+            let r = McMemberRecord { scope, reserved, sl, ..r };
+            let mut want = [0u8; 52];
+            let mut p = Packet::new_unchecked(&mut want[..]);
+            p.set_mgid(r.mgid);
+            p.set_port_gid(r.port_gid);
+            p.set_q_key(r.q_key);
+            p.set_mlid(r.mlid);
+            p.set_mtu_selector(r.mtu_selector);
+            p.set_mtu(r.mtu);
+            p.set_traffic_class(r.traffic_class);
+            p.set_p_key(r.p_key);
+            p.set_rate_selector(r.rate_selector);
+            p.set_rate(r.rate);
+            p.set_packet_life_time_selector(r.packet_life_time_selector);
+            p.set_packet_life_time(r.packet_life_time);
+            p.set_sl(r.sl);
+            p.set_flow_label(r.flow_label);
+            p.set_hop_limit(r.hop_limit);
+            p.set_scope(r.scope);
+            p.set_join_state(r.join_state);
+            p.set_proxy_join(r.proxy_join);
+            p.set_reserved(r.reserved);
+            prop_assert_eq!(r.to_bytes(), want);
         }
 
         #[test]

@@ -289,6 +289,17 @@ impl SaData {
     /// The 200 encoded bytes.
     pub fn to_bytes(&self) -> [u8; SA_DATA_LEN] {
         let mut b = [0u8; SA_DATA_LEN];
+        self.emit_bytes(&mut b);
+        b
+    }
+
+    /// Write the 200 encoded bytes to the start of `buf` (every byte written: no
+    /// intermediate copy when the MAD is built in a transmit buffer).
+    ///
+    /// # Panics
+    /// If `buf` is shorter than 200 bytes.
+    pub fn emit_bytes(&self, buf: &mut [u8]) {
+        let b = &mut buf[..SA_DATA_LEN];
         match self {
             SaData::McMember { record, trailing } => {
                 record.emit_bytes(&mut b[..MC_MEMBER_RECORD_LEN]);
@@ -302,9 +313,8 @@ impl SaData {
                 record.emit_bytes(&mut b[..SERVICE_RECORD_LEN]);
                 b[SERVICE_RECORD_LEN..].copy_from_slice(trailing);
             }
-            SaData::Raw(r) => b = *r,
+            SaData::Raw(r) => b.copy_from_slice(r),
         }
-        b
     }
 
     /// The record size in 8-byte words, as an SA puts it in AttributeOffset of a response
@@ -369,14 +379,23 @@ impl SaMad {
     /// Parse a whole SA MAD from `buf` (at least 256 bytes, else `Len` for `Layer::Mad` at
     /// offset 0 with required length 256; bytes after 256 are ignored). Same as
     /// [`SaMad::parse_bytes`].
+    #[inline] // built in the caller's frame: a MAD-sized value not copied out
     pub fn parse(buf: &[u8]) -> Result<SaMad> {
         check_len(Layer::Mad, buf, Self::LEN)?;
+        // A fixed-size array from here on: every field's bounds are known at compile time.
+        let Some(buf) = buf.first_chunk::<{ Self::LEN }>() else {
+            return Err(Error::len(Layer::Mad, 0, Self::LEN, buf.len()));
+        };
         let header = MadHeader::parse(&mad::Packet::new_unchecked(buf))?;
         let rmpp = RmppRepr::parse(&rmpp::Packet::new_unchecked(&buf[MAD_HEADER_LEN..SA_HEADER_OFFSET]))
             .map_err(|e| e.add_offset(MAD_HEADER_LEN))?;
         let sa = SaHeader::parse(&Packet::new_unchecked(&buf[SA_HEADER_OFFSET..SA_DATA_OFFSET]))
             .map_err(|e| e.add_offset(SA_HEADER_OFFSET))?;
-        let data = SaData::decode(header.attribute_id, &array(buf, SA_DATA_OFFSET));
+        // Decoded straight from `buf`, not from a copy.
+        let Some(area) = buf[SA_DATA_OFFSET..].first_chunk::<SA_DATA_LEN>() else {
+            return Err(Error::len(Layer::Mad, 0, Self::LEN, buf.len()));
+        };
+        let data = SaData::decode(header.attribute_id, area);
         Ok(SaMad { header, rmpp, sa, data })
     }
 
@@ -418,7 +437,7 @@ impl SaMad {
         self.header.emit_bytes(&mut buf[..MAD_HEADER_LEN]);
         self.rmpp.emit_bytes(&mut buf[MAD_HEADER_LEN..SA_HEADER_OFFSET]);
         self.sa.emit_bytes(&mut buf[SA_HEADER_OFFSET..SA_DATA_OFFSET]);
-        buf[SA_DATA_OFFSET..Self::LEN].copy_from_slice(&self.data.to_bytes());
+        self.data.emit_bytes(&mut buf[SA_DATA_OFFSET..Self::LEN]);
     }
 
     /// Write the MAD through a MAD view (the buffer must hold 256 bytes).
@@ -430,6 +449,7 @@ impl SaMad {
     }
 
     /// The 256 encoded bytes.
+    #[inline] // built in the caller's frame: a MAD-sized value not copied out
     pub fn to_bytes(&self) -> [u8; crate::MAD_SIZE] {
         let mut b = [0u8; crate::MAD_SIZE];
         self.emit_bytes(&mut b);
@@ -459,12 +479,36 @@ impl SaMad {
         }
     }
 
+    /// The 256 bytes of `SaMad::request(method, tid, attr::MC_MEMBER_RECORD, component_mask,
+    /// SaData::mc_member(*record))`, written directly (proptest
+    /// `mc_member_request_as_request`): how a stack's joins and leaves are built.
+    #[inline]
+    pub fn mc_member_request(
+        method: Method,
+        tid: u64,
+        component_mask: u64,
+        record: &McMemberRecord,
+    ) -> [u8; crate::MAD_SIZE] {
+        let mut b = [0u8; crate::MAD_SIZE];
+        b[mad::field::BASE_VERSION] = mad::BASE_VERSION;
+        b[mad::field::MGMT_CLASS] = MgmtClass::SubnAdm.into();
+        b[mad::field::CLASS_VERSION] = SA_CLASS_VERSION;
+        b[mad::field::METHOD] = u8::from(method) & !mad::METHOD_RESPONSE_BIT;
+        b[mad::field::TRANSACTION_ID].copy_from_slice(&tid.to_be_bytes());
+        b[mad::field::ATTRIBUTE_ID].copy_from_slice(&attr::MC_MEMBER_RECORD.to_be_bytes());
+        let at = SA_HEADER_OFFSET + field::COMPONENT_MASK.start;
+        b[at..at + 8].copy_from_slice(&component_mask.to_be_bytes());
+        record.emit_bytes(&mut b[SA_DATA_OFFSET..SA_DATA_OFFSET + MC_MEMBER_RECORD_LEN]);
+        b
+    }
+
     /// The response an SA would send to this request, after OpenSM's `osm_sa_respond` /
     /// `osm_sa_send_error`: same TID, class, version, attribute ID and modifier and component
     /// mask; the R bit set and the method `method_resp` (pass `Method::Get` for a GetResp,
     /// also when answering a Set; `Method::Delete` for a DeleteResp); `status`; RMPP header
     /// zero; SM_Key 0 (C15-0.1.5); AttributeOffset the record size in 8-byte words of `data`
     /// (0 for raw data).
+    #[inline] // built in the caller's frame: a MAD-sized value not copied out
     pub fn response_to(&self, method_resp: Method, status: MadStatus, data: SaData) -> SaMad {
         SaMad {
             header: MadHeader { response: true, method: method_resp, status, ..self.header },
@@ -477,6 +521,32 @@ impl SaMad {
             },
             data,
         }
+    }
+
+    /// The answer to the MCMemberRecord request `request` carrying `record`, written from the
+    /// request's bytes: the same 256 bytes as parsing `request` and emitting
+    /// `response_to(method_resp, status, SaData::mc_member(*record))`, without building the
+    /// parsed request's response as a value (an SA answers every join and leave this way).
+    #[inline]
+    pub fn mc_member_response(
+        request: &[u8; crate::MAD_SIZE],
+        method_resp: Method,
+        status: MadStatus,
+        record: &McMemberRecord,
+    ) -> [u8; crate::MAD_SIZE] {
+        let mut b = [0u8; crate::MAD_SIZE];
+        // The header as parsed and emitted again is the request's bytes; only the method
+        // byte (R bit set) and the status change. RMPP header, SM_Key and reserved stay zero.
+        b[..MAD_HEADER_LEN].copy_from_slice(&request[..MAD_HEADER_LEN]);
+        b[mad::field::METHOD] = (u8::from(method_resp) & !mad::METHOD_RESPONSE_BIT) | mad::METHOD_RESPONSE_BIT;
+        b[mad::field::STATUS].copy_from_slice(&status.0.to_be_bytes());
+        let sa = &mut b[SA_HEADER_OFFSET..SA_DATA_OFFSET];
+        sa[field::ATTRIBUTE_OFFSET].copy_from_slice(&(MC_MEMBER_RECORD_LEN.div_ceil(8) as u16).to_be_bytes());
+        let mask =
+            &request[SA_HEADER_OFFSET + field::COMPONENT_MASK.start..SA_HEADER_OFFSET + field::COMPONENT_MASK.end];
+        sa[field::COMPONENT_MASK].copy_from_slice(mask);
+        record.emit_bytes(&mut b[SA_DATA_OFFSET..SA_DATA_OFFSET + MC_MEMBER_RECORD_LEN]);
+        b
     }
 
     /// The MCMemberRecord, if the data holds one.
@@ -726,6 +796,21 @@ mod tests {
         #[test]
         fn round_trip(m in arb_sa_mad()) {
             prop_assert_eq!(SaMad::parse(&m.to_bytes()), Ok(m));
+        }
+
+        #[test]
+        fn mc_member_response_as_response_to(m in arb_sa_mad(), rec in arb_record(), resp in any::<u8>(), status in any::<u16>()) {
+            let request = m.to_bytes();
+            let (method, status) = (Method::from(resp & 0x7f), MadStatus(status));
+            let want = SaMad::parse(&request).unwrap().response_to(method, status, SaData::mc_member(rec)).to_bytes();
+            prop_assert_eq!(SaMad::mc_member_response(&request, method, status, &rec), want);
+        }
+
+        #[test]
+        fn mc_member_request_as_request(rec in arb_record(), m in any::<u8>(), tid in any::<u64>(), mask in any::<u64>()) {
+            let method = Method::from(m);
+            let want = SaMad::request(method, tid, attr::MC_MEMBER_RECORD, mask, SaData::mc_member(rec)).to_bytes();
+            prop_assert_eq!(SaMad::mc_member_request(method, tid, mask, &rec), want);
         }
 
         #[test]
