@@ -95,6 +95,8 @@ pub struct PortOptions {
     pub local: IpAddr,
     /// Prefix length (default: the interface's for that subnet, else 24 / 64).
     pub prefix: Option<u8>,
+    /// The stack's own MAC instead of the interface's (`--mac`).
+    pub mac: Option<[u8; 6]>,
     /// The SA's address.
     pub sa: Option<IpAddr>,
     /// Capture to this pcap.
@@ -261,9 +263,18 @@ fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
         eprintln!("warning: {e}: keeping the default socket buffers");
     }
     let info = raw.info.clone();
-    let mac = info
+    let if_mac = info
         .mac
         .ok_or_else(|| OpenError::env(format!("{} has no MAC address (not an Ethernet interface?)", o.iface)))?;
+    // A MAC of the stack's own: the interface passes it only while this socket lives (a
+    // unicast filter entry, or promiscuity where there is no filter), never beyond.
+    let mac = match o.mac {
+        Some(m) if m != if_mac => {
+            raw.add_unicast(m).map_err(|e| OpenError::env(format!("{}: --mac {}: {e}", o.iface, mac_text(m))))?;
+            m
+        }
+        _ => if_mac,
+    };
     // The address must sit in one of the interface's subnets (when it has any of that family).
     let same_family: Vec<(IpAddr, u8)> = info
         .ips
@@ -316,6 +327,10 @@ fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
         None => CliDevice::Raw(raw),
     };
     Ok(Driver::new(dev, Stack::new(cfg)))
+}
+
+fn mac_text(m: [u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
 fn seed() -> u64 {

@@ -28,7 +28,7 @@ const SUBCOMMANDS: [&str; 13] = [
     "fuzz-peer",
 ];
 
-const OPTIONS: [&str; 44] = [
+const OPTIONS: [&str; 45] = [
     "--peer",
     "--out",
     "-o",
@@ -73,6 +73,7 @@ const OPTIONS: [&str; 44] = [
     "--server",
     "--port",
     "--count",
+    "--mac",
 ];
 
 fn hostile_values() -> Vec<OsString> {
