@@ -20,7 +20,7 @@ use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::Gid;
 
 use crate::exit;
-use crate::out::{print_counters, print_event};
+use crate::out::{print_counters_raw, print_event};
 use crate::shutdown;
 use crate::{out, status};
 
@@ -70,6 +70,17 @@ impl Device for CliDevice {
             CliDevice::Raw(d) => d.recv_batch(batch),
             CliDevice::Pcap(d) => d.recv_batch(batch),
             CliDevice::NoFrames(d) => d.recv_batch(batch),
+        }
+    }
+}
+
+impl CliDevice {
+    /// The raw socket's counts (kernel drops read now), if there is a raw socket.
+    pub fn raw_stats(&mut self) -> Option<roce_net::raw::RawStats> {
+        match self {
+            CliDevice::Raw(d) => Some(d.stats()),
+            CliDevice::Pcap(d) => Some(d.inner_mut().stats()),
+            CliDevice::NoFrames(_) => None,
         }
     }
 }
@@ -364,7 +375,8 @@ pub fn sa_timeout_text(d: &Driver<CliDevice>) -> String {
 /// was asked, else `code`.
 pub fn finish(tool: &str, d: &mut Driver<CliDevice>, ids: &[CmId], verbose: bool, code: u8) -> u8 {
     shutdown::destroy_ids(tool, d, ids);
-    print_counters(d.stack.counters(), d.send_errors, verbose);
+    let raw = d.dev.raw_stats();
+    print_counters_raw(d.stack.counters(), d.send_errors, raw, verbose);
     shutdown::requested().unwrap_or(code)
 }
 
