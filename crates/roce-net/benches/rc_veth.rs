@@ -281,6 +281,15 @@ fn report(what: &str, size: usize, r: Run, base: Run, per_mtu: Run) {
     );
 }
 
+/// Packets `dev` in `ns` has received (its own count, from sysfs).
+fn rx_packets(ns: &str, dev: &str) -> u64 {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "cat", &format!("/sys/class/net/{dev}/statistics/rx_packets")])
+        .output()
+        .expect("ip netns exec");
+    String::from_utf8_lossy(&out.stdout).trim().parse().expect("rx_packets")
+}
+
 /// veth's segmentation offloads on both ends: on (the default: TCP hands veth 64 KiB GSO
 /// segments and GRO merges on receipt) or off (TCP crosses veth in MTU-sized packets, as RC
 /// does). Needs ethtool (tests/setup.sh installs it).
@@ -324,12 +333,21 @@ fn main() {
         // processes share the machine: one round alone is noisy).
         let (mut tcp_big, mut tcp_small) = (Vec::new(), Vec::new());
         let (mut mtu_big, mut mtu_small) = (Vec::new(), Vec::new());
+        // Packets v2 received per 64 KiB write (the peer's count: data, and the connection's
+        // few handshake packets), to show what crossed the veth.
+        let (mut gso_pkts, mut mtu_pkts) = (Vec::new(), Vec::new());
         let mut rc: Vec<[Vec<Run>; 3]> = ios.iter().map(|_| Default::default()).collect();
         for _ in 0..rounds {
+            let p0 = rx_packets(&nets.1, "v2");
             tcp_big.push(tcp_run(&nets, n_big, big));
+            let p1 = rx_packets(&nets.1, "v2");
+            gso_pkts.push((p1 - p0) as f64 / n_big as f64);
             tcp_small.push(tcp_run(&nets, n_small, 64));
             tcp_offloads(&nets, false);
+            let p0 = rx_packets(&nets.1, "v2");
             mtu_big.push(tcp_run(&nets, n_big, big));
+            let p1 = rx_packets(&nets.1, "v2");
+            mtu_pkts.push((p1 - p0) as f64 / n_big as f64);
             mtu_small.push(tcp_run(&nets, n_small, 64));
             tcp_offloads(&nets, true);
             for (&(_, rings, own_macs), runs) in ios.iter().zip(rc.iter_mut()) {
@@ -341,6 +359,16 @@ fn main() {
         }
         let (tcp_big, tcp_small) = (median(tcp_big), median(tcp_small));
         let (mtu_big, mtu_small) = (median(mtu_big), median(mtu_small));
+        let mid = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        println!(
+            "  packets v2 received per 64 KiB TCP write: {:.1} with offloads, {:.1} with gso/tso/gro off (RC: {} per message)",
+            mid(gso_pkts),
+            mid(mtu_pkts),
+            big as u32 / path_mtu
+        );
         report("  kernel TCP per-MTU packet (gso/tso/gro off): 64 KiB", big, mtu_big, tcp_big, mtu_big);
         for (&(io, _, _), runs) in ios.iter().zip(rc) {
             let [send_big, write_big, send_small] = runs.map(median);
