@@ -42,6 +42,25 @@ pub fn duration_secs(s: &str) -> Result<Duration, String> {
     secs(s, MAX_DURATION_SECS)
 }
 
+/// A `--mac` value: six hex bytes separated by colons, unicast (bit 0 of the first byte clear)
+/// and not all zero.
+pub fn unicast_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let bytes: Vec<u8> = parts
+        .iter()
+        .filter(|p| (1..=2).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_hexdigit()))
+        .filter_map(|p| u8::from_str_radix(p, 16).ok())
+        .collect();
+    let mac: [u8; 6] = match (parts.len(), bytes.try_into()) {
+        (6, Ok(m)) => m,
+        _ => return Err(format!("'{s}' is not a MAC address: six hex bytes separated by colons (aa:bb:cc:dd:ee:ff)")),
+    };
+    if mac[0] & 1 != 0 || mac == [0; 6] {
+        return Err(format!("{s} is not a unicast MAC address (bit 0 of the first byte set, or all zero)"));
+    }
+    Ok(mac)
+}
+
 /// A `--loss` probability: finite, 0 to 1.
 pub fn probability(s: &str) -> Result<f64, String> {
     let v: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number"))?;
@@ -68,6 +87,11 @@ pub struct SaPortArgs {
     /// Prefix length of the stack's address (default: the interface's subnet, else 24/64).
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=128))]
     pub prefix: Option<u8>,
+    /// The stack's own unicast MAC instead of the interface's (aa:bb:cc:dd:ee:ff): the kernel
+    /// then drops the stack's frames as another host's instead of routing each (fewer CPU
+    /// cycles per packet); the interface passes it while the tool runs (PACKET_MR_UNICAST).
+    #[arg(long, value_parser = unicast_mac, value_name = "MAC", conflicts_with = "ibsim")]
+    pub mac: Option<[u8; 6]>,
     /// Write every frame to this pcap file.
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
@@ -88,6 +112,11 @@ pub struct RawPortArgs {
     /// Prefix length of the stack's address (default: the interface's subnet, else 24/64).
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=128))]
     pub prefix: Option<u8>,
+    /// The stack's own unicast MAC instead of the interface's (aa:bb:cc:dd:ee:ff): the kernel
+    /// then drops the stack's frames as another host's instead of routing each (fewer CPU
+    /// cycles per packet); the interface passes it while the tool runs (PACKET_MR_UNICAST).
+    #[arg(long, value_parser = unicast_mac, value_name = "MAC")]
+    pub mac: Option<[u8; 6]>,
     /// Write every frame to this pcap file.
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
@@ -107,6 +136,7 @@ impl SaPortArgs {
             ibsim: self.ibsim.clone(),
             local: local.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
             prefix: self.prefix,
+            mac: self.mac,
             sa: if no_sa { None } else { self.sa },
             pcap: self.pcap.clone(),
             verbose: self.verbose,
@@ -123,6 +153,7 @@ impl RawPortArgs {
             ibsim: None,
             local,
             prefix: self.prefix,
+            mac: self.mac,
             sa: None,
             pcap: self.pcap.clone(),
             verbose: self.verbose,
@@ -457,6 +488,24 @@ impl DemoArgs {
             exit::OK
         } else {
             exit::FAILED
+        }
+    }
+}
+
+#[cfg(test)]
+mod mac_tests {
+    use super::unicast_mac;
+
+    #[test]
+    fn mac_values() {
+        assert_eq!(unicast_mac("02:00:00:00:aa:1"), Ok([2, 0, 0, 0, 0xaa, 1]));
+        for bad in
+            ["", "02:00:00:00:aa", "02:00:00:00:aa:01:02", "02:00:00:00:aa:1g", "02::00:00:aa:01", "+2:0:0:0:0:1"]
+        {
+            assert!(unicast_mac(bad).unwrap_err().contains("is not a MAC address"), "{bad}");
+        }
+        for bad in ["01:00:5e:00:00:01", "ff:ff:ff:ff:ff:ff", "0:0:0:0:0:0"] {
+            assert!(unicast_mac(bad).unwrap_err().contains("not a unicast"), "{bad}");
         }
     }
 }

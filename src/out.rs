@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use roce_cm::event::EventParam;
 use roce_cm::{CmEvent, Counters, Errno};
+use roce_net::raw::RawStats;
 use roce_wire::mad::MadStatus;
 
 static QUIET: AtomicBool = AtomicBool::new(false);
@@ -106,6 +107,17 @@ pub fn print_event(e: &CmEvent, suffix: &str) {
 /// Print the counters (all drop reasons with `verbose`, else the non-zero ones), and the
 /// device's send errors.
 pub fn print_counters(c: &Counters, send_errors: u64, verbose: bool) {
+    print_counters_raw(c, send_errors, None, verbose);
+}
+
+/// [`print_counters`], and a raw socket's own counts when it has any (or with `verbose`): the
+/// frames the kernel dropped before the stack saw them (socket queue or ring full), the frames
+/// too long for a receive slot, and ring set-ups that fell back to `recvmmsg`/`sendmmsg`.
+pub fn print_counters_raw(c: &Counters, send_errors: u64, raw: Option<RawStats>, verbose: bool) {
+    line(format_args!("{}", counters_text(c, send_errors, raw, verbose)));
+}
+
+fn counters_text(c: &Counters, send_errors: u64, raw: Option<RawStats>, verbose: bool) -> String {
     let mut s = format!(
         "counters: rx {} accepted {} tx {} dropped {} send_errors {}",
         c.rx_frames,
@@ -119,12 +131,36 @@ pub fn print_counters(c: &Counters, send_errors: u64, verbose: bool) {
             let _ = write!(s, "\n  dropped {r}: {n}");
         }
     }
-    line(format_args!("{s}"));
+    if let Some(r) = raw.filter(|r| verbose || r.kernel_drops > 0 || r.truncated > 0 || r.ring_fallbacks > 0) {
+        let _ = write!(
+            s,
+            "\n  raw socket: kernel_drops {} (queue full, before the stack saw them) truncated {} ring_fallbacks {}",
+            r.kernel_drops, r.truncated, r.ring_fallbacks
+        );
+    }
+    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raw_socket_counts_named_when_not_zero() {
+        let c = Counters::default();
+        let quiet = counters_text(&c, 0, Some(RawStats::default()), false);
+        assert!(!quiet.contains("raw socket"), "{quiet}");
+        let r = RawStats { kernel_drops: 7, truncated: 2, ..RawStats::default() };
+        let t = counters_text(&c, 0, Some(r), false);
+        assert!(
+            t.contains(
+                "raw socket: kernel_drops 7 (queue full, before the stack saw them) truncated 2 ring_fallbacks 0"
+            ),
+            "{t}"
+        );
+        assert!(counters_text(&c, 0, Some(RawStats::default()), true).contains("raw socket: kernel_drops 0"));
+        assert!(!counters_text(&c, 0, None, true).contains("raw socket"));
+    }
 
     #[test]
     fn errno_names() {

@@ -428,6 +428,7 @@ pub fn run(a: RpingArgs) -> ExitCode {
         ibsim: None,
         local,
         prefix: a.prefix,
+        mac: None,
         sa: None,
         pcap: a.pcap.clone(),
         verbose: a.debug,

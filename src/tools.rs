@@ -20,7 +20,7 @@ use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::Gid;
 
 use crate::exit;
-use crate::out::{print_counters, print_event};
+use crate::out::{print_counters_raw, print_event};
 use crate::shutdown;
 use crate::{out, status};
 
@@ -74,6 +74,17 @@ impl Device for CliDevice {
     }
 }
 
+impl CliDevice {
+    /// The raw socket's counts (kernel drops read now), if there is a raw socket.
+    pub fn raw_stats(&mut self) -> Option<roce_net::raw::RawStats> {
+        match self {
+            CliDevice::Raw(d) => Some(d.stats()),
+            CliDevice::Pcap(d) => Some(d.inner_mut().stats()),
+            CliDevice::NoFrames(_) => None,
+        }
+    }
+}
+
 impl MulticastFilter for CliDevice {
     fn set_multicast(&mut self, m: &std::collections::BTreeSet<[u8; 6]>) -> io::Result<()> {
         match self {
@@ -95,6 +106,8 @@ pub struct PortOptions {
     pub local: IpAddr,
     /// Prefix length (default: the interface's for that subnet, else 24 / 64).
     pub prefix: Option<u8>,
+    /// The stack's own MAC instead of the interface's (`--mac`).
+    pub mac: Option<[u8; 6]>,
     /// The SA's address.
     pub sa: Option<IpAddr>,
     /// Capture to this pcap.
@@ -261,9 +274,18 @@ fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
         eprintln!("warning: {e}: keeping the default socket buffers");
     }
     let info = raw.info.clone();
-    let mac = info
+    let if_mac = info
         .mac
         .ok_or_else(|| OpenError::env(format!("{} has no MAC address (not an Ethernet interface?)", o.iface)))?;
+    // A MAC of the stack's own: the interface passes it only while this socket lives (a
+    // unicast filter entry, or promiscuity where there is no filter), never beyond.
+    let mac = match o.mac {
+        Some(m) if m != if_mac => {
+            raw.add_unicast(m).map_err(|e| OpenError::env(format!("{}: --mac {}: {e}", o.iface, mac_text(m))))?;
+            m
+        }
+        _ => if_mac,
+    };
     // The address must sit in one of the interface's subnets (when it has any of that family).
     let same_family: Vec<(IpAddr, u8)> = info
         .ips
@@ -318,6 +340,10 @@ fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
     Ok(Driver::new(dev, Stack::new(cfg)))
 }
 
+fn mac_text(m: [u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
 fn seed() -> u64 {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     (t.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32)
@@ -349,7 +375,8 @@ pub fn sa_timeout_text(d: &Driver<CliDevice>) -> String {
 /// was asked, else `code`.
 pub fn finish(tool: &str, d: &mut Driver<CliDevice>, ids: &[CmId], verbose: bool, code: u8) -> u8 {
     shutdown::destroy_ids(tool, d, ids);
-    print_counters(d.stack.counters(), d.send_errors, verbose);
+    let raw = d.dev.raw_stats();
+    print_counters_raw(d.stack.counters(), d.send_errors, raw, verbose);
     shutdown::requested().unwrap_or(code)
 }
 

@@ -28,7 +28,7 @@ const SUBCOMMANDS: [&str; 13] = [
     "fuzz-peer",
 ];
 
-const OPTIONS: [&str; 50] = [
+const OPTIONS: [&str; 51] = [
     "--peer",
     "--out",
     "-o",
@@ -79,6 +79,7 @@ const OPTIONS: [&str; 50] = [
     "--service-id",
     "--service-name",
     "--lease",
+    "--mac",
 ];
 
 fn hostile_values() -> Vec<OsString> {

@@ -317,3 +317,71 @@ fn a_second_signal_ends_at_once() {
     assert_eq!(st.code(), Some(143), "{seen}{rest}\n{said}");
     assert!(!rest.contains("summary:"), "the second signal ended it at once:\n{rest}");
 }
+
+/// The kernel's IP counter of packets to an address it does not own (ip_error), in `ns`.
+fn in_addr_errors(ns: &Netns) -> u64 {
+    let out = Command::new("ip").args(["netns", "exec", &ns.0, "cat", "/proc/net/snmp"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut ip = text.lines().filter(|l| l.starts_with("Ip:"));
+    let (names, values) = (ip.next().unwrap(), ip.next().unwrap());
+    let col = names.split_whitespace().position(|n| n == "InAddrErrors").unwrap();
+    values.split_whitespace().nth(col).unwrap().parse().unwrap()
+}
+
+/// The interface's promiscuity count as the kernel reports it.
+fn promiscuity(ns: &Netns, dev: &str) -> u32 {
+    let out = Command::new("ip").args(["-n", &ns.0, "-d", "link", "show", dev]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let rest = text.split("promiscuity ").nth(1).unwrap_or_else(|| panic!("{text}"));
+    rest.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// `--mac`: a cmatose connection between two stacks on MACs of their own. A capture on the
+/// server's link sees the client's frames come from and go to those MACs; the kernel hands
+/// none of them to IP routing (its InAddrErrors stays put, where the interface's own MAC
+/// makes it count every frame to an address it does not own); the interface is promiscuous
+/// (veth has no unicast filter) only while the tool's socket lives.
+#[test]
+fn own_macs_keep_the_frames_from_the_kernel_ip_stack() {
+    let ns = Netns::new("mac");
+    let dir = common::artefact_dir("net_veth_mac");
+    let (mac_s, mac_c) = ("02:00:00:00:aa:01", "02:00:00:00:aa:02");
+    let before = in_addr_errors(&ns);
+    let mut server = spawn(ns.roce(&["cmatose", "-b", "198.18.1.1", "--iface", "veth0", "--mac", mac_s, "-C", "5"]));
+    let mut sout = BufReader::new(server.stdout.take().unwrap());
+    let seen = read_until(&mut sout, "listening on");
+    assert_eq!(promiscuity(&ns, "veth0"), 1, "the membership makes veth promiscuous while the socket lives");
+    let pcap = dir.join("server_link.pcap");
+    let mut cap = Command::new("ip");
+    cap.args(["netns", "exec", &ns.0])
+        .arg(common::tshark())
+        .args(["-i", "veth0", "-f", &format!("ether src {mac_c} and udp port 4791"), "-a", "duration:20", "-w"])
+        .arg(&pcap);
+    let mut cap = spawn(cap);
+    let mut cerr = BufReader::new(cap.stderr.take().unwrap());
+    read_until(&mut cerr, "Capturing on");
+    let client = ns
+        .roce(&["cmatose", "-b", "198.18.1.2", "-s", "198.18.1.1", "--iface", "veth1", "--mac", mac_c, "-C", "5"])
+        .output()
+        .unwrap();
+    let client_out = String::from_utf8_lossy(&client.stdout).to_string() + &String::from_utf8_lossy(&client.stderr);
+    let st = server.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut sout, &mut rest).unwrap();
+    kill(&cap, libc::SIGINT);
+    let _ = cap.wait();
+    std::fs::write(dir.join("client.txt"), &client_out).unwrap();
+    assert!(client.status.success(), "client:\n{client_out}");
+    assert!(st.success(), "server:\n{seen}{rest}");
+    assert_eq!(promiscuity(&ns, "veth0"), 0, "the membership ended with the socket");
+    assert_eq!(in_addr_errors(&ns), before, "no frame of the stacks reached the kernel's IP routing");
+    let out = Command::new(common::tshark())
+        .args(["-n", "-r"])
+        .arg(&pcap)
+        .args(["-Y", "infiniband.bth", "-T", "fields", "-e", "eth.src", "-e", "eth.dst"])
+        .output()
+        .unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(lines.lines().count() >= 5, "the client's frames on the server's link:\n{lines}");
+    assert!(lines.lines().all(|l| l == format!("{mac_c}\t{mac_s}")), "{lines}");
+}

@@ -3,6 +3,7 @@
 #   - tshark (Wireshark's dissectors: the oracle for every byte we emit)
 #   - python3-venv and a venv at .venv with scapy (an independent ICRC implementation)
 #   - netsniff-ng's trafgen (the transmit anchor of crates/roce-net/benches/rawsock.rs)
+#   - ethtool (veth's offloads off for rc_veth's per-MTU-packet TCP anchor)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,7 @@ need_apt=()
 command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v trafgen >/dev/null 2>&1 || need_apt+=(netsniff-ng)
+command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "setup: need root to install: ${need_apt[*]}" >&2

@@ -1,7 +1,9 @@
 //! RC goodput between two engines on a veth pair between two network namespaces this bench
 //! creates (198.18.4.0/24 only; needs root), against kernel TCP on the same veth, measured in
 //! the same run and printed as ratios, at veth MTU 9000 (RC path MTU 4096) and 1500 (1024),
-//! the same MTU for RC and TCP:
+//! the same MTU for RC and TCP, each figure against TCP twice: with veth's offloads (a 64 KiB
+//! write crosses veth as one GSO segment) and with GSO/TSO/GRO off on both ends (`ethtool -K`:
+//! TCP then crosses veth in MTU-sized packets, as RC does, the equal-packet anchor):
 //! - RC SEND and RC RDMA WRITE goodput with 64 KiB messages against one TCP connection
 //!   writing 64 KiB at a time;
 //! - messages per second at 64 B: RC SENDs against 64-byte TCP writes (TCP_NODELAY);
@@ -250,11 +252,14 @@ fn median(mut v: Vec<Run>) -> Run {
     v[v.len() / 2]
 }
 
-fn report(what: &str, size: usize, r: Run, base: Run) {
+/// Prints `r` against kernel TCP with veth's offloads (`base`: a 64 KiB write crosses veth as
+/// one GSO segment) and with them off (`per_mtu`: MTU-sized packets, as RC sends them).
+fn report(what: &str, size: usize, r: Run, base: Run, per_mtu: Run) {
     let mbps = |r: Run| r.msgs as f64 * size as f64 * 8.0 / r.secs / 1e6;
     let mps = |r: Run| r.msgs as f64 / r.secs;
+    let cpu = |r: Run| r.tx_us + r.rx_us;
     println!(
-        "{what}: {:.0} Mbit/s, {:.0} msg/s, CPU {:.2} µs/msg sending, {:.2} µs/msg receiving | kernel TCP {:.0} Mbit/s, {:.0} msg/s, {:.2} / {:.2} µs/msg | ratio goodput {:.2}, msg/s {:.2}, CPU/msg (send+recv) {:.2}",
+        "{what}: {:.0} Mbit/s, {:.0} msg/s, CPU {:.2} µs/msg sending, {:.2} µs/msg receiving | kernel TCP {:.0} Mbit/s, {:.0} msg/s, {:.2} / {:.2} µs/msg | TCP per-MTU packet {:.0} Mbit/s, {:.0} msg/s, {:.2} / {:.2} µs/msg | ratio vs TCP: goodput {:.2}, msg/s {:.2}, CPU/msg (send+recv) {:.2} | vs TCP per-MTU packet: goodput {:.2}, msg/s {:.2}, CPU/msg {:.2}",
         mbps(r),
         mps(r),
         r.tx_us,
@@ -263,10 +268,36 @@ fn report(what: &str, size: usize, r: Run, base: Run) {
         mps(base),
         base.tx_us,
         base.rx_us,
+        mbps(per_mtu),
+        mps(per_mtu),
+        per_mtu.tx_us,
+        per_mtu.rx_us,
         mbps(r) / mbps(base),
         mps(r) / mps(base),
-        (r.tx_us + r.rx_us) / (base.tx_us + base.rx_us),
+        cpu(r) / cpu(base),
+        mbps(r) / mbps(per_mtu),
+        mps(r) / mps(per_mtu),
+        cpu(r) / cpu(per_mtu),
     );
+}
+
+/// Packets `dev` in `ns` has received (its own count, from sysfs).
+fn rx_packets(ns: &str, dev: &str) -> u64 {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "cat", &format!("/sys/class/net/{dev}/statistics/rx_packets")])
+        .output()
+        .expect("ip netns exec");
+    String::from_utf8_lossy(&out.stdout).trim().parse().expect("rx_packets")
+}
+
+/// veth's segmentation offloads on both ends: on (the default: TCP hands veth 64 KiB GSO
+/// segments and GRO merges on receipt) or off (TCP crosses veth in MTU-sized packets, as RC
+/// does). Needs ethtool (tests/setup.sh installs it).
+fn tcp_offloads(nets: &Nets, on: bool) {
+    let v = if on { "on" } else { "off" };
+    for (ns, dev) in [(&nets.0, "v1"), (&nets.1, "v2")] {
+        sh(&format!("ip netns exec {ns} ethtool -K {dev} gso {v} tso {v} gro {v}"));
+    }
 }
 
 fn main() {
@@ -301,10 +332,24 @@ fn main() {
         // Everything takes turns, `rounds` times; each figure is its median round (other
         // processes share the machine: one round alone is noisy).
         let (mut tcp_big, mut tcp_small) = (Vec::new(), Vec::new());
+        let (mut mtu_big, mut mtu_small) = (Vec::new(), Vec::new());
+        // Packets v2 received per 64 KiB write (the peer's count: data, and the connection's
+        // few handshake packets), to show what crossed the veth.
+        let (mut gso_pkts, mut mtu_pkts) = (Vec::new(), Vec::new());
         let mut rc: Vec<[Vec<Run>; 3]> = ios.iter().map(|_| Default::default()).collect();
         for _ in 0..rounds {
+            let p0 = rx_packets(&nets.1, "v2");
             tcp_big.push(tcp_run(&nets, n_big, big));
+            let p1 = rx_packets(&nets.1, "v2");
+            gso_pkts.push((p1 - p0) as f64 / n_big as f64);
             tcp_small.push(tcp_run(&nets, n_small, 64));
+            tcp_offloads(&nets, false);
+            let p0 = rx_packets(&nets.1, "v2");
+            mtu_big.push(tcp_run(&nets, n_big, big));
+            let p1 = rx_packets(&nets.1, "v2");
+            mtu_pkts.push((p1 - p0) as f64 / n_big as f64);
+            mtu_small.push(tcp_run(&nets, n_small, 64));
+            tcp_offloads(&nets, true);
             for (&(_, rings, own_macs), runs) in ios.iter().zip(rc.iter_mut()) {
                 let setup = Setup { path_mtu, rings, own_macs };
                 runs[0].push(rc_run(&nets, n_big, big, false, setup));
@@ -313,11 +358,23 @@ fn main() {
             }
         }
         let (tcp_big, tcp_small) = (median(tcp_big), median(tcp_small));
+        let (mtu_big, mtu_small) = (median(mtu_big), median(mtu_small));
+        let mid = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        println!(
+            "  packets v2 received per 64 KiB TCP write: {:.1} with offloads, {:.1} with gso/tso/gro off (RC: {} per message)",
+            mid(gso_pkts),
+            mid(mtu_pkts),
+            big as u32 / path_mtu
+        );
+        report("  kernel TCP per-MTU packet (gso/tso/gro off): 64 KiB", big, mtu_big, tcp_big, mtu_big);
         for (&(io, _, _), runs) in ios.iter().zip(rc) {
             let [send_big, write_big, send_small] = runs.map(median);
-            report(&format!("  {io}: RC SEND 64 KiB"), big, send_big, tcp_big);
-            report(&format!("  {io}: RC RDMA WRITE 64 KiB"), big, write_big, tcp_big);
-            report(&format!("  {io}: RC SEND 64 B"), 64, send_small, tcp_small);
+            report(&format!("  {io}: RC SEND 64 KiB"), big, send_big, tcp_big, mtu_big);
+            report(&format!("  {io}: RC RDMA WRITE 64 KiB"), big, write_big, tcp_big, mtu_big);
+            report(&format!("  {io}: RC SEND 64 B"), 64, send_small, tcp_small, mtu_small);
         }
     }
 }

@@ -47,6 +47,9 @@ pub fn interface(name: &str) -> io::Result<InterfaceInfo> {
     })
 }
 
+/// `PACKET_MR_UNICAST` of linux/if_packet.h (not in every libc target's constants).
+const PACKET_MR_UNICAST: libc::c_int = 3;
+
 /// What a [`RawSocket`] counted (see [`RawSocket::stats`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RawStats {
@@ -222,10 +225,14 @@ impl RawSocket {
     }
 
     fn membership(&mut self, mac: [u8; 6], add: bool) -> io::Result<()> {
+        self.membership_of(libc::PACKET_MR_MULTICAST, mac, add)
+    }
+
+    fn membership_of(&mut self, kind: libc::c_int, mac: [u8; 6], add: bool) -> io::Result<()> {
         // SAFETY: packet_mreq is plain data.
         let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
         mreq.mr_ifindex = self.ifindex;
-        mreq.mr_type = libc::PACKET_MR_MULTICAST as u16;
+        mreq.mr_type = kind as u16;
         mreq.mr_alen = 6;
         mreq.mr_address[..6].copy_from_slice(&mac);
         let opt = if add { libc::PACKET_ADD_MEMBERSHIP } else { libc::PACKET_DROP_MEMBERSHIP };
@@ -259,6 +266,19 @@ impl RawSocket {
             self.memberships.remove(&m);
         }
         Ok(())
+    }
+
+    /// Make the interface pass frames sent to the unicast `mac` (a MAC other than its own,
+    /// which the stack then uses) through a PACKET_MR_UNICAST membership: the kernel adds it
+    /// to the device's unicast filter, or makes the device promiscuous when it has none
+    /// (veth); either ends when this socket closes, so the host is never left promiscuous.
+    /// The receiving kernel sees such frames as another host's (PACKET_OTHERHOST) and drops
+    /// them before routing.
+    pub fn add_unicast(&mut self, mac: [u8; 6]) -> io::Result<()> {
+        if mac[0] & 1 != 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "a unicast MAC has bit 0 of its first byte clear"));
+        }
+        self.membership_of(PACKET_MR_UNICAST, mac, true)
     }
 
     /// The multicast MACs currently joined.
