@@ -1172,6 +1172,17 @@ mod tests {
     }
 
     #[test]
+    fn reset_cmd_success_failure_and_timeout() {
+        assert!(reset_peer("exit 0", Duration::from_secs(10)).is_ok());
+        let e = reset_peer("exit 3", Duration::from_secs(10)).unwrap_err();
+        assert!(e.contains("exit status: 3"), "{e}");
+        let t0 = Instant::now();
+        let e = reset_peer("sleep 30", Duration::from_millis(200)).unwrap_err();
+        assert!(e.contains("did not finish within 0.2 s"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(20), "the command was killed");
+    }
+
+    #[test]
     fn ddmin_finds_the_one_frame_and_a_pair() {
         let xs: Vec<u32> = (0..50).collect();
         let (min, calls) = ddmin(&xs, 100, |s| s.contains(&37));
