@@ -680,6 +680,8 @@ fn fuzz_peer_reset_cmd_minimises_a_gsi_loss() {
             assert_eq!(rc, 0, "6.12: no loss:\n{report}");
             assert_eq!(json["peer_unresponsive"], 0, "{report}");
             assert_eq!(json["resets"], 0, "{report}");
+            assert!(json["probes_sent"].as_u64() >= Some(1), "{report}");
+            assert_eq!(json["probes_answered"], json["probes_sent"], "6.12: every probe answered:\n{report}");
             assert!(resets.is_empty(), "{report}");
             assert!(replay.is_none(), "{report}");
         }
