@@ -71,10 +71,22 @@ pub struct FuzzPeerArgs {
     #[arg(long)]
     pub json: bool,
     /// Keep sent.pcap and, per liveness loss, loss-N.pcap (the frames since the last good
-    /// probe) in this directory. Not minimised: fuzz-peer cannot reset a kernel peer between
-    /// replays (tests/interop_fuzz.rs minimises a loss against its guest, re-creating rxe0).
+    /// probe) in this directory; with --reset-cmd also loss-N-min.pcap (the same minimised).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// A shell command (sh -c) that resets the peer (e.g. re-creates its rxe device) and exits
+    /// 0 once the peer answers again. With it, each liveness loss is minimised by delta
+    /// debugging: reset, replay a subsequence of the frames since the last good probe, probe;
+    /// then one more reset and the campaign goes on. A failing reset ends the run (exit 1).
+    /// Without it losses are kept un-minimised and the campaign goes on against the dead peer.
+    #[arg(long)]
+    pub reset_cmd: Option<String>,
+    /// At most this many resets to minimise one loss (1..=1000; one more to go on).
+    #[arg(long, default_value_t = 40)]
+    pub max_resets: u32,
+    /// Seconds one --reset-cmd may take before it is killed and counted as failed.
+    #[arg(long, default_value_t = 120.0)]
+    pub reset_timeout: f64,
     /// No status lines.
     #[arg(short = 'q', long)]
     pub quiet: bool,
@@ -649,6 +661,26 @@ pub struct Summary {
     pub duration_s: f64,
     /// Predicted drops by step.
     pub predicted_drop: std::collections::BTreeMap<String, u64>,
+    /// Resets of the peer by `--reset-cmd` (minimisation and going on).
+    pub resets: u64,
+    /// Per liveness loss minimised with `--reset-cmd`.
+    pub minimised: Vec<Minimised>,
+    /// Why the last `--reset-cmd` failed (the run ended there).
+    pub reset_error: Option<String>,
+}
+
+/// One liveness loss minimised against the peer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Minimised {
+    /// The loss's number (loss-N.pcap).
+    pub loss: u64,
+    /// Frames since the last good probe.
+    pub frames: usize,
+    /// Frames of the minimised sequence; None when replaying all of them on a reset peer did
+    /// not lose liveness again (or the minimisation was cut short before that was known).
+    pub min_frames: Option<usize>,
+    /// Resets (replays) the minimisation used.
+    pub resets: usize,
 }
 
 impl Summary {
@@ -664,6 +696,11 @@ impl Summary {
             "seed": self.seed,
             "duration_s": self.duration_s,
             "predicted_drop": self.predicted_drop,
+            "resets": self.resets,
+            "minimised": self.minimised.iter().map(|m| serde_json::json!({
+                "loss": m.loss, "frames": m.frames, "min_frames": m.min_frames, "resets": m.resets,
+            })).collect::<Vec<_>>(),
+            "reset_error": self.reset_error,
         })
     }
 }
@@ -731,6 +768,133 @@ fn wait_answer(sock: &mut RawSocket, probe: &Probe, timeout: Duration, buf: &mut
     Ok(false)
 }
 
+/// Run `cmd` with `sh -c` in its own process group; Ok(time taken) when it exits 0 within
+/// `timeout`. Its standard output goes to our stderr (stdout carries only the summary). On
+/// timeout or a signal to us its process group is killed.
+fn reset_peer(cmd: &str, timeout: Duration) -> Result<Duration, String> {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let t0 = Instant::now();
+    let mut child = Command::new("sh")
+        .args(["-c", cmd])
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(io::stderr()))
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("--reset-cmd: sh: {e}"))?;
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) if st.success() => return Ok(t0.elapsed()),
+            Ok(Some(st)) => return Err(format!("--reset-cmd exited with {st}")),
+            Ok(None) => {}
+            Err(e) => return Err(format!("--reset-cmd: wait: {e}")),
+        }
+        let why = if t0.elapsed() >= timeout {
+            Some(format!("--reset-cmd did not finish within {} s", timeout.as_secs_f64()))
+        } else if SIGNALLED.load(Ordering::Relaxed) != 0 {
+            Some("--reset-cmd interrupted by a signal".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            // SAFETY: kill(2) on the process group we created; no memory is touched.
+            unsafe {
+                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+            }
+            let _ = child.wait();
+            return Err(why);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether the peer's GSI QP answers an SA Get (one retry, 3 s each).
+fn gsi_alive(sock: &mut RawSocket, gen: &mut Generator, buf: &mut [u8]) -> io::Result<bool> {
+    for _ in 0..2 {
+        let (tid, f) = gen.sa_probe();
+        if sock.send(&f).is_err() {
+            continue;
+        }
+        if wait_answer(sock, &Probe::Sa(tid), Duration::from_secs(3), buf)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Minimise one liveness loss with ddmin: each candidate is judged on a freshly reset peer
+/// (which must answer a probe first) by whether the probe after replaying it goes unanswered.
+/// Then one more reset so that the campaign can go on. Err: a reset failed (or the peer did
+/// not answer after one); the run ends.
+fn minimise_loss(
+    a: &FuzzPeerArgs,
+    cmd: &str,
+    sock: &mut RawSocket,
+    gen: &mut Generator,
+    frames: &[Vec<u8>],
+    gap: Duration,
+    s: &mut Summary,
+) -> Result<Option<Vec<Vec<u8>>>, String> {
+    let timeout = Duration::from_secs_f64(a.reset_timeout);
+    let mut buf = vec![0u8; roce_net::device::MAX_FRAME_LEN];
+    let mut failed: Option<String> = None;
+    let mut reset = |sock: &mut RawSocket, gen: &mut Generator, s: &mut Summary| -> Result<(), String> {
+        reset_peer(cmd, timeout)?;
+        s.resets += 1;
+        match gsi_alive(sock, gen, &mut buf) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err("the peer does not answer a probe after --reset-cmd".to_string()),
+            Err(e) => Err(format!("receive on {}: {e}", a.iface)),
+        }
+    };
+    let (min, calls) = ddmin(frames, a.max_resets as usize, |xs| {
+        if failed.is_some() {
+            return false;
+        }
+        if let Err(e) = reset(sock, gen, s) {
+            failed = Some(e);
+            return false;
+        }
+        for f in xs {
+            let _ = sock.send(f);
+            std::thread::sleep(gap);
+        }
+        let mut b = vec![0u8; roce_net::device::MAX_FRAME_LEN];
+        match gsi_alive(sock, gen, &mut b) {
+            Ok(alive) => !alive,
+            Err(e) => {
+                failed = Some(format!("receive on {}: {e}", a.iface));
+                false
+            }
+        }
+    });
+    // a cut-short minimisation keeps what was verified, unless the whole never was
+    let min = if failed.is_some() && calls <= 1 { None } else { min };
+    s.minimised.push(Minimised {
+        loss: s.peer_unresponsive,
+        frames: frames.len(),
+        min_frames: min.as_ref().map(Vec::len),
+        resets: calls,
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    reset(sock, gen, s)?;
+    Ok(min)
+}
+
+fn write_pcap(p: &std::path::Path, frames: &[Vec<u8>]) {
+    match PcapFileWriter::create(p) {
+        Ok(mut w) => {
+            for (i, f) in frames.iter().enumerate() {
+                let _ = w.write(Duration::from_millis(i as u64), f);
+            }
+            let _ = w.finish();
+        }
+        Err(e) => eprintln!("roce fuzz-peer: {}: {e}", p.display()),
+    }
+}
+
 /// Run `roce fuzz-peer`.
 pub fn run(a: &FuzzPeerArgs) -> ExitCode {
     let code = |c: u8| ExitCode::from(c);
@@ -744,6 +908,18 @@ pub fn run(a: &FuzzPeerArgs) -> ExitCode {
     }
     if a.probe_every == 0 || a.probe_every > 1_000_000 {
         eprintln!("roce fuzz-peer: --probe-every must be between 1 and 1000000");
+        return code(exit::USAGE);
+    }
+    if a.max_resets == 0 || a.max_resets > 1000 {
+        eprintln!("roce fuzz-peer: --max-resets must be between 1 and 1000, not {}", a.max_resets);
+        return code(exit::USAGE);
+    }
+    if !a.reset_timeout.is_finite() || a.reset_timeout <= 0.0 || a.reset_timeout > 3600.0 {
+        eprintln!("roce fuzz-peer: --reset-timeout must be above 0 and at most 3600 s, not {}", a.reset_timeout);
+        return code(exit::USAGE);
+    }
+    if a.reset_cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
+        eprintln!("roce fuzz-peer: --reset-cmd is empty");
         return code(exit::USAGE);
     }
     if a.bind.is_ipv4() != a.peer.is_ipv4() {
@@ -880,13 +1056,36 @@ pub fn run(a: &FuzzPeerArgs) -> ExitCode {
                     since_probe.len()
                 );
                 if let Some(dir) = &a.out {
-                    let p = dir.join(format!("loss-{}.pcap", s.peer_unresponsive));
-                    if let Ok(mut w) = PcapFileWriter::create(&p) {
-                        for (i, f) in since_probe.iter().enumerate() {
-                            let _ = w.write(Duration::from_millis(i as u64), f);
+                    write_pcap(&dir.join(format!("loss-{}.pcap", s.peer_unresponsive)), &since_probe);
+                }
+                if let Some(cmd) = &a.reset_cmd {
+                    let r = minimise_loss(a, cmd, &mut sock, &mut gen, &since_probe, gap, &mut s);
+                    if let Some(m) = s.minimised.last() {
+                        if !a.quiet {
+                            eprintln!(
+                                "roce fuzz-peer: loss {} minimised: {} frames -> {} with {} resets",
+                                m.loss,
+                                m.frames,
+                                m.min_frames.map_or("not reproduced".to_string(), |n| n.to_string()),
+                                m.resets
+                            );
                         }
-                        let _ = w.finish();
                     }
+                    match r {
+                        Ok(Some(min)) => {
+                            if let Some(dir) = &a.out {
+                                write_pcap(&dir.join(format!("loss-{}-min.pcap", s.peer_unresponsive)), &min);
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            eprintln!("roce fuzz-peer: {e}; the run ends here");
+                            s.reset_error = Some(e);
+                            since_probe.clear();
+                            break;
+                        }
+                    }
+                    next_send = Instant::now();
                 }
             }
             since_probe.clear();
@@ -916,7 +1115,7 @@ pub fn run(a: &FuzzPeerArgs) -> ExitCode {
     } else {
         let drops: Vec<String> = s.predicted_drop.iter().map(|(k, v)| format!("{k} {v}")).collect();
         format!(
-            "sent {} predicted_accept {} probes_sent {} probes_answered {} peer_unresponsive {} send_errors {} seed {} duration_s {:.1}\npredicted drops: {}",
+            "sent {} predicted_accept {} probes_sent {} probes_answered {} peer_unresponsive {} send_errors {} seed {} duration_s {:.1}\npredicted drops: {}{}",
             s.sent,
             s.predicted_accept,
             s.probes_sent,
@@ -925,7 +1124,18 @@ pub fn run(a: &FuzzPeerArgs) -> ExitCode {
             s.send_errors,
             s.seed,
             s.duration_s,
-            drops.join(", ")
+            drops.join(", "),
+            s.minimised
+                .iter()
+                .map(|m| format!(
+                    "\nloss {}: {} frames minimised to {} with {} resets",
+                    m.loss,
+                    m.frames,
+                    m.min_frames.map_or("- (not reproduced)".to_string(), |n| n.to_string()),
+                    m.resets
+                ))
+                .chain(s.reset_error.iter().map(|e| format!("\nreset failed: {e}")))
+                .collect::<String>()
         )
     };
     let mut stdout = io::stdout();
@@ -936,7 +1146,11 @@ pub fn run(a: &FuzzPeerArgs) -> ExitCode {
     if sig != 0 {
         return code(exit::signal_status(sig));
     }
-    if s.peer_unresponsive > 0 || s.send_errors > 0 || s.probes_answered < s.probes_sent.min(1) {
+    if s.peer_unresponsive > 0
+        || s.reset_error.is_some()
+        || s.send_errors > 0
+        || s.probes_answered < s.probes_sent.min(1)
+    {
         return code(exit::FAILED);
     }
     code(exit::OK)
@@ -955,6 +1169,17 @@ mod tests {
             kernel,
             gsi_index: 16,
         }
+    }
+
+    #[test]
+    fn reset_cmd_success_failure_and_timeout() {
+        assert!(reset_peer("exit 0", Duration::from_secs(10)).is_ok());
+        let e = reset_peer("exit 3", Duration::from_secs(10)).unwrap_err();
+        assert!(e.contains("exit status: 3"), "{e}");
+        let t0 = Instant::now();
+        let e = reset_peer("sleep 30", Duration::from_millis(200)).unwrap_err();
+        assert!(e.contains("did not finish within 0.2 s"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(20), "the command was killed");
     }
 
     #[test]

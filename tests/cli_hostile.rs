@@ -28,7 +28,7 @@ const SUBCOMMANDS: [&str; 13] = [
     "fuzz-peer",
 ];
 
-const OPTIONS: [&str; 51] = [
+const OPTIONS: [&str; 54] = [
     "--peer",
     "--out",
     "-o",
@@ -80,6 +80,9 @@ const OPTIONS: [&str; 51] = [
     "--service-name",
     "--lease",
     "--mac",
+    "--reset-cmd",
+    "--max-resets",
+    "--reset-timeout",
 ];
 
 fn hostile_values() -> Vec<OsString> {
@@ -260,6 +263,14 @@ fn the_cases_seen_are_refused_with_the_bound() {
                 "4294967295",
             ],
             "0..=1000000",
+        ),
+        (
+            &["fuzz-peer", "--iface", "nope0", "-b", "198.18.1.1", "--peer", "198.18.1.2", "--max-resets", "0"],
+            "--max-resets must be between 1 and 1000, not 0",
+        ),
+        (
+            &["fuzz-peer", "--iface", "nope0", "-b", "198.18.1.1", "--peer", "198.18.1.2", "--reset-timeout", "inf"],
+            "--reset-timeout must be above 0 and at most 3600 s, not inf",
         ),
         (&["demo", "-C", "1025"], "0..=1024"),
         (&["demo", "-C", "4294967295"], "0..=1024"),

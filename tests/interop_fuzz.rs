@@ -21,7 +21,9 @@ mod harness;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::{Read, Write as _};
 use std::net::IpAddr;
+use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use harness::{GuestBuilder, GUEST_IP4, GUEST_IP6, GUEST_MAC, HOST_IP4, HOST_IP6};
@@ -537,4 +539,151 @@ fn ipv6_frame_shorter_than_a_bth_crashes_rxe() {
     assert!(trace.is_ok(), "the guest's kernel oopses:\n{report}");
     assert!(console.contains("rxe_rcv"), "in rxe_rcv:\n{report}");
     assert!(!after, "and the peer is gone:\n{report}");
+}
+
+/// Frames per probe in [`fuzz_peer_reset_cmd_minimises_a_gsi_loss`].
+const KILL_GSI_PROBE_EVERY: usize = 50;
+
+/// Whether `f` is a frame that kills a 6.1 peer's GSI QP: a UD SEND to QP1 (or the GSI QP's
+/// pool index) that the peer counts, with more payload than a MAD's 256 bytes.
+fn kills_gsi(ep: &Endpoints, f: &[u8]) -> bool {
+    ep.predict(f).is_ok()
+        && roce_wire::frame::parse(f).is_ok_and(|p| {
+            matches!(
+                p.repr.bth.opcode,
+                roce_wire::bth::Opcode::UdSendOnly | roce_wire::bth::Opcode::UdSendOnlyWithImmediate
+            ) && (p.repr.bth.dest_qp == 1 || p.repr.bth.dest_qp == ep.gsi_index)
+                && p.repr.payload.len() > 256
+        })
+}
+
+/// `roce fuzz-peer --kill-gsi --reset-cmd CMD` (issue 13 item 3 for the tool itself). The
+/// seed is the first whose opening batch of 50 frames holds exactly one GSI-killing frame, so
+/// the first probe goes unanswered on 6.1. The reset command reaches the guest through two
+/// FIFOs: it writes a request, this test re-creates rxe0 and answers `ok`. On 6.1 fuzz-peer
+/// must minimise the loss to that one frame (loss-1-min.pcap) and go on; replaying the
+/// minimised pcap with `roce send` on a fresh rxe0 must leave the peer's probe unanswered
+/// again. On 6.12 the frame is harmless: no loss, no reset.
+#[test]
+fn fuzz_peer_reset_cmd_minimises_a_gsi_loss() {
+    let mut g = GuestBuilder::new("interop_fuzz_reset_cmd").scenario(SCENARIO).boot();
+    let ep = endpoints(&g, false);
+    let seed = (1u64..)
+        .find(|&seed| {
+            let mut gen = Generator::new(seed, ep);
+            gen.spare_gsi = false;
+            let n = (0..KILL_GSI_PROBE_EVERY).filter(|_| kills_gsi(&ep, &gen.next_frame())).count();
+            n == 1
+        })
+        .unwrap();
+    let dir = g.artefacts.join("fuzz_peer_reset");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (req, ack) = (dir.join("req"), dir.join("ack"));
+    for p in [&req, &ack] {
+        let st = std::process::Command::new("mkfifo").arg(p).status().expect("mkfifo");
+        assert!(st.success(), "mkfifo {}", p.display());
+    }
+    let reset_cmd = format!("echo r > {}; read a < {}; [ \"$a\" = ok ]", req.display(), ack.display());
+    let child = g.spawn_in_netns(&format!(
+        "{} fuzz-peer --iface tap0 -b {} --peer {} --duration 1 --seed {seed} --kernel {} --rate 400 \
+         --probe-every {KILL_GSI_PROBE_EVERY} --kill-gsi --json --out {} --reset-cmd '{}' --max-resets 40 --reset-timeout 120",
+        env!("CARGO_BIN_EXE_roce"),
+        ep.src,
+        ep.dst,
+        harness::kernel(),
+        dir.display(),
+        reset_cmd.replace('\'', "'\\''"),
+    ));
+    // relay each reset request to the guest; O_RDWR so that opening never blocks and a
+    // finished fuzz-peer leaves nothing to wait for
+    let mut rq =
+        std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NONBLOCK).open(&req).expect("open req");
+    let out = std::thread::scope(|s| {
+        let h = s.spawn(move || child.wait_with_output().expect("fuzz-peer"));
+        let mut resets = Vec::new();
+        let mut b = [0u8; 64];
+        while !h.is_finished() {
+            match rq.read(&mut b) {
+                Ok(n) if n > 0 => {
+                    for _ in b[..n].iter().filter(|&&c| c == b'\n') {
+                        let r = g.recreate_rxe();
+                        let answer = if r.is_ok() { "ok\n" } else { "fail\n" };
+                        resets.push(r);
+                        std::fs::OpenOptions::new()
+                            .write(true)
+                            .open(&ack)
+                            .and_then(|mut w| w.write_all(answer.as_bytes()))
+                            .expect("answer on ack");
+                    }
+                }
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        (h.join().unwrap(), resets)
+    });
+    let ((o, resets), rc) = {
+        let rc = out.0.status.code().unwrap_or(-1);
+        (out, rc)
+    };
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    let mut report = format!(
+        "kernel {} seed {seed}: roce fuzz-peer --kill-gsi --reset-cmd exit {rc}, {} resets ({} failed)\n{stdout}\n{}\n",
+        g.kernel_version,
+        resets.len(),
+        resets.iter().filter(|r| r.is_err()).count(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("fuzz-peer JSON: {e}\n{report}"));
+    let min_pcap = dir.join("loss-1-min.pcap");
+    // the peer's verdict on the minimised pcap: a fresh rxe0 answers, then after `roce send`
+    // replays the pcap it does not
+    let mut replay = None;
+    if min_pcap.exists() {
+        g.recreate_rxe().unwrap_or_else(|e| panic!("{e}"));
+        let sock = g.raw_socket();
+        let mut gen = Generator::new(7, ep);
+        let before = gsi_answers(&sock, &mut gen);
+        let (src, sent) =
+            g.run_in_netns(&format!("{} send --iface tap0 {} 2>&1", env!("CARGO_BIN_EXE_roce"), min_pcap.display()));
+        let after = gsi_answers(&sock, &mut gen);
+        let _ = writeln!(
+            report,
+            "roce send loss-1-min.pcap (exit {src}): {sent}probe answered before {before}, after {after}"
+        );
+        replay = Some((before, after));
+    }
+    std::fs::write(g.artefacts.join("report.txt"), &report).unwrap();
+    g.signal("end");
+    g.finish();
+    println!("{report}");
+    match rxe_kernel() {
+        RxeKernel::V6_1 => {
+            assert_eq!(rc, 1, "6.1: a liveness loss is exit 1:\n{report}");
+            assert!(json["peer_unresponsive"].as_u64() >= Some(1), "{report}");
+            assert_eq!(json["reset_error"], serde_json::Value::Null, "{report}");
+            let m = &json["minimised"][0];
+            assert_eq!(m["loss"], 1, "{report}");
+            assert_eq!(m["frames"], KILL_GSI_PROBE_EVERY, "{report}");
+            assert_eq!(m["min_frames"], 1, "6.1: the loss minimises to one frame:\n{report}");
+            assert!(m["resets"].as_u64().unwrap() <= 40, "{report}");
+            assert!(
+                json["resets"].as_u64().unwrap() > m["resets"].as_u64().unwrap(),
+                "one more reset to go on:\n{report}"
+            );
+            assert_eq!(json["resets"].as_u64(), Some(resets.len() as u64), "every reset reached the guest:\n{report}");
+            assert!(json["probes_answered"].as_u64() >= Some(1) || json["sent"].as_u64() < Some(100), "{report}");
+            assert_eq!(replay, Some((true, false)), "6.1: replaying loss-1-min.pcap loses liveness:\n{report}");
+        }
+        RxeKernel::V6_12 => {
+            assert_eq!(rc, 0, "6.12: no loss:\n{report}");
+            assert_eq!(json["peer_unresponsive"], 0, "{report}");
+            assert_eq!(json["resets"], 0, "{report}");
+            assert!(json["probes_sent"].as_u64() >= Some(1), "{report}");
+            assert_eq!(json["probes_answered"], json["probes_sent"], "6.12: every probe answered:\n{report}");
+            assert!(resets.is_empty(), "{report}");
+            assert!(replay.is_none(), "{report}");
+        }
+    }
 }

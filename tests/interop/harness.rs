@@ -625,6 +625,17 @@ impl Guest {
             .unwrap_or_else(|e| panic!("ip netns exec {}: {e}", self.ns))
     }
 
+    /// A host-side shell command started in the namespace (stdout and stderr piped), for a
+    /// test that must serve it while it runs.
+    pub fn spawn_in_netns(&self, cmd: &str) -> Child {
+        Command::new(tool("ip"))
+            .args(["netns", "exec", &self.ns, "sh", "-c", cmd])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("ip netns exec {}: {e}", self.ns))
+    }
+
     /// (exit code, stdout+stderr) of a host-side shell command in the namespace.
     ///
     /// Every counters line a `roce` tool printed must say `send_errors 0`: a frame the device
