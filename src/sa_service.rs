@@ -11,7 +11,7 @@ use roce_wire::service_record::{ComponentMask, ServiceRecord, INFINITE_LEASE, SE
 use roce_wire::Gid;
 
 use crate::exit;
-use crate::tools::{finish, open_port, sa_timeout_text, PortOptions};
+use crate::tools::{finish, open_port, sa_status_failed, wait_sa_answer, PortOptions};
 use crate::{out, status};
 
 /// The ServiceRecord options of `roce sa-query`.
@@ -133,21 +133,13 @@ pub fn run(port: &PortOptions, a: &ServiceArgs) -> u8 {
         }
     };
     status!("sa-query: {} ServiceRecord (mask {mask}) to the SA", req.header.method_name());
-    let mut result = None;
-    let _ = d.run_until(Duration::from_secs(10), |d| {
-        result = d.stack.poll_sa_result().filter(|r| r.handle == handle);
-        result.is_some()
-    });
-    let code = match result.map(|r| r.result) {
-        Some(Ok(resp)) => {
-            let st = resp.header.status;
-            out!("answer: {} status {} TID 0x{:016x}", resp.header.method_name(), st, resp.header.transaction_id);
+    let code = match wait_sa_answer(TOOL, &mut d, handle) {
+        Ok(resp) => {
             if port.verbose {
                 out!("RMPP {:?}, AttributeOffset {}", resp.rmpp, resp.sa.attribute_offset);
             }
-            if st.0 != 0 {
-                eprintln!("{TOOL}: the SA answered status {st}");
-                exit::FAILED
+            if let Some(code) = sa_status_failed(TOOL, &resp) {
+                code
             } else {
                 let recs = records(&resp);
                 for r in &recs {
@@ -169,19 +161,7 @@ pub fn run(port: &PortOptions, a: &ServiceArgs) -> u8 {
                 exit::OK
             }
         }
-        Some(Err(roce_cm::Errno::ETIMEDOUT)) => {
-            eprintln!("{TOOL}: {}", sa_timeout_text(&d));
-            exit::FAILED
-        }
-        Some(Err(e)) => {
-            eprintln!("{TOOL}: {} ({e})", e.name());
-            exit::FAILED
-        }
-        None if d.stopped() => exit::FAILED,
-        None => {
-            eprintln!("{TOOL}: ETIMEDOUT: no answer within 10 s");
-            exit::FAILED
-        }
+        Err(code) => code,
     };
     finish(TOOL, &mut d, &[], port.verbose, code)
 }

@@ -653,38 +653,58 @@ pub fn sa_query(port: &PortOptions, mgid: Option<Gid>) -> u8 {
         }
         (None, None) => {}
     }
-    let mut result = None;
-    let _ = d.run_until(Duration::from_secs(10), |d| {
-        result = d.stack.poll_sa_result().filter(|r| r.handle == handle);
-        result.is_some()
-    });
-    let code = match result.map(|r| r.result) {
-        Some(Ok(resp)) => {
-            let st = resp.header.status;
-            out!("answer: {} status {} TID 0x{:016x}", resp.header.method_name(), st, resp.header.transaction_id);
-            if st.0 != 0 {
-                eprintln!("{TOOL}: the SA answered status {st}");
-                exit::FAILED
+    let code = match wait_sa_answer(TOOL, &mut d, handle) {
+        Ok(resp) => {
+            if let Some(code) = sa_status_failed(TOOL, &resp) {
+                code
             } else {
                 print_records(&resp);
                 exit::OK
             }
         }
-        Some(Err(roce_cm::Errno::ETIMEDOUT)) => {
-            eprintln!("{TOOL}: {}", sa_timeout_text(&d));
-            exit::FAILED
-        }
-        Some(Err(e)) => {
-            eprintln!("{TOOL}: {} ({e})", e.name());
-            exit::FAILED
-        }
-        None if d.stopped() => exit::FAILED,
-        None => {
-            eprintln!("{TOOL}: ETIMEDOUT: no answer within 10 s");
-            exit::FAILED
-        }
+        Err(code) => code,
     };
     finish(TOOL, &mut d, &[], port.verbose, code)
+}
+
+/// Wait up to 10 s for the answer to the SA query `handle` and print its first line. An
+/// error, a timeout (naming the step that got no answer) or a stop is printed and turned into
+/// the exit status.
+pub fn wait_sa_answer(tool: &str, d: &mut Driver<CliDevice>, handle: u64) -> Result<SaMad, u8> {
+    let mut result = None;
+    let _ = d.run_until(Duration::from_secs(10), |d| {
+        result = d.stack.poll_sa_result().filter(|r| r.handle == handle);
+        result.is_some()
+    });
+    match result.map(|r| r.result) {
+        Some(Ok(resp)) => {
+            let st = resp.header.status;
+            out!("answer: {} status {} TID 0x{:016x}", resp.header.method_name(), st, resp.header.transaction_id);
+            Ok(resp)
+        }
+        Some(Err(roce_cm::Errno::ETIMEDOUT)) => {
+            eprintln!("{tool}: {}", sa_timeout_text(d));
+            Err(exit::FAILED)
+        }
+        Some(Err(e)) => {
+            eprintln!("{tool}: {} ({e})", e.name());
+            Err(exit::FAILED)
+        }
+        None if d.stopped() => Err(exit::FAILED),
+        None => {
+            eprintln!("{tool}: ETIMEDOUT: no answer within 10 s");
+            Err(exit::FAILED)
+        }
+    }
+}
+
+/// An SA answer with an error status: printed, and the exit status it gives.
+pub fn sa_status_failed(tool: &str, resp: &SaMad) -> Option<u8> {
+    let st = resp.header.status;
+    (st.0 != 0).then(|| {
+        eprintln!("{tool}: the SA answered status {st}");
+        exit::FAILED
+    })
 }
 
 /// `roce sa-server`: an SA on a raw socket, answering on QP1 of `port.local` (with its own ARP/ND),
