@@ -797,14 +797,28 @@ fn error_mad(req: &SaMad, status: MadStatus) -> [u8; MAD_SIZE] {
 /// A GetTableResp: the records, 56 bytes apart, cut into 200-byte RMPP DATA segments
 /// [osm_sa.c `osm_sa_respond`; mad_rmpp.c for the PayloadLength of each segment].
 fn table_reply(req: &SaMad, records: &[McMemberRecord]) -> Reply {
-    let data_len = records.len() * TABLE_RECORD_LEN;
+    segmented_table_reply(req, TABLE_RECORD_LEN, records.len(), MC_MEMBER_ATTRIBUTE_OFFSET, |i, slot| {
+        records[i].emit_bytes(&mut slot[..MC_MEMBER_RECORD_LEN])
+    })
+}
+
+/// A GetTableResp of `count` records of `record_len` bytes each (`emit` writes record `i` into
+/// its slot), cut into 200-byte RMPP DATA segments; AttributeOffset `offset_words`, 0 for an
+/// empty table.
+pub(crate) fn segmented_table_reply(
+    req: &SaMad,
+    record_len: usize,
+    count: usize,
+    offset_words: u16,
+    emit: impl Fn(usize, &mut [u8]),
+) -> Reply {
+    let data_len = count * record_len;
     let segments = data_len.div_ceil(SA_DATA_LEN).max(1);
     let mut stream = vec![0u8; segments * SA_DATA_LEN];
-    for (i, r) in records.iter().enumerate() {
-        let at = i * TABLE_RECORD_LEN;
-        r.emit_bytes(&mut stream[at..at + MC_MEMBER_RECORD_LEN]);
+    for i in 0..count {
+        emit(i, &mut stream[i * record_len..(i + 1) * record_len]);
     }
-    let offset = if records.is_empty() { 0 } else { MC_MEMBER_ATTRIBUTE_OFFSET };
+    let offset = if count == 0 { 0 } else { offset_words };
     let mut out = Vec::with_capacity(segments);
     for (s, chunk) in stream.chunks_exact(SA_DATA_LEN).enumerate() {
         let (first, last) = (s == 0, s + 1 == segments);

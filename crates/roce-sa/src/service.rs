@@ -6,12 +6,12 @@
 use core::time::Duration;
 
 use roce_wire::mad::{MadStatus, Method};
-use roce_wire::rmpp::{RmppFlags, RmppRepr, RmppType, NO_RESPTIME, RMPP_VERSION};
-use roce_wire::sa::{SaData, SaMad, SA_DATA_LEN, SA_HEADER_LEN};
+use roce_wire::sa::{SaData, SaMad};
 use roce_wire::service_record::{ComponentMask as Sc, ServiceRecord, INFINITE_LEASE, SERVICE_RECORD_LEN};
 use roce_wire::MAD_SIZE;
 
 use crate::reply::Reply;
+use crate::responder::segmented_table_reply;
 use crate::SaResponder;
 
 /// AttributeOffset of a ServiceRecord response: 176 bytes = 22 eight-byte words.
@@ -246,57 +246,17 @@ fn error_mad(req: &SaMad, status: MadStatus) -> [u8; MAD_SIZE] {
 /// (PayloadLength as mad_rmpp.c sets it: the whole transfer on the first segment, this
 /// segment's on the last).
 fn table_reply(req: &SaMad, records: &[ServiceRecord]) -> Reply {
-    let data_len = records.len() * SERVICE_RECORD_LEN;
-    let segments = data_len.div_ceil(SA_DATA_LEN).max(1);
-    let mut stream = vec![0u8; segments * SA_DATA_LEN];
-    for (i, r) in records.iter().enumerate() {
-        r.emit_bytes(&mut stream[i * SERVICE_RECORD_LEN..(i + 1) * SERVICE_RECORD_LEN]);
-    }
-    let offset = if records.is_empty() { 0 } else { SERVICE_ATTRIBUTE_OFFSET };
-    let mut out = Vec::with_capacity(segments);
-    for (s, chunk) in stream.chunks_exact(SA_DATA_LEN).enumerate() {
-        let (first, last) = (s == 0, s + 1 == segments);
-        let mut flags = RmppFlags::ACTIVE;
-        if first {
-            flags |= RmppFlags::FIRST;
-        }
-        if last {
-            flags |= RmppFlags::LAST;
-        }
-        let payload = if last {
-            SA_HEADER_LEN + data_len - SA_DATA_LEN * (segments - 1)
-        } else if first {
-            data_len + SA_HEADER_LEN * segments
-        } else {
-            0
-        };
-        let mut data = [0u8; SA_DATA_LEN];
-        data.copy_from_slice(chunk);
-        let mut m = req.response_to(Method::GetTable, MadStatus::SUCCESS, SaData::Raw(data));
-        m.rmpp = RmppRepr {
-            version: RMPP_VERSION,
-            rmpp_type: RmppType::Data,
-            resp_time: NO_RESPTIME,
-            flags,
-            status: 0,
-            data1: s as u32 + 1,
-            data2: payload as u32,
-        };
-        m.sa.attribute_offset = offset;
-        out.push(m.to_bytes());
-    }
-    if out.len() == 1 {
-        Reply::One(out[0])
-    } else {
-        Reply::Many(out)
-    }
+    segmented_table_reply(req, SERVICE_RECORD_LEN, records.len(), SERVICE_ATTRIBUTE_OFFSET, |i, slot| {
+        records[i].emit_bytes(slot)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{Requester, SaConfig};
-    use roce_wire::sa::attr;
+    use roce_wire::rmpp::RmppFlags;
+    use roce_wire::sa::{attr, SA_HEADER_LEN};
     use roce_wire::Gid;
 
     fn gid(last: u8) -> Gid {
