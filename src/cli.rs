@@ -394,9 +394,9 @@ pub struct CmatoseArgs {
     /// The RDMA-CM port (TCP port space).
     #[arg(short = 'p', long = "port", default_value_t = 7471)]
     pub cm_port: u16,
-    /// Messages each way over the RC QP (0: the handshake only; ucmatose's default is 10; at
-    /// most 10000).
-    #[arg(short = 'C', long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=MAX_UDADDY_COUNT as i64))]
+    /// Messages each way over the RC QP (ucmatose's default, 10; 0: the handshake only; at most
+    /// 10000).
+    #[arg(short = 'C', long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=MAX_UDADDY_COUNT as i64))]
     pub count: u32,
     /// Message size in bytes (at most 1 MiB).
     #[arg(short = 'S', long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=MAX_SIZE as i64))]

@@ -145,7 +145,7 @@ fn kernel_rxe_cm_interop() {
     let _ = writeln!(report, "--- c. the guest's ucmatose listens:\n{cm}");
     let pcap_c = art.join("cmatose_client.pcap");
     let (rc, out) =
-        run(&g, &roce(&format!("cmatose -s 198.18.0.2 -b 198.18.0.1 --iface tap0 --pcap {}", pcap_c.display())));
+        run(&g, &roce(&format!("cmatose -s 198.18.0.2 -b 198.18.0.1 --iface tap0 -C 0 --pcap {}", pcap_c.display())));
     let _ = writeln!(report, "roce cmatose -s 198.18.0.2, exit {rc}\n{out}");
     let log = wait_guest(&mut g, "cat /tmp/ucmatose_srv.log", "rc=", Duration::from_secs(30));
     let _ = writeln!(report, "guest ucmatose (server) log:\n{log}");
@@ -158,7 +158,7 @@ fn kernel_rxe_cm_interop() {
     assert!(log.contains("cmatose: disconnecting") && log.contains("rc=0"), "the guest's ucmatose server:\n{log}");
 
     //    A REQ to a port nobody listens on: REJ reason 8, and our event says so.
-    let (rc, out) = run(&g, &roce("cmatose -s 198.18.0.2 -b 198.18.0.1 --iface tap0 -p 7999"));
+    let (rc, out) = run(&g, &roce("cmatose -s 198.18.0.2 -b 198.18.0.1 --iface tap0 -C 0 -p 7999"));
     let _ = writeln!(report, "--- c2. roce cmatose -s 198.18.0.2 -p 7999 (no listener), exit {rc}\n{out}");
     std::fs::write(art.join("report.txt"), &report).unwrap();
     assert_eq!(rc, 1, "{out}");
@@ -169,7 +169,7 @@ fn kernel_rxe_cm_interop() {
     let pcap_d = art.join("cmatose_server.pcap");
     let (mut child, reader, listening) = spawn_listening(
         &g,
-        &roce(&format!("cmatose -b 198.18.0.1 --iface tap0 --timeout 40 --pcap {}", pcap_d.display())),
+        &roce(&format!("cmatose -b 198.18.0.1 --iface tap0 -C 0 --timeout 40 --pcap {}", pcap_d.display())),
     );
     listening.recv_timeout(Duration::from_secs(30)).expect("roce cmatose server listening");
     let (grc, glog) = g.guest_exec("ucmatose -s 198.18.0.1 -C 0 2>&1; echo rc=$?", T);
