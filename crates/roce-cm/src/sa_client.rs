@@ -8,11 +8,14 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use roce_wire::mad::{self, MadHeader, Method};
 use roce_wire::mcmember::McMemberRecord;
-use roce_wire::sa::{attr, SaMad};
+use roce_wire::rmpp::{status, RmppFlags, RmppType, RMPP_VERSION};
+use roce_wire::sa::{attr, SaMad, SA_DATA_OFFSET, SA_HEADER_LEN};
 use roce_wire::{Gid, MAD_SIZE};
 
 use crate::config::SaTiming;
+use crate::counters::DropReason;
 use crate::ctx::FastHash;
+use crate::rmpp_recv::{self, Linger, Reassembly, RmppError, RmppStats, Step};
 use crate::Instant;
 
 /// Who started a transaction, so its outcome goes back to the right place.
@@ -43,6 +46,16 @@ pub(crate) struct Txn {
     queued: bool,
     /// The key of this transaction in the timer index.
     due: Instant,
+    /// The RMPP reassembly of its answer, from the first DATA segment on (boxed: a join's
+    /// transaction never has one).
+    pub rmpp: Option<Box<Reassembly>>,
+}
+
+impl Txn {
+    /// Why the transaction ended at its deadline, when that was during a reassembly.
+    pub fn rmpp_timeout(&self) -> Option<RmppError> {
+        self.rmpp.as_ref().map(|r| RmppError::TimedOut { received: r.seg_num })
+    }
 }
 
 /// Transactions by TID, in a slab: a transaction (its MAD is 256 bytes) is written once where
@@ -155,11 +168,32 @@ pub(crate) struct SaClient {
     pub sent: u64,
     /// Retransmissions.
     pub retransmissions: u64,
+    /// RMPP control MADs (ACK, ABORT, STOP) waiting to go out, ahead of the requests.
+    control: VecDeque<[u8; MAD_SIZE]>,
+    /// The control MAD being handed out.
+    control_out: [u8; MAD_SIZE],
+    /// Completed reassemblies kept to re-ACK duplicates (oldest first).
+    linger: Vec<Linger>,
+    /// The RMPP receiver's counts.
+    pub rmpp: RmppStats,
 }
 
-/// What a response matched.
-pub(crate) struct Matched {
-    pub owner: TxnOwner,
+/// What a response did.
+#[derive(Debug)]
+pub(crate) enum Response {
+    /// No outstanding transaction matches it.
+    Unsolicited,
+    /// One MAD answered the transaction (no RMPP, or a single DATA segment, ACKed).
+    Single(TxnOwner),
+    /// A DATA segment was taken; the transaction goes on.
+    Segment,
+    /// The MAD was dropped for this reason; the transaction (if any) goes on.
+    Dropped(DropReason),
+    /// The last segment: the whole message.
+    Table(TxnOwner, Box<Reassembly>),
+    /// RMPP ended the transaction without a table; the MAD itself counts as dropped with the
+    /// reason, if any (a segment we aborted), or as accepted (the sender's ABORT or STOP).
+    Failed(TxnOwner, RmppError, Option<DropReason>),
 }
 
 impl SaClient {
@@ -175,6 +209,10 @@ impl SaClient {
             timers: BinaryHeap::new(),
             sent: 0,
             retransmissions: 0,
+            control: VecDeque::new(),
+            control_out: [0; MAD_SIZE],
+            linger: Vec::new(),
+            rmpp: RmppStats::default(),
         }
     }
 
@@ -224,8 +262,22 @@ impl SaClient {
             }
         };
         mad[mad::field::TRANSACTION_ID].copy_from_slice(&tid.to_be_bytes());
-        let t =
-            Txn { mad, method, attribute_id, owner, next_send: now, deadline, sends: 0, queued: true, due: deadline };
+        if !self.linger.is_empty() {
+            // A TID in use again: duplicates of the old message are not re-ACKed any more.
+            self.linger.retain(|l| l.tid != tid);
+        }
+        let t = Txn {
+            mad,
+            method,
+            attribute_id,
+            owner,
+            next_send: now,
+            deadline,
+            sends: 0,
+            queued: true,
+            due: deadline,
+            rmpp: None,
+        };
         self.txns.fill(slot, t);
         self.timers.push(Reverse((deadline, tid)));
         self.outbox.push_back(tid);
@@ -251,7 +303,7 @@ impl SaClient {
 
     /// Whether a MAD waits for (re)transmission.
     pub fn has_outgoing(&self) -> bool {
-        !self.outbox.is_empty()
+        !self.outbox.is_empty() || !self.control.is_empty()
     }
 
     /// The next MAD to put on the wire, if any.
@@ -272,6 +324,10 @@ impl SaClient {
     }
 
     fn next_outgoing(&mut self, now: Instant) -> Option<&[u8; MAD_SIZE]> {
+        if let Some(m) = self.control.pop_front() {
+            self.control_out = m;
+            return Some(&self.control_out);
+        }
         while let Some(tid) = self.outbox.pop_front() {
             let interval = self.timing.retry_interval();
             let retries = self.timing.retries;
@@ -295,7 +351,7 @@ impl SaClient {
 
     /// When the next retransmission or deadline falls.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if !self.outbox.is_empty() {
+        if !self.outbox.is_empty() || !self.control.is_empty() {
             return Some(Instant::ZERO);
         }
         self.timers.peek().map(|Reverse((t, _))| *t)
@@ -315,6 +371,11 @@ impl SaClient {
             }
             if t.deadline <= now {
                 if let Some(t) = self.txns.remove(&tid) {
+                    if let Some(r) = &t.rmpp {
+                        // The reassembly ran out of time: ABORT T2L [`recv_timeout_handler`].
+                        let m = rmpp_recv::abort_mad(&r.first, RmppType::Abort, status::T2L);
+                        self.push_control(m);
+                    }
                     expired.push((tid, t));
                 }
                 continue;
@@ -332,30 +393,203 @@ impl SaClient {
         expired
     }
 
-    /// Match a response by TID and method: Set and Get are answered by GetResp, Delete by
-    /// DeleteResp, GetTable by GetTableResp. `None` if nothing matches (unsolicited).
-    #[allow(dead_code)] // the owned form of `handle_response_header`, kept for tests and tools
-    pub fn handle_response(&mut self, resp: &SaMad) -> Option<Matched> {
-        self.handle_response_header(&resp.header)
-    }
-
-    /// [`SaClient::handle_response`] on the MAD header alone (the MAD parsed in place).
-    pub fn handle_response_header(&mut self, resp: &MadHeader) -> Option<Matched> {
+    /// Match a response by TID and method (Set and Get are answered by GetResp, Delete by
+    /// DeleteResp, GetTable by GetTableResp), then run its RMPP header through the receiver:
+    /// `mad` is the whole MAD (at least 256 bytes).
+    pub fn handle_response(&mut self, now: Instant, resp: &MadHeader, mad: &[u8]) -> Response {
         let tid = resp.transaction_id;
-        let t = self.txns.get(&tid)?;
+        let Some(t) = self.txns.get(&tid) else { return self.lingering(now, tid, mad) };
         let expected = match t.method {
             Method::Set | Method::Get => Method::Get,
             other => other,
         };
         if !resp.response || resp.method != expected || resp.attribute_id != t.attribute_id {
-            return None;
+            return Response::Unsolicited;
         }
-        let (owner, _due, queued) = self.txns.finish(&tid)?;
+        let r = rmpp_recv::header(mad);
+        // Not active: one MAD, as every join and leave is answered. Active without an RMPP
+        // type (OpenSM's answers through ibsim's umad shim, which leaves RMPP to a kernel that
+        // is not there): read as the one MAD it is, and counted (spec/opensm.md).
+        if !r.is_active() || (r.rmpp_type == RmppType::NotUsed && r.version == RMPP_VERSION) {
+            if r.is_active() {
+                self.rmpp.unsegmented += 1;
+            }
+            return self.single(tid);
+        }
+        if r.version != RMPP_VERSION {
+            return self.abort(tid, mad, status::UNV, r.data1, 24);
+        }
+        match r.rmpp_type {
+            RmppType::Data => {}
+            // We only receive: an ACK here answers nothing of ours.
+            RmppType::Ack => return Response::Dropped(DropReason::RmppUnexpectedAck),
+            RmppType::Stop => return self.fail(tid, RmppError::PeerStopped { status: r.status }, None),
+            RmppType::Abort => return self.fail(tid, RmppError::PeerAborted { status: r.status }, None),
+            _ => return self.abort(tid, mad, status::BADT, r.data1, 25),
+        }
+        if let Some((st, at)) = rmpp_recv::check_data(&r) {
+            return self.abort(tid, mad, st, r.data1, at);
+        }
+        let (window, ack_on) = (self.timing.rmpp_window.max(1), self.timing.rmpp_ack);
+        let retries = self.timing.retries;
+        let Some(t) = self.txns.get_mut(&tid) else { return Response::Unsolicited };
+        let Some(re) = t.rmpp.as_mut() else {
+            if r.data1 != 1 {
+                // A later segment without its First: nothing to add it to [`continue_rmpp`].
+                return Response::Dropped(DropReason::RmppNoFirst);
+            }
+            if r.flags.contains(RmppFlags::LAST) {
+                // One segment: whole at once, ACKed (1, 1) as `complete_rmpp` does.
+                if !(SA_HEADER_LEN as u32..=rmpp_recv::SEGMENT_PAYLOAD).contains(&r.data2) {
+                    return self.abort(tid, mad, status::BAD_LEN, 1, 32);
+                }
+                self.rmpp.segments += 1;
+                if ack_on {
+                    let ack = rmpp_recv::ack_mad(&mad[..SA_DATA_OFFSET], 1, 1);
+                    self.push_control(ack);
+                    self.rmpp.acks += 1;
+                }
+                self.remember(now, tid, mad, 1, 1);
+                return self.single(tid);
+            }
+            return match Reassembly::start(mad, &r, window) {
+                Ok(mut re) => {
+                    self.rmpp.segments += 1;
+                    let ack = ack_on.then(|| re.ack());
+                    t.rmpp = Some(re);
+                    // The reassembly's own timer: the kernel's 40 s, or the transaction's
+                    // budget if that ends first. The request's retransmissions go on as the
+                    // kernel's do (its send is matched only once the message is whole).
+                    t.deadline = t.deadline.min(now + rmpp_recv::REASSEMBLY_TIMEOUT);
+                    Self::rearm(&mut self.timers, tid, t, retries);
+                    if let Some(a) = ack {
+                        self.push_control(a);
+                        self.rmpp.acks += 1;
+                    }
+                    Response::Segment
+                }
+                Err((st, at)) => self.abort(tid, mad, st, 1, at),
+            };
+        };
+        match re.segment(mad, &r, window) {
+            Step::Taken { ack } => {
+                self.rmpp.segments += 1;
+                if ack && ack_on {
+                    let a = re.ack();
+                    self.control.push_back(a);
+                    self.rmpp.acks += 1;
+                }
+                Response::Segment
+            }
+            Step::Complete => {
+                self.rmpp.segments += 1;
+                if ack_on {
+                    let a = re.ack();
+                    self.control.push_back(a);
+                    self.rmpp.acks += 1;
+                }
+                let (seg, win) = (re.seg_num, re.newwin);
+                let Some(t) = self.txns.remove(&tid) else { return Response::Unsolicited };
+                self.after_end(tid, t.queued);
+                let Some(re) = t.rmpp else { return Response::Unsolicited };
+                self.remember(now, tid, &re.first, seg, win);
+                self.rmpp.tables += 1;
+                Response::Table(t.owner, re)
+            }
+            Step::Duplicate { ack } => {
+                if ack && ack_on {
+                    let a = re.ack();
+                    self.control.push_back(a);
+                    self.rmpp.acks += 1;
+                }
+                Response::Dropped(DropReason::RmppDuplicate)
+            }
+            Step::BeyondWindow => Response::Dropped(DropReason::RmppBeyondWindow),
+            Step::OutOfOrder => Response::Dropped(DropReason::RmppOutOfOrder),
+            Step::Abort(st, at) => self.abort(tid, mad, st, r.data1, at),
+            Step::TooLarge => {
+                let m = rmpp_recv::abort_mad(mad, RmppType::Stop, status::RESX);
+                self.push_control(m);
+                self.rmpp.aborts += 1;
+                self.fail(tid, RmppError::TooLarge { segment: r.data1 }, Some(DropReason::RmppAborted))
+            }
+        }
+    }
+
+    /// A response for no outstanding transaction: a duplicate segment of a message completed
+    /// lately is re-ACKed (the sender may have missed our last ACK), anything else unsolicited.
+    fn lingering(&mut self, now: Instant, tid: u64, mad: &[u8]) -> Response {
+        if self.linger.is_empty() {
+            return Response::Unsolicited;
+        }
+        self.linger.retain(|l| l.until > now);
+        let r = rmpp_recv::header(mad);
+        let Some(l) = self.linger.iter().find(|l| l.tid == tid) else { return Response::Unsolicited };
+        if !r.is_active() || r.rmpp_type != RmppType::Data {
+            return Response::Unsolicited;
+        }
+        if self.timing.rmpp_ack {
+            let a = rmpp_recv::ack_mad(&l.hdr, l.seg_num, l.newwin);
+            self.push_control(a);
+            self.rmpp.acks += 1;
+        }
+        Response::Dropped(DropReason::RmppDuplicate)
+    }
+
+    /// Keep a completed message's ACK state for [`rmpp_recv::LINGER`].
+    fn remember(&mut self, now: Instant, tid: u64, mad: &[u8], seg_num: u32, newwin: u32) {
+        self.linger.retain(|l| l.until > now && l.tid != tid);
+        if self.linger.len() >= rmpp_recv::LINGER_MAX {
+            self.linger.remove(0);
+        }
+        let mut hdr = [0u8; SA_DATA_OFFSET];
+        hdr.copy_from_slice(&mad[..SA_DATA_OFFSET]);
+        self.linger.push(Linger { tid, hdr, seg_num, newwin, until: now + rmpp_recv::LINGER });
+    }
+
+    fn push_control(&mut self, m: [u8; MAD_SIZE]) {
+        self.control.push_back(m);
+    }
+
+    /// ABORT the transfer with `st` and end the transaction with the typed error.
+    fn abort(&mut self, tid: u64, mad: &[u8], st: u8, segment: u32, offset: usize) -> Response {
+        let m = rmpp_recv::abort_mad(mad, RmppType::Abort, st);
+        self.push_control(m);
+        self.rmpp.aborts += 1;
+        self.fail(tid, RmppError::Aborted { status: st, segment, offset }, Some(DropReason::RmppAborted))
+    }
+
+    fn fail(&mut self, tid: u64, e: RmppError, drop: Option<DropReason>) -> Response {
+        match self.txns.remove(&tid) {
+            Some(t) => {
+                self.after_end(tid, t.queued);
+                Response::Failed(t.owner, e, drop)
+            }
+            None => Response::Unsolicited,
+        }
+    }
+
+    /// End a transaction answered by one MAD.
+    fn single(&mut self, tid: u64) -> Response {
+        match self.txns.finish(&tid) {
+            Some((owner, _due, queued)) => {
+                self.after_end(tid, queued);
+                Response::Single(owner)
+            }
+            None => Response::Unsolicited,
+        }
+    }
+
+    fn after_end(&mut self, tid: u64, queued: bool) {
         settle(&mut self.timers, &self.txns);
         if queued {
             self.outbox.retain(|&x| x != tid);
         }
-        Some(Matched { owner })
+    }
+
+    /// The RMPP receiver's counts.
+    pub fn rmpp_stats(&self) -> RmppStats {
+        self.rmpp
     }
 
     /// Outstanding transactions.
