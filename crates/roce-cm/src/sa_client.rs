@@ -597,3 +597,269 @@ impl SaClient {
         self.txns.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roce_wire::rmpp::RmppRepr;
+    use roce_wire::sa::SaData;
+
+    fn client(window: u32) -> SaClient {
+        SaClient::new(7, SaTiming { rmpp_window: window, ..SaTiming::default() })
+    }
+
+    fn start(c: &mut SaClient, now: Instant) -> u64 {
+        let req = SaMad::request(Method::GetTable, 0, attr::MC_MEMBER_RECORD, 0, SaData::mc_member(Default::default()));
+        let tid = c.start(now, req, TxnOwner::Query(1));
+        assert!(c.poll_outgoing(now).is_some(), "the request goes out");
+        tid
+    }
+
+    /// A GetTableResp of `records` 56-byte records (record i filled with byte i + 1), cut into
+    /// segments as roce-sa and the kernel cut them.
+    fn segments(tid: u64, records: usize) -> Vec<[u8; MAD_SIZE]> {
+        let data: Vec<u8> = (0..records).flat_map(|i| [i as u8 + 1; 56]).collect();
+        let n = data.len().div_ceil(200).max(1);
+        (0..n)
+            .map(|s| {
+                let req = SaMad::request(Method::GetTable, tid, attr::MC_MEMBER_RECORD, 0, SaData::zeroed());
+                let mut m = req.response_to(Method::GetTable, mad::MadStatus::SUCCESS, SaData::zeroed());
+                let (first, last) = (s == 0, s + 1 == n);
+                let mut flags = RmppFlags::ACTIVE;
+                if first {
+                    flags |= RmppFlags::FIRST;
+                }
+                if last {
+                    flags |= RmppFlags::LAST;
+                }
+                let pl = if last {
+                    20 + data.len() - 200 * (n - 1)
+                } else if first {
+                    data.len() + 20 * n
+                } else {
+                    0
+                };
+                m.rmpp = RmppRepr {
+                    version: 1,
+                    rmpp_type: RmppType::Data,
+                    resp_time: 0x1F,
+                    flags,
+                    status: 0,
+                    data1: s as u32 + 1,
+                    data2: pl as u32,
+                };
+                m.sa.attribute_offset = 7;
+                let mut b = m.to_bytes();
+                let chunk = &data[(s * 200).min(data.len())..((s + 1) * 200).min(data.len())];
+                b[SA_DATA_OFFSET..SA_DATA_OFFSET + chunk.len()].copy_from_slice(chunk);
+                b[SA_DATA_OFFSET + chunk.len()..].fill(0);
+                b
+            })
+            .collect()
+    }
+
+    fn feed(c: &mut SaClient, now: Instant, m: &[u8; MAD_SIZE]) -> Response {
+        let h = MadHeader::parse_bytes(m).unwrap();
+        c.handle_response(now, &h, m)
+    }
+
+    /// The RMPP control MADs queued: (type, status, SegmentNumber, NewWindowLast).
+    fn control(c: &mut SaClient, now: Instant) -> Vec<(RmppType, u8, u32, u32)> {
+        let mut out = Vec::new();
+        while !c.control.is_empty() {
+            let m = c.poll_outgoing(now).unwrap();
+            assert_eq!(m[3], 0x12, "the method's response bit cleared");
+            let r = rmpp_recv::header(&m);
+            out.push((r.rmpp_type, r.status, r.data1, r.data2));
+        }
+        out
+    }
+
+    const ACK: RmppType = RmppType::Ack;
+
+    #[test]
+    fn in_order_window_and_last_acks() {
+        let now = Instant::ZERO;
+        for (window, want) in [
+            (64, vec![(ACK, 0, 1, 65), (ACK, 0, 4, 65)]),
+            (1, vec![(ACK, 0, 1, 2), (ACK, 0, 2, 3), (ACK, 0, 3, 4), (ACK, 0, 4, 4)]),
+        ] {
+            let mut c = client(window);
+            let tid = start(&mut c, now);
+            let segs = segments(tid, 12); // 672 bytes: 4 segments
+            assert_eq!(segs.len(), 4);
+            let mut table = None;
+            for s in &segs {
+                match feed(&mut c, now, s) {
+                    Response::Segment => {}
+                    Response::Table(TxnOwner::Query(1), re) => table = Some(re),
+                    other => panic!("{other:?}"),
+                }
+            }
+            assert_eq!(control(&mut c, now), want, "window {window}");
+            let re = table.expect("the whole table");
+            assert_eq!(re.data.len(), 12 * 56);
+            assert!(re.data.chunks(56).enumerate().all(|(i, r)| r.iter().all(|&b| b == i as u8 + 1)));
+            assert_eq!((c.len(), c.rmpp.tables, c.rmpp.segments), (0, 1, 4));
+            // a late duplicate of the Last: re-ACKed from the lingering state, not a table
+            assert!(matches!(feed(&mut c, now, &segs[3]), Response::Dropped(DropReason::RmppDuplicate)));
+            assert_eq!(control(&mut c, now), [want[want.len() - 1]]);
+            // after the linger time: unsolicited
+            let later = now + rmpp_recv::LINGER + Duration::from_millis(1);
+            assert!(matches!(feed(&mut c, later, &segs[3]), Response::Unsolicited));
+        }
+    }
+
+    #[test]
+    fn single_segment_is_acked_and_answers_at_once() {
+        let now = Instant::ZERO;
+        let mut c = client(64);
+        let tid = start(&mut c, now);
+        let segs = segments(tid, 3);
+        assert_eq!(segs.len(), 1);
+        assert!(matches!(feed(&mut c, now, &segs[0]), Response::Single(TxnOwner::Query(1))));
+        assert_eq!(control(&mut c, now), [(ACK, 0, 1, 1)]);
+    }
+
+    #[test]
+    fn duplicate_old_beyond_window_and_missing_first() {
+        let now = Instant::ZERO;
+        let mut c = client(1);
+        let tid = start(&mut c, now);
+        let segs = segments(tid, 12);
+        // a segment before its First: dropped, the transaction goes on
+        assert!(matches!(feed(&mut c, now, &segs[1]), Response::Dropped(DropReason::RmppNoFirst)));
+        assert!(matches!(feed(&mut c, now, &segs[0]), Response::Segment));
+        // the First again: re-ACKed
+        assert!(matches!(feed(&mut c, now, &segs[0]), Response::Dropped(DropReason::RmppDuplicate)));
+        // 3 is past the window (1 + 1)
+        assert!(matches!(feed(&mut c, now, &segs[2]), Response::Dropped(DropReason::RmppBeyondWindow)));
+        assert_eq!(control(&mut c, now), [(ACK, 0, 1, 2), (ACK, 0, 1, 2)]);
+        assert!(matches!(feed(&mut c, now, &segs[1]), Response::Segment));
+        let mut c2 = client(64);
+        let tid = start(&mut c2, now);
+        let segs = segments(tid, 12);
+        assert!(matches!(feed(&mut c2, now, &segs[0]), Response::Segment));
+        // a gap within the window: dropped; the in-order one again (not ACKed yet): no ACK
+        assert!(matches!(feed(&mut c2, now, &segs[2]), Response::Dropped(DropReason::RmppOutOfOrder)));
+        assert!(matches!(feed(&mut c2, now, &segs[1]), Response::Segment));
+        assert!(matches!(feed(&mut c2, now, &segs[1]), Response::Dropped(DropReason::RmppDuplicate)));
+        assert_eq!(control(&mut c2, now), [(ACK, 0, 1, 65)]);
+        assert_eq!(c2.len(), 1);
+    }
+
+    #[test]
+    fn bad_segments_abort_with_their_status() {
+        let now = Instant::ZERO;
+        let cases: [(&dyn Fn(&mut [u8; MAD_SIZE]), u8, usize); 5] = [
+            // a First whose PayloadLength fits one segment but without Last
+            (&|m| m[32..36].copy_from_slice(&220u32.to_be_bytes()), status::BAD_LEN, 32),
+            // the First flag on segment 1 missing
+            (&|m| m[26] &= !0x2, status::BAD_SEG, 28),
+            (&|m| m[24] = 2, status::UNV, 24),
+            (&|m| m[27] = 9, status::BAD_STATUS, 27),
+            (&|m| m[25] = 7, status::BADT, 25),
+        ];
+        for (edit, st, at) in cases {
+            let mut c = client(64);
+            let tid = start(&mut c, now);
+            let mut s = segments(tid, 12)[0];
+            s[32..36].copy_from_slice(&(672u32 + 80).to_be_bytes());
+            edit(&mut s);
+            match feed(&mut c, now, &s) {
+                Response::Failed(TxnOwner::Query(1), RmppError::Aborted { status, offset, .. }, Some(_)) => {
+                    assert_eq!((status, offset), (st, at))
+                }
+                other => panic!("status {st}: {other:?}"),
+            }
+            assert_eq!(control(&mut c, now), [(RmppType::Abort, st, 0, 0)]);
+            assert_eq!(c.len(), 0);
+        }
+        // Last before all the First announced
+        let mut c = client(64);
+        let tid = start(&mut c, now);
+        let segs = segments(tid, 12);
+        feed(&mut c, now, &segs[0]);
+        let mut early = segs[1];
+        early[26] |= 0x4;
+        early[32..36].copy_from_slice(&220u32.to_be_bytes());
+        assert!(matches!(
+            feed(&mut c, now, &early),
+            Response::Failed(_, RmppError::Aborted { status: status::BAD_LEN, segment: 2, .. }, _)
+        ));
+    }
+
+    #[test]
+    fn sender_abort_and_stop_reach_the_owner() {
+        let now = Instant::ZERO;
+        for (t, st) in [(RmppType::Abort, status::TMR), (RmppType::Stop, status::RESX)] {
+            let mut c = client(64);
+            let tid = start(&mut c, now);
+            let segs = segments(tid, 12);
+            feed(&mut c, now, &segs[0]);
+            let mut m = segs[1];
+            let mut r = rmpp_recv::header(&m);
+            r.rmpp_type = t;
+            r.status = st;
+            r.emit_bytes(&mut m[24..]);
+            let want = if t == RmppType::Abort {
+                RmppError::PeerAborted { status: st }
+            } else {
+                RmppError::PeerStopped { status: st }
+            };
+            match feed(&mut c, now, &m) {
+                Response::Failed(_, e, None) => assert_eq!(e, want),
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(c.len(), 0);
+        }
+    }
+
+    #[test]
+    fn reassembly_timeout_aborts_t2l() {
+        let now = Instant::ZERO;
+        let mut c = client(64);
+        let tid = start(&mut c, now);
+        let segs = segments(tid, 12);
+        feed(&mut c, now, &segs[0]);
+        feed(&mut c, now, &segs[1]);
+        let _ = control(&mut c, now);
+        // the request is still retransmitted (as the kernel's is) until the deadline
+        let mut t = now;
+        let mut expired = Vec::new();
+        while expired.is_empty() {
+            t = c.poll_timeout().unwrap().max(t);
+            expired = c.handle_timeout(t);
+            while c.outbox.front().is_some() {
+                c.poll_outgoing(t);
+            }
+        }
+        assert_eq!(t, now + SaTiming::default().timeout);
+        assert_eq!(expired[0].1.rmpp_timeout(), Some(RmppError::TimedOut { received: 2 }));
+        assert_eq!(control(&mut c, t), [(RmppType::Abort, status::T2L, 0, 0)]);
+    }
+
+    #[test]
+    fn tid_reuse_after_completion() {
+        let now = Instant::ZERO;
+        let mut c = client(64);
+        let tid = start(&mut c, now);
+        for s in &segments(tid, 12) {
+            feed(&mut c, now, s);
+        }
+        let _ = control(&mut c, now);
+        assert_eq!(c.linger.len(), 1);
+        // the same TID again (the counter wrapped): the old message's state is forgotten and
+        // the new answer is reassembled from its own First
+        c.tid_lo = c.tid_lo.wrapping_sub(1);
+        let again = start(&mut c, now);
+        assert_eq!(again, tid);
+        assert!(c.linger.is_empty());
+        let segs = segments(tid, 5);
+        assert!(matches!(feed(&mut c, now, &segs[0]), Response::Segment));
+        match feed(&mut c, now, &segs[1]) {
+            Response::Table(_, re) => assert_eq!(re.data.len(), 5 * 56),
+            other => panic!("{other:?}"),
+        }
+    }
+}
