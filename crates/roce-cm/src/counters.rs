@@ -49,8 +49,6 @@ pub enum DropReason {
     RmppDuplicate,
     /// An RMPP DATA segment past the window our last ACK opened.
     RmppBeyondWindow,
-    /// An RMPP DATA segment ahead of the next expected one (within the window).
-    RmppOutOfOrder,
     /// An RMPP DATA segment after the first with no reassembly to add it to (its First missed).
     RmppNoFirst,
     /// An RMPP ACK sent to us (we only receive RMPP).
@@ -86,7 +84,6 @@ impl DropReason {
             DropReason::TransmitBufferTooSmall => "transmit_buffer_too_small".into(),
             DropReason::RmppDuplicate => "rmpp_duplicate".into(),
             DropReason::RmppBeyondWindow => "rmpp_beyond_window".into(),
-            DropReason::RmppOutOfOrder => "rmpp_out_of_order".into(),
             DropReason::RmppNoFirst => "rmpp_no_first".into(),
             DropReason::RmppUnexpectedAck => "rmpp_unexpected_ack".into(),
             DropReason::RmppAborted => "rmpp_aborted".into(),

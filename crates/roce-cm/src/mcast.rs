@@ -29,8 +29,8 @@ use crate::qp::UdQps;
 use crate::sa_client::{SaClient, TxnOwner};
 use crate::{Errno, Instant};
 
-pub use crate::sa_query::SaQueryResult;
 pub use crate::id::{IdMembers, MemberKey};
+pub use crate::sa_query::SaQueryResult;
 
 /// Where a member stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

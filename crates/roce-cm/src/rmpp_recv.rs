@@ -164,6 +164,17 @@ pub(crate) struct Reassembly {
     pub expected: u32,
     /// ACKs sent for this message.
     pub acks: u32,
+    /// Segments ahead of the next expected one within the window, held until the gap fills
+    /// (the kernel keeps them in its list too, `find_seg_location`).
+    pub held: std::collections::BTreeMap<u32, Held>,
+}
+
+/// A segment held out of order: its flags, PayloadLength and data.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    flags: RmppFlags,
+    payload_length: u32,
+    data: Box<[u8; SA_DATA_LEN]>,
 }
 
 /// A completed reassembly, kept [`LINGER`] to re-ACK duplicates.
@@ -187,9 +198,8 @@ pub(crate) enum Step {
     Duplicate { ack: bool },
     /// Past the window's end: dropped.
     BeyondWindow,
-    /// Ahead of the next expected one within the window: dropped (the sender resends from our
-    /// last ACK; the kernel would hold it).
-    OutOfOrder,
+    /// Ahead of the next expected one within the window: held until the gap fills.
+    Held,
     /// Broke the protocol: ABORT with this status; the byte offset of the field.
     Abort(u8, usize),
     /// Past [`MAX_SEGMENTS`]: STOP ResX.
@@ -238,10 +248,21 @@ impl Reassembly {
         let hint = (expected.min(64) as usize) * SA_DATA_LEN;
         let mut data = Vec::with_capacity(hint.max(2 * SA_DATA_LEN));
         data.extend_from_slice(&mad[SA_DATA_OFFSET..MAD_SIZE]);
-        Ok(Box::new(Reassembly { first, data, seg_num: 1, last_ack: 0, newwin: 1 + window.max(1), expected, acks: 0 }))
+        Ok(Box::new(Reassembly {
+            first,
+            data,
+            seg_num: 1,
+            last_ack: 0,
+            newwin: 1 + window.max(1),
+            expected,
+            acks: 0,
+            held: Default::default(),
+        }))
     }
 
-    /// A DATA segment after the first (or the first again) [`continue_rmpp`].
+    /// A DATA segment after the first (or the first again) [`continue_rmpp`]: dropped past
+    /// the window, re-ACKed when already ACKed, held when ahead of a gap, else taken with the
+    /// held ones it makes consecutive [`update_seg_num`].
     pub fn segment(&mut self, mad: &[u8], r: &RmppRepr, window: u32) -> Step {
         let seg = r.data1;
         if seg > self.newwin {
@@ -250,36 +271,52 @@ impl Reassembly {
         if seg <= self.last_ack {
             return Step::Duplicate { ack: true };
         }
-        if seg <= self.seg_num {
+        if seg <= self.seg_num || self.held.contains_key(&seg) {
             return Step::Duplicate { ack: false };
         }
         if self.expected != 0 && seg > self.expected {
             return Step::Abort(status::S2B, RMPP_AT + 4);
         }
-        if seg != self.seg_num + 1 {
-            return Step::OutOfOrder;
-        }
         if seg > MAX_SEGMENTS {
             return Step::TooLarge;
         }
-        let last = r.flags.contains(RmppFlags::LAST);
-        if last {
-            let pl = r.data2;
+        let mut data = [0u8; SA_DATA_LEN];
+        data.copy_from_slice(&mad[SA_DATA_OFFSET..MAD_SIZE]);
+        if seg != self.seg_num + 1 {
+            self.held.insert(seg, Held { flags: r.flags, payload_length: r.data2, data: Box::new(data) });
+            return Step::Held;
+        }
+        let mut step = self.take(seg, r.flags, r.data2, &data, window);
+        let mut ack = false;
+        while let Step::Taken { ack: a } = step {
+            ack |= a;
+            let Some(h) = self.held.remove(&(self.seg_num + 1)) else { break };
+            step = self.take(self.seg_num + 1, h.flags, h.payload_length, &h.data, window);
+        }
+        match step {
+            Step::Taken { .. } => Step::Taken { ack },
+            other => other,
+        }
+    }
+
+    /// Append the next segment in order.
+    fn take(&mut self, seg: u32, flags: RmppFlags, pl: u32, data: &[u8; SA_DATA_LEN], window: u32) -> Step {
+        if flags.contains(RmppFlags::LAST) {
             // The Last segment's length, and the total the First announced.
             let announced_ok = self.expected == 0 || (seg - 1) * SEGMENT_PAYLOAD + pl == self.first_len();
             if !last_len_ok(pl) || !announced_ok {
                 return Step::Abort(status::BAD_LEN, RMPP_AT + 8);
             }
-            let n = (pl as usize) - SA_HEADER_LEN;
-            self.data.extend_from_slice(&mad[SA_DATA_OFFSET..SA_DATA_OFFSET + n]);
+            self.data.extend_from_slice(&data[..(pl as usize) - SA_HEADER_LEN]);
             self.seg_num = seg;
+            self.held.clear();
             return Step::Complete;
         }
         if self.expected != 0 && seg == self.expected {
             // The announced last segment without the Last flag.
             return Step::Abort(status::BAD_LEN, RMPP_AT + 2);
         }
-        self.data.extend_from_slice(&mad[SA_DATA_OFFSET..MAD_SIZE]);
+        self.data.extend_from_slice(data);
         self.seg_num = seg;
         if seg == self.newwin {
             self.newwin += window.max(1);
@@ -384,17 +421,17 @@ mod tests {
         // Last too early for the announced length
         let s2 = seg(2, a | RmppFlags::LAST, 220, 0);
         assert_eq!(r.segment(&s2, &header(&s2), 4), Step::Abort(status::BAD_LEN, 32));
-        // a gap within the window
-        let s3 = seg(3, a, 0, 0);
-        assert_eq!(r.segment(&s3, &header(&s3), 4), Step::OutOfOrder);
-        let s2 = seg(2, a, 0, 0);
-        assert_eq!(r.segment(&s2, &header(&s2), 4), Step::Taken { ack: false });
-        assert_eq!(r.segment(&s2, &header(&s2), 4), Step::Duplicate { ack: false });
-        // the announced last one without Last
-        assert_eq!(r.segment(&s3, &header(&s3), 4), Step::Abort(status::BAD_LEN, 26));
         // past the announced count
         let s4 = seg(4, a | RmppFlags::LAST, 40, 0);
         assert_eq!(r.segment(&s4, &header(&s4), 4), Step::Abort(status::S2B, 28));
+        // a gap within the window: held; held again is a duplicate
+        let s3 = seg(3, a, 0, 0);
+        assert_eq!(r.segment(&s3, &header(&s3), 4), Step::Held);
+        assert_eq!(r.segment(&s3, &header(&s3), 4), Step::Duplicate { ack: false });
+        // the gap fills: 2 taken, then the held 3 — the announced last one without Last
+        let s2 = seg(2, a, 0, 0);
+        assert_eq!(r.segment(&s2, &header(&s2), 4), Step::Abort(status::BAD_LEN, 26));
+        assert_eq!(r.seg_num, 2);
         // the First flag on a later segment, a First without it, a version, a status
         assert_eq!(check_data(&header(&seg(2, a | RmppFlags::FIRST, 0, 0))), Some((status::BAD_SEG, 28)));
         assert_eq!(check_data(&header(&seg(1, a, 0, 0))), Some((status::BAD_SEG, 28)));

@@ -471,9 +471,12 @@ impl SaClient {
                 Err((st, at)) => self.abort(tid, mad, st, 1, at),
             };
         };
-        match re.segment(mad, &r, window) {
+        let before = re.seg_num;
+        let step = re.segment(mad, &r, window);
+        self.rmpp.segments += u64::from(re.seg_num - before);
+        match step {
+            Step::Held => Response::Segment,
             Step::Taken { ack } => {
-                self.rmpp.segments += 1;
                 if ack && ack_on {
                     let a = re.ack();
                     self.control.push_back(a);
@@ -482,7 +485,6 @@ impl SaClient {
                 Response::Segment
             }
             Step::Complete => {
-                self.rmpp.segments += 1;
                 if ack_on {
                     let a = re.ack();
                     self.control.push_back(a);
@@ -505,7 +507,6 @@ impl SaClient {
                 Response::Dropped(DropReason::RmppDuplicate)
             }
             Step::BeyondWindow => Response::Dropped(DropReason::RmppBeyondWindow),
-            Step::OutOfOrder => Response::Dropped(DropReason::RmppOutOfOrder),
             Step::Abort(st, at) => self.abort(tid, mad, st, r.data1, at),
             Step::TooLarge => {
                 let m = rmpp_recv::abort_mad(mad, RmppType::Stop, status::RESX);
@@ -740,12 +741,15 @@ mod tests {
         let tid = start(&mut c2, now);
         let segs = segments(tid, 12);
         assert!(matches!(feed(&mut c2, now, &segs[0]), Response::Segment));
-        // a gap within the window: dropped; the in-order one again (not ACKed yet): no ACK
-        assert!(matches!(feed(&mut c2, now, &segs[2]), Response::Dropped(DropReason::RmppOutOfOrder)));
+        // a gap within the window: held; the gap filled takes both; again (not ACKed yet): no ACK
+        assert!(matches!(feed(&mut c2, now, &segs[2]), Response::Segment));
+        assert_eq!(c2.rmpp.segments, 1);
         assert!(matches!(feed(&mut c2, now, &segs[1]), Response::Segment));
+        assert_eq!(c2.rmpp.segments, 3);
         assert!(matches!(feed(&mut c2, now, &segs[1]), Response::Dropped(DropReason::RmppDuplicate)));
+        assert!(matches!(feed(&mut c2, now, &segs[2]), Response::Dropped(DropReason::RmppDuplicate)));
         assert_eq!(control(&mut c2, now), [(ACK, 0, 1, 65)]);
-        assert_eq!(c2.len(), 1);
+        assert!(matches!(feed(&mut c2, now, &segs[3]), Response::Table(..)));
     }
 
     #[test]

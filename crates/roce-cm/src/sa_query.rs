@@ -61,4 +61,3 @@ impl SaQueryResult {
         (0..n).map(move |i| &data[i * stride..i * stride + record_len])
     }
 }
-

@@ -34,8 +34,8 @@ use crate::mcast::{mgid_in_style, Group, McCtx, Member, Multicast, SaQueryResult
 use crate::neigh::{multicast_mac, Neighbors};
 use crate::qp::{Datagram, UdDest, UdQp, UdQps};
 use crate::rmpp_recv::RmppError;
-use crate::sa_client::{Response, SaClient};
 use crate::sa_client::TxnOwner;
+use crate::sa_client::{Response, SaClient};
 use crate::{Errno, Instant};
 
 /// An owner's [`Ctx`], lent from the stack's disjoint fields (so that the owner itself, another
