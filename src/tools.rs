@@ -692,16 +692,25 @@ pub fn wait_sa_answer(
         (Ok(resp), _) => {
             let st = resp.header.status;
             out!("answer: {} status {} TID 0x{:016x}", resp.header.method_name(), st, resp.header.transaction_id);
+            if resp.rmpp.is_active() && r.segments == 0 {
+                eprintln!(
+                    "{tool}: warning: the answer is one MAD with the RMPP Active flag but no RMPP segment header (RMPPType {}, version {}: OpenSM through ibsim's umad shim): records past its {} data bytes, if the table had any, cannot be known",
+                    u8::from(resp.rmpp.rmpp_type),
+                    resp.rmpp.version,
+                    roce_wire::sa::SA_DATA_LEN
+                );
+            }
             if verbose {
                 let rs = d.stack.rmpp_stats();
                 out!(
-                    "RMPP: {} segments received, {} ACKs sent ({} bytes of SA data; receiver totals: {} segments, {} ACKs, {} ABORTs)",
+                    "RMPP: {} segments received, {} ACKs sent ({} bytes of SA data; receiver totals: {} segments, {} ACKs, {} ABORTs, {} unsegmented)",
                     r.segments,
                     r.acks,
                     r.data.len(),
                     rs.segments,
                     rs.acks,
-                    rs.aborts
+                    rs.aborts,
+                    rs.unsegmented
                 );
             }
             Ok((resp.clone(), r))

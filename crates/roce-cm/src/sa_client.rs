@@ -408,9 +408,10 @@ impl SaClient {
         }
         let r = rmpp_recv::header(mad);
         // Not active: one MAD, as every join and leave is answered. Active without an RMPP
-        // type (OpenSM's answers through ibsim's umad shim, which leaves RMPP to a kernel that
-        // is not there): read as the one MAD it is, and counted (spec/opensm.md).
-        if !r.is_active() || (r.rmpp_type == RmppType::NotUsed && r.version == RMPP_VERSION) {
+        // type or version (OpenSM's answers through ibsim's umad shim, which leaves RMPP to a
+        // kernel that is not there; a kernel would ABORT it, UNV): read as the one MAD it is,
+        // and counted — whether the table went on past it cannot be known (spec/opensm.md).
+        if !r.is_active() || r.rmpp_type == RmppType::NotUsed {
             if r.is_active() {
                 self.rmpp.unsegmented += 1;
             }
