@@ -80,8 +80,8 @@ pub struct SaTiming {
     /// The RMPP receive window: segments the sender may send past our last ACK (the kernel's
     /// 64, `crate::rmpp_recv::KERNEL_WINDOW`; at least 1).
     pub rmpp_window: u32,
-    /// Whether the RMPP receiver ACKs (always, but for tests that check what a sender does
-    /// when no ACK comes).
+    /// Whether the RMPP receiver sends its ACKs, ABORTs and STOPs (always, but for tests that
+    /// check what a sender does when nothing comes back).
     pub rmpp_ack: bool,
 }
 

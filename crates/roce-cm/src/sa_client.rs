@@ -374,7 +374,9 @@ impl SaClient {
                     if let Some(r) = &t.rmpp {
                         // The reassembly ran out of time: ABORT T2L [`recv_timeout_handler`].
                         let m = rmpp_recv::abort_mad(&r.first, RmppType::Abort, status::T2L);
-                        self.push_control(m);
+                        if self.timing.rmpp_ack {
+                            self.control.push_back(m);
+                        }
                     }
                     expired.push((tid, t));
                 }
@@ -549,8 +551,12 @@ impl SaClient {
         self.linger.push(Linger { tid, hdr, seg_num, newwin, until: now + rmpp_recv::LINGER });
     }
 
+    /// Queue an RMPP control MAD, unless the receiver is mute (`SaTiming::rmpp_ack` false, a
+    /// tests-only setting: no ACK, no ABORT, no STOP).
     fn push_control(&mut self, m: [u8; MAD_SIZE]) {
-        self.control.push_back(m);
+        if self.timing.rmpp_ack {
+            self.control.push_back(m);
+        }
     }
 
     /// ABORT the transfer with `st` and end the transaction with the typed error.
