@@ -713,7 +713,7 @@ pub fn wait_sa_answer(
                     rs.unsegmented
                 );
             }
-            Ok((resp.clone(), r))
+            Ok((*resp, r))
         }
         (Err(e), Some(why)) => {
             eprintln!("{tool}: {} ({why})", e.name());

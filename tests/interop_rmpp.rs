@@ -100,10 +100,9 @@ fn join_groups() -> usize {
 
 /// GetTable of MCMemberRecords from an in-process stack with `timing`: the records (or the
 /// error) and the receiver's counts.
-fn table_in_process(
-    timing: SaTiming,
-    v6: bool,
-) -> (Result<usize, (roce_cm::Errno, Option<RmppError>)>, RmppStats, u64) {
+type TableOutcome = (Result<usize, (roce_cm::Errno, Option<RmppError>)>, RmppStats, u64);
+
+fn table_in_process(timing: SaTiming, v6: bool) -> TableOutcome {
     let mut d = stack_on_tap0(timing, v6);
     let req =
         SaMad::request(Method::GetTable, 0, attr::MC_MEMBER_RECORD, 0, SaData::mc_member(McMemberRecord::default()));

@@ -108,12 +108,9 @@ fn responder_table(sa: &mut SaResponder, attribute: u16, record_len: usize) -> (
 }
 
 /// Query the table from the engine; the records it delivered (or its errno) and its result.
-fn engine_table(
-    n: &mut Net,
-    attribute: u16,
-    record_len: usize,
-    wait: Duration,
-) -> Result<(u32, Vec<Vec<u8>>), (Errno, Option<roce_cm::RmppError>)> {
+type TableResult = Result<(u32, Vec<Vec<u8>>), (Errno, Option<roce_cm::RmppError>)>;
+
+fn engine_table(n: &mut Net, attribute: u16, record_len: usize, wait: Duration) -> TableResult {
     let now = n.net.now();
     let h = n.net.node_mut::<Stack>(n.a).sa_query(now, table_request(attribute)).unwrap();
     n.net.run_for(wait);
@@ -214,7 +211,7 @@ fn loss_sweep_whole_or_typed_error() {
         }
         // every segment that did not go into the table is counted with its reason
         let s = n.net.node::<Stack>(n.a);
-        for (why, _) in &s.counters().dropped {
+        for why in s.counters().dropped.keys() {
             let n = why.name();
             assert!(
                 n.starts_with("rmpp_") || n.starts_with("neighbor_") || n == "unsolicited_response",

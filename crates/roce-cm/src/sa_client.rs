@@ -762,7 +762,8 @@ mod tests {
     #[test]
     fn bad_segments_abort_with_their_status() {
         let now = Instant::ZERO;
-        let cases: [(&dyn Fn(&mut [u8; MAD_SIZE]), u8, usize); 5] = [
+        type Edit<'a> = &'a dyn Fn(&mut [u8; MAD_SIZE]);
+        let cases: [(Edit, u8, usize); 5] = [
             // a First whose PayloadLength fits one segment but without Last
             (&|m| m[32..36].copy_from_slice(&220u32.to_be_bytes()), status::BAD_LEN, 32),
             // the First flag on segment 1 missing

@@ -718,7 +718,7 @@ impl IbsimClient {
 
     /// [`IbsimClient::recv_mad`] with the length the sim carried (the sender's umad length,
     /// at most 256: OpenSM's answers say how much of the 256 bytes is message).
-    pub fn recv_mad_len(&self, timeout: Option<Duration>) -> io::Result<Option<(u16, u32, [u8; MAD_LEN], usize)>> {
+    pub fn recv_mad_len(&self, timeout: Option<Duration>) -> io::Result<Option<ReceivedMad>> {
         match self.recv_packet(timeout)? {
             None => Ok(None),
             Some(p) if p.status != 0 => Err(io::Error::new(
@@ -875,6 +875,9 @@ impl crate::driver::SaLink for IbsimSaLink {
         Some(self.client.as_raw_fd())
     }
 }
+
+/// A received MAD with what the sim says of it: `(slid, sqp, mad, length)`.
+pub type ReceivedMad = (u16, u32, [u8; MAD_LEN], usize);
 
 #[cfg(test)]
 mod tests {
