@@ -347,6 +347,39 @@ mod tests {
     }
 
     #[test]
+    fn an_rmpp_answer_is_one_message_cut_at_its_length() {
+        use roce_wire::mad::{MadStatus, Method};
+        use roce_wire::rmpp::{RmppFlags, RmppRepr, RmppType};
+        use roce_wire::sa::{attr, SaData};
+        // 250 data bytes in two segments, as roce-sa cuts them
+        let seg = |n: u32, flags: RmppFlags, pl: u32, fill: u8| {
+            let req = SaMad::request(Method::GetTable, 9, attr::MC_MEMBER_RECORD, 0, SaData::zeroed());
+            let mut m = req.response_to(Method::GetTable, MadStatus::SUCCESS, SaData::Raw([fill; 200]));
+            m.rmpp = RmppRepr {
+                version: 1,
+                rmpp_type: RmppType::Data,
+                resp_time: 0x1F,
+                flags,
+                status: 0,
+                data1: n,
+                data2: pl,
+            };
+            m.to_bytes()
+        };
+        let a = RmppFlags::ACTIVE;
+        let segs = [seg(1, a | RmppFlags::FIRST, 290, 1), seg(2, a | RmppFlags::LAST, 70, 2)];
+        let m = rmpp_message(&segs).unwrap();
+        assert_eq!(m.len(), 56 + 250);
+        assert_eq!(&m[..56], &segs[0][..56]);
+        assert!(m[56..256].iter().all(|&b| b == 1) && m[256..].iter().all(|&b| b == 2));
+        // one segment: its data only; no RMPP: written as it is
+        let one = [seg(1, a | RmppFlags::FIRST | RmppFlags::LAST, 20 + 56, 3)];
+        assert_eq!(rmpp_message(&one).unwrap().len(), 56 + 56);
+        let plain = SaMad::request(Method::Get, 1, attr::MC_MEMBER_RECORD, 0, SaData::zeroed()).to_bytes();
+        assert_eq!(rmpp_message(&[plain]), None);
+    }
+
+    #[test]
     fn registration_mask_has_the_methods() {
         let r = reg_req(3, 2, &[0x01, 0x02, 0x12, 0x15]);
         let m0 = u64::from_ne_bytes(r[4..12].try_into().unwrap());
