@@ -121,6 +121,10 @@ fn engine_table(n: &mut Net, attribute: u16, record_len: usize, wait: Duration) 
     match &r.result {
         Ok(m) => {
             assert_eq!(m.header.status, MadStatus::SUCCESS);
+            // the result's headers are the first segment's
+            if r.segments > 1 {
+                assert_eq!((m.rmpp.data1, m.rmpp.flags.contains(roce_wire::rmpp::RmppFlags::FIRST)), (1, true));
+            }
             Ok((r.segments, r.records(record_len).map(<[u8]>::to_vec).collect()))
         }
         Err(e) => Err((*e, r.rmpp_error)),

@@ -30,7 +30,9 @@ impl SaQueryResult {
     /// The answer to `handle`: one MAD (`table` None) or a reassembled RMPP message.
     pub(crate) fn answer(handle: u64, mad: &[u8], table: Option<Box<crate::rmpp_recv::Reassembly>>) -> SaQueryResult {
         use roce_wire::rmpp::RmppType;
-        let Ok(resp) = SaMad::parse(mad) else { return Self::failed(handle, Errno::EINVAL, None) };
+        // A table's headers are its first segment's (the MAD at hand is its Last).
+        let head = table.as_ref().map_or(mad, |re| &re.first[..]);
+        let Ok(resp) = SaMad::parse(head) else { return Self::failed(handle, Errno::EINVAL, None) };
         let (data, segments, acks) = match table {
             Some(re) => (bytes::Bytes::from(re.data), re.seg_num, re.acks),
             None if resp.rmpp.is_active() && resp.rmpp.rmpp_type == RmppType::Data => {
