@@ -253,7 +253,7 @@ impl Reassembly {
             data,
             seg_num: 1,
             last_ack: 0,
-            newwin: 1 + window.max(1),
+            newwin: window.max(1).saturating_add(1),
             expected,
             acks: 0,
             held: Default::default(),
@@ -319,7 +319,7 @@ impl Reassembly {
         self.data.extend_from_slice(data);
         self.seg_num = seg;
         if seg == self.newwin {
-            self.newwin += window.max(1);
+            self.newwin = self.newwin.saturating_add(window.max(1));
             return Step::Taken { ack: true };
         }
         Step::Taken { ack: false }
