@@ -5,9 +5,16 @@
 //! The ABI (include/uapi/rdma/ib_user_mad.h): open /dev/infiniband/umadN; the
 //! `IB_USER_MAD_ENABLE_PKEY` ioctl (then every read and write carries the 64-byte
 //! `struct ib_user_mad_hdr`); `IB_USER_MAD_REGISTER_AGENT` for class 0x03 version 2, methods
-//! Get, Set, GetTable and Delete on QP 1; then read `hdr + 256-byte MAD` per request and write
-//! `hdr + response` back, reusing the request's header (its agent id, the requester's QPN, GID,
-//! hop limit, traffic class, flow label, P_Key index), timeout 0.
+//! Get, Set, GetTable and Delete on QP 1, rmpp_version 1 (the kernel's RMPP: it segments our
+//! tables, windows them by the requester's ACKs and retransmits [mad_rmpp.c]); then read
+//! `hdr + 256-byte MAD` per request and write `hdr + response` back, reusing the request's
+//! header (its agent id, the requester's QPN, GID, hop limit, traffic class, flow label, P_Key
+//! index). An RMPP answer (roce-sa's GetTableResp segments) is written as ONE message: the
+//! first segment's MAD, RMPP and SA headers and the data of every segment, cut at its length
+//! [user_mad.c `ib_umad_write`, `copy_rmpp_mad`; mad.c `ib_create_send_mad`]; timeout_ms 0 (no
+//! response expected: the kernel's 2 s ACK wait per window, `send_next_seg`) and
+//! [`RMPP_RETRIES`] retries (resent from the last ACK, `ib_retry_rmpp`). A send the kernel
+//! gives up on comes back as a read with a status (ETIMEDOUT: no ACK came), printed.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -24,6 +31,8 @@ pub const UMAD_HDR_LEN: usize = 64;
 pub const IB_USER_MAD_ENABLE_PKEY: libc::c_ulong = 0x0000_1b03;
 /// `_IOWR(0x1b, 1, struct ib_user_mad_reg_req)` with the 28-byte x86-64 layout.
 pub const IB_USER_MAD_REGISTER_AGENT: libc::c_ulong = 0xc01c_1b01;
+/// Retries of an RMPP answer's send when an ACK does not come (each after the kernel's 2 s).
+pub const RMPP_RETRIES: u32 = 3;
 
 /// The fields of `struct ib_user_mad_hdr` this agent uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,7 +125,8 @@ impl UmadHdr {
     }
 }
 
-/// `struct ib_user_mad_reg_req` (28 bytes on x86-64: method_mask is 2 × u64 aligned to 4).
+/// `struct ib_user_mad_reg_req` (28 bytes on x86-64: method_mask is 2 × u64 aligned to 4;
+/// rmpp_version at byte 26, 1: the kernel does RMPP for this agent).
 pub fn reg_req(mgmt_class: u8, class_version: u8, methods: &[u8]) -> [u8; 28] {
     let mut b = [0u8; 28];
     let mut mask = [0u64; 2];
@@ -128,7 +138,33 @@ pub fn reg_req(mgmt_class: u8, class_version: u8, methods: &[u8]) -> [u8; 28] {
     b[20] = 1; // QP1 (GSI)
     b[21] = mgmt_class;
     b[22] = class_version;
+    b[26] = 1; // rmpp_version
     b
+}
+
+/// The MAD of one umad write for an answer: a single MAD as it is; an RMPP DATA answer (its
+/// segments in order) as one message for the kernel's RMPP sender — the first segment's 56
+/// header bytes, then each segment's data, `PayloadLength(first) − 20 × segments` bytes in all
+/// (the kernel pads and writes each segment's RMPP header itself).
+pub fn rmpp_message(segments: &[[u8; MAD_SIZE]]) -> Option<Vec<u8>> {
+    use roce_wire::rmpp::RmppType;
+    use roce_wire::sa::{SA_DATA_LEN, SA_DATA_OFFSET, SA_HEADER_LEN};
+    let first = segments.first()?;
+    let m = SaMad::parse(first).ok()?;
+    if !m.rmpp.is_active() || m.rmpp.rmpp_type != RmppType::Data {
+        return None;
+    }
+    let data_len = (m.rmpp.data2 as usize).checked_sub(SA_HEADER_LEN * segments.len())?;
+    if data_len > SA_DATA_LEN * segments.len() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(SA_DATA_OFFSET + data_len);
+    out.extend_from_slice(&first[..SA_DATA_OFFSET]);
+    for s in segments {
+        out.extend_from_slice(&s[SA_DATA_OFFSET..]);
+    }
+    out.truncate(SA_DATA_OFFSET + data_len);
+    Some(out)
 }
 
 fn err(what: &str) -> io::Error {
@@ -179,11 +215,13 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
     let mut req = reg_req(0x03, 2, &[0x01, 0x02, 0x12, 0x15]);
     // SAFETY: the ioctl reads and writes the 28-byte request, which lives across the call.
     if unsafe { libc::ioctl(fd.as_raw_fd(), IB_USER_MAD_REGISTER_AGENT as _, req.as_mut_ptr()) } < 0 {
-        return Err(err("IB_USER_MAD_REGISTER_AGENT (class 0x03 v2, methods Get/Set/GetTable/Delete, QP1)"));
+        return Err(err(
+            "IB_USER_MAD_REGISTER_AGENT (class 0x03 v2, methods Get/Set/GetTable/Delete, QP1, rmpp_version 1)",
+        ));
     }
     let agent = u32::from_ne_bytes([req[0], req[1], req[2], req[3]]);
     crate::status!(
-        "sa-agent: registered agent {agent} on {path} for class 0x03 version 2 (Get, Set, GetTable, Delete) on QP1"
+        "sa-agent: registered agent {agent} on {path} for class 0x03 version 2 (Get, Set, GetTable, Delete) on QP1, rmpp_version 1"
     );
     let mut sa = SaResponder::new(sa_config).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let epoch = std::time::Instant::now();
@@ -218,37 +256,58 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
             return Err(err("read"));
         }
         let n = n as usize;
-        if n < UMAD_HDR_LEN + MAD_SIZE {
+        if n < UMAD_HDR_LEN {
             eprintln!("sa-agent: short read of {n} bytes ignored");
             continue;
         }
         let mut hb = [0u8; UMAD_HDR_LEN];
         hb.copy_from_slice(&buf[..UMAD_HDR_LEN]);
         let hdr = UmadHdr::parse(&hb);
-        let mad = &buf[UMAD_HDR_LEN..UMAD_HDR_LEN + MAD_SIZE];
         if hdr.status != 0 {
-            eprintln!(
-                "sa-agent: send completion status {} for TID 0x{:016x}",
-                hdr.status,
-                MadHeader::parse_bytes(mad).map_or(0, |h| h.transaction_id)
-            );
+            // A send of ours the kernel gave up on (its MAD header follows, 24 bytes).
+            let tid = MadHeader::parse_bytes(&buf[UMAD_HDR_LEN..n]).map_or(0, |h| h.transaction_id);
+            let name = crate::out::errno_name(-(hdr.status as i32)).unwrap_or("?");
+            eprintln!("sa-agent: send completion status {} ({name}) for TID 0x{tid:016x}", hdr.status);
             continue;
         }
+        if n < UMAD_HDR_LEN + MAD_SIZE {
+            eprintln!("sa-agent: short read of {n} bytes ignored");
+            continue;
+        }
+        let mad = &buf[UMAD_HDR_LEN..UMAD_HDR_LEN + MAD_SIZE];
         let gid = Gid(hdr.gid);
         crate::out!("sa-agent: <- {} from {} QP {}", summary(mad), gid, hdr.qpn);
         sa.handle_time(epoch.elapsed()); // service leases
         let reply = sa.handle_mad(Requester::new(gid, hdr.qpn), mad);
-        for resp in reply.as_slice() {
-            let out_hdr = UmadHdr { id: agent, status: 0, timeout_ms: 0, retries: 0, length: 0, ..hdr };
-            let mut out = [0u8; UMAD_HDR_LEN + MAD_SIZE];
-            out[..UMAD_HDR_LEN].copy_from_slice(&out_hdr.emit());
-            out[UMAD_HDR_LEN..].copy_from_slice(resp);
+        let segs = reply.as_slice();
+        let out_hdr = UmadHdr { id: agent, status: 0, timeout_ms: 0, retries: 0, length: 0, ..hdr };
+        // An RMPP answer: one write, the kernel segments it and waits for the ACKs.
+        let message = rmpp_message(segs);
+        let writes: Vec<(UmadHdr, &[u8])> = match &message {
+            Some(m) => vec![(UmadHdr { retries: RMPP_RETRIES, ..out_hdr }, &m[..])],
+            None => segs.iter().map(|s| (out_hdr, &s[..])).collect(),
+        };
+        for (h, body) in writes {
+            let mut out = Vec::with_capacity(UMAD_HDR_LEN + body.len());
+            out.extend_from_slice(&h.emit());
+            out.extend_from_slice(body);
             // SAFETY: writing our buffer with its length.
             let w = unsafe { libc::write(fd.as_raw_fd(), out.as_ptr() as *const libc::c_void, out.len()) };
             if w < 0 {
                 eprintln!("sa-agent: write failed: {}", io::Error::last_os_error());
+                continue;
+            }
+            let head = summary(&segs[0]);
+            if message.is_some() {
+                crate::out!(
+                    "sa-agent: -> {head} to {gid} QP {}: one RMPP message, {} segment(s), {} data bytes (timeout_ms 0, retries {})",
+                    hdr.qpn,
+                    segs.len(),
+                    body.len() - roce_wire::sa::SA_DATA_OFFSET,
+                    h.retries
+                );
             } else {
-                crate::out!("sa-agent: -> {} to {} QP {}", summary(resp), gid, hdr.qpn);
+                crate::out!("sa-agent: -> {} to {} QP {}", summary(body), gid, hdr.qpn);
             }
         }
     }
@@ -288,11 +347,44 @@ mod tests {
     }
 
     #[test]
+    fn an_rmpp_answer_is_one_message_cut_at_its_length() {
+        use roce_wire::mad::{MadStatus, Method};
+        use roce_wire::rmpp::{RmppFlags, RmppRepr, RmppType};
+        use roce_wire::sa::{attr, SaData};
+        // 250 data bytes in two segments, as roce-sa cuts them
+        let seg = |n: u32, flags: RmppFlags, pl: u32, fill: u8| {
+            let req = SaMad::request(Method::GetTable, 9, attr::MC_MEMBER_RECORD, 0, SaData::zeroed());
+            let mut m = req.response_to(Method::GetTable, MadStatus::SUCCESS, SaData::Raw([fill; 200]));
+            m.rmpp = RmppRepr {
+                version: 1,
+                rmpp_type: RmppType::Data,
+                resp_time: 0x1F,
+                flags,
+                status: 0,
+                data1: n,
+                data2: pl,
+            };
+            m.to_bytes()
+        };
+        let a = RmppFlags::ACTIVE;
+        let segs = [seg(1, a | RmppFlags::FIRST, 290, 1), seg(2, a | RmppFlags::LAST, 70, 2)];
+        let m = rmpp_message(&segs).unwrap();
+        assert_eq!(m.len(), 56 + 250);
+        assert_eq!(&m[..56], &segs[0][..56]);
+        assert!(m[56..256].iter().all(|&b| b == 1) && m[256..].iter().all(|&b| b == 2));
+        // one segment: its data only; no RMPP: written as it is
+        let one = [seg(1, a | RmppFlags::FIRST | RmppFlags::LAST, 20 + 56, 3)];
+        assert_eq!(rmpp_message(&one).unwrap().len(), 56 + 56);
+        let plain = SaMad::request(Method::Get, 1, attr::MC_MEMBER_RECORD, 0, SaData::zeroed()).to_bytes();
+        assert_eq!(rmpp_message(&[plain]), None);
+    }
+
+    #[test]
     fn registration_mask_has_the_methods() {
         let r = reg_req(3, 2, &[0x01, 0x02, 0x12, 0x15]);
         let m0 = u64::from_ne_bytes(r[4..12].try_into().unwrap());
         assert_eq!(m0, (1 << 1) | (1 << 2) | (1 << 0x12) | (1 << 0x15));
-        assert_eq!((r[20], r[21], r[22]), (1, 3, 2));
+        assert_eq!((r[20], r[21], r[22], r[26]), (1, 3, 2, 1));
         // _IOWR(0x1b, 1, 28 bytes)
         assert_eq!(IB_USER_MAD_REGISTER_AGENT, (3 << 30) | (28 << 16) | (0x1b << 8) | 1);
     }

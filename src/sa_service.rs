@@ -7,7 +7,7 @@ use std::time::Duration;
 use roce_cm::{CmId, EventKind, IbService, PortSpace, QpType};
 use roce_wire::mad::Method;
 use roce_wire::sa::{attr, SaData, SaMad};
-use roce_wire::service_record::{ComponentMask, ServiceRecord, INFINITE_LEASE, SERVICE_RECORD_LEN};
+use roce_wire::service_record::{ComponentMask, ServiceRecord, INFINITE_LEASE};
 use roce_wire::Gid;
 
 use crate::exit;
@@ -133,30 +133,20 @@ pub fn run(port: &PortOptions, a: &ServiceArgs) -> u8 {
         }
     };
     status!("sa-query: {} ServiceRecord (mask {mask}) to the SA", req.header.method_name());
-    let code = match wait_sa_answer(TOOL, &mut d, handle) {
-        Ok(resp) => {
+    let code = match wait_sa_answer(TOOL, &mut d, handle, port.verbose) {
+        Ok((resp, whole)) => {
             if port.verbose {
                 out!("RMPP {:?}, AttributeOffset {}", resp.rmpp, resp.sa.attribute_offset);
             }
             if let Some(code) = sa_status_failed(TOOL, &resp) {
                 code
             } else {
-                let recs = records(&resp);
+                let recs = records(&resp, &whole);
                 for r in &recs {
                     print_service(r);
                 }
                 if method == Method::GetTable {
-                    // An RMPP DATA segment says how many the whole answer holds.
-                    let total = if resp.rmpp.rmpp_type == roce_wire::rmpp::RmppType::Data {
-                        resp.rmpp.data2.saturating_sub(20) as usize / SERVICE_RECORD_LEN
-                    } else {
-                        0
-                    };
-                    if total > recs.len() {
-                        out!("{} records (the first {} shown: one MAD is read)", total, recs.len());
-                    } else {
-                        out!("{} records", recs.len());
-                    }
+                    out!("{} records", recs.len());
                 }
                 exit::OK
             }
@@ -222,13 +212,14 @@ fn resolve(d: &mut roce_net::driver::Driver<crate::tools::CliDevice>, local: IpA
     finish(TOOL, d, &[id], false, code)
 }
 
-/// The records of a response: a GetResp/DeleteResp's one, or those a GetTableResp segment holds
-/// (read as the engine reads them for `rdma_resolve_ib_service`).
-fn records(resp: &SaMad) -> Vec<ServiceRecord> {
+/// The records of a response: a GetResp/DeleteResp's one, or every record of a GetTableResp
+/// (all its RMPP segments, reassembled by the engine; read as `rdma_resolve_ib_service` reads
+/// them).
+fn records(resp: &SaMad, whole: &roce_cm::mcast::SaQueryResult) -> Vec<ServiceRecord> {
     if resp.header.method != Method::GetTable {
         return resp.data.as_service().copied().into_iter().collect();
     }
-    roce_cm::service::records_of(&resp.to_bytes())
+    roce_cm::service::records_in(&whole.data, resp.sa.attribute_offset)
 }
 
 /// One record, in saquery's layout ("ServiceRecord dump:").

@@ -653,12 +653,12 @@ pub fn sa_query(port: &PortOptions, mgid: Option<Gid>) -> u8 {
         }
         (None, None) => {}
     }
-    let code = match wait_sa_answer(TOOL, &mut d, handle) {
-        Ok(resp) => {
+    let code = match wait_sa_answer(TOOL, &mut d, handle, port.verbose) {
+        Ok((resp, whole)) => {
             if let Some(code) = sa_status_failed(TOOL, &resp) {
                 code
             } else {
-                print_records(&resp);
+                print_records(&resp, &whole);
                 exit::OK
             }
         }
@@ -667,32 +667,64 @@ pub fn sa_query(port: &PortOptions, mgid: Option<Gid>) -> u8 {
     finish(TOOL, &mut d, &[], port.verbose, code)
 }
 
-/// Wait up to 10 s for the answer to the SA query `handle` and print its first line. An
-/// error, a timeout (naming the step that got no answer) or a stop is printed and turned into
-/// the exit status.
-pub fn wait_sa_answer(tool: &str, d: &mut Driver<CliDevice>, handle: u64) -> Result<SaMad, u8> {
+/// Wait up to 10 s for the answer to the SA query `handle` and print its first line (with
+/// `verbose`, the RMPP segments received and ACKs sent). An error, a timeout (naming the step
+/// that got no answer), a failed RMPP transfer or a stop is printed and turned into the exit
+/// status. The answer comes with the whole result (its reassembled SA data).
+pub fn wait_sa_answer(
+    tool: &str,
+    d: &mut Driver<CliDevice>,
+    handle: u64,
+    verbose: bool,
+) -> Result<(SaMad, roce_cm::mcast::SaQueryResult), u8> {
     let mut result = None;
     let _ = d.run_until(Duration::from_secs(10), |d| {
         result = d.stack.poll_sa_result().filter(|r| r.handle == handle);
         result.is_some()
     });
-    match result.map(|r| r.result) {
-        Some(Ok(resp)) => {
+    let Some(r) = result else {
+        if !d.stopped() {
+            eprintln!("{tool}: ETIMEDOUT: no answer within 10 s");
+        }
+        return Err(exit::FAILED);
+    };
+    match (&r.result, r.rmpp_error) {
+        (Ok(resp), _) => {
             let st = resp.header.status;
             out!("answer: {} status {} TID 0x{:016x}", resp.header.method_name(), st, resp.header.transaction_id);
-            Ok(resp)
+            if resp.rmpp.is_active() && r.segments == 0 {
+                eprintln!(
+                    "{tool}: warning: the answer is one MAD with the RMPP Active flag but no RMPP segment header (RMPPType {}, version {}: OpenSM through ibsim's umad shim): records past its {} data bytes, if the table had any, cannot be known",
+                    u8::from(resp.rmpp.rmpp_type),
+                    resp.rmpp.version,
+                    roce_wire::sa::SA_DATA_LEN
+                );
+            }
+            if verbose {
+                let rs = d.stack.rmpp_stats();
+                out!(
+                    "RMPP: {} segments received, {} ACKs sent ({} bytes of SA data; receiver totals: {} segments, {} ACKs, {} ABORTs, {} unsegmented)",
+                    r.segments,
+                    r.acks,
+                    r.data.len(),
+                    rs.segments,
+                    rs.acks,
+                    rs.aborts,
+                    rs.unsegmented
+                );
+            }
+            Ok((*resp, r))
         }
-        Some(Err(roce_cm::Errno::ETIMEDOUT)) => {
+        (Err(e), Some(why)) => {
+            eprintln!("{tool}: {} ({why})", e.name());
+            Err(exit::FAILED)
+        }
+        (Err(roce_cm::Errno::ETIMEDOUT), None) => {
             eprintln!("{tool}: {}", sa_timeout_text(d));
             Err(exit::FAILED)
         }
-        Some(Err(e)) => {
+        (Err(e), None) => {
             eprintln!("{tool}: {} ({e})", e.name());
-            Err(exit::FAILED)
-        }
-        None if d.stopped() => Err(exit::FAILED),
-        None => {
-            eprintln!("{tool}: ETIMEDOUT: no answer within 10 s");
             Err(exit::FAILED)
         }
     }
@@ -746,24 +778,22 @@ pub fn sa_server(port: &PortOptions, duration: Option<Duration>) -> u8 {
     finish(TOOL, &mut d, &[], port.verbose, code)
 }
 
-fn print_records(resp: &SaMad) {
+/// A GetResp's record, or every record of a GetTableResp (all its RMPP segments) and their
+/// count.
+fn print_records(resp: &SaMad, whole: &roce_cm::mcast::SaQueryResult) {
     match &resp.data {
         SaData::McMember { record, .. } if resp.header.method == Method::Get => print_member(record),
         _ => {
-            let bytes = resp.to_bytes();
-            let step = usize::from(resp.sa.attribute_offset) * 8;
             let mut n = 0;
-            if step >= McMemberRecord::LEN {
-                let mut at = 56;
-                while at + McMemberRecord::LEN <= bytes.len() {
-                    if let Ok(r) = McMemberRecord::parse_bytes(&bytes[at..]) {
-                        if r.mgid != Gid::ZERO {
-                            print_member(&r);
-                            n += 1;
-                        }
-                    }
-                    at += step;
+            for b in whole.records(McMemberRecord::LEN) {
+                let Ok(r) = McMemberRecord::parse_bytes(b) else { continue };
+                // One MAD without an RMPP DATA header has no length: its unused slots (zero, or
+                // not even zeroed by OpenSM through ibsim) are not records.
+                if whole.segments == 0 && r.mgid == Gid::ZERO {
+                    continue;
                 }
+                print_member(&r);
+                n += 1;
             }
             out!("{n} records");
         }

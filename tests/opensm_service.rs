@@ -223,7 +223,13 @@ fn roce_sa_answers_resolve_ib_service() {
     let out = Command::new(common::tshark())
         .args(["-n", "-r"])
         .arg(&pcap)
-        .args(["-Y", "eth.src == 02:00:00:00:00:01 && infiniband.mad.attributeid == 0x0031", "-T", "fields"])
+        // (the RMPP ACKs of the answers are counted apart below)
+        .args([
+            "-Y",
+            "eth.src == 02:00:00:00:00:01 && infiniband.mad.attributeid == 0x0031 && !(infiniband.rmpp.rmpptype == 2)",
+            "-T",
+            "fields",
+        ])
         .args(["-e", "infiniband.mad.method", "-e", "infiniband.sa.componentmask"])
         .args(["-e", "infiniband.linkrecord.serviceid", "-e", "infiniband.linkrecord.servicename"])
         .output()
@@ -235,6 +241,26 @@ fn roce_sa_answers_resolve_ib_service() {
     assert!(queries.iter().all(|l| l.starts_with("0x12")), "{lines}");
     assert!(queries[0].contains(&format!("{SID:#018x}")) && queries[0].contains("\t0x0000000000000001"), "{lines}");
     assert!(queries[1].contains("\t0x0000000000000040") && queries[1].contains("726f63652d737663"), "{lines}");
+    // Every answer was one RMPP DATA segment (Active|First|Last): each got our ACK (segment 1,
+    // NewWindowLast 1), as the kernel's receiver sends it; tshark reads them as ACKs.
+    let out = Command::new(common::tshark())
+        .args(["-n", "-r"])
+        .arg(&pcap)
+        .args(["-Y", "eth.src == 02:00:00:00:00:01 && infiniband.rmpp.rmpptype == 2", "-T", "fields"])
+        .args([
+            "-e",
+            "infiniband.mad.method",
+            "-e",
+            "infiniband.rmpp.segmentnumber",
+            "-e",
+            "infiniband.rmpp.newwindowlast",
+        ])
+        .output()
+        .unwrap();
+    let acks = String::from_utf8_lossy(&out.stdout).to_string();
+    let ours = n.net.node::<Stack>(n.a).rmpp_stats().acks;
+    assert_eq!(acks.lines().count() as u64, ours, "{acks}");
+    assert!(ours >= 5 && acks.lines().all(|l| l == "0x12\t0x00000001\t0x00000001"), "{acks}");
 
     // The SA goes silent: ADDRINFO_ERROR with -ETIMEDOUT after the 2 s budget.
     let mut link = n.net.link(n.sa).clone();

@@ -77,6 +77,12 @@ pub struct SaTiming {
     pub min_retry_interval: Duration,
     /// Extra Delete attempts per group after a failed leave (multicast.c: 3).
     pub leave_retries: u32,
+    /// The RMPP receive window: segments the sender may send past our last ACK (the kernel's
+    /// 64, `crate::rmpp_recv::KERNEL_WINDOW`; at least 1).
+    pub rmpp_window: u32,
+    /// Whether the RMPP receiver sends its ACKs, ABORTs and STOPs (always, but for tests that
+    /// check what a sender does when nothing comes back).
+    pub rmpp_ack: bool,
 }
 
 impl Default for SaTiming {
@@ -86,6 +92,8 @@ impl Default for SaTiming {
             retries: 10,
             min_retry_interval: Duration::from_millis(500),
             leave_retries: 3,
+            rmpp_window: crate::rmpp_recv::KERNEL_WINDOW,
+            rmpp_ack: true,
         }
     }
 }

@@ -45,6 +45,16 @@ pub enum DropReason {
     NeighborUnresolved,
     /// An outgoing frame larger than the caller's buffer.
     TransmitBufferTooSmall,
+    /// An RMPP DATA segment already received (re-ACKed when it was ACKed before).
+    RmppDuplicate,
+    /// An RMPP DATA segment past the window our last ACK opened.
+    RmppBeyondWindow,
+    /// An RMPP DATA segment after the first with no reassembly to add it to (its First missed).
+    RmppNoFirst,
+    /// An RMPP ACK sent to us (we only receive RMPP).
+    RmppUnexpectedAck,
+    /// An RMPP segment that broke the protocol: ABORT (or STOP) sent, the transaction failed.
+    RmppAborted,
 }
 
 impl DropReason {
@@ -72,6 +82,11 @@ impl DropReason {
             DropReason::ReceiveQueueFull => "receive_queue_full".into(),
             DropReason::NeighborUnresolved => "neighbor_unresolved".into(),
             DropReason::TransmitBufferTooSmall => "transmit_buffer_too_small".into(),
+            DropReason::RmppDuplicate => "rmpp_duplicate".into(),
+            DropReason::RmppBeyondWindow => "rmpp_beyond_window".into(),
+            DropReason::RmppNoFirst => "rmpp_no_first".into(),
+            DropReason::RmppUnexpectedAck => "rmpp_unexpected_ack".into(),
+            DropReason::RmppAborted => "rmpp_aborted".into(),
         }
     }
 }

@@ -34,6 +34,10 @@ pub enum Errno {
     ENODATA = 61,
     /// Function not implemented (transport without this call).
     ENOSYS = 38,
+    /// Protocol error (an RMPP transfer we aborted).
+    EPROTO = 71,
+    /// Message too long (an RMPP transfer past the receiver's bound).
+    EMSGSIZE = 90,
     /// Protocol not supported (unknown port space).
     EPROTONOSUPPORT = 93,
     /// Operation not supported.
@@ -48,6 +52,8 @@ pub enum Errno {
     ENETUNREACH = 101,
     /// Network dropped connection on reset (port or SM event).
     ENETRESET = 102,
+    /// Connection aborted (the RMPP sender's ABORT or STOP).
+    ECONNABORTED = 103,
     /// Connection reset.
     ECONNRESET = 104,
     /// Timed out.
@@ -91,6 +97,9 @@ impl Errno {
             Errno::EINVAL => "EINVAL",
             Errno::ENOSPC => "ENOSPC",
             Errno::ENOSYS => "ENOSYS",
+            Errno::EPROTO => "EPROTO",
+            Errno::EMSGSIZE => "EMSGSIZE",
+            Errno::ECONNABORTED => "ECONNABORTED",
             Errno::EPROTONOSUPPORT => "EPROTONOSUPPORT",
             Errno::EOPNOTSUPP => "EOPNOTSUPP",
             Errno::EAFNOSUPPORT => "EAFNOSUPPORT",
@@ -120,7 +129,10 @@ impl Errno {
     }
 }
 
-const ALL: [Errno; 28] = [
+const ALL: [Errno; 31] = [
+    Errno::EPROTO,
+    Errno::EMSGSIZE,
+    Errno::ECONNABORTED,
     Errno::EPERM,
     Errno::ENOENT,
     Errno::EINTR,

@@ -17,7 +17,7 @@ use roce_wire::l2::{IgmpFrame, MldFrame};
 use roce_wire::mad::{MadHeader, MadStatus, Method};
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord, Selector};
 use roce_wire::mld::MldMessage;
-use roce_wire::sa::{attr, SaMad, SA_DATA_OFFSET};
+use roce_wire::sa::{attr, SA_DATA_OFFSET};
 use roce_wire::{Gid, MULTICAST_QPN, RDMA_UDP_QKEY};
 
 use crate::config::IgmpVersion;
@@ -29,17 +29,8 @@ use crate::qp::UdQps;
 use crate::sa_client::{SaClient, TxnOwner};
 use crate::{Errno, Instant};
 
-/// The outcome of an application's SA query: the response MAD (whatever its status), or
-/// ETIMEDOUT when the SA never answered within the retries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SaQueryResult {
-    /// The handle `sa_query` returned.
-    pub handle: u64,
-    /// The SA's response, or the error.
-    pub result: Result<SaMad, Errno>,
-}
-
 pub use crate::id::{IdMembers, MemberKey};
+pub use crate::sa_query::SaQueryResult;
 
 /// Where a member stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -85,27 +85,31 @@ impl IbServices {
     }
 }
 
-/// The records of a GetTableResp: `(MAD length - 56) / 176` of them, as
-/// `ib_sa_service_rec_callback` counts them, the length from the RMPP DATA segment's
-/// PayloadLength, none when AttributeOffset is 0 (an SA's empty table). The kernel counts over
-/// the whole reassembled RMPP message; this engine receives one MAD per transaction, so it
-/// reads the records that end within the first segment's 200 data bytes (one). An answer
-/// whose RMPP header is not a DATA segment (OpenSM's through ibsim's umad shim, which leaves
-/// RMPP to a kernel that is not there: type 0, only the Active flag; its empty table's data is
-/// not even zeroed) is read by AttributeOffset alone.
+/// The records of one GetTableResp MAD: `(length - 56) / 176` of them, as
+/// `ib_sa_service_rec_callback` counts them, the length from an RMPP DATA segment's
+/// PayloadLength, none when AttributeOffset is 0 (an SA's empty table). A table of several
+/// segments is reassembled by the SA client first ([`records_in`] reads it). An answer whose
+/// RMPP header is not a DATA segment (OpenSM's through ibsim's umad shim, which leaves RMPP to a
+/// kernel that is not there: type 0, only the Active flag; its empty table's data is not even
+/// zeroed) is read by AttributeOffset alone.
 pub fn records_of(payload: &[u8]) -> Vec<ServiceRecord> {
     let Ok(m) = SaMad::parse(payload) else { return Vec::new() };
-    let stride = usize::from(m.sa.attribute_offset) * 8;
-    if stride < SERVICE_RECORD_LEN {
-        return Vec::new();
-    }
     let len = if m.rmpp.is_active() && m.rmpp.rmpp_type == RmppType::Data {
         // PayloadLength counts the SA header.
         (m.rmpp.data2 as usize).saturating_sub(SA_HEADER_LEN).min(SA_DATA_LEN)
     } else {
         SA_DATA_LEN
     };
-    let data = &payload[SA_DATA_OFFSET..SA_DATA_OFFSET + len];
+    records_in(&payload[SA_DATA_OFFSET..SA_DATA_OFFSET + len], m.sa.attribute_offset)
+}
+
+/// The ServiceRecords of an answer's SA data (a reassembled RMPP message's, or one MAD's):
+/// one every `attribute_offset` × 8 bytes, those that end within `data`.
+pub fn records_in(data: &[u8], attribute_offset: u16) -> Vec<ServiceRecord> {
+    let stride = usize::from(attribute_offset) * 8;
+    if stride < SERVICE_RECORD_LEN {
+        return Vec::new();
+    }
     (0..)
         .map(|i| i * stride)
         .take_while(|at| at + SERVICE_RECORD_LEN <= data.len())
@@ -152,14 +156,24 @@ impl Stack {
         self.ib_services.recs.get(&id).map(Vec::as_slice).ok_or(Errno::ENODATA)
     }
 
-    /// The SA answered a resolution [`cma_query_ib_service_handler`].
-    pub(crate) fn ib_service_answered(&mut self, id: CmId, h: &MadHeader, payload: &[u8]) {
+    /// The SA answered a resolution [`cma_query_ib_service_handler`]: one MAD, or the whole
+    /// reassembled RMPP message (`table`), every record of which the kernel keeps.
+    pub(crate) fn ib_service_answered(
+        &mut self,
+        id: CmId,
+        h: &MadHeader,
+        payload: &[u8],
+        table: Option<&crate::rmpp_recv::Reassembly>,
+    ) {
         // Any SA status: -EINVAL (sa_query.c `recv_handler`); no record: -ENODATA
         // (`ib_sa_service_rec_callback`).
         if h.status.0 != 0 {
             return self.ib_service_failed(id, Errno::EINVAL);
         }
-        let recs = records_of(payload);
+        let recs = match table {
+            Some(t) => records_in(&t.data, SaMad::parse(&t.first).map_or(0, |m| m.sa.attribute_offset)),
+            None => records_of(payload),
+        };
         let Some(first) = recs.first().copied() else {
             return self.ib_service_failed(id, Errno::ENODATA);
         };

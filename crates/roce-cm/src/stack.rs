@@ -33,8 +33,9 @@ use crate::id::{CmId, Ids, MemberKey};
 use crate::mcast::{mgid_in_style, Group, McCtx, Member, Multicast, SaQueryResult};
 use crate::neigh::{multicast_mac, Neighbors};
 use crate::qp::{Datagram, UdDest, UdQp, UdQps};
-use crate::sa_client::SaClient;
+use crate::rmpp_recv::RmppError;
 use crate::sa_client::TxnOwner;
+use crate::sa_client::{Response, SaClient};
 use crate::{Errno, Instant};
 
 /// An owner's [`Ctx`], lent from the stack's disjoint fields (so that the owner itself, another
@@ -364,7 +365,8 @@ impl Stack {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
         for (tid, txn) in self.sa.handle_timeout(now) {
-            self.sa_transaction_failed(now, tid, txn.owner, None);
+            let rmpp = txn.rmpp_timeout();
+            self.sa_transaction_failed(now, tid, txn.owner, None, rmpp);
         }
         self.rc.handle_timeout(now);
         while let Some(w) = self.timers.pop_due(now) {
@@ -872,19 +874,29 @@ impl Stack {
             self.counters.drop(DropReason::BadMad);
             return;
         }
-        let Some(matched) = self.sa.handle_response_header(h) else {
-            self.counters.drop(DropReason::UnsolicitedResponse);
-            return;
+        let (owner, table) = match self.sa.handle_response(now, h, payload) {
+            Response::Single(owner) => (owner, None),
+            Response::Table(owner, re) => (owner, Some(re)),
+            Response::Segment => {
+                self.counters.rx_accepted += 1;
+                return;
+            }
+            Response::Unsolicited => return self.counters.drop(DropReason::UnsolicitedResponse),
+            Response::Dropped(why) => return self.counters.drop(why),
+            Response::Failed(owner, e, drop) => {
+                match drop {
+                    Some(why) => self.counters.drop(why),
+                    None => self.counters.rx_accepted += 1,
+                }
+                return self.sa_transaction_failed(now, h.transaction_id, owner, None, Some(e));
+            }
         };
         self.counters.rx_accepted += 1;
-        match matched.owner {
+        match owner {
             TxnOwner::Join(mgid) => self.mcast.join_answered(&mut mctx!(self), now, mgid, h, payload),
             TxnOwner::Leave(mgid) => self.mcast.leave_answered(&mut mctx!(self), now, mgid, h.status),
-            TxnOwner::Query(handle) => match SaMad::parse(payload) {
-                Ok(resp) => self.sa_results.push_back(SaQueryResult { handle, result: Ok(resp) }),
-                Err(_) => self.counters.drop(DropReason::BadMad),
-            },
-            TxnOwner::Service(id) => self.ib_service_answered(id, h, payload),
+            TxnOwner::Query(handle) => self.sa_results.push_back(SaQueryResult::answer(handle, payload, table)),
+            TxnOwner::Service(id) => self.ib_service_answered(id, h, payload, table.as_deref()),
         }
     }
 
@@ -905,16 +917,27 @@ impl Stack {
         self.sa_results.pop_front()
     }
 
-    /// An SA transaction ran out of time.
-    pub(crate) fn sa_transaction_failed(&mut self, now: Instant, _tid: u64, owner: TxnOwner, sa_status: Option<u16>) {
+    /// An SA transaction ran out of time, or its RMPP answer failed (`rmpp`).
+    pub(crate) fn sa_transaction_failed(
+        &mut self,
+        now: Instant,
+        _tid: u64,
+        owner: TxnOwner,
+        sa_status: Option<u16>,
+        rmpp: Option<RmppError>,
+    ) {
+        let errno = rmpp.map_or(Errno::ETIMEDOUT, |e| e.errno());
         match owner {
             TxnOwner::Join(mgid) => self.mcast.join_timed_out(&mut mctx!(self), now, mgid, sa_status),
             TxnOwner::Leave(mgid) => self.mcast.leave_timed_out(&mut mctx!(self), now, mgid, sa_status),
-            TxnOwner::Query(handle) => {
-                self.sa_results.push_back(SaQueryResult { handle, result: Err(Errno::ETIMEDOUT) })
-            }
-            TxnOwner::Service(id) => self.ib_service_failed(id, Errno::ETIMEDOUT),
+            TxnOwner::Query(handle) => self.sa_results.push_back(SaQueryResult::failed(handle, errno, rmpp)),
+            TxnOwner::Service(id) => self.ib_service_failed(id, errno),
         }
+    }
+
+    /// The RMPP receiver's counts (segments, ACKs, ABORTs, tables).
+    pub fn rmpp_stats(&self) -> crate::RmppStats {
+        self.sa.rmpp_stats()
     }
 }
 

@@ -713,6 +713,12 @@ impl IbsimClient {
     /// zero: do not wait). A MAD of ours that the sim could not deliver (no route, or no client
     /// for it at the destination) comes back as an error naming its TID.
     pub fn recv_mad(&self, timeout: Option<Duration>) -> io::Result<Option<(u16, u32, [u8; MAD_LEN])>> {
+        Ok(self.recv_mad_len(timeout)?.map(|(slid, sqp, mad, _)| (slid, sqp, mad)))
+    }
+
+    /// [`IbsimClient::recv_mad`] with the length the sim carried (the sender's umad length,
+    /// at most 256: OpenSM's answers say how much of the 256 bytes is message).
+    pub fn recv_mad_len(&self, timeout: Option<Duration>) -> io::Result<Option<ReceivedMad>> {
         match self.recv_packet(timeout)? {
             None => Ok(None),
             Some(p) if p.status != 0 => Err(io::Error::new(
@@ -727,7 +733,7 @@ impl IbsimClient {
                     p.status
                 ),
             )),
-            Some(p) => Ok(Some((p.slid, p.sqp, p.mad))),
+            Some(p) => Ok(Some((p.slid, p.sqp, p.mad, usize::try_from(p.length).unwrap_or(MAD_LEN).min(MAD_LEN)))),
         }
     }
 
@@ -855,7 +861,10 @@ impl crate::driver::SaLink for IbsimSaLink {
     }
 
     fn recv_sa_mad(&mut self) -> io::Result<Option<[u8; MAD_LEN]>> {
-        let Some((_, _, mut mad)) = self.client.recv_mad(Some(Duration::ZERO))? else { return Ok(None) };
+        let Some((_, _, mut mad, len)) = self.client.recv_mad_len(Some(Duration::ZERO))? else { return Ok(None) };
+        // Past the sender's length the 256 bytes are not its message (OpenSM's answers leave
+        // them as they were in its buffer): zeroed, so that they cannot read as records.
+        mad[len.max(24)..].fill(0);
         if let Some(tid) = self.tids.remove(&(be64(&mad[8..16]) & 0xFFFF_FFFF_FFFF)) {
             mad[8..16].copy_from_slice(&tid.to_be_bytes());
         }
@@ -866,6 +875,9 @@ impl crate::driver::SaLink for IbsimSaLink {
         Some(self.client.as_raw_fd())
     }
 }
+
+/// A received MAD with what the sim says of it: `(slid, sqp, mad, length)`.
+pub type ReceivedMad = (u16, u32, [u8; MAD_LEN], usize);
 
 #[cfg(test)]
 mod tests {
