@@ -747,7 +747,7 @@ impl<'a> FrameRepr<'a> {
         let pad = self.pad_len();
         buf[at..at + pad].copy_from_slice(&self.pad[..pad]);
         at += pad;
-        let icrc = icrc::compute(&buf[ip_off..at], self.ip.version(), ip_hlen)?;
+        let icrc = icrc::compute_in_place(&mut buf[ip_off..at], self.ip.version(), ip_hlen)?;
         buf[at..at + ICRC_LEN].copy_from_slice(&icrc::to_wire(icrc));
         Ok(at + ICRC_LEN)
     }
@@ -853,7 +853,7 @@ pub fn emit_roce(h: &RoceHeaders<'_>, buf: &mut [u8], payload: Option<&[u8]>, pa
     buf[at..at + pad].fill(0);
     at += pad;
     let version = if v4.is_some() { IpVersion::V4 } else { IpVersion::V6 };
-    let icrc = icrc::compute(&buf[ip_off..at], version, ip_hlen)?;
+    let icrc = icrc::compute_in_place(&mut buf[ip_off..at], version, ip_hlen)?;
     buf[at..at + ICRC_LEN].copy_from_slice(&icrc::to_wire(icrc));
     Ok(at + ICRC_LEN)
 }
