@@ -1,7 +1,8 @@
 //! `rdma_cm_id`: handles, states, port spaces, and the port table with the kernel's
 //! uniqueness rules [cma.c cma_check_port, cma_alloc_any_port, cma_use_port; cma_priv.h].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
 
 use crate::Errno;
@@ -257,42 +258,94 @@ pub struct IdRecord {
     pub(crate) restricted_node_type: u8,
 }
 
-/// An id's joins, indexed by group so that a leave finds the id's first join of a group, and
-/// the last leave of a group is seen, in O(log n) however many groups the id holds.
+/// An id's joins, hashed by group so that a leave finds the id's first join of a group, and
+/// the last leave of a group is seen, in O(1) however many groups the id holds. An id joins
+/// a group once as a rule: that join is kept inline, so joining and leaving allocates nothing
+/// once the map has grown (a hash map keeps its capacity).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IdMembers {
-    by_group: BTreeSet<(IpAddr, MemberKey)>,
+    by_group: HashMap<IpAddr, GroupJoins, foldhash::fast::RandomState>,
+    len: usize,
+}
+
+/// One id's joins of one group, oldest (smallest handle) first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct GroupJoins {
+    first: MemberKey,
+    /// Further joins of the same group (rare: several join states), in handle order.
+    more: Vec<MemberKey>,
 }
 
 impl IdMembers {
     pub(crate) fn insert(&mut self, group: IpAddr, k: MemberKey) {
-        self.by_group.insert((group, k));
+        match self.by_group.entry(group) {
+            Entry::Vacant(v) => {
+                v.insert(GroupJoins { first: k, more: Vec::new() });
+            }
+            Entry::Occupied(mut o) => {
+                let j = o.get_mut();
+                if j.first == k || j.more.contains(&k) {
+                    return;
+                }
+                if k < j.first {
+                    let old = core::mem::replace(&mut j.first, k);
+                    j.more.insert(0, old);
+                } else {
+                    let at = j.more.partition_point(|x| *x < k);
+                    j.more.insert(at, k);
+                }
+            }
+        }
+        self.len += 1;
     }
     pub(crate) fn remove(&mut self, group: IpAddr, k: MemberKey) {
-        self.by_group.remove(&(group, k));
+        let Entry::Occupied(mut o) = self.by_group.entry(group) else { return };
+        let j = o.get_mut();
+        if j.first == k {
+            if j.more.is_empty() {
+                o.remove();
+            } else {
+                j.first = j.more.remove(0);
+            }
+        } else if let Some(at) = j.more.iter().position(|x| *x == k) {
+            j.more.remove(at);
+        } else {
+            return;
+        }
+        self.len -= 1;
+        // A map grown by a burst gives its memory back once the id holds no group.
+        if self.len == 0 && self.by_group.capacity() > 64 {
+            self.by_group = HashMap::default();
+        }
     }
     /// The id's first (oldest) join of `group`.
     pub(crate) fn first_of(&self, group: IpAddr) -> Option<MemberKey> {
-        self.by_group.range((group, MemberKey(0))..=(group, MemberKey(u64::MAX))).next().map(|(_, k)| *k)
+        self.by_group.get(&group).map(|j| j.first)
     }
     pub(crate) fn has_group(&self, group: IpAddr) -> bool {
-        self.first_of(group).is_some()
+        self.by_group.contains_key(&group)
     }
-    /// Every join of the id.
+    /// Every join of the id, by group (in address order), then oldest first.
     pub fn keys(&self) -> Vec<MemberKey> {
-        self.by_group.iter().map(|(_, k)| *k).collect()
+        let mut v: Vec<(IpAddr, MemberKey)> = self
+            .by_group
+            .iter()
+            .flat_map(|(g, j)| core::iter::once(j.first).chain(j.more.iter().copied()).map(|k| (*g, k)))
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, k)| k).collect()
     }
     /// Whether the id holds this join (linear: for checks, not for the data path).
     pub fn contains(&self, k: &MemberKey) -> bool {
-        self.by_group.iter().any(|(_, x)| x == k)
+        self.by_group.values().any(|j| j.first == *k || j.more.contains(k))
     }
     /// Number of joins.
     pub fn len(&self) -> usize {
-        self.by_group.len()
+        self.len
     }
     /// Whether the id holds no join.
     pub fn is_empty(&self) -> bool {
-        self.by_group.is_empty()
+        self.len == 0
     }
 }
 
@@ -470,5 +523,37 @@ impl Ids {
     #[inline]
     pub fn qpn(&self, id: CmId) -> Option<u32> {
         self.table.get(&id).and_then(|r| r.qpn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_members_first_of_keys_order_and_counts() {
+        let g = |o: u8| IpAddr::from([239, 0, 0, o]);
+        let g6: IpAddr = "ff0e::1".parse().unwrap();
+        let mut m = IdMembers::default();
+        for (grp, k) in [(g(2), 5), (g6, 1), (g(1), 7), (g(2), 3), (g(2), 9), (g(1), 2)] {
+            m.insert(grp, MemberKey(k));
+        }
+        m.insert(g(2), MemberKey(9)); // a repeat changes nothing
+        assert_eq!(m.len(), 6);
+        // By group (IPv4 before IPv6, in address order), then oldest first: the BTreeSet's order.
+        assert_eq!(m.keys(), [2, 7, 3, 5, 9, 1].map(MemberKey));
+        assert_eq!(m.first_of(g(2)), Some(MemberKey(3)));
+        m.remove(g(2), MemberKey(3));
+        assert_eq!(m.first_of(g(2)), Some(MemberKey(5)));
+        m.remove(g(2), MemberKey(9));
+        m.remove(g(2), MemberKey(4)); // not held: nothing
+        assert!(m.contains(&MemberKey(5)) && !m.contains(&MemberKey(9)));
+        m.remove(g(2), MemberKey(5));
+        assert!(!m.has_group(g(2)) && m.first_of(g(2)).is_none());
+        assert_eq!(m.len(), 3);
+        for (grp, k) in [(g6, 1), (g(1), 7), (g(1), 2)] {
+            m.remove(grp, MemberKey(k));
+        }
+        assert!(m.is_empty() && m.keys().is_empty());
     }
 }
