@@ -12,6 +12,12 @@ use roce_wire::{Gid, GSI_QKEY, MAD_SIZE};
 
 use crate::ctx::{Outbox, RocePacket};
 
+/// The extension headers of every MAD QP1 sends: a DETH with the GSI Q_Key, from QP 1.
+pub(crate) static GSI_EXT: ExtHeaders = ExtHeaders::deth(GSI_QKEY, 1);
+
+/// The hop limit (TTL) of the MADs QP1 sends.
+pub(crate) const GSI_HOP_LIMIT: u8 = 64;
+
 /// A MAD request delivered to a registered agent (the umad-like hook an SA host uses).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MadRequest {
@@ -34,20 +40,26 @@ pub(crate) struct Gsi {
 }
 
 impl Gsi {
-    /// The headers of a UD SEND_ONLY on QP1 with the current PSN (not advanced).
+    /// The BTH of a UD SEND_ONLY on QP1 with the current PSN (not advanced).
     #[inline]
-    pub(crate) fn header(&self, pkey: u16, dst: IpAddr, dst_qp: u32, payload: Bytes) -> RocePacket {
+    pub(crate) fn bth(&self, pkey: u16, dst_qp: u32) -> bth::Repr {
         let mut b = bth::Repr::new(Opcode::UdSendOnly, dst_qp, self.psn);
         b.pkey = pkey;
         b.ack_req = true; // rxe sets AckReq on GSI (QP1 is type GSI, not UD)
+        b
+    }
+
+    /// The headers of a UD SEND_ONLY on QP1 with the current PSN (not advanced).
+    #[inline]
+    pub(crate) fn header(&self, pkey: u16, dst: IpAddr, dst_qp: u32, payload: Bytes) -> RocePacket {
         RocePacket {
             dst,
             dst_mac: None,
             src_qp: 1,
-            bth: b,
-            ext: ExtHeaders::deth(GSI_QKEY, 1),
+            bth: self.bth(pkey, dst_qp),
+            ext: GSI_EXT,
             payload,
-            hop_limit: 64,
+            hop_limit: GSI_HOP_LIMIT,
             traffic_class: 0,
         }
     }

@@ -8,8 +8,6 @@
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
-
 use std::net::IpAddr;
 
 use roce_wire::bth::{self, Opcode};
@@ -332,8 +330,19 @@ impl Stack {
             return None;
         }
         let mac = self.neighbor_mac(&sa)?;
-        let p = self.gsi.header(self.cfg.pkey, sa, 1, Bytes::new());
-        let h = self.roce_headers(&p, mac)?;
+        // The headers `Gsi::header` would give, from their parts (no packet built to read).
+        let bth = self.gsi.bth(self.cfg.pkey, 1);
+        let h = RoceHeaders {
+            src_mac: self.cfg.mac,
+            dst_mac: mac,
+            src: self.source_for(&sa)?,
+            dst: sa,
+            hop_limit: crate::gsi::GSI_HOP_LIMIT,
+            traffic_class: 0,
+            udp_source_port: rxe_udp_sport(1),
+            bth: &bth,
+            ext: &crate::gsi::GSI_EXT,
+        };
         let at = h.header_len();
         // The whole frame: headers, the MAD (256 bytes: no pad), the ICRC.
         if at + MAD_SIZE + roce_wire::icrc::ICRC_LEN > buf.len()
@@ -440,12 +449,14 @@ impl Stack {
             return;
         }
         let qpn = b.dest_qp();
-        let ud_opcode = matches!(b.opcode(), Opcode::UdSendOnly | Opcode::UdSendOnlyWithImmediate);
+        // (The opcode as the check read it: not converted again per question.)
+        let op = p.opcode();
+        let ud_opcode = matches!(op, Opcode::UdSendOnly | Opcode::UdSendOnlyWithImmediate);
         if qpn == 0 {
             self.counters.drop(DropReason::UnknownQp);
             return;
         }
-        if b.opcode().transport() == bth::Transport::Rc && self.rc.has_qp(qpn) {
+        if op.transport() == bth::Transport::Rc && self.rc.has_qp(qpn) {
             // RC packets go to rc/ in their owned header form (no copy of the payload).
             match p.to_frame() {
                 Ok(f) => {

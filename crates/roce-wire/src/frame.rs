@@ -183,6 +183,8 @@ pub struct FramePacket<'a> {
     ipv6: bool,
     vlan: bool,
     pad_count: u8,
+    /// The BTH opcode (read once by the check; receivers dispatch on it).
+    opcode: bth::Opcode,
     /// The ICRC on the wire.
     pub icrc: u32,
     /// The ICRC computed over the frame.
@@ -237,11 +239,16 @@ impl<'a> FramePacket<'a> {
         bth::Packet::new_unchecked(&self.buf[self.offsets.bth..self.offsets.ext])
     }
 
+    /// The BTH opcode.
+    #[inline]
+    pub fn opcode(&self) -> bth::Opcode {
+        self.opcode
+    }
+
     /// The DETH, if the opcode carries one (it comes first among the extension headers).
     #[inline]
     pub fn deth(&self) -> Option<crate::deth::Packet<&'a [u8]>> {
-        let op = self.bth().opcode();
-        op.ext_headers().contains(crate::ext::ExtMask::DETH).then(|| {
+        self.opcode.ext_headers().contains(crate::ext::ExtMask::DETH).then(|| {
             crate::deth::Packet::new_unchecked(&self.buf[self.offsets.ext..self.offsets.ext + crate::deth::LEN])
         })
     }
@@ -370,6 +377,7 @@ fn scan(buf: &[u8], strict: bool) -> Result<FramePacket<'_>> {
         ipv6,
         vlan,
         pad_count: pad,
+        opcode,
         icrc: found,
         icrc_expected: expected,
         ip_checksum_ok,
@@ -850,7 +858,10 @@ pub fn emit_roce(h: &RoceHeaders<'_>, buf: &mut [u8], payload: Option<&[u8]>, pa
         buf[at..at + p.len()].copy_from_slice(p);
     }
     at += payload_len;
-    buf[at..at + pad].fill(0);
+    if pad != 0 {
+        // (A MAD needs none: no memset call for nothing.)
+        buf[at..at + pad].fill(0);
+    }
     at += pad;
     let version = if v4.is_some() { IpVersion::V4 } else { IpVersion::V6 };
     let icrc = icrc::compute_in_place(&mut buf[ip_off..at], version, ip_hlen)?;
