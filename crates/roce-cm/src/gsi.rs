@@ -6,17 +6,10 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use bytes::Bytes;
-use roce_wire::bth::{self, Opcode};
-use roce_wire::ext::ExtHeaders;
-use roce_wire::{Gid, GSI_QKEY, MAD_SIZE};
+use roce_wire::bth;
+use roce_wire::{Gid, MAD_SIZE};
 
-use crate::ctx::{Outbox, RocePacket};
-
-/// The extension headers of every MAD QP1 sends: a DETH with the GSI Q_Key, from QP 1.
-pub(crate) static GSI_EXT: ExtHeaders = ExtHeaders::deth(GSI_QKEY, 1);
-
-/// The hop limit (TTL) of the MADs QP1 sends.
-pub(crate) const GSI_HOP_LIMIT: u8 = 64;
+use crate::ctx::{gsi_bth, MadPacket, Outbox, RocePacket, GSI_EXT, GSI_HOP_LIMIT};
 
 /// A MAD request delivered to a registered agent (the umad-like hook an SA host uses).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,10 +36,17 @@ impl Gsi {
     /// The BTH of a UD SEND_ONLY on QP1 with the current PSN (not advanced).
     #[inline]
     pub(crate) fn bth(&self, pkey: u16, dst_qp: u32) -> bth::Repr {
-        let mut b = bth::Repr::new(Opcode::UdSendOnly, dst_qp, self.psn);
-        b.pkey = pkey;
-        b.ack_req = true; // rxe sets AckReq on GSI (QP1 is type GSI, not UD)
-        b
+        gsi_bth(pkey, dst_qp, self.psn)
+    }
+
+    /// A MAD to send (cut from the outbox's arena) in its compact queued form; the PSN
+    /// advances. Framed as [`Gsi::packet`] frames it.
+    #[inline]
+    pub(crate) fn mad(&mut self, out: &mut Outbox, pkey: u16, dst: IpAddr, dst_qp: u32, mad: &[u8]) -> MadPacket {
+        let payload = out.tx_bytes(mad);
+        let m = MadPacket { dst, dst_qp, psn: self.psn, pkey, payload };
+        self.advance();
+        m
     }
 
     /// The headers of a UD SEND_ONLY on QP1 with the current PSN (not advanced).

@@ -277,6 +277,26 @@ impl Stack {
                     self.counters.tx_frames += 1;
                     return Some(f.len());
                 }
+                Outgoing::Mad(m) => {
+                    let Some(mac) = self.neighbor_mac(&m.dst) else {
+                        self.park_for_neighbor(now, m.into_roce());
+                        continue;
+                    };
+                    let bth = m.bth();
+                    let framed = self
+                        .gsi_headers(&bth, m.dst, mac)
+                        .and_then(|h| frame::emit_roce(&h, buf, Some(&m.payload), m.payload.len()).ok());
+                    match framed {
+                        Some(n) => {
+                            self.counters.tx_frames += 1;
+                            return Some(n);
+                        }
+                        None => {
+                            self.counters.drop(DropReason::TransmitBufferTooSmall);
+                            continue;
+                        }
+                    }
+                }
                 Outgoing::Roce(p) => {
                     let mac = match p.dst_mac.or_else(|| self.neighbor_mac(&p.dst)) {
                         Some(m) => m,
@@ -330,19 +350,8 @@ impl Stack {
             return None;
         }
         let mac = self.neighbor_mac(&sa)?;
-        // The headers `Gsi::header` would give, from their parts (no packet built to read).
         let bth = self.gsi.bth(self.cfg.pkey, 1);
-        let h = RoceHeaders {
-            src_mac: self.cfg.mac,
-            dst_mac: mac,
-            src: self.source_for(&sa)?,
-            dst: sa,
-            hop_limit: crate::gsi::GSI_HOP_LIMIT,
-            traffic_class: 0,
-            udp_source_port: rxe_udp_sport(1),
-            bth: &bth,
-            ext: &crate::gsi::GSI_EXT,
-        };
+        let h = self.gsi_headers(&bth, sa, mac)?;
         let at = h.header_len();
         // The whole frame: headers, the MAD (256 bytes: no pad), the ICRC.
         if at + MAD_SIZE + roce_wire::icrc::ICRC_LEN > buf.len()
@@ -359,6 +368,23 @@ impl Stack {
                 None
             }
         }
+    }
+
+    /// The headers of a MAD from QP1 to `dst` (what `Gsi::header` would give, from their
+    /// parts: no packet built to be read back).
+    #[inline]
+    fn gsi_headers<'b>(&self, bth: &'b bth::Repr, dst: IpAddr, dst_mac: [u8; 6]) -> Option<RoceHeaders<'b>> {
+        Some(RoceHeaders {
+            src_mac: self.cfg.mac,
+            dst_mac,
+            src: self.source_for(&dst)?,
+            dst,
+            hop_limit: crate::ctx::GSI_HOP_LIMIT,
+            traffic_class: 0,
+            udp_source_port: rxe_udp_sport(1),
+            bth,
+            ext: &crate::ctx::GSI_EXT,
+        })
     }
 
     /// A UD SEND_ONLY on QP1 carrying a MAD, framed as rxe frames GSI traffic.
@@ -556,8 +582,7 @@ impl Stack {
             resp.copy_from_slice(payload);
             resp[3] = 0x80 | u8::from(Method::Get);
             resp[4..6].copy_from_slice(&MadStatus::UNSUPPORTED_METHOD_ATTR.0.to_be_bytes());
-            let p = self.gsi_packet(src, src_qp, &resp);
-            self.out.push(Outgoing::Roce(p));
+            self.send_mad(src, src_qp, &resp);
             self.counters.rx_accepted += 1;
         } else {
             self.counters.drop(DropReason::UnhandledMad);
@@ -651,8 +676,8 @@ impl Stack {
 
     /// Send a MAD from QP1 to `dst`'s QP `dst_qp` (an agent's response).
     pub fn send_mad(&mut self, dst: IpAddr, dst_qp: u32, mad: &[u8; MAD_SIZE]) {
-        let p = self.gsi_packet(dst, dst_qp, mad);
-        self.out.push(Outgoing::Roce(p));
+        let m = self.gsi.mad(&mut self.out, self.cfg.pkey, dst, dst_qp, mad);
+        self.out.push(Outgoing::Mad(m));
     }
 }
 
