@@ -347,8 +347,10 @@ impl Multicast {
                 let Some(m) = self.members.get_mut(&key) else { continue };
                 if held & m.join_state.0 == m.join_state.0 && held != 0 {
                     // The SA already holds our bit: satisfied locally (multicast.c process_join).
-                    let rec = g.rec;
-                    self.member_joined(cx, key, rec);
+                    m.state = MemberState::Joined;
+                    g.counts[bit_index(m.join_state)] += 1;
+                    let (m, rec) = (m.clone(), g.rec);
+                    self.member_joined(cx, &m, rec);
                     continue;
                 }
                 let rec = Self::join_record(cx, m);
@@ -405,14 +407,10 @@ impl Multicast {
         }
     }
 
-    fn member_joined(&mut self, cx: &mut McCtx<'_>, key: MemberKey, rec: Option<McMemberRecord>) {
-        let Some(m) = self.members.get_mut(&key) else { return };
-        m.state = MemberState::Joined;
-        let m = m.clone();
-        if let Some(g) = self.groups.get_mut(&m.mgid) {
-            g.counts[bit_index(m.join_state)] += 1;
-        }
-        let rec = rec.unwrap_or_else(|| Self::local_record(cx, &m));
+    /// A member's join is done: the caller marked it Joined and counted it in its group; the
+    /// QP attaches and the event goes out.
+    fn member_joined(&mut self, cx: &mut McCtx<'_>, m: &Member, rec: Option<McMemberRecord>) {
+        let rec = rec.unwrap_or_else(|| Self::local_record(cx, m));
         let ah = AddressHandle {
             dgid: m.mgid,
             sgid: rec.port_gid,
@@ -474,9 +472,13 @@ impl Multicast {
     }
 
     pub(crate) fn local_join_done(&mut self, cx: &mut McCtx<'_>, key: MemberKey) {
-        if self.members.get(&key).is_some_and(|m| m.state == MemberState::Pending) {
-            self.member_joined(cx, key, None);
+        let Some(m) = self.members.get_mut(&key).filter(|m| m.state == MemberState::Pending) else { return };
+        m.state = MemberState::Joined;
+        let m = m.clone();
+        if let Some(g) = self.groups.get_mut(&m.mgid) {
+            g.counts[bit_index(m.join_state)] += 1;
         }
+        self.member_joined(cx, &m, None);
     }
 
     /// Leave one join of `group` by `id` (the first matching, as the kernel does).
@@ -512,6 +514,7 @@ impl Multicast {
         if let Some(w) = g.work.as_mut() {
             w.pending.retain(|k| *k != key);
         }
+        // (The group stays borrowed: the members and the spare containers are other fields.)
         match m.state {
             MemberState::Joined => g.counts[bit_index(m.join_state)] -= 1,
             MemberState::Joining => {
@@ -520,21 +523,20 @@ impl Multicast {
                     mm.state = MemberState::Cancelled;
                 }
                 if report {
-                    if let Some(g) = self.groups.get_mut(&m.mgid) {
-                        g.w(&mut self.spare).leavers.push(m.id);
-                    }
+                    g.w(&mut self.spare).leavers.push(m.id);
                 }
                 return;
             }
             MemberState::Pending | MemberState::Cancelled => {}
         }
-        self.forget_member(&key);
         if report {
-            if let Some(g) = self.groups.get_mut(&m.mgid) {
-                g.w(&mut self.spare).leavers.push(m.id);
-            }
+            g.w(&mut self.spare).leavers.push(m.id);
         }
-        cx.timers.cancel(&Work::LocalJoinDone(key));
+        self.forget_member(&key);
+        // Only a RoCE-only join waits for LocalJoinDone, and only until it is done.
+        if m.state == MemberState::Pending {
+            cx.timers.cancel(&Work::LocalJoinDone(key));
+        }
         self.run_group(cx, now, m.mgid);
     }
 
@@ -626,8 +628,9 @@ impl Multicast {
         let status = h.status;
         let Some(g) = self.groups.get_mut(&mgid) else { return };
         let Some(GroupOp::Join { member }) = g.take_busy() else { return };
-        let m = self.members.get(&member).cloned();
         if status == MadStatus(0) {
+            // One lookup of the member (the group stays borrowed beside it: other fields).
+            let mut m = self.members.get_mut(&member);
             let bits = m.as_ref().map_or(0, |m| m.join_state.0);
             let held = g.rec.map_or(0, |r| r.join_state.0);
             let answered = (h.attribute_id == attr::MC_MEMBER_RECORD)
@@ -636,14 +639,19 @@ impl Multicast {
             let mut rec = answered.unwrap_or_else(|| g.rec.unwrap_or_default());
             rec.join_state = JoinState(held | bits);
             g.rec = Some(rec);
-            match m.map(|m| m.state) {
-                Some(MemberState::Joining) => self.member_joined(cx, member, Some(rec)),
-                Some(MemberState::Cancelled) => {
+            match m.as_deref_mut() {
+                Some(mm) if mm.state == MemberState::Joining => {
+                    mm.state = MemberState::Joined;
+                    g.counts[bit_index(mm.join_state)] += 1;
+                    let mm = mm.clone();
+                    self.member_joined(cx, &mm, Some(rec));
+                }
+                Some(mm) if mm.state == MemberState::Cancelled => {
                     self.forget_member(&member);
                 }
                 _ => {}
             }
-        } else if let Some(m) = m {
+        } else if let Some(m) = self.members.get(&member).cloned() {
             self.forget_member(&member);
             if let Some(g) = self.groups.get_mut(&mgid) {
                 g.members.retain(|k| *k != member);
