@@ -95,6 +95,15 @@ pub struct Stack {
     pub(crate) rc: crate::rc::Rc,
 }
 
+/// `Gid::from_ip(*ip).is_multicast()` (`rdma_is_multicast_addr`) without building the GID.
+#[inline]
+fn is_multicast_dst(ip: &IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => a.is_multicast(),
+        IpAddr::V6(a) => a.octets()[0] == 0xff || a.to_ipv4_mapped().is_some_and(|v| v.is_multicast()),
+    }
+}
+
 /// `pkey_match` [rxe]: the low 15 bits equal and not zero, and one of the two a full member.
 pub(crate) fn pkey_match(a: u16, b: u16) -> bool {
     (a & 0x7fff) != 0 && (a & 0x7fff) == (b & 0x7fff) && ((a | b) & 0x8000) != 0
@@ -465,7 +474,7 @@ impl Stack {
 
     fn handle_roce(&mut self, now: Instant, p: &FramePacket<'_>) {
         let dst = p.dst_ip();
-        if !Gid::from_ip(dst).is_multicast() && !self.is_local(&dst) {
+        if !is_multicast_dst(&dst) && !self.is_local(&dst) {
             self.counters.drop(DropReason::NotForUs);
             return;
         }
@@ -968,6 +977,14 @@ fn release_burst_capacity<T>(q: &mut VecDeque<T>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multicast_dst_is_the_gids() {
+        for a in ["239.1.2.3", "224.0.0.1", "198.18.0.1", "ff0e::1", "::ffff:239.0.0.1", "::ffff:10.0.0.1", "fe80::1"] {
+            let ip: IpAddr = a.parse().unwrap();
+            assert_eq!(is_multicast_dst(&ip), Gid::from_ip(ip).is_multicast(), "{a}");
+        }
+    }
 
     #[test]
     fn pkey_match_is_rxes() {
