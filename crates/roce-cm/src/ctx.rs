@@ -182,14 +182,14 @@ pub(crate) fn gsi_bth(pkey: u16, dst_qp: u32, psn: u32) -> bth::Repr {
 
 /// A MAD to be sent from QP1, as queued: the few fields its headers are made of (a
 /// [`RocePacket`] carries every extension header a packet may have and is several times the
-/// size: queued, moved and framed for every answer an agent sends).
+/// size: queued, moved and framed for every answer an agent sends). Its 256 bytes wait in
+/// [`Outbox::mads`], in the same order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MadPacket {
     pub dst: IpAddr,
     pub dst_qp: u32,
     pub psn: u32,
     pub pkey: u16,
-    pub payload: Bytes,
 }
 
 impl MadPacket {
@@ -199,15 +199,15 @@ impl MadPacket {
         gsi_bth(self.pkey, self.dst_qp, self.psn)
     }
 
-    /// The general packet form (to wait for the destination's MAC).
-    pub(crate) fn into_roce(self) -> RocePacket {
+    /// The general packet form with its MAD (to wait for the destination's MAC).
+    pub(crate) fn into_roce(self, payload: Bytes) -> RocePacket {
         RocePacket {
             dst: self.dst,
             dst_mac: None,
             src_qp: 1,
             bth: self.bth(),
             ext: GSI_EXT,
-            payload: self.payload,
+            payload,
             hop_limit: GSI_HOP_LIMIT,
             traffic_class: 0,
         }
@@ -225,6 +225,9 @@ pub(crate) struct Outbox {
     pub(crate) tx: VecDeque<Outgoing>,
     /// The buffer queued payloads are cut from ([`Outbox::tx_bytes`]).
     arena: BytesMut,
+    /// The MADs of the queued [`Outgoing::Mad`]s, in queue order (a ring of fixed-size
+    /// slots: no arena cut and no reference count per MAD).
+    pub(crate) mads: VecDeque<[u8; MAD_SIZE]>,
 }
 
 impl Outbox {
@@ -238,6 +241,13 @@ impl Outbox {
     #[inline]
     pub(crate) fn push(&mut self, o: Outgoing) {
         self.tx.push_back(o);
+    }
+
+    /// Queue a MAD from QP1: its headers' fields in the frame queue, its bytes beside them.
+    #[inline]
+    pub(crate) fn push_mad(&mut self, m: MadPacket, mad: &[u8; MAD_SIZE]) {
+        self.mads.push_back(*mad);
+        self.tx.push_back(Outgoing::Mad(m));
     }
 
     /// A payload to queue, cut from the transmit arena: once every frame cut from the arena

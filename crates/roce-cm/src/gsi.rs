@@ -39,14 +39,12 @@ impl Gsi {
         gsi_bth(pkey, dst_qp, self.psn)
     }
 
-    /// A MAD to send (cut from the outbox's arena) in its compact queued form; the PSN
-    /// advances. Framed as [`Gsi::packet`] frames it.
+    /// Queue a MAD to send in its compact form; the PSN advances. Framed as [`Gsi::packet`]
+    /// frames it.
     #[inline]
-    pub(crate) fn mad(&mut self, out: &mut Outbox, pkey: u16, dst: IpAddr, dst_qp: u32, mad: &[u8]) -> MadPacket {
-        let payload = out.tx_bytes(mad);
-        let m = MadPacket { dst, dst_qp, psn: self.psn, pkey, payload };
+    pub(crate) fn queue_mad(&mut self, out: &mut Outbox, pkey: u16, dst: IpAddr, dst_qp: u32, mad: &[u8; MAD_SIZE]) {
+        out.push_mad(MadPacket { dst, dst_qp, psn: self.psn, pkey }, mad);
         self.advance();
-        m
     }
 
     /// The headers of a UD SEND_ONLY on QP1 with the current PSN (not advanced).

@@ -630,7 +630,7 @@ impl Multicast {
         let Some(GroupOp::Join { member }) = g.take_busy() else { return };
         if status == MadStatus(0) {
             // One lookup of the member (the group stays borrowed beside it: other fields).
-            let mut m = self.members.get_mut(&member);
+            let m = self.members.get_mut(&member);
             let bits = m.as_ref().map_or(0, |m| m.join_state.0);
             let held = g.rec.map_or(0, |r| r.join_state.0);
             let answered = (h.attribute_id == attr::MC_MEMBER_RECORD)
@@ -639,7 +639,7 @@ impl Multicast {
             let mut rec = answered.unwrap_or_else(|| g.rec.unwrap_or_default());
             rec.join_state = JoinState(held | bits);
             g.rec = Some(rec);
-            match m.as_deref_mut() {
+            match m {
                 Some(mm) if mm.state == MemberState::Joining => {
                     mm.state = MemberState::Joined;
                     g.counts[bit_index(mm.join_state)] += 1;

@@ -253,6 +253,7 @@ impl Stack {
                 Some(o) => o,
                 None => {
                     release_burst_capacity(&mut self.out.tx);
+                    release_burst_capacity(&mut self.out.mads);
                     // (No RC QP: skip rc/'s round-robin set-up, which costs a frame's worth
                     // of header work on every SA MAD.)
                     if let Some(p) = (!self.rc.is_empty()).then(|| self.rc.poll_transmit(now)).flatten() {
@@ -287,14 +288,21 @@ impl Stack {
                     return Some(f.len());
                 }
                 Outgoing::Mad(m) => {
+                    let Some(mad) = self.out.mads.front() else {
+                        continue; // (never: one MAD per queued Mad)
+                    };
                     let Some(mac) = self.neighbor_mac(&m.dst) else {
-                        self.park_for_neighbor(now, m.into_roce());
+                        let mad = *mad;
+                        self.out.mads.pop_front();
+                        let payload = self.out.tx_bytes(&mad);
+                        self.park_for_neighbor(now, m.into_roce(payload));
                         continue;
                     };
                     let bth = m.bth();
                     let framed = self
                         .gsi_headers(&bth, m.dst, mac)
-                        .and_then(|h| frame::emit_roce(&h, buf, Some(&m.payload), m.payload.len()).ok());
+                        .and_then(|h| frame::emit_roce(&h, buf, Some(&mad[..]), MAD_SIZE).ok());
+                    self.out.mads.pop_front();
                     match framed {
                         Some(n) => {
                             self.counters.tx_frames += 1;
@@ -361,7 +369,11 @@ impl Stack {
         let mac = self.neighbor_mac(&sa)?;
         let bth = self.gsi.bth(self.cfg.pkey, 1);
         let h = self.gsi_headers(&bth, sa, mac)?;
-        let at = h.header_len();
+        // `h.header_len()` for the one extension header QP1 sends (the DETH), without asking
+        // the headers for their set again.
+        let ip_len = if matches!((h.src, h.dst), (IpAddr::V4(_), IpAddr::V4(_))) { 20 } else { 40 };
+        let at = 14 + ip_len + 8 + roce_wire::bth::BTH_LEN + roce_wire::deth::LEN;
+        debug_assert_eq!(at, h.header_len());
         // The whole frame: headers, the MAD (256 bytes: no pad), the ICRC.
         if at + MAD_SIZE + roce_wire::icrc::ICRC_LEN > buf.len()
             || !self.sa.poll_outgoing_into(now, &mut buf[at..at + MAD_SIZE])
@@ -685,8 +697,7 @@ impl Stack {
 
     /// Send a MAD from QP1 to `dst`'s QP `dst_qp` (an agent's response).
     pub fn send_mad(&mut self, dst: IpAddr, dst_qp: u32, mad: &[u8; MAD_SIZE]) {
-        let m = self.gsi.mad(&mut self.out, self.cfg.pkey, dst, dst_qp, mad);
-        self.out.push(Outgoing::Mad(m));
+        self.gsi.queue_mad(&mut self.out, self.cfg.pkey, dst, dst_qp, mad);
     }
 }
 
