@@ -249,6 +249,37 @@ impl Stack {
     #[inline(never)]
     fn transmit_next(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         loop {
+            // An agent's MAD is framed where it waits (its fields read in place, not moved out
+            // with the size of the largest frame kind).
+            if let Some(Outgoing::Mad(m)) = self.out.tx.front() {
+                let m = m.clone();
+                self.out.tx.pop_front();
+                let Some(mad) = self.out.mads.front() else {
+                    continue; // (never: one MAD per queued Mad)
+                };
+                let Some(mac) = self.neighbor_mac(&m.dst) else {
+                    let mad = *mad;
+                    self.out.mads.pop_front();
+                    let payload = self.out.tx_bytes(&mad);
+                    self.park_for_neighbor(now, m.into_roce(payload));
+                    continue;
+                };
+                let bth = m.bth();
+                let framed = self
+                    .gsi_headers(&bth, m.dst, mac)
+                    .and_then(|h| frame::emit_roce(&h, buf, Some(&mad[..]), MAD_SIZE).ok());
+                self.out.mads.pop_front();
+                match framed {
+                    Some(n) => {
+                        self.counters.tx_frames += 1;
+                        return Some(n);
+                    }
+                    None => {
+                        self.counters.drop(DropReason::TransmitBufferTooSmall);
+                        continue;
+                    }
+                }
+            }
             let out = match self.out.tx.pop_front() {
                 Some(o) => o,
                 None => {
@@ -287,32 +318,10 @@ impl Stack {
                     self.counters.tx_frames += 1;
                     return Some(f.len());
                 }
-                Outgoing::Mad(m) => {
-                    let Some(mad) = self.out.mads.front() else {
-                        continue; // (never: one MAD per queued Mad)
-                    };
-                    let Some(mac) = self.neighbor_mac(&m.dst) else {
-                        let mad = *mad;
-                        self.out.mads.pop_front();
-                        let payload = self.out.tx_bytes(&mad);
-                        self.park_for_neighbor(now, m.into_roce(payload));
-                        continue;
-                    };
-                    let bth = m.bth();
-                    let framed = self
-                        .gsi_headers(&bth, m.dst, mac)
-                        .and_then(|h| frame::emit_roce(&h, buf, Some(&mad[..]), MAD_SIZE).ok());
+                Outgoing::Mad(_) => {
+                    // (Framed from the front above, never popped here; its MAD goes with it.)
                     self.out.mads.pop_front();
-                    match framed {
-                        Some(n) => {
-                            self.counters.tx_frames += 1;
-                            return Some(n);
-                        }
-                        None => {
-                            self.counters.drop(DropReason::TransmitBufferTooSmall);
-                            continue;
-                        }
-                    }
+                    continue;
                 }
                 Outgoing::Roce(p) => {
                     let mac = match p.dst_mac.or_else(|| self.neighbor_mac(&p.dst)) {
