@@ -318,7 +318,28 @@ impl IdMembers {
             self.by_group = HashMap::default();
         }
     }
+    /// Take out the id's first (oldest) join of `group`: its handle, and whether the id still
+    /// holds the group after it.
+    pub(crate) fn take_first(&mut self, group: IpAddr) -> Option<(MemberKey, bool)> {
+        let Entry::Occupied(mut o) = self.by_group.entry(group) else { return None };
+        let j = o.get_mut();
+        let k = j.first;
+        let still = if j.more.is_empty() {
+            o.remove();
+            false
+        } else {
+            j.first = j.more.remove(0);
+            true
+        };
+        self.len -= 1;
+        if self.len == 0 && self.by_group.capacity() > 64 {
+            self.by_group = HashMap::default();
+        }
+        Some((k, still))
+    }
+
     /// The id's first (oldest) join of `group`.
+    #[cfg(test)]
     pub(crate) fn first_of(&self, group: IpAddr) -> Option<MemberKey> {
         self.by_group.get(&group).map(|j| j.first)
     }
@@ -543,12 +564,14 @@ mod tests {
         // By group (IPv4 before IPv6, in address order), then oldest first: the BTreeSet's order.
         assert_eq!(m.keys(), [2, 7, 3, 5, 9, 1].map(MemberKey));
         assert_eq!(m.first_of(g(2)), Some(MemberKey(3)));
-        m.remove(g(2), MemberKey(3));
+        assert_eq!(m.take_first(g(2)), Some((MemberKey(3), true)));
+        assert_eq!(m.len(), 5);
         assert_eq!(m.first_of(g(2)), Some(MemberKey(5)));
         m.remove(g(2), MemberKey(9));
         m.remove(g(2), MemberKey(4)); // not held: nothing
         assert!(m.contains(&MemberKey(5)) && !m.contains(&MemberKey(9)));
-        m.remove(g(2), MemberKey(5));
+        assert_eq!(m.take_first(g(2)), Some((MemberKey(5), false)));
+        assert_eq!(m.take_first(g(2)), None);
         assert!(!m.has_group(g(2)) && m.first_of(g(2)).is_none());
         assert_eq!(m.len(), 3);
         for (grp, k) in [(g6, 1), (g(1), 7), (g(1), 2)] {

@@ -483,9 +483,17 @@ impl Multicast {
 
     /// Leave one join of `group` by `id` (the first matching, as the kernel does).
     pub(crate) fn start_leave(&mut self, cx: &mut McCtx<'_>, now: Instant, id: CmId, group: IpAddr) {
-        let key = cx.ids.members_mut(id).and_then(|ms| ms.first_of(group));
-        let Some(key) = key else { return }; // unknown group: a no-op
-        self.remove_member(cx, now, key, true);
+        // The id's join found and taken out in one lookup (what `remove_member` would do
+        // first, by handle).
+        let Some((ms, qpn)) = cx.ids.members_and_qpn(id) else { return };
+        let Some((key, still)) = ms.take_first(group) else { return }; // unknown group: a no-op
+        let Some(m) = self.members.get(&key).cloned() else { return };
+        if let Some(qpn) = qpn {
+            if m.state == MemberState::Joined && m.join_state.0 & 0x0c == 0 && !still {
+                let _ = cx.ud.detach(qpn, m.mgid);
+            }
+        }
+        self.remove_from_group(cx, now, key, m, true);
     }
 
     /// Take a member out of its group: cancel it if its join is not done, uncount it if it is,
@@ -503,6 +511,11 @@ impl Multicast {
                 }
             }
         }
+        self.remove_from_group(cx, now, key, m, report);
+    }
+
+    /// The rest of [`Multicast::remove_member`], once the id no longer holds the join.
+    fn remove_from_group(&mut self, cx: &mut McCtx<'_>, now: Instant, key: MemberKey, m: Member, report: bool) {
         if m.ip_ref {
             self.ip_group_ref(cx, now, m.addr, false);
         }
