@@ -272,27 +272,58 @@ pub struct IdMembers {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct GroupJoins {
     first: MemberKey,
-    /// Further joins of the same group (rare: several join states), in handle order.
-    more: Vec<MemberKey>,
+    /// Further joins of the same group (rare: several join states), in handle order; boxed
+    /// so that the common entry stays small (a map entry per joined group).
+    more: Option<Box<Vec<MemberKey>>>,
+}
+
+impl GroupJoins {
+    fn more(&self) -> &[MemberKey] {
+        self.more.as_deref().map_or(&[], |v| &v[..])
+    }
+
+    fn more_mut(&mut self) -> &mut Vec<MemberKey> {
+        self.more.get_or_insert_with(Default::default)
+    }
+
+    /// Promote the oldest further join to `first`; false if there is none.
+    fn promote(&mut self) -> bool {
+        let Some(v) = self.more.as_mut() else { return false };
+        self.first = v.remove(0);
+        if v.is_empty() {
+            self.more = None;
+        }
+        true
+    }
+
+    fn remove_more(&mut self, k: MemberKey) -> bool {
+        let Some(v) = self.more.as_mut() else { return false };
+        let Some(at) = v.iter().position(|x| *x == k) else { return false };
+        v.remove(at);
+        if v.is_empty() {
+            self.more = None;
+        }
+        true
+    }
 }
 
 impl IdMembers {
     pub(crate) fn insert(&mut self, group: IpAddr, k: MemberKey) {
         match self.by_group.entry(group) {
             Entry::Vacant(v) => {
-                v.insert(GroupJoins { first: k, more: Vec::new() });
+                v.insert(GroupJoins { first: k, more: None });
             }
             Entry::Occupied(mut o) => {
                 let j = o.get_mut();
-                if j.first == k || j.more.contains(&k) {
+                if j.first == k || j.more().contains(&k) {
                     return;
                 }
                 if k < j.first {
                     let old = core::mem::replace(&mut j.first, k);
-                    j.more.insert(0, old);
+                    j.more_mut().insert(0, old);
                 } else {
-                    let at = j.more.partition_point(|x| *x < k);
-                    j.more.insert(at, k);
+                    let at = j.more().partition_point(|x| *x < k);
+                    j.more_mut().insert(at, k);
                 }
             }
         }
@@ -302,14 +333,10 @@ impl IdMembers {
         let Entry::Occupied(mut o) = self.by_group.entry(group) else { return };
         let j = o.get_mut();
         if j.first == k {
-            if j.more.is_empty() {
+            if !j.promote() {
                 o.remove();
-            } else {
-                j.first = j.more.remove(0);
             }
-        } else if let Some(at) = j.more.iter().position(|x| *x == k) {
-            j.more.remove(at);
-        } else {
+        } else if !j.remove_more(k) {
             return;
         }
         self.len -= 1;
@@ -324,13 +351,10 @@ impl IdMembers {
         let Entry::Occupied(mut o) = self.by_group.entry(group) else { return None };
         let j = o.get_mut();
         let k = j.first;
-        let still = if j.more.is_empty() {
+        let still = j.promote();
+        if !still {
             o.remove();
-            false
-        } else {
-            j.first = j.more.remove(0);
-            true
-        };
+        }
         self.len -= 1;
         if self.len == 0 && self.by_group.capacity() > 64 {
             self.by_group = HashMap::default();
@@ -351,14 +375,14 @@ impl IdMembers {
         let mut v: Vec<(IpAddr, MemberKey)> = self
             .by_group
             .iter()
-            .flat_map(|(g, j)| core::iter::once(j.first).chain(j.more.iter().copied()).map(|k| (*g, k)))
+            .flat_map(|(g, j)| core::iter::once(j.first).chain(j.more().iter().copied()).map(|k| (*g, k)))
             .collect();
         v.sort_unstable();
         v.into_iter().map(|(_, k)| k).collect()
     }
     /// Whether the id holds this join (linear: for checks, not for the data path).
     pub fn contains(&self, k: &MemberKey) -> bool {
-        self.by_group.values().any(|j| j.first == *k || j.more.contains(k))
+        self.by_group.values().any(|j| j.first == *k || j.more().contains(k))
     }
     /// Number of joins.
     pub fn len(&self) -> usize {
