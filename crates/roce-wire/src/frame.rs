@@ -270,7 +270,7 @@ impl<'a> FramePacket<'a> {
     }
 }
 
-#[inline]
+#[inline(always)] // (with `src` known at the call, half of it folds away)
 fn ip_at(b: &[u8], ip: usize, v6: bool, src: bool) -> IpAddr {
     if v6 {
         let at = ip + if src { 8 } else { 24 };
