@@ -276,31 +276,46 @@ impl Multicast {
         self.next_member += 1;
         let send_only = join_state == JoinState::SEND_ONLY_FULL_MEMBER || join_state == JoinState::SEND_ONLY_NON_MEMBER;
         let ip_ref = cx.cfg.multicast_paths.igmp_mld && !send_only;
-        self.members.insert(key, Member { id, mgid, addr: group, join_state, state: MemberState::Pending, ip_ref });
+        let mut member = Member { id, mgid, addr: group, join_state, state: MemberState::Pending, ip_ref };
         if let Some(ms) = cx.ids.members_mut(id) {
             ms.insert(group, key);
         }
         let sa = Self::sa_enabled(cx);
         let spare = &mut self.spare;
-        let g = self.groups.entry(mgid).or_insert_with(|| Group {
-            mgid,
-            counts: [0; 4],
-            rec: None,
-            members: spare.members.pop().unwrap_or_default(),
-            leave_retries: 0,
-            work: None,
+        let mut fresh = false;
+        let g = self.groups.entry(mgid).or_insert_with(|| {
+            fresh = true;
+            Group {
+                mgid,
+                counts: [0; 4],
+                rec: None,
+                members: spare.members.pop().unwrap_or_default(),
+                leave_retries: 0,
+                work: None,
+            }
         });
         g.members.push(key);
-        if sa {
-            // Queued now, with the group at hand (the IP-level reference below does not look
-            // at the group's work).
+        if sa && fresh {
+            // A new group holds no record and has no work: what `run_group` does with its
+            // lone pending join, at once (the member's Set; the IP-level reference below
+            // does not look at the group's work, nor at the SA client).
+            member.state = MemberState::Joining;
+            let rec = Self::join_record(cx, &member);
+            cx.sa.start_mc_member(now, Method::Set, ComponentMask::KERNEL_JOIN.0, &rec, TxnOwner::Join(mgid));
+            g.w(spare).busy = Some(GroupOp::Join { member: key });
+            g.leave_retries = cx.cfg.sa_timing.leave_retries;
+        } else if sa {
+            // Queued now, with the group at hand.
             g.w(spare).pending.push_back(key);
         }
+        self.members.insert(key, member);
         if ip_ref {
             self.ip_group_ref(cx, now, group, true);
         }
         if sa {
-            self.run_group(cx, now, mgid);
+            if !fresh {
+                self.run_group(cx, now, mgid);
+            }
         } else {
             // RoCE: the kernel builds the record locally and queues the event.
             cx.timers.schedule(now, Work::LocalJoinDone(key));
