@@ -180,6 +180,16 @@ impl Spare {
     }
 }
 
+/// Remove a member; once none is left, a map grown by a burst gives its memory back (as the
+/// tree it replaced did node by node).
+fn forget(members: &mut HashMap<MemberKey, Member, FastHash>, key: &MemberKey) -> Option<Member> {
+    let m = members.remove(key);
+    if members.is_empty() && members.capacity() > 1024 {
+        *members = HashMap::default();
+    }
+    m
+}
+
 /// The MGID RDMA-CM uses on RoCEv2 for a group address [cma.c cma_iboe_set_mgid].
 pub fn mgid_for(group: &IpAddr) -> Gid {
     Gid::from_ip(*group)
@@ -348,32 +358,46 @@ impl Multicast {
 
     /// The group's work: pending joins, then leaving bits nobody holds, then cleanup.
     pub(crate) fn run_group(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid) {
+        let Some(g) = self.groups.get_mut(&mgid) else { return };
+        if Self::work_group(g, &mut self.members, &mut self.spare, cx, now) {
+            self.drop_group(mgid);
+        }
+    }
+
+    /// [`Multicast::run_group`] on a group already at hand (borrowed beside the members and
+    /// the spare containers, which are other fields: no lookup again). True when the group
+    /// is idle and empty: the caller drops it ([`Multicast::drop_group`]).
+    fn work_group(
+        g: &mut Group,
+        members: &mut HashMap<MemberKey, Member, FastHash>,
+        spare: &mut Spare,
+        cx: &mut McCtx<'_>,
+        now: Instant,
+    ) -> bool {
+        let mgid = g.mgid;
         loop {
-            // One lookup of the group per round (it is borrowed beside the members and the
-            // spare containers, which are other fields).
-            let Some(g) = self.groups.get_mut(&mgid) else { return };
             if g.is_busy() {
-                return;
+                return false;
             }
             // 1. Pending joins.
             if let Some(key) = g.pending_front() {
                 let held = g.rec.map_or(0, |r| r.join_state.0);
-                g.w(&mut self.spare).pending.pop_front();
-                let Some(m) = self.members.get_mut(&key) else { continue };
+                g.w(spare).pending.pop_front();
+                let Some(m) = members.get_mut(&key) else { continue };
                 if held & m.join_state.0 == m.join_state.0 && held != 0 {
                     // The SA already holds our bit: satisfied locally (multicast.c process_join).
                     m.state = MemberState::Joined;
                     g.counts[bit_index(m.join_state)] += 1;
                     let (m, rec) = (m.clone(), g.rec);
-                    self.member_joined(cx, &m, rec);
+                    Self::member_joined(cx, &m, rec);
                     continue;
                 }
                 let rec = Self::join_record(cx, m);
                 m.state = MemberState::Joining;
                 cx.sa.start_mc_member(now, Method::Set, ComponentMask::KERNEL_JOIN.0, &rec, TxnOwner::Join(mgid));
-                g.w(&mut self.spare).busy = Some(GroupOp::Join { member: key });
+                g.w(spare).busy = Some(GroupOp::Join { member: key });
                 g.leave_retries = cx.cfg.sa_timing.leave_retries;
-                return;
+                return false;
             }
             // 2. Bits no local member holds any more (get_leave_state).
             let held = g.rec.map_or(0, |r| r.join_state.0);
@@ -389,42 +413,44 @@ impl Multicast {
                     r.join_state = JoinState(r.join_state.0 & !leave);
                 }
                 rec.join_state = JoinState(leave);
-                let leavers = g.take_leavers(&mut self.spare);
-                g.w(&mut self.spare).busy = Some(GroupOp::Leave { bits: leave, leavers });
+                let leavers = g.take_leavers(spare);
+                g.w(spare).busy = Some(GroupOp::Leave { bits: leave, leavers });
                 cx.sa.start_mc_member(now, Method::Delete, ComponentMask::KERNEL_LEAVE.0, &rec, TxnOwner::Leave(mgid));
-                return;
+                return false;
             }
             // 3. Idle: leaves that needed no Delete are complete; an empty group goes.
-            let leavers = g.take_leavers(&mut self.spare);
-            g.compact(&mut self.spare);
+            let leavers = g.take_leavers(spare);
+            g.compact(spare);
             let empty = g.members.is_empty() && held == 0;
             let addr = g.addr();
             for &id in &leavers {
-                self.multicast_event(cx, id, EventKind::MulticastLeft, 0, addr, None, None);
+                Self::multicast_event(cx, id, EventKind::MulticastLeft, 0, addr, None, None);
             }
-            self.spare.put_ids(leavers);
-            if empty {
-                if let Some(g) = self.groups.remove(&mgid) {
-                    self.spare.put_members(g.members);
-                    if let Some(w) = g.work {
-                        self.spare.put_work(w);
-                    }
-                }
-                // A hash map never shrinks by itself: after mass leaves give back what a
-                // quarter-full table holds beyond twice its groups (amortised: it takes a
-                // three-quarter drop between two shrinks).
-                let (len, cap) = (self.groups.len(), self.groups.capacity());
-                if cap > 4096 && len * 4 < cap {
-                    self.groups.shrink_to(len * 2);
-                }
+            spare.put_ids(leavers);
+            return empty;
+        }
+    }
+
+    /// An idle, empty group goes; its containers are kept for reuse.
+    fn drop_group(&mut self, mgid: Gid) {
+        if let Some(g) = self.groups.remove(&mgid) {
+            self.spare.put_members(g.members);
+            if let Some(w) = g.work {
+                self.spare.put_work(w);
             }
-            return;
+        }
+        // A hash map never shrinks by itself: after mass leaves give back what a
+        // quarter-full table holds beyond twice its groups (amortised: it takes a
+        // three-quarter drop between two shrinks).
+        let (len, cap) = (self.groups.len(), self.groups.capacity());
+        if cap > 4096 && len * 4 < cap {
+            self.groups.shrink_to(len * 2);
         }
     }
 
     /// A member's join is done: the caller marked it Joined and counted it in its group; the
     /// QP attaches and the event goes out.
-    fn member_joined(&mut self, cx: &mut McCtx<'_>, m: &Member, rec: Option<McMemberRecord>) {
+    fn member_joined(cx: &mut McCtx<'_>, m: &Member, rec: Option<McMemberRecord>) {
         let rec = rec.unwrap_or_else(|| Self::local_record(cx, m));
         let ah = AddressHandle {
             dgid: m.mgid,
@@ -443,12 +469,11 @@ impl Multicast {
                 let _ = cx.ud.attach(qpn, m.mgid);
             }
         }
-        self.multicast_event(cx, m.id, EventKind::MulticastJoin, 0, m.addr, Some(rec), Some(ud));
+        Self::multicast_event(cx, m.id, EventKind::MulticastJoin, 0, m.addr, Some(rec), Some(ud));
     }
 
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn multicast_event(
-        &mut self,
         cx: &mut McCtx<'_>,
         id: CmId,
         kind: EventKind,
@@ -457,12 +482,11 @@ impl Multicast {
         record: Option<McMemberRecord>,
         ud: Option<UdParam>,
     ) {
-        self.multicast_event_sa(cx, id, kind, status, group, record, ud, None);
+        Self::multicast_event_sa(cx, id, kind, status, group, record, ud, None);
     }
 
     #[allow(clippy::too_many_arguments)]
     fn multicast_event_sa(
-        &mut self,
         cx: &mut McCtx<'_>,
         id: CmId,
         kind: EventKind,
@@ -493,7 +517,7 @@ impl Multicast {
         if let Some(g) = self.groups.get_mut(&m.mgid) {
             g.counts[bit_index(m.join_state)] += 1;
         }
-        self.member_joined(cx, &m, None);
+        Self::member_joined(cx, &m, None);
     }
 
     /// Leave one join of `group` by `id` (the first matching, as the kernel does).
@@ -560,12 +584,14 @@ impl Multicast {
         if report {
             g.w(&mut self.spare).leavers.push(m.id);
         }
-        self.forget_member(&key);
+        forget(&mut self.members, &key);
         // Only a RoCE-only join waits for LocalJoinDone, and only until it is done.
         if m.state == MemberState::Pending {
             cx.timers.cancel(&Work::LocalJoinDone(key));
         }
-        self.run_group(cx, now, m.mgid);
+        if Self::work_group(g, &mut self.members, &mut self.spare, cx, now) {
+            self.drop_group(m.mgid);
+        }
     }
 
     fn leave_done(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid, status: i32, sa_status: Option<u16>) {
@@ -574,13 +600,15 @@ impl Multicast {
         let addr = g.addr();
         for &id in &leavers {
             if status == 0 {
-                self.multicast_event(cx, id, EventKind::MulticastLeft, 0, addr, None, None);
+                Self::multicast_event(cx, id, EventKind::MulticastLeft, 0, addr, None, None);
             } else {
-                self.multicast_event_sa(cx, id, EventKind::MulticastError, status, addr, None, None, sa_status);
+                Self::multicast_event_sa(cx, id, EventKind::MulticastError, status, addr, None, None, sa_status);
             }
         }
         self.spare.put_ids(leavers);
-        self.run_group(cx, now, mgid);
+        if Self::work_group(g, &mut self.members, &mut self.spare, cx, now) {
+            self.drop_group(mgid);
+        }
     }
 
     /// A Delete failed: resend it while the group's leave retries last (leave_handler), then
@@ -672,13 +700,18 @@ impl Multicast {
                     mm.state = MemberState::Joined;
                     g.counts[bit_index(mm.join_state)] += 1;
                     let mm = mm.clone();
-                    self.member_joined(cx, &mm, Some(rec));
+                    Self::member_joined(cx, &mm, Some(rec));
                 }
                 Some(mm) if mm.state == MemberState::Cancelled => {
-                    self.forget_member(&member);
+                    forget(&mut self.members, &member);
                 }
                 _ => {}
             }
+            // The group's next work, with the group still at hand.
+            if Self::work_group(g, &mut self.members, &mut self.spare, cx, now) {
+                self.drop_group(mgid);
+            }
+            return;
         } else if let Some(m) = self.members.get(&member).cloned() {
             self.forget_member(&member);
             if let Some(g) = self.groups.get_mut(&mgid) {
@@ -692,7 +725,7 @@ impl Multicast {
             }
             if m.state == MemberState::Joining {
                 // Any non-zero SA status fails the join with -EINVAL (sa_query.c).
-                self.multicast_event_sa(
+                Self::multicast_event_sa(
                     cx,
                     m.id,
                     EventKind::MulticastError,
@@ -731,7 +764,7 @@ impl Multicast {
                 self.ip_group_ref(cx, now, m.addr, false);
             }
             if m.state == MemberState::Joining {
-                self.multicast_event_sa(
+                Self::multicast_event_sa(
                     cx,
                     m.id,
                     EventKind::MulticastError,
@@ -759,11 +792,7 @@ impl Multicast {
     /// Remove a member; once none is left, a map grown by a burst gives its memory back (as
     /// the tree it replaced did node by node).
     fn forget_member(&mut self, key: &MemberKey) -> Option<Member> {
-        let m = self.members.remove(key);
-        if self.members.is_empty() && self.members.capacity() > 1024 {
-            self.members = HashMap::default();
-        }
-        m
+        forget(&mut self.members, key)
     }
 
     /// The members, in handle order.
