@@ -261,9 +261,27 @@ pub struct IdRecord {
 /// An id's joins, hashed by group so that a leave finds the id's first join of a group, and
 /// the last leave of a group is seen, in O(1) however many groups the id holds. An id joins
 /// a group once as a rule: that join is kept inline, so joining and leaving allocates nothing
-/// once the map has grown (a hash map keeps its capacity).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// once the map has grown (a hash map keeps its capacity). Boxed, made on the id's first join
+/// and kept: an id that never joins holds 8 bytes for it.
+#[derive(Debug, Clone, Default)]
 pub struct IdMembers {
+    joins: Option<Box<Joins>>,
+}
+
+impl PartialEq for IdMembers {
+    fn eq(&self, other: &IdMembers) -> bool {
+        match (&self.joins, &other.joins) {
+            (Some(a), Some(b)) => a.by_group == b.by_group,
+            _ => self.is_empty() && other.is_empty(),
+        }
+    }
+}
+
+impl Eq for IdMembers {}
+
+/// The joins of an id that joined at least once.
+#[derive(Debug, Clone, Default)]
+struct Joins {
     by_group: HashMap<IpAddr, GroupJoins, foldhash::fast::RandomState>,
     len: usize,
 }
@@ -308,8 +326,8 @@ impl GroupJoins {
     }
 }
 
-impl IdMembers {
-    pub(crate) fn insert(&mut self, group: IpAddr, k: MemberKey) {
+impl Joins {
+    fn insert(&mut self, group: IpAddr, k: MemberKey) {
         match self.by_group.entry(group) {
             Entry::Vacant(v) => {
                 v.insert(GroupJoins { first: k, more: None });
@@ -330,7 +348,7 @@ impl IdMembers {
         }
         self.len += 1;
     }
-    pub(crate) fn remove(&mut self, group: IpAddr, k: MemberKey) {
+    fn remove(&mut self, group: IpAddr, k: MemberKey) {
         let Entry::Occupied(mut o) = self.by_group.entry(group) else { return };
         let j = o.get_mut();
         if j.first == k {
@@ -348,7 +366,7 @@ impl IdMembers {
     }
     /// Take out the id's first (oldest) join of `group`: its handle, and whether the id still
     /// holds the group after it.
-    pub(crate) fn take_first(&mut self, group: IpAddr) -> Option<(MemberKey, bool)> {
+    fn take_first(&mut self, group: IpAddr) -> Option<(MemberKey, bool)> {
         let Entry::Occupied(mut o) = self.by_group.entry(group) else { return None };
         let j = o.get_mut();
         let k = j.first;
@@ -363,16 +381,7 @@ impl IdMembers {
         Some((k, still))
     }
 
-    /// The id's first (oldest) join of `group`.
-    #[cfg(test)]
-    pub(crate) fn first_of(&self, group: IpAddr) -> Option<MemberKey> {
-        self.by_group.get(&group).map(|j| j.first)
-    }
-    pub(crate) fn has_group(&self, group: IpAddr) -> bool {
-        self.by_group.contains_key(&group)
-    }
-    /// Every join of the id, by group (in address order), then oldest first.
-    pub fn keys(&self) -> Vec<MemberKey> {
+    fn keys(&self) -> Vec<MemberKey> {
         let mut v: Vec<(IpAddr, MemberKey)> = self
             .by_group
             .iter()
@@ -381,17 +390,48 @@ impl IdMembers {
         v.sort_unstable();
         v.into_iter().map(|(_, k)| k).collect()
     }
+    fn contains(&self, k: &MemberKey) -> bool {
+        self.by_group.values().any(|j| j.first == *k || j.more().contains(k))
+    }
+}
+
+impl IdMembers {
+    pub(crate) fn insert(&mut self, group: IpAddr, k: MemberKey) {
+        self.joins.get_or_insert_with(Default::default).insert(group, k);
+    }
+    pub(crate) fn remove(&mut self, group: IpAddr, k: MemberKey) {
+        if let Some(j) = self.joins.as_mut() {
+            j.remove(group, k);
+        }
+    }
+    /// Take out the id's first (oldest) join of `group`: its handle, and whether the id still
+    /// holds the group after it.
+    pub(crate) fn take_first(&mut self, group: IpAddr) -> Option<(MemberKey, bool)> {
+        self.joins.as_mut()?.take_first(group)
+    }
+    /// The id's first (oldest) join of `group`.
+    #[cfg(test)]
+    pub(crate) fn first_of(&self, group: IpAddr) -> Option<MemberKey> {
+        self.joins.as_ref()?.by_group.get(&group).map(|j| j.first)
+    }
+    pub(crate) fn has_group(&self, group: IpAddr) -> bool {
+        self.joins.as_ref().is_some_and(|j| j.by_group.contains_key(&group))
+    }
+    /// Every join of the id, by group (in address order), then oldest first.
+    pub fn keys(&self) -> Vec<MemberKey> {
+        self.joins.as_ref().map(|j| j.keys()).unwrap_or_default()
+    }
     /// Whether the id holds this join (linear: for checks, not for the data path).
     pub fn contains(&self, k: &MemberKey) -> bool {
-        self.by_group.values().any(|j| j.first == *k || j.more().contains(k))
+        self.joins.as_ref().is_some_and(|j| j.contains(k))
     }
     /// Number of joins.
     pub fn len(&self) -> usize {
-        self.len
+        self.joins.as_ref().map_or(0, |j| j.len)
     }
     /// Whether the id holds no join.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 }
 
