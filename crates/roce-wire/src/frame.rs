@@ -196,6 +196,7 @@ pub struct FramePacket<'a> {
 
 impl<'a> FramePacket<'a> {
     /// Check a frame as [`parse`] does (strict, as rxe accepts frames).
+    #[inline] // (built in the receiver's frame: the view is not copied out of a result)
     pub fn new_checked(buf: &'a [u8]) -> Result<FramePacket<'a>> {
         scan(buf, true)
     }
@@ -285,6 +286,7 @@ fn ip_at(b: &[u8], ip: usize, v6: bool, src: bool) -> IpAddr {
     }
 }
 
+#[inline]
 fn scan(buf: &[u8], strict: bool) -> Result<FramePacket<'_>> {
     need(Layer::Ethernet, 0, ETH_LEN, buf.len())?;
     let mut ether_type = u16::from_be_bytes([buf[12], buf[13]]);
