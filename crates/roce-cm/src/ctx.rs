@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 
 use bytes::{Bytes, BytesMut};
-use roce_wire::bth;
+use roce_wire::bth::{self, Opcode};
 use roce_wire::ext::ExtHeaders;
 use roce_wire::rng::SplitMix64;
-use roce_wire::MAD_SIZE;
+use roce_wire::{GSI_QKEY, MAD_SIZE};
 
 use crate::config::StackConfig;
 use crate::counters::Counters;
@@ -147,6 +147,8 @@ pub(crate) enum Outgoing {
     Raw(Bytes),
     /// A RoCEv2 packet still to be framed (its MAC may need resolving).
     Roce(RocePacket),
+    /// A MAD from QP1 still to be framed (its MAC may need resolving).
+    Mad(MadPacket),
 }
 
 /// A RoCEv2 packet before framing.
@@ -163,6 +165,55 @@ pub(crate) struct RocePacket {
     pub traffic_class: u8,
 }
 
+/// The extension headers of every MAD QP1 sends: a DETH with the GSI Q_Key, from QP 1.
+pub(crate) static GSI_EXT: ExtHeaders = ExtHeaders::deth(GSI_QKEY, 1);
+
+/// The hop limit (TTL) of the MADs QP1 sends.
+pub(crate) const GSI_HOP_LIMIT: u8 = 64;
+
+/// The BTH of a UD SEND_ONLY on QP1.
+#[inline]
+pub(crate) fn gsi_bth(pkey: u16, dst_qp: u32, psn: u32) -> bth::Repr {
+    let mut b = bth::Repr::new(Opcode::UdSendOnly, dst_qp, psn);
+    b.pkey = pkey;
+    b.ack_req = true; // rxe sets AckReq on GSI (QP1 is type GSI, not UD)
+    b
+}
+
+/// A MAD to be sent from QP1, as queued: the few fields its headers are made of (a
+/// [`RocePacket`] carries every extension header a packet may have and is several times the
+/// size: queued, moved and framed for every answer an agent sends). Its 256 bytes wait in
+/// [`Outbox::mads`], in the same order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MadPacket {
+    pub dst: IpAddr,
+    pub dst_qp: u32,
+    pub psn: u32,
+    pub pkey: u16,
+}
+
+impl MadPacket {
+    /// The BTH it goes out with.
+    #[inline]
+    pub(crate) fn bth(&self) -> bth::Repr {
+        gsi_bth(self.pkey, self.dst_qp, self.psn)
+    }
+
+    /// The general packet form with its MAD (to wait for the destination's MAC).
+    pub(crate) fn into_roce(self, payload: Bytes) -> RocePacket {
+        RocePacket {
+            dst: self.dst,
+            dst_mac: None,
+            src_qp: 1,
+            bth: self.bth(),
+            ext: GSI_EXT,
+            payload,
+            hop_limit: GSI_HOP_LIMIT,
+            traffic_class: 0,
+        }
+    }
+}
+
 /// The transmit arena's size: 64 MADs. Frames queued from it share it; once they are gone,
 /// the next payload reuses it from the start.
 const TX_ARENA: usize = 64 * MAD_SIZE;
@@ -174,6 +225,9 @@ pub(crate) struct Outbox {
     pub(crate) tx: VecDeque<Outgoing>,
     /// The buffer queued payloads are cut from ([`Outbox::tx_bytes`]).
     arena: BytesMut,
+    /// The MADs of the queued [`Outgoing::Mad`]s, in queue order (a ring of fixed-size
+    /// slots: no arena cut and no reference count per MAD).
+    pub(crate) mads: VecDeque<[u8; MAD_SIZE]>,
 }
 
 impl Outbox {
@@ -187,6 +241,13 @@ impl Outbox {
     #[inline]
     pub(crate) fn push(&mut self, o: Outgoing) {
         self.tx.push_back(o);
+    }
+
+    /// Queue a MAD from QP1: its headers' fields in the frame queue, its bytes beside them.
+    #[inline]
+    pub(crate) fn push_mad(&mut self, m: MadPacket, mad: &[u8; MAD_SIZE]) {
+        self.mads.push_back(*mad);
+        self.tx.push_back(Outgoing::Mad(m));
     }
 
     /// A payload to queue, cut from the transmit arena: once every frame cut from the arena

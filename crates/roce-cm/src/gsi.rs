@@ -6,11 +6,10 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use bytes::Bytes;
-use roce_wire::bth::{self, Opcode};
-use roce_wire::ext::ExtHeaders;
-use roce_wire::{Gid, GSI_QKEY, MAD_SIZE};
+use roce_wire::bth;
+use roce_wire::{Gid, MAD_SIZE};
 
-use crate::ctx::{Outbox, RocePacket};
+use crate::ctx::{gsi_bth, MadPacket, Outbox, RocePacket, GSI_EXT, GSI_HOP_LIMIT};
 
 /// A MAD request delivered to a registered agent (the umad-like hook an SA host uses).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,20 +33,31 @@ pub(crate) struct Gsi {
 }
 
 impl Gsi {
+    /// The BTH of a UD SEND_ONLY on QP1 with the current PSN (not advanced).
+    #[inline]
+    pub(crate) fn bth(&self, pkey: u16, dst_qp: u32) -> bth::Repr {
+        gsi_bth(pkey, dst_qp, self.psn)
+    }
+
+    /// Queue a MAD to send in its compact form; the PSN advances. Framed as [`Gsi::packet`]
+    /// frames it.
+    #[inline]
+    pub(crate) fn queue_mad(&mut self, out: &mut Outbox, pkey: u16, dst: IpAddr, dst_qp: u32, mad: &[u8; MAD_SIZE]) {
+        out.push_mad(MadPacket { dst, dst_qp, psn: self.psn, pkey }, mad);
+        self.advance();
+    }
+
     /// The headers of a UD SEND_ONLY on QP1 with the current PSN (not advanced).
     #[inline]
     pub(crate) fn header(&self, pkey: u16, dst: IpAddr, dst_qp: u32, payload: Bytes) -> RocePacket {
-        let mut b = bth::Repr::new(Opcode::UdSendOnly, dst_qp, self.psn);
-        b.pkey = pkey;
-        b.ack_req = true; // rxe sets AckReq on GSI (QP1 is type GSI, not UD)
         RocePacket {
             dst,
             dst_mac: None,
             src_qp: 1,
-            bth: b,
-            ext: ExtHeaders::deth(GSI_QKEY, 1),
+            bth: self.bth(pkey, dst_qp),
+            ext: GSI_EXT,
             payload,
-            hop_limit: 64,
+            hop_limit: GSI_HOP_LIMIT,
             traffic_class: 0,
         }
     }

@@ -1,7 +1,8 @@
 //! `rdma_cm_id`: handles, states, port spaces, and the port table with the kernel's
 //! uniqueness rules [cma.c cma_check_port, cma_alloc_any_port, cma_use_port; cma_priv.h].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
 
 use crate::Errno;
@@ -257,42 +258,180 @@ pub struct IdRecord {
     pub(crate) restricted_node_type: u8,
 }
 
-/// An id's joins, indexed by group so that a leave finds the id's first join of a group, and
-/// the last leave of a group is seen, in O(log n) however many groups the id holds.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// An id's joins, hashed by group so that a leave finds the id's first join of a group, and
+/// the last leave of a group is seen, in O(1) however many groups the id holds. An id joins
+/// a group once as a rule: that join is kept inline, so joining and leaving allocates nothing
+/// once the map has grown (a hash map keeps its capacity). Boxed, made on the id's first join
+/// and kept: an id that never joins holds 8 bytes for it.
+#[derive(Debug, Clone, Default)]
 pub struct IdMembers {
-    by_group: BTreeSet<(IpAddr, MemberKey)>,
+    joins: Option<Box<Joins>>,
+}
+
+impl PartialEq for IdMembers {
+    fn eq(&self, other: &IdMembers) -> bool {
+        match (&self.joins, &other.joins) {
+            (Some(a), Some(b)) => a.by_group == b.by_group,
+            _ => self.is_empty() && other.is_empty(),
+        }
+    }
+}
+
+impl Eq for IdMembers {}
+
+/// The joins of an id that joined at least once.
+#[derive(Debug, Clone, Default)]
+struct Joins {
+    by_group: HashMap<IpAddr, GroupJoins, foldhash::fast::RandomState>,
+    len: usize,
+}
+
+/// One id's joins of one group, oldest (smallest handle) first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct GroupJoins {
+    first: MemberKey,
+    /// Further joins of the same group (rare: several join states), in handle order; boxed
+    /// so that the common entry stays small (a map entry per joined group).
+    #[allow(clippy::box_collection)] // on purpose: 8 bytes in the entry instead of 24
+    more: Option<Box<Vec<MemberKey>>>,
+}
+
+impl GroupJoins {
+    fn more(&self) -> &[MemberKey] {
+        self.more.as_deref().map_or(&[], |v| &v[..])
+    }
+
+    fn more_mut(&mut self) -> &mut Vec<MemberKey> {
+        self.more.get_or_insert_with(Default::default)
+    }
+
+    /// Promote the oldest further join to `first`; false if there is none.
+    fn promote(&mut self) -> bool {
+        let Some(v) = self.more.as_mut() else { return false };
+        self.first = v.remove(0);
+        if v.is_empty() {
+            self.more = None;
+        }
+        true
+    }
+
+    fn remove_more(&mut self, k: MemberKey) -> bool {
+        let Some(v) = self.more.as_mut() else { return false };
+        let Some(at) = v.iter().position(|x| *x == k) else { return false };
+        v.remove(at);
+        if v.is_empty() {
+            self.more = None;
+        }
+        true
+    }
+}
+
+impl Joins {
+    fn insert(&mut self, group: IpAddr, k: MemberKey) {
+        match self.by_group.entry(group) {
+            Entry::Vacant(v) => {
+                v.insert(GroupJoins { first: k, more: None });
+            }
+            Entry::Occupied(mut o) => {
+                let j = o.get_mut();
+                if j.first == k || j.more().contains(&k) {
+                    return;
+                }
+                if k < j.first {
+                    let old = core::mem::replace(&mut j.first, k);
+                    j.more_mut().insert(0, old);
+                } else {
+                    let at = j.more().partition_point(|x| *x < k);
+                    j.more_mut().insert(at, k);
+                }
+            }
+        }
+        self.len += 1;
+    }
+    fn remove(&mut self, group: IpAddr, k: MemberKey) {
+        let Entry::Occupied(mut o) = self.by_group.entry(group) else { return };
+        let j = o.get_mut();
+        if j.first == k {
+            if !j.promote() {
+                o.remove();
+            }
+        } else if !j.remove_more(k) {
+            return;
+        }
+        self.len -= 1;
+        // A map grown by a burst gives its memory back once the id holds no group.
+        if self.len == 0 && self.by_group.capacity() > 64 {
+            self.by_group = HashMap::default();
+        }
+    }
+    /// Take out the id's first (oldest) join of `group`: its handle, and whether the id still
+    /// holds the group after it.
+    fn take_first(&mut self, group: IpAddr) -> Option<(MemberKey, bool)> {
+        let Entry::Occupied(mut o) = self.by_group.entry(group) else { return None };
+        let j = o.get_mut();
+        let k = j.first;
+        let still = j.promote();
+        if !still {
+            o.remove();
+        }
+        self.len -= 1;
+        if self.len == 0 && self.by_group.capacity() > 64 {
+            self.by_group = HashMap::default();
+        }
+        Some((k, still))
+    }
+
+    fn keys(&self) -> Vec<MemberKey> {
+        let mut v: Vec<(IpAddr, MemberKey)> = self
+            .by_group
+            .iter()
+            .flat_map(|(g, j)| core::iter::once(j.first).chain(j.more().iter().copied()).map(|k| (*g, k)))
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, k)| k).collect()
+    }
+    fn contains(&self, k: &MemberKey) -> bool {
+        self.by_group.values().any(|j| j.first == *k || j.more().contains(k))
+    }
 }
 
 impl IdMembers {
     pub(crate) fn insert(&mut self, group: IpAddr, k: MemberKey) {
-        self.by_group.insert((group, k));
+        self.joins.get_or_insert_with(Default::default).insert(group, k);
     }
     pub(crate) fn remove(&mut self, group: IpAddr, k: MemberKey) {
-        self.by_group.remove(&(group, k));
+        if let Some(j) = self.joins.as_mut() {
+            j.remove(group, k);
+        }
+    }
+    /// Take out the id's first (oldest) join of `group`: its handle, and whether the id still
+    /// holds the group after it.
+    pub(crate) fn take_first(&mut self, group: IpAddr) -> Option<(MemberKey, bool)> {
+        self.joins.as_mut()?.take_first(group)
     }
     /// The id's first (oldest) join of `group`.
+    #[cfg(test)]
     pub(crate) fn first_of(&self, group: IpAddr) -> Option<MemberKey> {
-        self.by_group.range((group, MemberKey(0))..=(group, MemberKey(u64::MAX))).next().map(|(_, k)| *k)
+        self.joins.as_ref()?.by_group.get(&group).map(|j| j.first)
     }
     pub(crate) fn has_group(&self, group: IpAddr) -> bool {
-        self.first_of(group).is_some()
+        self.joins.as_ref().is_some_and(|j| j.by_group.contains_key(&group))
     }
-    /// Every join of the id.
+    /// Every join of the id, by group (in address order), then oldest first.
     pub fn keys(&self) -> Vec<MemberKey> {
-        self.by_group.iter().map(|(_, k)| *k).collect()
+        self.joins.as_ref().map(|j| j.keys()).unwrap_or_default()
     }
     /// Whether the id holds this join (linear: for checks, not for the data path).
     pub fn contains(&self, k: &MemberKey) -> bool {
-        self.by_group.iter().any(|(_, x)| x == k)
+        self.joins.as_ref().is_some_and(|j| j.contains(k))
     }
     /// Number of joins.
     pub fn len(&self) -> usize {
-        self.by_group.len()
+        self.joins.as_ref().map_or(0, |j| j.len)
     }
     /// Whether the id holds no join.
     pub fn is_empty(&self) -> bool {
-        self.by_group.is_empty()
+        self.len() == 0
     }
 }
 
@@ -470,5 +609,39 @@ impl Ids {
     #[inline]
     pub fn qpn(&self, id: CmId) -> Option<u32> {
         self.table.get(&id).and_then(|r| r.qpn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_members_first_of_keys_order_and_counts() {
+        let g = |o: u8| IpAddr::from([239, 0, 0, o]);
+        let g6: IpAddr = "ff0e::1".parse().unwrap();
+        let mut m = IdMembers::default();
+        for (grp, k) in [(g(2), 5), (g6, 1), (g(1), 7), (g(2), 3), (g(2), 9), (g(1), 2)] {
+            m.insert(grp, MemberKey(k));
+        }
+        m.insert(g(2), MemberKey(9)); // a repeat changes nothing
+        assert_eq!(m.len(), 6);
+        // By group (IPv4 before IPv6, in address order), then oldest first: the BTreeSet's order.
+        assert_eq!(m.keys(), [2, 7, 3, 5, 9, 1].map(MemberKey));
+        assert_eq!(m.first_of(g(2)), Some(MemberKey(3)));
+        assert_eq!(m.take_first(g(2)), Some((MemberKey(3), true)));
+        assert_eq!(m.len(), 5);
+        assert_eq!(m.first_of(g(2)), Some(MemberKey(5)));
+        m.remove(g(2), MemberKey(9));
+        m.remove(g(2), MemberKey(4)); // not held: nothing
+        assert!(m.contains(&MemberKey(5)) && !m.contains(&MemberKey(9)));
+        assert_eq!(m.take_first(g(2)), Some((MemberKey(5), false)));
+        assert_eq!(m.take_first(g(2)), None);
+        assert!(!m.has_group(g(2)) && m.first_of(g(2)).is_none());
+        assert_eq!(m.len(), 3);
+        for (grp, k) in [(g6, 1), (g(1), 7), (g(1), 2)] {
+            m.remove(grp, MemberKey(k));
+        }
+        assert!(m.is_empty() && m.keys().is_empty());
     }
 }

@@ -171,6 +171,16 @@ impl Spare {
     }
 }
 
+/// Remove a member; once none is left, a map grown by a burst gives its memory back (as the
+/// tree it replaced did node by node).
+fn forget(members: &mut HashMap<MemberKey, Member, FastHash>, key: &MemberKey) -> Option<Member> {
+    let m = members.remove(key);
+    if members.is_empty() && members.capacity() > 1024 {
+        *members = HashMap::default();
+    }
+    m
+}
+
 /// The MGID RDMA-CM uses on RoCEv2 for a group address [cma.c cma_iboe_set_mgid].
 pub fn mgid_for(group: &IpAddr) -> Gid {
     Gid::from_ip(*group)
@@ -267,31 +277,46 @@ impl Multicast {
         self.next_member += 1;
         let send_only = join_state == JoinState::SEND_ONLY_FULL_MEMBER || join_state == JoinState::SEND_ONLY_NON_MEMBER;
         let ip_ref = cx.cfg.multicast_paths.igmp_mld && !send_only;
-        self.members.insert(key, Member { id, mgid, addr: group, join_state, state: MemberState::Pending, ip_ref });
+        let mut member = Member { id, mgid, addr: group, join_state, state: MemberState::Pending, ip_ref };
         if let Some(ms) = cx.ids.members_mut(id) {
             ms.insert(group, key);
         }
         let sa = Self::sa_enabled(cx);
         let spare = &mut self.spare;
-        let g = self.groups.entry(mgid).or_insert_with(|| Group {
-            mgid,
-            counts: [0; 4],
-            rec: None,
-            members: spare.members.pop().unwrap_or_default(),
-            leave_retries: 0,
-            work: None,
+        let mut fresh = false;
+        let g = self.groups.entry(mgid).or_insert_with(|| {
+            fresh = true;
+            Group {
+                mgid,
+                counts: [0; 4],
+                rec: None,
+                members: spare.members.pop().unwrap_or_default(),
+                leave_retries: 0,
+                work: None,
+            }
         });
         g.members.push(key);
-        if sa {
-            // Queued now, with the group at hand (the IP-level reference below does not look
-            // at the group's work).
+        if sa && fresh {
+            // A new group holds no record and has no work: what `run_group` does with its
+            // lone pending join, at once (the member's Set; the IP-level reference below
+            // does not look at the group's work, nor at the SA client).
+            member.state = MemberState::Joining;
+            let rec = Self::join_record(cx, &member);
+            cx.sa.start_mc_member(now, Method::Set, ComponentMask::KERNEL_JOIN.0, &rec, TxnOwner::Join(mgid));
+            g.w(spare).busy = Some(GroupOp::Join { member: key });
+            g.leave_retries = cx.cfg.sa_timing.leave_retries;
+        } else if sa {
+            // Queued now, with the group at hand.
             g.w(spare).pending.push_back(key);
         }
+        self.members.insert(key, member);
         if ip_ref {
             self.ip_group_ref(cx, now, group, true);
         }
         if sa {
-            self.run_group(cx, now, mgid);
+            if !fresh {
+                self.run_group(cx, now, mgid);
+            }
         } else {
             // RoCE: the kernel builds the record locally and queues the event.
             cx.timers.schedule(now, Work::LocalJoinDone(key));
@@ -324,30 +349,46 @@ impl Multicast {
 
     /// The group's work: pending joins, then leaving bits nobody holds, then cleanup.
     pub(crate) fn run_group(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid) {
+        let Some(g) = self.groups.get_mut(&mgid) else { return };
+        if Self::work_group(g, &mut self.members, &mut self.spare, cx, now) {
+            self.drop_group(mgid);
+        }
+    }
+
+    /// [`Multicast::run_group`] on a group already at hand (borrowed beside the members and
+    /// the spare containers, which are other fields: no lookup again). True when the group
+    /// is idle and empty: the caller drops it ([`Multicast::drop_group`]).
+    fn work_group(
+        g: &mut Group,
+        members: &mut HashMap<MemberKey, Member, FastHash>,
+        spare: &mut Spare,
+        cx: &mut McCtx<'_>,
+        now: Instant,
+    ) -> bool {
+        let mgid = g.mgid;
         loop {
-            // One lookup of the group per round (it is borrowed beside the members and the
-            // spare containers, which are other fields).
-            let Some(g) = self.groups.get_mut(&mgid) else { return };
             if g.is_busy() {
-                return;
+                return false;
             }
             // 1. Pending joins.
             if let Some(key) = g.pending_front() {
                 let held = g.rec.map_or(0, |r| r.join_state.0);
-                g.w(&mut self.spare).pending.pop_front();
-                let Some(m) = self.members.get_mut(&key) else { continue };
+                g.w(spare).pending.pop_front();
+                let Some(m) = members.get_mut(&key) else { continue };
                 if held & m.join_state.0 == m.join_state.0 && held != 0 {
                     // The SA already holds our bit: satisfied locally (multicast.c process_join).
-                    let rec = g.rec;
-                    self.member_joined(cx, key, rec);
+                    m.state = MemberState::Joined;
+                    g.counts[bit_index(m.join_state)] += 1;
+                    let (m, rec) = (m.clone(), g.rec);
+                    Self::member_joined(cx, &m, rec);
                     continue;
                 }
                 let rec = Self::join_record(cx, m);
                 m.state = MemberState::Joining;
                 cx.sa.start_mc_member(now, Method::Set, ComponentMask::KERNEL_JOIN.0, &rec, TxnOwner::Join(mgid));
-                g.w(&mut self.spare).busy = Some(GroupOp::Join { member: key });
+                g.w(spare).busy = Some(GroupOp::Join { member: key });
                 g.leave_retries = cx.cfg.sa_timing.leave_retries;
-                return;
+                return false;
             }
             // 2. Bits no local member holds any more (get_leave_state).
             let held = g.rec.map_or(0, |r| r.join_state.0);
@@ -363,47 +404,45 @@ impl Multicast {
                     r.join_state = JoinState(r.join_state.0 & !leave);
                 }
                 rec.join_state = JoinState(leave);
-                let leavers = g.take_leavers(&mut self.spare);
-                g.w(&mut self.spare).busy = Some(GroupOp::Leave { bits: leave, leavers });
+                let leavers = g.take_leavers(spare);
+                g.w(spare).busy = Some(GroupOp::Leave { bits: leave, leavers });
                 cx.sa.start_mc_member(now, Method::Delete, ComponentMask::KERNEL_LEAVE.0, &rec, TxnOwner::Leave(mgid));
-                return;
+                return false;
             }
             // 3. Idle: leaves that needed no Delete are complete; an empty group goes.
-            let leavers = g.take_leavers(&mut self.spare);
-            g.compact(&mut self.spare);
+            let leavers = g.take_leavers(spare);
+            g.compact(spare);
             let empty = g.members.is_empty() && held == 0;
             let addr = g.addr();
             for &id in &leavers {
-                self.multicast_event(cx, id, EventKind::MulticastLeft, 0, addr, None, None);
+                Self::multicast_event(cx, id, EventKind::MulticastLeft, 0, addr, None, None);
             }
-            self.spare.put_ids(leavers);
-            if empty {
-                if let Some(g) = self.groups.remove(&mgid) {
-                    self.spare.put_members(g.members);
-                    if let Some(w) = g.work {
-                        self.spare.put_work(w);
-                    }
-                }
-                // A hash map never shrinks by itself: after mass leaves give back what a
-                // quarter-full table holds beyond twice its groups (amortised: it takes a
-                // three-quarter drop between two shrinks).
-                let (len, cap) = (self.groups.len(), self.groups.capacity());
-                if cap > 4096 && len * 4 < cap {
-                    self.groups.shrink_to(len * 2);
-                }
-            }
-            return;
+            spare.put_ids(leavers);
+            return empty;
         }
     }
 
-    fn member_joined(&mut self, cx: &mut McCtx<'_>, key: MemberKey, rec: Option<McMemberRecord>) {
-        let Some(m) = self.members.get_mut(&key) else { return };
-        m.state = MemberState::Joined;
-        let m = m.clone();
-        if let Some(g) = self.groups.get_mut(&m.mgid) {
-            g.counts[bit_index(m.join_state)] += 1;
+    /// An idle, empty group goes; its containers are kept for reuse.
+    fn drop_group(&mut self, mgid: Gid) {
+        if let Some(g) = self.groups.remove(&mgid) {
+            self.spare.put_members(g.members);
+            if let Some(w) = g.work {
+                self.spare.put_work(w);
+            }
         }
-        let rec = rec.unwrap_or_else(|| Self::local_record(cx, &m));
+        // A hash map never shrinks by itself: after mass leaves give back what a
+        // quarter-full table holds beyond twice its groups (amortised: it takes a
+        // three-quarter drop between two shrinks).
+        let (len, cap) = (self.groups.len(), self.groups.capacity());
+        if cap > 4096 && len * 4 < cap {
+            self.groups.shrink_to(len * 2);
+        }
+    }
+
+    /// A member's join is done: the caller marked it Joined and counted it in its group; the
+    /// QP attaches and the event goes out.
+    fn member_joined(cx: &mut McCtx<'_>, m: &Member, rec: Option<McMemberRecord>) {
+        let rec = rec.unwrap_or_else(|| Self::local_record(cx, m));
         let ah = AddressHandle {
             dgid: m.mgid,
             sgid: rec.port_gid,
@@ -421,12 +460,11 @@ impl Multicast {
                 let _ = cx.ud.attach(qpn, m.mgid);
             }
         }
-        self.multicast_event(cx, m.id, EventKind::MulticastJoin, 0, m.addr, Some(rec), Some(ud));
+        Self::multicast_event(cx, m.id, EventKind::MulticastJoin, 0, m.addr, Some(rec), Some(ud));
     }
 
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn multicast_event(
-        &mut self,
         cx: &mut McCtx<'_>,
         id: CmId,
         kind: EventKind,
@@ -435,12 +473,11 @@ impl Multicast {
         record: Option<McMemberRecord>,
         ud: Option<UdParam>,
     ) {
-        self.multicast_event_sa(cx, id, kind, status, group, record, ud, None);
+        Self::multicast_event_sa(cx, id, kind, status, group, record, ud, None);
     }
 
     #[allow(clippy::too_many_arguments)]
     fn multicast_event_sa(
-        &mut self,
         cx: &mut McCtx<'_>,
         id: CmId,
         kind: EventKind,
@@ -465,16 +502,28 @@ impl Multicast {
     }
 
     pub(crate) fn local_join_done(&mut self, cx: &mut McCtx<'_>, key: MemberKey) {
-        if self.members.get(&key).is_some_and(|m| m.state == MemberState::Pending) {
-            self.member_joined(cx, key, None);
+        let Some(m) = self.members.get_mut(&key).filter(|m| m.state == MemberState::Pending) else { return };
+        m.state = MemberState::Joined;
+        let m = m.clone();
+        if let Some(g) = self.groups.get_mut(&m.mgid) {
+            g.counts[bit_index(m.join_state)] += 1;
         }
+        Self::member_joined(cx, &m, None);
     }
 
     /// Leave one join of `group` by `id` (the first matching, as the kernel does).
     pub(crate) fn start_leave(&mut self, cx: &mut McCtx<'_>, now: Instant, id: CmId, group: IpAddr) {
-        let key = cx.ids.members_mut(id).and_then(|ms| ms.first_of(group));
-        let Some(key) = key else { return }; // unknown group: a no-op
-        self.remove_member(cx, now, key, true);
+        // The id's join found and taken out in one lookup (what `remove_member` would do
+        // first, by handle).
+        let Some((ms, qpn)) = cx.ids.members_and_qpn(id) else { return };
+        let Some((key, still)) = ms.take_first(group) else { return }; // unknown group: a no-op
+        let Some(m) = self.members.get(&key).cloned() else { return };
+        if let Some(qpn) = qpn {
+            if m.state == MemberState::Joined && m.join_state.0 & 0x0c == 0 && !still {
+                let _ = cx.ud.detach(qpn, m.mgid);
+            }
+        }
+        self.remove_from_group(cx, now, key, m, true);
     }
 
     /// Take a member out of its group: cancel it if its join is not done, uncount it if it is,
@@ -492,6 +541,11 @@ impl Multicast {
                 }
             }
         }
+        self.remove_from_group(cx, now, key, m, report);
+    }
+
+    /// The rest of [`Multicast::remove_member`], once the id no longer holds the join.
+    fn remove_from_group(&mut self, cx: &mut McCtx<'_>, now: Instant, key: MemberKey, m: Member, report: bool) {
         if m.ip_ref {
             self.ip_group_ref(cx, now, m.addr, false);
         }
@@ -503,6 +557,7 @@ impl Multicast {
         if let Some(w) = g.work.as_mut() {
             w.pending.retain(|k| *k != key);
         }
+        // (The group stays borrowed: the members and the spare containers are other fields.)
         match m.state {
             MemberState::Joined => g.counts[bit_index(m.join_state)] -= 1,
             MemberState::Joining => {
@@ -511,22 +566,23 @@ impl Multicast {
                     mm.state = MemberState::Cancelled;
                 }
                 if report {
-                    if let Some(g) = self.groups.get_mut(&m.mgid) {
-                        g.w(&mut self.spare).leavers.push(m.id);
-                    }
+                    g.w(&mut self.spare).leavers.push(m.id);
                 }
                 return;
             }
             MemberState::Pending | MemberState::Cancelled => {}
         }
-        self.forget_member(&key);
         if report {
-            if let Some(g) = self.groups.get_mut(&m.mgid) {
-                g.w(&mut self.spare).leavers.push(m.id);
-            }
+            g.w(&mut self.spare).leavers.push(m.id);
         }
-        cx.timers.cancel(&Work::LocalJoinDone(key));
-        self.run_group(cx, now, m.mgid);
+        forget(&mut self.members, &key);
+        // Only a RoCE-only join waits for LocalJoinDone, and only until it is done.
+        if m.state == MemberState::Pending {
+            cx.timers.cancel(&Work::LocalJoinDone(key));
+        }
+        if Self::work_group(g, &mut self.members, &mut self.spare, cx, now) {
+            self.drop_group(m.mgid);
+        }
     }
 
     fn leave_done(&mut self, cx: &mut McCtx<'_>, now: Instant, mgid: Gid, status: i32, sa_status: Option<u16>) {
@@ -535,13 +591,15 @@ impl Multicast {
         let addr = g.addr();
         for &id in &leavers {
             if status == 0 {
-                self.multicast_event(cx, id, EventKind::MulticastLeft, 0, addr, None, None);
+                Self::multicast_event(cx, id, EventKind::MulticastLeft, 0, addr, None, None);
             } else {
-                self.multicast_event_sa(cx, id, EventKind::MulticastError, status, addr, None, None, sa_status);
+                Self::multicast_event_sa(cx, id, EventKind::MulticastError, status, addr, None, None, sa_status);
             }
         }
         self.spare.put_ids(leavers);
-        self.run_group(cx, now, mgid);
+        if Self::work_group(g, &mut self.members, &mut self.spare, cx, now) {
+            self.drop_group(mgid);
+        }
     }
 
     /// A Delete failed: resend it while the group's leave retries last (leave_handler), then
@@ -617,8 +675,9 @@ impl Multicast {
         let status = h.status;
         let Some(g) = self.groups.get_mut(&mgid) else { return };
         let Some(GroupOp::Join { member }) = g.take_busy() else { return };
-        let m = self.members.get(&member).cloned();
         if status == MadStatus(0) {
+            // One lookup of the member (the group stays borrowed beside it: other fields).
+            let m = self.members.get_mut(&member);
             let bits = m.as_ref().map_or(0, |m| m.join_state.0);
             let held = g.rec.map_or(0, |r| r.join_state.0);
             let answered = (h.attribute_id == attr::MC_MEMBER_RECORD)
@@ -627,14 +686,24 @@ impl Multicast {
             let mut rec = answered.unwrap_or_else(|| g.rec.unwrap_or_default());
             rec.join_state = JoinState(held | bits);
             g.rec = Some(rec);
-            match m.map(|m| m.state) {
-                Some(MemberState::Joining) => self.member_joined(cx, member, Some(rec)),
-                Some(MemberState::Cancelled) => {
-                    self.forget_member(&member);
+            match m {
+                Some(mm) if mm.state == MemberState::Joining => {
+                    mm.state = MemberState::Joined;
+                    g.counts[bit_index(mm.join_state)] += 1;
+                    let mm = mm.clone();
+                    Self::member_joined(cx, &mm, Some(rec));
+                }
+                Some(mm) if mm.state == MemberState::Cancelled => {
+                    forget(&mut self.members, &member);
                 }
                 _ => {}
             }
-        } else if let Some(m) = m {
+            // The group's next work, with the group still at hand.
+            if Self::work_group(g, &mut self.members, &mut self.spare, cx, now) {
+                self.drop_group(mgid);
+            }
+            return;
+        } else if let Some(m) = self.members.get(&member).cloned() {
             self.forget_member(&member);
             if let Some(g) = self.groups.get_mut(&mgid) {
                 g.members.retain(|k| *k != member);
@@ -647,7 +716,7 @@ impl Multicast {
             }
             if m.state == MemberState::Joining {
                 // Any non-zero SA status fails the join with -EINVAL (sa_query.c).
-                self.multicast_event_sa(
+                Self::multicast_event_sa(
                     cx,
                     m.id,
                     EventKind::MulticastError,
@@ -686,7 +755,7 @@ impl Multicast {
                 self.ip_group_ref(cx, now, m.addr, false);
             }
             if m.state == MemberState::Joining {
-                self.multicast_event_sa(
+                Self::multicast_event_sa(
                     cx,
                     m.id,
                     EventKind::MulticastError,
@@ -714,11 +783,7 @@ impl Multicast {
     /// Remove a member; once none is left, a map grown by a burst gives its memory back (as
     /// the tree it replaced did node by node).
     fn forget_member(&mut self, key: &MemberKey) -> Option<Member> {
-        let m = self.members.remove(key);
-        if self.members.is_empty() && self.members.capacity() > 1024 {
-            self.members = HashMap::default();
-        }
-        m
+        forget(&mut self.members, key)
     }
 
     /// The members, in handle order.

@@ -166,12 +166,12 @@ impl Neighbors {
     /// Record `ip` at `mac` and release whatever waited for it.
     #[inline]
     pub(crate) fn learn(&mut self, cx: &mut Ctx<'_>, ip: IpAddr, mac: [u8; 6]) {
-        if cx.cfg.is_local(&ip) || mac[0] & 1 != 0 {
+        // Every MAD from a known peer lands here: a compare, or a lookup, not a rewrite, when
+        // nothing changed (`last` never holds one of ours or a multicast MAC).
+        if self.last == Some((ip, mac)) {
             return;
         }
-        // Every MAD from a known peer lands here: a compare, or a lookup, not a rewrite, when
-        // nothing changed.
-        if self.last == Some((ip, mac)) {
+        if cx.cfg.is_local(&ip) || mac[0] & 1 != 0 {
             return;
         }
         if matches!(self.map.get(&ip), Some(Neighbor::Reachable { mac: m }) if *m == mac) {

@@ -8,8 +8,6 @@
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
-
 use std::net::IpAddr;
 
 use roce_wire::bth::{self, Opcode};
@@ -96,6 +94,15 @@ pub struct Stack {
     cm: Cm,
     /// RC QPs, memory regions and their completion queue (owned by rc/).
     pub(crate) rc: crate::rc::Rc,
+}
+
+/// `Gid::from_ip(*ip).is_multicast()` (`rdma_is_multicast_addr`) without building the GID.
+#[inline]
+fn is_multicast_dst(ip: &IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => a.is_multicast(),
+        IpAddr::V6(a) => a.octets()[0] == 0xff || a.to_ipv4_mapped().is_some_and(|v| v.is_multicast()),
+    }
 }
 
 /// `pkey_match` [rxe]: the low 15 bits equal and not zero, and one of the two a full member.
@@ -243,10 +250,42 @@ impl Stack {
     #[inline(never)]
     fn transmit_next(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         loop {
+            // An agent's MAD is framed where it waits (its fields read in place, not moved out
+            // with the size of the largest frame kind).
+            if let Some(Outgoing::Mad(m)) = self.out.tx.front() {
+                let m = m.clone();
+                self.out.tx.pop_front();
+                let Some(mad) = self.out.mads.front() else {
+                    continue; // (never: one MAD per queued Mad)
+                };
+                let Some(mac) = self.neighbor_mac(&m.dst) else {
+                    let mad = *mad;
+                    self.out.mads.pop_front();
+                    let payload = self.out.tx_bytes(&mad);
+                    self.park_for_neighbor(now, m.into_roce(payload));
+                    continue;
+                };
+                let bth = m.bth();
+                let framed = self
+                    .gsi_headers(&bth, m.dst, mac)
+                    .and_then(|h| frame::emit_roce(&h, buf, Some(&mad[..]), MAD_SIZE).ok());
+                self.out.mads.pop_front();
+                match framed {
+                    Some(n) => {
+                        self.counters.tx_frames += 1;
+                        return Some(n);
+                    }
+                    None => {
+                        self.counters.drop(DropReason::TransmitBufferTooSmall);
+                        continue;
+                    }
+                }
+            }
             let out = match self.out.tx.pop_front() {
                 Some(o) => o,
                 None => {
                     release_burst_capacity(&mut self.out.tx);
+                    release_burst_capacity(&mut self.out.mads);
                     // (No RC QP: skip rc/'s round-robin set-up, which costs a frame's worth
                     // of header work on every SA MAD.)
                     if let Some(p) = (!self.rc.is_empty()).then(|| self.rc.poll_transmit(now)).flatten() {
@@ -279,6 +318,11 @@ impl Stack {
                     buf[..f.len()].copy_from_slice(&f);
                     self.counters.tx_frames += 1;
                     return Some(f.len());
+                }
+                Outgoing::Mad(_) => {
+                    // (Framed from the front above, never popped here; its MAD goes with it.)
+                    self.out.mads.pop_front();
+                    continue;
                 }
                 Outgoing::Roce(p) => {
                     let mac = match p.dst_mac.or_else(|| self.neighbor_mac(&p.dst)) {
@@ -333,9 +377,13 @@ impl Stack {
             return None;
         }
         let mac = self.neighbor_mac(&sa)?;
-        let p = self.gsi.header(self.cfg.pkey, sa, 1, Bytes::new());
-        let h = self.roce_headers(&p, mac)?;
-        let at = h.header_len();
+        let bth = self.gsi.bth(self.cfg.pkey, 1);
+        let h = self.gsi_headers(&bth, sa, mac)?;
+        // `h.header_len()` for the one extension header QP1 sends (the DETH), without asking
+        // the headers for their set again.
+        let ip_len = if matches!((h.src, h.dst), (IpAddr::V4(_), IpAddr::V4(_))) { 20 } else { 40 };
+        let at = 14 + ip_len + 8 + roce_wire::bth::BTH_LEN + roce_wire::deth::LEN;
+        debug_assert_eq!(at, h.header_len());
         // The whole frame: headers, the MAD (256 bytes: no pad), the ICRC.
         if at + MAD_SIZE + roce_wire::icrc::ICRC_LEN > buf.len()
             || !self.sa.poll_outgoing_into(now, &mut buf[at..at + MAD_SIZE])
@@ -351,6 +399,23 @@ impl Stack {
                 None
             }
         }
+    }
+
+    /// The headers of a MAD from QP1 to `dst` (what `Gsi::header` would give, from their
+    /// parts: no packet built to be read back).
+    #[inline]
+    fn gsi_headers<'b>(&self, bth: &'b bth::Repr, dst: IpAddr, dst_mac: [u8; 6]) -> Option<RoceHeaders<'b>> {
+        Some(RoceHeaders {
+            src_mac: self.cfg.mac,
+            dst_mac,
+            src: self.source_for(&dst)?,
+            dst,
+            hop_limit: crate::ctx::GSI_HOP_LIMIT,
+            traffic_class: 0,
+            udp_source_port: rxe_udp_sport(1),
+            bth,
+            ext: &crate::ctx::GSI_EXT,
+        })
     }
 
     /// A UD SEND_ONLY on QP1 carrying a MAD, framed as rxe frames GSI traffic.
@@ -432,7 +497,7 @@ impl Stack {
 
     fn handle_roce(&mut self, now: Instant, p: &FramePacket<'_>) {
         let dst = p.dst_ip();
-        if !Gid::from_ip(dst).is_multicast() && !self.is_local(&dst) {
+        if !is_multicast_dst(&dst) && !self.is_local(&dst) {
             self.counters.drop(DropReason::NotForUs);
             return;
         }
@@ -442,12 +507,14 @@ impl Stack {
             return;
         }
         let qpn = b.dest_qp();
-        let ud_opcode = matches!(b.opcode(), Opcode::UdSendOnly | Opcode::UdSendOnlyWithImmediate);
+        // (The opcode as the check read it: not converted again per question.)
+        let op = p.opcode();
+        let ud_opcode = matches!(op, Opcode::UdSendOnly | Opcode::UdSendOnlyWithImmediate);
         if qpn == 0 {
             self.counters.drop(DropReason::UnknownQp);
             return;
         }
-        if b.opcode().transport() == bth::Transport::Rc && self.rc.has_qp(qpn) {
+        if op.transport() == bth::Transport::Rc && self.rc.has_qp(qpn) {
             // RC packets go to rc/ in their owned header form (no copy of the payload).
             match p.to_frame() {
                 Ok(f) => {
@@ -547,8 +614,7 @@ impl Stack {
             resp.copy_from_slice(payload);
             resp[3] = 0x80 | u8::from(Method::Get);
             resp[4..6].copy_from_slice(&MadStatus::UNSUPPORTED_METHOD_ATTR.0.to_be_bytes());
-            let p = self.gsi_packet(src, src_qp, &resp);
-            self.out.push(Outgoing::Roce(p));
+            self.send_mad(src, src_qp, &resp);
             self.counters.rx_accepted += 1;
         } else {
             self.counters.drop(DropReason::UnhandledMad);
@@ -642,8 +708,7 @@ impl Stack {
 
     /// Send a MAD from QP1 to `dst`'s QP `dst_qp` (an agent's response).
     pub fn send_mad(&mut self, dst: IpAddr, dst_qp: u32, mad: &[u8; MAD_SIZE]) {
-        let p = self.gsi_packet(dst, dst_qp, mad);
-        self.out.push(Outgoing::Roce(p));
+        self.gsi.queue_mad(&mut self.out, self.cfg.pkey, dst, dst_qp, mad);
     }
 }
 
@@ -955,6 +1020,14 @@ fn release_burst_capacity<T>(q: &mut VecDeque<T>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multicast_dst_is_the_gids() {
+        for a in ["239.1.2.3", "224.0.0.1", "198.18.0.1", "ff0e::1", "::ffff:239.0.0.1", "::ffff:10.0.0.1", "fe80::1"] {
+            let ip: IpAddr = a.parse().unwrap();
+            assert_eq!(is_multicast_dst(&ip), Gid::from_ip(ip).is_multicast(), "{a}");
+        }
+    }
 
     #[test]
     fn pkey_match_is_rxes() {

@@ -512,27 +512,21 @@ impl Repr {
     /// The 12 bytes are built whole and stored at once (the same bits as [`Repr::emit`]'s
     /// setters, without a bounds check per field): every frame sent runs this.
     pub fn emit_bytes(&self, buf: &mut [u8]) {
-        let q = (self.dest_qp & 0xff_ffff).to_be_bytes();
-        let n = (self.psn & 0xff_ffff).to_be_bytes();
-        let p = self.pkey.to_be_bytes();
-        let b = [
-            self.opcode.into(),
-            (u8::from(self.solicited) << 7)
-                | (u8::from(self.mig_req) << 6)
-                | ((self.pad_count & 3) << 4)
-                | (self.tver & 0x0f),
-            p[0],
-            p[1],
-            (u8::from(self.fecn) << 7) | (u8::from(self.becn) << 6) | (self.resv6a & 0x3f),
-            q[1],
-            q[2],
-            q[3],
-            (u8::from(self.ack_req) << 7) | (self.resv7 & 0x7f),
-            n[1],
-            n[2],
-            n[3],
-        ];
-        buf[..BTH_LEN].copy_from_slice(&b);
+        // As three big-endian words (a byte array built byte by byte cost twice the
+        // instructions): opcode, flags, P_Key | FECN/BECN, DestQP | AckReq, PSN.
+        let flags = (u8::from(self.solicited) << 7)
+            | (u8::from(self.mig_req) << 6)
+            | ((self.pad_count & 3) << 4)
+            | (self.tver & 0x0f);
+        let w0 = (u32::from(u8::from(self.opcode)) << 24) | (u32::from(flags) << 16) | u32::from(self.pkey);
+        let fb = (u8::from(self.fecn) << 7) | (u8::from(self.becn) << 6) | (self.resv6a & 0x3f);
+        let w1 = (u32::from(fb) << 24) | (self.dest_qp & 0xff_ffff);
+        let ack = (u8::from(self.ack_req) << 7) | (self.resv7 & 0x7f);
+        let w2 = (u32::from(ack) << 24) | (self.psn & 0xff_ffff);
+        let b = &mut buf[..BTH_LEN];
+        b[0..4].copy_from_slice(&w0.to_be_bytes());
+        b[4..8].copy_from_slice(&w1.to_be_bytes());
+        b[8..12].copy_from_slice(&w2.to_be_bytes());
     }
 }
 

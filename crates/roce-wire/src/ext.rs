@@ -130,32 +130,17 @@ impl ExtHeaders {
 
     /// The set of headers present.
     pub const fn mask(&self) -> ExtMask {
-        let mut m = 0;
-        if self.deth.is_some() {
-            m |= ExtMask::DETH.0;
-        }
-        if self.feth.is_some() {
-            m |= ExtMask::FETH.0;
-        }
-        if self.reth.is_some() {
-            m |= ExtMask::RETH.0;
-        }
-        if self.atomic_eth.is_some() {
-            m |= ExtMask::ATOMIC_ETH.0;
-        }
-        if self.aeth.is_some() {
-            m |= ExtMask::AETH.0;
-        }
-        if self.atomic_ack_eth.is_some() {
-            m |= ExtMask::ATOMIC_ACK_ETH.0;
-        }
-        if self.immdt.is_some() {
-            m |= ExtMask::IMMDT.0;
-        }
-        if self.ieth.is_some() {
-            m |= ExtMask::IETH.0;
-        }
-        ExtMask(m)
+        // Branch-free (every frame sent asks): one bit per present header.
+        ExtMask(
+            (self.deth.is_some() as u8)
+                | ((self.feth.is_some() as u8) << 1)
+                | ((self.reth.is_some() as u8) << 2)
+                | ((self.atomic_eth.is_some() as u8) << 3)
+                | ((self.aeth.is_some() as u8) << 4)
+                | ((self.atomic_ack_eth.is_some() as u8) << 5)
+                | ((self.immdt.is_some() as u8) << 6)
+                | ((self.ieth.is_some() as u8) << 7),
+        )
     }
 
     /// Length on the wire.

@@ -66,6 +66,56 @@ pub fn compute(packet: &[u8], version: IpVersion, ip_header_len: usize) -> Resul
     Ok(h.finalize())
 }
 
+/// [`compute`] for a packet the caller may change for the time of the call (a frame being
+/// emitted): the masked fields are set to ones in place, the packet hashed in one pass and
+/// the fields put back, so `packet` ends as it came. The same value as [`compute`].
+pub fn compute_in_place(packet: &mut [u8], version: IpVersion, ip_header_len: usize) -> Result<u32> {
+    let prefix_len = ip_header_len + UDP_LEN + BTH_LEN;
+    if prefix_len > MAX_PREFIX || packet.len() < prefix_len {
+        return Err(Error::len(Layer::Icrc, 0, prefix_len, packet.len()));
+    }
+    match (version, ip_header_len) {
+        (IpVersion::V4, 20) => Ok(hash_masked(packet, &V4_MASKED)),
+        (IpVersion::V6, 40) => Ok(hash_masked(packet, &V6_MASKED)),
+        _ => Ok(compute_by_copy(packet, version, ip_header_len)),
+    }
+}
+
+/// Hash `packet` with the `masked` bits set, then put the bytes back.
+#[inline(always)]
+fn hash_masked<const N: usize>(packet: &mut [u8], masked: &[(usize, u8); N]) -> u32 {
+    let mut kept = [0u8; N];
+    for (k, &(pos, bits)) in kept.iter_mut().zip(masked) {
+        *k = packet[pos];
+        packet[pos] |= bits;
+    }
+    let mut h = seeded();
+    h.update(packet);
+    for (k, &(pos, _)) in kept.iter().zip(masked) {
+        packet[pos] = *k;
+    }
+    h.finalize()
+}
+
+/// A hasher whose register holds the 8 bytes of 0xFF, its CRC implementation chosen once per
+/// process (`Clone` keeps the choice; `Hasher::new_with_initial` detects the CPU's CRC
+/// instructions on every call). [`compute`] seeds a new hasher per packet instead: splitting
+/// its seed adjustment off the shared one costs more than the detection (measured).
+#[cfg(feature = "std")]
+#[inline]
+fn seeded() -> crc32fast::Hasher {
+    static SEEDED: std::sync::LazyLock<crc32fast::Hasher> =
+        std::sync::LazyLock::new(|| crc32fast::Hasher::new_with_initial(SEED));
+    SEEDED.clone()
+}
+
+/// Without std the CRC implementation is chosen at compile time: nothing to keep.
+#[cfg(not(feature = "std"))]
+#[inline]
+fn seeded() -> crc32fast::Hasher {
+    crc32fast::Hasher::new_with_initial(SEED)
+}
+
 /// The register change equivalent to setting the masked bits of `packet` to one.
 #[inline(always)]
 fn seed_adjust<const N: usize>(packet: &[u8], masked: &[(usize, u8); N], tables: &[[u32; 256]; N]) -> u32 {
@@ -105,7 +155,7 @@ fn compute_by_copy(packet: &[u8], version: IpVersion, ip_header_len: usize) -> u
     masked[ip_header_len + 6] = 0xff;
     masked[ip_header_len + 7] = 0xff;
     masked[ip_header_len + UDP_LEN + 4] = 0xff;
-    let mut h = crc32fast::Hasher::new_with_initial(SEED);
+    let mut h = seeded();
     h.update(masked);
     h.update(&packet[prefix_len..]);
     h.finalize()
@@ -251,6 +301,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn in_place_equals_compute_and_restores_the_packet() {
+        for version in [IpVersion::V4, IpVersion::V6] {
+            let hl = if version == IpVersion::V4 { 20 } else { 40 };
+            for len in [hl + 20, hl + 21, hl + 64, 304, 1100] {
+                let mut buf = [0u8; 1100];
+                for (i, b) in buf.iter_mut().enumerate() {
+                    *b = (i as u8).wrapping_mul(73).wrapping_add(len as u8);
+                }
+                let before = buf;
+                let c = compute(&buf[..len], version, hl).unwrap();
+                assert_eq!(compute_in_place(&mut buf[..len], version, hl).unwrap(), c, "{version:?} {len}");
+                assert_eq!(buf, before);
+            }
+        }
+        let mut opts = [0x5au8; 24 + 20 + 8];
+        assert_eq!(compute_in_place(&mut opts, IpVersion::V4, 24).unwrap(), compute(&opts, IpVersion::V4, 24).unwrap());
+        assert!(compute_in_place(&mut [0u8; 39], IpVersion::V4, 20).is_err());
     }
 
     #[test]
