@@ -93,7 +93,7 @@ pub struct SaResponder {
     groups: HashTable<Group>,
     hasher: foldhash::fast::RandomState,
     mlids: MlidPool,
-    cache: DupCache,
+    cache: DupCache<Answer>,
     stats: SaStats,
     member_count: usize,
     mgid_counter: u32,
@@ -106,6 +106,55 @@ pub struct SaResponder {
 
 /// A checked outcome of a transaction: the record to answer with, or the status.
 type Outcome = Result<McMemberRecord, MadStatus>;
+
+/// What the answer to a Set or Delete is made of, with the request: its status and, for a
+/// success, its record (encoded). The duplicate cache keeps this, not the 256-byte answer.
+#[derive(Debug, Clone, Copy)]
+struct Answer {
+    status: MadStatus,
+    record: [u8; MC_MEMBER_RECORD_LEN],
+}
+
+impl Answer {
+    fn error(status: MadStatus) -> Answer {
+        Answer { status, record: [0; MC_MEMBER_RECORD_LEN] }
+    }
+
+    /// The answer to a leave: the request's record with the selectors "exactly", the group's
+    /// Scope and the JoinState left, patched into the request's bytes (the bytes of emitting
+    /// the parsed record so changed, without parsing and emitting it).
+    fn left(request: &[u8; MAD_SIZE], scope: u8, left: JoinState) -> Answer {
+        use roce_wire::mcmember::field;
+        let mut record = [0u8; MC_MEMBER_RECORD_LEN];
+        record.copy_from_slice(&request[SA_DATA_OFFSET..SA_DATA_OFFSET + MC_MEMBER_RECORD_LEN]);
+        let exactly = u8::from(Selector::Exactly) << 6;
+        for at in [field::MTU, field::RATE, field::PACKET_LIFE_TIME] {
+            record[at] = exactly | record[at] & 0x3F;
+        }
+        record[field::SCOPE_JOIN_STATE] = scope << 4 | left.0 & 0x0F;
+        Answer { status: MadStatus::SUCCESS, record }
+    }
+
+    /// Write the answer MAD to `request` (a Set or a Delete of method `m`) into `b`, which
+    /// is all zero: a GetResp or DeleteResp with the record, as
+    /// [`SaMad::mc_member_response`] writes it, or the error answer.
+    fn write_mad(&self, request: &[u8; MAD_SIZE], m: Method, b: &mut [u8; MAD_SIZE]) {
+        if self.status != MadStatus::SUCCESS {
+            *b = error_mad_bytes(request, self.status);
+            return;
+        }
+        // The request's header with the method (R bit set) and status 0; RMPP header, SM_Key
+        // and the SA header's reserved bytes zero.
+        b[..MAD_HEADER_LEN].copy_from_slice(&request[..MAD_HEADER_LEN]);
+        b[mad::field::METHOD] = u8::from(response_method(m)) & !mad::METHOD_RESPONSE_BIT | mad::METHOD_RESPONSE_BIT;
+        b[mad::field::STATUS].copy_from_slice(&[0, 0]);
+        let mask = sa::Packet::new_unchecked(&request[SA_HEADER_OFFSET..SA_DATA_OFFSET]).component_mask();
+        let mut sa = sa::Packet::new_unchecked(&mut b[SA_HEADER_OFFSET..SA_DATA_OFFSET]);
+        sa.set_attribute_offset(MC_MEMBER_RECORD_LEN.div_ceil(8) as u16);
+        sa.set_component_mask(mask);
+        b[SA_DATA_OFFSET..SA_DATA_OFFSET + MC_MEMBER_RECORD_LEN].copy_from_slice(&self.record);
+    }
+}
 
 impl SaResponder {
     /// A responder with this configuration, or the reason it is refused
@@ -160,7 +209,12 @@ impl SaResponder {
             self.stats.dropped_response += 1;
             return Reply::None;
         }
-        let reply = self.answer(&from, bytes);
+        // The answer is returned as `answer` writes it (counted there), not moved again.
+        self.answer(&from, bytes)
+    }
+
+    /// Count an answer in the statistics.
+    fn count(&mut self, reply: &Reply) {
         if let Some(first) = reply.first() {
             self.stats.answered += 1;
             self.stats.mads_out += reply.len() as u64;
@@ -168,7 +222,6 @@ impl SaResponder {
                 self.stats.errors += 1;
             }
         }
-        reply
     }
 
     fn answer(&mut self, from: &Requester, bytes: &[u8; MAD_SIZE]) -> Reply {
@@ -176,7 +229,9 @@ impl SaResponder {
         // A class version nobody registered for: the kernel MAD layer finds no agent and
         // answers 0x000C itself [mad.c `generate_unmatched_resp`].
         if h.class_version() != SA_CLASS_VERSION {
-            return Reply::One(error_mad_bytes(bytes, MadStatus::UNSUPPORTED_METHOD_ATTR));
+            let reply = Reply::One(error_mad_bytes(bytes, MadStatus::UNSUPPORTED_METHOD_ATTR));
+            self.count(&reply);
+            return reply;
         }
         let r = rmpp::Packet::new_unchecked(&bytes[MAD_HEADER_LEN..SA_HEADER_OFFSET]);
         let flags = r.flags();
@@ -194,11 +249,17 @@ impl SaResponder {
         }
         let m = h.method();
         if h.attribute_id() == attr::MC_MEMBER_RECORD && matches!(m, Method::Set | Method::Delete) {
-            return Reply::One(self.set_or_delete(from, bytes, m, Cm(sa.component_mask())));
+            // Written where the caller gets it, not built aside and moved.
+            let mut reply = Reply::One([0; MAD_SIZE]);
+            if let Reply::One(out) = &mut reply {
+                self.set_or_delete(from, bytes, m, Cm(sa.component_mask()), out);
+            }
+            self.count(&reply);
+            return reply;
         }
         // The rest (queries, ClassPortInfo, ServiceRecords, errors) from the decoded MAD.
         let req = SaMad::parse(bytes).expect("a 256-byte MAD always parses");
-        match (req.header.attribute_id, req.header.method) {
+        let reply = match (req.header.attribute_id, req.header.method) {
             (attr::CLASS_PORT_INFO, Method::Get) => Reply::One(self.class_port_info(&req)),
             (attr::MC_MEMBER_RECORD, Method::Get | Method::GetTable) => {
                 self.stats.queries += 1;
@@ -206,38 +267,52 @@ impl SaResponder {
             }
             (attr::SERVICE_RECORD, _) => self.services.handle(&req),
             _ => Reply::One(error_mad(&req, MadStatus::UNSUPPORTED_METHOD_ATTR)),
-        }
+        };
+        self.count(&reply);
+        reply
     }
 
     /// SubnAdmSet / SubnAdmDelete(MCMemberRecord): the answer from the cache of answers to
     /// repeated requests, or the join or leave applied and its answer written from the
     /// request's bytes.
-    fn set_or_delete(&mut self, from: &Requester, bytes: &[u8; MAD_SIZE], m: Method, mask: Cm) -> [u8; MAD_SIZE] {
+    fn set_or_delete(
+        &mut self,
+        from: &Requester,
+        bytes: &[u8; MAD_SIZE],
+        m: Method,
+        mask: Cm,
+        out: &mut [u8; MAD_SIZE],
+    ) {
         let tid = mad::Packet::new_unchecked(bytes).transaction_id();
         let miss = match self.cache.lookup(from, tid, bytes) {
             Ok(cached) => {
                 self.stats.duplicates += 1;
-                return *cached;
+                return cached.write_mad(bytes, m, out);
             }
             Err(miss) => miss,
         };
         let rec = record_at(bytes);
-        let out = if m == Method::Set {
+        let answer = if m == Method::Set {
             let o = self.join(from, mask, &rec);
             self.stats.joins += u64::from(o.is_ok());
-            o
+            match o {
+                Ok(rec) => {
+                    let mut record = [0u8; MC_MEMBER_RECORD_LEN];
+                    exactly(rec).emit_bytes(&mut record);
+                    Answer { status: MadStatus::SUCCESS, record }
+                }
+                Err(status) => Answer::error(status),
+            }
         } else {
             let o = self.leave(from, mask, &rec);
             self.stats.leaves += u64::from(o.is_ok());
-            o
+            match o {
+                Ok((scope, left)) => Answer::left(bytes, scope, left),
+                Err(status) => Answer::error(status),
+            }
         };
-        let mad = match out {
-            // Straight from the request's bytes (the same bytes as `response_to`).
-            Ok(rec) => SaMad::mc_member_response(bytes, response_method(m), MadStatus::SUCCESS, &exactly(rec)),
-            Err(status) => error_mad_bytes(bytes, status),
-        };
-        self.cache.insert_missed(miss, bytes, &mad);
-        mad
+        self.cache.insert_missed(miss, bytes, &answer);
+        answer.write_mad(bytes, m, out)
     }
 
     /// ClassPortInfo as OpenSM fills it [osm_sa_class_port_info.c `cpi_rcv_respond`].
@@ -381,7 +456,9 @@ impl SaResponder {
 
     /// SubnAdmDelete(MCMemberRecord): leave [`mcmr_rcv_leave_mgrp`, `validate_delete`
     /// (o15-0.1.14), `osm_mgrp_remove_port`].
-    fn leave(&mut self, from: &Requester, mask: Cm, rec: &McMemberRecord) -> Outcome {
+    /// Returns the group's Scope and the JoinState left, what the answer changes in the
+    /// request's record.
+    fn leave(&mut self, from: &Requester, mask: Cm, rec: &McMemberRecord) -> Result<(u8, JoinState), MadStatus> {
         if !mask.contains(Cm::OPENSM_JOIN_REQUIRED) {
             return Err(MadStatus::INSUF_COMPS);
         }
@@ -430,10 +507,7 @@ impl SaResponder {
             self.mlids.free(mlid);
             self.stats.groups_deleted += 1;
         }
-        let mut out = *rec;
-        out.scope = scope;
-        out.join_state = left;
-        Ok(out)
+        Ok((scope, left))
     }
 
     // ---------------------------------------------------------------- Get / GetTable
