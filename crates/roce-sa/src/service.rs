@@ -90,6 +90,10 @@ impl ServiceTable {
     /// records whose lease ran out [`osm_sr_rcv_lease_cb`]. A clock that goes back is ignored.
     pub fn handle_time(&mut self, now: Duration) {
         self.now = self.now.max(now);
+        // Called before every MAD a host receives: nothing to look at without records.
+        if self.entries.is_empty() {
+            return;
+        }
         let before = self.entries.len();
         let t = self.now;
         self.entries.retain(|e| !e.expired(t));
