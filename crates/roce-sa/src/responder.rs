@@ -293,14 +293,10 @@ impl SaResponder {
         };
         let rec = record_at(bytes);
         let answer = if m == Method::Set {
-            let o = self.join(from, mask, &rec);
+            let o = self.join(from, mask, &rec, bytes);
             self.stats.joins += u64::from(o.is_ok());
             match o {
-                Ok(rec) => {
-                    let mut record = [0u8; MC_MEMBER_RECORD_LEN];
-                    exactly(rec).emit_bytes(&mut record);
-                    Answer { status: MadStatus::SUCCESS, record }
-                }
+                Ok(record) => Answer { status: MadStatus::SUCCESS, record },
                 Err(status) => Answer::error(status),
             }
         } else {
@@ -335,7 +331,15 @@ impl SaResponder {
 
     /// SubnAdmSet(MCMemberRecord): join, creating the group if needed
     /// [osm_sa_mcmember_record.c `osm_mcmr_rcv_process`, `mcmr_rcv_join_mgrp`].
-    fn join(&mut self, from: &Requester, mask: Cm, rec: &McMemberRecord) -> Outcome {
+    /// Returns the answer's record: the request's (`request`) with the group's values
+    /// [`copy_from_create_mc_rec`] and the merged JoinState (o15-0.1.11).
+    fn join(
+        &mut self,
+        from: &Requester,
+        mask: Cm,
+        rec: &McMemberRecord,
+        request: &[u8; MAD_SIZE],
+    ) -> Result<[u8; MC_MEMBER_RECORD_LEN], MadStatus> {
         if !mask.contains(Cm::OPENSM_JOIN_REQUIRED) {
             return Err(MadStatus::INSUF_COMPS);
         }
@@ -361,9 +365,9 @@ impl SaResponder {
         } else {
             rec.mgid
         };
-        let hash = self.hasher.hash_one(mgid);
+        let hash = mgid_hash(&self.hasher, &mgid);
         let group_count = self.groups.len();
-        let entry = self.groups.entry(hash, |g| g.mgid() == mgid, |g| self.hasher.hash_one(g.mgid()));
+        let entry = self.groups.entry(hash, |g| g.mgid() == mgid, |g| mgid_hash(&self.hasher, &g.mgid()));
         let (group, created) = match entry {
             Entry::Occupied(o) => {
                 let g = o.into_mut();
@@ -403,24 +407,7 @@ impl SaResponder {
         let merged = group.add(rec.port_gid, js, proxy);
         self.member_count += group.members().len() - before;
 
-        // The answer: the request with the group's values [`copy_from_create_mc_rec`] and the
-        // merged JoinState (o15-0.1.11).
-        let grp = group.record();
-        let mut out = *rec;
-        out.mgid = grp.mgid;
-        out.q_key = grp.q_key;
-        out.mlid = grp.mlid;
-        out.traffic_class = grp.traffic_class;
-        out.p_key = grp.p_key;
-        out.sl = grp.sl;
-        out.flow_label = grp.flow_label;
-        out.hop_limit = grp.hop_limit;
-        out.scope = grp.scope;
-        out.mtu = grp.mtu;
-        out.rate = grp.rate;
-        out.packet_life_time = grp.packet_life_time;
-        out.join_state = merged;
-        Ok(out)
+        Ok(joined_record(request, group.record(), merged))
     }
 
     /// An MGID for a group created with MGID 0: ff1S:a01b:PPPP:PPPP:PPPP:PPPP:CCCC:CCCC, S the
@@ -465,7 +452,7 @@ impl SaResponder {
         check_rate_mtu(mask, rec)?;
         self.check_prefix(&rec.port_gid)?;
         let mgid = rec.mgid;
-        let hash = self.hasher.hash_one(mgid);
+        let hash = mgid_hash(&self.hasher, &mgid);
         let Ok(mut entry) = self.groups.find_entry(hash, |g| g.mgid() == mgid) else {
             return Err(MadStatus::REQ_INVALID);
         };
@@ -501,7 +488,7 @@ impl SaResponder {
             let (len, cap) = (self.groups.len(), self.groups.capacity());
             if cap > 4096 && len * 4 < cap {
                 let hasher = &self.hasher;
-                self.groups.shrink_to(len * 2, |g| hasher.hash_one(g.mgid()));
+                self.groups.shrink_to(len * 2, |g| mgid_hash(hasher, &g.mgid()));
             }
             self.member_count -= rest;
             self.mlids.free(mlid);
@@ -624,7 +611,7 @@ impl SaResponder {
 
     /// The group with this MGID.
     pub fn group(&self, mgid: &Gid) -> Option<&Group> {
-        self.groups.find(self.hasher.hash_one(*mgid), |g| g.mgid() == *mgid)
+        self.groups.find(mgid_hash(&self.hasher, mgid), |g| g.mgid() == *mgid)
     }
 
     /// The join state of `port_gid` in group `mgid` (`None`: not a member).
@@ -809,6 +796,38 @@ fn realize_packet_life(config: &SaConfig, mask: Cm, rec: &McMemberRecord) -> Opt
 /// Whether a port of this SA's MTU and rate can be in the group [`validate_port_caps`].
 fn port_can_use(config: &SaConfig, grp: &McMemberRecord) -> bool {
     config.mtu >= grp.mtu && compare_rates(config.rate, grp.rate).is_ge()
+}
+
+/// The hash of an MGID in the group table: its 16 bytes as one integer (no length prefix).
+fn mgid_hash(hasher: &foldhash::fast::RandomState, mgid: &Gid) -> u64 {
+    hasher.hash_one(u128::from_ne_bytes(mgid.0))
+}
+
+/// The record answering a join: the request's record (`request`'s SA data) with the group
+/// record's MGID, Q_Key, MLID, MTU, TClass, P_Key, rate, PacketLifeTime, SL, FlowLabel,
+/// HopLimit and Scope, the selectors "exactly" and the merged JoinState; PortGID, ProxyJoin and
+/// the reserved bits stay the request's. The bytes of emitting the parsed request so changed
+/// (`McMemberRecord::emit_bytes` packs the same words), without building it.
+fn joined_record(request: &[u8; MAD_SIZE], grp: &McMemberRecord, merged: JoinState) -> [u8; MC_MEMBER_RECORD_LEN] {
+    use roce_wire::mcmember::field;
+    let mut r = [0u8; MC_MEMBER_RECORD_LEN];
+    r.copy_from_slice(&request[SA_DATA_OFFSET..SA_DATA_OFFSET + MC_MEMBER_RECORD_LEN]);
+    r[field::MGID].copy_from_slice(&grp.mgid.0);
+    let exactly = u64::from(u8::from(Selector::Exactly) << 6);
+    let w0 = u64::from(grp.q_key) << 32
+        | u64::from(grp.mlid) << 16
+        | (exactly | u64::from(grp.mtu & 0x3F)) << 8
+        | u64::from(grp.traffic_class);
+    let sl_flow = u64::from(grp.sl & 0xF) << 20 | u64::from(grp.flow_label & 0xF_FFFF);
+    let w1 = u64::from(grp.p_key) << 48
+        | (exactly | u64::from(grp.rate & 0x3F)) << 40
+        | (exactly | u64::from(grp.packet_life_time & 0x3F)) << 32
+        | sl_flow << 8
+        | u64::from(grp.hop_limit);
+    r[field::Q_KEY.start..field::Q_KEY.start + 8].copy_from_slice(&w0.to_be_bytes());
+    r[field::P_KEY.start..field::P_KEY.start + 8].copy_from_slice(&w1.to_be_bytes());
+    r[field::SCOPE_JOIN_STATE] = grp.scope << 4 | merged.0 & 0x0F;
+    r
 }
 
 /// The MCMemberRecord at the start of a request's SA data, read in place.
