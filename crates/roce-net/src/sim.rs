@@ -137,6 +137,20 @@ impl LinkConfig {
     }
 }
 
+/// A cable's latency in nanoseconds (saturated as `Instant + Duration` saturates) and its
+/// longest untagged frame.
+fn link_constants(link: &LinkConfig) -> (u64, usize) {
+    (u64::try_from(link.latency.as_nanos()).unwrap_or(u64::MAX), link.mtu.saturating_add(ETH_HEADER_LEN))
+}
+
+impl Slot {
+    /// Whether `frame` is over this cable's MTU ([`LinkConfig::max_frame_len`]; a frame no
+    /// longer than the untagged limit fits either way).
+    fn too_long(&self, frame: &[u8]) -> bool {
+        frame.len() > self.max_untagged && frame.len() > self.link.max_frame_len(frame)
+    }
+}
+
 /// The time `len` bytes take on a wire of `bandwidth` bits per second.
 pub fn wire_time(len: usize, bandwidth: u64) -> Duration {
     if bandwidth == 0 {
@@ -250,6 +264,11 @@ struct Slot {
     link: LinkConfig,
     /// `link.is_clean()`, kept with it.
     clean: bool,
+    /// `link.latency` in nanoseconds (saturated), kept with it: `t + latency` for an
+    /// [`Instant`] `t`, without the `Duration` arithmetic, on the clean path.
+    latency_ns: u64,
+    /// The longest untagged frame the cable carries (`link.mtu + 14`), kept with it.
+    max_untagged: usize,
     rng: Rng,
     busy_until: Instant,
     stats: NodeStats,
@@ -411,6 +430,9 @@ impl Events {
 
     /// Whether the FIFO's front comes before the heap's top.
     fn fifo_first(&self) -> Option<bool> {
+        if self.heap.is_empty() {
+            return (!self.fifo.is_empty()).then_some(true);
+        }
         match (self.fifo.front(), self.heap.peek()) {
             (None, None) => None,
             (Some(_), None) => Some(true),
@@ -513,10 +535,13 @@ impl SimNet {
         let id = self.slots.len();
         let rng = Rng::stream(self.seed, id as u64);
         let clean = link.is_clean();
+        let (latency_ns, max_untagged) = link_constants(&link);
         self.slots.push(Slot {
             node,
             link,
             clean,
+            latency_ns,
+            max_untagged,
             rng,
             busy_until: Instant::ZERO,
             stats: NodeStats::default(),
@@ -602,6 +627,7 @@ impl SimNet {
     pub fn set_link(&mut self, id: NodeId, link: LinkConfig) {
         let slot = &mut self.slots[id.0];
         slot.clean = link.is_clean();
+        (slot.latency_ns, slot.max_untagged) = link_constants(&link);
         slot.link = link;
     }
 
@@ -803,8 +829,17 @@ impl SimNet {
     /// The earliest armed timer and its node (the lowest id on a tie). Only ready nodes are
     /// asked; the others' timers are as their last drain left them ([`Slot::timer`]).
     fn next_timer(&self) -> Option<(Instant, usize)> {
-        let timer = |s: &Slot| if s.ready { s.node.poll_timeout() } else { s.timer };
-        self.slots.iter().enumerate().filter_map(|(id, s)| timer(s).map(|t| (t, id))).min()
+        let mut first: Option<(Instant, usize)> = None;
+        for (id, s) in self.slots.iter().enumerate() {
+            let timer = if s.ready { s.node.poll_timeout() } else { s.timer };
+            if let Some(t) = timer {
+                // Strictly earlier: on a tie the lower id (seen first) stays.
+                if first.is_none_or(|(f, _)| t < f) {
+                    first = Some((t, id));
+                }
+            }
+        }
+        first
     }
 
     /// Drain the transmit queue of every ready node (up to `max_burst` frames each) at the
@@ -856,7 +891,7 @@ impl SimNet {
         let sender = &mut self.slots[from];
         sender.stats.sent += 1;
         sender.stats.sent_bytes += len as u64;
-        if len > sender.link.max_frame_len(frame) {
+        if sender.too_long(frame) {
             sender.stats.mtu_dropped += 1;
             return;
         }
@@ -871,18 +906,19 @@ impl SimNet {
         if sender.clean {
             // One copy leaves after the latency; clean receivers take it after theirs: what
             // the general path below does for clean cables, without its copy lists.
-            let t1 = depart + sender.link.latency;
+            let t1 = depart.as_nanos().saturating_add(sender.latency_ns);
             for to in 0..self.slots.len() {
                 if to == from {
                     continue;
                 }
                 let receiver = &mut self.slots[to];
-                if len > receiver.link.max_frame_len(self.frames.get(data)) {
+                if receiver.too_long(self.frames.get(data)) {
                     receiver.stats.mtu_dropped += 1;
                     continue;
                 }
                 if receiver.clean {
-                    let (at, seq) = (t1 + receiver.link.latency, self.seq);
+                    let at = Instant::from_nanos(t1.saturating_add(receiver.latency_ns));
+                    let seq = self.seq;
                     self.seq += 1;
                     self.frames.retain(data);
                     self.queue.push(InFlight { at, seq, to, data });
@@ -890,7 +926,7 @@ impl SimNet {
                 }
                 let mut ingress = std::mem::take(&mut self.ingress);
                 ingress.clear();
-                receiver.cross(t1, data, &mut self.frames, &mut ingress);
+                receiver.cross(Instant::from_nanos(t1), data, &mut self.frames, &mut ingress);
                 for (at, data) in ingress.drain(..) {
                     let seq = self.seq;
                     self.seq += 1;
