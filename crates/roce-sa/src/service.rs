@@ -88,12 +88,15 @@ impl ServiceTable {
 
     /// Advance the clock to `now` (a monotonic time since any fixed epoch) and drop the
     /// records whose lease ran out [`osm_sr_rcv_lease_cb`]. A clock that goes back is ignored.
+    #[inline] // called before every MAD a host receives: nothing more to do without records
     pub fn handle_time(&mut self, now: Duration) {
         self.now = self.now.max(now);
-        // Called before every MAD a host receives: nothing to look at without records.
-        if self.entries.is_empty() {
-            return;
+        if !self.entries.is_empty() {
+            self.expire();
         }
+    }
+
+    fn expire(&mut self) {
         let before = self.entries.len();
         let t = self.now;
         self.entries.retain(|e| !e.expired(t));
@@ -215,6 +218,7 @@ impl SaResponder {
     /// Advance the responder's clock (a monotonic time since any fixed epoch): service leases
     /// run out against it ([`ServiceTable::handle_time`]). A host calls it before each
     /// [`SaResponder::handle_mad`] and when [`SaResponder::next_expiry`] comes.
+    #[inline]
     pub fn handle_time(&mut self, now: Duration) {
         self.services.handle_time(now);
     }
