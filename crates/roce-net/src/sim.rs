@@ -490,6 +490,9 @@ pub struct SimNet {
     ingress: Vec<(Instant, FrameId)>,
     max_burst: usize,
     stall_limit: u64,
+    /// Some node may be ready (see `Slot::ready`): set with any node's flag, cleared by a
+    /// drain that leaves none ready, so that a drain with nothing to do looks at no node.
+    pending: bool,
 }
 
 impl fmt::Debug for SimNet {
@@ -522,6 +525,7 @@ impl SimNet {
             ingress: Vec::new(),
             max_burst: 10_000,
             stall_limit: DEFAULT_STALL_LIMIT,
+            pending: false,
         }
     }
 
@@ -548,6 +552,7 @@ impl SimNet {
             ready: true,
             timer: None,
         });
+        self.pending = true;
         NodeId(id)
     }
 
@@ -600,6 +605,7 @@ impl SimNet {
     pub fn try_node_mut<T: Node>(&mut self, id: NodeId) -> Option<&mut T> {
         let slot = &mut self.slots[id.0];
         slot.ready = true; // the caller may queue frames
+        self.pending = true;
         let node: &mut dyn Node = &mut *slot.node;
         let any: &mut dyn Any = node;
         any.downcast_mut()
@@ -614,6 +620,7 @@ impl SimNet {
     pub fn node_dyn_mut(&mut self, id: NodeId) -> &mut dyn Node {
         let slot = &mut self.slots[id.0];
         slot.ready = true; // the caller may queue frames
+        self.pending = true;
         &mut *slot.node
     }
 
@@ -737,6 +744,7 @@ impl SimNet {
                 let slot = &mut self.slots[id];
                 slot.stats.timeouts += 1;
                 slot.ready = true;
+                self.pending = true;
                 slot.node.handle_timeout(self.now);
             }
             _ => {
@@ -747,6 +755,7 @@ impl SimNet {
                 slot.stats.delivered += 1;
                 slot.stats.delivered_bytes += data.len() as u64;
                 slot.ready = true;
+                self.pending = true;
                 slot.node.handle_frame(self.now, data);
                 self.frames.release(f.data);
             }
@@ -845,6 +854,10 @@ impl SimNet {
     /// Drain the transmit queue of every ready node (up to `max_burst` frames each) at the
     /// current time.
     fn flush(&mut self) {
+        if !self.pending {
+            return;
+        }
+        self.pending = false;
         for id in 0..self.slots.len() {
             if !self.slots[id].ready {
                 continue;
@@ -852,6 +865,7 @@ impl SimNet {
             let mut sent = 0;
             loop {
                 if sent == self.max_burst {
+                    self.pending = true;
                     break; // the rest waits for the next step; the node stays ready
                 }
                 let Some(len) = self.slots[id].node.poll_transmit(self.now, &mut self.buf) else {
