@@ -989,6 +989,36 @@ mod tests {
     use crate::node::ScriptedNode;
     use std::collections::VecDeque;
 
+    #[test]
+    fn events_pop_as_one_heap_would() {
+        // Frames arriving in order (the FIFO) and out of order (the heap), pushes and pops
+        // interleaved: the same order as a single heap of all of them.
+        let mut rng = Rng::stream(3, 0);
+        let (mut events, mut heap) = (Events::default(), BinaryHeap::new());
+        let mut seq = 0;
+        for round in 0..2000u64 {
+            for _ in 0..rng.up_to(3) {
+                // Mostly non-decreasing times, sometimes earlier ones (jitter, reordering).
+                let at = Instant::from_nanos(round * 10 + rng.up_to(15));
+                let f = |seq| InFlight { at, seq, to: 0, data: 0 };
+                events.push(f(seq));
+                heap.push(f(seq));
+                seq += 1;
+            }
+            for _ in 0..rng.up_to(3) {
+                let (a, b) = (events.pop(), heap.pop());
+                assert_eq!(a.map(|f| (f.at, f.seq)), b.map(|f| (f.at, f.seq)));
+                assert_eq!(events.len(), heap.len());
+            }
+        }
+        assert!(!events.heap.is_empty() || seq == 0, "the heap was used");
+        while let Some(b) = heap.pop() {
+            assert_eq!(events.peek().map(|f| (f.at, f.seq)), Some((b.at, b.seq)));
+            assert_eq!(events.pop().map(|f| (f.at, f.seq)), Some((b.at, b.seq)));
+        }
+        assert!(events.pop().is_none());
+    }
+
     const ETHERTYPE: [u8; 2] = [0x88, 0xb5]; // local experimental
     const BROADCAST: [u8; 6] = [0xff; 6];
 

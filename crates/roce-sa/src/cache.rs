@@ -313,6 +313,29 @@ mod tests {
     }
 
     #[test]
+    fn requests_are_compared_whole() {
+        // A slot keeps a request's tail only when it is not zero: same head with another tail,
+        // or the other way round, is another request.
+        let mut c = DupCache::new(4);
+        let mut a = [0u8; 256];
+        a[0] = 1;
+        let mut b = a;
+        b[200] = 5;
+        let mut d = a;
+        d[100] = 7;
+        c.insert(&who(1), 1, &a, &1u8);
+        assert_eq!(c.get(&who(1), 1, &a), Some(&1));
+        assert!(c.get(&who(1), 1, &b).is_none() && c.get(&who(1), 1, &d).is_none());
+        c.insert(&who(1), 1, &b, &2u8); // replaced in place, with a tail
+        assert_eq!(c.get(&who(1), 1, &b), Some(&2));
+        assert!(c.get(&who(1), 1, &a).is_none());
+        c.insert(&who(1), 1, &a, &3u8); // and back to a zero tail
+        assert_eq!(c.get(&who(1), 1, &a), Some(&3));
+        assert!(c.get(&who(1), 1, &b).is_none());
+        assert_eq!(c.len(), 1);
+    }
+
+    #[test]
     fn disabled() {
         let mut c = DupCache::new(0);
         c.insert(&who(1), 7, &[0; 256], &[0; 256]);

@@ -1007,3 +1007,78 @@ pub(crate) fn segmented_table_reply(
         Reply::Many(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn mad_of(bytes: &[u8]) -> [u8; MAD_SIZE] {
+        let mut m = [0u8; MAD_SIZE];
+        m.copy_from_slice(&bytes[..MAD_SIZE]);
+        m
+    }
+
+    proptest! {
+        /// The answers patched into the request's bytes are the bytes of emitting the parsed
+        /// request with the answer's fields set, as the responder answered before.
+        #[test]
+        fn patched_answers_are_emitted_records(
+            req in proptest::collection::vec(any::<u8>(), MAD_SIZE),
+            grp in proptest::collection::vec(any::<u8>(), MC_MEMBER_RECORD_LEN),
+            js in 0u8..16,
+            set in any::<bool>(),
+        ) {
+            let req = mad_of(&req);
+            let rec = record_at(&req);
+            let grp = McMemberRecord::parse_bytes(&grp).unwrap();
+
+            let mut out = rec;
+            out.mgid = grp.mgid;
+            out.q_key = grp.q_key;
+            out.mlid = grp.mlid;
+            out.traffic_class = grp.traffic_class;
+            out.p_key = grp.p_key;
+            out.sl = grp.sl;
+            out.flow_label = grp.flow_label;
+            out.hop_limit = grp.hop_limit;
+            out.scope = grp.scope;
+            out.mtu = grp.mtu;
+            out.rate = grp.rate;
+            out.packet_life_time = grp.packet_life_time;
+            out.join_state = JoinState(js);
+            let mut joined = [0u8; MC_MEMBER_RECORD_LEN];
+            exactly(out).emit_bytes(&mut joined);
+            prop_assert_eq!(joined_record(&req, &grp, JoinState(js)), joined);
+
+            let mut out = rec;
+            out.scope = grp.scope;
+            out.join_state = JoinState(js);
+            let mut left = [0u8; MC_MEMBER_RECORD_LEN];
+            exactly(out).emit_bytes(&mut left);
+            let answer = Answer::left(&req, grp.scope, JoinState(js));
+            prop_assert_eq!(answer.record, left);
+
+            // The whole answer MAD, as `SaMad::mc_member_response` writes it.
+            let m = if set { Method::Set } else { Method::Delete };
+            let mut b = [0u8; MAD_SIZE];
+            answer.write_mad(&req, m, &mut b);
+            let record = McMemberRecord::parse_bytes(&answer.record).unwrap();
+            prop_assert_eq!(b, SaMad::mc_member_response(&req, response_method(m), MadStatus::SUCCESS, &record));
+        }
+
+        /// The error answer written from the request's bytes is the decoded request's
+        /// `response_to` with the RMPP header, reserved bytes and AttributeOffset rules of
+        /// `osm_sa_send_error`.
+        #[test]
+        fn error_answer_from_bytes_is_the_decoded_one(req in proptest::collection::vec(any::<u8>(), MAD_SIZE), status in any::<u16>()) {
+            let req = mad_of(&req);
+            let parsed = SaMad::parse(&req).unwrap();
+            let mut r = parsed.response_to(response_method(parsed.header.method), MadStatus(status), parsed.data);
+            r.rmpp = parsed.rmpp;
+            r.sa.reserved = parsed.sa.reserved;
+            r.sa.attribute_offset = if parsed.header.method == Method::GetTable { 0 } else { parsed.sa.attribute_offset };
+            prop_assert_eq!(error_mad(&parsed, MadStatus(status)), r.to_bytes());
+        }
+    }
+}
