@@ -60,14 +60,14 @@ struct Request {
 impl Request {
     fn new(r: &[u8; MAD_SIZE]) -> Request {
         let (head, tail) = split(r);
-        Request { head: *head, tail: (*tail != [0; MAD_SIZE - HEAD]).then(|| Box::new(*tail)) }
+        Request { head: *head, tail: (!is_zero(tail)).then(|| Box::new(*tail)) }
     }
 
     fn set(&mut self, r: &[u8; MAD_SIZE]) {
         let (head, tail) = split(r);
         self.head = *head;
         match &mut self.tail {
-            _ if *tail == [0; MAD_SIZE - HEAD] => self.tail = None,
+            _ if is_zero(tail) => self.tail = None,
             Some(t) => **t = *tail,
             None => self.tail = Some(Box::new(*tail)),
         }
@@ -77,10 +77,15 @@ impl Request {
         let (head, tail) = split(r);
         self.head == *head
             && match &self.tail {
-                None => *tail == [0; MAD_SIZE - HEAD],
+                None => is_zero(tail),
                 Some(t) => **t == *tail,
             }
     }
+}
+
+/// Whether every byte is 0 (an OR of them all: no early exit, no zero array to compare with).
+fn is_zero(b: &[u8]) -> bool {
+    b.iter().fold(0, |acc, &x| acc | x) == 0
 }
 
 fn split(r: &[u8; MAD_SIZE]) -> (&[u8; HEAD], &[u8; MAD_SIZE - HEAD]) {
