@@ -333,6 +333,10 @@ impl Slot {
 /// A frame's number in [`Frames`].
 type FrameId = u32;
 
+/// Frame buffers [`Frames`] keeps once no frame is in flight (what a burst of more made is
+/// given back).
+const KEPT_FRAMES: usize = 64;
+
 /// The frames on the wire, by number: each one buffer, counted by the copies in flight that
 /// refer to it and reused for a later frame once the last of them is delivered or lost (so
 /// steady traffic neither allocates nor shares an allocation per frame).
@@ -375,7 +379,22 @@ impl Frames {
         *r -= 1;
         if *r == 0 {
             self.free.push(id);
+            if self.free.len() == self.bufs.len() && self.bufs.len() > KEPT_FRAMES {
+                self.trim();
+            }
         }
+    }
+
+    /// Nothing in flight: keep [`KEPT_FRAMES`] buffers, give back the others.
+    #[cold]
+    fn trim(&mut self) {
+        self.bufs.truncate(KEPT_FRAMES);
+        self.bufs.shrink_to_fit();
+        self.refs.truncate(KEPT_FRAMES);
+        self.refs.shrink_to_fit();
+        self.free.clear();
+        self.free.extend(0..KEPT_FRAMES as FrameId);
+        self.free.shrink_to_fit();
     }
 }
 
@@ -988,6 +1007,25 @@ mod tests {
     use super::*;
     use crate::node::ScriptedNode;
     use std::collections::VecDeque;
+
+    #[test]
+    fn frame_buffers_given_back_when_idle() {
+        // A burst of frames in flight at once, then none: the buffers beyond a few dozen go.
+        let mut net = SimNet::new(1);
+        let a = net.add(ScriptedNode::new(), LinkConfig::default());
+        let b = net.add(ScriptedNode::new(), LinkConfig::default());
+        for i in 0..500u32 {
+            let mut f = vec![0xff; 60];
+            f[14..18].copy_from_slice(&i.to_be_bytes());
+            net.node_mut::<ScriptedNode>(a).send(f);
+        }
+        net.flush();
+        assert_eq!((net.in_flight(), net.frames.bufs.len()), (500, 500));
+        net.drive_bounded(10_000).unwrap();
+        assert_eq!(net.node::<ScriptedNode>(b).received().len(), 500);
+        assert_eq!(net.frames.bufs.len(), KEPT_FRAMES);
+        assert_eq!(net.frames.free.len(), KEPT_FRAMES);
+    }
 
     #[test]
     fn events_pop_as_one_heap_would() {
