@@ -258,7 +258,11 @@ impl SaResponder {
             return reply;
         }
         // The rest (queries, ClassPortInfo, ServiceRecords, errors) from the decoded MAD.
-        let req = SaMad::parse(bytes).expect("a 256-byte MAD always parses");
+        let Ok(req) = SaMad::parse(bytes) else {
+            // Not for 256 bytes; counted as before, not a panic.
+            self.stats.dropped_short += 1;
+            return Reply::None;
+        };
         let reply = match (req.header.attribute_id, req.header.method) {
             (attr::CLASS_PORT_INFO, Method::Get) => Reply::One(self.class_port_info(&req)),
             (attr::MC_MEMBER_RECORD, Method::Get | Method::GetTable) => {
@@ -832,8 +836,8 @@ fn joined_record(request: &[u8; MAD_SIZE], grp: &McMemberRecord, merged: JoinSta
 
 /// The MCMemberRecord at the start of a request's SA data, read in place.
 fn record_at(bytes: &[u8; MAD_SIZE]) -> McMemberRecord {
-    McMemberRecord::parse(&roce_wire::mcmember::Packet::new_unchecked(&bytes[SA_DATA_OFFSET..]))
-        .expect("52 bytes of SA data always hold a record")
+    McMemberRecord::parse(&roce_wire::mcmember::Packet::new_unchecked(&bytes[SA_DATA_OFFSET..])).unwrap_or_default()
+    // 200 bytes of SA data always hold one
 }
 
 /// MTU and rate, when given with their selectors, must be valid codes (else 0x0200)
