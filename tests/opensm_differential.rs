@@ -40,7 +40,7 @@ use roce_sa::{Requester, SaConfig, SaResponder};
 use roce_wire::mad::Method;
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord, Selector, MC_MEMBER_RECORD_LEN};
 use roce_wire::rmpp::RmppFlags;
-use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_OFFSET, SA_HEADER_LEN};
+use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_OFFSET, SA_HEADER_LEN, SA_HEADER_OFFSET};
 use roce_wire::{Gid, RDMA_UDP_QKEY};
 
 /// RDMA-CM's MGID for 239.1.2.3 on an IB port (see tests/opensm.rs).
@@ -156,10 +156,13 @@ struct Step {
     mask: u64,
     rec: RecOf,
     sm_key: u64,
+    /// The request's AttributeOffset (0 as the kernel sends it; an error answer echoes it, but
+    /// for a GetTable).
+    attribute_offset: u16,
 }
 
 fn step(name: &'static str, who: Who, method: Method, mask: u64, rec: RecOf) -> Step {
-    Step { name, who, method, mask, rec, sm_key: 0 }
+    Step { name, who, method, mask, rec, sm_key: 0, attribute_offset: 0 }
 }
 
 /// Our port joins `mg` with `js` (SubnAdmSet, mask 0x130C7).
@@ -404,6 +407,36 @@ fn sequences() -> Vec<Sequence> {
                 },
                 step("get_table_untrusted_by_mgid", Who::Me, GetTable, MGID, Join(Mg::Cm, Pg::Me, FULL)),
                 step("get_qkey_filter_other", Who::Me, Get, MGID | QKEY, Edit(Mg::Cm, Pg::Me, FULL, |r| r.q_key = 1)),
+                // Errors to queries: GetResp and GetTableResp (AttributeOffset 0) with the
+                // request echoed [`osm_mcmr_rcv_process` checks rate and MTU codes for every
+                // method; `osm_sa_send_error`].
+                Step {
+                    attribute_offset: 7,
+                    ..step(
+                        "get_invalid_mtu_code",
+                        Who::Me,
+                        Get,
+                        MGID | MTU,
+                        Edit(Mg::Cm, Pg::Me, FULL, |r| {
+                            r.mtu_selector = Selector::Exactly;
+                            r.mtu = 7;
+                        }),
+                    )
+                },
+                Step {
+                    sm_key: SM_KEY,
+                    attribute_offset: 7,
+                    ..step(
+                        "get_table_invalid_rate_code",
+                        Who::Me,
+                        GetTable,
+                        MGID | RATE,
+                        Edit(Mg::Cm, Pg::Me, FULL, |r| {
+                            r.rate_selector = Selector::Exactly;
+                            r.rate = 1;
+                        }),
+                    )
+                },
                 leave("leave", Mg::Cm, FULL),
                 step(
                     "create_mtu_exactly_lower",
@@ -1099,8 +1132,10 @@ enum Answer {
     /// Nothing came back.
     None,
     /// A response: its method name, status, the record(s) of a success, and for an error
-    /// whether the MAD's data echoes the request's record.
-    Mad { method: String, status: u16, records: Vec<Rec>, echo: Option<bool> },
+    /// whether the MAD's data echoes the request's record and its SA header's SM_Key and
+    /// AttributeOffset (`osm_sa_send_error`: SM_Key 0; the request's AttributeOffset, 0 for a
+    /// GetTable).
+    Mad { method: String, status: u16, records: Vec<Rec>, echo: Option<(bool, u64, u16)> },
     /// Something that could not be read, or a state not to be queried.
     Other(String),
 }
@@ -1127,8 +1162,9 @@ impl Answer {
         match self {
             Answer::Mad { method, status, records, echo } => {
                 let mut s = format!("{method} {status:#06x}");
-                if let Some(e) = echo {
-                    write!(s, " (echoes the request's record: {e})").unwrap();
+                if let Some((e, sm_key, offset)) = echo {
+                    write!(s, " (echoes the request's record: {e}; SM_Key {sm_key:#x}, AttributeOffset {offset})")
+                        .unwrap();
                 }
                 for r in records {
                     write!(s, "\n        {}", r.full()).unwrap();
@@ -1292,7 +1328,10 @@ impl<B: Backend> Ctx<B> {
         if status != 0 {
             let rec = SA_DATA_OFFSET..SA_DATA_OFFSET + MC_MEMBER_RECORD_LEN;
             let echo = first[rec.clone()] == mad[rec];
-            return Raw::Final(Answer::Mad { method, status, records: Vec::new(), echo: Some(echo) });
+            let sa = &first[SA_HEADER_OFFSET..SA_DATA_OFFSET];
+            let sm_key = u64::from_be_bytes(sa[0..8].try_into().expect("8 bytes"));
+            let offset = u16::from_be_bytes([sa[8], sa[9]]);
+            return Raw::Final(Answer::Mad { method, status, records: Vec::new(), echo: Some((echo, sm_key, offset)) });
         }
         let records = if m.header.method == Method::GetTable {
             match table_records(&mads) {
@@ -1342,6 +1381,11 @@ impl<B: Backend> Ctx<B> {
                 self.mad(s.method, s.mask, r, s.sm_key)
             }
         };
+        let mut mad = mad;
+        if s.attribute_offset != 0 {
+            let at = SA_HEADER_OFFSET + 8;
+            mad[at..at + 2].copy_from_slice(&s.attribute_offset.to_be_bytes());
+        }
         self.prev = Some((s.who, mad));
         let raw = self.ask(s.who, &mad);
         // Remember what a successful join answered (the kernel leaves with that record).

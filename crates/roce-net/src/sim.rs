@@ -28,12 +28,12 @@
 
 use std::any::{type_name, Any};
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::time::Duration;
 
 use roce_cm::Instant;
@@ -46,9 +46,6 @@ use crate::rng::Rng;
 /// The size of the buffer the simulator hands to [`Node::poll_transmit`] (larger than any MTU,
 /// so that an oversized frame reaches the MTU check and is counted there).
 pub const TX_BUF_LEN: usize = 65_536;
-
-/// The size of the transmit arena frames are cut from (a few dozen MTU-sized frames).
-const ARENA: usize = 1 << 17;
 
 /// The default IP MTU: 4200, what RoCE NICs are configured with to carry a 4096-byte IB MTU
 /// (4096 payload + IPv6 40 + UDP 8 + BTH 12 + RETH 16 + ImmDt 4 + ICRC 4 = 4180 fits).
@@ -137,6 +134,20 @@ impl LinkConfig {
     pub fn max_frame_len(&self, frame: &[u8]) -> usize {
         let tagged = frame.len() >= ETH_HEADER_LEN && frame[12..14] == [0x81, 0x00];
         self.mtu + ETH_HEADER_LEN + if tagged { VLAN_TAG_LEN } else { 0 }
+    }
+}
+
+/// A cable's latency in nanoseconds (saturated as `Instant + Duration` saturates) and its
+/// longest untagged frame.
+fn link_constants(link: &LinkConfig) -> (u64, usize) {
+    (u64::try_from(link.latency.as_nanos()).unwrap_or(u64::MAX), link.mtu.saturating_add(ETH_HEADER_LEN))
+}
+
+impl Slot {
+    /// Whether `frame` is over this cable's MTU ([`LinkConfig::max_frame_len`]; a frame no
+    /// longer than the untagged limit fits either way).
+    fn too_long(&self, frame: &[u8]) -> bool {
+        frame.len() > self.max_untagged && frame.len() > self.link.max_frame_len(frame)
     }
 }
 
@@ -253,22 +264,33 @@ struct Slot {
     link: LinkConfig,
     /// `link.is_clean()`, kept with it.
     clean: bool,
+    /// `link.latency` in nanoseconds (saturated), kept with it: `t + latency` for an
+    /// [`Instant`] `t`, without the `Duration` arithmetic, on the clean path.
+    latency_ns: u64,
+    /// The longest untagged frame the cable carries (`link.mtu + 14`), kept with it.
+    max_untagged: usize,
     rng: Rng,
     busy_until: Instant,
     stats: NodeStats,
     /// The node may have frames to send: it was handed an input or a `&mut` since it last
     /// answered `None`, or it hit the burst limit. Only these are polled.
     ready: bool,
+    /// `node.poll_timeout()` as of the node's last drain: a node's timer changes only when
+    /// the node is given an input or a `&mut`, which makes it ready, so only ready nodes are
+    /// asked again.
+    timer: Option<Instant>,
 }
 
 impl Slot {
-    /// A frame crosses this cable at `t`: the copies that come out, with their arrival times.
-    fn cross(&mut self, t: Instant, data: &Bytes, out: &mut Vec<(Instant, Bytes)>) {
+    /// Frame `data` crosses this cable at `t`: the copies that come out, with their arrival
+    /// times, each holding a reference to its frame in `frames`.
+    fn cross(&mut self, t: Instant, data: FrameId, frames: &mut Frames, out: &mut Vec<(Instant, FrameId)>) {
         let link = &self.link;
         // A clean cable (the common case) draws nothing: one copy after the latency, exactly
         // what the general path below gives it, without its bookkeeping.
         if self.clean {
-            out.push((t + link.latency, data.clone()));
+            frames.retain(data);
+            out.push((t + link.latency, data));
             return;
         }
         let rng = &mut self.rng;
@@ -289,18 +311,90 @@ impl Slot {
                 self.stats.reordered += 1;
                 at += link.reorder_delay;
             }
-            let mut copy = data.clone();
+            let mut copy = None;
             if rng.chance(link.corrupt) {
-                let mut bytes = data.to_vec();
+                let mut bytes = frames.get(data).to_vec();
                 if corrupt(&mut bytes, link.corrupt_scope, rng).is_some() {
                     self.stats.corrupted += 1;
-                    copy = Bytes::from(bytes);
+                    copy = Some(frames.add(&bytes));
                 } else {
                     self.stats.corrupt_skipped += 1;
                 }
             }
+            let copy = copy.unwrap_or_else(|| {
+                frames.retain(data);
+                data
+            });
             out.push((at, copy));
         }
+    }
+}
+
+/// A frame's number in [`Frames`].
+type FrameId = u32;
+
+/// Frame buffers [`Frames`] keeps once no frame is in flight (what a burst of more made is
+/// given back).
+const KEPT_FRAMES: usize = 64;
+
+/// The frames on the wire, by number: each one buffer, counted by the copies in flight that
+/// refer to it and reused for a later frame once the last of them is delivered or lost (so
+/// steady traffic neither allocates nor shares an allocation per frame).
+#[derive(Default)]
+struct Frames {
+    bufs: Vec<Vec<u8>>,
+    refs: Vec<u32>,
+    free: Vec<FrameId>,
+}
+
+impl Frames {
+    /// A frame holding a copy of `data`, with one reference (the caller's).
+    fn add(&mut self, data: &[u8]) -> FrameId {
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.bufs.push(Vec::new());
+                self.refs.push(0);
+                (self.bufs.len() - 1) as FrameId
+            }
+        };
+        let buf = &mut self.bufs[id as usize];
+        buf.clear();
+        buf.extend_from_slice(data);
+        self.refs[id as usize] = 1;
+        id
+    }
+
+    fn get(&self, id: FrameId) -> &[u8] {
+        &self.bufs[id as usize]
+    }
+
+    fn retain(&mut self, id: FrameId) {
+        self.refs[id as usize] += 1;
+    }
+
+    /// Drop one reference; the buffer is free again with the last.
+    fn release(&mut self, id: FrameId) {
+        let r = &mut self.refs[id as usize];
+        *r -= 1;
+        if *r == 0 {
+            self.free.push(id);
+            if self.free.len() == self.bufs.len() && self.bufs.len() > KEPT_FRAMES {
+                self.trim();
+            }
+        }
+    }
+
+    /// Nothing in flight: keep [`KEPT_FRAMES`] buffers, give back the others.
+    #[cold]
+    fn trim(&mut self) {
+        self.bufs.truncate(KEPT_FRAMES);
+        self.bufs.shrink_to_fit();
+        self.refs.truncate(KEPT_FRAMES);
+        self.refs.shrink_to_fit();
+        self.free.clear();
+        self.free.extend(0..KEPT_FRAMES as FrameId);
+        self.free.shrink_to_fit();
     }
 }
 
@@ -309,7 +403,7 @@ struct InFlight {
     at: Instant,
     seq: u64,
     to: usize,
-    data: Bytes,
+    data: FrameId,
 }
 
 impl PartialEq for InFlight {
@@ -333,6 +427,58 @@ impl Ord for InFlight {
     }
 }
 
+/// The frames in flight, earliest first (then first sent): a FIFO for the frames that arrive
+/// no earlier than the last one queued there (on cables without jitter or reordering, all of
+/// them), a heap for the others. Pops in the same order as one heap of all of them would, the
+/// keys (time, sequence number) being distinct.
+#[derive(Default)]
+struct Events {
+    fifo: VecDeque<InFlight>,
+    heap: BinaryHeap<InFlight>,
+}
+
+impl Events {
+    fn push(&mut self, f: InFlight) {
+        // `seq` grows with every push, so a frame not earlier than the FIFO's last keeps it sorted.
+        if self.fifo.back().is_none_or(|b| f.at >= b.at) {
+            self.fifo.push_back(f);
+        } else {
+            self.heap.push(f);
+        }
+    }
+
+    /// Whether the FIFO's front comes before the heap's top.
+    fn fifo_first(&self) -> Option<bool> {
+        if self.heap.is_empty() {
+            return (!self.fifo.is_empty()).then_some(true);
+        }
+        match (self.fifo.front(), self.heap.peek()) {
+            (None, None) => None,
+            (Some(_), None) => Some(true),
+            (None, Some(_)) => Some(false),
+            (Some(a), Some(b)) => Some((a.at, a.seq) < (b.at, b.seq)),
+        }
+    }
+
+    fn peek(&self) -> Option<&InFlight> {
+        match self.fifo_first()? {
+            true => self.fifo.front(),
+            false => self.heap.peek(),
+        }
+    }
+
+    fn pop(&mut self) -> Option<InFlight> {
+        match self.fifo_first()? {
+            true => self.fifo.pop_front(),
+            false => self.heap.pop(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.fifo.len() + self.heap.len()
+    }
+}
+
 /// N nodes on one simulated Ethernet segment with a virtual clock (see the
 /// [module docs](self) for the model).
 ///
@@ -351,18 +497,21 @@ pub struct SimNet {
     seed: u64,
     now: Instant,
     slots: Vec<Slot>,
-    queue: BinaryHeap<InFlight>,
+    queue: Events,
     seq: u64,
     steps: u64,
     capture: Vec<CapturedTx>,
     capturing: bool,
     buf: Vec<u8>,
-    /// Transmitted frames are cut from here (see [`SimNet::flush`]).
-    arena: BytesMut,
-    copies: Vec<(Instant, Bytes)>,
-    ingress: Vec<(Instant, Bytes)>,
+    /// The frames in flight (see [`SimNet::flush`]).
+    frames: Frames,
+    copies: Vec<(Instant, FrameId)>,
+    ingress: Vec<(Instant, FrameId)>,
     max_burst: usize,
     stall_limit: u64,
+    /// Some node may be ready (see `Slot::ready`): set with any node's flag, cleared by a
+    /// drain that leaves none ready, so that a drain with nothing to do looks at no node.
+    pending: bool,
 }
 
 impl fmt::Debug for SimNet {
@@ -384,17 +533,18 @@ impl SimNet {
             seed,
             now: Instant::ZERO,
             slots: Vec::new(),
-            queue: BinaryHeap::new(),
+            queue: Events::default(),
             seq: 0,
             steps: 0,
             capture: Vec::new(),
             capturing: true,
             buf: vec![0; TX_BUF_LEN],
-            arena: BytesMut::new(),
+            frames: Frames::default(),
             copies: Vec::new(),
             ingress: Vec::new(),
             max_burst: 10_000,
             stall_limit: DEFAULT_STALL_LIMIT,
+            pending: false,
         }
     }
 
@@ -408,15 +558,20 @@ impl SimNet {
         let id = self.slots.len();
         let rng = Rng::stream(self.seed, id as u64);
         let clean = link.is_clean();
+        let (latency_ns, max_untagged) = link_constants(&link);
         self.slots.push(Slot {
             node,
             link,
             clean,
+            latency_ns,
+            max_untagged,
             rng,
             busy_until: Instant::ZERO,
             stats: NodeStats::default(),
             ready: true,
+            timer: None,
         });
+        self.pending = true;
         NodeId(id)
     }
 
@@ -469,6 +624,7 @@ impl SimNet {
     pub fn try_node_mut<T: Node>(&mut self, id: NodeId) -> Option<&mut T> {
         let slot = &mut self.slots[id.0];
         slot.ready = true; // the caller may queue frames
+        self.pending = true;
         let node: &mut dyn Node = &mut *slot.node;
         let any: &mut dyn Any = node;
         any.downcast_mut()
@@ -483,6 +639,7 @@ impl SimNet {
     pub fn node_dyn_mut(&mut self, id: NodeId) -> &mut dyn Node {
         let slot = &mut self.slots[id.0];
         slot.ready = true; // the caller may queue frames
+        self.pending = true;
         &mut *slot.node
     }
 
@@ -496,6 +653,7 @@ impl SimNet {
     pub fn set_link(&mut self, id: NodeId, link: LinkConfig) {
         let slot = &mut self.slots[id.0];
         slot.clean = link.is_clean();
+        (slot.latency_ns, slot.max_untagged) = link_constants(&link);
         slot.link = link;
     }
 
@@ -586,7 +744,8 @@ impl SimNet {
     /// Send `frame` as if node `from` had transmitted it now (captured, counted and subject
     /// to `from`'s cable like any frame of that node).
     pub fn inject(&mut self, from: NodeId, frame: &[u8]) {
-        self.transmit(from.0, Bytes::copy_from_slice(frame));
+        let data = self.frames.add(frame);
+        self.transmit(from.0, data);
     }
 
     /// Drain every node's transmit queue, then process the next event: advance the clock to
@@ -604,16 +763,20 @@ impl SimNet {
                 let slot = &mut self.slots[id];
                 slot.stats.timeouts += 1;
                 slot.ready = true;
+                self.pending = true;
                 slot.node.handle_timeout(self.now);
             }
             _ => {
                 let f = self.queue.pop().expect("peeked");
                 self.now = self.now.max(f.at);
                 let slot = &mut self.slots[f.to];
+                let data = self.frames.get(f.data);
                 slot.stats.delivered += 1;
-                slot.stats.delivered_bytes += f.data.len() as u64;
+                slot.stats.delivered_bytes += data.len() as u64;
                 slot.ready = true;
-                slot.node.handle_frame(self.now, &f.data);
+                self.pending = true;
+                slot.node.handle_frame(self.now, data);
+                self.frames.release(f.data);
             }
         }
         self.steps += 1;
@@ -691,14 +854,29 @@ impl SimNet {
         }
     }
 
-    /// The earliest armed timer and its node (the lowest id on a tie).
+    /// The earliest armed timer and its node (the lowest id on a tie). Only ready nodes are
+    /// asked; the others' timers are as their last drain left them ([`Slot::timer`]).
     fn next_timer(&self) -> Option<(Instant, usize)> {
-        self.slots.iter().enumerate().filter_map(|(id, s)| s.node.poll_timeout().map(|t| (t, id))).min()
+        let mut first: Option<(Instant, usize)> = None;
+        for (id, s) in self.slots.iter().enumerate() {
+            let timer = if s.ready { s.node.poll_timeout() } else { s.timer };
+            if let Some(t) = timer {
+                // Strictly earlier: on a tie the lower id (seen first) stays.
+                if first.is_none_or(|(f, _)| t < f) {
+                    first = Some((t, id));
+                }
+            }
+        }
+        first
     }
 
     /// Drain the transmit queue of every ready node (up to `max_burst` frames each) at the
     /// current time.
     fn flush(&mut self) {
+        if !self.pending {
+            return;
+        }
+        self.pending = false;
         for id in 0..self.slots.len() {
             if !self.slots[id].ready {
                 continue;
@@ -706,6 +884,7 @@ impl SimNet {
             let mut sent = 0;
             loop {
                 if sent == self.max_burst {
+                    self.pending = true;
                     break; // the rest waits for the next step; the node stays ready
                 }
                 let Some(len) = self.slots[id].node.poll_transmit(self.now, &mut self.buf) else {
@@ -718,33 +897,40 @@ impl SimNet {
                     "node {id} returned a {len}-byte frame from a {}-byte buffer",
                     self.buf.len()
                 );
-                // Frames share one arena: once delivered (and not captured), the next `reserve`
-                // takes the allocation back, so steady traffic allocates nothing per frame.
-                if self.arena.capacity() < len {
-                    self.arena.reserve(ARENA.max(len));
-                }
-                self.arena.extend_from_slice(&self.buf[..len]);
-                let data = self.arena.split().freeze();
+                // Each frame is copied once, into a buffer of the frames in flight that the
+                // delivered frames gave back: steady traffic allocates nothing per frame.
+                let data = self.frames.add(&self.buf[..len]);
                 self.transmit(id, data);
             }
+            let slot = &mut self.slots[id];
+            slot.timer = slot.node.poll_timeout();
         }
     }
 
-    fn transmit(&mut self, from: usize, data: Bytes) {
+    /// Send frame `data` (whose reference the caller hands over) from node `from` now.
+    fn transmit(&mut self, from: usize, data: FrameId) {
+        self.transmit_copies(from, data);
+        self.frames.release(data);
+    }
+
+    fn transmit_copies(&mut self, from: usize, data: FrameId) {
         let now = self.now;
+        let frame = self.frames.get(data);
+        let len = frame.len();
         if self.capturing {
-            self.capture.push(CapturedTx { time: now, from: NodeId(from), data: data.clone() });
+            let data = Bytes::copy_from_slice(frame);
+            self.capture.push(CapturedTx { time: now, from: NodeId(from), data });
         }
         let sender = &mut self.slots[from];
         sender.stats.sent += 1;
-        sender.stats.sent_bytes += data.len() as u64;
-        if data.len() > sender.link.max_frame_len(&data) {
+        sender.stats.sent_bytes += len as u64;
+        if sender.too_long(frame) {
             sender.stats.mtu_dropped += 1;
             return;
         }
         let depart = match sender.link.bandwidth {
             Some(bw) if bw > 0 => {
-                let end = now.max(sender.busy_until) + wire_time(data.len(), bw);
+                let end = now.max(sender.busy_until) + wire_time(len, bw);
                 sender.busy_until = end;
                 end
             }
@@ -753,25 +939,27 @@ impl SimNet {
         if sender.clean {
             // One copy leaves after the latency; clean receivers take it after theirs: what
             // the general path below does for clean cables, without its copy lists.
-            let t1 = depart + sender.link.latency;
+            let t1 = depart.as_nanos().saturating_add(sender.latency_ns);
             for to in 0..self.slots.len() {
                 if to == from {
                     continue;
                 }
                 let receiver = &mut self.slots[to];
-                if data.len() > receiver.link.max_frame_len(&data) {
+                if receiver.too_long(self.frames.get(data)) {
                     receiver.stats.mtu_dropped += 1;
                     continue;
                 }
                 if receiver.clean {
-                    let (at, seq) = (t1 + receiver.link.latency, self.seq);
+                    let at = Instant::from_nanos(t1.saturating_add(receiver.latency_ns));
+                    let seq = self.seq;
                     self.seq += 1;
-                    self.queue.push(InFlight { at, seq, to, data: data.clone() });
+                    self.frames.retain(data);
+                    self.queue.push(InFlight { at, seq, to, data });
                     continue;
                 }
                 let mut ingress = std::mem::take(&mut self.ingress);
                 ingress.clear();
-                receiver.cross(t1, &data, &mut ingress);
+                receiver.cross(Instant::from_nanos(t1), data, &mut self.frames, &mut ingress);
                 for (at, data) in ingress.drain(..) {
                     let seq = self.seq;
                     self.seq += 1;
@@ -783,26 +971,31 @@ impl SimNet {
         }
         let mut egress = std::mem::take(&mut self.copies);
         egress.clear();
-        sender.cross(depart, &data, &mut egress);
+        sender.cross(depart, data, &mut self.frames, &mut egress);
         let mut ingress = std::mem::take(&mut self.ingress);
-        for (t1, copy) in &egress {
+        for &(t1, copy) in &egress {
             for to in 0..self.slots.len() {
                 if to == from {
                     continue;
                 }
                 let receiver = &mut self.slots[to];
-                if copy.len() > receiver.link.max_frame_len(copy) {
+                let frame = self.frames.get(copy);
+                if frame.len() > receiver.link.max_frame_len(frame) {
                     receiver.stats.mtu_dropped += 1;
                     continue;
                 }
                 ingress.clear();
-                receiver.cross(*t1, copy, &mut ingress);
+                receiver.cross(t1, copy, &mut self.frames, &mut ingress);
                 for (at, data) in ingress.drain(..) {
                     let seq = self.seq;
                     self.seq += 1;
                     self.queue.push(InFlight { at, seq, to, data });
                 }
             }
+        }
+        // The egress copies were references for the receivers' crossings only.
+        for &(_, copy) in &egress {
+            self.frames.release(copy);
         }
         self.copies = egress;
         self.ingress = ingress;
@@ -814,6 +1007,55 @@ mod tests {
     use super::*;
     use crate::node::ScriptedNode;
     use std::collections::VecDeque;
+
+    #[test]
+    fn frame_buffers_given_back_when_idle() {
+        // A burst of frames in flight at once, then none: the buffers beyond a few dozen go.
+        let mut net = SimNet::new(1);
+        let a = net.add(ScriptedNode::new(), LinkConfig::default());
+        let b = net.add(ScriptedNode::new(), LinkConfig::default());
+        for i in 0..500u32 {
+            let mut f = vec![0xff; 60];
+            f[14..18].copy_from_slice(&i.to_be_bytes());
+            net.node_mut::<ScriptedNode>(a).send(f);
+        }
+        net.flush();
+        assert_eq!((net.in_flight(), net.frames.bufs.len()), (500, 500));
+        net.drive_bounded(10_000).unwrap();
+        assert_eq!(net.node::<ScriptedNode>(b).received().len(), 500);
+        assert_eq!(net.frames.bufs.len(), KEPT_FRAMES);
+        assert_eq!(net.frames.free.len(), KEPT_FRAMES);
+    }
+
+    #[test]
+    fn events_pop_as_one_heap_would() {
+        // Frames arriving in order (the FIFO) and out of order (the heap), pushes and pops
+        // interleaved: the same order as a single heap of all of them.
+        let mut rng = Rng::stream(3, 0);
+        let (mut events, mut heap) = (Events::default(), BinaryHeap::new());
+        let mut seq = 0;
+        for round in 0..2000u64 {
+            for _ in 0..rng.up_to(3) {
+                // Mostly non-decreasing times, sometimes earlier ones (jitter, reordering).
+                let at = Instant::from_nanos(round * 10 + rng.up_to(15));
+                let f = |seq| InFlight { at, seq, to: 0, data: 0 };
+                events.push(f(seq));
+                heap.push(f(seq));
+                seq += 1;
+            }
+            for _ in 0..rng.up_to(3) {
+                let (a, b) = (events.pop(), heap.pop());
+                assert_eq!(a.map(|f| (f.at, f.seq)), b.map(|f| (f.at, f.seq)));
+                assert_eq!(events.len(), heap.len());
+            }
+        }
+        assert!(!events.heap.is_empty() || seq == 0, "the heap was used");
+        while let Some(b) = heap.pop() {
+            assert_eq!(events.peek().map(|f| (f.at, f.seq)), Some((b.at, b.seq)));
+            assert_eq!(events.pop().map(|f| (f.at, f.seq)), Some((b.at, b.seq)));
+        }
+        assert!(events.pop().is_none());
+    }
 
     const ETHERTYPE: [u8; 2] = [0x88, 0xb5]; // local experimental
     const BROADCAST: [u8; 6] = [0xff; 6];

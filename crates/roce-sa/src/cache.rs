@@ -4,13 +4,22 @@
 //! the same MAD, same TID, after its timeout [sa_query.c]). Applying a join twice is harmless,
 //! but a leave applied twice would be answered 0x0200 the second time although it succeeded,
 //! so the answer is kept and sent again. The cache is a ring of fixed slots (FIFO eviction)
-//! indexed by a hash map; it never grows past its size.
+//! indexed by an open-addressing table; it never grows past its size.
+//!
+//! A slot keeps what the answer is made of (the responder's [`crate::responder`] keeps the
+//! status and the answer's record, 54 bytes), not the answer, and the request compactly: its
+//! first 108 bytes (headers and the record) and the 148 after them only when they are not all
+//! zero (never, from the kernel or this workspace's stack), so that a request is still
+//! compared byte for byte.
 
 use core::hash::{BuildHasher, Hash, Hasher};
 
 use roce_wire::{Gid, MAD_SIZE};
 
 use crate::Requester;
+
+/// The bytes of a request kept in every slot: MAD, RMPP and SA headers and an MCMemberRecord.
+const HEAD: usize = 108;
 
 /// Who asked, and which transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,45 +49,92 @@ pub(crate) struct Miss {
     slot: Option<usize>,
 }
 
+/// A request as a slot keeps it (see the module documentation).
 #[derive(Debug, Clone)]
-struct Slot {
+struct Request {
+    head: [u8; HEAD],
+    /// The bytes after the head, unless all zero.
+    tail: Option<Box<[u8; MAD_SIZE - HEAD]>>,
+}
+
+impl Request {
+    fn new(r: &[u8; MAD_SIZE]) -> Request {
+        let (head, tail) = split(r);
+        Request { head: *head, tail: (!is_zero(tail)).then(|| Box::new(*tail)) }
+    }
+
+    fn set(&mut self, r: &[u8; MAD_SIZE]) {
+        let (head, tail) = split(r);
+        self.head = *head;
+        match &mut self.tail {
+            _ if is_zero(tail) => self.tail = None,
+            Some(t) => **t = *tail,
+            None => self.tail = Some(Box::new(*tail)),
+        }
+    }
+
+    fn is(&self, r: &[u8; MAD_SIZE]) -> bool {
+        let (head, tail) = split(r);
+        self.head == *head
+            && match &self.tail {
+                None => is_zero(tail),
+                Some(t) => **t == *tail,
+            }
+    }
+}
+
+/// Whether every byte is 0 (an OR of them all: no early exit, no zero array to compare with).
+fn is_zero(b: &[u8]) -> bool {
+    b.iter().fold(0, |acc, &x| acc | x) == 0
+}
+
+fn split(r: &[u8; MAD_SIZE]) -> (&[u8; HEAD], &[u8; MAD_SIZE - HEAD]) {
+    let (head, tail) = r.split_first_chunk::<HEAD>().expect("a MAD is longer than its head");
+    (head, tail.try_into().expect("the rest of a MAD"))
+}
+
+#[derive(Debug, Clone)]
+struct Slot<V> {
     key: Key,
     /// The key's hash (where its index entry wants to be).
     hash: u64,
-    request: [u8; MAD_SIZE],
-    reply: [u8; MAD_SIZE],
+    /// The table position of its index entry (kept as entries move), for the eviction.
+    pos: u32,
+    request: Request,
+    value: V,
 }
 
-/// A bounded cache of single-MAD answers.
+/// A bounded cache of the answers (`V`) to requests.
 ///
-/// The index is an open-addressing table of slot numbers (linear probing, at most half full,
-/// deletion by backward shift): a lookup or an eviction is a probe or two in one array, where
-/// a general hash map cost a third of the SA's work per transaction.
+/// The index is an open-addressing table of slot numbers (linear probing, at most a quarter full,
+/// deletion by backward shift): a lookup is a probe or two in one array, an eviction none
+/// (each slot knows its index position).
 #[derive(Debug, Clone)]
-pub(crate) struct DupCache {
+pub(crate) struct DupCache<V> {
     size: usize,
-    slots: Vec<Slot>,
+    slots: Vec<Slot<V>>,
     next: usize,
     /// Slot number + 1 per table position; 0 is empty.
     table: Vec<u32>,
     hasher: foldhash::fast::RandomState,
 }
 
-impl DupCache {
+impl<V: Copy> DupCache<V> {
     /// A cache of `size` entries (0: disabled).
-    pub(crate) fn new(size: usize) -> DupCache {
-        // Twice the entries, a power of two, made up front for up to 65,536 entries (no
-        // growth in steady state) and grown with the entries beyond; none when disabled.
-        let positions = if size == 0 { 0 } else { (2 * size.min(1 << 16)).next_power_of_two() };
+    pub(crate) fn new(size: usize) -> DupCache<V> {
+        // Four times the entries, a power of two, made up front for up to 65,536 entries (no
+        // growth in steady state) and grown with the entries beyond; none when disabled. At
+        // most a quarter full, probe chains stay short (an eviction walks one to its end).
+        let positions = if size == 0 { 0 } else { (4 * size.min(1 << 16)).next_power_of_two() };
         DupCache { size, slots: Vec::new(), next: 0, table: vec![0; positions], hasher: Default::default() }
     }
 
-    /// Keep the table at most half full for `entries` entries.
+    /// Keep the table at most a quarter full for `entries` entries.
     fn reserve(&mut self, entries: usize) {
-        if 2 * entries <= self.table.len() {
+        if 4 * entries <= self.table.len() {
             return;
         }
-        self.table = vec![0; (2 * entries).next_power_of_two()];
+        self.table = vec![0; (4 * entries).next_power_of_two()];
         for i in 0..self.slots.len() {
             self.index(self.slots[i].hash, i);
         }
@@ -88,8 +144,8 @@ impl DupCache {
         self.table.len() - 1
     }
 
-    /// The table position holding `key`'s slot, and the slot.
-    fn find(&self, key: &Key, hash: u64) -> Option<(usize, usize)> {
+    /// The slot holding `key`.
+    fn find(&self, key: &Key, hash: u64) -> Option<usize> {
         if self.table.is_empty() {
             return None;
         }
@@ -102,7 +158,7 @@ impl DupCache {
             }
             let i = (e - 1) as usize;
             if self.slots[i].hash == hash && self.slots[i].key == *key {
-                return Some((p, i));
+                return Some(i);
             }
             p = (p + 1) & mask;
         }
@@ -116,6 +172,7 @@ impl DupCache {
             p = (p + 1) & mask;
         }
         self.table[p] = i as u32 + 1;
+        self.slots[i].pos = p as u32;
     }
 
     /// Empty table position `hole`, moving back the entries after it that probed past it.
@@ -128,9 +185,11 @@ impl DupCache {
             if e == 0 {
                 break;
             }
-            let ideal = self.slots[(e - 1) as usize].hash as usize & mask;
+            let slot = &mut self.slots[(e - 1) as usize];
+            let ideal = slot.hash as usize & mask;
             // The entry at j may fill the hole if its ideal position is not in (hole, j].
             if j.wrapping_sub(ideal) & mask >= j.wrapping_sub(hole) & mask {
+                slot.pos = hole as u32;
                 self.table[hole] = e;
                 hole = j;
             }
@@ -140,34 +199,34 @@ impl DupCache {
 
     /// The answer already sent for this very request (same requester, TID and bytes).
     #[cfg(test)]
-    pub(crate) fn get(&self, from: &Requester, tid: u64, request: &[u8; MAD_SIZE]) -> Option<&[u8; MAD_SIZE]> {
+    pub(crate) fn get(&self, from: &Requester, tid: u64, request: &[u8; MAD_SIZE]) -> Option<&V> {
         self.lookup(from, tid, request).ok()
     }
 
     /// The answer already sent for this very request (same requester, TID and bytes), or
     /// what [`DupCache::insert_missed`] needs to remember its answer without hashing and
     /// probing again.
-    pub(crate) fn lookup(&self, from: &Requester, tid: u64, request: &[u8; MAD_SIZE]) -> Result<&[u8; MAD_SIZE], Miss> {
+    pub(crate) fn lookup(&self, from: &Requester, tid: u64, request: &[u8; MAD_SIZE]) -> Result<&V, Miss> {
         let key = Key { gid: from.gid, qpn: from.qpn, tid };
         let hash = self.hasher.hash_one(key);
         match self.find(&key, hash) {
-            Some((_, i)) if self.slots[i].request == *request => Ok(&self.slots[i].reply),
-            found => Err(Miss { key, hash, slot: found.map(|(_, i)| i) }),
+            Some(i) if self.slots[i].request.is(request) => Ok(&self.slots[i].value),
+            found => Err(Miss { key, hash, slot: found }),
         }
     }
 
-    /// Remember `reply` as the answer to `request`, evicting the oldest entry when full.
+    /// Remember `value` as the answer to `request`, evicting the oldest entry when full.
     #[cfg(test)]
-    pub(crate) fn insert(&mut self, from: &Requester, tid: u64, request: &[u8; MAD_SIZE], reply: &[u8; MAD_SIZE]) {
+    pub(crate) fn insert(&mut self, from: &Requester, tid: u64, request: &[u8; MAD_SIZE], value: &V) {
         let key = Key { gid: from.gid, qpn: from.qpn, tid };
         let hash = self.hasher.hash_one(key);
-        let slot = self.find(&key, hash).map(|(_, i)| i);
-        self.insert_missed(Miss { key, hash, slot }, request, reply);
+        let slot = self.find(&key, hash);
+        self.insert_missed(Miss { key, hash, slot }, request, value);
     }
 
-    /// Remember `reply` as the answer to the request `lookup` missed (the cache unchanged
+    /// Remember `value` as the answer to the request `lookup` missed (the cache unchanged
     /// since), evicting the oldest entry when full.
-    pub(crate) fn insert_missed(&mut self, miss: Miss, request: &[u8; MAD_SIZE], reply: &[u8; MAD_SIZE]) {
+    pub(crate) fn insert_missed(&mut self, miss: Miss, request: &[u8; MAD_SIZE], value: &V) {
         if self.size == 0 {
             return;
         }
@@ -176,27 +235,23 @@ impl DupCache {
         // old entry in place.
         if let Some(i) = slot {
             let slot = &mut self.slots[i];
-            slot.request = *request;
-            slot.reply = *reply;
+            slot.request.set(request);
+            slot.value = *value;
             return;
         }
-        // Written in place: a slot is two MADs, too big to build aside and move.
         let i = if self.slots.len() < self.size {
             self.reserve(self.slots.len() + 1);
-            self.slots.push(Slot { key, hash, request: *request, reply: *reply });
+            self.slots.push(Slot { key, hash, pos: 0, request: Request::new(request), value: *value });
             self.slots.len() - 1
         } else {
             let i = self.next;
             self.next = if self.next + 1 == self.size { 0 } else { self.next + 1 };
-            let old = self.slots[i].key;
-            if let Some((p, _)) = self.find(&old, self.slots[i].hash) {
-                self.unindex(p);
-            }
+            self.unindex(self.slots[i].pos as usize);
             let slot = &mut self.slots[i];
             slot.key = key;
             slot.hash = hash;
-            slot.request = *request;
-            slot.reply = *reply;
+            slot.request.set(request);
+            slot.value = *value;
             i
         };
         self.index(hash, i);
@@ -207,9 +262,12 @@ impl DupCache {
         self.slots.len()
     }
 
-    /// Heap bytes held (slots and index, from capacities).
+    /// Heap bytes held (slots, the request tails that are not zero, and the index).
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * core::mem::size_of::<Slot>() + self.table.capacity() * core::mem::size_of::<u32>()
+        let tails = self.slots.iter().filter(|s| s.request.tail.is_some()).count();
+        self.slots.capacity() * core::mem::size_of::<Slot<V>>()
+            + tails * (MAD_SIZE - HEAD)
+            + self.table.capacity() * core::mem::size_of::<u32>()
     }
 }
 
@@ -257,6 +315,29 @@ mod tests {
             }
         }
         assert_eq!(c.len(), size);
+    }
+
+    #[test]
+    fn requests_are_compared_whole() {
+        // A slot keeps a request's tail only when it is not zero: same head with another tail,
+        // or the other way round, is another request.
+        let mut c = DupCache::new(4);
+        let mut a = [0u8; 256];
+        a[0] = 1;
+        let mut b = a;
+        b[200] = 5;
+        let mut d = a;
+        d[100] = 7;
+        c.insert(&who(1), 1, &a, &1u8);
+        assert_eq!(c.get(&who(1), 1, &a), Some(&1));
+        assert!(c.get(&who(1), 1, &b).is_none() && c.get(&who(1), 1, &d).is_none());
+        c.insert(&who(1), 1, &b, &2u8); // replaced in place, with a tail
+        assert_eq!(c.get(&who(1), 1, &b), Some(&2));
+        assert!(c.get(&who(1), 1, &a).is_none());
+        c.insert(&who(1), 1, &a, &3u8); // and back to a zero tail
+        assert_eq!(c.get(&who(1), 1, &a), Some(&3));
+        assert!(c.get(&who(1), 1, &b).is_none());
+        assert_eq!(c.len(), 1);
     }
 
     #[test]

@@ -1,12 +1,17 @@
 //! [`SaResponder`]: one MAD in, the answer out.
 
-use std::collections::HashMap;
+use core::hash::BuildHasher;
 
+use hashbrown::hash_table::Entry;
+use hashbrown::HashTable;
 use roce_wire::class_port_info::ClassPortInfo;
-use roce_wire::mad::{MadStatus, Method, MgmtClass, BASE_VERSION};
+use roce_wire::mad::{self, MadStatus, Method, MgmtClass, BASE_VERSION, MAD_HEADER_LEN};
 use roce_wire::mcmember::{ComponentMask as Cm, JoinState, McMemberRecord, Selector, MC_MEMBER_RECORD_LEN};
+use roce_wire::rmpp;
 use roce_wire::rmpp::{RmppFlags, RmppRepr, RmppType, NO_RESPTIME, RMPP_VERSION};
-use roce_wire::sa::{attr, SaData, SaMad, SA_CLASS_VERSION, SA_DATA_LEN, SA_HEADER_LEN};
+use roce_wire::sa::{
+    self, attr, SaData, SaMad, SA_CLASS_VERSION, SA_DATA_LEN, SA_DATA_OFFSET, SA_HEADER_LEN, SA_HEADER_OFFSET,
+};
 use roce_wire::{Gid, DEFAULT_PKEY, GSI_QKEY, MAD_SIZE};
 
 use crate::cache::DupCache;
@@ -83,9 +88,12 @@ impl MemoryUsage {
 #[derive(Debug, Clone)]
 pub struct SaResponder {
     config: SaConfig,
-    groups: HashMap<Gid, Group, foldhash::fast::RandomState>,
+    /// The groups by MGID (a table of groups hashed by their MGID: one probe finds, inserts
+    /// or removes a group, the hash computed once).
+    groups: HashTable<Group>,
+    hasher: foldhash::fast::RandomState,
     mlids: MlidPool,
-    cache: DupCache,
+    cache: DupCache<Answer>,
     stats: SaStats,
     member_count: usize,
     mgid_counter: u32,
@@ -98,6 +106,55 @@ pub struct SaResponder {
 
 /// A checked outcome of a transaction: the record to answer with, or the status.
 type Outcome = Result<McMemberRecord, MadStatus>;
+
+/// What the answer to a Set or Delete is made of, with the request: its status and, for a
+/// success, its record (encoded). The duplicate cache keeps this, not the 256-byte answer.
+#[derive(Debug, Clone, Copy)]
+struct Answer {
+    status: MadStatus,
+    record: [u8; MC_MEMBER_RECORD_LEN],
+}
+
+impl Answer {
+    fn error(status: MadStatus) -> Answer {
+        Answer { status, record: [0; MC_MEMBER_RECORD_LEN] }
+    }
+
+    /// The answer to a leave: the request's record with the selectors "exactly", the group's
+    /// Scope and the JoinState left, patched into the request's bytes (the bytes of emitting
+    /// the parsed record so changed, without parsing and emitting it).
+    fn left(request: &[u8; MAD_SIZE], scope: u8, left: JoinState) -> Answer {
+        use roce_wire::mcmember::field;
+        let mut record = [0u8; MC_MEMBER_RECORD_LEN];
+        record.copy_from_slice(&request[SA_DATA_OFFSET..SA_DATA_OFFSET + MC_MEMBER_RECORD_LEN]);
+        let exactly = u8::from(Selector::Exactly) << 6;
+        for at in [field::MTU, field::RATE, field::PACKET_LIFE_TIME] {
+            record[at] = exactly | record[at] & 0x3F;
+        }
+        record[field::SCOPE_JOIN_STATE] = scope << 4 | left.0 & 0x0F;
+        Answer { status: MadStatus::SUCCESS, record }
+    }
+
+    /// Write the answer MAD to `request` (a Set or a Delete of method `m`) into `b`, which
+    /// is all zero: a GetResp or DeleteResp with the record, as
+    /// [`SaMad::mc_member_response`] writes it, or the error answer.
+    fn write_mad(&self, request: &[u8; MAD_SIZE], m: Method, b: &mut [u8; MAD_SIZE]) {
+        if self.status != MadStatus::SUCCESS {
+            *b = error_mad_bytes(request, self.status);
+            return;
+        }
+        // The request's header with the method (R bit set) and status 0; RMPP header, SM_Key
+        // and the SA header's reserved bytes zero.
+        b[..MAD_HEADER_LEN].copy_from_slice(&request[..MAD_HEADER_LEN]);
+        b[mad::field::METHOD] = u8::from(response_method(m)) & !mad::METHOD_RESPONSE_BIT | mad::METHOD_RESPONSE_BIT;
+        b[mad::field::STATUS].copy_from_slice(&[0, 0]);
+        let mask = sa::Packet::new_unchecked(&request[SA_HEADER_OFFSET..SA_DATA_OFFSET]).component_mask();
+        let mut sa = sa::Packet::new_unchecked(&mut b[SA_HEADER_OFFSET..SA_DATA_OFFSET]);
+        sa.set_attribute_offset(MC_MEMBER_RECORD_LEN.div_ceil(8) as u16);
+        sa.set_component_mask(mask);
+        b[SA_DATA_OFFSET..SA_DATA_OFFSET + MC_MEMBER_RECORD_LEN].copy_from_slice(&self.record);
+    }
+}
 
 impl SaResponder {
     /// A responder with this configuration, or the reason it is refused
@@ -116,7 +173,8 @@ impl SaResponder {
         SaResponder {
             mlids: MlidPool::new(config.mlid_start, config.mlid_count, config.share_mlids),
             cache: DupCache::new(config.dup_cache_size),
-            groups: HashMap::with_hasher(Default::default()),
+            groups: HashTable::new(),
+            hasher: Default::default(),
             stats: SaStats::default(),
             member_count: 0,
             mgid_counter: 0,
@@ -135,24 +193,28 @@ impl SaResponder {
             self.stats.dropped_short += 1;
             return Reply::None;
         };
-        let Ok(req) = SaMad::parse(bytes) else {
-            self.stats.dropped_short += 1;
-            return Reply::None;
-        };
-        let h = &req.header;
-        if h.base_version != BASE_VERSION {
+        // Read in place through the header's view: a join or a leave is answered without
+        // decoding the whole MAD.
+        let h = mad::Packet::new_unchecked(bytes);
+        if h.base_version() != BASE_VERSION {
             self.stats.dropped_base_version += 1;
             return Reply::None;
         }
-        if h.mgmt_class != MgmtClass::SubnAdm {
+        if h.mgmt_class() != MgmtClass::SubnAdm {
             self.stats.dropped_not_sa += 1;
             return Reply::None;
         }
-        if h.is_response_mad() {
+        // `ib_response_mad()` for class 0x03: the R bit or TrapRepress.
+        if h.response() || h.method() == Method::TrapRepress {
             self.stats.dropped_response += 1;
             return Reply::None;
         }
-        let reply = self.answer(&from, &req, bytes);
+        // The answer is returned as `answer` writes it (counted there), not moved again.
+        self.answer(&from, bytes)
+    }
+
+    /// Count an answer in the statistics.
+    fn count(&mut self, reply: &Reply) {
         if let Some(first) = reply.first() {
             self.stats.answered += 1;
             self.stats.mads_out += reply.len() as u64;
@@ -160,60 +222,97 @@ impl SaResponder {
                 self.stats.errors += 1;
             }
         }
-        reply
     }
 
-    fn answer(&mut self, from: &Requester, req: &SaMad, bytes: &[u8; MAD_SIZE]) -> Reply {
+    fn answer(&mut self, from: &Requester, bytes: &[u8; MAD_SIZE]) -> Reply {
+        let h = mad::Packet::new_unchecked(bytes);
         // A class version nobody registered for: the kernel MAD layer finds no agent and
         // answers 0x000C itself [mad.c `generate_unmatched_resp`].
-        if req.header.class_version != SA_CLASS_VERSION {
-            return Reply::One(error_mad(req, MadStatus::UNSUPPORTED_METHOD_ATTR));
+        if h.class_version() != SA_CLASS_VERSION {
+            let reply = Reply::One(error_mad_bytes(bytes, MadStatus::UNSUPPORTED_METHOD_ATTR));
+            self.count(&reply);
+            return reply;
         }
-        if req.rmpp.is_active()
-            && !(req.rmpp.rmpp_type == RmppType::Data && req.rmpp.flags.contains(RmppFlags::FIRST | RmppFlags::LAST))
+        let r = rmpp::Packet::new_unchecked(&bytes[MAD_HEADER_LEN..SA_HEADER_OFFSET]);
+        let flags = r.flags();
+        if flags.contains(RmppFlags::ACTIVE)
+            && !(r.rmpp_type() == RmppType::Data && flags.contains(RmppFlags::FIRST | RmppFlags::LAST))
         {
             self.stats.dropped_rmpp += 1;
             return Reply::None;
         }
-        if req.sa.sm_key != 0 && req.sa.sm_key != self.config.sa_key {
+        let sa = sa::Packet::new_unchecked(&bytes[SA_HEADER_OFFSET..SA_DATA_OFFSET]);
+        let sm_key = sa.sm_key();
+        if sm_key != 0 && sm_key != self.config.sa_key {
             self.stats.dropped_sm_key += 1;
             return Reply::None;
         }
-        match (req.header.attribute_id, req.header.method) {
-            (attr::CLASS_PORT_INFO, Method::Get) => Reply::One(self.class_port_info(req)),
-            (attr::MC_MEMBER_RECORD, m @ (Method::Set | Method::Delete)) => {
-                let tid = req.header.transaction_id;
-                let miss = match self.cache.lookup(from, tid, bytes) {
-                    Ok(cached) => {
-                        self.stats.duplicates += 1;
-                        return Reply::One(*cached);
-                    }
-                    Err(miss) => miss,
-                };
-                let out = if m == Method::Set {
-                    let o = self.join(from, req);
-                    self.stats.joins += u64::from(o.is_ok());
-                    o
-                } else {
-                    let o = self.leave(from, req);
-                    self.stats.leaves += u64::from(o.is_ok());
-                    o
-                };
-                let mad = match out {
-                    // Straight from the request's bytes (the same bytes as `response_to`).
-                    Ok(rec) => SaMad::mc_member_response(bytes, response_method(m), MadStatus::SUCCESS, &exactly(rec)),
-                    Err(status) => error_mad(req, status),
-                };
-                self.cache.insert_missed(miss, bytes, &mad);
-                Reply::One(mad)
+        let m = h.method();
+        if h.attribute_id() == attr::MC_MEMBER_RECORD && matches!(m, Method::Set | Method::Delete) {
+            // Written where the caller gets it, not built aside and moved.
+            let mut reply = Reply::One([0; MAD_SIZE]);
+            if let Reply::One(out) = &mut reply {
+                self.set_or_delete(from, bytes, m, Cm(sa.component_mask()), out);
             }
+            self.count(&reply);
+            return reply;
+        }
+        // The rest (queries, ClassPortInfo, ServiceRecords, errors) from the decoded MAD.
+        let Ok(req) = SaMad::parse(bytes) else {
+            // Not for 256 bytes; counted as before, not a panic.
+            self.stats.dropped_short += 1;
+            return Reply::None;
+        };
+        let reply = match (req.header.attribute_id, req.header.method) {
+            (attr::CLASS_PORT_INFO, Method::Get) => Reply::One(self.class_port_info(&req)),
             (attr::MC_MEMBER_RECORD, Method::Get | Method::GetTable) => {
                 self.stats.queries += 1;
-                self.query(from, req)
+                self.query(from, &req)
             }
-            (attr::SERVICE_RECORD, _) => self.services.handle(req),
-            _ => Reply::One(error_mad(req, MadStatus::UNSUPPORTED_METHOD_ATTR)),
-        }
+            (attr::SERVICE_RECORD, _) => self.services.handle(&req),
+            _ => Reply::One(error_mad(&req, MadStatus::UNSUPPORTED_METHOD_ATTR)),
+        };
+        self.count(&reply);
+        reply
+    }
+
+    /// SubnAdmSet / SubnAdmDelete(MCMemberRecord): the answer from the cache of answers to
+    /// repeated requests, or the join or leave applied and its answer written from the
+    /// request's bytes.
+    fn set_or_delete(
+        &mut self,
+        from: &Requester,
+        bytes: &[u8; MAD_SIZE],
+        m: Method,
+        mask: Cm,
+        out: &mut [u8; MAD_SIZE],
+    ) {
+        let tid = mad::Packet::new_unchecked(bytes).transaction_id();
+        let miss = match self.cache.lookup(from, tid, bytes) {
+            Ok(cached) => {
+                self.stats.duplicates += 1;
+                return cached.write_mad(bytes, m, out);
+            }
+            Err(miss) => miss,
+        };
+        let rec = record_at(bytes);
+        let answer = if m == Method::Set {
+            let o = self.join(from, mask, &rec, bytes);
+            self.stats.joins += u64::from(o.is_ok());
+            match o {
+                Ok(record) => Answer { status: MadStatus::SUCCESS, record },
+                Err(status) => Answer::error(status),
+            }
+        } else {
+            let o = self.leave(from, mask, &rec);
+            self.stats.leaves += u64::from(o.is_ok());
+            match o {
+                Ok((scope, left)) => Answer::left(bytes, scope, left),
+                Err(status) => Answer::error(status),
+            }
+        };
+        self.cache.insert_missed(miss, bytes, &answer);
+        answer.write_mad(bytes, m, out)
     }
 
     /// ClassPortInfo as OpenSM fills it [osm_sa_class_port_info.c `cpi_rcv_respond`].
@@ -236,13 +335,19 @@ impl SaResponder {
 
     /// SubnAdmSet(MCMemberRecord): join, creating the group if needed
     /// [osm_sa_mcmember_record.c `osm_mcmr_rcv_process`, `mcmr_rcv_join_mgrp`].
-    fn join(&mut self, from: &Requester, req: &SaMad) -> Outcome {
-        let mask = Cm(req.sa.component_mask);
-        let rec = record_of(req);
+    /// Returns the answer's record: the request's (`request`) with the group's values
+    /// [`copy_from_create_mc_rec`] and the merged JoinState (o15-0.1.11).
+    fn join(
+        &mut self,
+        from: &Requester,
+        mask: Cm,
+        rec: &McMemberRecord,
+        request: &[u8; MAD_SIZE],
+    ) -> Result<[u8; MC_MEMBER_RECORD_LEN], MadStatus> {
         if !mask.contains(Cm::OPENSM_JOIN_REQUIRED) {
             return Err(MadStatus::INSUF_COMPS);
         }
-        check_rate_mtu(mask, &rec)?;
+        check_rate_mtu(mask, rec)?;
         self.check_prefix(&rec.port_gid)?;
         // The port must be one the SA knows: any unicast GID on RoCE.
         if rec.port_gid == Gid::ZERO || rec.port_gid.is_multicast() {
@@ -257,110 +362,56 @@ impl SaResponder {
         }
         let js = JoinState(rec.join_state.0 & 0xF);
 
-        let (grp, new_mlid) = match self.groups.get(&rec.mgid) {
-            None => {
-                // o15-0.1.9: only a full member (or send-only full member) creates a group.
-                if (js & FULL_JOIN_STATES).is_empty() {
+        // MGID 0 names no group (no group has it): a new group whose MGID the SA picks.
+        let mgid = if rec.mgid == Gid::ZERO {
+            check_create_js(mask, js)?;
+            self.allocate_mgid(mask, rec)?
+        } else {
+            rec.mgid
+        };
+        let hash = mgid_hash(&self.hasher, &mgid);
+        let group_count = self.groups.len();
+        let entry = self.groups.entry(hash, |g| g.mgid() == mgid, |g| mgid_hash(&self.hasher, &g.mgid()));
+        let (group, created) = match entry {
+            Entry::Occupied(o) => {
+                let g = o.into_mut();
+                if rec.mgid == Gid::ZERO || !other_components_match(mask, rec, g.record()) {
                     return Err(MadStatus::REQ_INVALID);
                 }
-                if !mask.contains(Cm::OPENSM_CREATE_REQUIRED) {
-                    return Err(MadStatus::INSUF_COMPS);
+                check_join(&self.config, from, mask, rec, g.record(), js)?;
+                // o15-0.2.1: who may modify an existing membership [`validate_modify`].
+                if let Some(m) = g.member(&rec.port_gid) {
+                    if !may_modify(from, m, g.record()) {
+                        return Err(MadStatus::REQ_INVALID);
+                    }
                 }
-                let mut g = self.new_group_record(mask, &rec)?;
-                if self.groups.len() >= self.config.max_groups {
+                (g, false)
+            }
+            Entry::Vacant(v) => {
+                if rec.mgid != Gid::ZERO {
+                    check_create_js(mask, js)?;
+                }
+                let mut grp = new_group_record(&self.config, mask, rec, mgid)?;
+                if group_count >= self.config.max_groups {
                     return Err(MadStatus::NO_RESOURCES);
                 }
-                g.mlid = self.mlids.alloc(rec.mlid).ok_or(MadStatus::NO_RESOURCES)?;
-                (g, Some(g.mlid))
-            }
-            Some(g) => {
-                if !other_components_match(mask, &rec, g.record()) {
-                    return Err(MadStatus::REQ_INVALID);
+                grp.mlid = self.mlids.alloc(rec.mlid).ok_or(MadStatus::NO_RESOURCES)?;
+                if let Err(status) = check_join(&self.config, from, mask, rec, &grp, js) {
+                    self.mlids.free(grp.mlid);
+                    return Err(status);
                 }
-                (*g.record(), None)
+                let members = self.spare_members.pop().unwrap_or_default();
+                (v.insert(Group::with_members(grp, members)).into_mut(), true)
             }
         };
-
-        if let Err(status) = self.check_join(from, mask, &rec, &grp, js, new_mlid.is_some()) {
-            if let Some(mlid) = new_mlid {
-                self.mlids.free(mlid);
-            }
-            return Err(status);
-        }
-
-        let spare = &mut self.spare_members;
-        let group =
-            self.groups.entry(grp.mgid).or_insert_with(|| Group::with_members(grp, spare.pop().unwrap_or_default()));
-        if new_mlid.is_some() {
+        if created {
             self.stats.groups_created += 1;
         }
         let before = group.members().len();
         let merged = group.add(rec.port_gid, js, proxy);
         self.member_count += group.members().len() - before;
 
-        // The answer: the request with the group's values [`copy_from_create_mc_rec`] and the
-        // merged JoinState (o15-0.1.11).
-        let mut out = rec;
-        out.mgid = grp.mgid;
-        out.q_key = grp.q_key;
-        out.mlid = grp.mlid;
-        out.traffic_class = grp.traffic_class;
-        out.p_key = grp.p_key;
-        out.sl = grp.sl;
-        out.flow_label = grp.flow_label;
-        out.hop_limit = grp.hop_limit;
-        out.scope = grp.scope;
-        out.mtu = grp.mtu;
-        out.rate = grp.rate;
-        out.packet_life_time = grp.packet_life_time;
-        out.join_state = merged;
-        Ok(out)
-    }
-
-    /// The checks of a join that hold for new and existing groups alike.
-    fn check_join(
-        &self,
-        from: &Requester,
-        mask: Cm,
-        rec: &McMemberRecord,
-        grp: &McMemberRecord,
-        js: JoinState,
-        new_group: bool,
-    ) -> Result<(), MadStatus> {
-        // o15-0.2.4: selectors met, port able to use the group, JoinState not empty
-        // [`validate_more_comp_fields`, `validate_port_caps`].
-        if !selectors_match(mask, rec, grp) || !self.port_can_use(grp) || js.is_empty() {
-            return Err(MadStatus::REQ_INVALID);
-        }
-        // The joining port must be in the group's partition (ERR 1B14).
-        if !pkey_shared(from.pkey, grp.p_key) {
-            return Err(MadStatus::REQ_INVALID);
-        }
-        // o15-0.2.1: who may modify an existing membership [`validate_modify`].
-        if !new_group {
-            if let Some(m) = self.groups.get(&grp.mgid).and_then(|g| g.member(&rec.port_gid)) {
-                if !may_modify(from, m, grp) {
-                    return Err(MadStatus::REQ_INVALID);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The record of a new group: MGID (allocated when zero, else validated), MTU, rate and
-    /// PacketLifeTime made real, selectors "exactly" [`mcmr_rcv_create_new_mgrp`,
-    /// `mgrp_request_is_realizable`].
-    fn new_group_record(&mut self, mask: Cm, rec: &McMemberRecord) -> Outcome {
-        let mut g = *rec;
-        if rec.mgid == Gid::ZERO {
-            g.mgid = self.allocate_mgid(mask, rec)?;
-        } else if !self.mgid_is_valid(&rec.mgid) {
-            return Err(MadStatus::REQ_INVALID);
-        }
-        g.mtu = self.realize_mtu(mask, rec).ok_or(MadStatus::REQ_INVALID)?;
-        g.rate = self.realize_rate(mask, rec).ok_or(MadStatus::REQ_INVALID)?;
-        g.packet_life_time = self.realize_packet_life(mask, rec).ok_or(MadStatus::REQ_INVALID)?;
-        Ok(exactly(g))
+        Ok(joined_record(request, group.record(), merged))
     }
 
     /// An MGID for a group created with MGID 0: ff1S:a01b:PPPP:PPPP:PPPP:PPPP:CCCC:CCCC, S the
@@ -378,89 +429,11 @@ impl SaResponder {
             g[4..12].copy_from_slice(&prefix);
             g[12..16].copy_from_slice(&self.mgid_counter.to_be_bytes());
             self.mgid_counter = self.mgid_counter.wrapping_add(1);
-            if !self.groups.contains_key(&Gid(g)) {
+            if self.group(&Gid(g)).is_none() {
                 return Ok(Gid(g));
             }
         }
         Err(MadStatus::NO_RESOURCES)
-    }
-
-    /// A requested MGID acceptable for a new group (see [`SaConfig::ib_mgid_validation`]).
-    fn mgid_is_valid(&self, mgid: &Gid) -> bool {
-        if !self.config.ib_mgid_validation {
-            return mgid.is_multicast();
-        }
-        let b = &mgid.0;
-        if b[0] != 0xFF {
-            return false;
-        }
-        let signature = u16::from_be_bytes([b[2], b[3]]);
-        if signature == 0x401B || signature == 0x601B {
-            return true; // IPoIB MGIDs are not checked further
-        }
-        if b[1] & 0xE0 != 0 {
-            return false; // reserved flag bits
-        }
-        !(signature == 0xA01B && b[1] & 0x0F == SCOPE_LINK_LOCAL)
-    }
-
-    fn realize_mtu(&self, mask: Cm, rec: &McMemberRecord) -> Option<u8> {
-        let port = self.config.mtu;
-        if !mask.contains(Cm::MTU | Cm::MTU_SELECTOR) || rec.mtu_selector == Selector::Largest {
-            return Some(port);
-        }
-        let want = rec.mtu;
-        let mtu = match rec.mtu_selector {
-            Selector::GreaterThan if want >= port => return None,
-            Selector::GreaterThan => port,
-            Selector::LessThan if want > port => port,
-            Selector::LessThan => want.wrapping_sub(1),
-            _ => want,
-        };
-        mtu_is_valid(mtu).then_some(mtu)
-    }
-
-    fn realize_rate(&self, mask: Cm, rec: &McMemberRecord) -> Option<u8> {
-        let port = self.config.rate;
-        if !mask.contains(Cm::RATE | Cm::RATE_SELECTOR) || rec.rate_selector == Selector::Largest {
-            return Some(port);
-        }
-        let want = rec.rate;
-        let rate = match rec.rate_selector {
-            Selector::GreaterThan if compare_rates(want, port).is_ge() => return None,
-            Selector::GreaterThan => port,
-            Selector::LessThan if compare_rates(want, port).is_gt() => port,
-            Selector::LessThan => rate_prev(want),
-            _ => want,
-        };
-        rate_is_valid(rate).then_some(rate)
-    }
-
-    /// PacketLifeTime of a new group. OpenSM keeps the request's value whatever the mask; this
-    /// responder uses the configured one unless the request names one, and honours the
-    /// selector the way MTU and rate are honoured (a smaller life time is "better").
-    fn realize_packet_life(&self, mask: Cm, rec: &McMemberRecord) -> Option<u8> {
-        let port = self.config.packet_life;
-        let want = rec.packet_life_time & 0x3F;
-        if !mask.contains(Cm::PACKET_LIFE_TIME) {
-            return Some(port);
-        }
-        if !mask.contains(Cm::PACKET_LIFE_TIME_SELECTOR) {
-            return Some(want);
-        }
-        match rec.packet_life_time_selector {
-            Selector::GreaterThan if port > want => Some(port),
-            Selector::GreaterThan => (want < 0x3F).then(|| want + 1),
-            Selector::LessThan if port < want => Some(port),
-            Selector::LessThan => want.checked_sub(1),
-            Selector::Largest => Some(port),
-            _ => Some(want),
-        }
-    }
-
-    /// Whether a port of this SA's MTU and rate can be in the group [`validate_port_caps`].
-    fn port_can_use(&self, grp: &McMemberRecord) -> bool {
-        self.config.mtu >= grp.mtu && compare_rates(self.config.rate, grp.rate).is_ge()
     }
 
     fn check_prefix(&self, port_gid: &Gid) -> Result<(), MadStatus> {
@@ -474,15 +447,20 @@ impl SaResponder {
 
     /// SubnAdmDelete(MCMemberRecord): leave [`mcmr_rcv_leave_mgrp`, `validate_delete`
     /// (o15-0.1.14), `osm_mgrp_remove_port`].
-    fn leave(&mut self, from: &Requester, req: &SaMad) -> Outcome {
-        let mask = Cm(req.sa.component_mask);
-        let rec = record_of(req);
+    /// Returns the group's Scope and the JoinState left, what the answer changes in the
+    /// request's record.
+    fn leave(&mut self, from: &Requester, mask: Cm, rec: &McMemberRecord) -> Result<(u8, JoinState), MadStatus> {
         if !mask.contains(Cm::OPENSM_JOIN_REQUIRED) {
             return Err(MadStatus::INSUF_COMPS);
         }
-        check_rate_mtu(mask, &rec)?;
+        check_rate_mtu(mask, rec)?;
         self.check_prefix(&rec.port_gid)?;
-        let group = self.groups.get_mut(&rec.mgid).ok_or(MadStatus::REQ_INVALID)?;
+        let mgid = rec.mgid;
+        let hash = mgid_hash(&self.hasher, &mgid);
+        let Ok(mut entry) = self.groups.find_entry(hash, |g| g.mgid() == mgid) else {
+            return Err(MadStatus::REQ_INVALID);
+        };
+        let group = entry.get_mut();
         let i = group.find(&rec.port_gid).map_err(|_| MadStatus::REQ_INVALID)?;
         let m = group.members()[i];
         let js = JoinState(rec.join_state.0 & 0xF);
@@ -504,26 +482,23 @@ impl SaResponder {
             // is free again [`osm_mgrp_cleanup`].
             let mlid = group.mlid();
             let rest = group.members().len();
-            if let Some(g) = self.groups.remove(&rec.mgid) {
-                let members = g.into_members();
-                if self.spare_members.len() < 32 && members.capacity() <= 16 {
-                    self.spare_members.push(members);
-                }
+            let (g, _) = entry.remove();
+            let members = g.into_members();
+            if self.spare_members.len() < 32 && members.capacity() <= 16 {
+                self.spare_members.push(members);
             }
-            // Give back a mostly empty table after mass deletes (a HashMap never shrinks by
-            // itself); amortised, as it takes a three-quarter drop between two shrinks.
+            // Give back a mostly empty table after mass deletes (a hash table never shrinks
+            // by itself); amortised, as it takes a three-quarter drop between two shrinks.
             let (len, cap) = (self.groups.len(), self.groups.capacity());
             if cap > 4096 && len * 4 < cap {
-                self.groups.shrink_to(len * 2);
+                let hasher = &self.hasher;
+                self.groups.shrink_to(len * 2, |g| mgid_hash(hasher, &g.mgid()));
             }
             self.member_count -= rest;
             self.mlids.free(mlid);
             self.stats.groups_deleted += 1;
         }
-        let mut out = rec;
-        out.scope = scope;
-        out.join_state = left;
-        Ok(out)
+        Ok((scope, left))
     }
 
     // ---------------------------------------------------------------- Get / GetTable
@@ -539,11 +514,11 @@ impl SaResponder {
         let trusted = req.sa.sm_key != 0;
         let mut found = Vec::new();
         if mask.contains(Cm::MGID) {
-            if let Some(g) = self.groups.get(&rec.mgid) {
+            if let Some(g) = self.group(&rec.mgid) {
                 self.match_group(from, mask, &rec, g, trusted, &mut found);
             }
         } else {
-            let mut all: Vec<&Group> = self.groups.values().collect();
+            let mut all: Vec<&Group> = self.groups.iter().collect();
             all.sort_unstable_by_key(|g| g.mgid());
             for g in all {
                 self.match_group(from, mask, &rec, g, trusted, &mut found);
@@ -635,17 +610,17 @@ impl SaResponder {
 
     /// Every group, in no particular order (sort by [`Group::mgid`] for a stable one).
     pub fn groups(&self) -> impl Iterator<Item = &Group> + '_ {
-        self.groups.values()
+        self.groups.iter()
     }
 
     /// The group with this MGID.
     pub fn group(&self, mgid: &Gid) -> Option<&Group> {
-        self.groups.get(mgid)
+        self.groups.find(mgid_hash(&self.hasher, mgid), |g| g.mgid() == *mgid)
     }
 
     /// The join state of `port_gid` in group `mgid` (`None`: not a member).
     pub fn join_state(&self, mgid: &Gid, port_gid: &Gid) -> Option<JoinState> {
-        self.groups.get(mgid)?.member(port_gid).map(Member::join_state)
+        self.group(mgid)?.member(port_gid).map(Member::join_state)
     }
 
     /// Number of groups.
@@ -683,8 +658,8 @@ impl SaResponder {
     /// byte each). Allocator overhead per allocation is not included.
     pub fn memory_usage(&self) -> MemoryUsage {
         MemoryUsage {
-            group_table: hash_table_bytes(self.groups.capacity(), core::mem::size_of::<(Gid, Group)>()),
-            members: self.groups.values().map(Group::members_heap_bytes).sum(),
+            group_table: hash_table_bytes(self.groups.capacity(), core::mem::size_of::<Group>()),
+            members: self.groups.iter().map(Group::members_heap_bytes).sum(),
             mlid_pool: self.mlids.heap_bytes(),
             dup_cache: self.cache.heap_bytes(),
         }
@@ -700,6 +675,169 @@ fn record_of(req: &SaMad) -> McMemberRecord {
         SaData::McMember { record, .. } => *record,
         other => McMemberRecord::parse_bytes(&other.to_bytes()).unwrap_or_default(),
     }
+}
+
+/// o15-0.1.9: only a full member (or send-only full member) creates a group, and only with
+/// the components OpenSM requires for a create.
+fn check_create_js(mask: Cm, js: JoinState) -> Result<(), MadStatus> {
+    if (js & FULL_JOIN_STATES).is_empty() {
+        return Err(MadStatus::REQ_INVALID);
+    }
+    if !mask.contains(Cm::OPENSM_CREATE_REQUIRED) {
+        return Err(MadStatus::INSUF_COMPS);
+    }
+    Ok(())
+}
+
+/// The record of a new group of MGID `mgid` (the request's, validated, or one the SA
+/// allocated for MGID 0): MTU, rate and PacketLifeTime made real, selectors "exactly"
+/// [`mcmr_rcv_create_new_mgrp`, `mgrp_request_is_realizable`].
+fn new_group_record(config: &SaConfig, mask: Cm, rec: &McMemberRecord, mgid: Gid) -> Outcome {
+    let mut g = *rec;
+    if rec.mgid != Gid::ZERO && !mgid_is_valid(config, &rec.mgid) {
+        return Err(MadStatus::REQ_INVALID);
+    }
+    g.mgid = mgid;
+    g.mtu = realize_mtu(config, mask, rec).ok_or(MadStatus::REQ_INVALID)?;
+    g.rate = realize_rate(config, mask, rec).ok_or(MadStatus::REQ_INVALID)?;
+    g.packet_life_time = realize_packet_life(config, mask, rec).ok_or(MadStatus::REQ_INVALID)?;
+    Ok(exactly(g))
+}
+
+/// The checks of a join that hold for new and existing groups alike: selectors met, port able
+/// to use the group, JoinState not empty (o15-0.2.4) [`validate_more_comp_fields`,
+/// `validate_port_caps`], and the joining port in the group's partition (ERR 1B14).
+fn check_join(
+    config: &SaConfig,
+    from: &Requester,
+    mask: Cm,
+    rec: &McMemberRecord,
+    grp: &McMemberRecord,
+    js: JoinState,
+) -> Result<(), MadStatus> {
+    if !selectors_match(mask, rec, grp) || !port_can_use(config, grp) || js.is_empty() {
+        return Err(MadStatus::REQ_INVALID);
+    }
+    if !pkey_shared(from.pkey, grp.p_key) {
+        return Err(MadStatus::REQ_INVALID);
+    }
+    Ok(())
+}
+
+/// A requested MGID acceptable for a new group (see [`SaConfig::ib_mgid_validation`]).
+fn mgid_is_valid(config: &SaConfig, mgid: &Gid) -> bool {
+    if !config.ib_mgid_validation {
+        return mgid.is_multicast();
+    }
+    let b = &mgid.0;
+    if b[0] != 0xFF {
+        return false;
+    }
+    let signature = u16::from_be_bytes([b[2], b[3]]);
+    if signature == 0x401B || signature == 0x601B {
+        return true; // IPoIB MGIDs are not checked further
+    }
+    if b[1] & 0xE0 != 0 {
+        return false; // reserved flag bits
+    }
+    !(signature == 0xA01B && b[1] & 0x0F == SCOPE_LINK_LOCAL)
+}
+
+fn realize_mtu(config: &SaConfig, mask: Cm, rec: &McMemberRecord) -> Option<u8> {
+    let port = config.mtu;
+    if !mask.contains(Cm::MTU | Cm::MTU_SELECTOR) || rec.mtu_selector == Selector::Largest {
+        return Some(port);
+    }
+    let want = rec.mtu;
+    let mtu = match rec.mtu_selector {
+        Selector::GreaterThan if want >= port => return None,
+        Selector::GreaterThan => port,
+        Selector::LessThan if want > port => port,
+        Selector::LessThan => want.wrapping_sub(1),
+        _ => want,
+    };
+    mtu_is_valid(mtu).then_some(mtu)
+}
+
+fn realize_rate(config: &SaConfig, mask: Cm, rec: &McMemberRecord) -> Option<u8> {
+    let port = config.rate;
+    if !mask.contains(Cm::RATE | Cm::RATE_SELECTOR) || rec.rate_selector == Selector::Largest {
+        return Some(port);
+    }
+    let want = rec.rate;
+    let rate = match rec.rate_selector {
+        Selector::GreaterThan if compare_rates(want, port).is_ge() => return None,
+        Selector::GreaterThan => port,
+        Selector::LessThan if compare_rates(want, port).is_gt() => port,
+        Selector::LessThan => rate_prev(want),
+        _ => want,
+    };
+    rate_is_valid(rate).then_some(rate)
+}
+
+/// PacketLifeTime of a new group. OpenSM keeps the request's value whatever the mask; this
+/// responder uses the configured one unless the request names one, and honours the
+/// selector the way MTU and rate are honoured (a smaller life time is "better").
+fn realize_packet_life(config: &SaConfig, mask: Cm, rec: &McMemberRecord) -> Option<u8> {
+    let port = config.packet_life;
+    let want = rec.packet_life_time & 0x3F;
+    if !mask.contains(Cm::PACKET_LIFE_TIME) {
+        return Some(port);
+    }
+    if !mask.contains(Cm::PACKET_LIFE_TIME_SELECTOR) {
+        return Some(want);
+    }
+    match rec.packet_life_time_selector {
+        Selector::GreaterThan if port > want => Some(port),
+        Selector::GreaterThan => (want < 0x3F).then(|| want + 1),
+        Selector::LessThan if port < want => Some(port),
+        Selector::LessThan => want.checked_sub(1),
+        Selector::Largest => Some(port),
+        _ => Some(want),
+    }
+}
+
+/// Whether a port of this SA's MTU and rate can be in the group [`validate_port_caps`].
+fn port_can_use(config: &SaConfig, grp: &McMemberRecord) -> bool {
+    config.mtu >= grp.mtu && compare_rates(config.rate, grp.rate).is_ge()
+}
+
+/// The hash of an MGID in the group table: its 16 bytes as one integer (no length prefix).
+fn mgid_hash(hasher: &foldhash::fast::RandomState, mgid: &Gid) -> u64 {
+    hasher.hash_one(u128::from_ne_bytes(mgid.0))
+}
+
+/// The record answering a join: the request's record (`request`'s SA data) with the group
+/// record's MGID, Q_Key, MLID, MTU, TClass, P_Key, rate, PacketLifeTime, SL, FlowLabel,
+/// HopLimit and Scope, the selectors "exactly" and the merged JoinState; PortGID, ProxyJoin and
+/// the reserved bits stay the request's. The bytes of emitting the parsed request so changed
+/// (`McMemberRecord::emit_bytes` packs the same words), without building it.
+fn joined_record(request: &[u8; MAD_SIZE], grp: &McMemberRecord, merged: JoinState) -> [u8; MC_MEMBER_RECORD_LEN] {
+    use roce_wire::mcmember::field;
+    let mut r = [0u8; MC_MEMBER_RECORD_LEN];
+    r.copy_from_slice(&request[SA_DATA_OFFSET..SA_DATA_OFFSET + MC_MEMBER_RECORD_LEN]);
+    r[field::MGID].copy_from_slice(&grp.mgid.0);
+    let exactly = u64::from(u8::from(Selector::Exactly) << 6);
+    let w0 = u64::from(grp.q_key) << 32
+        | u64::from(grp.mlid) << 16
+        | (exactly | u64::from(grp.mtu & 0x3F)) << 8
+        | u64::from(grp.traffic_class);
+    let sl_flow = u64::from(grp.sl & 0xF) << 20 | u64::from(grp.flow_label & 0xF_FFFF);
+    let w1 = u64::from(grp.p_key) << 48
+        | (exactly | u64::from(grp.rate & 0x3F)) << 40
+        | (exactly | u64::from(grp.packet_life_time & 0x3F)) << 32
+        | sl_flow << 8
+        | u64::from(grp.hop_limit);
+    r[field::Q_KEY.start..field::Q_KEY.start + 8].copy_from_slice(&w0.to_be_bytes());
+    r[field::P_KEY.start..field::P_KEY.start + 8].copy_from_slice(&w1.to_be_bytes());
+    r[field::SCOPE_JOIN_STATE] = grp.scope << 4 | merged.0 & 0x0F;
+    r
+}
+
+/// The MCMemberRecord at the start of a request's SA data, read in place.
+fn record_at(bytes: &[u8; MAD_SIZE]) -> McMemberRecord {
+    McMemberRecord::parse(&roce_wire::mcmember::Packet::new_unchecked(&bytes[SA_DATA_OFFSET..])).unwrap_or_default()
+    // 200 bytes of SA data always hold one
 }
 
 /// MTU and rate, when given with their selectors, must be valid codes (else 0x0200)
@@ -783,15 +921,29 @@ fn response_method(m: Method) -> Method {
     }
 }
 
-/// An error answer as OpenSM builds it: the request MAD (RMPP and SA headers, data) sent back
-/// with the status, the R bit, Set turned into GetResp, SM_Key 0 and, for GetTable,
-/// AttributeOffset 0 [osm_sa.c `osm_sa_send_error`].
-fn error_mad(req: &SaMad, status: MadStatus) -> [u8; MAD_SIZE] {
-    let mut r = req.response_to(response_method(req.header.method), status, req.data);
-    r.rmpp = req.rmpp;
-    r.sa.reserved = req.sa.reserved;
-    r.sa.attribute_offset = if req.header.method == Method::GetTable { 0 } else { req.sa.attribute_offset };
-    r.to_bytes()
+/// An error answer as OpenSM builds it [osm_sa.c `osm_sa_send_error`]: the request MAD
+/// (header, RMPP and SA headers, data) sent back with the status, the method SubnAdmGet for
+/// a SubnAdmSet and the request's own otherwise, with the R bit (so GetResp for Get and Set,
+/// DeleteResp, GetTableResp, and `method | 0x80` for any other), SM_Key 0 (C15-0.1.5) and,
+/// for a GetTable, AttributeOffset 0. The one error answer of the responder and of the
+/// ServiceRecord service.
+pub(crate) fn error_mad(req: &SaMad, status: MadStatus) -> [u8; MAD_SIZE] {
+    error_mad_bytes(&req.to_bytes(), status)
+}
+
+/// [`error_mad`] from the request's bytes.
+fn error_mad_bytes(request: &[u8; MAD_SIZE], status: MadStatus) -> [u8; MAD_SIZE] {
+    let mut b = *request;
+    let method = b[mad::field::METHOD] & !mad::METHOD_RESPONSE_BIT;
+    let set = u8::from(Method::Set);
+    b[mad::field::METHOD] = if method == set { u8::from(Method::Get) } else { method } | mad::METHOD_RESPONSE_BIT;
+    b[mad::field::STATUS].copy_from_slice(&status.0.to_be_bytes());
+    let mut sa = sa::Packet::new_unchecked(&mut b[SA_HEADER_OFFSET..SA_DATA_OFFSET]);
+    sa.set_sm_key(0);
+    if method == u8::from(Method::GetTable) {
+        sa.set_attribute_offset(0);
+    }
+    b
 }
 
 /// A GetTableResp: the records, 56 bytes apart, cut into 200-byte RMPP DATA segments
@@ -857,5 +1009,80 @@ pub(crate) fn segmented_table_reply(
         Reply::One(out[0])
     } else {
         Reply::Many(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn mad_of(bytes: &[u8]) -> [u8; MAD_SIZE] {
+        let mut m = [0u8; MAD_SIZE];
+        m.copy_from_slice(&bytes[..MAD_SIZE]);
+        m
+    }
+
+    proptest! {
+        /// The answers patched into the request's bytes are the bytes of emitting the parsed
+        /// request with the answer's fields set, as the responder answered before.
+        #[test]
+        fn patched_answers_are_emitted_records(
+            req in proptest::collection::vec(any::<u8>(), MAD_SIZE),
+            grp in proptest::collection::vec(any::<u8>(), MC_MEMBER_RECORD_LEN),
+            js in 0u8..16,
+            set in any::<bool>(),
+        ) {
+            let req = mad_of(&req);
+            let rec = record_at(&req);
+            let grp = McMemberRecord::parse_bytes(&grp).unwrap();
+
+            let mut out = rec;
+            out.mgid = grp.mgid;
+            out.q_key = grp.q_key;
+            out.mlid = grp.mlid;
+            out.traffic_class = grp.traffic_class;
+            out.p_key = grp.p_key;
+            out.sl = grp.sl;
+            out.flow_label = grp.flow_label;
+            out.hop_limit = grp.hop_limit;
+            out.scope = grp.scope;
+            out.mtu = grp.mtu;
+            out.rate = grp.rate;
+            out.packet_life_time = grp.packet_life_time;
+            out.join_state = JoinState(js);
+            let mut joined = [0u8; MC_MEMBER_RECORD_LEN];
+            exactly(out).emit_bytes(&mut joined);
+            prop_assert_eq!(joined_record(&req, &grp, JoinState(js)), joined);
+
+            let mut out = rec;
+            out.scope = grp.scope;
+            out.join_state = JoinState(js);
+            let mut left = [0u8; MC_MEMBER_RECORD_LEN];
+            exactly(out).emit_bytes(&mut left);
+            let answer = Answer::left(&req, grp.scope, JoinState(js));
+            prop_assert_eq!(answer.record, left);
+
+            // The whole answer MAD, as `SaMad::mc_member_response` writes it.
+            let m = if set { Method::Set } else { Method::Delete };
+            let mut b = [0u8; MAD_SIZE];
+            answer.write_mad(&req, m, &mut b);
+            let record = McMemberRecord::parse_bytes(&answer.record).unwrap();
+            prop_assert_eq!(b, SaMad::mc_member_response(&req, response_method(m), MadStatus::SUCCESS, &record));
+        }
+
+        /// The error answer written from the request's bytes is the decoded request's
+        /// `response_to` with the RMPP header, reserved bytes and AttributeOffset rules of
+        /// `osm_sa_send_error`.
+        #[test]
+        fn error_answer_from_bytes_is_the_decoded_one(req in proptest::collection::vec(any::<u8>(), MAD_SIZE), status in any::<u16>()) {
+            let req = mad_of(&req);
+            let parsed = SaMad::parse(&req).unwrap();
+            let mut r = parsed.response_to(response_method(parsed.header.method), MadStatus(status), parsed.data);
+            r.rmpp = parsed.rmpp;
+            r.sa.reserved = parsed.sa.reserved;
+            r.sa.attribute_offset = if parsed.header.method == Method::GetTable { 0 } else { parsed.sa.attribute_offset };
+            prop_assert_eq!(error_mad(&parsed, MadStatus(status)), r.to_bytes());
+        }
     }
 }

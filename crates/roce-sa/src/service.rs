@@ -11,7 +11,7 @@ use roce_wire::service_record::{ComponentMask as Sc, ServiceRecord, INFINITE_LEA
 use roce_wire::MAD_SIZE;
 
 use crate::reply::Reply;
-use crate::responder::segmented_table_reply;
+use crate::responder::{error_mad, segmented_table_reply};
 use crate::SaResponder;
 
 /// AttributeOffset of a ServiceRecord response: 176 bytes = 22 eight-byte words.
@@ -88,8 +88,15 @@ impl ServiceTable {
 
     /// Advance the clock to `now` (a monotonic time since any fixed epoch) and drop the
     /// records whose lease ran out [`osm_sr_rcv_lease_cb`]. A clock that goes back is ignored.
+    #[inline] // called before every MAD a host receives: nothing more to do without records
     pub fn handle_time(&mut self, now: Duration) {
         self.now = self.now.max(now);
+        if !self.entries.is_empty() {
+            self.expire();
+        }
+    }
+
+    fn expire(&mut self) {
         let before = self.entries.len();
         let t = self.now;
         self.entries.retain(|e| !e.expired(t));
@@ -211,6 +218,7 @@ impl SaResponder {
     /// Advance the responder's clock (a monotonic time since any fixed epoch): service leases
     /// run out against it ([`ServiceTable::handle_time`]). A host calls it before each
     /// [`SaResponder::handle_mad`] and when [`SaResponder::next_expiry`] comes.
+    #[inline]
     pub fn handle_time(&mut self, now: Duration) {
         self.services.handle_time(now);
     }
@@ -228,18 +236,6 @@ fn respond_one(req: &SaMad, method: Method, mut rec: ServiceRecord) -> [u8; MAD_
         rec.service_key = [0; 16];
     }
     req.response_to(method, MadStatus::SUCCESS, SaData::service(rec)).to_bytes()
-}
-
-/// An error answer as OpenSM builds it: the request sent back with the status, the R bit,
-/// Set turned into GetResp, SM_Key 0, AttributeOffset 0 for GetTable [osm_sa.c
-/// `osm_sa_send_error`].
-fn error_mad(req: &SaMad, status: MadStatus) -> [u8; MAD_SIZE] {
-    let method = if req.header.method == Method::Set { Method::Get } else { req.header.method };
-    let mut r = req.response_to(method, status, req.data);
-    r.rmpp = req.rmpp;
-    r.sa.reserved = req.sa.reserved;
-    r.sa.attribute_offset = if req.header.method == Method::GetTable { 0 } else { req.sa.attribute_offset };
-    r.to_bytes()
 }
 
 /// A GetTableResp of ServiceRecords, 176 bytes apart, cut into 200-byte RMPP DATA segments
