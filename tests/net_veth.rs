@@ -353,8 +353,9 @@ fn own_macs_keep_the_frames_from_the_kernel_ip_stack() {
     assert_eq!(promiscuity(&ns, "veth0"), 1, "the membership makes veth promiscuous while the socket lives");
     let pcap = dir.join("server_link.pcap");
     let mut cap = Command::new("ip");
+    // dumpcap, not tshark: the process stopped and waited for below is the one writing the file.
     cap.args(["netns", "exec", &ns.0])
-        .arg(common::tshark())
+        .arg(common::dumpcap())
         .args(["-i", "veth0", "-f", &format!("ether src {mac_c} and udp port 4791"), "-a", "duration:20", "-w"])
         .arg(&pcap);
     let mut cap = spawn(cap);

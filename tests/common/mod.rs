@@ -126,6 +126,15 @@ pub fn tshark() -> PathBuf {
     PathBuf::from("tshark")
 }
 
+/// dumpcap, tshark's capture engine (same package): a capture a test stops with SIGINT is
+/// written and closed by the process the test waits for, where tshark's own exit can come
+/// before its dumpcap child has flushed the file. A missing one fails the test.
+pub fn dumpcap() -> PathBuf {
+    let ok = Command::new("dumpcap").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
+    assert!(ok, "dumpcap is required (tshark's capture engine): run tests/setup.sh or tests/run-all.sh");
+    PathBuf::from("dumpcap")
+}
+
 /// The Python with scapy; a missing one fails the test (tests/setup.sh creates .venv).
 pub fn scapy_python() -> PathBuf {
     let p = std::env::var_os("ROCE_PYTHON")
