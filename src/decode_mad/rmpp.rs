@@ -273,21 +273,24 @@ impl Reassembly {
             let t = Table { total: first_total, record_len, segments: BTreeMap::new(), duplicates: 0 };
             self.open.insert(key, t);
         }
-        let Some(t) = self.open.get_mut(&key) else { return None };
+        let t = self.open.get_mut(&key)?;
         if first_total.is_some() {
             t.total = first_total;
         }
-        if t.segments.contains_key(&seg) {
-            t.duplicates += 1;
-            self.counters.duplicate_segments += 1;
-        } else if self.bytes + SA_DATA_LEN > MAX_BYTES {
-            self.counters.over_bytes += 1;
-        } else {
-            let mut data = Box::new([0u8; SA_DATA_LEN]);
-            let n = area.len().min(SA_DATA_LEN);
-            data[..n].copy_from_slice(&area[..n]);
-            t.segments.insert(seg, data);
-            self.bytes += SA_DATA_LEN;
+        let full = self.bytes + SA_DATA_LEN > MAX_BYTES;
+        match t.segments.entry(seg) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                t.duplicates += 1;
+                self.counters.duplicate_segments += 1;
+            }
+            std::collections::btree_map::Entry::Vacant(_) if full => self.counters.over_bytes += 1,
+            std::collections::btree_map::Entry::Vacant(v) => {
+                let mut data = Box::new([0u8; SA_DATA_LEN]);
+                let n = area.len().min(SA_DATA_LEN);
+                data[..n].copy_from_slice(&area[..n]);
+                v.insert(data);
+                self.bytes += SA_DATA_LEN;
+            }
         }
         t.total
     }
@@ -304,17 +307,18 @@ impl Reassembly {
         j.count("record_len", t.record_len as u64);
         j.bool("complete", complete);
         j.count("missing_count", missing_count);
-        let mut missing = Vec::new();
-        let mut want = 1u32;
+        // The first missing numbers, walking the kept ones (u64: SegmentNumber may be u32::MAX).
+        let mut missing: Vec<u32> = Vec::new();
+        let mut want = 1u64;
         for &n in t.segments.range(1..=last).map(|(n, _)| n) {
-            while want < n && missing.len() < MISSING_LISTED {
-                missing.push(want);
+            while want < u64::from(n) && missing.len() < MISSING_LISTED {
+                missing.push(want as u32);
                 want += 1;
             }
-            want = n + 1;
+            want = u64::from(n) + 1;
         }
-        while want <= last && missing.len() < MISSING_LISTED {
-            missing.push(want);
+        while want <= u64::from(last) && missing.len() < MISSING_LISTED {
+            missing.push(want as u32);
             want += 1;
         }
         j.begin_array("missing");
@@ -346,7 +350,7 @@ impl Reassembly {
             data.extend_from_slice(&seg[..]);
         }
         data.truncate(data_len);
-        let count = if t.record_len == 0 { 0 } else { data_len / t.record_len };
+        let count = data_len.checked_div(t.record_len).unwrap_or(0);
         j.count("data_len", data_len as u64);
         j.count("count", count as u64);
         j.begin_array("records");
@@ -364,7 +368,7 @@ impl Reassembly {
             }
         }
         j.end_array();
-        if t.record_len > 0 && data_len % t.record_len != 0 {
+        if t.record_len > 0 && !data_len.is_multiple_of(t.record_len) {
             j.hex("leftover", &data[count * t.record_len..]);
         }
         j.end();
@@ -372,5 +376,98 @@ impl Reassembly {
         if t.duplicates > 0 {
             sum!(s, " ({} duplicate segments)", t.duplicates);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GetTableResp(MCMemberRecord) RMPP DATA MAD: `seg` of a table, `flags`, PayloadLength.
+    fn mad(tid: u64, seg: u32, flags: u8, paylen: u32, fill: u8) -> Vec<u8> {
+        let mut b = vec![fill; 256];
+        b[..4].copy_from_slice(&[1, 0x03, 2, 0x92]);
+        b[4..8].fill(0);
+        b[8..16].copy_from_slice(&tid.to_be_bytes());
+        b[16..18].copy_from_slice(&attr::MC_MEMBER_RECORD.to_be_bytes());
+        b[24..28].copy_from_slice(&[1, 1, (0x1f << 3) | flags, 0]);
+        b[28..32].copy_from_slice(&seg.to_be_bytes());
+        b[32..36].copy_from_slice(&paylen.to_be_bytes());
+        b[44..46].copy_from_slice(&7u16.to_be_bytes());
+        b
+    }
+
+    fn feed(r: &mut Reassembly, b: &[u8]) -> (String, String) {
+        let sa = SaMad::parse(b).unwrap();
+        let (mut j, mut s) = (Json::default(), Summary::default());
+        j.begin("");
+        let role = rmpp_role(&sa);
+        r.describe_segment(&mut j, &mut s, ([0; 16], [1; 16]), &sa, &b[56..], role);
+        j.end();
+        (String::from_utf8(j.buf).unwrap(), s.text)
+    }
+
+    #[test]
+    fn open_tables_and_bytes_are_bounded_and_counted() {
+        let mut r = Reassembly::default();
+        for tid in 0..(MAX_OPEN_TABLES as u64 + 10) {
+            feed(&mut r, &mad(tid, 1, 0x3, 20 * 2 + 56 * 5, 0));
+        }
+        assert_eq!(r.open.len(), MAX_OPEN_TABLES);
+        assert_eq!(r.counters.over_tables, 10);
+        // Segments of one table up to the byte bound.
+        let mut r = Reassembly::default();
+        feed(&mut r, &mad(7, 1, 0x3, 0, 0));
+        let cap = MAX_BYTES / SA_DATA_LEN;
+        for seg in 2..=(cap as u32 + 5) {
+            feed(&mut r, &mad(7, seg, 0x1, 0, 0));
+        }
+        assert!(r.bytes <= MAX_BYTES);
+        assert_eq!(r.counters.over_bytes, 5);
+        // The Last closes it and gives the memory back.
+        let (j, s) = feed(&mut r, &mad(7, cap as u32 + 6, 0x5, 20, 0));
+        assert!(s.contains("table incomplete: 6 of"), "{s}");
+        assert!(j.contains("\"complete\":false"), "{j}");
+        assert_eq!((r.bytes, r.open.len()), (0, 0));
+    }
+
+    #[test]
+    fn a_huge_segment_number_costs_no_time_and_lists_16_missing() {
+        let mut r = Reassembly::default();
+        feed(&mut r, &mad(1, 1, 0x3, 0, 0));
+        let (j, s) = feed(&mut r, &mad(1, u32::MAX, 0x5, 20, 0));
+        assert!(
+            s.contains(&format!(
+                "{} of {} segments missing (2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,…)",
+                u32::MAX - 2,
+                u32::MAX
+            )),
+            "{s}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(v["sa_table"]["missing"].as_array().unwrap().len(), MISSING_LISTED);
+    }
+
+    #[test]
+    fn a_one_segment_table_is_whole_on_its_first() {
+        let mut r = Reassembly::default();
+        let (j, s) = feed(&mut r, &mad(1, 1, 0x7, 20 + 56 * 2, 0));
+        assert!(s.contains("table: 2 MCMemberRecords"), "{s}");
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(v["sa_table"]["count"], 2);
+        assert_eq!(r.counters.tables, 1);
+    }
+
+    #[test]
+    fn ack_stop_abort_name_their_fields() {
+        let mut r = Reassembly::default();
+        let mut b = mad(1, 3, 0x1, 9, 0);
+        b[25] = 2;
+        assert!(feed(&mut r, &b).1.contains("RMPP ACK seg 3 NewWindowLast 9"));
+        b[25] = 4;
+        b[27] = rmpp::status::BADT;
+        let (j, s) = feed(&mut r, &b);
+        assert!(s.contains("RMPP ABORT status BadT(121)"), "{s}");
+        assert!(j.contains("\"status_name\":\"BadT\""), "{j}");
     }
 }
