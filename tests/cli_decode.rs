@@ -824,8 +824,14 @@ fn rmpp_segments_decode_no_record_past_the_first_and_the_table_is_whole_on_the_l
         assert_eq!(r["mgid"], format!("::ffff:239.9.0.{}", i + 1));
         assert_eq!(r["q_key"], recs[0]["q_key"]);
     }
-    // The first segment's record is the table's first.
+    // The first segment's record is the table's first; its records are the table's first 3.
     assert_eq!(v[3]["mcmember"], recs[0]);
+    assert_eq!(v[3]["rmpp_segment"]["records"].as_array().unwrap()[..], recs[..3]);
+    assert_eq!(
+        v[12]["rmpp_segment"]["records"].as_array().unwrap().len(),
+        1,
+        "one 176-byte ServiceRecord ends in 200 bytes"
+    );
     // The ServiceRecords it registered: IDs 0x5000 + i named rmpp-i.
     let t = &v[16]["sa_table"];
     assert_eq!(t["count"], 4);

@@ -165,6 +165,26 @@ fn status_name(v: u8) -> &'static str {
     }
 }
 
+/// `records`: the records of `data`, `record_len` bytes apart, each as the single-MAD record
+/// member (other attributes as hex).
+fn records_json(j: &mut Json, attribute_id: u16, data: &[u8], record_len: usize) {
+    j.begin_array("records");
+    for rec in data.chunks_exact(record_len.max(1)) {
+        match attribute_id {
+            attr::MC_MEMBER_RECORD => match McMemberRecord::parse_bytes(rec) {
+                Ok(m) => mcmember_json(j, "", &m),
+                Err(_) => j.hex("", rec),
+            },
+            attr::SERVICE_RECORD => match ServiceRecord::parse_bytes(rec) {
+                Ok(r) => service_json(j, "", &r),
+                Err(_) => j.hex("", rec),
+            },
+            _ => j.hex("", rec),
+        }
+    }
+    j.end_array();
+}
+
 /// Bytes of a segment, RMPP header excluded: the SA header and its data area.
 const SEGMENT_PAYLOAD: u32 = (SA_HEADER_LEN + SA_DATA_LEN) as u32;
 
@@ -236,7 +256,9 @@ impl Reassembly {
         }
         if role == Role::First && record_len > 0 {
             // The records that end within this segment's data.
-            j.count("records_in_segment", (data_len as usize / record_len) as u64);
+            let n = (data_len as usize / record_len).min(area.len() / record_len);
+            j.count("records_in_segment", n as u64);
+            records_json(j, sa.header.attribute_id, &area[..n * record_len], record_len);
         }
         j.bool("continues", !last);
         j.end();
@@ -353,21 +375,7 @@ impl Reassembly {
         let count = data_len.checked_div(t.record_len).unwrap_or(0);
         j.count("data_len", data_len as u64);
         j.count("count", count as u64);
-        j.begin_array("records");
-        for rec in data.chunks_exact(t.record_len.max(1)).take(count) {
-            match sa.header.attribute_id {
-                attr::MC_MEMBER_RECORD => match McMemberRecord::parse_bytes(rec) {
-                    Ok(m) => mcmember_json(j, "", &m),
-                    Err(_) => j.hex("", rec),
-                },
-                attr::SERVICE_RECORD => match ServiceRecord::parse_bytes(rec) {
-                    Ok(r) => service_json(j, "", &r),
-                    Err(_) => j.hex("", rec),
-                },
-                _ => j.hex("", rec),
-            }
-        }
-        j.end_array();
+        records_json(j, sa.header.attribute_id, &data[..count * t.record_len], t.record_len);
         if t.record_len > 0 && !data_len.is_multiple_of(t.record_len) {
             j.hex("leftover", &data[count * t.record_len..]);
         }
