@@ -17,6 +17,7 @@ use roce_wire::{ContentError, Error};
 use serde_json::{Map, Value};
 
 use crate::capture::linktype;
+pub use crate::decode_mad::rmpp::{RmppCounters, MAX_BYTES as RMPP_MAX_BYTES, MAX_OPEN_TABLES as RMPP_MAX_OPEN_TABLES};
 use crate::json_out::{push_fmt, Json, Summary};
 
 macro_rules! sum {
@@ -85,6 +86,8 @@ pub struct Decoder {
     /// The summary of the last frame (no newline).
     pub summary: Summary,
     scratch: Vec<u8>,
+    /// RMPP tables being put back together across frames.
+    pub(crate) rmpp: crate::decode_mad::rmpp::Reassembly,
 }
 
 /// A frame whose Ethernet/IP/UDP layers say it is not RoCEv2 at all.
@@ -115,6 +118,12 @@ impl Decoder {
     /// A decoder with empty buffers.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// What the decoder counted about RMPP tables so far (segments it could not place, tables
+    /// it reported incomplete, the memory bounds).
+    pub fn rmpp_counters(&self) -> RmppCounters {
+        self.rmpp.counters()
     }
 
     /// Decode one captured frame into [`Decoder::json`] and [`Decoder::summary`].
@@ -400,7 +409,15 @@ impl Decoder {
         // QP1 carries MADs (GSI); the decoder tries them whenever either end is QP1.
         let is_gsi = b.dest_qp == 1 || e.deth.is_some_and(|d| d.src_qp == 1);
         if is_gsi && e.deth.is_some() {
-            crate::decode_mad::describe(j, s, r.payload, link.offset(f.offsets.payload));
+            let ends = match &r.ip {
+                IpHeader::V4(h) => (
+                    Ipv4Addr::from(h.source).to_ipv6_mapped().octets(),
+                    Ipv4Addr::from(h.destination).to_ipv6_mapped().octets(),
+                ),
+                IpHeader::V6(h) => (h.source, h.destination),
+            };
+            let at = link.offset(f.offsets.payload);
+            crate::decode_mad::describe(j, s, r.payload, at, &mut self.rmpp, ends);
         } else {
             s.push_str(" PayLen=");
             s.dec(r.payload.len() as u64);

@@ -161,7 +161,13 @@ pub fn run(args: DecodeArgs) -> ExitCode {
         Some(iface) => live(&args, iface, &mut p),
         None => from_file(&args, &mut p),
     };
-    match p.flush() {
+    let flushed = p.flush();
+    let rmpp = p.dec.rmpp_counters();
+    if !args.quiet && rmpp.any_loss() {
+        // What the tables' reassembly could not place: a capture that missed segments.
+        warn!("roce decode: RMPP: {rmpp}");
+    }
+    match flushed {
         Err(Stop::ClosedPipe) => ExitCode::from(exit::CLOSED_PIPE),
         Ok(()) => ExitCode::from(status),
     }

@@ -3,13 +3,15 @@
 
 use roce_wire::cm::{self, CmMessage};
 use roce_wire::mad::{MadHeader, MgmtClass, MAD_HEADER_LEN};
-use roce_wire::mcmember::ComponentMask;
-use roce_wire::sa::{SaData, SaMad};
-use roce_wire::service_record;
+use roce_wire::mcmember::{ComponentMask, McMemberRecord};
+use roce_wire::sa::{SaData, SaMad, SA_DATA_OFFSET};
+use roce_wire::service_record::{self, ServiceRecord};
 use roce_wire::{Error, MAD_SIZE};
 
 use crate::decode::error_json;
+pub(crate) mod rmpp;
 use crate::json_out::{push_fmt, Json, Summary};
+use rmpp::{rmpp_role, Endpoints, Reassembly, Role};
 
 macro_rules! sum {
     ($s:expr, $($arg:tt)*) => { push_fmt($s, format_args!($($arg)*)) };
@@ -20,7 +22,17 @@ fn err(j: &mut Json, key: &str, e: Error, at: usize) {
 }
 
 /// Describe the MAD in `payload`, which starts at frame offset `at`.
-pub(crate) fn describe(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize) {
+///
+/// `rmpp` keeps the segments of RMPP tables across frames; `key` is the frame's (source,
+/// destination) address pair, the first half of a table's key.
+pub(crate) fn describe(
+    j: &mut Json,
+    s: &mut Summary,
+    payload: &[u8],
+    at: usize,
+    rmpp: &mut Reassembly,
+    key: Endpoints,
+) {
     s.push_str(" | ");
     let header = match MadHeader::parse_bytes(payload) {
         Ok(h) => h,
@@ -67,13 +79,13 @@ pub(crate) fn describe(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize)
         }
     }
     match header.mgmt_class {
-        MgmtClass::SubnAdm => describe_sa(j, s, payload, at),
+        MgmtClass::SubnAdm => describe_sa(j, s, payload, at, rmpp, key),
         MgmtClass::ComMgmt => describe_cm(j, s, &header, payload, at),
         _ => {}
     }
 }
 
-fn describe_sa(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize) {
+fn describe_sa(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize, rmpp: &mut Reassembly, key: Endpoints) {
     let sa = match SaMad::parse(payload) {
         Ok(sa) => sa,
         Err(e) => {
@@ -96,48 +108,77 @@ fn describe_sa(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize) {
     j.str("component_mask_names", &mask_names);
     j.end();
     sum!(s, " SA mask=0x{:x}({mask_names})", sa.sa.component_mask);
+    let seg = rmpp_role(&sa);
+    match seg {
+        Role::Continuation | Role::Control => {
+            // Segments 2..n carry the table's continuation, ACK/STOP/ABORT no data: no record
+            // starts at byte 56 of these (tshark 4.0 decodes one anyway).
+            rmpp.describe_segment(j, s, key, &sa, &payload[SA_DATA_OFFSET..], seg);
+            return;
+        }
+        Role::First | Role::None => {}
+    }
     match &sa.data {
         SaData::McMember { record, .. } => {
-            j.serde("mcmember", record);
-            if !j.is_off() {
-                // The names of the JoinState bits, beside the number.
-                j.buf.pop();
-                j.display("join_state_names", record.join_state);
-                j.end();
-            }
-            s.push_str(" MGID=");
-            s.ipv6(record.mgid.0);
-            s.push_str(" PortGID=");
-            s.ipv6(record.port_gid.0);
-            sum!(s, " JoinState={}", record.join_state);
-            if record.mlid != 0 {
-                sum!(s, " MLID=0x{:04x}", record.mlid);
-            }
-            if record.q_key != 0 {
-                sum!(s, " Q_Key=0x{:08x}", record.q_key);
-            }
+            mcmember_json(j, "mcmember", record);
+            mcmember_summary(s, record);
         }
         SaData::ClassPortInfo { info, .. } => {
             j.serde("class_port_info", info);
             sum!(s, " CapMask=0x{:04x} CapMask2=0x{:07x}", info.capability_mask, info.capability_mask2());
         }
         SaData::Service { record, .. } => {
-            j.serde("service_record", record);
-            let name = String::from_utf8_lossy(record.name_bytes());
-            if !j.is_off() {
-                // The name as text beside its 64 bytes.
-                j.buf.pop();
-                j.str("service_name_text", &name);
-                j.end();
-            }
-            sum!(s, " ServiceID=0x{:016x} ServiceGID=", record.service_id);
-            s.ipv6(record.service_gid.0);
-            sum!(s, " ServiceName={name:?}");
-            if record.service_lease != 0 {
-                sum!(s, " Lease={}", record.service_lease);
-            }
+            service_json(j, "service_record", record);
+            service_summary(s, record);
         }
         SaData::Raw(_) => {}
+    }
+    if seg == Role::First {
+        rmpp.describe_segment(j, s, key, &sa, &payload[SA_DATA_OFFSET..], seg);
+    }
+}
+
+fn mcmember_json(j: &mut Json, k: &str, record: &McMemberRecord) {
+    j.serde(k, record);
+    if !j.is_off() {
+        // The names of the JoinState bits, beside the number.
+        j.buf.pop();
+        j.display("join_state_names", record.join_state);
+        j.end();
+    }
+}
+
+fn mcmember_summary(s: &mut Summary, record: &McMemberRecord) {
+    s.push_str(" MGID=");
+    s.ipv6(record.mgid.0);
+    s.push_str(" PortGID=");
+    s.ipv6(record.port_gid.0);
+    sum!(s, " JoinState={}", record.join_state);
+    if record.mlid != 0 {
+        sum!(s, " MLID=0x{:04x}", record.mlid);
+    }
+    if record.q_key != 0 {
+        sum!(s, " Q_Key=0x{:08x}", record.q_key);
+    }
+}
+
+fn service_json(j: &mut Json, k: &str, record: &ServiceRecord) {
+    j.serde(k, record);
+    if !j.is_off() {
+        // The name as text beside its 64 bytes.
+        j.buf.pop();
+        j.str("service_name_text", &String::from_utf8_lossy(record.name_bytes()));
+        j.end();
+    }
+}
+
+fn service_summary(s: &mut Summary, record: &ServiceRecord) {
+    let name = String::from_utf8_lossy(record.name_bytes());
+    sum!(s, " ServiceID=0x{:016x} ServiceGID=", record.service_id);
+    s.ipv6(record.service_gid.0);
+    sum!(s, " ServiceName={name:?}");
+    if record.service_lease != 0 {
+        sum!(s, " Lease={}", record.service_lease);
     }
 }
 

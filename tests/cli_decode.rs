@@ -529,6 +529,8 @@ fn every_json_line_matches_the_schema() {
             std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tcpdump-any.pcap")).unwrap(),
         ),
         ("mixed".into(), roce::samples_mixed::mixed_capture(3_000, 5)),
+        ("rmpp".into(), std::fs::read(rmpp_capture()).unwrap()),
+        ("rmpp_gap".into(), pcap_frames(&rmpp_capture(), &[1, 2, 3, 4, 5, 6, 8, 9, 14, 15, 15, 16, 17])),
         ("service_record".into(), pcap(false, false, 1, &service_record_frames())),
         ("pcapng".into(), pcapng_two_linktypes().0),
         ("sll".into(), pcap(false, false, 113, &frames.iter().map(|(t, d)| (*t, sll(d))).collect::<Vec<_>>())),
@@ -734,4 +736,155 @@ fn an_igmpv3_report_of_300_records_decodes_whole() {
     assert!(v.get("error").is_none(), "{v}");
     assert_eq!(v["igmp"]["records"].as_array().unwrap().len(), 300);
     assert_eq!(v["igmp"]["records"][299]["record_type_name"], "MODE_IS_EXCLUDE");
+}
+
+/// A real RMPP exchange, cut from the interop_rmpp artefact (kernel 6.12 guest as the SA's RMPP
+/// sender, our sa-query as the receiver): frames 3–9 a GetTable of 12 MCMemberRecords over
+/// IPv6 (4 DATA segments, ACKs of segments 1 and 4), frames 12–18 the same for 4
+/// ServiceRecords.
+fn rmpp_capture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/rmpp-table.pcap")
+}
+
+/// The classic pcap at `path` with only the frames numbered in `keep` (from 1), in that order.
+fn pcap_frames(path: &std::path::Path, keep: &[usize]) -> Vec<u8> {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..4], &[0xd4, 0xc3, 0xb2, 0xa1], "a little-endian microsecond pcap");
+    let mut recs = Vec::new();
+    let mut at = 24;
+    while at + 16 <= b.len() {
+        let incl = u32::from_le_bytes(b[at + 8..at + 12].try_into().unwrap()) as usize;
+        recs.push(&b[at..at + 16 + incl]);
+        at += 16 + incl;
+    }
+    let mut out = b[..24].to_vec();
+    for &n in keep {
+        out.extend_from_slice(recs[n - 1]);
+    }
+    out
+}
+
+fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(out).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn rmpp_segments_decode_no_record_past_the_first_and_the_table_is_whole_on_the_last() {
+    let out = roce().arg("decode").arg(rmpp_capture()).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 18);
+    assert!(
+        lines[3].contains("MGID=::ffff:239.9.0.1 ")
+            && lines[3].contains("RMPP DATA seg 1/4 (3 records here), table continues"),
+        "{}",
+        lines[3]
+    );
+    assert!(lines[4].contains("RMPP ACK seg 1 NewWindowLast 65"), "{}", lines[4]);
+    for (i, seg) in [(5, 2), (6, 3)] {
+        assert!(
+            lines[i].contains(&format!("RMPP DATA seg {seg}/4 (200 bytes of the table), table continues")),
+            "{}",
+            lines[i]
+        );
+    }
+    for l in [4, 5, 6, 7, 8, 13, 14, 15, 16, 17] {
+        assert!(!lines[l].contains("MGID=") && !lines[l].contains("ServiceID="), "no record decoded: {}", lines[l]);
+    }
+    assert!(lines[7].contains("RMPP DATA seg 4/4 (72 bytes of the table) | table: 12 MCMemberRecords"), "{}", lines[7]);
+    assert!(lines[8].contains("RMPP ACK seg 4 NewWindowLast 65"), "{}", lines[8]);
+    assert!(
+        lines[16].contains("RMPP DATA seg 4/4 (104 bytes of the table) | table: 4 ServiceRecords"),
+        "{}",
+        lines[16]
+    );
+
+    let out = roce().args(["decode", "--json"]).arg(rmpp_capture()).output().unwrap();
+    assert!(out.status.success());
+    let v = json_lines(&out.stdout);
+    assert_eq!(v[3]["rmpp_segment"]["records_in_segment"], 3);
+    assert_eq!(v[3]["rmpp_segment"]["total_segments"], 4);
+    assert_eq!(v[5]["rmpp_segment"]["segment"], 2);
+    assert_eq!(v[5]["rmpp_segment"]["data_len"], 200);
+    assert_eq!(v[7]["rmpp_segment"]["data_len"], 72);
+    assert_eq!(v[4]["rmpp_segment"]["type"], "ACK");
+    assert_eq!(v[4]["rmpp_segment"]["new_window_last"], 65);
+    for l in [4, 5, 6, 7, 8] {
+        assert!(v[l].get("mcmember").is_none(), "frame {}", l + 1);
+    }
+    // The table holds the groups the interop test joined (tests/interop_rmpp.rs: 239.9.0.1..=12,
+    // as the kernel's SA agent in the guest answered them).
+    let t = &v[7]["sa_table"];
+    assert_eq!(t["complete"], true);
+    assert_eq!(t["count"], 12);
+    assert_eq!(t["data_len"], 672);
+    let recs = t["records"].as_array().unwrap();
+    for (i, r) in recs.iter().enumerate() {
+        assert_eq!(r["mgid"], format!("::ffff:239.9.0.{}", i + 1));
+        assert_eq!(r["q_key"], recs[0]["q_key"]);
+    }
+    // The first segment's record is the table's first; its records are the table's first 3.
+    assert_eq!(v[3]["mcmember"], recs[0]);
+    assert_eq!(v[3]["rmpp_segment"]["records"].as_array().unwrap()[..], recs[..3]);
+    assert_eq!(
+        v[12]["rmpp_segment"]["records"].as_array().unwrap().len(),
+        1,
+        "one 176-byte ServiceRecord ends in 200 bytes"
+    );
+    // The ServiceRecords it registered: IDs 0x5000 + i named rmpp-i.
+    let t = &v[16]["sa_table"];
+    assert_eq!(t["count"], 4);
+    for (i, r) in t["records"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(r["service_id"], format!("0x{:016x}", 0x5000 + i));
+        assert_eq!(r["service_name_text"], format!("rmpp-{i}"));
+    }
+    for (l, x) in v.iter().enumerate() {
+        assert_eq!(x.get("sa_table").is_some(), l == 7 || l == 16, "frame {}", l + 1);
+    }
+}
+
+#[test]
+fn an_rmpp_table_with_a_gap_is_incomplete_and_duplicates_and_orphans_are_counted() {
+    let dir = common::artefact_dir("cli_decode_rmpp_gap");
+    // Segment 3 of the MCMemberRecord table lost; the ServiceRecord table without its First,
+    // segment 3 twice.
+    let path = dir.join("gap.pcap");
+    std::fs::write(&path, pcap_frames(&rmpp_capture(), &[1, 2, 3, 4, 5, 6, 8, 9, 14, 15, 15, 16, 17])).unwrap();
+    let out = roce().arg("decode").arg(&path).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[6].contains("| table incomplete: 1 of 4 segments missing (3)"), "{}", lines[6]);
+    assert!(!text.contains("table: "), "{text}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("RMPP: 0 tables whole, 1 incomplete, 0 duplicate segments, 4 segments without their table"),
+        "{err}"
+    );
+    let out = roce().args(["decode", "--json"]).arg(&path).output().unwrap();
+    let v = json_lines(&out.stdout);
+    let t = &v[6]["sa_table"];
+    assert_eq!(t["complete"], false);
+    assert_eq!(t["missing"], serde_json::json!([3]));
+    assert!(t.get("records").is_none());
+    // -q silences the counters' warning.
+    let out = roce().args(["decode", "-q"]).arg(&path).output().unwrap();
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_retransmitted_rmpp_segment_is_counted_once_and_the_table_stays_whole() {
+    let dir = common::artefact_dir("cli_decode_rmpp_dup");
+    let path = dir.join("dup.pcap");
+    std::fs::write(&path, pcap_frames(&rmpp_capture(), &[3, 4, 4, 5, 6, 7, 6, 8, 9])).unwrap();
+    let out = roce().args(["decode", "--json"]).arg(&path).output().unwrap();
+    assert!(out.status.success());
+    let v = json_lines(&out.stdout);
+    let t = &v[7]["sa_table"];
+    assert_eq!(t["complete"], true);
+    assert_eq!(t["count"], 12);
+    assert_eq!(t["duplicates"], 2);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("1 tables whole, 0 incomplete, 2 duplicate segments"), "{err}");
 }
