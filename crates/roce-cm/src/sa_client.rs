@@ -4,6 +4,7 @@
 
 use core::time::Duration;
 use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use roce_wire::mad::{self, MadHeader, Method};
@@ -52,6 +53,20 @@ pub(crate) struct Txn {
 }
 
 impl Txn {
+    /// A slot's content before its first transaction.
+    const VACANT: Txn = Txn {
+        mad: [0; MAD_SIZE],
+        method: Method::Get,
+        attribute_id: 0,
+        owner: TxnOwner::Query(0),
+        next_send: Instant::ZERO,
+        deadline: Instant::ZERO,
+        sends: 0,
+        queued: false,
+        due: Instant::ZERO,
+        rmpp: None,
+    };
+
     /// Why the transaction ended at its deadline, when that was during a reassembly.
     pub fn rmpp_timeout(&self) -> Option<RmppError> {
         self.rmpp.as_ref().map(|r| RmppError::TimedOut { received: r.seg_num })
@@ -59,10 +74,12 @@ impl Txn {
 }
 
 /// Transactions by TID, in a slab: a transaction (its MAD is 256 bytes) is written once where
-/// it stays, instead of being moved in and out of tree nodes; TIDs index the slots.
+/// it stays, instead of being moved in and out of tree nodes; TIDs index the slots. A slot
+/// outlives its transaction (only `by_tid` says which are live): the next transaction in it is
+/// written over it field by field, its request MAD encoded in place.
 #[derive(Debug, Default)]
 struct Txns {
-    slots: Vec<Option<Txn>>,
+    slots: Vec<Txn>,
     free: Vec<u32>,
     by_tid: HashMap<u64, u32, FastHash>,
 }
@@ -73,56 +90,67 @@ impl Txns {
     }
 
     /// Reserve a slot for `tid` if it is not in use (`None` if it is): the TID is looked up
-    /// and indexed in one probe; [`Txns::fill`] then writes the transaction in the slot.
-    fn claim(&mut self, tid: u64) -> Option<u32> {
+    /// and indexed in one probe. The caller writes every field of the returned slot.
+    fn claim(&mut self, tid: u64) -> Option<usize> {
         let std::collections::hash_map::Entry::Vacant(v) = self.by_tid.entry(tid) else { return None };
         let i = match self.free.pop() {
             Some(i) => i,
             None => {
-                self.slots.push(None);
+                self.slots.push(Txn::VACANT);
                 (self.slots.len() - 1) as u32
             }
         };
         v.insert(i);
-        Some(i)
+        Some(i as usize)
     }
 
-    /// Write the transaction of a claimed slot.
-    fn fill(&mut self, i: u32, t: Txn) {
-        self.slots[i as usize] = Some(t);
+    /// The slot of `tid`'s transaction.
+    #[inline]
+    fn index(&self, tid: &u64) -> Option<usize> {
+        self.by_tid.get(tid).map(|&i| i as usize)
     }
 
     fn get(&self, tid: &u64) -> Option<&Txn> {
-        self.slots[*self.by_tid.get(tid)? as usize].as_ref()
+        self.index(tid).map(|i| &self.slots[i])
     }
 
     fn get_mut(&mut self, tid: &u64) -> Option<&mut Txn> {
-        self.slots[*self.by_tid.get(tid)? as usize].as_mut()
+        let i = self.index(tid)?;
+        Some(&mut self.slots[i])
     }
 
+    /// Remove a transaction and hand it out whole (a copy: the slot stays for the next).
     fn remove(&mut self, tid: &u64) -> Option<Txn> {
         let i = self.by_tid.remove(tid)?;
-        let t = self.slots[i as usize].take();
+        let s = &mut self.slots[i as usize];
+        let rmpp = s.rmpp.take();
+        let t = Txn { rmpp, ..s.clone() };
         self.release(i);
-        t
+        Some(t)
     }
 
-    /// Remove a transaction, keeping only what its end needs (the MAD is not moved).
-    fn finish(&mut self, tid: &u64) -> Option<(TxnOwner, Instant, bool)> {
-        let i = self.by_tid.remove(tid)?;
-        let slot = &mut self.slots[i as usize];
-        let out = slot.as_ref().map(|t| (t.owner, t.due, t.queued));
-        *slot = None;
-        self.release(i);
+    /// End the transaction in slot `i` (already out of `by_tid`), keeping what its end needs.
+    #[inline]
+    fn vacate(&mut self, i: usize) -> (TxnOwner, bool) {
+        let s = &mut self.slots[i];
+        s.rmpp = None;
+        let out = (s.owner, s.queued);
+        self.release(i as u32);
         out
     }
 
+    #[inline]
     fn release(&mut self, i: u32) {
         self.free.push(i);
         // After a burst, give the memory back once every transaction has ended.
         if self.by_tid.is_empty() && self.slots.capacity() > 1024 {
-            *self = Txns::default();
+            self.reset();
         }
+    }
+
+    #[cold]
+    fn reset(&mut self) {
+        *self = Txns::default();
     }
 }
 
@@ -228,7 +256,8 @@ impl SaClient {
         self.start_encoded(now, mad.to_bytes(), method, attribute_id, owner, timeout)
     }
 
-    /// Start an MCMemberRecord Set or Delete (a join or a leave), its MAD written directly.
+    /// Start an MCMemberRecord Set or Delete (a join or a leave), its MAD written directly
+    /// into the transaction's slot.
     pub fn start_mc_member(
         &mut self,
         now: Instant,
@@ -237,51 +266,65 @@ impl SaClient {
         record: &McMemberRecord,
         owner: TxnOwner,
     ) -> u64 {
-        let mad = SaMad::mc_member_request(method, 0, component_mask, record);
         let timeout = self.timing.timeout;
-        self.start_encoded(now, mad, method, attr::MC_MEMBER_RECORD, owner, timeout)
+        let (tid, t) = self.claim(now, method, attr::MC_MEMBER_RECORD, owner, timeout);
+        SaMad::mc_member_request_into(&mut t.mad, method, tid, component_mask, record);
+        tid
     }
 
     /// Start a transaction for an encoded request (its TID is filled in).
     fn start_encoded(
         &mut self,
         now: Instant,
-        mut mad: [u8; MAD_SIZE],
+        mad: [u8; MAD_SIZE],
         method: Method,
         attribute_id: u16,
         owner: TxnOwner,
         timeout: Duration,
     ) -> u64 {
+        let (tid, t) = self.claim(now, method, attribute_id, owner, timeout);
+        t.mad = mad;
+        t.mad[mad::field::TRANSACTION_ID].copy_from_slice(&tid.to_be_bytes());
+        tid
+    }
+
+    /// Open a transaction under the next free TID, queued and timed; the caller writes its
+    /// request MAD (with the TID) into the returned slot.
+    #[inline]
+    fn claim(
+        &mut self,
+        now: Instant,
+        method: Method,
+        attribute_id: u16,
+        owner: TxnOwner,
+        timeout: Duration,
+    ) -> (u64, &mut Txn) {
         let deadline = now + timeout;
         // The next TID not in use, indexed in the same probe.
-        let (tid, slot) = loop {
+        let (tid, i) = loop {
             let tid = (u64::from(self.tid_hi) << 32) | u64::from(self.tid_lo);
             self.tid_lo = self.tid_lo.wrapping_add(1);
-            if let Some(slot) = self.txns.claim(tid) {
-                break (tid, slot);
+            if let Some(i) = self.txns.claim(tid) {
+                break (tid, i);
             }
         };
-        mad[mad::field::TRANSACTION_ID].copy_from_slice(&tid.to_be_bytes());
         if !self.linger.is_empty() {
             // A TID in use again: duplicates of the old message are not re-ACKed any more.
             self.linger.retain(|l| l.tid != tid);
         }
-        let t = Txn {
-            mad,
-            method,
-            attribute_id,
-            owner,
-            next_send: now,
-            deadline,
-            sends: 0,
-            queued: true,
-            due: deadline,
-            rmpp: None,
-        };
-        self.txns.fill(slot, t);
         self.timers.push(Reverse((deadline, tid)));
         self.outbox.push_back(tid);
-        tid
+        let t = &mut self.txns.slots[i];
+        t.method = method;
+        t.attribute_id = attribute_id;
+        t.owner = owner;
+        t.next_send = now;
+        t.deadline = deadline;
+        t.sends = 0;
+        t.queued = true;
+        t.due = deadline;
+        t.rmpp = None;
+        (tid, t)
     }
 
     /// Re-index a transaction under its next due time (its old entry goes stale).
@@ -324,14 +367,18 @@ impl SaClient {
     }
 
     fn next_outgoing(&mut self, now: Instant) -> Option<&[u8; MAD_SIZE]> {
-        if let Some(m) = self.control.pop_front() {
-            self.control_out = m;
-            return Some(&self.control_out);
+        // Tested first: popping an empty queue still moved a MAD-sized `None` out.
+        if !self.control.is_empty() {
+            if let Some(m) = self.control.pop_front() {
+                self.control_out = m;
+                return Some(&self.control_out);
+            }
         }
         while let Some(tid) = self.outbox.pop_front() {
             let interval = self.timing.retry_interval();
             let retries = self.timing.retries;
-            let Some(t) = self.txns.get_mut(&tid) else { continue };
+            let Some(i) = self.txns.index(&tid) else { continue };
+            let t = &mut self.txns.slots[i];
             t.queued = false;
             if t.sends > retries {
                 continue;
@@ -343,8 +390,13 @@ impl SaClient {
             if t.sends > 1 {
                 self.retransmissions += 1;
             }
-            settle(&mut self.timers, &self.txns);
-            return self.txns.get(&tid).map(|t| &t.mad);
+            // The entry just re-armed is usually the top: live, so nothing stale is above it
+            // (the probe of `settle` is skipped).
+            let top = Reverse((t.due, tid));
+            if self.timers.peek() != Some(&top) || self.timers.len() > 2 * self.txns.len() + 32 {
+                settle(&mut self.timers, &self.txns);
+            }
+            return Some(&self.txns.slots[i].mad);
         }
         None
     }
@@ -400,7 +452,10 @@ impl SaClient {
     /// `mad` is the whole MAD (at least 256 bytes).
     pub fn handle_response(&mut self, now: Instant, resp: &MadHeader, mad: &[u8]) -> Response {
         let tid = resp.transaction_id;
-        let Some(t) = self.txns.get(&tid) else { return self.lingering(now, tid, mad) };
+        // One probe finds the transaction and, for a one-MAD answer, takes it out.
+        let Entry::Occupied(e) = self.txns.by_tid.entry(tid) else { return self.lingering(now, tid, mad) };
+        let i = *e.get() as usize;
+        let t = &self.txns.slots[i];
         let expected = match t.method {
             Method::Set | Method::Get => Method::Get,
             other => other,
@@ -417,7 +472,10 @@ impl SaClient {
             if r.is_active() {
                 self.rmpp.unsegmented += 1;
             }
-            return self.single(tid);
+            e.remove();
+            let (owner, queued) = self.txns.vacate(i);
+            self.after_end(tid, queued);
+            return Response::Single(owner);
         }
         if r.version != RMPP_VERSION {
             return self.abort(tid, mad, status::UNV, r.data1, 24);
@@ -579,17 +637,19 @@ impl SaClient {
 
     /// End a transaction answered by one MAD.
     fn single(&mut self, tid: u64) -> Response {
-        match self.txns.finish(&tid) {
-            Some((owner, _due, queued)) => {
-                self.after_end(tid, queued);
-                Response::Single(owner)
-            }
-            None => Response::Unsolicited,
-        }
+        let Some(i) = self.txns.by_tid.remove(&tid) else { return Response::Unsolicited };
+        let (owner, queued) = self.txns.vacate(i as usize);
+        self.after_end(tid, queued);
+        Response::Single(owner)
     }
 
     fn after_end(&mut self, tid: u64, queued: bool) {
-        settle(&mut self.timers, &self.txns);
+        if self.txns.len() == 0 && self.timers.capacity() <= 4096 {
+            // What `settle` does with no transaction left, without the call.
+            self.timers.clear();
+        } else {
+            settle(&mut self.timers, &self.txns);
+        }
         if queued {
             self.outbox.retain(|&x| x != tid);
         }

@@ -490,6 +490,21 @@ impl SaMad {
         record: &McMemberRecord,
     ) -> [u8; crate::MAD_SIZE] {
         let mut b = [0u8; crate::MAD_SIZE];
+        Self::mc_member_request_into(&mut b, method, tid, component_mask, record);
+        b
+    }
+
+    /// [`SaMad::mc_member_request`] written over `b` (every byte of it), so that a caller
+    /// keeps the request where it is stored instead of moving a MAD-sized value in.
+    #[inline]
+    pub fn mc_member_request_into(
+        b: &mut [u8; crate::MAD_SIZE],
+        method: Method,
+        tid: u64,
+        component_mask: u64,
+        record: &McMemberRecord,
+    ) {
+        *b = [0u8; crate::MAD_SIZE];
         b[mad::field::BASE_VERSION] = mad::BASE_VERSION;
         b[mad::field::MGMT_CLASS] = MgmtClass::SubnAdm.into();
         b[mad::field::CLASS_VERSION] = SA_CLASS_VERSION;
@@ -499,7 +514,6 @@ impl SaMad {
         let at = SA_HEADER_OFFSET + field::COMPONENT_MASK.start;
         b[at..at + 8].copy_from_slice(&component_mask.to_be_bytes());
         record.emit_bytes(&mut b[SA_DATA_OFFSET..SA_DATA_OFFSET + MC_MEMBER_RECORD_LEN]);
-        b
     }
 
     /// The response an SA would send to this request, after OpenSM's `osm_sa_respond` /
