@@ -21,13 +21,9 @@ use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use harness::GuestBuilder;
+use harness::{roce, GuestBuilder};
 
 const T: Duration = Duration::from_secs(60);
-
-fn roce(args: &str) -> String {
-    format!("{} {args}", env!("CARGO_BIN_EXE_roce"))
-}
 
 /// (exit code, stdout+stderr) of a host-side command in the namespace.
 fn run(g: &harness::Guest, cmd: &str) -> (i32, String) {
@@ -36,14 +32,7 @@ fn run(g: &harness::Guest, cmd: &str) -> (i32, String) {
 
 /// Poll a command's output in the guest until it contains `needle`; returns the output.
 fn wait_guest(g: &mut harness::Guest, cmd: &str, needle: &str, timeout: Duration) -> String {
-    let end = std::time::Instant::now() + timeout;
-    loop {
-        let (_, out) = g.guest_exec(cmd, T);
-        if out.contains(needle) || std::time::Instant::now() >= end {
-            return out;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    g.wait_for_output(cmd, needle, timeout, T, Duration::from_millis(300))
 }
 
 /// Start a host-side server in the namespace and wait (at most 30 s) until its standard output

@@ -19,26 +19,13 @@ mod harness;
 mod common;
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use harness::GuestBuilder;
+use harness::{roce, static_roce, GuestBuilder};
 
 const T: Duration = Duration::from_secs(60);
-
-fn static_roce() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/x86_64-unknown-linux-gnu/release/roce");
-    assert!(
-        p.exists(),
-        "the guest needs a static roce: RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu --bin roce (tests/run-all.sh does it)"
-    );
-    p
-}
-
-fn roce(args: &str) -> String {
-    format!("{} {args}", env!("CARGO_BIN_EXE_roce"))
-}
 
 /// (exit code, stdout+stderr) of a host-side command in the namespace.
 fn run(g: &harness::Guest, cmd: &str) -> (i32, String) {
@@ -67,14 +54,7 @@ fn frames_to_guest(pcap: &Path, guest: &str) -> Vec<String> {
 
 /// Poll a log file in the guest until it contains `needle`; returns its content.
 fn wait_guest_log(g: &mut harness::Guest, path: &str, needle: &str, timeout: Duration) -> String {
-    let end = std::time::Instant::now() + timeout;
-    loop {
-        let (_, log) = g.guest_exec(&format!("cat {path} 2>/dev/null"), T);
-        if log.contains(needle) || std::time::Instant::now() >= end {
-            return log;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    g.wait_for_output(&format!("cat {path} 2>/dev/null"), needle, timeout, T, Duration::from_millis(300))
 }
 
 #[test]

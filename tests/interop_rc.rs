@@ -20,23 +20,12 @@ use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use harness::GuestBuilder;
+use harness::{roce, GuestBuilder};
 
 const T: Duration = Duration::from_secs(90);
 
-fn roce(args: &str) -> String {
-    format!("{} {args}", env!("CARGO_BIN_EXE_roce"))
-}
-
 fn wait_guest(g: &mut harness::Guest, cmd: &str, needle: &str, timeout: Duration) -> String {
-    let end = std::time::Instant::now() + timeout;
-    loop {
-        let (_, out) = g.guest_exec(cmd, T);
-        if out.contains(needle) || std::time::Instant::now() >= end {
-            return out;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    g.wait_for_output(cmd, needle, timeout, T, Duration::from_millis(300))
 }
 
 fn pings(out: &str, prefix: &str) -> usize {

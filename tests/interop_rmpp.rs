@@ -24,11 +24,10 @@ mod common;
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use harness::GuestBuilder;
+use harness::{roce, static_roce, GuestBuilder};
 use roce_cm::{EventKind, PortSpace, QpType, RmppError, RmppStats, SaTiming, Stack, StackConfig};
 use roce_net::driver::Driver;
 use roce_wire::mad::Method;
@@ -38,28 +37,8 @@ use roce_wire::sa::{attr, SaData, SaMad};
 const T: Duration = Duration::from_secs(60);
 const GROUPS: u8 = 12;
 
-fn static_roce() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/x86_64-unknown-linux-gnu/release/roce");
-    assert!(
-        p.exists(),
-        "the guest needs a static roce: RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu --bin roce (tests/run-all.sh does it)"
-    );
-    p
-}
-
-fn roce(args: &str) -> String {
-    format!("{} {args}", env!("CARGO_BIN_EXE_roce"))
-}
-
 fn wait_guest_log(g: &mut harness::Guest, path: &str, needle: &str, timeout: Duration) -> String {
-    let end = std::time::Instant::now() + timeout;
-    loop {
-        let (_, log) = g.guest_exec(&format!("cat {path} 2>/dev/null"), T);
-        if log.contains(needle) || std::time::Instant::now() >= end {
-            return log;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    g.wait_for_output(&format!("cat {path} 2>/dev/null"), needle, timeout, T, Duration::from_millis(300))
 }
 
 /// Our stack on tap0: 198.18.0.1/24 and fd00::1/64; the SA (the guest's agent) at 198.18.0.2

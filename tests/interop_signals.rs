@@ -16,33 +16,16 @@ mod common;
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use harness::GuestBuilder;
+use harness::{static_roce, GuestBuilder};
 
 const T: Duration = Duration::from_secs(60);
 
-fn static_roce() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/x86_64-unknown-linux-gnu/release/roce");
-    assert!(
-        p.exists(),
-        "the guest needs a static roce: RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu --bin roce (tests/run-all.sh does it)"
-    );
-    p
-}
-
 /// Poll a guest file until it contains `needle` (a readiness wait); returns its content.
 fn wait_guest_log(g: &mut harness::Guest, path: &str, needle: &str, timeout: Duration) -> String {
-    let end = Instant::now() + timeout;
-    loop {
-        let (_, log) = g.guest_exec(&format!("cat {path} 2>/dev/null"), T);
-        if log.contains(needle) || Instant::now() >= end {
-            return log;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    g.wait_for_output(&format!("cat {path} 2>/dev/null"), needle, timeout, T, Duration::from_millis(200))
 }
 
 #[test]

@@ -903,6 +903,44 @@ impl RawSocket {
     }
 }
 
+/// The static `roce` the guest runs (its sa-agent): tests/run-all.sh builds it; a missing one
+/// fails the test with the command that builds it.
+pub fn static_roce() -> PathBuf {
+    let p = repo_root().join("target/x86_64-unknown-linux-gnu/release/roce");
+    assert!(
+        p.exists(),
+        "the guest needs a static roce: RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu --bin roce (tests/run-all.sh does it)"
+    );
+    p
+}
+
+/// A command line running the host's `roce` (this package's binary) with `args`.
+pub fn roce(args: &str) -> String {
+    format!("{} {args}", env!("CARGO_BIN_EXE_roce"))
+}
+
+impl Guest {
+    /// Run `cmd` in the guest (each run within `exec_budget`) every `every` until its output
+    /// holds `needle` or `timeout` has passed; the last output either way.
+    pub fn wait_for_output(
+        &mut self,
+        cmd: &str,
+        needle: &str,
+        timeout: Duration,
+        exec_budget: Duration,
+        every: Duration,
+    ) -> String {
+        let end = Instant::now() + timeout;
+        loop {
+            let (_, out) = self.guest_exec(cmd, exec_budget);
+            if out.contains(needle) || Instant::now() >= end {
+                return out;
+            }
+            std::thread::sleep(every);
+        }
+    }
+}
+
 /// Fail when a tool's output reports device send errors (`send_errors N`, N > 0).
 pub fn assert_no_send_errors(cmd: &str, out: &str) {
     for (at, _) in out.match_indices("send_errors ") {
