@@ -11,7 +11,7 @@ use roce_net::device::Device;
 use roce_wire::frame::FramePacket;
 use roce_wire::icrc;
 
-use crate::capture::{linktype, Reader};
+use roce_decode::capture::{linktype, Reader};
 use crate::exit;
 
 /// A line on stderr; a closed stderr is not worth a panic.

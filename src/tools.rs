@@ -221,7 +221,7 @@ pub fn open_port(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
     };
     if o.verbose {
         d.set_tap(Box::new(|dir, now, f| {
-            let s = crate::decode::decode_ethernet(f).summary;
+            let s = roce_decode::decode::decode_ethernet(f).summary;
             status!("{:>10.6} {} {s}", now.since_epoch().as_secs_f64(), if dir == Direction::Tx { ">" } else { "<" });
         }));
     }
