@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::exit;
+use crate::plumbing::exit;
 
 /// Benchmarks.
 #[derive(clap::Args, Debug)]

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use roce_decode::capture::{linktype, PcapFileWriter, ReadError, Reader};
 use roce_decode::decode::{Decoder, Meta};
-use crate::exit;
+use crate::plumbing::exit;
 
 /// A line on stderr; a closed stderr is not worth a panic.
 macro_rules! warn {

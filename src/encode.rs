@@ -9,7 +9,7 @@ use roce_decode::capture::linktype;
 use roce_decode::encode::{encode_value, EncodeError, PcapOut};
 use serde_json::Value;
 
-use crate::exit;
+use crate::plumbing::exit;
 
 /// A line on stderr; a closed stderr is not worth a panic.
 macro_rules! warn {

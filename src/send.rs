@@ -12,7 +12,7 @@ use roce_wire::frame::FramePacket;
 use roce_wire::icrc;
 
 use roce_decode::capture::{linktype, Reader};
-use crate::exit;
+use crate::plumbing::exit;
 
 /// A line on stderr; a closed stderr is not worth a panic.
 macro_rules! warn {
