@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::exit;
+use crate::plumbing::exit;
 
 /// Benchmarks.
 #[derive(clap::Args, Debug)]
@@ -75,7 +75,7 @@ fn decode(a: &DecodeBench) -> ExitCode {
             return ExitCode::from(exit::ENVIRONMENT);
         }
     }
-    let bytes = crate::samples_mixed::mixed_capture(a.frames as usize, 1);
+    let bytes = roce_decode::samples_mixed::mixed_capture(a.frames as usize, 1);
     if let Err(e) = std::fs::write(&path, &bytes) {
         eprintln!("roce bench: {}: {e}", path.display());
         return ExitCode::from(exit::ENVIRONMENT);

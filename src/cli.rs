@@ -1,5 +1,5 @@
 //! The arguments of the network commands and the demo, one `clap::Args` struct per command,
-//! each with `run() -> u8` (the exit status, [`crate::exit`]). Every value is checked before
+//! each with `run() -> u8` (the exit status, [`crate::plumbing::exit`]). Every value is checked before
 //! anything is sent: durations are finite, non-negative and bounded; counts and sizes are
 //! bounded, and the message names the bound. Options a command cannot use are not offered.
 
@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use roce_wire::mcmember::JoinState;
 
-use crate::exit;
-use crate::tools::PortOptions;
+use crate::plumbing::exit;
+use crate::plumbing::tools::PortOptions;
 
 /// The longest wait a `--leave-after` or `--timeout` takes: one day.
 pub const MAX_WAIT_SECS: f64 = 86_400.0;
@@ -130,7 +130,7 @@ pub struct RawPortArgs {
 
 impl SaPortArgs {
     fn options(&self, local: Option<IpAddr>, no_sa: bool) -> PortOptions {
-        crate::out::set_quiet(self.quiet);
+        crate::plumbing::out::set_quiet(self.quiet);
         PortOptions {
             iface: self.iface.clone().unwrap_or_default(),
             ibsim: self.ibsim.clone(),
@@ -147,7 +147,7 @@ impl SaPortArgs {
 
 impl RawPortArgs {
     fn options(&self, local: IpAddr) -> PortOptions {
-        crate::out::set_quiet(self.quiet);
+        crate::plumbing::out::set_quiet(self.quiet);
         PortOptions {
             iface: self.iface.clone(),
             ibsim: None,
@@ -239,8 +239,8 @@ impl MckeyArgs {
             (true, _) | (_, JoinArg::Sendonly) => JoinState::SEND_ONLY_FULL_MEMBER,
             (false, JoinArg::Full) => JoinState::FULL_MEMBER,
         };
-        crate::shutdown::install();
-        let o = crate::tools::MckeyOptions {
+        crate::plumbing::shutdown::install();
+        let o = crate::plumbing::tools::MckeyOptions {
             port: self.port.options(self.bind, self.no_sa),
             group: self.group,
             sender: self.sender,
@@ -250,7 +250,7 @@ impl MckeyArgs {
             leave_after: self.leave_after,
             no_sa: self.no_sa,
         };
-        crate::tools::mckey(&o)
+        crate::plumbing::tools::mckey(&o)
     }
 }
 
@@ -280,11 +280,11 @@ pub struct SaQueryArgs {
 impl SaQueryArgs {
     /// Run it; returns the exit status.
     pub fn run(self) -> u8 {
-        crate::shutdown::install();
+        crate::plumbing::shutdown::install();
         if self.service.wanted() {
             return crate::sa_service::run(&self.port.options(self.bind, false), &self.service);
         }
-        crate::tools::sa_query(&self.port.options(self.bind, false), self.mgid.map(roce_wire::Gid::from_ipv6))
+        crate::plumbing::tools::sa_query(&self.port.options(self.bind, false), self.mgid.map(roce_wire::Gid::from_ipv6))
     }
 }
 
@@ -305,8 +305,8 @@ pub struct SaServerArgs {
 impl SaServerArgs {
     /// Run it; returns the exit status.
     pub fn run(self) -> u8 {
-        crate::shutdown::install();
-        crate::tools::sa_server(&self.port.options(self.ip), self.duration)
+        crate::plumbing::shutdown::install();
+        crate::plumbing::tools::sa_server(&self.port.options(self.ip), self.duration)
     }
 }
 
@@ -327,10 +327,10 @@ pub struct SaAgentArgs {
 impl SaAgentArgs {
     /// Run it; returns the exit status.
     pub fn run(self) -> u8 {
-        crate::out::set_quiet(self.quiet);
-        crate::shutdown::install();
+        crate::plumbing::out::set_quiet(self.quiet);
+        crate::plumbing::shutdown::install();
         match crate::sa_agent::run(&self.device, self.duration, roce_sa::SaConfig::default()) {
-            Ok(()) => crate::shutdown::requested().unwrap_or(exit::OK),
+            Ok(()) => crate::plumbing::shutdown::requested().unwrap_or(exit::OK),
             Err(e) => {
                 eprintln!("roce sa-agent: {e}");
                 exit::ENVIRONMENT
@@ -369,7 +369,7 @@ pub struct UdaddyArgs {
 impl UdaddyArgs {
     /// Run it; returns the exit status.
     pub fn run(self) -> u8 {
-        crate::shutdown::install();
+        crate::plumbing::shutdown::install();
         let o = crate::cm_tools::UdaddyOptions {
             port: self.port.options(self.bind),
             server: self.server,
@@ -412,7 +412,7 @@ pub struct CmatoseArgs {
 impl CmatoseArgs {
     /// Run it; returns the exit status.
     pub fn run(self) -> u8 {
-        crate::shutdown::install();
+        crate::plumbing::shutdown::install();
         let o = crate::cm_tools::CmatoseOptions {
             port: self.port.options(self.bind),
             server: self.server,
@@ -452,7 +452,7 @@ pub struct DemoArgs {
 impl DemoArgs {
     /// Run it; returns the exit status.
     pub fn run(self) -> u8 {
-        crate::out::set_quiet(self.quiet);
+        crate::plumbing::out::set_quiet(self.quiet);
         let opts = crate::demo::DemoOptions {
             ipv6: self.ipv6,
             loss: self.loss,
@@ -482,7 +482,7 @@ impl DemoArgs {
         for f in &report.failed {
             crate::out!("failed: {f}");
         }
-        if crate::out::stdout_closed() {
+        if crate::plumbing::out::stdout_closed() {
             exit::CLOSED_PIPE
         } else if report.ok() {
             exit::OK

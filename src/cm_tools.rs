@@ -19,9 +19,9 @@ use roce_cm::{CmEvent, CmId, ConnectParam, EventKind, PortSpace, QpType, UdDest}
 use roce_net::driver::Driver;
 use roce_wire::Gid;
 
-use crate::exit;
-use crate::out::print_event;
-use crate::tools::{check_families, check_size, finish, open_port, CliDevice, PortOptions};
+use crate::plumbing::exit;
+use crate::plumbing::out::print_event;
+use crate::plumbing::tools::{check_families, check_size, finish, open_port, CliDevice, PortOptions};
 use crate::{out, status};
 
 /// `roce udaddy` options.
@@ -121,7 +121,7 @@ pub fn udaddy(o: &UdaddyOptions) -> u8 {
         }
     };
     let ids: Vec<CmId> = d.stack.ids().collect();
-    crate::shutdown::destroy_ids(TOOL, &mut d, &ids);
+    crate::plumbing::shutdown::destroy_ids(TOOL, &mut d, &ids);
     out!("test complete");
     out!("return status {code}");
     finish(TOOL, &mut d, &[], o.port.verbose, code)
@@ -319,7 +319,7 @@ pub fn cmatose(o: &CmatoseOptions) -> u8 {
     };
     // Connected ids still alive (a stop, a failure) are disconnected here: DREQ, or REJ.
     let ids: Vec<CmId> = d.stack.ids().collect();
-    crate::shutdown::destroy_ids(TOOL, &mut d, &ids);
+    crate::plumbing::shutdown::destroy_ids(TOOL, &mut d, &ids);
     out!("test complete");
     out!("return status {code}");
     finish(TOOL, &mut d, &[], o.port.verbose, code)

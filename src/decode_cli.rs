@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::capture::{linktype, PcapFileWriter, ReadError, Reader};
-use crate::decode::{Decoder, Meta};
-use crate::exit;
+use roce_decode::capture::{linktype, PcapFileWriter, ReadError, Reader};
+use roce_decode::decode::{Decoder, Meta};
+use crate::plumbing::exit;
 
 /// A line on stderr; a closed stderr is not worth a panic.
 macro_rules! warn {

@@ -142,7 +142,7 @@ impl Demo {
         let cap = self.net.captured();
         let mut lines = Vec::new();
         for c in &cap[self.printed..] {
-            let d = crate::decode::decode_ethernet(&c.data);
+            let d = roce_decode::decode::decode_ethernet(&c.data);
             lines.push(format!("{:>10.6} {:<2} {}", c.time.since_epoch().as_secs_f64(), self.name(c.from), d.summary));
         }
         self.printed = cap.len();
@@ -199,7 +199,7 @@ impl Demo {
     }
 
     fn frames_since(&self, from: usize, pred: impl Fn(&serde_json::Map<String, serde_json::Value>) -> bool) -> bool {
-        self.net.captured()[from..].iter().any(|c| pred(&crate::decode::decode_ethernet(&c.data).json))
+        self.net.captured()[from..].iter().any(|c| pred(&roce_decode::decode::decode_ethernet(&c.data).json))
     }
 }
 

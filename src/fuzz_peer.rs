@@ -31,7 +31,7 @@ use roce_wire::rxe_accept::{rxe_accepts, RxeDrop, RxeKernel, RxePeer, RxeQp, Rxe
 use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::{Gid, GSI_QKEY, MULTICAST_QPN};
 
-use crate::exit;
+use crate::plumbing::exit;
 
 /// The longest campaign `--duration` accepts (one week).
 pub const MAX_DURATION_S: f64 = 7.0 * 86_400.0;

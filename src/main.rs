@@ -8,7 +8,7 @@ use roce::cli;
 
 #[derive(Parser)]
 #[command(name = "roce", version, about = "Speak RoCEv2, InfiniBand MAD/SA/CM and RoCE multicast from userspace", long_about = None,
-          after_help = roce::exit::TABLE)]
+          after_help = roce::plumbing::exit::TABLE)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -102,7 +102,7 @@ enum Command {
 
 fn main() -> ExitCode {
     // Every subcommand's --help ends with the one exit-status table.
-    let cmd = Cli::command().mut_subcommands(|c| c.after_help(roce::exit::TABLE));
+    let cmd = Cli::command().mut_subcommands(|c| c.after_help(roce::plumbing::exit::TABLE));
     let cli = match Cli::from_arg_matches(&cmd.get_matches()) {
         Ok(c) => c,
         Err(e) => e.exit(),

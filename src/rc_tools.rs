@@ -11,7 +11,7 @@ use roce_cm::rc::{Access, MrInfo, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatu
 use roce_cm::CmId;
 use roce_net::driver::Driver;
 
-use crate::tools::CliDevice;
+use crate::plumbing::tools::CliDevice;
 
 /// The largest message (ucmatose takes any int; the bound keeps the buffer sane).
 pub const MAX_SIZE: usize = 1 << 24;
@@ -35,7 +35,7 @@ pub struct Node {
 pub fn set_port_mtu_from(d: &mut Driver<CliDevice>, iface: &str) {
     let mtu = std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu")).ok();
     if let Some(m) = mtu.and_then(|s| s.trim().parse::<u32>().ok()) {
-        d.stack.set_port_mtu(crate::rping::iboe_mtu_code(m));
+        d.stack.set_port_mtu(iboe_mtu_code(m));
     }
 }
 
@@ -143,4 +143,17 @@ pub fn client_exchange(d: &mut Driver<CliDevice>, n: &mut Node, timeout: Duratio
     poll(d, n, WcOpcode::Send, timeout)?;
     crate::out!("data transfers complete");
     Ok(())
+}
+
+/// iboe_get_mtu: the IB MTU code for a netdev MTU (room for GRH, UDP, BTH, XRCETH,
+/// AtomicETH and ICRC: 96 bytes).
+pub fn iboe_mtu_code(netdev_mtu: u32) -> u8 {
+    let room = netdev_mtu.saturating_sub(40 + 8 + 12 + 4 + 28 + 4);
+    match room {
+        4096.. => 5,
+        2048.. => 4,
+        1024.. => 3,
+        512.. => 2,
+        _ => 1,
+    }
 }

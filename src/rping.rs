@@ -22,8 +22,8 @@ use roce_cm::rc::{Access, MrInfo, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatu
 use roce_cm::{CmId, ConnectParam, EventKind, PortSpace, QpType};
 use roce_net::driver::Driver;
 
-use crate::exit;
-use crate::tools::{open_port, CliDevice, PortOptions};
+use crate::plumbing::exit;
+use crate::plumbing::tools::{open_port, CliDevice, PortOptions};
 
 /// The smallest ping (rping's RPING_MIN_BUFSIZE: room for "rdma-ping-2147483647: ").
 pub const MIN_SIZE: usize = 26;
@@ -407,7 +407,7 @@ fn server_pings(c: &mut Ctx, a: &RpingArgs) -> Result<(), String> {
 /// (server); 1 a step failed; 2 usage; 3 the interface cannot be used.
 pub fn run(a: RpingArgs) -> ExitCode {
     // SIGINT/SIGTERM/SIGHUP and a closed stdout end it as the kernel ends a process's ids.
-    crate::shutdown::install();
+    crate::plumbing::shutdown::install();
     let local = if a.server {
         a.addr
     } else {
@@ -479,12 +479,12 @@ pub fn run(a: RpingArgs) -> ExitCode {
     let code = match r {
         Ok(()) => {
             if !a.quiet {
-                crate::out::line(format_args!("rping {role}: done"));
+                crate::plumbing::out::line(format_args!("rping {role}: done"));
             }
             exit::OK
         }
         // A stop cuts the step short: say so, not the step's own timeout message.
-        Err(_) if crate::shutdown::requested().is_some() => exit::FAILED,
+        Err(_) if crate::plumbing::shutdown::requested().is_some() => exit::FAILED,
         Err(e) => {
             eprintln!("rping {role} failed: {e}");
             exit::FAILED
@@ -493,29 +493,17 @@ pub fn run(a: RpingArgs) -> ExitCode {
     // Whatever is left (a stop in the middle of a step): destroyed as the kernel would, DREQ
     // for a connected id, within the grace period; then the counters and the exit status.
     let ids: Vec<CmId> = d.stack.ids().collect();
-    let code = crate::tools::finish("rping", &mut d, &ids, a.debug, code);
+    let code = crate::plumbing::tools::finish("rping", &mut d, &ids, a.debug, code);
     if a.debug {
-        crate::out::line(format_args!("{:?}", d.stack.rc().counters()));
+        crate::plumbing::out::line(format_args!("{:?}", d.stack.rc().counters()));
     }
     ExitCode::from(code)
-}
-
-/// iboe_get_mtu: the IB MTU code for a netdev MTU (room for GRH, UDP, BTH, XRCETH,
-/// AtomicETH and ICRC: 96 bytes).
-pub fn iboe_mtu_code(netdev_mtu: u32) -> u8 {
-    let room = netdev_mtu.saturating_sub(40 + 8 + 12 + 4 + 28 + 4);
-    match room {
-        4096.. => 5,
-        2048.. => 4,
-        1024.. => 3,
-        512.. => 2,
-        _ => 1,
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rc_tools::iboe_mtu_code;
 
     #[test]
     fn ping_text_is_rpings() {

@@ -197,7 +197,7 @@ fn summary(mad: &[u8]) -> String {
 
 /// Run the agent on `device` (`umad0`) for `duration` (until a stop — a signal, a closed
 /// stdout — if `None`). Prints one line per MAD in each direction. An error opening or
-/// registering is returned; a stop ends the loop (the status is [`crate::shutdown::requested`]).
+/// registering is returned; a stop ends the loop (the status is [`crate::plumbing::shutdown::requested`]).
 pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io::Result<()> {
     let path = if device.starts_with('/') { device.to_string() } else { format!("/dev/infiniband/{device}") };
     let cpath = std::ffi::CString::new(path.clone()).map_err(io::Error::other)?;
@@ -229,7 +229,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
     let mut buf = [0u8; UMAD_HDR_LEN + MAD_SIZE * 2];
     loop {
         let left = end.map(|e| e.saturating_duration_since(Instant::now()));
-        if left.is_some_and(|l| l.is_zero()) || crate::shutdown::requested().is_some() {
+        if left.is_some_and(|l| l.is_zero()) || crate::plumbing::shutdown::requested().is_some() {
             let st = sa.stats();
             crate::out!(
                 "sa-agent: stopping: {} requests, {} groups, {} members",
@@ -243,7 +243,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
         // The signal self-pipe wakes the wait at once.
         let mut pfds = [
             libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: crate::shutdown::wake_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: crate::plumbing::shutdown::wake_fd(), events: libc::POLLIN, revents: 0 },
         ];
         // SAFETY: two valid pollfds.
         let r = unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) };
@@ -266,7 +266,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
         if hdr.status != 0 {
             // A send of ours the kernel gave up on (its MAD header follows, 24 bytes).
             let tid = MadHeader::parse_bytes(&buf[UMAD_HDR_LEN..n]).map_or(0, |h| h.transaction_id);
-            let name = crate::out::errno_name(-(hdr.status as i32)).unwrap_or("?");
+            let name = crate::plumbing::out::errno_name(-(hdr.status as i32)).unwrap_or("?");
             eprintln!("sa-agent: send completion status {} ({name}) for TID 0x{tid:016x}", hdr.status);
             continue;
         }

@@ -10,8 +10,8 @@ use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::service_record::{ComponentMask, ServiceRecord, INFINITE_LEASE};
 use roce_wire::Gid;
 
-use crate::exit;
-use crate::tools::{finish, open_port, sa_status_failed, wait_sa_answer, PortOptions};
+use crate::plumbing::exit;
+use crate::plumbing::tools::{finish, open_port, sa_status_failed, wait_sa_answer, PortOptions};
 use crate::{out, status};
 
 /// The ServiceRecord options of `roce sa-query`.
@@ -157,7 +157,7 @@ pub fn run(port: &PortOptions, a: &ServiceArgs) -> u8 {
 }
 
 /// `rdma_resolve_ib_service` on a UDP id bound to our address.
-fn resolve(d: &mut roce_net::driver::Driver<crate::tools::CliDevice>, local: IpAddr, a: &ServiceArgs) -> u8 {
+fn resolve(d: &mut roce_net::driver::Driver<crate::plumbing::tools::CliDevice>, local: IpAddr, a: &ServiceArgs) -> u8 {
     let mut svc = IbService { service_id: 0, service_name: [0; 64], flags: 0 };
     if let Some(id) = a.service_id {
         svc.service_id = id;
@@ -200,7 +200,7 @@ fn resolve(d: &mut roce_net::driver::Driver<crate::tools::CliDevice>, local: IpA
             exit::OK
         }
         Ok(Some(e)) => {
-            let name = crate::out::errno_name(e.status).unwrap_or("?");
+            let name = crate::plumbing::out::errno_name(e.status).unwrap_or("?");
             out!("event: ADDRINFO_ERROR, status {} ({name})", e.status);
             exit::FAILED
         }

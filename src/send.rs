@@ -11,8 +11,8 @@ use roce_net::device::Device;
 use roce_wire::frame::FramePacket;
 use roce_wire::icrc;
 
-use crate::capture::{linktype, Reader};
-use crate::exit;
+use roce_decode::capture::{linktype, Reader};
+use crate::plumbing::exit;
 
 /// A line on stderr; a closed stderr is not worth a panic.
 macro_rules! warn {

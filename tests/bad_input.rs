@@ -2,8 +2,8 @@
 //! with wrong versions and lengths, oversize pads and bad ICRCs. Each must give a typed error
 //! naming a layer and an offset inside the input, and the decoder must still print one line.
 
-use roce::decode::decode_ethernet;
-use roce::samples::sample_frames;
+use roce_decode::decode::decode_ethernet;
+use roce_decode::samples::sample_frames;
 use roce_wire::{frame, ContentError, Error, Layer};
 
 fn roce_samples() -> Vec<(&'static str, Vec<u8>)> {

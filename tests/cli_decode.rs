@@ -15,7 +15,7 @@ fn sample() -> PathBuf {
 
 #[test]
 fn decodes_every_frame_of_the_sample_one_line_each() {
-    let n = roce::samples::sample_frames().len();
+    let n = roce_decode::samples::sample_frames().len();
     let out = roce().arg("decode").arg(sample()).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
@@ -51,7 +51,7 @@ fn json_is_one_object_per_frame_in_order_with_numbers() {
         }
     }
     assert!(roce_frames > 30);
-    assert_eq!(text.lines().count(), roce::samples::sample_frames().len());
+    assert_eq!(text.lines().count(), roce_decode::samples::sample_frames().len());
 }
 
 #[test]
@@ -83,7 +83,7 @@ fn unreadable_files_fail_with_a_clear_message() {
 
     // A capture with a header and no frames is read fine: nothing to print, exit 0.
     let empty = dir.join("empty.pcap");
-    std::fs::write(&empty, roce::capture::PcapFileWriter::new(Vec::new()).unwrap().into_inner()).unwrap();
+    std::fs::write(&empty, roce_decode::capture::PcapFileWriter::new(Vec::new()).unwrap().into_inner()).unwrap();
     let out = roce().arg("decode").arg(&empty).output().unwrap();
     assert!(out.status.success());
     assert!(out.stdout.is_empty());
@@ -102,8 +102,8 @@ use std::io::{Read as _, Write as _};
 use std::process::Stdio;
 
 /// The sample's frames with their timestamps.
-fn sample_records() -> Vec<roce::capture::CapturedFrame> {
-    roce::capture::read_file(&sample()).unwrap()
+fn sample_records() -> Vec<roce_decode::capture::CapturedFrame> {
+    roce_decode::capture::read_file(&sample()).unwrap()
 }
 
 /// A pcap in either byte order and resolution, with `linktype`.
@@ -368,7 +368,7 @@ fn pcapng_with_two_link_types_in_two_byte_orders() {
 fn a_closed_standard_output_ends_quietly_with_141() {
     let dir = common::artefact_dir("cli_decode_pipe");
     let f = dir.join("mixed.pcap");
-    std::fs::write(&f, roce::samples_mixed::mixed_capture(50_000, 3)).unwrap();
+    std::fs::write(&f, roce_decode::samples_mixed::mixed_capture(50_000, 3)).unwrap();
     for json in [false, true] {
         let mut c = roce();
         c.arg("decode").args(if json { &["--json"][..] } else { &[][..] }).arg(&f);
@@ -419,7 +419,7 @@ fn memory_stays_flat_on_a_gigabyte_from_standard_input() {
         let mut big = vec![0u8; 1 << 20];
         big[12] = 0x88;
         big[13] = 0xb5;
-        let mixed: Vec<Vec<u8>> = roce::samples_mixed::mixed_frames(2_000, 9).collect();
+        let mixed: Vec<Vec<u8>> = roce_decode::samples_mixed::mixed_frames(2_000, 9).collect();
         let mut w = std::io::BufWriter::new(&mut stdin);
         let header = pcap(false, true, 1, &[]);
         w.write_all(&header).unwrap();
@@ -462,7 +462,7 @@ fn memory_stays_flat_on_a_gigabyte_from_standard_input() {
 /// A ServiceRecord Set and OpenSM's GetResp to it, as `roce sa-query -S --register` and the SA
 /// exchange them (the record written out by hand beside it).
 fn service_record_frames() -> Vec<(std::time::Duration, Vec<u8>)> {
-    use roce::samples::{gsi_frame, IP_A, IP_SA, MAC_A, MAC_SA};
+    use roce_decode::samples::{gsi_frame, IP_A, IP_SA, MAC_A, MAC_SA};
     use roce_wire::mad::{MadStatus, Method};
     use roce_wire::sa::{attr, SaData, SaMad};
     use roce_wire::service_record::ServiceRecord;
@@ -528,7 +528,7 @@ fn every_json_line_matches_the_schema() {
             "tcpdump_any".into(),
             std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tcpdump-any.pcap")).unwrap(),
         ),
-        ("mixed".into(), roce::samples_mixed::mixed_capture(3_000, 5)),
+        ("mixed".into(), roce_decode::samples_mixed::mixed_capture(3_000, 5)),
         ("rmpp".into(), std::fs::read(rmpp_capture()).unwrap()),
         ("rmpp_gap".into(), pcap_frames(&rmpp_capture(), &[1, 2, 3, 4, 5, 6, 8, 9, 14, 15, 15, 16, 17])),
         ("service_record".into(), pcap(false, false, 1, &service_record_frames())),
@@ -652,7 +652,7 @@ fn live_capture_on_a_veth_gives_the_same_output_as_the_file() {
     let file = roce().arg("decode").arg(sample()).output().unwrap();
     assert_eq!(texts(&out.stdout), texts(&file.stdout));
     // -w kept exactly the bytes seen.
-    let kept = roce::capture::read_file(&seen).unwrap();
+    let kept = roce_decode::capture::read_file(&seen).unwrap();
     assert_eq!(kept.len(), n);
     for (k, r) in kept.iter().zip(&records) {
         assert_eq!(k.data, r.data);
@@ -684,7 +684,7 @@ fn live_capture_on_a_veth_gives_the_same_output_as_the_file() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     drop(err);
-    assert_eq!(roce::capture::read_file(&partial).unwrap().len(), n);
+    assert_eq!(roce_decode::capture::read_file(&partial).unwrap().len(), n);
 }
 
 #[test]

@@ -38,8 +38,8 @@ fn encode(json: &str, out: &Path) {
 
 /// Frames, timestamps and lengths on the wire, compared record by record.
 fn same_frames(a: &Path, b: &Path) -> usize {
-    let x = roce::capture::read_file(a).unwrap();
-    let y = roce::capture::read_file(b).unwrap();
+    let x = roce_decode::capture::read_file(a).unwrap();
+    let y = roce_decode::capture::read_file(b).unwrap();
     assert_eq!(x.len(), y.len(), "{} vs {}", a.display(), b.display());
     for (i, (p, q)) in x.iter().zip(&y).enumerate() {
         assert_eq!(p.data, q.data, "{}: frame {}", a.display(), i + 1);
@@ -78,7 +78,7 @@ fn every_capture_round_trips_frame_for_frame() {
     // Generated: mixed frames, and every fuzz-corpus input (malformed ones too) as Ethernet,
     // Linux cooked v1/v2 and raw IP.
     let mixed = dir.join("mixed.pcap");
-    std::fs::write(&mixed, roce::samples_mixed::mixed_capture(3_000, 11)).unwrap();
+    std::fs::write(&mixed, roce_decode::samples_mixed::mixed_capture(3_000, 11)).unwrap();
     captures.push(mixed);
     let mut fuzz = Vec::new();
     for sub in ["decode", "frame", "l2", "roundtrip"] {
@@ -236,8 +236,8 @@ proptest! {
         let mut rng = common::Rng(seed | 1);
         let payload = rng.bytes(n);
         let bytes = common::random_frame(&mut rng, Opcode::ALL[op], v6, &payload);
-        let d = roce::decode::decode_ethernet(&bytes);
-        let e = roce::encode::encode_value(&Value::Object(d.json)).unwrap();
+        let d = roce_decode::decode::decode_ethernet(&bytes);
+        let e = roce_decode::encode::encode_value(&Value::Object(d.json)).unwrap();
         prop_assert_eq!(e.data, bytes);
         prop_assert_eq!(e.timestamp, Duration::ZERO);
     }

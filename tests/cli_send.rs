@@ -103,7 +103,7 @@ fn send(ns: &Netns, args: &[&str]) -> String {
 fn sends_a_capture_byte_for_byte_and_rewrites_sources_on_request() {
     let ns = Netns::new("send");
     let dir = common::artefact_dir("cli_send");
-    let frames = roce::capture::read_file(&sample()).unwrap();
+    let frames = roce_decode::capture::read_file(&sample()).unwrap();
     let n = frames.len();
 
     // As it is: the far end sees exactly the file's bytes.
@@ -112,7 +112,7 @@ fn sends_a_capture_byte_for_byte_and_rewrites_sources_on_request() {
     let out = send(&ns, &[sample().to_str().unwrap()]);
     assert_eq!(out.trim(), format!("sent {n}"));
     wait(cap, "plain");
-    let seen = roce::capture::read_file(&got).unwrap();
+    let seen = roce_decode::capture::read_file(&got).unwrap();
     assert_eq!(seen.len(), n);
     for (a, b) in seen.iter().zip(&frames) {
         assert_eq!(a.data, b.data);

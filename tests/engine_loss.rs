@@ -150,7 +150,7 @@ fn lossy_captures_decode_in_roce_decode_and_tshark() {
         assert!(sa_answers > 0);
         // Every captured frame (as sent, before link faults) decodes with no error.
         for c in r.net.captured() {
-            let d = roce::decode::decode_ethernet(&c.data);
+            let d = roce_decode::decode::decode_ethernet(&c.data);
             assert!(!d.json.contains_key("error") && !d.json.contains_key("mad_error"), "seed {seed}: {}", d.summary);
             if d.json.get("kind").and_then(|k| k.as_str()) == Some("rocev2") {
                 assert_eq!(d.json["icrc"], "ok");

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use roce::fuzz_targets::TARGETS;
-use roce::samples::sample_frames;
+use roce_decode::fuzz_targets::TARGETS;
+use roce_decode::samples::sample_frames;
 
 fn fuzz_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz")

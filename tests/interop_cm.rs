@@ -66,10 +66,10 @@ fn spawn_listening(
 
 /// The CM messages of a capture, one line each.
 fn decode_cm(pcap: &std::path::Path) -> String {
-    let frames = roce::capture::read_file(pcap).expect("our pcap");
+    let frames = roce_decode::capture::read_file(pcap).expect("our pcap");
     frames
         .iter()
-        .map(|f| roce::decode::decode_ethernet(&f.data).summary)
+        .map(|f| roce_decode::decode::decode_ethernet(&f.data).summary)
         .filter(|l| l.contains(" CM "))
         .map(|l| l.split(" | ").take(2).collect::<Vec<_>>().join(" | "))
         .collect::<Vec<_>>()

@@ -253,7 +253,7 @@ fn oracle_campaign(g: &mut harness::Guest, ep: Endpoints, seed: u64, secs: f64, 
             frames += 1;
             predicted += want;
             let verdict = ep.predict(&f).map_or_else(|d| d.name(), |_| "counted");
-            let summary = roce::decode::decode_ethernet(&f).summary;
+            let summary = roce_decode::decode::decode_ethernet(&f).summary;
             let _ = writeln!(report, "length edge: predicted {verdict}, counted {got}: {summary}");
             if got != want {
                 disagree.push((f, got, want));
@@ -292,7 +292,7 @@ fn oracle_campaign(g: &mut harness::Guest, ep: Endpoints, seed: u64, secs: f64, 
                 Ok(_) => "accept".to_string(),
                 Err(d) => d.name().to_string(),
             };
-            let summary = roce::decode::decode_ethernet(f).summary;
+            let summary = roce_decode::decode::decode_ethernet(f).summary;
             let class = format!(
                 "predicted {verdict}, counted {got}: {}",
                 summary.split(" | ").take(2).collect::<Vec<_>>().join(" | ")

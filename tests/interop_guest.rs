@@ -45,7 +45,7 @@ serve
 const STEP: Duration = Duration::from_secs(15);
 
 /// A SubnAdmGet(MCMemberRecord) from `src` to the guest's QP1, framed as rxe frames MADs
-/// (roce::samples::gsi_frame): UD SEND_ONLY to QP 1, AckReq, P_Key 0xFFFF, DETH Q_Key
+/// (roce_decode::samples::gsi_frame): UD SEND_ONLY to QP 1, AckReq, P_Key 0xFFFF, DETH Q_Key
 /// 0x80010000 / SrcQP 1, the UDP source port of QP1, ICRC computed.
 fn probe(src_mac: [u8; 6], src: IpAddr, dst: IpAddr, tid: u64, psn: u32) -> (SaMad, Vec<u8>) {
     let record = McMemberRecord {
@@ -265,11 +265,11 @@ fn kernel_rxe_answers_sa_get_probe_and_drops_bad_icrc() {
     }
 
     // the capture on tap0 holds every GetResp exactly once, none for a bad frame
-    let frames = roce::capture::read_file(&pcap).expect("tap0.pcap");
+    let frames = roce_decode::capture::read_file(&pcap).expect("tap0.pcap");
     let mut decoded = String::new();
     let mut resp_tids = Vec::new();
     for (i, f) in frames.iter().enumerate() {
-        let _ = writeln!(decoded, "{:5} {}", i + 1, roce::decode::decode_ethernet(&f.data).summary);
+        let _ = writeln!(decoded, "{:5} {}", i + 1, roce_decode::decode::decode_ethernet(&f.data).summary);
         if let Some(tid) = getresp_tid(&f.data) {
             resp_tids.push(tid);
         }
@@ -284,7 +284,7 @@ fn kernel_rxe_answers_sa_get_probe_and_drops_bad_icrc() {
     let ours = harness::mac_string(&p.mac);
     let mut bad_tids = Vec::new();
     for f in &frames {
-        let d = roce::decode::decode_ethernet(&f.data);
+        let d = roce_decode::decode::decode_ethernet(&f.data);
         let j = &d.json;
         if j.get("eth").and_then(|e| e.get("src")).and_then(|v| v.as_str()) == Some(ours.as_str())
             && j.get("icrc").and_then(|v| v.as_str()) == Some("bad")

@@ -39,11 +39,11 @@ fn counters(g: &mut harness::Guest, tag: &str) -> std::collections::BTreeMap<Str
 
 /// RoCEv2 frames in `pcap` that we sent to the guest's unicast address.
 fn frames_to_guest(pcap: &Path, guest: &str) -> Vec<String> {
-    let frames = roce::capture::read_file(pcap).expect("our pcap");
+    let frames = roce_decode::capture::read_file(pcap).expect("our pcap");
     frames
         .iter()
         .filter_map(|f| {
-            let d = roce::decode::decode_ethernet(&f.data);
+            let d = roce_decode::decode::decode_ethernet(&f.data);
             let j = &d.json;
             (j.get("kind").and_then(|k| k.as_str()) == Some("rocev2")
                 && j.get("ip").and_then(|i| i.get("dst")).and_then(|v| v.as_str()) == Some(guest))
@@ -322,11 +322,11 @@ delivered to us: {late}; counted unknown_group: {dropped}"
     );
     assert_eq!(deletes_c.lines().count(), deletes_c_ours, "case c: Deletes on tap0 vs in our own capture");
     // case d: the corrupted frames really left, from our MAC, with a bad ICRC
-    let frames = roce::capture::read_file(&tap).expect("tap0.pcap");
+    let frames = roce_decode::capture::read_file(&tap).expect("tap0.pcap");
     let bad = frames
         .iter()
         .filter(|f| {
-            let j = roce::decode::decode_ethernet(&f.data).json;
+            let j = roce_decode::decode::decode_ethernet(&f.data).json;
             j.get("eth").and_then(|e| e.get("src")).and_then(|v| v.as_str()) == Some(ours.as_str())
                 && j.get("icrc").and_then(|v| v.as_str()) == Some("bad")
         })

@@ -1,6 +1,6 @@
 //! tshark (Wireshark 4.0's dissectors) as an oracle for every byte we emit.
 //!
-//! One pcap holds every well-formed sample frame (`roce::samples`, without `bad_*` and
+//! One pcap holds every well-formed sample frame (`roce_decode::samples`, without `bad_*` and
 //! `truncated*`) and a few hundred deterministic random frames built by our emitters: RoCEv2
 //! frames of every opcode of `Opcode::ALL` over IPv4 and IPv6 (`common::random_frame`), SA
 //! MADs (MCMemberRecord, ClassPortInfo; every header, RMPP and record field random), CM MADs
@@ -48,8 +48,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use common::{random_frame, Rng};
-use roce::capture::PcapFileWriter;
-use roce::samples::{gsi_frame, sample_frames};
+use roce_decode::capture::PcapFileWriter;
+use roce_decode::samples::{gsi_frame, sample_frames};
 use roce_wire::arp;
 use roce_wire::bth::Opcode;
 use roce_wire::class_port_info::ClassPortInfo;
@@ -1747,7 +1747,7 @@ fn tshark_agrees_on_every_field_of_every_frame() {
 /// The frames of a classic or pcapng capture, as captured.
 fn read_capture(path: &Path) -> Vec<Vec<u8>> {
     let f = std::fs::File::open(path).unwrap();
-    let mut r = roce::capture::Reader::new(std::io::BufReader::new(f)).unwrap();
+    let mut r = roce_decode::capture::Reader::new(std::io::BufReader::new(f)).unwrap();
     let mut out = Vec::new();
     while let Some((_, data)) = r.next_frame().unwrap() {
         out.push(data.to_vec());
@@ -1776,7 +1776,7 @@ fn tshark_agrees_on_a_real_rmpp_table_where_a_record_starts() {
     assert_eq!(packets.len(), frames.len());
     let mut tally = Tally::new();
     // Our decoder over the whole capture, for its tables.
-    let mut dec = roce::decode::Decoder::new();
+    let mut dec = roce_decode::decode::Decoder::new();
     dec.summary.off = true;
     let mut tables: Vec<(usize, Value)> = Vec::new();
     let mut heads = 0;
@@ -1788,7 +1788,7 @@ fn tshark_agrees_on_a_real_rmpp_table_where_a_record_starts() {
             heads += 1;
             check_roce(&mut cx, f, &p);
         }
-        let meta = roce::decode::Meta {
+        let meta = roce_decode::decode::Meta {
             number: i as u64 + 1,
             timestamp: Duration::ZERO,
             relative: Duration::ZERO,

@@ -1,13 +1,13 @@
 //! The sample capture that ships in tests/data/ (and that `roce decode` runs on in the README):
-//! it must equal what `roce::samples` builds today (regenerate with ROCE_BLESS=1), and every
+//! it must equal what `roce_decode::samples` builds today (regenerate with ROCE_BLESS=1), and every
 //! frame in it must decode with exactly the verdict it was built for.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use roce::capture::{read_file, PcapFileWriter};
-use roce::decode::decode_captured;
-use roce::samples::sample_frames;
+use roce_decode::capture::{read_file, PcapFileWriter};
+use roce_decode::decode::decode_captured;
+use roce_decode::samples::sample_frames;
 
 fn sample_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/sample.pcap")

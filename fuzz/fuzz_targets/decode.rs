@@ -1,5 +1,5 @@
 #![no_main]
-//! cargo-fuzz target `decode`: see `roce::fuzz_targets::decode` for the invariants it checks.
+//! cargo-fuzz target `decode`: see `roce_decode::fuzz_targets::decode` for the invariants it checks.
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| roce::fuzz_targets::decode(data));
+fuzz_target!(|data: &[u8]| roce_decode::fuzz_targets::decode(data));

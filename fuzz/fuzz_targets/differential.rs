@@ -1,6 +1,6 @@
 #![no_main]
-//! cargo-fuzz target `differential`: see `roce::fuzz_targets::differential` for the invariants
+//! cargo-fuzz target `differential`: see `roce_decode::fuzz_targets::differential` for the invariants
 //! it checks (strict parser, zero-copy view and rxe acceptance predictor agree).
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| roce::fuzz_targets::differential(data));
+fuzz_target!(|data: &[u8]| roce_decode::fuzz_targets::differential(data));

@@ -1,5 +1,5 @@
 #![no_main]
-//! cargo-fuzz target `mad`: see `roce::fuzz_targets::mad` for the invariants it checks.
+//! cargo-fuzz target `mad`: see `roce_decode::fuzz_targets::mad` for the invariants it checks.
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| roce::fuzz_targets::mad(data));
+fuzz_target!(|data: &[u8]| roce_decode::fuzz_targets::mad(data));

@@ -11,8 +11,7 @@
 //! - [`raw::RawSocket`]: the production device, an AF_PACKET socket on one interface that moves
 //!   frames in batches (`sendmmsg`/`recvmmsg`), or through PACKET_MMAP rings
 //!   ([`ring::RingConfig`]: a TPACKET_V3 receive ring, a transmit ring) with a counted fallback.
-//! - [`pcap`]: reading pcap/pcapng and writing pcap (re-exported by the `roce` package as
-//!   `roce::capture`).
+//! - [`pcap`]: reading pcap/pcapng and writing pcap (roce-decode's `capture`, re-exported).
 #![warn(missing_docs)]
 
 mod corrupt;

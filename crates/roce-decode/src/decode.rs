@@ -16,8 +16,11 @@ use roce_wire::frame::{self, Frame, IpHeader};
 use roce_wire::{ContentError, Error};
 use serde_json::{Map, Value};
 
+mod l2;
+mod mad;
+
 use crate::capture::linktype;
-pub use crate::decode_mad::rmpp::{RmppCounters, MAX_BYTES as RMPP_MAX_BYTES, MAX_OPEN_TABLES as RMPP_MAX_OPEN_TABLES};
+pub use mad::rmpp::{RmppCounters, MAX_BYTES as RMPP_MAX_BYTES, MAX_OPEN_TABLES as RMPP_MAX_OPEN_TABLES};
 use crate::json_out::{push_fmt, Json, Summary};
 
 macro_rules! sum {
@@ -87,7 +90,7 @@ pub struct Decoder {
     pub summary: Summary,
     scratch: Vec<u8>,
     /// RMPP tables being put back together across frames.
-    pub(crate) rmpp: crate::decode_mad::rmpp::Reassembly,
+    pub(crate) rmpp: mad::rmpp::Reassembly,
 }
 
 /// A frame whose Ethernet/IP/UDP layers say it is not RoCEv2 at all.
@@ -242,7 +245,7 @@ impl Decoder {
             Err(strict) => match frame::parse_lax(bytes) {
                 Ok(f) => self.roce(bytes, &f, Some(strict), link),
                 Err(e) if is_not_roce(&e) => {
-                    crate::decode_l2::describe(self, bytes, link.net_at.is_none(), &|e| link.shift(e))
+                    l2::describe(self, bytes, link.net_at.is_none(), &|e| link.shift(e))
                 }
                 Err(e) => self.roce_partial(bytes, link.shift(e), link),
             },
@@ -417,7 +420,7 @@ impl Decoder {
                 IpHeader::V6(h) => (h.source, h.destination),
             };
             let at = link.offset(f.offsets.payload);
-            crate::decode_mad::describe(j, s, r.payload, at, &mut self.rmpp, ends);
+            mad::describe(j, s, r.payload, at, &mut self.rmpp, ends);
         } else {
             s.push_str(" PayLen=");
             s.dec(r.payload.len() as u64);

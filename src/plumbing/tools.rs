@@ -1,7 +1,7 @@
 //! The network commands of the `roce` tool (`mckey`, `sa-query`, `sa-server`): a stack on a
 //! raw socket (or on OpenSM's SA through ibsim), run by roce-net's one [`Driver`] loop in real
-//! time. Every exit path destroys the ids (see [`crate::shutdown`]); every line goes through
-//! [`crate::out`]. `main.rs` only parses arguments and calls these.
+//! time. Every exit path destroys the ids (see [`crate::plumbing::shutdown`]); every line goes through
+//! [`crate::plumbing::out`]. `main.rs` only parses arguments and calls these.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -19,9 +19,9 @@ use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord};
 use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::Gid;
 
-use crate::exit;
-use crate::out::{print_counters_raw, print_event};
-use crate::shutdown;
+use crate::plumbing::exit;
+use crate::plumbing::out::{print_counters_raw, print_event};
+use crate::plumbing::shutdown;
 use crate::{out, status};
 
 /// A raw socket (captured to a pcap or not), or no frames at all (ibsim: SA MADs only).
@@ -221,7 +221,7 @@ pub fn open_port(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
     };
     if o.verbose {
         d.set_tap(Box::new(|dir, now, f| {
-            let s = crate::decode::decode_ethernet(f).summary;
+            let s = roce_decode::decode::decode_ethernet(f).summary;
             status!("{:>10.6} {} {s}", now.since_epoch().as_secs_f64(), if dir == Direction::Tx { ">" } else { "<" });
         }));
     }

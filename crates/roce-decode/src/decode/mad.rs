@@ -8,7 +8,7 @@ use roce_wire::sa::{SaData, SaMad, SA_DATA_OFFSET};
 use roce_wire::service_record::{self, ServiceRecord};
 use roce_wire::{Error, MAD_SIZE};
 
-use crate::decode::error_json;
+use super::error_json;
 pub(crate) mod rmpp;
 use crate::json_out::{push_fmt, Json, Summary};
 use rmpp::{rmpp_role, Endpoints, Reassembly, Role};

@@ -21,7 +21,7 @@ use roce_cm::{CmId, EventKind, EventParam};
 use roce_net::device::Device;
 use roce_net::driver::{Driver, MulticastFilter};
 
-use crate::exit;
+use crate::plumbing::exit;
 
 /// The longest a command waits, after a stop, for its leaves and disconnects to be answered.
 pub const GRACE: Duration = Duration::from_secs(3);
@@ -99,7 +99,7 @@ fn watch_stdout() {
         // SAFETY: one valid pollfd; events 0 waits for POLLERR/POLLHUP only.
         let r = unsafe { libc::poll(&mut p, 1, -1) };
         if r > 0 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
-            crate::out::mark_closed();
+            crate::plumbing::out::mark_closed();
             request(exit::CLOSED_PIPE);
             return;
         }
@@ -201,7 +201,7 @@ pub fn destroy_ids<D: Device + MulticastFilter>(tool: &str, d: &mut Driver<D>, i
             match e.kind {
                 EventKind::MulticastLeft => {}
                 EventKind::MulticastError => {
-                    let name = crate::out::errno_name(e.status).unwrap_or("error");
+                    let name = crate::plumbing::out::errno_name(e.status).unwrap_or("error");
                     failed.push(format!("{}: {name}", leaves[i].1));
                 }
                 _ => return true,

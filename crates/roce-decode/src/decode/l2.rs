@@ -12,7 +12,7 @@ use roce_wire::mld::MldMessage;
 use roce_wire::ndisc::NdiscMessage;
 use roce_wire::Error;
 
-use crate::decode::{error_json, eth_json, ipv4_json, ipv6_json, vlan_json};
+use super::{error_json, eth_json, ipv4_json, ipv6_json, vlan_json};
 use crate::json_out::{push_fmt, Json, Summary};
 
 macro_rules! sum {
@@ -39,7 +39,7 @@ fn mac_str(m: &[u8; 6]) -> impl std::fmt::Display {
 /// Describe a frame that is not RoCEv2 (Ethernet `bytes`, possibly with a blank Ethernet
 /// header put in front by the decoder: then `with_eth` is false and `shift` maps error offsets
 /// back to the captured bytes).
-pub(crate) fn describe(d: &mut crate::decode::Decoder, bytes: &[u8], with_eth: bool, shift: &dyn Fn(Error) -> Error) {
+pub(crate) fn describe(d: &mut super::Decoder, bytes: &[u8], with_eth: bool, shift: &dyn Fn(Error) -> Error) {
     let (j, s) = (&mut d.json, &mut d.summary);
     let raw = if with_eth { bytes } else { &bytes[14..] };
     let f = match l2::parse_frame(bytes) {

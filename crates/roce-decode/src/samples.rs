@@ -21,6 +21,8 @@ use roce_wire::{
     aeth, atomic_ack_eth, atomic_eth, deth, ieth, immdt, reth, Gid, GSI_QKEY, MULTICAST_QPN, RDMA_UDP_QKEY,
 };
 
+mod l2;
+
 /// Host A's MAC.
 pub const MAC_A: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x01];
 /// The SA host's MAC (the qemu guest NIC's, as in the interop harness).
@@ -114,7 +116,7 @@ pub fn sample_frames() -> Vec<Sample> {
     let (a, sa) = (IpAddr::from(IP_A), IpAddr::from(IP_SA));
     let tid = 0x5a17_0000_0000_0001u64;
 
-    for (name, frame) in crate::samples_l2::arp_exchange() {
+    for (name, frame) in l2::arp_exchange() {
         push(name, frame);
     }
     // Join: SubnAdmSet ▶ SubnAdmGetResp.
@@ -125,7 +127,7 @@ pub fn sample_frames() -> Vec<Sample> {
     let joined = joined_record(&req, 0xC001);
     let resp = set.response_to(Method::Get, MadStatus(0), SaData::mc_member(joined));
     push("sa_getresp_join", gsi_frame(MAC_SA, MAC_A, sa, a, 0, &resp.to_bytes()));
-    for (name, frame) in crate::samples_l2::igmp_join(GROUP) {
+    for (name, frame) in l2::igmp_join(GROUP) {
         push(name, frame);
     }
     // Data to the group: UD SEND_ONLY to QP 0xFFFFFF with the RDMA-CM Q_Key.
@@ -133,7 +135,7 @@ pub fn sample_frames() -> Vec<Sample> {
     b.solicited = false;
     let mut r = FrameRepr::new(
         MAC_A,
-        crate::samples_l2::ipv4_multicast_mac(GROUP),
+        l2::ipv4_multicast_mac(GROUP),
         a,
         GROUP.into(),
         b,
@@ -155,7 +157,7 @@ pub fn sample_frames() -> Vec<Sample> {
     push("sa_delete_leave", gsi_frame(MAC_A, MAC_SA, a, sa, 1, &del.to_bytes()));
     let dresp = del.response_to(Method::Delete, MadStatus(0), SaData::mc_member(leave));
     push("sa_deleteresp_leave", gsi_frame(MAC_SA, MAC_A, sa, a, 1, &dresp.to_bytes()));
-    for (name, frame) in crate::samples_l2::igmp_leave(GROUP) {
+    for (name, frame) in l2::igmp_leave(GROUP) {
         push(name, frame);
     }
     // A kernel rxe peer has no SA agent: its MAD core answers Get/Set with status 0x000C.
@@ -168,7 +170,7 @@ pub fn sample_frames() -> Vec<Sample> {
     push("sa_getresp_unsupported", gsi_frame(MAC_SA, MAC_A, sa, a, 2, &nak.to_bytes()));
     let cpi = SaMad::request(Method::Get, tid + 3, attr::CLASS_PORT_INFO, 0, SaData::Raw([0; 200]));
     push("sa_get_classportinfo", gsi_frame(MAC_A, MAC_SA, a, sa, 3, &cpi.to_bytes()));
-    for (name, frame) in crate::samples_l2::ipv6_exchange() {
+    for (name, frame) in l2::ipv6_exchange() {
         push(name, frame);
     }
     // A send-only join over IPv6.

@@ -1,13 +1,117 @@
-//! Capture files. Whole-file reading and the pcap writer are `roce_net::pcap`, re-exported;
-//! [`Reader`] streams pcap (both byte orders, micro- and nanosecond) and pcapng (any number of
-//! sections and interfaces, each with its own link type and timestamp resolution) one record
-//! at a time from any [`Read`], so that `roce decode` holds one frame in memory whatever the
-//! file size, and reports a capture cut short with the byte offset where it ends.
+//! Capture files, the one implementation of pcap and pcapng in the workspace (roce-net's
+//! `pcap` module and its `PcapDevice` use it). [`Reader`] streams pcap (both byte orders,
+//! micro- and nanosecond) and pcapng (any number of sections and interfaces, each with its own
+//! link type and timestamp resolution) one record at a time from any [`Read`], so that
+//! `roce decode` holds one frame in memory whatever the file size, and reports a capture cut
+//! short with the byte offset where it ends. [`read_file`] and [`read_bytes`] collect what it
+//! reads; [`PcapFileWriter`] writes pcap (through the pcap-file crate).
 
-use std::io::{self, Read};
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::Path;
 use std::time::Duration;
 
-pub use roce_net::pcap::*;
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use pcap_file::DataLink;
+
+/// One captured frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapturedFrame {
+    /// Capture timestamp since the epoch.
+    pub timestamp: Duration,
+    /// Link type of the interface it was captured on (1 = Ethernet).
+    pub linktype: u32,
+    /// The captured bytes.
+    pub data: Vec<u8>,
+    /// The frame's length on the wire (may exceed `data.len()` when the capture was cut).
+    pub orig_len: u32,
+}
+
+/// Why a capture file could not be read.
+#[derive(Debug)]
+pub struct CaptureError(pub String);
+
+impl std::fmt::Display for CaptureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CaptureError {}
+
+/// Read every frame of a pcap or pcapng file (the format is recognised by its magic number).
+pub fn read_file(path: &Path) -> Result<Vec<CapturedFrame>, CaptureError> {
+    let mut data = Vec::new();
+    File::open(path)
+        .and_then(|f| BufReader::new(f).read_to_end(&mut data))
+        .map_err(|e| CaptureError(format!("{}: {e}", path.display())))?;
+    read_bytes(&data).map_err(|e| CaptureError(format!("{}: {e}", path.display())))
+}
+
+/// Read every frame of a pcap or pcapng image held in memory, with [`Reader`].
+pub fn read_bytes(data: &[u8]) -> Result<Vec<CapturedFrame>, CaptureError> {
+    let mut r = Reader::new(data).map_err(|e| CaptureError(e.to_string()))?;
+    let mut frames = Vec::new();
+    loop {
+        match r.next_frame() {
+            Ok(Some((rec, bytes))) => frames.push(CapturedFrame {
+                timestamp: rec.timestamp,
+                linktype: rec.linktype,
+                data: bytes.to_vec(),
+                orig_len: rec.orig_len,
+            }),
+            Ok(None) => return Ok(frames),
+            Err(e) => return Err(CaptureError(format!("after {} frames: {e}", frames.len()))),
+        }
+    }
+}
+
+/// A pcap (not pcapng) writer for Ethernet frames, as tcpdump writes them.
+pub struct PcapFileWriter<W: Write> {
+    inner: PcapWriter<W>,
+}
+
+impl PcapFileWriter<BufWriter<File>> {
+    /// Create (truncate) a pcap file.
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let f = BufWriter::new(File::create(path)?);
+        PcapFileWriter::new(f)
+    }
+}
+
+impl<W: Write> PcapFileWriter<W> {
+    /// Write a pcap header for Ethernet frames with nanosecond timestamps.
+    pub fn new(w: W) -> io::Result<Self> {
+        let header = PcapHeader {
+            datalink: DataLink::ETHERNET,
+            ts_resolution: pcap_file::TsResolution::NanoSecond,
+            ..Default::default()
+        };
+        let inner = PcapWriter::with_header(w, header).map_err(io::Error::other)?;
+        Ok(PcapFileWriter { inner })
+    }
+
+    /// Append one frame.
+    pub fn write(&mut self, timestamp: Duration, frame: &[u8]) -> io::Result<()> {
+        let len = u32::try_from(frame.len()).map_err(io::Error::other)?;
+        self.inner.write_packet(&PcapPacket::new(timestamp, len, frame)).map(|_| ()).map_err(io::Error::other)
+    }
+
+    /// Flush (ignoring a flush error: use [`PcapFileWriter::finish`] to see it) and return the
+    /// underlying writer.
+    pub fn into_inner(self) -> W {
+        let mut w = self.inner.into_writer();
+        let _ = w.flush();
+        w
+    }
+
+    /// Flush and return the underlying writer.
+    pub fn finish(self) -> io::Result<W> {
+        let mut w = self.inner.into_writer();
+        w.flush()?;
+        Ok(w)
+    }
+}
 
 /// Link types (LINKTYPE_* of the tcpdump.org registry) that `roce decode` dissects.
 pub mod linktype {
@@ -353,12 +457,14 @@ impl<R: Read> Reader<R> {
                 }
                 Ok(None)
             }
-            // Enhanced Packet Block.
-            6 => {
+            // Enhanced Packet Block, and the obsolete Packet Block (still written by old tools:
+            // a 16-bit interface id and drops count where the EPB has a 32-bit id).
+            6 | 2 => {
+                let name = if btype == 6 { "enhanced packet block" } else { "packet block" };
                 if body_len < 20 {
-                    return Err(bad(format!("enhanced packet block of {body_len} bytes")));
+                    return Err(bad(format!("{name} of {body_len} bytes")));
                 }
-                let ifid = self.u32(&b[0..4]);
+                let ifid = if btype == 6 { self.u32(&b[0..4]) } else { u32::from(self.u16(&b[0..2])) };
                 let units = (u64::from(self.u32(&b[4..8])) << 32) | u64::from(self.u32(&b[8..12]));
                 let cap = self.u32(&b[12..16]) as usize;
                 let orig = self.u32(&b[16..20]);
@@ -389,23 +495,6 @@ impl<R: Read> Reader<R> {
                     orig_len: orig,
                     offset: start,
                 }))
-            }
-            // Packet Block (obsolete, still written by old tools).
-            2 => {
-                if body_len < 20 {
-                    return Err(bad(format!("packet block of {body_len} bytes")));
-                }
-                let ifid = u32::from(self.u16(&b[0..2]));
-                let units = (u64::from(self.u32(&b[4..8])) << 32) | u64::from(self.u32(&b[8..12]));
-                let cap = self.u32(&b[12..16]) as usize;
-                let orig = self.u32(&b[16..20]);
-                if 20 + cap > body_len {
-                    return Err(bad(format!("captured length {cap} past the block's {} bytes", body_len - 20)));
-                }
-                let iface = self.iface(ifid, start)?;
-                self.data = (20, 20 + cap);
-                let timestamp = iface.duration(units);
-                Ok(Some(Record { timestamp, linktype: iface.linktype, interface: ifid, orig_len: orig, offset: start }))
             }
             _ => Ok(None),
         }
@@ -520,6 +609,21 @@ mod tests {
             let (v, _) = all(&b);
             proptest::prop_assert!(v.len() <= tail.len() / 12 + 1);
         }
+    }
+
+    #[test]
+    fn pcap_round_trip_in_memory() {
+        let mut w = PcapFileWriter::new(Vec::new()).unwrap();
+        w.write(Duration::from_millis(5), &[1, 2, 3]).unwrap();
+        w.write(Duration::from_millis(6), &roce_wire::golden::CX4_CNP).unwrap();
+        let bytes = w.into_inner();
+        let frames = read_bytes(&bytes).unwrap();
+        assert_eq!(frames.len(), 2);
+        assert_eq!(frames[0].data, [1, 2, 3]);
+        assert_eq!(frames[1].timestamp, Duration::from_millis(6));
+        assert_eq!(frames[1].linktype, 1);
+        assert!(read_bytes(b"nope").is_err());
+        assert!(read_bytes(&bytes[..30]).is_err() || read_bytes(&bytes[..30]).unwrap().is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use roce_wire::arp;
 use roce_wire::igmp::IgmpMessage;
 use roce_wire::l2::{ArpFrame, EmitFrame, IgmpFrame};
 
-use crate::samples::{IP_A, IP_SA, MAC_A, MAC_SA};
+use super::{IP_A, IP_SA, MAC_A, MAC_SA};
 
 fn emit(f: &dyn EmitFrame) -> Vec<u8> {
     let mut out = vec![0u8; f.buffer_len()];

@@ -1,5 +1,5 @@
 //! `roce decode`'s cost per frame, both outputs, against the wire crate's parse+verify of the
-//! same 20,000 mixed frames (`roce::samples_mixed`: RC/UC/UD, SA and CM MADs, ARP/IGMP/MLD/ND,
+//! same 20,000 mixed frames (`roce_decode::samples_mixed`: RC/UC/UD, SA and CM MADs, ARP/IGMP/MLD/ND,
 //! IPv4 and IPv6, one bad ICRC in 16), so that the formatting cost shows as a ratio. Throughput
 //! is frames per iteration (criterion prints frames/s). `roce bench decode` compares the
 //! binary with tshark, process start included.
@@ -8,10 +8,10 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use roce::decode::{Decoder, Meta};
+use roce_decode::decode::{Decoder, Meta};
 
 fn frames() -> Vec<Vec<u8>> {
-    roce::samples_mixed::mixed_frames(20_000, 1).collect()
+    roce_decode::samples_mixed::mixed_frames(20_000, 1).collect()
 }
 
 fn meta(i: usize, len: usize) -> Meta {

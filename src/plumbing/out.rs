@@ -38,7 +38,7 @@ pub fn line(args: fmt::Arguments<'_>) {
     let mut o = std::io::stdout().lock();
     if o.write_fmt(args).and_then(|()| o.write_all(b"\n")).and_then(|()| o.flush()).is_err() {
         CLOSED.store(true, Ordering::Relaxed);
-        crate::shutdown::request(crate::exit::CLOSED_PIPE);
+        crate::plumbing::shutdown::request(crate::plumbing::exit::CLOSED_PIPE);
     }
 }
 
@@ -52,13 +52,13 @@ pub fn status(args: fmt::Arguments<'_>) {
 /// A result line on stdout (never silenced).
 #[macro_export]
 macro_rules! out {
-    ($($t:tt)*) => { $crate::out::line(format_args!($($t)*)) };
+    ($($t:tt)*) => { $crate::plumbing::out::line(format_args!($($t)*)) };
 }
 
 /// A progress/status line on stdout (silenced by `-q`).
 #[macro_export]
 macro_rules! status {
-    ($($t:tt)*) => { $crate::out::status(format_args!($($t)*)) };
+    ($($t:tt)*) => { $crate::plumbing::out::status(format_args!($($t)*)) };
 }
 
 /// The errno name of an event status (`-110` → `ETIMEDOUT`), if it is a negative errno.
