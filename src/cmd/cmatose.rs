@@ -16,11 +16,10 @@ use roce_cm::rc::{Access, MrInfo, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatu
 use roce_cm::{CmId, ConnectParam, EventKind, PortSpace};
 use roce_net::driver::Driver;
 
-use crate::plumbing::cm_steps::{listen, resolved_id, run_steps, wait_connect_request, wait_for};
-use crate::plumbing::exit;
+use crate::plumbing::cm_steps::{check_addresses, listen, resolved_id, run_steps, wait_connect_request, wait_for};
 use crate::plumbing::options::{wait_secs, ClientServerArgs, RawPortArgs, MAX_EXCHANGE_COUNT, MAX_SIZE};
 use crate::plumbing::out::{out, print_event, status};
-use crate::plumbing::port::{check_families, set_port_mtu_from, CliDevice, PortOptions};
+use crate::plumbing::port::{set_port_mtu_from, CliDevice, PortOptions};
 
 /// Connect, accept and disconnect a connected (TCP port space, RC) id, as rdma-core's
 /// ucmatose does, with -C messages of -S bytes each way over the RC QP (SENDs).
@@ -59,72 +58,45 @@ pub struct Args {
 /// Run `roce cmatose`.
 pub fn run(args: Args) -> ExitCode {
     crate::plumbing::shutdown::install();
-    let o = Options {
-        port: args.port.options(args.addrs.bind),
-        server: args.addrs.server,
-        cm_port: args.cm_port,
-        timeout: args.timeout,
-        count: args.count,
-        size: args.size as usize,
-    };
-    ExitCode::from(cmatose(&o))
-}
-
-/// What `run` resolved from [`Args`].
-#[derive(Debug, Clone)]
-struct Options {
-    /// Where the stack runs (`local` is `-b`).
-    port: PortOptions,
-    /// The server to connect to (`-s`); a server when `None`.
-    server: Option<IpAddr>,
-    /// The RDMA-CM port (TCP port space: service ID = (RDMA_PS_TCP << 16) | port).
-    cm_port: u16,
-    /// How long to wait for each step.
-    timeout: Duration,
-    /// Messages each way over the RC QP (`-C`; 0: the handshake only).
-    count: u32,
-    /// Message size (`-S`).
-    size: usize,
+    ExitCode::from(cmatose(&args, &args.port.options(args.addrs.bind)))
 }
 
 /// `roce cmatose`: a connected (RDMA_PS_TCP, RC) id through the CM handshake and back, as
-/// ucmatose does, with `count` SENDs each way (the RC data path below): the client resolves, connects (REQ ▶ REP ▶ our RTU:
-/// ESTABLISHED), then disconnects itself (DREQ ▶ DREP: DISCONNECTED) unless the peer's DREQ
-/// came first, and waits for TIMEWAIT_EXIT; the server listens, accepts the first request (REP
-/// ▶ the peer's RTU: ESTABLISHED) and then, as ucmatose's server does, disconnects (DREQ) and
-/// waits for DISCONNECTED. A REJ is reported as ucmatose reports it
-/// (`cmatose: event: REJECTED, error: REASON`). Returns the exit code (0: every step done).
-fn cmatose(o: &Options) -> u8 {
+/// ucmatose does, with `count` SENDs each way (the RC data path below): the client resolves,
+/// connects (REQ ▶ REP ▶ our RTU: ESTABLISHED), then disconnects itself (DREQ ▶ DREP:
+/// DISCONNECTED) unless the peer's DREQ came first, and waits for TIMEWAIT_EXIT; the server
+/// listens, accepts the first request (REP ▶ the peer's RTU: ESTABLISHED) and then, as
+/// ucmatose's server does, disconnects (DREQ) and waits for DISCONNECTED. A REJ is reported
+/// as ucmatose reports it (`cmatose: event: REJECTED, error: REASON`). Returns the exit code
+/// (0: every step done).
+fn cmatose(a: &Args, port: &PortOptions) -> u8 {
     const TOOL: &str = "roce cmatose";
-    if let Err(e) = check_families(TOOL, &[("-b", Some(o.port.local)), ("-s", o.server)]) {
-        eprintln!("{e}");
-        return exit::USAGE;
-    }
+    let checked = check_addresses(TOOL, port, a.addrs.server);
     // Connected ids still alive (a stop, a failure) are disconnected at the end: DREQ, or REJ.
-    run_steps(TOOL, "cmatose", &o.port, |d| match o.server {
-        Some(server) => cmatose_client(d, o, server),
-        None => cmatose_server(d, o),
+    run_steps(TOOL, "cmatose", port, checked, |d| match a.addrs.server {
+        Some(server) => cmatose_client(d, a, port, server),
+        None => cmatose_server(d, a, port),
     })
 }
 
-fn cmatose_client(d: &mut Driver<CliDevice>, o: &Options, server: IpAddr) -> Result<(), String> {
+fn cmatose_client(d: &mut Driver<CliDevice>, a: &Args, port: &PortOptions, server: IpAddr) -> Result<(), String> {
     status!("cmatose: starting client");
     let (id, dst) =
-        resolved_id(d, "cmatose", PortSpace::Tcp, o.port.local, SocketAddr::new(server, o.cm_port), o.timeout)?;
-    let service = roce_wire::cm::cma_hdr::service_id(PortSpace::Tcp.value(), o.cm_port);
+        resolved_id(d, "cmatose", PortSpace::Tcp, port.local, SocketAddr::new(server, a.cm_port), a.timeout)?;
+    let service = roce_wire::cm::cma_hdr::service_id(PortSpace::Tcp.value(), a.cm_port);
     status!("cmatose: REQ to {dst} (service ID 0x{service:016x})");
-    let mut node = prepare(d, &o.port.iface, id, o.count, o.size)?; // QP, receives
+    let mut node = prepare(d, &port.iface, id, a.count, a.size as usize)?; // QP, receives
     let now = d.now();
     let param = ConnectParam { responder_resources: 1, initiator_depth: 1, retry_count: 5, ..Default::default() };
     d.stack.connect(now, id, &param).map_err(|e| format!("connect: {e}"))?;
     match d.wait_event(
         id,
         &[EventKind::Established, EventKind::Rejected, EventKind::Unreachable, EventKind::ConnectError],
-        o.timeout,
+        a.timeout,
     ) {
         Ok(Some(e)) if e.kind == EventKind::Established => {
             print_event(&e, "");
-            client_exchange(d, &mut node, o.timeout)?;
+            client_exchange(d, &mut node, a.timeout)?;
         }
         Ok(Some(e)) => {
             print_event(&e, "");
@@ -136,7 +108,7 @@ fn cmatose_client(d: &mut Driver<CliDevice>, o: &Options, server: IpAddr) -> Res
             return Err(format!("event: {}, error: {}{what}", e.kind.name(), e.status));
         }
         Ok(None) if d.stopped() => return Err("connect: stopped".into()),
-        Ok(None) => return Err(format!("connect: ETIMEDOUT: no event within {:.1} s", o.timeout.as_secs_f64())),
+        Ok(None) => return Err(format!("connect: ETIMEDOUT: no event within {:.1} s", a.timeout.as_secs_f64())),
         Err(e) => return Err(format!("connect: {e}")),
     }
     // Our DREQ, unless the peer's came first (its DISCONNECTED is then already queued).
@@ -149,33 +121,33 @@ fn cmatose_client(d: &mut Driver<CliDevice>, o: &Options, server: IpAddr) -> Res
     }
     let now = d.now();
     d.stack.disconnect(now, id).map_err(|e| format!("disconnect: {e}"))?;
-    wait_for(d, id, &[EventKind::Disconnected], o.timeout, "disconnect")?;
+    wait_for(d, id, &[EventKind::Disconnected], a.timeout, "disconnect")?;
     out!("disconnected");
     // TIMEWAIT ends (the CM's timewait); the id then leaves the connection for good.
-    let _ = wait_for(d, id, &[EventKind::TimewaitExit], o.timeout, "timewait");
+    let _ = wait_for(d, id, &[EventKind::TimewaitExit], a.timeout, "timewait");
     let now = d.now();
     let _ = d.stack.destroy_id(now, id);
     Ok(())
 }
 
-fn cmatose_server(d: &mut Driver<CliDevice>, o: &Options) -> Result<(), String> {
+fn cmatose_server(d: &mut Driver<CliDevice>, a: &Args, port: &PortOptions) -> Result<(), String> {
     status!("cmatose: starting server");
-    let addr = SocketAddr::new(o.port.local, o.cm_port);
+    let addr = SocketAddr::new(port.local, a.cm_port);
     let listen = listen(d, PortSpace::Tcp, addr)?;
     status!("cmatose: listening on {addr}");
-    let req = wait_connect_request(d, o.timeout)?;
+    let req = wait_connect_request(d, a.timeout)?;
     let child = req.id;
-    let mut node = prepare(d, &o.port.iface, child, o.count, o.size)?; // QP, receives
+    let mut node = prepare(d, &port.iface, child, a.count, a.size as usize)?; // QP, receives
     let now = d.now();
     let param = ConnectParam { responder_resources: 1, initiator_depth: 1, ..Default::default() };
     d.stack.accept(now, child, &param).map_err(|e| format!("accept: {e}"))?;
     status!("cmatose: accepted (REP)");
-    wait_for(d, child, &[EventKind::Established], o.timeout, "accept")?;
-    server_exchange(d, &mut node, o.timeout)?;
+    wait_for(d, child, &[EventKind::Established], a.timeout, "accept")?;
+    server_exchange(d, &mut node, a.timeout)?;
     status!("cmatose: disconnecting");
     let now = d.now();
     d.stack.disconnect(now, child).map_err(|e| format!("disconnect: {e}"))?;
-    wait_for(d, child, &[EventKind::Disconnected], o.timeout, "disconnect")?;
+    wait_for(d, child, &[EventKind::Disconnected], a.timeout, "disconnect")?;
     out!("disconnected");
     let now = d.now();
     let _ = d.stack.destroy_id(now, child);

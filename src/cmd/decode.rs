@@ -1,7 +1,7 @@
 //! `roce decode`: read a capture (file, standard input or a live interface) one frame at a
 //! time and print one summary line or one JSON object per frame through a buffered writer.
 
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufReader, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -168,16 +168,9 @@ pub fn run(args: Args) -> ExitCode {
 
 fn from_file<W: Write>(args: &Args, p: &mut Printer<W>) -> u8 {
     let path = args.file.clone().unwrap_or_else(|| PathBuf::from("-"));
-    let (input, name): (Box<dyn Read>, String) = if path.as_os_str() == "-" {
-        (Box::new(io::stdin().lock()), "standard input".into())
-    } else {
-        match std::fs::File::open(&path) {
-            Ok(f) => (Box::new(f), path.display().to_string()),
-            Err(e) => {
-                warn_line!("roce decode: cannot read {}: {e}", path.display());
-                return exit::USAGE;
-            }
-        }
+    let (input, name) = match crate::plumbing::input::open("roce decode", &path) {
+        Ok(opened) => opened,
+        Err(code) => return code,
     };
     let mut reader = match Reader::new(BufReader::with_capacity(1 << 16, input)) {
         Ok(r) => r,

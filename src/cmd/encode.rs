@@ -1,7 +1,7 @@
 //! `roce encode`: the JSON lines of `roce decode --json` back into a pcap (the encoding
 //! itself is `roce_decode::encode`).
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -38,16 +38,9 @@ pub struct Args {
 
 /// Run `roce encode`.
 pub fn run(args: Args) -> ExitCode {
-    let input: Box<dyn Read> = if args.file.as_os_str() == "-" {
-        Box::new(io::stdin().lock())
-    } else {
-        match std::fs::File::open(&args.file) {
-            Ok(f) => Box::new(f),
-            Err(e) => {
-                warn_line!("roce encode: cannot read {}: {e}", args.file.display());
-                return ExitCode::from(exit::USAGE);
-            }
-        }
+    let input = match crate::plumbing::input::open("roce encode", &args.file) {
+        Ok((input, _name)) => input,
+        Err(code) => return ExitCode::from(code),
     };
     // `-o -`: standard output (for `| roce send -`).
     let file: Box<dyn Write> = if args.output.as_os_str() == "-" {

@@ -114,13 +114,9 @@ fn member_records(port: &PortOptions, mgid: Option<Gid>) -> u8 {
         None => (Method::GetTable, 0),
     };
     let req = SaMad::request(method, 0, attr::MC_MEMBER_RECORD, mask, SaData::mc_member(rec));
-    let now = d.now();
-    let handle = match d.stack.sa_query(now, req) {
+    let handle = match send_request(&mut d, req) {
         Ok(h) => h,
-        Err(e) => {
-            eprintln!("{TOOL}: {e}");
-            return exit::USAGE;
-        }
+        Err(code) => return code,
     };
     let name = if mgid.is_some() { "SubnAdmGet" } else { "SubnAdmGetTable" };
     match (&port.ibsim, port.sa) {
@@ -142,6 +138,16 @@ fn member_records(port: &PortOptions, mgid: Option<Gid>) -> u8 {
         Err(code) => code,
     };
     finish(TOOL, &mut d, &[], port.verbose, code)
+}
+
+/// Send the SA request `req`, returning its handle; a request the engine refuses is said and
+/// is a usage error.
+fn send_request(d: &mut Driver<CliDevice>, req: SaMad) -> Result<u64, u8> {
+    let now = d.now();
+    d.stack.sa_query(now, req).map_err(|e| {
+        eprintln!("{TOOL}: {e}");
+        exit::USAGE
+    })
 }
 
 /// Wait up to 10 s for the answer to the SA query `handle` and print its first line (with
@@ -332,13 +338,9 @@ fn service_records(port: &PortOptions, a: &ServiceArgs) -> u8 {
         Method::GetTable
     };
     let req = SaMad::request(method, 0, attr::SERVICE_RECORD, mask.0, SaData::service(rec));
-    let now = d.now();
-    let handle = match d.stack.sa_query(now, req) {
+    let handle = match send_request(&mut d, req) {
         Ok(h) => h,
-        Err(e) => {
-            eprintln!("{TOOL}: {e}");
-            return exit::USAGE;
-        }
+        Err(code) => return code,
     };
     status!("sa-query: {} ServiceRecord (mask {mask}) to the SA", req.header.method_name());
     let code = match wait_sa_answer(TOOL, &mut d, handle, port.verbose) {

@@ -1,6 +1,6 @@
 //! `roce send`: put the frames of a capture (or of `roce encode`'s output) on an interface.
 
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -164,17 +164,9 @@ fn udp_checksum(f: &[u8], ip: usize, udp: usize, ulen: usize, v: icrc::IpVersion
 
 /// Run `roce send`.
 pub fn run(a: Args) -> ExitCode {
-    let name = if a.file.as_os_str() == "-" { "standard input".to_string() } else { a.file.display().to_string() };
-    let input: Box<dyn Read> = if a.file.as_os_str() == "-" {
-        Box::new(io::stdin().lock())
-    } else {
-        match std::fs::File::open(&a.file) {
-            Ok(f) => Box::new(f),
-            Err(e) => {
-                warn_line!("roce send: cannot read {name}: {e}");
-                return ExitCode::from(exit::USAGE);
-            }
-        }
+    let (input, name) = match crate::plumbing::input::open("roce send", &a.file) {
+        Ok(opened) => opened,
+        Err(code) => return ExitCode::from(code),
     };
     let mut reader = match Reader::new(BufReader::new(input)) {
         Ok(r) => r,

@@ -18,11 +18,10 @@ use roce_cm::{ConnectParam, EventKind, PortSpace, UdDest};
 use roce_net::driver::Driver;
 use roce_wire::Gid;
 
-use crate::plumbing::cm_steps::{listen, resolved_id, run_steps, wait_connect_request, wait_for};
-use crate::plumbing::exit;
+use crate::plumbing::cm_steps::{check_addresses, listen, resolved_id, run_steps, wait_connect_request, wait_for};
 use crate::plumbing::options::{wait_secs, ClientServerArgs, RawPortArgs, MAX_EXCHANGE_COUNT, MAX_SIZE};
 use crate::plumbing::out::{out, status};
-use crate::plumbing::port::{check_families, check_size, CliDevice, PortOptions};
+use crate::plumbing::port::{check_size, CliDevice, PortOptions};
 
 /// Resolve a UD service by SIDR and exchange datagrams with it (rdma-core's udaddy).
 ///
@@ -63,32 +62,7 @@ pub struct Args {
 /// Run `roce udaddy`.
 pub fn run(args: Args) -> ExitCode {
     crate::plumbing::shutdown::install();
-    let o = Options {
-        port: args.port.options(args.addrs.bind),
-        server: args.addrs.server,
-        cm_port: args.cm_port,
-        count: args.count,
-        size: args.size as usize,
-        timeout: args.timeout,
-    };
-    ExitCode::from(udaddy(&o))
-}
-
-/// What `run` resolved from [`Args`].
-#[derive(Debug, Clone)]
-struct Options {
-    /// Where the stack runs (`local` is `-b`).
-    port: PortOptions,
-    /// The server to connect to (`-s`); a server when `None`.
-    server: Option<IpAddr>,
-    /// The RDMA-CM port (service ID = (RDMA_PS_UDP << 16) | port).
-    cm_port: u16,
-    /// Datagrams each way (`-C`).
-    count: u32,
-    /// Datagram size (`-S`).
-    size: usize,
-    /// How long to wait for each step (resolution, connection request, the datagrams).
-    timeout: Duration,
+    ExitCode::from(udaddy(&args, &args.port.options(args.addrs.bind)))
 }
 
 fn payload(size: usize, i: u32) -> Vec<u8> {
@@ -110,41 +84,39 @@ fn receive(d: &mut Driver<CliDevice>, qpn: u32, n: u32, timeout: Duration) -> Ve
 /// `roce udaddy`: the client (with `server`) or the server. Returns the exit status: 0 when
 /// the resolution (or the accept) and the whole exchange succeeded, 1 otherwise, 2 on a usage
 /// error, 3 when it cannot run here; 128+N / 141 when stopped (after the ids were destroyed).
-fn udaddy(o: &Options) -> u8 {
+fn udaddy(a: &Args, port: &PortOptions) -> u8 {
     const TOOL: &str = "roce udaddy";
-    let checks = check_families(TOOL, &[("-b", Some(o.port.local)), ("-s", o.server)])
-        .and_then(|()| check_size(TOOL, &o.port.iface, o.size, o.port.local.is_ipv4(), true));
-    if let Err(e) = checks {
-        eprintln!("{e}");
-        return exit::USAGE;
-    }
-    run_steps(TOOL, "udaddy", &o.port, |d| match o.server {
-        Some(server) => udaddy_client(d, o, server),
-        None => udaddy_server(d, o),
+    let checked = check_addresses(TOOL, port, a.addrs.server)
+        .and_then(|()| check_size(TOOL, &port.iface, a.size as usize, port.local.is_ipv4(), true));
+    run_steps(TOOL, "udaddy", port, checked, |d| match a.addrs.server {
+        Some(server) => udaddy_client(d, a, port, server),
+        None => udaddy_server(d, a, port),
     })
 }
 
-fn udaddy_client(d: &mut Driver<CliDevice>, o: &Options, server: IpAddr) -> Result<(), String> {
+fn udaddy_client(d: &mut Driver<CliDevice>, a: &Args, port: &PortOptions, server: IpAddr) -> Result<(), String> {
     status!("udaddy: starting client");
     let (id, dst) =
-        resolved_id(d, "udaddy", PortSpace::Udp, o.port.local, SocketAddr::new(server, o.cm_port), o.timeout)?;
+        resolved_id(d, "udaddy", PortSpace::Udp, port.local, SocketAddr::new(server, a.cm_port), a.timeout)?;
     let qpn = d.stack.create_qp_for_id(id).map_err(|e| format!("create_qp: {e}"))?;
-    status!("udaddy: UD QP 0x{qpn:06x}; SIDR_REQ to {dst} (service ID 0x{:016x})", service_id(o.cm_port));
+    status!("udaddy: UD QP 0x{qpn:06x}; SIDR_REQ to {dst} (service ID 0x{:016x})", service_id(a.cm_port));
     let now = d.now();
     d.stack.connect(now, id, &ConnectParam::default()).map_err(|e| format!("connect: {e}"))?;
-    let ev = wait_for(d, id, &[EventKind::Established], o.timeout, "connect")?;
+    let ev = wait_for(d, id, &[EventKind::Established], a.timeout, "connect")?;
     let EventParam::Ud(ud) = ev.param else { return Err("ESTABLISHED without UD parameters".into()) };
     let dest = UdDest { ah: ud.ah, remote_qpn: ud.qp_num, remote_qkey: ud.qkey };
-    if o.count == 0 || o.size == 0 {
+    if a.count == 0 || a.size == 0 {
         return Ok(());
     }
     status!("initiating data transfers");
-    for i in 0..o.count {
-        d.stack.post_send(qpn, &dest, &payload(o.size, i), Some(qpn)).map_err(|e| format!("post_send: {e}"))?;
+    for i in 0..a.count {
+        d.stack
+            .post_send(qpn, &dest, &payload(a.size as usize, i), Some(qpn))
+            .map_err(|e| format!("post_send: {e}"))?;
     }
     status!("receiving data transfers");
-    let got = receive(d, qpn, o.count, o.timeout);
-    report_received(&got, o.count, ud.qp_num)?;
+    let got = receive(d, qpn, a.count, a.timeout);
+    report_received(&got, a.count, ud.qp_num)?;
     out!("data transfers complete");
     let now = d.now();
     let _ = d.stack.destroy_id(now, id);
@@ -176,12 +148,12 @@ fn report_received(got: &[roce_cm::Datagram], count: u32, from_qpn: u32) -> Resu
     Ok(())
 }
 
-fn udaddy_server(d: &mut Driver<CliDevice>, o: &Options) -> Result<(), String> {
+fn udaddy_server(d: &mut Driver<CliDevice>, a: &Args, port: &PortOptions) -> Result<(), String> {
     status!("udaddy: starting server");
-    let addr = SocketAddr::new(o.port.local, o.cm_port);
+    let addr = SocketAddr::new(port.local, a.cm_port);
     let listen = listen(d, PortSpace::Udp, addr)?;
-    status!("udaddy: listening on {addr} (service ID 0x{:016x})", service_id(o.cm_port));
-    let req = wait_connect_request(d, o.timeout)?;
+    status!("udaddy: listening on {addr} (service ID 0x{:016x})", service_id(a.cm_port));
+    let req = wait_connect_request(d, a.timeout)?;
     let child = req.id;
     let peer = d.stack.id(child).and_then(|r| r.dst);
     let qpn = d.stack.create_qp_for_id(child).map_err(|e| format!("create_qp: {e}"))?;
@@ -192,12 +164,12 @@ fn udaddy_server(d: &mut Driver<CliDevice>, o: &Options) -> Result<(), String> {
         peer.map_or("?".to_string(), |p| p.to_string()),
         roce_wire::RDMA_UDP_QKEY
     );
-    if o.count == 0 || o.size == 0 {
+    if a.count == 0 || a.size == 0 {
         return Ok(());
     }
     status!("receiving data transfers");
-    let got = receive(d, qpn, o.count, o.timeout);
-    report_received(&got, o.count, 0)?;
+    let got = receive(d, qpn, a.count, a.timeout);
+    report_received(&got, a.count, 0)?;
     // create_reply_ah: the AH from the first datagram's GRH, the QPN from its immediate data,
     // our own Q_Key as the remote Q_Key.
     let first = &got[0];
@@ -214,8 +186,10 @@ fn udaddy_server(d: &mut Driver<CliDevice>, o: &Options) -> Result<(), String> {
     let qkey = d.stack.qp(qpn).map_or(roce_wire::RDMA_UDP_QKEY, |q| q.qkey);
     let dest = UdDest { ah, remote_qpn, remote_qkey: qkey };
     status!("sending replies to {} QP 0x{remote_qpn:06x}", first.src);
-    for i in 0..o.count {
-        d.stack.post_send(qpn, &dest, &payload(o.size, i), Some(qpn)).map_err(|e| format!("post_send: {e}"))?;
+    for i in 0..a.count {
+        d.stack
+            .post_send(qpn, &dest, &payload(a.size as usize, i), Some(qpn))
+            .map_err(|e| format!("post_send: {e}"))?;
         let _ = d.run_for(Duration::from_millis(1));
     }
     out!("data transfers complete");

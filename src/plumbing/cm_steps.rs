@@ -13,10 +13,17 @@ use roce_net::driver::Driver;
 
 use crate::plumbing::exit;
 use crate::plumbing::out::{out, print_event, status};
-use crate::plumbing::port::{destroy_ids, finish, open_port_or_exit, CliDevice, PortOptions};
+use crate::plumbing::port::{check_families, destroy_ids, finish, open_port_or_exit, CliDevice, PortOptions};
+
+/// Refuse, before any traffic, a server (`-s`) of another address family than the stack's
+/// own (`-b`).
+pub fn check_addresses(tool: &str, port: &PortOptions, server: Option<IpAddr>) -> Result<(), String> {
+    check_families(tool, &[("-b", Some(port.local)), ("-s", server)])
+}
 
 /// Run a CM command's `steps` (its client or its server) on a port opened for `tool` (`roce
-/// udaddy`); a failed step is said as `name: why` (`udaddy: ...`). Whatever ids are still
+/// udaddy`), unless the checks before any traffic (`checked`) failed: a usage error, said on
+/// stderr. A failed step is said as `name: why` (`udaddy: ...`). Whatever ids are still
 /// alive after (a stop, a failure) are destroyed as the kernel would (DREQ for a connected id,
 /// REJ for a pending one); then "test complete", "return status N", the counters, and the
 /// exit status (the stop's, 128+N / 141, if one was asked).
@@ -24,8 +31,13 @@ pub fn run_steps(
     tool: &str,
     name: &str,
     port: &PortOptions,
+    checked: Result<(), String>,
     steps: impl FnOnce(&mut Driver<CliDevice>) -> Result<(), String>,
 ) -> u8 {
+    if let Err(e) = checked {
+        eprintln!("{e}");
+        return exit::USAGE;
+    }
     let mut d = match open_port_or_exit(tool, port) {
         Ok(d) => d,
         Err(code) => return code,

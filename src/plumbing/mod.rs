@@ -8,12 +8,14 @@
 //!   traffic, the path MTU, and the one ending (ids destroyed, counters, exit status);
 //! - [`options`]: the clap options several commands take (where a stack runs, seconds, MAC
 //!   addresses) and their bounds;
-//! - [`cm_steps`]: the RDMA-CM steps the CM commands (`udaddy`, `cmatose`, `rping`) share.
+//! - [`cm_steps`]: the RDMA-CM steps the CM commands (`udaddy`, `cmatose`, `rping`) share;
+//! - [`input`]: a file argument where `-` is standard input (`decode`, `encode`, `send`).
 //!
 //! These live here rather than in `cmd/` so that no command imports another.
 
 pub mod cm_steps;
 pub mod exit;
+pub mod input;
 pub mod options;
 pub mod out;
 pub mod port;

@@ -1,6 +1,6 @@
 //! The options several commands share, as clap takes them: where a stack runs
 //! ([`SaPortArgs`] for `mckey` and `sa-query`, [`RawPortArgs`] for `udaddy`, `cmatose` and
-//! `sa-server`, [`ClientServerArgs`] for `udaddy` and `cmatose`), and the values they check
+//! `sa-server`, both with [`StackArgs`]; [`ClientServerArgs`] for `udaddy` and `cmatose`), and the values they check
 //! before anything is sent: seconds (finite, non-negative, bounded), MAC addresses, and the
 //! bounds of counts and sizes, each named in its message. Uses [`super::port`] (what the
 //! options open) and [`super::out`] (`-q`).
@@ -72,28 +72,14 @@ pub struct SaPortArgs {
     /// Talk to OpenSM's SA through ibsim instead (attach to the simulated HCA NODE, default:
     /// the sim's default port); the SA MADs are the same, without the RoCE framing.
     #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "NODE",
-          conflicts_with_all = ["iface", "sa", "prefix", "pcap"])]
+          conflicts_with_all = ["iface", "sa", "prefix", "pcap", "mac"])]
     pub ibsim: Option<String>,
     /// The SA's address (its QP1 answers SA MADs).
     #[arg(long, value_name = "ADDR")]
     pub sa: Option<IpAddr>,
-    /// Prefix length of the stack's address (default: the interface's subnet, else 24/64).
-    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=128))]
-    pub prefix: Option<u8>,
-    /// The stack's own unicast MAC instead of the interface's (aa:bb:cc:dd:ee:ff): the kernel
-    /// then drops the stack's frames as another host's instead of routing each (fewer CPU
-    /// cycles per packet); the interface passes it while the tool runs (PACKET_MR_UNICAST).
-    #[arg(long, value_parser = unicast_mac, value_name = "MAC", conflicts_with = "ibsim")]
-    pub mac: Option<[u8; 6]>,
-    /// Write every frame to this pcap file.
-    #[arg(long, value_name = "FILE")]
-    pub pcap: Option<PathBuf>,
-    /// Print every frame, and every counter at exit.
-    #[arg(short = 'v', long)]
-    pub verbose: bool,
-    /// Quiet: no progress or status lines (results and errors stay).
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub stack: StackArgs,
 }
 
 /// The two addresses of `udaddy` and `cmatose`: the server to connect to, or none to be the
@@ -114,6 +100,15 @@ pub struct RawPortArgs {
     /// The interface to run on (a raw AF_PACKET socket; needs CAP_NET_RAW).
     #[arg(long, value_name = "IFACE")]
     pub iface: String,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub stack: StackArgs,
+}
+
+/// How the stack runs on its interface, in both [`SaPortArgs`] and [`RawPortArgs`]: its
+/// prefix, its own MAC, a capture, `-v` and `-q`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StackArgs {
     /// Prefix length of the stack's address (default: the interface's subnet, else 24/64).
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=128))]
     pub prefix: Option<u8>,
@@ -133,39 +128,49 @@ pub struct RawPortArgs {
     pub quiet: bool,
 }
 
+impl StackArgs {
+    /// The port: these options on `iface` (or ibsim) at `local`, with the SA `sa` and the
+    /// multicast `paths`; sets `-q`.
+    fn options(
+        &self,
+        iface: String,
+        ibsim: Option<String>,
+        local: IpAddr,
+        sa: Option<IpAddr>,
+        paths: roce_cm::MulticastPaths,
+    ) -> PortOptions {
+        crate::plumbing::out::set_quiet(self.quiet);
+        PortOptions {
+            iface,
+            ibsim,
+            local,
+            prefix: self.prefix,
+            mac: self.mac,
+            sa,
+            pcap: self.pcap.clone(),
+            verbose: self.verbose,
+            paths,
+        }
+    }
+}
+
 impl SaPortArgs {
     /// Where the stack runs, from `local` (`-b`), and whether the SA is used at all; sets `-q`.
     pub fn options(&self, local: Option<IpAddr>, no_sa: bool) -> PortOptions {
-        crate::plumbing::out::set_quiet(self.quiet);
-        PortOptions {
-            iface: self.iface.clone().unwrap_or_default(),
-            ibsim: self.ibsim.clone(),
-            local: local.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
-            prefix: self.prefix,
-            mac: self.mac,
-            sa: if no_sa { None } else { self.sa },
-            pcap: self.pcap.clone(),
-            verbose: self.verbose,
-            paths: if no_sa { roce_cm::MulticastPaths::IGMP_MLD_ONLY } else { roce_cm::MulticastPaths::BOTH },
-        }
+        self.stack.options(
+            self.iface.clone().unwrap_or_default(),
+            self.ibsim.clone(),
+            local.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+            if no_sa { None } else { self.sa },
+            if no_sa { roce_cm::MulticastPaths::IGMP_MLD_ONLY } else { roce_cm::MulticastPaths::BOTH },
+        )
     }
 }
 
 impl RawPortArgs {
     /// Where the stack runs, at `local`; sets `-q`.
     pub fn options(&self, local: IpAddr) -> PortOptions {
-        crate::plumbing::out::set_quiet(self.quiet);
-        PortOptions {
-            iface: self.iface.clone(),
-            ibsim: None,
-            local,
-            prefix: self.prefix,
-            mac: self.mac,
-            sa: None,
-            pcap: self.pcap.clone(),
-            verbose: self.verbose,
-            paths: roce_cm::MulticastPaths::IGMP_MLD_ONLY,
-        }
+        self.stack.options(self.iface.clone(), None, local, None, roce_cm::MulticastPaths::IGMP_MLD_ONLY)
     }
 }
 
@@ -176,6 +181,8 @@ mod mac_tests {
     #[test]
     fn mac_values() {
         assert_eq!(unicast_mac("02:00:00:00:aa:1"), Ok([2, 0, 0, 0, 0xaa, 1]));
+        // `roce send --src-mac` takes any MAC, multicast too.
+        assert_eq!(mac("01:00:5e:00:00:fb"), Ok([1, 0, 0x5e, 0, 0, 0xfb]));
         for bad in
             ["", "02:00:00:00:aa", "02:00:00:00:aa:01:02", "02:00:00:00:aa:1g", "02::00:00:aa:01", "+2:0:0:0:0:1"]
         {
