@@ -1,7 +1,7 @@
 //! Ending like a process on the kernel: SIGINT, SIGTERM, SIGHUP and a closed stdout ask the
 //! running command to stop; it then destroys its ids as `ucma_close` ▶ `rdma_destroy_id` does
 //! (every group left: SA Delete sent and its answer awaited, IGMP/MLD leave; connected ids
-//! disconnected), within [`GRACE`] (`port::destroy_ids`), prints its summary and exits
+//! disconnected), within [`GRACE`] (the port module destroys them), prints its summary and exits
 //! 128+N (141 for stdout). This module keeps the stop's state (which signal, whether stdout
 //! went away) and uses only [`super::exit`], so that the printer and the port can use it.
 //!
