@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use roce::demo::{run, DemoOptions};
+use roce::demo::{simulate as run, DemoOptions};
 
 /// One token per timeline line: the frame's kind or the event's name.
 fn tokens(lines: &[String]) -> Vec<String> {

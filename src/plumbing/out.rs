@@ -1,6 +1,7 @@
 //! The one printer of the network commands: results to stdout (a closed stdout is a stop
 //! request, never a panic), progress and status to stdout unless `-q`, errors to stderr, and
-//! one format for CM events and counters, shared by every tool.
+//! one format for CM events and counters, shared by every tool. Uses [`super::shutdown`] (a
+//! closed stdout is a stop).
 
 use std::fmt::{self, Write as _};
 use std::io::Write as _;
@@ -11,34 +12,24 @@ use roce_cm::{CmEvent, Counters, Errno};
 use roce_net::raw::RawStats;
 use roce_wire::mad::MadStatus;
 
+use crate::plumbing::shutdown;
+
 static QUIET: AtomicBool = AtomicBool::new(false);
-static CLOSED: AtomicBool = AtomicBool::new(false);
 
 /// `-q`: silence progress and status lines (results and errors stay).
 pub fn set_quiet(quiet: bool) {
     QUIET.store(quiet, Ordering::Relaxed);
 }
 
-/// Whether standard output was found closed.
-pub fn stdout_closed() -> bool {
-    CLOSED.load(Ordering::Relaxed)
-}
-
-/// Mark stdout closed (its reader went away): nothing more is written to it.
-pub fn mark_closed() {
-    CLOSED.store(true, Ordering::Relaxed);
-}
-
 /// Write one line to stdout. A write error (EPIPE: `| head` went away) marks stdout closed and
 /// asks the running command to stop (exit status 141 after its ids are destroyed).
 pub fn line(args: fmt::Arguments<'_>) {
-    if stdout_closed() {
+    if shutdown::stdout_closed() {
         return;
     }
     let mut o = std::io::stdout().lock();
     if o.write_fmt(args).and_then(|()| o.write_all(b"\n")).and_then(|()| o.flush()).is_err() {
-        CLOSED.store(true, Ordering::Relaxed);
-        crate::plumbing::shutdown::request(crate::plumbing::exit::CLOSED_PIPE);
+        shutdown::stdout_went_away();
     }
 }
 
@@ -50,16 +41,26 @@ pub fn status(args: fmt::Arguments<'_>) {
 }
 
 /// A result line on stdout (never silenced).
-#[macro_export]
 macro_rules! out {
     ($($t:tt)*) => { $crate::plumbing::out::line(format_args!($($t)*)) };
 }
+pub(crate) use out;
 
 /// A progress/status line on stdout (silenced by `-q`).
-#[macro_export]
-macro_rules! status {
+macro_rules! status_line {
     ($($t:tt)*) => { $crate::plumbing::out::status(format_args!($($t)*)) };
 }
+pub(crate) use status_line as status;
+
+/// A line on stderr, for the commands that print no CM events (`decode`, `encode`, `send`);
+/// a closed stderr is not worth a panic.
+macro_rules! warn_line {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+pub(crate) use warn_line;
 
 /// The errno name of an event status (`-110` → `ETIMEDOUT`), if it is a negative errno.
 pub fn errno_name(status: i32) -> Option<&'static str> {

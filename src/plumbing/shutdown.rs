@@ -1,7 +1,9 @@
 //! Ending like a process on the kernel: SIGINT, SIGTERM, SIGHUP and a closed stdout ask the
 //! running command to stop; it then destroys its ids as `ucma_close` ▶ `rdma_destroy_id` does
 //! (every group left: SA Delete sent and its answer awaited, IGMP/MLD leave; connected ids
-//! disconnected), within [`GRACE`], prints its summary and exits 128+N (141 for stdout).
+//! disconnected), within [`GRACE`] (the port module destroys them), prints its summary and exits
+//! 128+N (141 for stdout). This module keeps the stop's state (which signal, whether stdout
+//! went away) and uses only [`super::exit`], so that the printer and the port can use it.
 //!
 //! Signals are caught with signal-hook: a flag, the signal's number, and a byte on a self-pipe
 //! that the [`Driver`]'s poll waits on, so the wait wakes at once. A second signal exits at
@@ -12,12 +14,8 @@ use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use std::net::IpAddr;
-
-use roce_cm::mcast::MemberState;
-use roce_cm::{CmId, EventKind, EventParam};
 use roce_net::device::Device;
 use roce_net::driver::{Driver, MulticastFilter};
 
@@ -37,6 +35,7 @@ struct State {
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 
 fn state() -> &'static State {
     STATE.get_or_init(|| {
@@ -99,14 +98,26 @@ fn watch_stdout() {
         // SAFETY: one valid pollfd; events 0 waits for POLLERR/POLLHUP only.
         let r = unsafe { libc::poll(&mut p, 1, -1) };
         if r > 0 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
-            crate::plumbing::out::mark_closed();
-            request(exit::CLOSED_PIPE);
+            stdout_went_away();
             return;
         }
         if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             return;
         }
     });
+}
+
+/// Whether standard output was found closed (its reader went away): nothing more is written
+/// to it.
+pub fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(Ordering::Relaxed)
+}
+
+/// Standard output's reader went away (a write failed, or the watch saw POLLERR): mark it
+/// closed and ask the running command to stop (141, after its ids are destroyed).
+pub fn stdout_went_away() {
+    STDOUT_CLOSED.store(true, Ordering::Relaxed);
+    request(exit::CLOSED_PIPE);
 }
 
 /// Ask the running command to stop with exit status `status` (the first request wins).
@@ -147,95 +158,4 @@ pub fn wake_fd() -> RawFd {
 pub fn attach<D: Device + MulticastFilter>(d: &mut Driver<D>) {
     let s = state();
     d.set_stop(s.wake_rx.as_raw_fd(), s.stop.clone());
-}
-
-/// Destroy `ids` (those still alive) as the kernel does when a process ends: every group
-/// they joined is left first (SA Delete and IGMP/MLD leave) and each leave's answer awaited,
-/// at most [`GRACE`] in all; then the ids are destroyed (DREQ for a connected id, REJ for a
-/// pending one) and the last frames sent. Says on stderr what it does and how it ended when a
-/// stop asked for it or a leave went unanswered. Returns whether every leave was answered.
-pub fn destroy_ids<D: Device + MulticastFilter>(tool: &str, d: &mut Driver<D>, ids: &[CmId]) -> bool {
-    let alive: Vec<CmId> = ids.iter().copied().filter(|id| d.stack.id(*id).is_some()).collect();
-    if alive.is_empty() {
-        return true;
-    }
-    let why = requested().map(reason);
-    d.set_stoppable(false);
-    let mut leaves: Vec<(CmId, IpAddr)> = d
-        .stack
-        .members()
-        .filter(|(_, m)| alive.contains(&m.id) && m.state != MemberState::Cancelled)
-        .map(|(_, m)| (m.id, m.addr))
-        .collect();
-    leaves.sort();
-    leaves.dedup();
-    if let Some(why) = &why {
-        eprintln!(
-            "{tool}: {why}: destroying {} id(s) ({} group(s) to leave, connections to disconnect), \
-             waiting up to {:.1} s for the answers; a second signal ends at once",
-            alive.len(),
-            leaves.len(),
-            GRACE.as_secs_f64()
-        );
-    }
-    let t0 = Instant::now();
-    let now = d.now();
-    leaves.retain(|(id, addr)| d.stack.leave_multicast(now, *id, *addr).is_ok());
-    let total = leaves.len();
-    let mut failed: Vec<String> = Vec::new();
-    let _ = d.run_until(GRACE, |d| {
-        d.events.retain(|e| {
-            let group = match &e.param {
-                EventParam::Multicast { group, .. } => Some(*group),
-                _ => None,
-            };
-            if !matches!(e.kind, EventKind::MulticastLeft | EventKind::MulticastError) {
-                return true;
-            }
-            // The group as the event names it (ibsim's names it by its MGID), else the id's first.
-            let i = leaves
-                .iter()
-                .position(|(id, a)| *id == e.id && group == Some(*a))
-                .or_else(|| leaves.iter().position(|(id, _)| *id == e.id));
-            let Some(i) = i else { return true };
-            match e.kind {
-                EventKind::MulticastLeft => {}
-                EventKind::MulticastError => {
-                    let name = crate::plumbing::out::errno_name(e.status).unwrap_or("error");
-                    failed.push(format!("{}: {name}", leaves[i].1));
-                }
-                _ => return true,
-            }
-            leaves.remove(i);
-            false
-        });
-        leaves.is_empty()
-    });
-    for (_, addr) in &leaves {
-        failed.push(format!("{addr}: no answer within the grace period"));
-    }
-    let now = d.now();
-    for id in &alive {
-        let _ = d.stack.destroy_id(now, *id);
-    }
-    // The DREQs, REJs and the last leaves go out with this turn.
-    let _ = d.turn(Duration::ZERO);
-    d.set_stoppable(true);
-    if failed.is_empty() {
-        if why.is_some() {
-            eprintln!(
-                "{tool}: every id destroyed; {total} leave(s) answered in {:.1} ms",
-                t0.elapsed().as_secs_f64() * 1e3
-            );
-        }
-        true
-    } else {
-        eprintln!(
-            "{tool}: every id destroyed; {} of {total} leave(s) not answered ({}) after {:.1} s",
-            failed.len(),
-            failed.join("; "),
-            t0.elapsed().as_secs_f64()
-        );
-        false
-    }
 }

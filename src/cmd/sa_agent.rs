@@ -18,12 +18,51 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use roce_sa::{Requester, SaConfig, SaResponder};
 use roce_wire::mad::MadHeader;
 use roce_wire::sa::SaMad;
 use roce_wire::{Gid, MAD_SIZE};
+
+use crate::plumbing::exit;
+use crate::plumbing::options::duration_secs;
+use crate::plumbing::out::{errno_name, out, status};
+use crate::plumbing::shutdown;
+
+/// Run the SA as a userspace agent of the kernel's umad on an RDMA (e.g. rxe) host.
+///
+/// Opens /dev/infiniband/umadN, enables P_Key headers, registers for SA class 0x03
+/// version 2 (Get, Set, GetTable, Delete) on QP1, and answers with the same SA as
+/// `sa-server`, one log line per MAD each way. Needs access to the umad device (root).
+///
+/// Example: roce sa-agent --device umad0
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// The umad device (name under /dev/infiniband, or a path).
+    #[arg(long, default_value = "umad0")]
+    pub device: String,
+    /// Stop after this many seconds (0 to 31536000; default: until SIGINT/SIGTERM/SIGHUP).
+    #[arg(long, value_parser = duration_secs, value_name = "SECS", allow_negative_numbers = true)]
+    pub duration: Option<Duration>,
+    /// Quiet: no status lines (the per-MAD lines and errors stay).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// Run `roce sa-agent`: [`serve`] with roce-sa's default SA until a stop or `--duration`.
+pub fn run(args: Args) -> ExitCode {
+    crate::plumbing::out::set_quiet(args.quiet);
+    shutdown::install();
+    ExitCode::from(match serve(&args.device, args.duration, SaConfig::default()) {
+        Ok(()) => shutdown::requested().unwrap_or(exit::OK),
+        Err(e) => {
+            eprintln!("roce sa-agent: {e}");
+            exit::ENVIRONMENT
+        }
+    })
+}
 
 /// `struct ib_user_mad_hdr` with P_Key support: 64 bytes.
 pub const UMAD_HDR_LEN: usize = 64;
@@ -197,8 +236,8 @@ fn summary(mad: &[u8]) -> String {
 
 /// Run the agent on `device` (`umad0`) for `duration` (until a stop — a signal, a closed
 /// stdout — if `None`). Prints one line per MAD in each direction. An error opening or
-/// registering is returned; a stop ends the loop (the status is [`crate::plumbing::shutdown::requested`]).
-pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io::Result<()> {
+/// registering is returned; a stop ends the loop (the status is [`shutdown::requested`]).
+pub fn serve(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io::Result<()> {
     let path = if device.starts_with('/') { device.to_string() } else { format!("/dev/infiniband/{device}") };
     let cpath = std::ffi::CString::new(path.clone()).map_err(io::Error::other)?;
     // SAFETY: a NUL-terminated path; the result is checked.
@@ -220,7 +259,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
         ));
     }
     let agent = u32::from_ne_bytes([req[0], req[1], req[2], req[3]]);
-    crate::status!(
+    status!(
         "sa-agent: registered agent {agent} on {path} for class 0x03 version 2 (Get, Set, GetTable, Delete) on QP1, rmpp_version 1"
     );
     let mut sa = SaResponder::new(sa_config).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -229,9 +268,9 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
     let mut buf = [0u8; UMAD_HDR_LEN + MAD_SIZE * 2];
     loop {
         let left = end.map(|e| e.saturating_duration_since(Instant::now()));
-        if left.is_some_and(|l| l.is_zero()) || crate::plumbing::shutdown::requested().is_some() {
+        if left.is_some_and(|l| l.is_zero()) || shutdown::requested().is_some() {
             let st = sa.stats();
-            crate::out!(
+            out!(
                 "sa-agent: stopping: {} requests, {} groups, {} members",
                 st.received,
                 sa.group_count(),
@@ -243,7 +282,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
         // The signal self-pipe wakes the wait at once.
         let mut pfds = [
             libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: crate::plumbing::shutdown::wake_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: shutdown::wake_fd(), events: libc::POLLIN, revents: 0 },
         ];
         // SAFETY: two valid pollfds.
         let r = unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) };
@@ -266,7 +305,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
         if hdr.status != 0 {
             // A send of ours the kernel gave up on (its MAD header follows, 24 bytes).
             let tid = MadHeader::parse_bytes(&buf[UMAD_HDR_LEN..n]).map_or(0, |h| h.transaction_id);
-            let name = crate::plumbing::out::errno_name(-(hdr.status as i32)).unwrap_or("?");
+            let name = errno_name(-(hdr.status as i32)).unwrap_or("?");
             eprintln!("sa-agent: send completion status {} ({name}) for TID 0x{tid:016x}", hdr.status);
             continue;
         }
@@ -276,7 +315,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
         }
         let mad = &buf[UMAD_HDR_LEN..UMAD_HDR_LEN + MAD_SIZE];
         let gid = Gid(hdr.gid);
-        crate::out!("sa-agent: <- {} from {} QP {}", summary(mad), gid, hdr.qpn);
+        out!("sa-agent: <- {} from {} QP {}", summary(mad), gid, hdr.qpn);
         sa.handle_time(epoch.elapsed()); // service leases
         let reply = sa.handle_mad(Requester::new(gid, hdr.qpn), mad);
         let segs = reply.as_slice();
@@ -299,7 +338,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
             }
             let head = summary(&segs[0]);
             if message.is_some() {
-                crate::out!(
+                out!(
                     "sa-agent: -> {head} to {gid} QP {}: one RMPP message, {} segment(s), {} data bytes (timeout_ms 0, retries {})",
                     hdr.qpn,
                     segs.len(),
@@ -307,7 +346,7 @@ pub fn run(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io:
                     h.retries
                 );
             } else {
-                crate::out!("sa-agent: -> {} to {} QP {}", summary(body), gid, hdr.qpn);
+                out!("sa-agent: -> {} to {} QP {}", summary(body), gid, hdr.qpn);
             }
         }
     }

@@ -1,6 +1,6 @@
 //! `roce send`: put the frames of a capture (or of `roce encode`'s output) on an interface.
 
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,16 +11,9 @@ use roce_net::device::Device;
 use roce_wire::frame::FramePacket;
 use roce_wire::icrc;
 
-use roce_decode::capture::{linktype, Reader};
 use crate::plumbing::exit;
-
-/// A line on stderr; a closed stderr is not worth a panic.
-macro_rules! warn {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
+use crate::plumbing::out::warn_line;
+use roce_decode::capture::{linktype, Reader};
 
 /// Send the frames of a capture (pcap or pcapng, Ethernet link type; a file or `-` for standard
 /// input) on an interface (AF_PACKET: root or CAP_NET_RAW), as they are or with new source
@@ -37,7 +30,7 @@ macro_rules! warn {
 /// Example: roce send --iface eth0 --src-ip 198.18.0.9 --rate 1000 --loop --count 100000 sample.pcap
 #[derive(clap::Args, Debug)]
 #[command(after_help = exit::TABLE)]
-pub struct SendArgs {
+pub struct Args {
     /// The interface.
     #[arg(long)]
     pub iface: String,
@@ -54,7 +47,7 @@ pub struct SendArgs {
     #[arg(long = "loop")]
     pub repeat: bool,
     /// Rewrite the Ethernet source address.
-    #[arg(long, value_parser = parse_mac)]
+    #[arg(long, value_parser = crate::plumbing::options::mac)]
     pub src_mac: Option<[u8; 6]>,
     /// Rewrite the IP source address (IPv4 frames take an IPv4 address, IPv6 ones an IPv6 one).
     #[arg(long)]
@@ -65,12 +58,6 @@ pub struct SendArgs {
     /// Quiet: no summary on stderr.
     #[arg(short = 'q', long)]
     pub quiet: bool,
-}
-
-fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let v: Vec<u8> =
-        s.split(':').map(|p| u8::from_str_radix(p, 16).map_err(|e| format!("{s}: {e}"))).collect::<Result<_, _>>()?;
-    v.try_into().map_err(|_| format!("{s}: a MAC address has 6 bytes (aa:bb:cc:dd:ee:ff)"))
 }
 
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -176,30 +163,22 @@ fn udp_checksum(f: &[u8], ip: usize, udp: usize, ulen: usize, v: icrc::IpVersion
 }
 
 /// Run `roce send`.
-pub fn run(a: SendArgs) -> ExitCode {
-    let name = if a.file.as_os_str() == "-" { "standard input".to_string() } else { a.file.display().to_string() };
-    let input: Box<dyn Read> = if a.file.as_os_str() == "-" {
-        Box::new(io::stdin().lock())
-    } else {
-        match std::fs::File::open(&a.file) {
-            Ok(f) => Box::new(f),
-            Err(e) => {
-                warn!("roce send: cannot read {name}: {e}");
-                return ExitCode::from(exit::USAGE);
-            }
-        }
+pub fn run(a: Args) -> ExitCode {
+    let (input, name) = match crate::plumbing::input::open("roce send", &a.file) {
+        Ok(opened) => opened,
+        Err(code) => return ExitCode::from(code),
     };
     let mut reader = match Reader::new(BufReader::new(input)) {
         Ok(r) => r,
         Err(e) => {
-            warn!("roce send: cannot read {name}: {e}");
+            warn_line!("roce send: cannot read {name}: {e}");
             return ExitCode::from(exit::USAGE);
         }
     };
     let mut dev = match roce_net::raw::RawSocket::open(&a.iface) {
         Ok(d) => d,
         Err(e) => {
-            warn!("roce send: --iface {}: {e}", a.iface);
+            warn_line!("roce send: --iface {}: {e}", a.iface);
             return ExitCode::from(exit::ENVIRONMENT);
         }
     };
@@ -235,7 +214,10 @@ pub fn run(a: SendArgs) -> ExitCode {
                     if rec.linktype != linktype::ETHERNET {
                         skipped += 1;
                         if !a.quiet && skipped == 1 {
-                            warn!("roce send: skipping frames of link type {} (only Ethernet is sent)", rec.linktype);
+                            warn_line!(
+                                "roce send: skipping frames of link type {} (only Ethernet is sent)",
+                                rec.linktype
+                            );
                         }
                         continue;
                     }
@@ -252,7 +234,7 @@ pub fn run(a: SendArgs) -> ExitCode {
                     continue;
                 }
                 Err(e) => {
-                    warn!("roce send: {name}: {e}");
+                    warn_line!("roce send: {name}: {e}");
                     status = exit::USAGE;
                     break;
                 }
@@ -291,7 +273,7 @@ pub fn run(a: SendArgs) -> ExitCode {
             Err(e) => {
                 refused += 1;
                 if !a.quiet && refused <= 3 {
-                    warn!("roce send: the device refused a frame of {} bytes: {e}", frame.len());
+                    warn_line!("roce send: the device refused a frame of {} bytes: {e}", frame.len());
                 }
                 if refused > 1000 && sent == 0 {
                     status = exit::FAILED;
@@ -302,13 +284,14 @@ pub fn run(a: SendArgs) -> ExitCode {
     }
     if !a.quiet {
         let secs = start.elapsed().as_secs_f64();
-        warn!(
+        warn_line!(
             "roce send: sent {sent} frames on {} in {secs:.3} s ({} refused by the device, {skipped} not Ethernet)",
-            a.iface, refused
+            a.iface,
+            refused
         );
     }
     if unchanged > 0 && !a.quiet {
-        warn!("roce send: {unchanged} frames sent without the address rewrite (e.g. {last_why})");
+        warn_line!("roce send: {unchanged} frames sent without the address rewrite (e.g. {last_why})");
     }
     if status == exit::OK && refused > 0 {
         status = exit::FAILED;

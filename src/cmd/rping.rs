@@ -22,8 +22,10 @@ use roce_cm::rc::{Access, MrInfo, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatu
 use roce_cm::{CmId, ConnectParam, EventKind, PortSpace, QpType};
 use roce_net::driver::Driver;
 
+use crate::plumbing::cm_steps::first_connect_request;
 use crate::plumbing::exit;
-use crate::plumbing::tools::{open_port, CliDevice, PortOptions};
+use crate::plumbing::out::out;
+use crate::plumbing::port::{open_port_or_exit, CliDevice, PortOptions};
 
 /// The smallest ping (rping's RPING_MIN_BUFSIZE: room for "rdma-ping-2147483647: ").
 pub const MIN_SIZE: usize = 26;
@@ -50,10 +52,13 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `roce rping` arguments (rping's flags, plus where the stack runs).
+/// rdma-core's rping over RC QPs: per ping a SEND of the buffer's address, an RDMA READ
+/// by the server, an RDMA WRITE back, "go ahead" SENDs (librdmacm/examples/rping.c).
+///
+/// Example: roce rping -c -a 198.18.0.2 -I 198.18.0.1 --iface tap0 -C 10 -V -v
 #[derive(clap::Args, Debug, Clone)]
 #[command(group(clap::ArgGroup::new("role").required(true).args(["server", "client"])))]
-pub struct RpingArgs {
+pub struct Args {
     /// Server side: listen on -a (the stack's own address) and -p.
     #[arg(short = 's')]
     pub server: bool,
@@ -132,7 +137,7 @@ fn sge(m: &MrInfo, len: usize) -> Vec<Sge> {
 impl Ctx<'_> {
     fn say(&self, s: &str) {
         if !self.quiet {
-            crate::out!("{s}");
+            out!("{s}");
         }
     }
 
@@ -286,7 +291,7 @@ fn param() -> ConnectParam {
     }
 }
 
-fn client<'a>(d: &'a mut Driver<CliDevice>, a: &RpingArgs, src: IpAddr) -> Result<Ctx<'a>, String> {
+fn client<'a>(d: &'a mut Driver<CliDevice>, a: &Args, src: IpAddr) -> Result<Ctx<'a>, String> {
     let timeout = Duration::from_secs_f64(a.timeout);
     let id = d.stack.create_id(PortSpace::Tcp, QpType::Rc).map_err(|e| format!("rdma_create_id: {e}"))?;
     let dst = SocketAddr::new(a.addr, a.port);
@@ -315,7 +320,7 @@ fn client<'a>(d: &'a mut Driver<CliDevice>, a: &RpingArgs, src: IpAddr) -> Resul
     }
 }
 
-fn client_pings(c: &mut Ctx, a: &RpingArgs) -> Result<(), String> {
+fn client_pings(c: &mut Ctx, a: &Args) -> Result<(), String> {
     let start_mr = c.bufs.start.ok_or("no start buffer")?;
     let mut start = b'A';
     let mut ping = 0u32;
@@ -333,14 +338,14 @@ fn client_pings(c: &mut Ctx, a: &RpingArgs) -> Result<(), String> {
             return Err("data mismatch!".into());
         }
         if a.verbose {
-            crate::out!("ping data: {}", c.cstr(rdma.lkey));
+            out!("ping data: {}", c.cstr(rdma.lkey));
         }
         ping = ping.wrapping_add(1);
     }
     Ok(())
 }
 
-fn server<'a>(d: &'a mut Driver<CliDevice>, a: &RpingArgs) -> Result<(Ctx<'a>, CmId), String> {
+fn server<'a>(d: &'a mut Driver<CliDevice>, a: &Args) -> Result<(Ctx<'a>, CmId), String> {
     let timeout = Duration::from_secs_f64(a.timeout);
     let listen = d.stack.create_id(PortSpace::Tcp, QpType::Rc).map_err(|e| format!("rdma_create_id: {e}"))?;
     let step = |d: &mut Driver<CliDevice>| -> Result<(CmId, u32, Bufs), String> {
@@ -348,16 +353,10 @@ fn server<'a>(d: &'a mut Driver<CliDevice>, a: &RpingArgs) -> Result<(Ctx<'a>, C
         d.stack.bind_addr(listen, addr).map_err(|e| format!("rdma_bind_addr {addr}: {e}"))?;
         d.stack.listen(listen, 3).map_err(|e| format!("rdma_listen: {e}"))?;
         if !a.quiet {
-            crate::out!("rping: listening on {addr}");
+            out!("rping: listening on {addr}");
         }
-        let mut req = None;
-        let _ = d.run_until(timeout, |d| {
-            if let Some(i) = d.events.iter().position(|e| e.kind == EventKind::ConnectRequest) {
-                req = d.events.remove(i);
-            }
-            req.is_some()
-        });
-        let req = req.ok_or_else(|| format!("no CONNECT_REQUEST within {:.1} s", timeout.as_secs_f64()))?;
+        let req = first_connect_request(d, timeout)
+            .ok_or_else(|| format!("no CONNECT_REQUEST within {:.1} s", timeout.as_secs_f64()))?;
         let child = req.id;
         let (qpn, bufs) = Ctx::setup(d, child, a.size, false)?;
         let now = d.now();
@@ -376,7 +375,7 @@ fn server<'a>(d: &'a mut Driver<CliDevice>, a: &RpingArgs) -> Result<(Ctx<'a>, C
 }
 
 /// rping_test_server: until the client disconnects.
-fn server_pings(c: &mut Ctx, a: &RpingArgs) -> Result<(), String> {
+fn server_pings(c: &mut Ctx, a: &Args) -> Result<(), String> {
     loop {
         let Waited::Done = c.wait(WcOpcode::Recv)? else { return Ok(()) };
         let info = c.d.stack.rc().mr(c.bufs.recv.lkey).ok_or("recv buffer gone")?.to_vec();
@@ -389,7 +388,7 @@ fn server_pings(c: &mut Ctx, a: &RpingArgs) -> Result<(), String> {
         c.post_rdma(SendOp::Read { remote_addr: addr, rkey }, len)?;
         c.expect(WcOpcode::RdmaRead, "RDMA_READ_COMPLETE")?;
         if a.verbose {
-            crate::out!("server ping data: {}", c.cstr(c.bufs.rdma.lkey));
+            out!("server ping data: {}", c.cstr(c.bufs.rdma.lkey));
         }
         c.send_info(None)?;
         let Waited::Done = c.wait(WcOpcode::Recv)? else { return Ok(()) };
@@ -405,7 +404,8 @@ fn server_pings(c: &mut Ctx, a: &RpingArgs) -> Result<(), String> {
 
 /// `roce rping`. Exit status: 0 every ping done (client) or the client left after its pings
 /// (server); 1 a step failed; 2 usage; 3 the interface cannot be used.
-pub fn run(a: RpingArgs) -> ExitCode {
+pub fn run(args: Args) -> ExitCode {
+    let a = args;
     // SIGINT/SIGTERM/SIGHUP and a closed stdout end it as the kernel ends a process's ids.
     crate::plumbing::shutdown::install();
     let local = if a.server {
@@ -434,15 +434,12 @@ pub fn run(a: RpingArgs) -> ExitCode {
         verbose: a.debug,
         paths: roce_cm::MulticastPaths::IGMP_MLD_ONLY,
     };
-    let mut d = match open_port(&po) {
+    let mut d = match open_port_or_exit("roce rping", &po) {
         Ok(d) => d,
-        Err(e) => {
-            eprintln!("roce rping: {}", e.message);
-            return ExitCode::from(e.status);
-        }
+        Err(code) => return ExitCode::from(code),
     };
     // The path MTU RDMA-CM uses on Ethernet (iboe_get_mtu): 1024 for the usual 1500.
-    crate::rc_tools::set_port_mtu_from(&mut d, &a.iface);
+    crate::plumbing::port::set_port_mtu_from(&mut d, &a.iface);
     let role = if a.server { "server" } else { "client" };
     let r = if a.server {
         match server(&mut d, &a) {
@@ -493,7 +490,7 @@ pub fn run(a: RpingArgs) -> ExitCode {
     // Whatever is left (a stop in the middle of a step): destroyed as the kernel would, DREQ
     // for a connected id, within the grace period; then the counters and the exit status.
     let ids: Vec<CmId> = d.stack.ids().collect();
-    let code = crate::plumbing::tools::finish("rping", &mut d, &ids, a.debug, code);
+    let code = crate::plumbing::port::finish("rping", &mut d, &ids, a.debug, code);
     if a.debug {
         crate::plumbing::out::line(format_args!("{:?}", d.stack.rc().counters()));
     }
@@ -503,7 +500,7 @@ pub fn run(a: RpingArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rc_tools::iboe_mtu_code;
+    use crate::plumbing::port::iboe_mtu_code;
 
     #[test]
     fn ping_text_is_rpings() {

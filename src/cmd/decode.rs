@@ -1,23 +1,16 @@
 //! `roce decode`: read a capture (file, standard input or a live interface) one frame at a
 //! time and print one summary line or one JSON object per frame through a buffered writer.
 
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufReader, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::plumbing::exit;
+use crate::plumbing::out::warn_line;
 use roce_decode::capture::{linktype, PcapFileWriter, ReadError, Reader};
 use roce_decode::decode::{Decoder, Meta};
-use crate::plumbing::exit;
-
-/// A line on stderr; a closed stderr is not worth a panic.
-macro_rules! warn {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
 
 /// Decode a capture (pcap or pcapng, a file or `-` for standard input) or a live interface:
 /// one line per frame, or one JSON object per line.
@@ -36,7 +29,7 @@ macro_rules! warn {
 /// Example: roce decode -i eth0 -c 100 -w seen.pcap
 #[derive(clap::Args, Debug)]
 #[command(after_help = exit::TABLE)]
-pub struct DecodeArgs {
+pub struct Args {
     /// The capture file, `-` for standard input (not with -i).
     #[arg(required_unless_present = "iface", conflicts_with = "iface")]
     pub file: Option<PathBuf>,
@@ -135,7 +128,7 @@ impl<W: Write> Printer<W> {
 }
 
 /// Run `roce decode`.
-pub fn run(args: DecodeArgs) -> ExitCode {
+pub fn run(args: Args) -> ExitCode {
     if args.count == Some(0) {
         return ExitCode::SUCCESS;
     }
@@ -165,7 +158,7 @@ pub fn run(args: DecodeArgs) -> ExitCode {
     let rmpp = p.dec.rmpp_counters();
     if !args.quiet && rmpp.any_loss() {
         // What the tables' reassembly could not place: a capture that missed segments.
-        warn!("roce decode: RMPP: {rmpp}");
+        warn_line!("roce decode: RMPP: {rmpp}");
     }
     match flushed {
         Err(Stop::ClosedPipe) => ExitCode::from(exit::CLOSED_PIPE),
@@ -173,23 +166,16 @@ pub fn run(args: DecodeArgs) -> ExitCode {
     }
 }
 
-fn from_file<W: Write>(args: &DecodeArgs, p: &mut Printer<W>) -> u8 {
+fn from_file<W: Write>(args: &Args, p: &mut Printer<W>) -> u8 {
     let path = args.file.clone().unwrap_or_else(|| PathBuf::from("-"));
-    let (input, name): (Box<dyn Read>, String) = if path.as_os_str() == "-" {
-        (Box::new(io::stdin().lock()), "standard input".into())
-    } else {
-        match std::fs::File::open(&path) {
-            Ok(f) => (Box::new(f), path.display().to_string()),
-            Err(e) => {
-                warn!("roce decode: cannot read {}: {e}", path.display());
-                return exit::USAGE;
-            }
-        }
+    let (input, name) = match crate::plumbing::input::open("roce decode", &path) {
+        Ok(opened) => opened,
+        Err(code) => return code,
     };
     let mut reader = match Reader::new(BufReader::with_capacity(1 << 16, input)) {
         Ok(r) => r,
         Err(e) => {
-            warn!("roce decode: cannot read {name}: {e}");
+            warn_line!("roce decode: cannot read {name}: {e}");
             return exit::USAGE;
         }
     };
@@ -214,7 +200,7 @@ fn from_file<W: Write>(args: &DecodeArgs, p: &mut Printer<W>) -> u8 {
                     _ => "error",
                 };
                 if !(args.quiet && what == "warning") {
-                    warn!("roce decode: {what}: {name}: {e} (after {} frames)", p.n);
+                    warn_line!("roce decode: {what}: {name}: {e} (after {} frames)", p.n);
                 }
                 return exit::USAGE;
             }
@@ -298,11 +284,11 @@ impl LiveSocket {
     }
 }
 
-fn live<W: Write>(args: &DecodeArgs, iface: &str, p: &mut Printer<W>) -> u8 {
+fn live<W: Write>(args: &Args, iface: &str, p: &mut Printer<W>) -> u8 {
     let sock = match LiveSocket::open(iface) {
         Ok(s) => s,
         Err(e) => {
-            warn!("roce decode: -i {iface}: {e}");
+            warn_line!("roce decode: -i {iface}: {e}");
             return exit::ENVIRONMENT;
         }
     };
@@ -310,7 +296,7 @@ fn live<W: Write>(args: &DecodeArgs, iface: &str, p: &mut Printer<W>) -> u8 {
         Some(path) => match PcapFileWriter::create(path) {
             Ok(w) => Some(w),
             Err(e) => {
-                warn!("roce decode: cannot write {}: {e}", path.display());
+                warn_line!("roce decode: cannot write {}: {e}", path.display());
                 return exit::USAGE;
             }
         },
@@ -323,7 +309,7 @@ fn live<W: Write>(args: &DecodeArgs, iface: &str, p: &mut Printer<W>) -> u8 {
         }
     }
     if !args.quiet {
-        warn!("roce decode: listening on {iface} (link type Ethernet)");
+        warn_line!("roce decode: listening on {iface} (link type Ethernet)");
     }
     let mut buf = vec![0u8; 65536 + 4];
     let mut status = exit::OK;
@@ -346,7 +332,7 @@ fn live<W: Write>(args: &DecodeArgs, iface: &str, p: &mut Printer<W>) -> u8 {
                 continue;
             }
             Err(e) => {
-                warn!("roce decode: -i {iface}: recv: {e}");
+                warn_line!("roce decode: -i {iface}: recv: {e}");
                 status = exit::FAILED;
                 break;
             }
@@ -356,7 +342,7 @@ fn live<W: Write>(args: &DecodeArgs, iface: &str, p: &mut Printer<W>) -> u8 {
         let orig = u32::try_from(n).unwrap_or(u32::MAX);
         if let Some(w) = &mut writer {
             if let Err(e) = w.write(ts, &buf[..cap]) {
-                warn!("roce decode: -w: {e}");
+                warn_line!("roce decode: -w: {e}");
                 status = exit::FAILED;
                 break;
             }
@@ -373,14 +359,14 @@ fn live<W: Write>(args: &DecodeArgs, iface: &str, p: &mut Printer<W>) -> u8 {
     }
     if let Some(w) = writer {
         if let Err(e) = w.finish() {
-            warn!("roce decode: -w: {e}");
+            warn_line!("roce decode: -w: {e}");
             if status == exit::OK {
                 status = exit::FAILED;
             }
         }
     }
     if !args.quiet {
-        warn!("roce decode: {} frames from {iface}", p.n);
+        warn_line!("roce decode: {} frames from {iface}", p.n);
     }
     status
 }

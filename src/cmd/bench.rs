@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use crate::plumbing::exit;
 
-/// Benchmarks.
+/// Benchmarks as ratios measured in one run (`roce bench decode`: against tshark).
 #[derive(clap::Args, Debug)]
 #[command(after_help = exit::TABLE)]
-pub struct BenchArgs {
+pub struct Args {
     /// What to measure.
     #[command(subcommand)]
     pub what: BenchWhat,
@@ -60,7 +60,7 @@ fn best(runs: u64, mut cmd: impl FnMut() -> Command) -> Result<Duration, String>
 }
 
 /// Run `roce bench`.
-pub fn run(args: BenchArgs) -> ExitCode {
+pub fn run(args: Args) -> ExitCode {
     match args.what {
         BenchWhat::Decode(a) => decode(&a),
     }

@@ -1,7 +1,7 @@
 //! `roce encode`: the JSON lines of `roce decode --json` back into a pcap (the encoding
 //! itself is `roce_decode::encode`).
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -10,14 +10,7 @@ use roce_decode::encode::{encode_value, EncodeError, PcapOut};
 use serde_json::Value;
 
 use crate::plumbing::exit;
-
-/// A line on stderr; a closed stderr is not worth a panic.
-macro_rules! warn {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
+use crate::plumbing::out::warn_line;
 
 /// Write frames from the JSON lines of `roce decode --json` (a file or `-` for standard input)
 /// to a pcap file.
@@ -32,7 +25,7 @@ macro_rules! warn {
 /// Example: roce decode --json in.pcap | jq -c '.psn = 7' | roce encode - -o psn7.pcap
 #[derive(clap::Args, Debug)]
 #[command(after_help = exit::TABLE)]
-pub struct EncodeArgs {
+pub struct Args {
     /// The JSON lines, `-` for standard input.
     pub file: PathBuf,
     /// The pcap file to write, `-` for standard output.
@@ -44,17 +37,10 @@ pub struct EncodeArgs {
 }
 
 /// Run `roce encode`.
-pub fn run(args: EncodeArgs) -> ExitCode {
-    let input: Box<dyn Read> = if args.file.as_os_str() == "-" {
-        Box::new(io::stdin().lock())
-    } else {
-        match std::fs::File::open(&args.file) {
-            Ok(f) => Box::new(f),
-            Err(e) => {
-                warn!("roce encode: cannot read {}: {e}", args.file.display());
-                return ExitCode::from(exit::USAGE);
-            }
-        }
+pub fn run(args: Args) -> ExitCode {
+    let input = match crate::plumbing::input::open("roce encode", &args.file) {
+        Ok((input, _name)) => input,
+        Err(code) => return ExitCode::from(code),
     };
     // `-o -`: standard output (for `| roce send -`).
     let file: Box<dyn Write> = if args.output.as_os_str() == "-" {
@@ -63,7 +49,7 @@ pub fn run(args: EncodeArgs) -> ExitCode {
         match std::fs::File::create(&args.output) {
             Ok(f) => Box::new(f),
             Err(e) => {
-                warn!("roce encode: cannot write {}: {e}", args.output.display());
+                warn_line!("roce encode: cannot write {}: {e}", args.output.display());
                 return ExitCode::from(exit::USAGE);
             }
         }
@@ -76,7 +62,7 @@ pub fn run(args: EncodeArgs) -> ExitCode {
         let line = match line {
             Ok(l) => l,
             Err(e) => {
-                warn!("roce encode: line {}: {e}", i + 1);
+                warn_line!("roce encode: line {}: {e}", i + 1);
                 return ExitCode::from(exit::USAGE);
             }
         };
@@ -89,7 +75,7 @@ pub fn run(args: EncodeArgs) -> ExitCode {
         let f = match enc {
             Ok(f) => f,
             Err(e) => {
-                warn!("roce encode: line {}: {e}", i + 1);
+                warn_line!("roce encode: line {}: {e}", i + 1);
                 return ExitCode::from(exit::USAGE);
             }
         };
@@ -97,14 +83,14 @@ pub fn run(args: EncodeArgs) -> ExitCode {
             match PcapOut::new(pending.take().expect("writer"), f.linktype) {
                 Ok(w) => out = Some(w),
                 Err(e) => {
-                    warn!("roce encode: {}: {e}", args.output.display());
+                    warn_line!("roce encode: {}: {e}", args.output.display());
                     return ExitCode::from(exit::FAILED);
                 }
             }
         }
         let w = out.as_mut().expect("writer");
         if *first_lt.get_or_insert(f.linktype) != f.linktype {
-            warn!(
+            warn_line!(
                 "roce encode: line {}: link type {} after frames of another link type (a pcap holds one; split the input)",
                 i + 1,
                 f.linktype
@@ -112,7 +98,7 @@ pub fn run(args: EncodeArgs) -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
         if let Err(e) = w.write(&f) {
-            warn!("roce encode: {}: {e}", args.output.display());
+            warn_line!("roce encode: {}: {e}", args.output.display());
             return ExitCode::from(exit::FAILED);
         }
         n += 1;
@@ -122,11 +108,11 @@ pub fn run(args: EncodeArgs) -> ExitCode {
         None => PcapOut::new(pending.take().expect("writer"), linktype::ETHERNET).and_then(|w| w.finish().map(|_| ())),
     };
     if let Err(e) = res {
-        warn!("roce encode: {}: {e}", args.output.display());
+        warn_line!("roce encode: {}: {e}", args.output.display());
         return ExitCode::from(exit::FAILED);
     }
     if !args.quiet {
-        warn!("roce encode: {n} frames to {}", args.output.display());
+        warn_line!("roce encode: {n} frames to {}", args.output.display());
     }
     ExitCode::SUCCESS
 }

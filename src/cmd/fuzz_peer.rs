@@ -36,9 +36,10 @@ use crate::plumbing::exit;
 /// The longest campaign `--duration` accepts (one week).
 pub const MAX_DURATION_S: f64 = 7.0 * 86_400.0;
 
-/// Arguments of `roce fuzz-peer`.
+/// Fuzz a live RoCEv2 peer (a kernel rxe) with structure-aware frames, predicting for each
+/// whether rxe counts it, and probing the peer's liveness.
 #[derive(clap::Args, Debug, Clone)]
-pub struct FuzzPeerArgs {
+pub struct Args {
     /// The interface the peer is reachable on (raw frames: CAP_NET_RAW).
     #[arg(long)]
     pub iface: String,
@@ -827,7 +828,7 @@ fn gsi_alive(sock: &mut RawSocket, gen: &mut Generator, buf: &mut [u8]) -> io::R
 /// Then one more reset so that the campaign can go on. Err: a reset failed (or the peer did
 /// not answer after one); the run ends.
 fn minimise_loss(
-    a: &FuzzPeerArgs,
+    a: &Args,
     cmd: &str,
     sock: &mut RawSocket,
     gen: &mut Generator,
@@ -896,7 +897,8 @@ fn write_pcap(p: &std::path::Path, frames: &[Vec<u8>]) {
 }
 
 /// Run `roce fuzz-peer`.
-pub fn run(a: &FuzzPeerArgs) -> ExitCode {
+pub fn run(args: Args) -> ExitCode {
+    let a = &args;
     let code = |c: u8| ExitCode::from(c);
     if !a.duration.is_finite() || a.duration < 0.0 || a.duration > MAX_DURATION_S {
         eprintln!("roce fuzz-peer: --duration must be between 0 and {MAX_DURATION_S} s, not {}", a.duration);

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use roce_cm::event::{EventParam, UdParam};
@@ -14,9 +15,89 @@ use roce_cm::{CmEvent, CmId, EventKind, MulticastPaths, PortSpace, QpType, Stack
 use roce_net::{LinkConfig, NodeId, SaHost, SimNet};
 use roce_wire::mcmember::JoinState;
 
+use crate::plumbing::exit;
+use crate::plumbing::out::{out, status};
+
 /// The most datagrams the demo sends: B's UD QP queues at most this many
 /// ([`roce_cm::qp::RECV_QUEUE_DEPTH`]) and the demo polls it only after the sends.
 pub const MAX_COUNT: u32 = roce_cm::qp::RECV_QUEUE_DEPTH as u32;
+
+/// Run the embedded demo: two hosts and an SA on a simulated link (no root, no network).
+///
+/// A joins a multicast group (SA Set ▶ GetResp, IGMP report), B joins, A sends datagrams
+/// to the group, B receives them, A leaves (SA Delete ▶ DeleteResp, IGMP leave), B leaves.
+/// Prints every frame as `roce decode` does and every event, verifies each step, and exits
+/// 0 only if every step was verified.
+///
+/// Example: roce demo
+///
+/// Example: roce demo --ipv6 --loss 0.3 --pcap demo.pcap
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Write every frame to this pcap file.
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
+    /// Use IPv6 (fd00::/8 hosts, group ff0e::1:2:3 with MLDv2).
+    #[arg(long)]
+    pub ipv6: bool,
+    /// Frame loss probability on A's and B's links, 0 to 1 (the SA's link stays clean).
+    #[arg(long, default_value = "0", value_parser = probability, allow_negative_numbers = true)]
+    pub loss: f64,
+    /// Datagrams A sends to the group (at most 1024: B's receive queue depth).
+    #[arg(short = 'C', long, default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_COUNT)))]
+    pub count: u32,
+    /// Seed of the simulated link.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Quiet: only the verdict and the failed steps.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// A `--loss` probability: finite, 0 to 1.
+fn probability(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number"))?;
+    if !v.is_finite() || !(0.0..=1.0).contains(&v) {
+        return Err(format!("must be a probability from 0 to 1, not {s}"));
+    }
+    Ok(v)
+}
+
+/// Run `roce demo`: the simulation, its timeline (unless `-q`) and the verdict.
+pub fn run(args: Args) -> ExitCode {
+    crate::plumbing::out::set_quiet(args.quiet);
+    let opts = DemoOptions { ipv6: args.ipv6, loss: args.loss, count: args.count, pcap: args.pcap, seed: args.seed };
+    status!(
+        "demo: limits: -C at most {} (B's receive queue), loss {} on A's and B's links (the SA's link is clean), \
+         30 s of simulated time per step",
+        MAX_COUNT,
+        args.loss
+    );
+    let report = simulate(&opts);
+    for l in &report.lines {
+        status!("{l}");
+    }
+    let verdict = if report.ok() { "PASS" } else { "FAIL" };
+    out!(
+        "verdict: {verdict}: {} steps verified, {} failed; {} frames; {} of {} datagrams received",
+        report.passed.len(),
+        report.failed.len(),
+        report.frames,
+        report.received,
+        report.sent
+    );
+    for f in &report.failed {
+        out!("failed: {f}");
+    }
+    ExitCode::from(if crate::plumbing::shutdown::stdout_closed() {
+        exit::CLOSED_PIPE
+    } else if report.ok() {
+        exit::OK
+    } else {
+        exit::FAILED
+    })
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -218,8 +299,8 @@ fn setup_id(s: &mut Stack, ip: IpAddr) -> (CmId, u32) {
     (id, qpn)
 }
 
-/// Run the demo.
-pub fn run(o: &DemoOptions) -> DemoReport {
+/// Run the simulation: every step, its timeline and its verdict (nothing printed).
+pub fn simulate(o: &DemoOptions) -> DemoReport {
     let mut d = Demo::new(o);
     let group: IpAddr =
         if o.ipv6 { "ff0e::1:2:3".parse::<Ipv6Addr>().unwrap().into() } else { Ipv4Addr::new(239, 1, 2, 3).into() };

@@ -1,0 +1,195 @@
+//! The options several commands share, as clap takes them: where a stack runs
+//! ([`SaPortArgs`] for `mckey` and `sa-query`, [`RawPortArgs`] for `udaddy`, `cmatose` and
+//! `sa-server`, both with [`StackArgs`]; [`ClientServerArgs`] for `udaddy` and `cmatose`), and the values they check
+//! before anything is sent: seconds (finite, non-negative, bounded), MAC addresses, and the
+//! bounds of counts and sizes, each named in its message. Uses [`super::port`] (what the
+//! options open) and [`super::out`] (`-q`).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::plumbing::port::PortOptions;
+
+/// The longest wait a `--leave-after` or `--timeout` takes: one day.
+pub const MAX_WAIT_SECS: f64 = 86_400.0;
+/// The longest `--duration` of a server: 365 days.
+pub const MAX_DURATION_SECS: f64 = 365.0 * 86_400.0;
+/// The most datagrams `udaddy` (all queued at once, as udaddy does) or messages `cmatose`
+/// exchanges each way.
+pub const MAX_EXCHANGE_COUNT: u32 = 10_000;
+/// The largest `-S` taken at all (1 MiB); a sender's path MTU (at most 4096) then bounds it
+/// per interface, with the limit in the message.
+pub const MAX_SIZE: u32 = 1 << 20;
+
+fn secs(s: &str, max: f64) -> Result<Duration, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !v.is_finite() || !(0.0..=max).contains(&v) {
+        return Err(format!("must be a number of seconds from 0 to {max}, not {s}"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// A `--leave-after`/`--timeout` value: seconds, finite, 0 to [`MAX_WAIT_SECS`].
+pub fn wait_secs(s: &str) -> Result<Duration, String> {
+    secs(s, MAX_WAIT_SECS)
+}
+
+/// A `--duration` value: seconds, finite, 0 to [`MAX_DURATION_SECS`].
+pub fn duration_secs(s: &str) -> Result<Duration, String> {
+    secs(s, MAX_DURATION_SECS)
+}
+
+/// A MAC address: six hex bytes (one or two digits each) separated by colons.
+pub fn mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let bytes: Vec<u8> = parts
+        .iter()
+        .filter(|p| (1..=2).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_hexdigit()))
+        .filter_map(|p| u8::from_str_radix(p, 16).ok())
+        .collect();
+    match (parts.len(), bytes.try_into()) {
+        (6, Ok(m)) => Ok(m),
+        _ => Err(format!("'{s}' is not a MAC address: six hex bytes separated by colons (aa:bb:cc:dd:ee:ff)")),
+    }
+}
+
+/// A `--mac` value: a [`mac`] that is unicast (bit 0 of the first byte clear) and not all zero.
+pub fn unicast_mac(s: &str) -> Result<[u8; 6], String> {
+    let mac = mac(s)?;
+    if mac[0] & 1 != 0 || mac == [0; 6] {
+        return Err(format!("{s} is not a unicast MAC address (bit 0 of the first byte set, or all zero)"));
+    }
+    Ok(mac)
+}
+
+/// Where `mckey` and `sa-query` run: a raw socket on an interface, or OpenSM's SA through ibsim.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SaPortArgs {
+    /// The interface to run on (a raw AF_PACKET socket; needs CAP_NET_RAW).
+    #[arg(long, required_unless_present = "ibsim", value_name = "IFACE")]
+    pub iface: Option<String>,
+    /// Talk to OpenSM's SA through ibsim instead (attach to the simulated HCA NODE, default:
+    /// the sim's default port); the SA MADs are the same, without the RoCE framing.
+    #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "NODE",
+          conflicts_with_all = ["iface", "sa", "prefix", "pcap", "mac"])]
+    pub ibsim: Option<String>,
+    /// The SA's address (its QP1 answers SA MADs).
+    #[arg(long, value_name = "ADDR")]
+    pub sa: Option<IpAddr>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub stack: StackArgs,
+}
+
+/// The two addresses of `udaddy` and `cmatose`: the server to connect to, or none to be the
+/// server, and the stack's own.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ClientServerArgs {
+    /// The server's address (client mode); without it, run the server.
+    #[arg(short = 's', long = "server", value_name = "ADDR")]
+    pub server: Option<IpAddr>,
+    /// The stack's own address on the interface (beside the kernel's).
+    #[arg(short = 'b', long = "bind", value_name = "ADDR")]
+    pub bind: IpAddr,
+}
+
+/// Where `udaddy`, `cmatose` and `sa-server` run: a raw socket on an interface.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RawPortArgs {
+    /// The interface to run on (a raw AF_PACKET socket; needs CAP_NET_RAW).
+    #[arg(long, value_name = "IFACE")]
+    pub iface: String,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub stack: StackArgs,
+}
+
+/// How the stack runs on its interface, in both [`SaPortArgs`] and [`RawPortArgs`]: its
+/// prefix, its own MAC, a capture, `-v` and `-q`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StackArgs {
+    /// Prefix length of the stack's address (default: the interface's subnet, else 24/64).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=128))]
+    pub prefix: Option<u8>,
+    /// The stack's own unicast MAC instead of the interface's (aa:bb:cc:dd:ee:ff): the kernel
+    /// then drops the stack's frames as another host's instead of routing each (fewer CPU
+    /// cycles per packet); the interface passes it while the tool runs (PACKET_MR_UNICAST).
+    #[arg(long, value_parser = unicast_mac, value_name = "MAC")]
+    pub mac: Option<[u8; 6]>,
+    /// Write every frame to this pcap file.
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
+    /// Print every frame, and every counter at exit.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+    /// Quiet: no progress or status lines (results and errors stay).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+impl StackArgs {
+    /// The port: these options on `iface` (or ibsim) at `local`, with the SA `sa` and the
+    /// multicast `paths`; sets `-q`.
+    fn options(
+        &self,
+        iface: String,
+        ibsim: Option<String>,
+        local: IpAddr,
+        sa: Option<IpAddr>,
+        paths: roce_cm::MulticastPaths,
+    ) -> PortOptions {
+        crate::plumbing::out::set_quiet(self.quiet);
+        PortOptions {
+            iface,
+            ibsim,
+            local,
+            prefix: self.prefix,
+            mac: self.mac,
+            sa,
+            pcap: self.pcap.clone(),
+            verbose: self.verbose,
+            paths,
+        }
+    }
+}
+
+impl SaPortArgs {
+    /// Where the stack runs, from `local` (`-b`), and whether the SA is used at all; sets `-q`.
+    pub fn options(&self, local: Option<IpAddr>, no_sa: bool) -> PortOptions {
+        self.stack.options(
+            self.iface.clone().unwrap_or_default(),
+            self.ibsim.clone(),
+            local.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+            if no_sa { None } else { self.sa },
+            if no_sa { roce_cm::MulticastPaths::IGMP_MLD_ONLY } else { roce_cm::MulticastPaths::BOTH },
+        )
+    }
+}
+
+impl RawPortArgs {
+    /// Where the stack runs, at `local`; sets `-q`.
+    pub fn options(&self, local: IpAddr) -> PortOptions {
+        self.stack.options(self.iface.clone(), None, local, None, roce_cm::MulticastPaths::IGMP_MLD_ONLY)
+    }
+}
+
+#[cfg(test)]
+mod mac_tests {
+    use super::{mac, unicast_mac};
+
+    #[test]
+    fn mac_values() {
+        assert_eq!(unicast_mac("02:00:00:00:aa:1"), Ok([2, 0, 0, 0, 0xaa, 1]));
+        // `roce send --src-mac` takes any MAC, multicast too.
+        assert_eq!(mac("01:00:5e:00:00:fb"), Ok([1, 0, 0x5e, 0, 0, 0xfb]));
+        for bad in
+            ["", "02:00:00:00:aa", "02:00:00:00:aa:01:02", "02:00:00:00:aa:1g", "02::00:00:aa:01", "+2:0:0:0:0:1"]
+        {
+            assert!(unicast_mac(bad).unwrap_err().contains("is not a MAC address"), "{bad}");
+        }
+        for bad in ["01:00:5e:00:00:01", "ff:ff:ff:ff:ff:ff", "0:0:0:0:0:0"] {
+            assert!(unicast_mac(bad).unwrap_err().contains("not a unicast"), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! A driven stack on a raw socket (or on OpenSM's SA through ibsim), as the network commands
+//! run it: [`open_port`] opens the interface and builds roce-net's one [`Driver`] loop, the
+//! `check_*` functions refuse before any traffic what cannot work (address families, a
+//! datagram over the path MTU), and every command ends through [`finish`]: its ids destroyed
+//! as the kernel destroys a process's ([`destroy_ids`]), its counters printed, its exit status.
+//! Uses [`super::shutdown`] (a stop wakes the driver's waits) and [`super::out`].
+
+use std::io;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use roce_cm::mcast::MemberState;
+use roce_cm::{CmId, EventKind, EventParam, MulticastPaths, Stack, StackConfig};
+use roce_net::device::Device;
+use roce_net::driver::{Direction, Driver, MulticastFilter, NoFrames};
+use roce_net::raw::RawSocket;
+use roce_net::PcapDevice;
+use roce_wire::MacAddr;
+
+use crate::plumbing::exit;
+use crate::plumbing::out::{errno_name, print_counters_raw, status};
+use crate::plumbing::shutdown::{self, GRACE};
+
+/// A raw socket (captured to a pcap or not), or no frames at all (ibsim: SA MADs only).
+pub enum CliDevice {
+    /// Plain.
+    Raw(RawSocket),
+    /// Every frame also written to a pcap file.
+    Pcap(PcapDevice<RawSocket>),
+    /// No Ethernet: the SA MADs go over the driver's SA link (ibsim).
+    NoFrames(NoFrames),
+}
+
+impl Device for CliDevice {
+    fn send(&mut self, f: &[u8]) -> io::Result<()> {
+        match self {
+            CliDevice::Raw(d) => d.send(f),
+            CliDevice::Pcap(d) => d.send(f),
+            CliDevice::NoFrames(d) => d.send(f),
+        }
+    }
+    fn recv(&mut self, b: &mut [u8]) -> io::Result<Option<usize>> {
+        match self {
+            CliDevice::Raw(d) => d.recv(b),
+            CliDevice::Pcap(d) => d.recv(b),
+            CliDevice::NoFrames(d) => d.recv(b),
+        }
+    }
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        match self {
+            CliDevice::Raw(d) => d.raw_fd(),
+            CliDevice::Pcap(d) => d.raw_fd(),
+            CliDevice::NoFrames(_) => None,
+        }
+    }
+    // The raw socket's own batches (sendmmsg/recvmmsg) rather than the trait's frame-by-frame
+    // defaults.
+    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        match self {
+            CliDevice::Raw(d) => d.send_batch(frames),
+            CliDevice::Pcap(d) => d.send_batch(frames),
+            CliDevice::NoFrames(d) => d.send_batch(frames),
+        }
+    }
+    fn recv_batch(&mut self, batch: &mut roce_net::device::RecvBatch) -> io::Result<usize> {
+        match self {
+            CliDevice::Raw(d) => d.recv_batch(batch),
+            CliDevice::Pcap(d) => d.recv_batch(batch),
+            CliDevice::NoFrames(d) => d.recv_batch(batch),
+        }
+    }
+}
+
+impl CliDevice {
+    /// The raw socket's counts (kernel drops read now), if there is a raw socket.
+    pub fn raw_stats(&mut self) -> Option<roce_net::raw::RawStats> {
+        match self {
+            CliDevice::Raw(d) => Some(d.stats()),
+            CliDevice::Pcap(d) => Some(d.inner_mut().stats()),
+            CliDevice::NoFrames(_) => None,
+        }
+    }
+}
+
+impl MulticastFilter for CliDevice {
+    fn set_multicast(&mut self, m: &std::collections::BTreeSet<[u8; 6]>) -> io::Result<()> {
+        match self {
+            CliDevice::Raw(d) => d.set_multicast(m),
+            CliDevice::Pcap(d) => MulticastFilter::set_multicast(d, m),
+            CliDevice::NoFrames(_) => Ok(()),
+        }
+    }
+}
+
+/// Where a stack runs and how.
+#[derive(Debug, Clone)]
+pub struct PortOptions {
+    /// Interface (raw socket), when not `ibsim`.
+    pub iface: String,
+    /// Attach to OpenSM's SA through ibsim instead, at this node ("": the sim's default port).
+    pub ibsim: Option<String>,
+    /// The stack's own address (beside the kernel's on the same link).
+    pub local: IpAddr,
+    /// Prefix length (default: the interface's for that subnet, else 24 / 64).
+    pub prefix: Option<u8>,
+    /// The stack's own MAC instead of the interface's (`--mac`).
+    pub mac: Option<[u8; 6]>,
+    /// The SA's address.
+    pub sa: Option<IpAddr>,
+    /// Capture to this pcap.
+    pub pcap: Option<PathBuf>,
+    /// Print every frame.
+    pub verbose: bool,
+    /// Multicast paths.
+    pub paths: MulticastPaths,
+}
+
+/// Why a port could not be opened: the exit status (2 usage, 3 cannot run here) and the message.
+#[derive(Debug, Clone)]
+pub struct OpenError {
+    /// The exit status.
+    pub status: u8,
+    /// The message.
+    pub message: String,
+}
+
+impl OpenError {
+    fn env(message: String) -> OpenError {
+        OpenError { status: exit::ENVIRONMENT, message }
+    }
+    fn usage(message: String) -> OpenError {
+        OpenError { status: exit::USAGE, message }
+    }
+}
+
+fn in_prefix(a: IpAddr, b: IpAddr, p: u8) -> bool {
+    match (a, b) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            let m = if p == 0 { 0 } else { u32::MAX << (32 - u32::from(p.min(32))) };
+            u32::from(a) & m == u32::from(b) & m
+        }
+        (IpAddr::V6(a), IpAddr::V6(b)) => {
+            let m = if p == 0 { 0 } else { u128::MAX << (128 - u32::from(p.min(128))) };
+            u128::from(a) & m == u128::from(b) & m
+        }
+        _ => false,
+    }
+}
+
+fn family(a: &IpAddr) -> &'static str {
+    if a.is_ipv4() {
+        "IPv4"
+    } else {
+        "IPv6"
+    }
+}
+
+/// Refuse, before any traffic, addresses whose families disagree: `what` names each address
+/// by its option (`("-b", addr)`).
+pub fn check_families(tool: &str, addrs: &[(&str, Option<IpAddr>)]) -> Result<(), String> {
+    let known: Vec<(&str, IpAddr)> = addrs.iter().filter_map(|(n, a)| a.map(|a| (*n, a))).collect();
+    if let Some(((n0, a0), (n1, a1))) =
+        known.iter().zip(known.iter().skip(1)).find(|((_, a), (_, b))| a.is_ipv4() != b.is_ipv4())
+    {
+        return Err(format!(
+            "{tool}: address families disagree: {n0} {a0} is {} but {n1} {a1} is {}; give addresses of one family",
+            family(a0),
+            family(a1)
+        ));
+    }
+    Ok(())
+}
+
+/// The interface's MTU (from sysfs), if it can be read.
+pub fn iface_mtu(iface: &str) -> Option<u32> {
+    if iface.is_empty() || iface.contains('/') {
+        return None;
+    }
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu")).ok()?.trim().parse().ok()
+}
+
+/// Bytes of RoCEv2 headers around a UD payload: IP, UDP 8, BTH 12, DETH 8, ICRC 4 (and
+/// IMMDT 4 when the send carries immediate data).
+pub fn roce_ud_overhead(ipv4: bool, imm: bool) -> u32 {
+    (if ipv4 { 20 } else { 40 }) + 8 + 12 + 8 + 4 + if imm { 4 } else { 0 }
+}
+
+/// The path MTU of a UD send on an interface: the largest IB MTU (256, 512, 1024, 2048, 4096)
+/// that fits the interface MTU after the RoCEv2 headers; a UD message is one packet, so this
+/// is the largest datagram. `None` when even 256 does not fit.
+pub fn ud_path_mtu(iface_mtu: u32, ipv4: bool, imm: bool) -> Option<u32> {
+    let room = iface_mtu.checked_sub(roce_ud_overhead(ipv4, imm))?;
+    [4096, 2048, 1024, 512, 256].into_iter().find(|m| *m <= room)
+}
+
+/// The path MTU RDMA-CM uses on Ethernet: the largest IB MTU under the netdev's MTU
+/// (`iboe_get_mtu`), read from sysfs; unchanged when it cannot be read.
+pub fn set_port_mtu_from(d: &mut Driver<CliDevice>, iface: &str) {
+    if let Some(m) = iface_mtu(iface) {
+        d.stack.set_port_mtu(iboe_mtu_code(m));
+    }
+}
+
+/// iboe_get_mtu: the IB MTU code for a netdev MTU (room for GRH, UDP, BTH, XRCETH,
+/// AtomicETH and ICRC: 96 bytes).
+pub fn iboe_mtu_code(netdev_mtu: u32) -> u8 {
+    let room = netdev_mtu.saturating_sub(40 + 8 + 12 + 4 + 28 + 4);
+    match room {
+        4096.. => 5,
+        2048.. => 4,
+        1024.. => 3,
+        512.. => 2,
+        _ => 1,
+    }
+}
+
+/// Refuse a datagram size the path cannot carry, before anything is sent.
+pub fn check_size(tool: &str, iface: &str, size: usize, ipv4: bool, imm: bool) -> Result<(), String> {
+    let Some(mtu) = iface_mtu(iface) else { return Ok(()) }; // open_port names a missing interface
+    match ud_path_mtu(mtu, ipv4, imm) {
+        Some(limit) if size <= limit as usize => Ok(()),
+        Some(limit) => Err(format!(
+            "{tool}: -S {size} is larger than the path MTU allows: at most {limit} bytes per datagram on {iface} \
+             (interface MTU {mtu} less {} bytes of {} RoCEv2 headers, rounded down to an IB MTU); \
+             a UD message is one packet",
+            roce_ud_overhead(ipv4, imm),
+            if ipv4 { "IPv4" } else { "IPv6" }
+        )),
+        None => Err(format!("{tool}: {iface}'s MTU {mtu} is too small for any RoCEv2 UD datagram (IB MTU 256)")),
+    }
+}
+
+/// [`open_port`] for `tool`: a failure is said on stderr (`TOOL: message`) and becomes the
+/// exit status.
+pub fn open_port_or_exit(tool: &str, o: &PortOptions) -> Result<Driver<CliDevice>, u8> {
+    open_port(o).map_err(|e| {
+        eprintln!("{tool}: {}", e.message);
+        e.status
+    })
+}
+
+/// Open the interface (or attach to ibsim) and build a driven stack, attached to the shutdown
+/// self-pipe so that a signal wakes its waits.
+pub fn open_port(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
+    let mut d = match &o.ibsim {
+        Some(node) => open_ibsim((!node.is_empty()).then_some(node.as_str()))?,
+        None => open_raw(o)?,
+    };
+    if o.verbose {
+        d.set_tap(Box::new(|dir, now, f| {
+            let s = roce_decode::decode::decode_ethernet(f).summary;
+            status!("{:>10.6} {} {s}", now.since_epoch().as_secs_f64(), if dir == Direction::Tx { ">" } else { "<" });
+        }));
+    }
+    shutdown::attach(&mut d);
+    Ok(d)
+}
+
+fn open_ibsim(node: Option<&str>) -> Result<Driver<CliDevice>, OpenError> {
+    let mut opts = match node {
+        Some(n) => roce_net::ibsim::IbsimOptions::node(n),
+        None => roce_net::ibsim::IbsimOptions::default(),
+    };
+    opts.wait_active = Some(Duration::from_secs(20));
+    let client = roce_net::ibsim::IbsimClient::connect(&opts).map_err(|e| OpenError::env(e.to_string()))?;
+    // An IPoIB-style address for the RDMA-CM id (the SA path does not use it on the wire).
+    let lid = client.port_lid();
+    let [hi, lo] = lid.to_be_bytes();
+    let ip = std::net::Ipv4Addr::new(198, 19, hi, lo);
+    let mut cfg = StackConfig::new([0x02, 0, 0, 0, hi, lo], ip, 15);
+    cfg.multicast_paths = MulticastPaths::SA_ONLY;
+    cfg.sa_transport = roce_cm::SaTransport::External;
+    cfg.mgid_style = roce_cm::MgidStyle::InfiniBand { pkey: 0xffff };
+    cfg.port_gid = Some(client.port_gid());
+    cfg.seed = seed();
+    status!(
+        "ibsim: port LID {} GID {} (SM LID {}) of {}",
+        client.port_lid(),
+        client.port_gid(),
+        client.sm_lid(),
+        client.node_id()
+    );
+    let link = roce_net::ibsim::IbsimSaLink::new(client);
+    Ok(Driver::new(CliDevice::NoFrames(NoFrames), Stack::new(cfg)).with_sa_link(Box::new(link)))
+}
+
+/// Kernel buffers of the raw socket: an RC window arrives in one burst (hundreds of frames),
+/// more than the default ~200 KiB holds.
+const SOCKET_BUFFER: usize = 4 << 20;
+
+fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
+    // A transmit ring: a batch of frames leaves with one kick (receiving stays recvmmsg: a
+    // TPACKET_V3 block would hold a lone frame until its retire timer, too slow for a
+    // handshake). If the kernel refuses the ring, sendmmsg, with a note.
+    let mut raw = RawSocket::open_with(&o.iface, roce_net::ring::RingConfig::tx_only())
+        .map_err(|e| OpenError::env(e.to_string()))?;
+    if let Some(why) = raw.ring_fallback() {
+        eprintln!("note: no transmit ring on {} ({why}): sending with sendmmsg", o.iface);
+    }
+    if let Err(e) = raw.set_buffer_sizes(SOCKET_BUFFER, SOCKET_BUFFER) {
+        eprintln!("warning: {e}: keeping the default socket buffers");
+    }
+    let info = raw.info.clone();
+    let if_mac = info
+        .mac
+        .ok_or_else(|| OpenError::env(format!("{} has no MAC address (not an Ethernet interface?)", o.iface)))?;
+    // A MAC of the stack's own: the interface passes it only while this socket lives (a
+    // unicast filter entry, or promiscuity where there is no filter), never beyond.
+    let mac = match o.mac {
+        Some(m) if m != if_mac => {
+            raw.add_unicast(m).map_err(|e| OpenError::env(format!("{}: --mac {}: {e}", o.iface, MacAddr(m))))?;
+            m
+        }
+        _ => if_mac,
+    };
+    // The address must sit in one of the interface's subnets (when it has any of that family).
+    let same_family: Vec<(IpAddr, u8)> = info
+        .ips
+        .iter()
+        .copied()
+        .filter(|(a, _)| a.is_ipv4() == o.local.is_ipv4())
+        .filter(|(a, _)| !matches!(a, IpAddr::V6(v) if (v.segments()[0] & 0xffc0) == 0xfe80))
+        .collect();
+    let prefix = match o.prefix {
+        Some(p) => p,
+        None => match same_family.iter().find(|(a, p)| in_prefix(*a, o.local, *p)) {
+            Some((_, p)) => *p,
+            None if same_family.is_empty() => {
+                if o.local.is_ipv4() {
+                    24
+                } else {
+                    64
+                }
+            }
+            None => {
+                let nets: Vec<String> = same_family.iter().map(|(a, p)| format!("{a}/{p}")).collect();
+                return Err(OpenError::usage(format!(
+                    "{} is outside {}'s subnets ({}); pick an address in one of them or pass --prefix",
+                    o.local,
+                    o.iface,
+                    nets.join(", ")
+                )));
+            }
+        },
+    };
+    if same_family.iter().any(|(a, _)| *a == o.local) {
+        eprintln!("note: {} is also the kernel's address on {}: both will answer ARP, and the kernel may send ICMP port-unreachable for RoCEv2 frames", o.local, o.iface);
+    }
+    let mut cfg = match o.local {
+        IpAddr::V4(a) => StackConfig::new(mac, a, prefix),
+        IpAddr::V6(a) => {
+            let mut c = StackConfig::new(mac, std::net::Ipv4Addr::UNSPECIFIED, 32);
+            c.ipv4 = None;
+            c.ipv6.push((a, prefix));
+            c
+        }
+    };
+    cfg.sa = o.sa;
+    cfg.multicast_paths = o.paths;
+    cfg.seed = seed();
+    let dev = match &o.pcap {
+        Some(p) => {
+            CliDevice::Pcap(PcapDevice::create(raw, p).map_err(|e| OpenError::env(format!("{}: {e}", p.display())))?)
+        }
+        None => CliDevice::Raw(raw),
+    };
+    Ok(Driver::new(dev, Stack::new(cfg)))
+}
+
+fn seed() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    (t.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32)
+}
+
+/// Why the SA transactions got no answer: no ARP/ND answer for the SA's address (then no SA
+/// request ever left), or the SA itself was silent.
+pub fn sa_timeout_text(d: &Driver<CliDevice>) -> String {
+    let cfg = d.stack.config();
+    if let Some(sa) = cfg.sa {
+        if !d.stack.neighbors().iter().any(|(ip, _)| *ip == sa) {
+            let (what, proto) = if sa.is_ipv4() { ("ARP reply", "ARP") } else { ("Neighbor Advertisement", "ND") };
+            return format!(
+                "ETIMEDOUT: no {what} for the SA's address {sa} ({proto} resolution failed), so no SA request left"
+            );
+        }
+    }
+    let t = cfg.sa_timing;
+    format!(
+        "ETIMEDOUT: the SA did not answer: timed out after {} transmissions over {:.1} s (retry interval {:.1} s)",
+        t.max_sends(),
+        t.timeout.as_secs_f64(),
+        t.retry_interval().as_secs_f64()
+    )
+}
+
+/// Destroy `ids` (those still alive) as the kernel does when a process ends: every group
+/// they joined is left first (SA Delete and IGMP/MLD leave) and each leave's answer awaited,
+/// at most [`GRACE`] in all; then the ids are destroyed (DREQ for a connected id, REJ for a
+/// pending one) and the last frames sent. Says on stderr what it does and how it ended when a
+/// stop asked for it or a leave went unanswered. Returns whether every leave was answered.
+pub fn destroy_ids<D: Device + MulticastFilter>(tool: &str, d: &mut Driver<D>, ids: &[CmId]) -> bool {
+    let alive: Vec<CmId> = ids.iter().copied().filter(|id| d.stack.id(*id).is_some()).collect();
+    if alive.is_empty() {
+        return true;
+    }
+    let why = shutdown::requested().map(shutdown::reason);
+    d.set_stoppable(false);
+    let mut leaves: Vec<(CmId, IpAddr)> = d
+        .stack
+        .members()
+        .filter(|(_, m)| alive.contains(&m.id) && m.state != MemberState::Cancelled)
+        .map(|(_, m)| (m.id, m.addr))
+        .collect();
+    leaves.sort();
+    leaves.dedup();
+    if let Some(why) = &why {
+        eprintln!(
+            "{tool}: {why}: destroying {} id(s) ({} group(s) to leave, connections to disconnect), \
+             waiting up to {:.1} s for the answers; a second signal ends at once",
+            alive.len(),
+            leaves.len(),
+            GRACE.as_secs_f64()
+        );
+    }
+    let t0 = Instant::now();
+    let now = d.now();
+    leaves.retain(|(id, addr)| d.stack.leave_multicast(now, *id, *addr).is_ok());
+    let total = leaves.len();
+    let mut failed: Vec<String> = Vec::new();
+    let _ = d.run_until(GRACE, |d| {
+        d.events.retain(|e| {
+            let group = match &e.param {
+                EventParam::Multicast { group, .. } => Some(*group),
+                _ => None,
+            };
+            if !matches!(e.kind, EventKind::MulticastLeft | EventKind::MulticastError) {
+                return true;
+            }
+            // The group as the event names it (ibsim's names it by its MGID), else the id's first.
+            let i = leaves
+                .iter()
+                .position(|(id, a)| *id == e.id && group == Some(*a))
+                .or_else(|| leaves.iter().position(|(id, _)| *id == e.id));
+            let Some(i) = i else { return true };
+            match e.kind {
+                EventKind::MulticastLeft => {}
+                EventKind::MulticastError => {
+                    let name = errno_name(e.status).unwrap_or("error");
+                    failed.push(format!("{}: {name}", leaves[i].1));
+                }
+                _ => return true,
+            }
+            leaves.remove(i);
+            false
+        });
+        leaves.is_empty()
+    });
+    for (_, addr) in &leaves {
+        failed.push(format!("{addr}: no answer within the grace period"));
+    }
+    let now = d.now();
+    for id in &alive {
+        let _ = d.stack.destroy_id(now, *id);
+    }
+    // The DREQs, REJs and the last leaves go out with this turn.
+    let _ = d.turn(Duration::ZERO);
+    d.set_stoppable(true);
+    if failed.is_empty() {
+        if why.is_some() {
+            eprintln!(
+                "{tool}: every id destroyed; {total} leave(s) answered in {:.1} ms",
+                t0.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        true
+    } else {
+        eprintln!(
+            "{tool}: every id destroyed; {} of {total} leave(s) not answered ({}) after {:.1} s",
+            failed.len(),
+            failed.join("; "),
+            t0.elapsed().as_secs_f64()
+        );
+        false
+    }
+}
+
+/// The end of every network command: the ids destroyed (groups left, connections
+/// disconnected), the counters printed, and the exit status: the stop's (128+N, 141) if one
+/// was asked, else `code`.
+pub fn finish(tool: &str, d: &mut Driver<CliDevice>, ids: &[CmId], verbose: bool, code: u8) -> u8 {
+    destroy_ids(tool, d, ids);
+    let raw = d.dev.raw_stats();
+    print_counters_raw(d.stack.counters(), d.send_errors, raw, verbose);
+    shutdown::requested().unwrap_or(code)
+}
