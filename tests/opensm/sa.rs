@@ -9,13 +9,10 @@
 //! Every test starts its own fabric (its own `IBSIM_SOCKNAME`), so they may run in parallel.
 //! They fail (never skip) when ibsim or OpenSM is missing: `bash tests/ibsim/setup.sh`.
 
-#[path = "ibsim/harness.rs"]
-mod ibsim_harness;
-
 use std::net::Ipv6Addr;
 use std::time::Duration;
 
-use ibsim_harness::{Fabric, SaqueryMember};
+use crate::ibsim_harness::{Fabric, SaqueryMember};
 use roce_net::ibsim::{IbsimClient, IbsimNode, IbsimOptions};
 use roce_wire::mad::Method;
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord, Selector};

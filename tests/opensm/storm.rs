@@ -1,5 +1,5 @@
 //! Storm: 1,000 multicast groups joined and left against OpenSM 3.3 on ibsim (through the
-//! pure-Rust sim client, from Hca2 as in tests/opensm.rs), then the same sequence against
+//! pure-Rust sim client, from Hca2 as in tests/opensm/sa.rs), then the same sequence against
 //! `roce_sa::SaResponder` in-process, in the same run, several rounds each.
 //!
 //! One round: 1,000 SubnAdmSet (FullMember, mask 0x130C7, RDMA-CM MGIDs of 239.2.0.0 ..
@@ -17,13 +17,10 @@
 //! function call, so the ratio measures the whole path, not the SA's code alone. Figures are
 //! recorded in spec/opensm.md ("Differential", storm).
 
-#[path = "ibsim/harness.rs"]
-mod ibsim_harness;
-
 use std::net::Ipv6Addr;
 use std::time::{Duration, Instant};
 
-use ibsim_harness::{sa_exchange, Fabric};
+use crate::ibsim_harness::{sa_exchange, Fabric};
 use roce_net::ibsim::IbsimClient;
 use roce_sa::{Requester, SaConfig, SaResponder};
 use roce_wire::mad::Method;
