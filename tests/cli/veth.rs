@@ -44,9 +44,9 @@ fn join_send_receive_leave_over_veth_with_an_sa() {
     let ns = bridge_of_three("veth");
     let dir = common::artefact_dir("net_veth");
     let pcap: PathBuf = dir.join("sender.pcap");
-    let sa = spawn(ns.roce(&["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "12"]));
+    let sa = spawn(ns.roce(["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "12"]));
     std::thread::sleep(Duration::from_millis(300));
-    let rx = spawn(ns.roce(&[
+    let rx = spawn(ns.roce([
         "mckey",
         "-m",
         "239.1.2.3",
@@ -100,24 +100,24 @@ fn join_send_receive_leave_over_veth_with_an_sa() {
 #[test]
 fn sa_query_gets_an_error_status_and_clear_errors() {
     let ns = bridge_of_three("saq");
-    let sa = spawn(ns.roce(&["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "4"]));
+    let sa = spawn(ns.roce(["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "4"]));
     std::thread::sleep(Duration::from_millis(300));
     // Get of a group that does not exist: the SA answers NO_RECORDS (0x0300); exit 1.
     let out = ns
-        .roce(&["sa-query", "--iface", "veth0", "-b", "198.18.1.1", "--sa", "198.18.1.2", "--mgid", "::ffff:239.9.9.9"])
+        .roce(["sa-query", "--iface", "veth0", "-b", "198.18.1.1", "--sa", "198.18.1.2", "--mgid", "::ffff:239.9.9.9"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("0x0300"), "{text}");
     // GetTable with no groups: success, 0 records.
-    let out = ns.roce(&["sa-query", "--iface", "veth0", "-b", "198.18.1.1", "--sa", "198.18.1.2"]).output().unwrap();
+    let out = ns.roce(["sa-query", "--iface", "veth0", "-b", "198.18.1.1", "--sa", "198.18.1.2"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     let _ = finish(sa);
     // Nobody at the SA's address: no ARP reply, so no SA request ever left; the error says so
     // (not "timed out after 6 transmissions").
-    let out = ns.roce(&["sa-query", "--iface", "veth0", "-b", "198.18.1.1", "--sa", "198.18.1.99"]).output().unwrap();
+    let out = ns.roce(["sa-query", "--iface", "veth0", "-b", "198.18.1.1", "--sa", "198.18.1.99"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -126,12 +126,12 @@ fn sa_query_gets_an_error_status_and_clear_errors() {
     );
     assert!(!err.contains("transmissions") && !err.contains("-110"), "{err}");
     // An address outside the interface's subnet.
-    let out = ns.roce(&["sa-query", "--iface", "veth0", "-b", "10.9.9.9", "--sa", "198.18.1.2"]).output().unwrap();
+    let out = ns.roce(["sa-query", "--iface", "veth0", "-b", "10.9.9.9", "--sa", "198.18.1.2"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
     assert!(err.contains("outside veth0's subnets"), "{err}");
     // An unknown interface: cannot run here (3).
-    let out = ns.roce(&["sa-query", "--iface", "nope0", "-b", "198.18.1.1", "--sa", "198.18.1.2"]).output().unwrap();
+    let out = ns.roce(["sa-query", "--iface", "nope0", "-b", "198.18.1.1", "--sa", "198.18.1.2"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("no interface named \"nope0\""));
     assert_eq!(out.status.code(), Some(3));
 }
@@ -161,7 +161,7 @@ fn kill(child: &Child, sig: i32) {
 fn a_stopped_mckey_leaves_on_the_wire() {
     let ns = bridge_of_three("sig");
     let dir = common::artefact_dir("net_veth_signals");
-    let sa = spawn(ns.roce(&["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "30"]));
+    let sa = spawn(ns.roce(["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "30"]));
     let mckey = |pcap: &Path| {
         let mut c = mckey_on_veth0(&ns, &["--leave-after", "60", "--pcap"]);
         c.arg(pcap);
@@ -208,7 +208,7 @@ fn a_stopped_mckey_leaves_on_the_wire() {
 #[test]
 fn a_stopped_cm_server_ends_with_the_signal_status() {
     let ns = bridge_of_three("cmsig");
-    let mut child = spawn(ns.roce(&["cmatose", "-b", "198.18.1.1", "--iface", "veth0"]));
+    let mut child = spawn(ns.roce(["cmatose", "-b", "198.18.1.1", "--iface", "veth0"]));
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let seen = read_until(&mut out, "listening on");
     kill(&child, libc::SIGTERM);
@@ -223,7 +223,7 @@ fn a_stopped_cm_server_ends_with_the_signal_status() {
 #[test]
 fn a_second_signal_ends_at_once() {
     let ns = bridge_of_three("sig2");
-    let mut sa = spawn(ns.roce(&["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "30"]));
+    let mut sa = spawn(ns.roce(["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "30"]));
     let mut child = spawn(mckey_on_veth0(&ns, &["--leave-after", "60"]));
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let seen = read_until(&mut out, "event: MULTICAST_JOIN");
@@ -269,7 +269,7 @@ fn own_macs_keep_the_frames_from_the_kernel_ip_stack() {
     let dir = common::artefact_dir("net_veth_mac");
     let (mac_s, mac_c) = ("02:00:00:00:aa:01", "02:00:00:00:aa:02");
     let before = in_addr_errors(&ns);
-    let mut server = spawn(ns.roce(&["cmatose", "-b", "198.18.1.1", "--iface", "veth0", "--mac", mac_s, "-C", "5"]));
+    let mut server = spawn(ns.roce(["cmatose", "-b", "198.18.1.1", "--iface", "veth0", "--mac", mac_s, "-C", "5"]));
     let mut sout = BufReader::new(server.stdout.take().unwrap());
     let seen = read_until(&mut sout, "listening on");
     assert_eq!(promiscuity(&ns, "veth0"), 1, "the membership makes veth promiscuous while the socket lives");
@@ -282,7 +282,7 @@ fn own_macs_keep_the_frames_from_the_kernel_ip_stack() {
     let mut cerr = BufReader::new(cap.stderr.take().unwrap());
     read_until(&mut cerr, "Capturing on");
     let client = ns
-        .roce(&["cmatose", "-b", "198.18.1.2", "-s", "198.18.1.1", "--iface", "veth1", "--mac", mac_c, "-C", "5"])
+        .roce(["cmatose", "-b", "198.18.1.2", "-s", "198.18.1.1", "--iface", "veth1", "--mac", mac_c, "-C", "5"])
         .output()
         .unwrap();
     let client_out = String::from_utf8_lossy(&client.stdout).to_string() + &String::from_utf8_lossy(&client.stderr);
