@@ -32,6 +32,7 @@ use std::net::Ipv6Addr;
 use std::time::{Duration, Instant};
 
 use crate::ibsim_harness::{sa_exchange, Fabric};
+use crate::{JOIN_MASK, LEAVE_MASK, MGID_CM, MGID_CM6, MGID_IPOIB, MGID_IPOIB_BCAST, MGID_PROXY, NODE, OTHER_NODE};
 use roce_net::ibsim::IbsimClient;
 use roce_sa::{Requester, SaConfig, SaResponder};
 use roce_wire::mad::Method;
@@ -40,22 +41,6 @@ use roce_wire::rmpp::RmppFlags;
 use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_OFFSET, SA_HEADER_LEN, SA_HEADER_OFFSET};
 use roce_wire::{Gid, RDMA_UDP_QKEY};
 
-/// RDMA-CM's MGID for 239.1.2.3 on an IB port (see tests/opensm/sa.rs).
-const MGID_CM: Ipv6Addr = Ipv6Addr::new(0xff12, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0203);
-/// RDMA-CM's MGID for ff0e::1:2:3.
-const MGID_CM6: Ipv6Addr = Ipv6Addr::new(0xff12, 0x6001, 0xffff, 0, 0, 0x1, 0x2, 0x3);
-/// An IPoIB-signature MGID.
-const MGID_IPOIB: Ipv6Addr = Ipv6Addr::new(0xff12, 0x601b, 0xffff, 0, 0, 0x1, 0x2, 0x3);
-/// The group of the proxy joins (239.1.2.4).
-const MGID_PROXY: Ipv6Addr = Ipv6Addr::new(0xff12, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0204);
-/// The IPoIB broadcast group OpenSM creates at start.
-const MGID_BCAST: Ipv6Addr = Ipv6Addr::new(0xff12, 0x401b, 0xffff, 0, 0, 0, 0xffff, 0xffff);
-
-const NODE: &str = "Hca2";
-const OTHER_NODE: &str = "Hca3";
-
-const JOIN_MASK: u64 = ComponentMask::KERNEL_JOIN.0; // 0x130C7
-const LEAVE_MASK: u64 = ComponentMask::KERNEL_LEAVE.0; // 0x10003
 const FULL: u8 = JoinState::FULL_MEMBER.0;
 const SEND_ONLY: u8 = JoinState::SEND_ONLY_FULL_MEMBER.0;
 /// OpenSM's default SM_Key (`OSM_DEFAULT_SM_KEY`), also roce-sa's `sa_key`: a query carrying it
@@ -1135,7 +1120,7 @@ impl<B: Backend> Ctx<B> {
             Mg::Cm6 => Gid::from_ipv6(MGID_CM6),
             Mg::Proxy => Gid::from_ipv6(MGID_PROXY),
             Mg::Ipoib => Gid::from_ipv6(MGID_IPOIB),
-            Mg::Bcast => Gid::from_ipv6(MGID_BCAST),
+            Mg::Bcast => Gid::from_ipv6(MGID_IPOIB_BCAST),
             Mg::Assigned => return self.assigned.first().copied(),
             Mg::Assigned2 => return self.assigned.get(1).copied(),
             Mg::Zero => Gid::ZERO,

@@ -5,13 +5,11 @@
 //! ignored at start (a background job) stays ignored. Fails (never skips) without ibsim/OpenSM.
 
 use std::io::{BufRead, BufReader, Read};
-use std::net::Ipv6Addr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::ibsim_harness::Fabric;
-
-const MGID_CM: Ipv6Addr = Ipv6Addr::new(0xff12, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0203);
+use crate::MGID_CM;
 
 /// Wait for `child` to exit, at most `limit`; kills it and fails otherwise.
 fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
