@@ -14,12 +14,10 @@ export ROCE_PYTHON="$PWD/.venv/bin/python"
 # The kernel rxe guest runs our own roce (sa-agent): one static executable.
 RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --release --target x86_64-unknown-linux-gnu --bin roce
 
-# The kernel interop suite (tests/interop_*.rs) boots Debian 12's 6.1 kernel in the workspace
+# The kernel interop suite (the `interop` test binary, tests/interop/main.rs) boots Debian 12's 6.1 kernel in the workspace
 # run, then runs again on its 6.12 kernel (tests/interop/setup.sh built both).
 ROCE_KERNEL=6.1 cargo test --workspace --locked
-interop=()
-for f in tests/interop_*.rs; do interop+=(--test "$(basename "$f" .rs)"); done
-ROCE_KERNEL=6.12 cargo test --locked "${interop[@]}"
+ROCE_KERNEL=6.12 cargo test --locked --test interop
 # The fuzz targets live in their own workspace (cargo-fuzz's layout); a plain build keeps them compiling.
 cargo build --locked --manifest-path fuzz/Cargo.toml --bins
 # Benchmarks compile and run once each in test mode (no timing): they cannot rot either.

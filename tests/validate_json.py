@@ -1,5 +1,5 @@
 # Validates JSON lines (files given after the schema) against a JSON Schema (draft 2020-12);
-# used by tests/cli_decode.rs on every `roce decode --json` line it produces.
+# used by tests/cli/decode.rs on every `roce decode --json` line it produces.
 import json, sys, jsonschema
 schema = json.load(open(sys.argv[1]))
 v = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())

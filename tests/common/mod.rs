@@ -1,6 +1,9 @@
 //! Shared helpers for the cross-crate and oracle tests: a deterministic PRNG, random RoCEv2
-//! frames of every opcode, and locating the external oracles (tshark, the scapy venv).
+//! frames of every opcode, locating the external oracles (tshark, the scapy venv), and network
+//! namespaces for the tests on veth pairs ([`netns`]).
 #![allow(dead_code)]
+
+pub mod netns;
 
 use std::net::IpAddr;
 use std::path::PathBuf;

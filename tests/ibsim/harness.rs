@@ -2,12 +2,13 @@
 //! simulator) on the small net file `tests/ibsim/net`, and OpenSM attached to it through
 //! `ibsim-run` (the `LD_PRELOAD` shim), both in a fresh temporary directory.
 //!
-//! Include it with `#[path = "ibsim/harness.rs"] mod ibsim_harness;`. [`Fabric::start`] panics
+//! A module of the `opensm` test binary (`#[path = "../ibsim/harness.rs"] mod ibsim_harness;` in
+//! tests/opensm/main.rs). [`Fabric::start`] panics
 //! (the test fails, it never skips) when the tools are missing: `bash tests/ibsim/setup.sh`
 //! installs them (Debian `ibsim-utils opensm infiniband-diags`).
 //!
 //! Every fabric has its own socket base name (`IBSIM_SOCKNAME`, read by ibsim, the shim and
-//! [`roce_net::ibsim`]), so fabrics do not clash and tests may run in parallel. Both processes
+//! [`roce_net::ibsim`]), so fabrics do not clash and tests may run in parallel (threads of one binary, or binaries). Both processes
 //! are killed by PID when the [`Fabric`] drops (also on panic), and run under
 //! `setpriv --pdeathsig KILL` so that they die with the test thread that started them even if
 //! the test binary is killed. The directory (net file, `ibsim.log`, `osm.log`, OpenSM's cache)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the OpenSM interop tests (tests/opensm.rs) need on a fresh Debian 12 machine:
+# Installs what the OpenSM interop tests (tests/opensm/sa.rs) need on a fresh Debian 12 machine:
 # ibsim (the InfiniBand fabric simulator and its LD_PRELOAD shim `ibsim-run`), OpenSM, and
 # infiniband-diags (saquery, sminfo). Idempotent; needs root for apt.
 set -euo pipefail

@@ -1,18 +1,12 @@
 //! The interop harness: a Linux kernel rxe peer in a qemu guest (TCG), on a tap interface inside
 //! a network namespace of its own. See spec/interop.md for the facts behind it.
 //!
-//! Integration tests include it with
-//!
-//! ```ignore
-//! #[path = "interop/harness.rs"]
-//! mod harness;
-//! ```
-//!
-//! and boot a guest with a per-test scenario:
+//! A module of the `interop` test binary (`mod harness;` in tests/interop/main.rs); each test
+//! boots a guest with a per-test scenario:
 //!
 //! ```ignore
 //! let script = "counters before\nhost_wait go\ncounters after\n";
-//! let mut g = harness::GuestBuilder::new("my_test").scenario(script).boot();
+//! let mut g = crate::harness::GuestBuilder::new("my_test").scenario(script).boot();
 //! let sock = g.raw_socket();              // AF_PACKET on tap0, inside the namespace
 //! sock.send(&frame)?;
 //! g.signal("go");                          // a line to the guest's scenario (ttyS1)
@@ -33,8 +27,8 @@
 //! - teardown (qemu, tcpdump, the namespace) on `finish`, on drop and on panic; qemu and tcpdump
 //!   also die with the test thread (PR_SET_PDEATHSIG) if the test process is killed.
 //!
-//! Guests run one at a time (a file lock on `$TMPDIR/roce-interop-guest.lock`, across test binaries and work trees):
-//! a TCG guest takes a whole core.
+//! Guests run one at a time (a file lock on `$TMPDIR/roce-interop-guest.lock`, held for a guest's
+//! life, across test threads, test binaries and work trees): a TCG guest takes a whole core.
 //!
 //! Prerequisites (missing ones are a test failure, never a skip): root, `qemu-system-x86_64`,
 //! `tcpdump`, `ip`, `gzip`, and `target/interop/{vmlinuz,base.cpio.gz}` from
@@ -949,7 +943,7 @@ pub fn assert_no_send_errors(cmd: &str, out: &str) {
     }
 }
 
-/// Resetting the peer between replays (minimising a liveness loss: tests/interop_fuzz.rs).
+/// Resetting the peer between replays (minimising a liveness loss: tests/interop/fuzz.rs).
 impl Guest {
     /// Re-create the guest's rxe device (`rdma link delete rxe0`, `rdma link add rxe0 type rxe
     /// netdev eth0`) and wait until its port is ACTIVE with the IPv4 and IPv6 GIDs again: a

@@ -1,5 +1,5 @@
 //! The bodies of the cargo-fuzz targets in `fuzz/`, here so that `cargo test` can replay every
-//! corpus and regression file through exactly the same code (tests/fuzz_corpus.rs).
+//! corpus and regression file through exactly the same code (tests/wire/fuzz_corpus.rs).
 //!
 //! Each function takes arbitrary bytes and panics only when an invariant breaks: a parser
 //! panicking, or a Repr that does not survive emit ▶ parse (byte for byte where the format

@@ -590,7 +590,7 @@ fn unsupported_and_out_of_order_opcodes_are_invalid_requests() {
 }
 
 /// The loss scenario of issue 14 on the back-to-back pair: random work requests at up to
-/// 30 % loss with duplication and reordering; see tests/rc_loss.rs for the framed version
+/// 30 % loss with duplication and reordering; see tests/engine/rc_loss.rs for the framed version
 /// on the simulated link.
 /// Ok(true): all delivered; Ok(false): ended in RetryExcErr with the rest flushed.
 pub(crate) fn lossy_run(seed: u64, faults: Faults, ops: &[(u8, u32)]) -> Result<bool, String> {

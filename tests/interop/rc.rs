@@ -13,14 +13,13 @@
 //!
 //! Needs root, qemu and `bash tests/interop/setup.sh`. Artefacts: target/interop/artefacts/interop_rc/.
 
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use harness::{roce, GuestBuilder};
+use crate::harness::{roce, GuestBuilder};
 
 const T: Duration = Duration::from_secs(90);
 

@@ -9,17 +9,16 @@
 //! Needs root, qemu, `bash tests/interop/setup.sh` and the static `roce` for the guest
 //! (tests/run-all.sh builds both). Artefacts: target/interop/artefacts/interop_signals/.
 
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::harness;
 
-mod common;
+use crate::common;
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use harness::{static_roce, GuestBuilder};
+use crate::harness::{static_roce, GuestBuilder};
 
 const T: Duration = Duration::from_secs(60);
 

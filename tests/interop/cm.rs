@@ -14,14 +14,13 @@
 //!
 //! Needs root, qemu and `bash tests/interop/setup.sh`. Artefacts: target/interop/artefacts/<kernel>/interop_cm/ (ROCE_KERNEL picks 6.1 or 6.12).
 
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use harness::{roce, GuestBuilder};
+use crate::harness::{roce, GuestBuilder};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -125,7 +124,7 @@ fn kernel_rxe_cm_interop() {
     assert_eq!(rc, 0, "roce udaddy server:\n{out}\nguest:\n{glog}");
     assert!(glog.contains("data transfers complete") && glog.contains("rc=0"), "the guest's udaddy client:\n{glog}");
 
-    // c. The guest's ucmatose server (-C 0: the handshake alone; data is tests/interop_rc.rs); our
+    // c. The guest's ucmatose server (-C 0: the handshake alone; data is tests/interop/rc.rs); our
     //    client: REQ ▶ REP, our RTU brings the kernel side to ESTABLISHED (ucmatose leaves
     //    connect_events and disconnects), our DREQ ▶ DREP.
     let (rc, out) = g.guest_exec("(ucmatose -C 0; echo rc=$?) > /tmp/ucmatose_srv.log 2>&1 &", T);

@@ -17,17 +17,16 @@
 //! NewWindowLast). Needs root, qemu, `bash tests/interop/setup.sh` and the static `roce`
 //! (tests/run-all.sh builds both). Artefacts: target/interop/artefacts/<kernel>/interop_rmpp/.
 
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::harness;
 
-mod common;
+use crate::common;
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::Command;
 use std::time::Duration;
 
-use harness::{roce, static_roce, GuestBuilder};
+use crate::harness::{roce, static_roce, GuestBuilder};
 use roce_cm::{EventKind, PortSpace, QpType, RmppError, RmppStats, SaTiming, Stack, StackConfig};
 use roce_net::driver::Driver;
 use roce_wire::mad::Method;

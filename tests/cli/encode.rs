@@ -3,7 +3,7 @@
 //! of malformed frames; editing one field changes that field and what depends on it; and a
 //! property test over the wire crate's Reprs (every opcode, IPv4 and IPv6, random fields).
 
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -4,17 +4,12 @@
 //! 129 or 141. OpenSM's `saquery -m` lists our port while joined and not afterwards. A SIGINT
 //! ignored at start (a background job) stays ignored. Fails (never skips) without ibsim/OpenSM.
 
-#[path = "ibsim/harness.rs"]
-mod ibsim_harness;
-
 use std::io::{BufRead, BufReader, Read};
-use std::net::Ipv6Addr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ibsim_harness::Fabric;
-
-const MGID_CM: Ipv6Addr = Ipv6Addr::new(0xff12, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0203);
+use crate::ibsim_harness::Fabric;
+use crate::MGID_CM;
 
 /// Wait for `child` to exit, at most `limit`; kills it and fails otherwise.
 fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {

@@ -8,15 +8,13 @@
 //!   lease running out, a timeout and the state rules; tshark decodes the ServiceRecord MADs our
 //!   stack sent (the capture filtered on its MAC).
 
-mod common;
-#[path = "ibsim/harness.rs"]
-mod ibsim_harness;
+use crate::common;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use ibsim_harness::Fabric;
+use crate::ibsim_harness::Fabric;
 use roce_cm::{CmState, Errno, EventKind, IbService, PortSpace, QpType, Stack, StackConfig};
 use roce_net::{LinkConfig, NodeId, SaHost, SimNet};
 use roce_wire::mad::{MadStatus, Method};

@@ -9,42 +9,20 @@
 //! Every test starts its own fabric (its own `IBSIM_SOCKNAME`), so they may run in parallel.
 //! They fail (never skip) when ibsim or OpenSM is missing: `bash tests/ibsim/setup.sh`.
 
-#[path = "ibsim/harness.rs"]
-mod ibsim_harness;
-
 use std::net::Ipv6Addr;
 use std::time::Duration;
 
-use ibsim_harness::{Fabric, SaqueryMember};
+use crate::ibsim_harness::{Fabric, SaqueryMember};
+use crate::{
+    JOIN_MASK, LEAVE_MASK, MGID_CM, MGID_CM6, MGID_IPOIB, MGID_IPOIB_BCAST, MGID_PROXY, NODE, OTHER_NODE, SA_TIMEOUT,
+};
 use roce_net::ibsim::{IbsimClient, IbsimNode, IbsimOptions};
 use roce_wire::mad::Method;
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord, Selector};
 use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::{Gid, RDMA_UDP_QKEY};
 
-/// The MGID the kernel's RDMA-CM builds for IPv4 group 239.1.2.3 on an IB port with
-/// `RDMA_PS_UDP` (`cma_set_mgid`: `ip_ib_mc_map` with the RDMA CM signature byte 0x01 instead
-/// of IPoIB's 0x1B): ff12:4001:ffff::ef01:203.
-const MGID_CM: Ipv6Addr = Ipv6Addr::new(0xff12, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0203);
-/// Another RDMA-CM style MGID (IPv6 group ff0e::1:2:3 ▶ signature 0x6001).
-const MGID_CM6: Ipv6Addr = Ipv6Addr::new(0xff12, 0x6001, 0xffff, 0, 0, 0x1, 0x2, 0x3);
-/// An MGID with the IPoIB signature 0x601B (IPv6-over-IB): OpenSM creates such groups with
-/// IPoIB's parameters (Q_Key 0x0B1B), so a join with RDMA-CM's Q_Key is refused.
-const MGID_IPOIB: Ipv6Addr = Ipv6Addr::new(0xff12, 0x601b, 0xffff, 0, 0, 0x1, 0x2, 0x3);
-/// The group of the proxy join (239.1.2.4 in RDMA-CM's mapping).
-const MGID_PROXY: Ipv6Addr = Ipv6Addr::new(0xff12, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0204);
-/// The IPoIB broadcast group OpenSM creates at start (no members).
-const MGID_IPOIB_BCAST: Ipv6Addr = Ipv6Addr::new(0xff12, 0x401b, 0xffff, 0, 0, 0, 0xffff, 0xffff);
-/// Our port.
-const NODE: &str = "Hca2";
-/// Another port of the fabric.
-const OTHER_NODE: &str = "Hca3";
-const SA_TIMEOUT: Duration = Duration::from_secs(5);
-
-const JOIN_MASK: u64 = ComponentMask::KERNEL_JOIN.0; // 0x130C7
-const LEAVE_MASK: u64 = ComponentMask::KERNEL_LEAVE.0; // 0x10003
-
-/// The join record `cma_join_ib_multicast` builds (see src/samples.rs `join_record`), for an
+/// The join record `cma_join_ib_multicast` builds (see crates/roce-decode/src/samples.rs `join_record`), for an
 /// InfiniBand port: MGID, our PortGID, the RDMA-CM Q_Key, the default P_Key.
 fn join_record(mgid: Ipv6Addr, port_gid: Gid, join_state: JoinState) -> McMemberRecord {
     McMemberRecord {

@@ -16,8 +16,7 @@
 //! Needs root, qemu and `bash tests/interop/setup.sh`. Artefacts:
 //! target/interop/artefacts/<kernel>/interop_fuzz/.
 
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -26,7 +25,7 @@ use std::net::IpAddr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
-use harness::{GuestBuilder, GUEST_IP4, GUEST_IP6, GUEST_MAC, HOST_IP4, HOST_IP6};
+use crate::harness::{GuestBuilder, GUEST_IP4, GUEST_IP6, GUEST_MAC, HOST_IP4, HOST_IP6};
 use roce::fuzz_peer::{Endpoints, Generator};
 use roce_net::pcap::PcapFileWriter;
 use roce_wire::rxe_accept::RxeKernel;

@@ -13,17 +13,16 @@
 //! (tests/run-all.sh builds both). Artefacts: target/interop/artefacts/<kernel>/interop_kernel/
 //! (ROCE_KERNEL picks 6.1 or 6.12).
 
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::harness;
 
-mod common;
+use crate::common;
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use harness::{roce, static_roce, GuestBuilder};
+use crate::harness::{roce, static_roce, GuestBuilder};
 
 const T: Duration = Duration::from_secs(60);
 

@@ -4,7 +4,7 @@
 //! member, SA transaction, timer or port is left behind; never a panic. The captures of a few
 //! seeds must decode without error with `roce decode` and with tshark.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

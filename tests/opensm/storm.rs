@@ -1,5 +1,5 @@
 //! Storm: 1,000 multicast groups joined and left against OpenSM 3.3 on ibsim (through the
-//! pure-Rust sim client, from Hca2 as in tests/opensm.rs), then the same sequence against
+//! pure-Rust sim client, from Hca2 as in tests/opensm/sa.rs), then the same sequence against
 //! `roce_sa::SaResponder` in-process, in the same run, several rounds each.
 //!
 //! One round: 1,000 SubnAdmSet (FullMember, mask 0x130C7, RDMA-CM MGIDs of 239.2.0.0 ..
@@ -17,13 +17,11 @@
 //! function call, so the ratio measures the whole path, not the SA's code alone. Figures are
 //! recorded in spec/opensm.md ("Differential", storm).
 
-#[path = "ibsim/harness.rs"]
-mod ibsim_harness;
-
 use std::net::Ipv6Addr;
 use std::time::{Duration, Instant};
 
-use ibsim_harness::{sa_exchange, Fabric};
+use crate::ibsim_harness::{sa_exchange, Fabric};
+use crate::{JOIN_MASK, LEAVE_MASK, MGID_IPOIB_BCAST, NODE, SA_TIMEOUT};
 use roce_net::ibsim::IbsimClient;
 use roce_sa::{Requester, SaConfig, SaResponder};
 use roce_wire::mad::Method;
@@ -33,12 +31,6 @@ use roce_wire::{Gid, RDMA_UDP_QKEY};
 
 const GROUPS: u16 = 1000;
 const ROUNDS: usize = 5;
-const NODE: &str = "Hca2";
-const SA_TIMEOUT: Duration = Duration::from_secs(5);
-const JOIN_MASK: u64 = ComponentMask::KERNEL_JOIN.0;
-const LEAVE_MASK: u64 = ComponentMask::KERNEL_LEAVE.0;
-/// The IPoIB broadcast group OpenSM creates at start.
-const MGID_BCAST: Ipv6Addr = Ipv6Addr::new(0xff12, 0x401b, 0xffff, 0, 0, 0, 0xffff, 0xffff);
 
 /// RDMA-CM's MGID for IPv4 group 239.2.(i >> 8).(i & 0xFF) on an IB port.
 fn mgid(i: u16) -> Gid {
@@ -207,7 +199,7 @@ fn storm_1000_groups_join_and_leave() {
 
     // Where OpenSM starts: the IPoIB broadcast group only.
     let saquery_before = osm.fabric.mc_groups();
-    assert_eq!(saquery_before, vec![MGID_BCAST], "saquery -g at start");
+    assert_eq!(saquery_before, vec![MGID_IPOIB_BCAST], "saquery -g at start");
     let osm_before = d.group_count(&mut osm).expect("OpenSM's group count at start");
     assert_eq!(osm_before, 1, "OpenSM's GetTable at start: the broadcast group");
     let ours_before = d.group_count(&mut ours).expect("roce-sa's group count");

@@ -4,7 +4,7 @@
 //! ends in RETRY_EXC_ERR with the rest flushed. Also: RNR with a receiver that posts late,
 //! and retry exhaustion on a dead link.
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
@@ -40,7 +40,7 @@ struct Run {
 }
 
 /// Two stacks with one connected RC QP pair (attributes set by hand, as ibv_rc_pingpong
-/// does; connected mode through the CM is tests/rc_cm.rs).
+/// does; connected mode through the CM is tests/engine/rc_cm.rs).
 fn setup(seed: u64, link: LinkConfig, mtu: u32) -> Run {
     let mut net = SimNet::new(seed);
     let mut ca = StackConfig::new(MAC_A, A, 24);

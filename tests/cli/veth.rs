@@ -2,49 +2,32 @@
 //! network namespace this test creates (198.18.0.0/15 only). The kernel's own addresses on the
 //! veth ends must not interfere. Needs root (CI runs as root); a missing capability fails.
 
-mod common;
+use crate::common;
+use crate::common::netns::Netns;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-struct Netns(String);
-
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        let name = format!("roce-{tag}-{}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &name]).status();
-        let ok = Command::new("ip").args(["netns", "add", &name]).status().map(|s| s.success()).unwrap_or(false);
-        assert!(ok, "cannot create a network namespace: this test needs root (CI runs as root)");
-        let ns = Netns(name);
-        // Three hosts on one segment: veth0, veth1, veth2, each paired with a port of a bridge
-        // (raw sockets on one interface do not see each other's frames, as on a real NIC).
-        ns.sh("ip link set lo up; ip link add br0 type bridge; ip link set br0 type bridge mcast_snooping 0; ip link set br0 up");
-        for i in 0..3 {
-            ns.sh(&format!("ip link add veth{i} type veth peer name port{i}; ip link set port{i} master br0; ip link set port{i} up; ip link set veth{i} up"));
-            // The kernel's own addresses on the same link as the stacks' addresses.
-            ns.sh(&format!("ip addr add 198.18.1.1{i}/24 dev veth{i}"));
-        }
-        ns
+/// Three hosts on one segment: veth0, veth1, veth2, each paired with a port of a bridge (raw
+/// sockets on one interface do not see each other's frames, as on a real NIC).
+fn bridge_of_three(tag: &str) -> Netns {
+    let ns = Netns::new(tag);
+    ns.sh("ip link add br0 type bridge; ip link set br0 type bridge mcast_snooping 0; ip link set br0 up");
+    for i in 0..3 {
+        ns.sh(&format!("ip link add veth{i} type veth peer name port{i}; ip link set port{i} master br0; ip link set port{i} up; ip link set veth{i} up"));
+        // The kernel's own addresses on the same link as the stacks' addresses.
+        ns.sh(&format!("ip addr add 198.18.1.1{i}/24 dev veth{i}"));
     }
-
-    fn sh(&self, cmd: &str) {
-        let st = Command::new("ip").args(["netns", "exec", &self.0, "sh", "-c", cmd]).status().unwrap();
-        assert!(st.success(), "{cmd}");
-    }
-
-    fn roce(&self, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.0, env!("CARGO_BIN_EXE_roce")]).args(args);
-        c
-    }
+    ns
 }
 
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
+/// `roce mckey` on veth0 (198.18.1.1) for 239.1.2.3 through the SA at 198.18.1.2, then `more`.
+fn mckey_on_veth0(ns: &Netns, more: &[&str]) -> Command {
+    let mut c = ns.roce(["mckey", "-m", "239.1.2.3", "-b", "198.18.1.1", "--iface", "veth0", "--sa", "198.18.1.2"]);
+    c.args(more);
+    c
 }
 
 fn spawn(mut c: Command) -> Child {
@@ -58,12 +41,12 @@ fn finish(c: Child) -> (bool, String) {
 
 #[test]
 fn join_send_receive_leave_over_veth_with_an_sa() {
-    let ns = Netns::new("veth");
+    let ns = bridge_of_three("veth");
     let dir = common::artefact_dir("net_veth");
     let pcap: PathBuf = dir.join("sender.pcap");
-    let sa = spawn(ns.roce(&["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "12"]));
+    let sa = spawn(ns.roce(["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "12"]));
     std::thread::sleep(Duration::from_millis(300));
-    let rx = spawn(ns.roce(&[
+    let rx = spawn(ns.roce([
         "mckey",
         "-m",
         "239.1.2.3",
@@ -80,27 +63,7 @@ fn join_send_receive_leave_over_veth_with_an_sa() {
         "6",
     ]));
     std::thread::sleep(Duration::from_millis(1500));
-    let tx = ns
-        .roce(&[
-            "mckey",
-            "-m",
-            "239.1.2.3",
-            "-b",
-            "198.18.1.1",
-            "--iface",
-            "veth0",
-            "--sa",
-            "198.18.1.2",
-            "-s",
-            "-C",
-            "5",
-            "--leave-after",
-            "1",
-            "--pcap",
-        ])
-        .arg(&pcap)
-        .output()
-        .unwrap();
+    let tx = mckey_on_veth0(&ns, &["-s", "-C", "5", "--leave-after", "1", "--pcap"]).arg(&pcap).output().unwrap();
     let tx_out = String::from_utf8_lossy(&tx.stdout).to_string() + &String::from_utf8_lossy(&tx.stderr);
     let (rx_ok, rx_out) = finish(rx);
     let (_, sa_out) = finish(sa);
@@ -136,25 +99,25 @@ fn join_send_receive_leave_over_veth_with_an_sa() {
 
 #[test]
 fn sa_query_gets_an_error_status_and_clear_errors() {
-    let ns = Netns::new("saq");
-    let sa = spawn(ns.roce(&["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "4"]));
+    let ns = bridge_of_three("saq");
+    let sa = spawn(ns.roce(["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "4"]));
     std::thread::sleep(Duration::from_millis(300));
     // Get of a group that does not exist: the SA answers NO_RECORDS (0x0300); exit 1.
     let out = ns
-        .roce(&["sa-query", "--iface", "veth0", "-b", "198.18.1.1", "--sa", "198.18.1.2", "--mgid", "::ffff:239.9.9.9"])
+        .roce(["sa-query", "--iface", "veth0", "-b", "198.18.1.1", "--sa", "198.18.1.2", "--mgid", "::ffff:239.9.9.9"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("0x0300"), "{text}");
     // GetTable with no groups: success, 0 records.
-    let out = ns.roce(&["sa-query", "--iface", "veth0", "-b", "198.18.1.1", "--sa", "198.18.1.2"]).output().unwrap();
+    let out = ns.roce(["sa-query", "--iface", "veth0", "-b", "198.18.1.1", "--sa", "198.18.1.2"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     let _ = finish(sa);
     // Nobody at the SA's address: no ARP reply, so no SA request ever left; the error says so
     // (not "timed out after 6 transmissions").
-    let out = ns.roce(&["sa-query", "--iface", "veth0", "-b", "198.18.1.1", "--sa", "198.18.1.99"]).output().unwrap();
+    let out = ns.roce(["sa-query", "--iface", "veth0", "-b", "198.18.1.1", "--sa", "198.18.1.99"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -163,12 +126,12 @@ fn sa_query_gets_an_error_status_and_clear_errors() {
     );
     assert!(!err.contains("transmissions") && !err.contains("-110"), "{err}");
     // An address outside the interface's subnet.
-    let out = ns.roce(&["sa-query", "--iface", "veth0", "-b", "10.9.9.9", "--sa", "198.18.1.2"]).output().unwrap();
+    let out = ns.roce(["sa-query", "--iface", "veth0", "-b", "10.9.9.9", "--sa", "198.18.1.2"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
     assert!(err.contains("outside veth0's subnets"), "{err}");
     // An unknown interface: cannot run here (3).
-    let out = ns.roce(&["sa-query", "--iface", "nope0", "-b", "198.18.1.1", "--sa", "198.18.1.2"]).output().unwrap();
+    let out = ns.roce(["sa-query", "--iface", "nope0", "-b", "198.18.1.1", "--sa", "198.18.1.2"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("no interface named \"nope0\""));
     assert_eq!(out.status.code(), Some(3));
 }
@@ -196,24 +159,11 @@ fn kill(child: &Child, sig: i32) {
 /// A datagram larger than the path MTU is refused before any frame leaves.
 #[test]
 fn a_stopped_mckey_leaves_on_the_wire() {
-    let ns = Netns::new("sig");
+    let ns = bridge_of_three("sig");
     let dir = common::artefact_dir("net_veth_signals");
-    let sa = spawn(ns.roce(&["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "30"]));
+    let sa = spawn(ns.roce(["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "30"]));
     let mckey = |pcap: &Path| {
-        let mut c = ns.roce(&[
-            "mckey",
-            "-m",
-            "239.1.2.3",
-            "-b",
-            "198.18.1.1",
-            "--iface",
-            "veth0",
-            "--sa",
-            "198.18.1.2",
-            "--leave-after",
-            "60",
-            "--pcap",
-        ]);
+        let mut c = mckey_on_veth0(&ns, &["--leave-after", "60", "--pcap"]);
         c.arg(pcap);
         spawn(c)
     };
@@ -247,23 +197,7 @@ fn a_stopped_mckey_leaves_on_the_wire() {
     assert!(sa_out.contains("0 groups, 0 members"), "{sa_out}");
 
     // Larger than the path MTU (veth's 1500: 1024-byte IB MTU): refused, nothing sent.
-    let out = ns
-        .roce(&[
-            "mckey",
-            "-m",
-            "239.1.2.3",
-            "-b",
-            "198.18.1.1",
-            "--iface",
-            "veth0",
-            "--sa",
-            "198.18.1.2",
-            "-s",
-            "-S",
-            "5000",
-        ])
-        .output()
-        .unwrap();
+    let out = mckey_on_veth0(&ns, &["-s", "-S", "5000"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("at most 1024 bytes per datagram on veth0"), "{err}");
@@ -273,8 +207,8 @@ fn a_stopped_mckey_leaves_on_the_wire() {
 /// A listening cmatose server stopped by SIGTERM destroys its id and exits 143.
 #[test]
 fn a_stopped_cm_server_ends_with_the_signal_status() {
-    let ns = Netns::new("cmsig");
-    let mut child = spawn(ns.roce(&["cmatose", "-b", "198.18.1.1", "--iface", "veth0"]));
+    let ns = bridge_of_three("cmsig");
+    let mut child = spawn(ns.roce(["cmatose", "-b", "198.18.1.1", "--iface", "veth0"]));
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let seen = read_until(&mut out, "listening on");
     kill(&child, libc::SIGTERM);
@@ -288,21 +222,9 @@ fn a_stopped_cm_server_ends_with_the_signal_status() {
 /// the SA went away, so the Delete of the first signal's leave is never answered.
 #[test]
 fn a_second_signal_ends_at_once() {
-    let ns = Netns::new("sig2");
-    let mut sa = spawn(ns.roce(&["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "30"]));
-    let mut child = spawn(ns.roce(&[
-        "mckey",
-        "-m",
-        "239.1.2.3",
-        "-b",
-        "198.18.1.1",
-        "--iface",
-        "veth0",
-        "--sa",
-        "198.18.1.2",
-        "--leave-after",
-        "60",
-    ]));
+    let ns = bridge_of_three("sig2");
+    let mut sa = spawn(ns.roce(["sa-server", "--iface", "veth1", "--ip", "198.18.1.2", "--duration", "30"]));
+    let mut child = spawn(mckey_on_veth0(&ns, &["--leave-after", "60"]));
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let seen = read_until(&mut out, "event: MULTICAST_JOIN");
     sa.kill().unwrap();
@@ -320,7 +242,7 @@ fn a_second_signal_ends_at_once() {
 
 /// The kernel's IP counter of packets to an address it does not own (ip_error), in `ns`.
 fn in_addr_errors(ns: &Netns) -> u64 {
-    let out = Command::new("ip").args(["netns", "exec", &ns.0, "cat", "/proc/net/snmp"]).output().unwrap();
+    let out = ns.cmd("cat").arg("/proc/net/snmp").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let mut ip = text.lines().filter(|l| l.starts_with("Ip:"));
     let (names, values) = (ip.next().unwrap(), ip.next().unwrap());
@@ -343,26 +265,24 @@ fn promiscuity(ns: &Netns, dev: &str) -> u32 {
 /// (veth has no unicast filter) only while the tool's socket lives.
 #[test]
 fn own_macs_keep_the_frames_from_the_kernel_ip_stack() {
-    let ns = Netns::new("mac");
+    let ns = bridge_of_three("mac");
     let dir = common::artefact_dir("net_veth_mac");
     let (mac_s, mac_c) = ("02:00:00:00:aa:01", "02:00:00:00:aa:02");
     let before = in_addr_errors(&ns);
-    let mut server = spawn(ns.roce(&["cmatose", "-b", "198.18.1.1", "--iface", "veth0", "--mac", mac_s, "-C", "5"]));
+    let mut server = spawn(ns.roce(["cmatose", "-b", "198.18.1.1", "--iface", "veth0", "--mac", mac_s, "-C", "5"]));
     let mut sout = BufReader::new(server.stdout.take().unwrap());
     let seen = read_until(&mut sout, "listening on");
     assert_eq!(promiscuity(&ns, "veth0"), 1, "the membership makes veth promiscuous while the socket lives");
     let pcap = dir.join("server_link.pcap");
-    let mut cap = Command::new("ip");
     // dumpcap, not tshark: the process stopped and waited for below is the one writing the file.
-    cap.args(["netns", "exec", &ns.0])
-        .arg(common::dumpcap())
-        .args(["-i", "veth0", "-f", &format!("ether src {mac_c} and udp port 4791"), "-a", "duration:20", "-w"])
+    let mut cap = ns.cmd(common::dumpcap());
+    cap.args(["-i", "veth0", "-f", &format!("ether src {mac_c} and udp port 4791"), "-a", "duration:20", "-w"])
         .arg(&pcap);
     let mut cap = spawn(cap);
     let mut cerr = BufReader::new(cap.stderr.take().unwrap());
     read_until(&mut cerr, "Capturing on");
     let client = ns
-        .roce(&["cmatose", "-b", "198.18.1.2", "-s", "198.18.1.1", "--iface", "veth1", "--mac", mac_c, "-C", "5"])
+        .roce(["cmatose", "-b", "198.18.1.2", "-s", "198.18.1.1", "--iface", "veth1", "--mac", mac_c, "-C", "5"])
         .output()
         .unwrap();
     let client_out = String::from_utf8_lossy(&client.stdout).to_string() + &String::from_utf8_lossy(&client.stderr);

@@ -1,9 +1,11 @@
 //! `roce decode` as a user runs it: the binary, its exit codes and its two output forms.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, Command};
 
-mod common;
+use crate::common;
+use crate::common::netns::Netns;
 
 fn roce() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roce"))
@@ -579,38 +581,15 @@ fn every_json_line_matches_the_schema() {
     assert!(text.contains(&format!("{lines} lines, 0 invalid")), "{text}");
 }
 
-/// A network namespace with a veth pair (veth0 ↔ veth1), IPv6 off so that the kernel sends
-/// nothing of its own; removed on drop.
-struct Netns(String);
-
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        let name = format!("roce-{tag}-{}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &name]).status();
-        let ok = Command::new("ip").args(["netns", "add", &name]).status().map(|s| s.success()).unwrap_or(false);
-        assert!(ok, "cannot create a network namespace: this test needs root (CI runs as root)");
-        let ns = Netns(name);
-        ns.sh("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1; ip link set lo up; \
-               ip link add veth0 type veth peer name veth1; ip link set veth0 up; ip link set veth1 up");
-        ns
-    }
-
-    fn sh(&self, cmd: &str) {
-        let st = Command::new("ip").args(["netns", "exec", &self.0, "sh", "-c", cmd]).status().unwrap();
-        assert!(st.success(), "{cmd}");
-    }
-
-    fn cmd(&self, program: &std::path::Path) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.0]).arg(program);
-        c
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
+/// `roce decode -i veth1 ARGS OUT` in `ns`, started: the socket is bound once "listening" is
+/// printed. Returns the child, that first line of its stderr and the rest of its stderr.
+fn decode_live(ns: &Netns, args: &[&str], out: &Path, stdout: Stdio) -> (Child, String, BufReader<ChildStderr>) {
+    let mut child =
+        ns.roce(["decode", "-i", "veth1"]).args(args).arg(out).stdout(stdout).stderr(Stdio::piped()).spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    (child, first, err)
 }
 
 /// `roce decode -i` on one end of a veth pair while scapy sends the sample's frames from the
@@ -618,23 +597,12 @@ impl Drop for Netns {
 #[test]
 fn live_capture_on_a_veth_gives_the_same_output_as_the_file() {
     let python = common::scapy_python();
-    let ns = Netns::new("decode-live");
+    let ns = Netns::veth_pair("decode-live");
     let dir = common::artefact_dir("cli_decode_live");
     let seen = dir.join("seen.pcap");
     let records = sample_records();
     let n = records.len();
-    let mut child = ns
-        .cmd(std::path::Path::new(env!("CARGO_BIN_EXE_roce")))
-        .args(["decode", "-i", "veth1", "-c", &n.to_string(), "-w"])
-        .arg(&seen)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The socket is bound once "listening" is printed.
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut first = String::new();
-    std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    let (mut child, first, _err) = decode_live(&ns, &["-c", &n.to_string(), "-w"], &seen, Stdio::piped());
     assert!(first.contains("listening on veth1"), "{first}");
     let script = format!(
         "from scapy.all import rdpcap, sendp\nimport time\nfor p in rdpcap({:?}):\n    sendp(p, iface='veth0', verbose=False)\n    time.sleep(0.002)\n",
@@ -663,17 +631,7 @@ fn live_capture_on_a_veth_gives_the_same_output_as_the_file() {
 
     // Without -c it runs until a signal: SIGINT ends it with 130, the -w file complete.
     let partial = dir.join("until_sigint.pcap");
-    let mut child = ns
-        .cmd(std::path::Path::new(env!("CARGO_BIN_EXE_roce")))
-        .args(["decode", "-i", "veth1", "-w"])
-        .arg(&partial)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut first = String::new();
-    std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    let (mut child, first, err) = decode_live(&ns, &["-w"], &partial, Stdio::null());
     assert!(first.contains("listening"), "{first}");
     let st = ns.cmd(&python).args(["-c", &script]).status().unwrap();
     assert!(st.success());
@@ -813,7 +771,7 @@ fn rmpp_segments_decode_no_record_past_the_first_and_the_table_is_whole_on_the_l
     for l in [4, 5, 6, 7, 8] {
         assert!(v[l].get("mcmember").is_none(), "frame {}", l + 1);
     }
-    // The table holds the groups the interop test joined (tests/interop_rmpp.rs: 239.9.0.1..=12,
+    // The table holds the groups the interop test joined (tests/interop/rmpp.rs: 239.9.0.1..=12,
     // as the kernel's SA agent in the guest answered them).
     let t = &v[7]["sa_table"];
     assert_eq!(t["complete"], true);

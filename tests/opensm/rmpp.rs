@@ -7,13 +7,10 @@
 //! it as "unsegmented", and `roce sa-query` warns that records past it cannot be known.
 //! Fails (never skips) without ibsim/OpenSM.
 
-#[path = "ibsim/harness.rs"]
-mod ibsim_harness;
-
 use std::process::Command;
 use std::time::Duration;
 
-use ibsim_harness::{sa_exchange, Fabric};
+use crate::ibsim_harness::{sa_exchange, Fabric};
 use roce_wire::mad::{MadStatus, Method};
 use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::service_record::ServiceRecord;

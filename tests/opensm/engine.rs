@@ -3,16 +3,11 @@
 //! `saquery` lists our port in the group meanwhile and not afterwards; `roce sa-query --ibsim`
 //! reads OpenSM's MCMemberRecords. Fails (never skips) without ibsim/OpenSM.
 
-#[path = "ibsim/harness.rs"]
-mod ibsim_harness;
-
-use std::net::Ipv6Addr;
 use std::process::Command;
 use std::time::Duration;
 
-use ibsim_harness::Fabric;
-
-const MGID_CM: Ipv6Addr = Ipv6Addr::new(0xff12, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0203);
+use crate::ibsim_harness::Fabric;
+use crate::MGID_CM;
 
 #[test]
 fn mckey_and_sa_query_through_ibsim() {

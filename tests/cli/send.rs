@@ -2,7 +2,8 @@
 //! far end as the capture: the bytes that arrive are the bytes of the file (or rewritten as
 //! asked, with checksums and ICRC recomputed). Needs root (CI runs as root).
 
-mod common;
+use crate::common;
+use crate::common::netns::Netns;
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -10,45 +11,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-struct Netns(String);
-
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        let name = format!("roce-{tag}-{}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &name]).status();
-        let ok = Command::new("ip").args(["netns", "add", &name]).status().map(|s| s.success()).unwrap_or(false);
-        assert!(ok, "cannot create a network namespace: this test needs root (CI runs as root)");
-        let ns = Netns(name);
-        let st = ns
-            .cmd("sh")
-            .args([
-                "-c",
-                "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1; ip link set lo up; \
-                          ip link add veth0 type veth peer name veth1; ip link set veth0 up; ip link set veth1 up",
-            ])
-            .status()
-            .unwrap();
-        assert!(st.success());
-        ns
-    }
-
-    fn cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.0]).arg(program);
-        c
-    }
-
-    fn roce(&self) -> Command {
-        self.cmd(env!("CARGO_BIN_EXE_roce"))
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
 
 fn sample() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/sample.pcap")
@@ -59,8 +21,7 @@ struct Capture(Child, std::thread::JoinHandle<String>);
 
 fn capture(ns: &Netns, n: usize, out: &Path) -> Capture {
     let mut c = ns
-        .roce()
-        .args(["decode", "--json", "-i", "veth1", "-c", &n.to_string(), "-w"])
+        .roce(["decode", "--json", "-i", "veth1", "-c", &n.to_string(), "-w"])
         .arg(out)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -94,14 +55,14 @@ fn wait(Capture(mut c, reader): Capture, what: &str) -> Vec<Value> {
 }
 
 fn send(ns: &Netns, args: &[&str]) -> String {
-    let o = ns.roce().args(["send", "--iface", "veth0"]).args(args).output().unwrap();
+    let o = ns.roce(["send", "--iface", "veth0"]).args(args).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 #[test]
 fn sends_a_capture_byte_for_byte_and_rewrites_sources_on_request() {
-    let ns = Netns::new("send");
+    let ns = Netns::veth_pair("send");
     let dir = common::artefact_dir("cli_send");
     let frames = roce_decode::capture::read_file(&sample()).unwrap();
     let n = frames.len();

@@ -12,14 +12,13 @@
 //! prerequisite fails the test. Artefacts: target/interop/artefacts/<kernel>/interop_guest_sa_probe/
 //! (ROCE_KERNEL picks 6.1 or 6.12).
 
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use harness::{GuestBuilder, RawSocket, GUEST_IP4, GUEST_IP6, GUEST_MAC, HOST_IP4, HOST_IP6};
+use crate::harness::{GuestBuilder, RawSocket, GUEST_IP4, GUEST_IP6, GUEST_MAC, HOST_IP4, HOST_IP6};
 use roce_wire::bth::{self, Opcode};
 use roce_wire::ext::ExtHeaders;
 use roce_wire::frame::{self, rxe_udp_sport, FrameRepr};

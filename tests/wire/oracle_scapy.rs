@@ -2,7 +2,7 @@
 //! ICRC of at least 1,000 random frames (IPv4 and IPv6, every opcode, random pads, payloads and
 //! masked fields). Any disagreement fails.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

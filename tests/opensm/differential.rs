@@ -1,6 +1,6 @@
 //! Differential test: OpenSM's SA against ours. The same MCMemberRecord join, leave and query
 //! sequences go to OpenSM 3.3 (on ibsim, through the pure-Rust sim client, as in
-//! tests/opensm.rs) and to [`roce_sa::SaResponder`] (in-process), and after every step both are
+//! tests/opensm/sa.rs) and to [`roce_sa::SaResponder`] (in-process), and after every step both are
 //! compared:
 //!
 //! - the **answer**: response method, status and record(s) (every field; for an error, whether
@@ -26,15 +26,13 @@
 //! Every sequence runs on its own fabric (they run in parallel) and its own responder. They fail
 //! (never skip) when ibsim or OpenSM is missing: `bash tests/ibsim/setup.sh`.
 
-#[path = "ibsim/harness.rs"]
-mod ibsim_harness;
-
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::Ipv6Addr;
 use std::time::{Duration, Instant};
 
-use ibsim_harness::{sa_exchange, Fabric};
+use crate::ibsim_harness::{sa_exchange, Fabric};
+use crate::{JOIN_MASK, LEAVE_MASK, MGID_CM, MGID_CM6, MGID_IPOIB, MGID_IPOIB_BCAST, MGID_PROXY, NODE, OTHER_NODE};
 use roce_net::ibsim::IbsimClient;
 use roce_sa::{Requester, SaConfig, SaResponder};
 use roce_wire::mad::Method;
@@ -43,22 +41,6 @@ use roce_wire::rmpp::RmppFlags;
 use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_OFFSET, SA_HEADER_LEN, SA_HEADER_OFFSET};
 use roce_wire::{Gid, RDMA_UDP_QKEY};
 
-/// RDMA-CM's MGID for 239.1.2.3 on an IB port (see tests/opensm.rs).
-const MGID_CM: Ipv6Addr = Ipv6Addr::new(0xff12, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0203);
-/// RDMA-CM's MGID for ff0e::1:2:3.
-const MGID_CM6: Ipv6Addr = Ipv6Addr::new(0xff12, 0x6001, 0xffff, 0, 0, 0x1, 0x2, 0x3);
-/// An IPoIB-signature MGID.
-const MGID_IPOIB: Ipv6Addr = Ipv6Addr::new(0xff12, 0x601b, 0xffff, 0, 0, 0x1, 0x2, 0x3);
-/// The group of the proxy joins (239.1.2.4).
-const MGID_PROXY: Ipv6Addr = Ipv6Addr::new(0xff12, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0204);
-/// The IPoIB broadcast group OpenSM creates at start.
-const MGID_BCAST: Ipv6Addr = Ipv6Addr::new(0xff12, 0x401b, 0xffff, 0, 0, 0, 0xffff, 0xffff);
-
-const NODE: &str = "Hca2";
-const OTHER_NODE: &str = "Hca3";
-
-const JOIN_MASK: u64 = ComponentMask::KERNEL_JOIN.0; // 0x130C7
-const LEAVE_MASK: u64 = ComponentMask::KERNEL_LEAVE.0; // 0x10003
 const FULL: u8 = JoinState::FULL_MEMBER.0;
 const SEND_ONLY: u8 = JoinState::SEND_ONLY_FULL_MEMBER.0;
 /// OpenSM's default SM_Key (`OSM_DEFAULT_SM_KEY`), also roce-sa's `sa_key`: a query carrying it
@@ -170,6 +152,12 @@ fn join(name: &'static str, mg: Mg, js: u8) -> Step {
     step(name, Who::Me, Method::Set, JOIN_MASK, RecOf::Join(mg, Pg::Me, js))
 }
 
+/// Our port joins (or creates) `mg` as a full member: SubnAdmSet with the join mask and
+/// `components`, the record edited by `edit`.
+fn join_edited(name: &'static str, mg: Mg, components: u64, edit: fn(&mut McMemberRecord)) -> Step {
+    step(name, Who::Me, Method::Set, JOIN_MASK | components, RecOf::Edit(mg, Pg::Me, FULL, edit))
+}
+
 /// Our port drops `js` of `mg` (SubnAdmDelete, mask 0x10003).
 fn leave(name: &'static str, mg: Mg, js: u8) -> Step {
     step(name, Who::Me, Method::Delete, LEAVE_MASK, RecOf::Leave(mg, Pg::Me, js))
@@ -232,7 +220,7 @@ fn sequences() -> Vec<Sequence> {
             ],
         },
         Sequence {
-            // tests/opensm.rs `combined_join_states_and_partial_leaves`, then a rejoin.
+            // tests/opensm/sa.rs `combined_join_states_and_partial_leaves`, then a rejoin.
             name: "partial_leave",
             steps: vec![
                 join("full_member_join", Mg::Cm, FULL),
@@ -313,82 +301,28 @@ fn sequences() -> Vec<Sequence> {
             name: "components",
             steps: vec![
                 join("full_member_join", Mg::Cm, FULL),
-                step(
-                    "join_existing_mtu_exactly_other",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK | MTU,
-                    Edit(Mg::Cm, Pg::Me, FULL, |r| {
-                        r.mtu_selector = Selector::Exactly;
-                        r.mtu = 3;
-                    }),
-                ),
-                step(
-                    "join_existing_mtu_less_than_larger",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK | MTU,
-                    Edit(Mg::Cm, Pg::Me, FULL, |r| {
-                        r.mtu_selector = Selector::LessThan;
-                        r.mtu = 5;
-                    }),
-                ),
-                step(
-                    "join_existing_rate_greater_than_faster",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK | RATE,
-                    Edit(Mg::Cm, Pg::Me, FULL, |r| {
-                        r.rate_selector = Selector::GreaterThan;
-                        r.rate = 6;
-                    }),
-                ),
-                step(
-                    "join_existing_invalid_mtu_code",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK | MTU,
-                    Edit(Mg::Cm, Pg::Me, FULL, |r| {
-                        r.mtu_selector = Selector::Exactly;
-                        r.mtu = 7;
-                    }),
-                ),
-                step("join_existing_sl_other", Who::Me, Set, JOIN_MASK, Edit(Mg::Cm, Pg::Me, FULL, |r| r.sl = 1)),
-                step(
-                    "join_existing_tclass_other",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK,
-                    Edit(Mg::Cm, Pg::Me, FULL, |r| r.traffic_class = 1),
-                ),
-                step(
-                    "join_existing_flow_label_other",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK,
-                    Edit(Mg::Cm, Pg::Me, FULL, |r| r.flow_label = 5),
-                ),
-                step(
-                    "join_existing_hop_limit_other",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK | HOP,
-                    Edit(Mg::Cm, Pg::Me, FULL, |r| r.hop_limit = 1),
-                ),
-                step(
-                    "join_existing_limited_pkey",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK,
-                    Edit(Mg::Cm, Pg::Me, FULL, |r| r.p_key = 0x7FFF),
-                ),
-                step(
-                    "join_existing_invalid_pkey",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK,
-                    Edit(Mg::Cm, Pg::Me, FULL, |r| r.p_key = 0x8000),
-                ),
+                join_edited("join_existing_mtu_exactly_other", Mg::Cm, MTU, |r| {
+                    r.mtu_selector = Selector::Exactly;
+                    r.mtu = 3;
+                }),
+                join_edited("join_existing_mtu_less_than_larger", Mg::Cm, MTU, |r| {
+                    r.mtu_selector = Selector::LessThan;
+                    r.mtu = 5;
+                }),
+                join_edited("join_existing_rate_greater_than_faster", Mg::Cm, RATE, |r| {
+                    r.rate_selector = Selector::GreaterThan;
+                    r.rate = 6;
+                }),
+                join_edited("join_existing_invalid_mtu_code", Mg::Cm, MTU, |r| {
+                    r.mtu_selector = Selector::Exactly;
+                    r.mtu = 7;
+                }),
+                join_edited("join_existing_sl_other", Mg::Cm, 0, |r| r.sl = 1),
+                join_edited("join_existing_tclass_other", Mg::Cm, 0, |r| r.traffic_class = 1),
+                join_edited("join_existing_flow_label_other", Mg::Cm, 0, |r| r.flow_label = 5),
+                join_edited("join_existing_hop_limit_other", Mg::Cm, HOP, |r| r.hop_limit = 1),
+                join_edited("join_existing_limited_pkey", Mg::Cm, 0, |r| r.p_key = 0x7FFF),
+                join_edited("join_existing_invalid_pkey", Mg::Cm, 0, |r| r.p_key = 0x8000),
                 step("get_by_mlid", Who::Me, Get, ComponentMask::MLID.0, JoinedEdit(Mg::Cm, Pg::Me, |_| {})),
                 step(
                     "get_by_other_mlid",
@@ -438,123 +372,57 @@ fn sequences() -> Vec<Sequence> {
                     )
                 },
                 leave("leave", Mg::Cm, FULL),
-                step(
-                    "create_mtu_exactly_lower",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK | MTU,
-                    Edit(Mg::Cm6, Pg::Me, FULL, |r| {
-                        r.mtu_selector = Selector::Exactly;
-                        r.mtu = 3;
-                    }),
-                ),
+                join_edited("create_mtu_exactly_lower", Mg::Cm6, MTU, |r| {
+                    r.mtu_selector = Selector::Exactly;
+                    r.mtu = 3;
+                }),
                 step("join_port_mtu_above_group", Who::Me, Set, JOIN_MASK, Join(Mg::Cm6, Pg::Me, SEND_ONLY)),
                 leave("leave_mtu_exactly_lower", Mg::Cm6, FULL | SEND_ONLY),
-                step(
-                    "create_mtu_greater_than_port",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK | MTU,
-                    Edit(Mg::Cm6, Pg::Me, FULL, |r| {
-                        r.mtu_selector = Selector::GreaterThan;
-                        r.mtu = 4;
-                    }),
-                ),
-                step(
-                    "create_mtu_largest",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK | MTU,
-                    Edit(Mg::Cm6, Pg::Me, FULL, |r| {
-                        r.mtu_selector = Selector::Largest;
-                        r.mtu = 1;
-                    }),
-                ),
+                join_edited("create_mtu_greater_than_port", Mg::Cm6, MTU, |r| {
+                    r.mtu_selector = Selector::GreaterThan;
+                    r.mtu = 4;
+                }),
+                join_edited("create_mtu_largest", Mg::Cm6, MTU, |r| {
+                    r.mtu_selector = Selector::Largest;
+                    r.mtu = 1;
+                }),
                 leave("leave_mtu_largest", Mg::Cm6, FULL),
-                step(
-                    "create_rate_exactly_faster",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK | RATE,
-                    Edit(Mg::Cm6, Pg::Me, FULL, |r| {
-                        r.rate_selector = Selector::Exactly;
-                        r.rate = 6;
-                    }),
-                ),
-                step(
-                    "create_rate_less_than_port",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK | RATE,
-                    Edit(Mg::Cm6, Pg::Me, FULL, |r| {
-                        r.rate_selector = Selector::LessThan;
-                        r.rate = 3;
-                    }),
-                ),
+                join_edited("create_rate_exactly_faster", Mg::Cm6, RATE, |r| {
+                    r.rate_selector = Selector::Exactly;
+                    r.rate = 6;
+                }),
+                join_edited("create_rate_less_than_port", Mg::Cm6, RATE, |r| {
+                    r.rate_selector = Selector::LessThan;
+                    r.rate = 3;
+                }),
                 leave("leave_rate_less_than_port", Mg::Cm6, FULL),
-                step(
-                    "create_packet_life_given",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK | PLT,
-                    Edit(Mg::Cm6, Pg::Me, FULL, |r| {
-                        r.packet_life_time = 5;
-                    }),
-                ),
+                join_edited("create_packet_life_given", Mg::Cm6, PLT, |r| {
+                    r.packet_life_time = 5;
+                }),
                 leave("leave_packet_life_given", Mg::Cm6, FULL),
-                step(
-                    "create_packet_life_less_than",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK | PLT | PLT_SEL,
-                    Edit(Mg::Cm6, Pg::Me, FULL, |r| {
-                        r.packet_life_time_selector = Selector::LessThan;
-                        r.packet_life_time = 10;
-                    }),
-                ),
+                join_edited("create_packet_life_less_than", Mg::Cm6, PLT | PLT_SEL, |r| {
+                    r.packet_life_time_selector = Selector::LessThan;
+                    r.packet_life_time = 10;
+                }),
                 leave("leave_packet_life_less_than", Mg::Cm6, FULL),
-                step("create_limited_pkey", Who::Me, Set, JOIN_MASK, Edit(Mg::Cm6, Pg::Me, FULL, |r| r.p_key = 0x7FFF)),
+                join_edited("create_limited_pkey", Mg::Cm6, 0, |r| r.p_key = 0x7FFF),
                 step("join_full_pkey_limited_group", Who::Me, Set, JOIN_MASK, Join(Mg::Cm6, Pg::Me, SEND_ONLY)),
                 leave("leave_limited_pkey", Mg::Cm6, FULL | SEND_ONLY),
-                step(
-                    "create_mgid_reserved_flags",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK,
-                    Edit(Mg::Cm, Pg::Me, FULL, |r| {
-                        r.mgid = Gid::from_ipv6(Ipv6Addr::new(0xff32, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0203));
-                    }),
-                ),
-                step(
-                    "create_mgid_not_multicast",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK,
-                    Edit(Mg::Cm, Pg::Me, FULL, |r| {
-                        r.mgid = Gid::from_ipv6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1));
-                    }),
-                ),
-                step(
-                    "create_mgid_link_local_sa_signature",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK,
-                    Edit(Mg::Cm, Pg::Me, FULL, |r| {
-                        r.mgid = Gid::from_ipv6(Ipv6Addr::new(0xff12, 0xa01b, 0, 0, 0, 0, 0, 1));
-                    }),
-                ),
-                step(
-                    "create_sa_assigned_with_scope",
-                    Who::Me,
-                    Set,
-                    JOIN_MASK | SCOPE,
-                    Edit(Mg::Zero, Pg::Me, FULL, |r| r.scope = 5),
-                ),
+                join_edited("create_mgid_reserved_flags", Mg::Cm, 0, |r| {
+                    r.mgid = Gid::from_ipv6(Ipv6Addr::new(0xff32, 0x4001, 0xffff, 0, 0, 0, 0xef01, 0x0203));
+                }),
+                join_edited("create_mgid_not_multicast", Mg::Cm, 0, |r| {
+                    r.mgid = Gid::from_ipv6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1));
+                }),
+                join_edited("create_mgid_link_local_sa_signature", Mg::Cm, 0, |r| {
+                    r.mgid = Gid::from_ipv6(Ipv6Addr::new(0xff12, 0xa01b, 0, 0, 0, 0, 0, 1));
+                }),
+                join_edited("create_sa_assigned_with_scope", Mg::Zero, SCOPE, |r| r.scope = 5),
                 leave("leave_sa_assigned_with_scope", Mg::Assigned, FULL),
             ],
         },
         Sequence {
-            // tests/opensm.rs `bad_requests_and_their_statuses` (but the proxy and IPoIB rows,
+            // tests/opensm/sa.rs `bad_requests_and_their_statuses` (but the proxy and IPoIB rows,
             // which have their own sequences) and a few more.
             name: "bad_requests",
             steps: vec![
@@ -598,7 +466,7 @@ fn sequences() -> Vec<Sequence> {
                 step("get_multi_method_unsupported", Who::Me, GetMulti, JOIN_MASK, Join(Mg::Cm, Pg::Me, FULL)),
                 join("full_member_join", Mg::Cm, FULL),
                 join("rejoin_same_state", Mg::Cm, FULL),
-                step("join_other_qkey", Who::Me, Set, JOIN_MASK, Edit(Mg::Cm, Pg::Me, FULL, |r| r.q_key = 0x1111_1111)),
+                join_edited("join_other_qkey", Mg::Cm, 0, |r| r.q_key = 0x1111_1111),
                 join("join_join_state_zero_existing", Mg::Cm, 0),
                 leave("leave_state_not_held", Mg::Cm, SEND_ONLY),
                 step("leave_other_ports_gid", Who::Me, Delete, LEAVE_MASK, Leave(Mg::Cm, Pg::Other, FULL)),
@@ -1252,7 +1120,7 @@ impl<B: Backend> Ctx<B> {
             Mg::Cm6 => Gid::from_ipv6(MGID_CM6),
             Mg::Proxy => Gid::from_ipv6(MGID_PROXY),
             Mg::Ipoib => Gid::from_ipv6(MGID_IPOIB),
-            Mg::Bcast => Gid::from_ipv6(MGID_BCAST),
+            Mg::Bcast => Gid::from_ipv6(MGID_IPOIB_BCAST),
             Mg::Assigned => return self.assigned.first().copied(),
             Mg::Assigned2 => return self.assigned.get(1).copied(),
             Mg::Zero => Gid::ZERO,
@@ -1709,7 +1577,7 @@ fn sequences_cover_spec_and_deviations_are_documented() {
     assert!(missing.is_empty(), "rows of spec/opensm.md without a step here: {missing:?}");
     // Every deviation, as `seq` / `step` / `what` in a row of the Differential section.
     for d in DEVIATIONS {
-        // (No backquotes in the first column: tests/opensm.rs reads every line starting "| `" as
+        // (No backquotes in the first column: tests/opensm/sa.rs reads every line starting "| `" as
         // a row of the status table.)
         let row = format!("| {} | {} | {} |", d.seq, d.step, d.what);
         assert!(differential.contains(&row), "spec/opensm.md Differential lacks the row starting {row}");

@@ -36,7 +36,7 @@
 //! are compared. tshark shows the ICRC but never verifies it (no status field, no expert
 //! info; the `bad_icrc` sample decodes silently), so the ICRC value is compared and our
 //! verdict must be "good" on every frame.
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write as _;

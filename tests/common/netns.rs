@@ -1,0 +1,60 @@
+//! A network namespace a test creates for itself, removed on drop. Needs root (CI runs as root);
+//! a missing capability fails the test.
+
+use std::ffi::OsStr;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A network namespace of this process, named `roce-<tag>-<pid>-<n>`: tests running in parallel
+/// threads of one binary never share one, whatever their tags.
+pub struct Netns(pub String);
+
+impl Netns {
+    /// A fresh namespace with only `lo`, up.
+    pub fn new(tag: &str) -> Netns {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let name = format!("roce-{tag}-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let _ = Command::new("ip").args(["netns", "del", &name]).status();
+        let ok = Command::new("ip").args(["netns", "add", &name]).status().map(|s| s.success()).unwrap_or(false);
+        assert!(ok, "cannot create a network namespace: this test needs root (CI runs as root)");
+        let ns = Netns(name);
+        ns.sh("ip link set lo up");
+        ns
+    }
+
+    /// A fresh namespace with a veth pair (veth0 ↔ veth1, both up), IPv6 off so that the
+    /// kernel sends nothing of its own.
+    pub fn veth_pair(tag: &str) -> Netns {
+        let ns = Netns::new(tag);
+        ns.sh("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1; \
+               ip link add veth0 type veth peer name veth1; ip link set veth0 up; ip link set veth1 up");
+        ns
+    }
+
+    /// Run `sh -c cmd` in the namespace; a failure fails the test.
+    pub fn sh(&self, cmd: &str) {
+        let st = Command::new("ip").args(["netns", "exec", &self.0, "sh", "-c", cmd]).status().unwrap();
+        assert!(st.success(), "{cmd}");
+    }
+
+    /// `program` to run in the namespace (`ip netns exec` execs it: the child's pid is the
+    /// program's).
+    pub fn cmd(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0]).arg(program);
+        c
+    }
+
+    /// `roce ARGS` to run in the namespace.
+    pub fn roce<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(&self, args: I) -> Command {
+        let mut c = self.cmd(env!("CARGO_BIN_EXE_roce"));
+        c.args(args);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
