@@ -141,7 +141,7 @@ pub fn solicited_node(addr: Ipv6Addr) -> Ipv6Addr {
 
 /// The MAC of the solicited-node group of `addr`: 33:33:ff + its low 24 bits.
 pub fn solicited_node_mac(addr: Ipv6Addr) -> [u8; 6] {
-    crate::l2::ipv6_multicast_mac(solicited_node(addr))
+    crate::multicast::ipv6_multicast_mac(solicited_node(addr))
 }
 
 /// A checked zero-copy view of an NS or NA message.
