@@ -117,3 +117,159 @@ macro_rules! repr_bytes {
         }
     };
 }
+
+/// A header's fields as one table, from which come the view's getters and setters, the owned
+/// `Repr` (with `Default`: every field zero), and `Repr::parse` / `Repr::emit`, so that a
+/// field is described once. Used inside a module that declared `Packet` with `fixed_view!`.
+///
+/// Each row is `name, setter: Type = kind(args)`, in the order `emit` writes them:
+/// - `u8(at)`, `be16(F)`, `be24(F)`, `be32(F)`, `be64(F)`: a big-endian integer at a byte or
+///   `field::` range;
+/// - `bits(at, shift, width)` (a `u8`), `flag(at, shift)` (a `bool`), `code_bits(at, shift,
+///   width)` (an `enum_with_unknown!` enum over `u8`), `code8(at)` (one over a whole byte),
+///   `code16(F)` (one over `u16`): parts of bytes keep the other bits;
+/// - `array(F)`: a small byte array by value; `bytes(F)`: a long one, read as a slice and
+///   written through `setter` (named `…_mut`) returning the slice. Both serialize as hex.
+/// - `custom()`: getter `name()` and setter `setter(&value)` are written by hand.
+macro_rules! wire_fields {
+    (
+        $(#[$sattr:meta])*
+        pub struct $repr:ident {
+            $(
+                $(#[doc = $doc:literal])*
+                $name:ident, $set:ident: $ty:ty = $kind:ident $args:tt
+            ),* $(,)?
+        }
+    ) => {
+        impl<T: AsRef<[u8]>> Packet<T> {
+            $( wire_fields!(@get [$($doc)*] $name: $ty = $kind $args); )*
+        }
+
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+            $( wire_fields!(@set [$($doc)*] $set: $ty = $kind $args); )*
+        }
+
+        wire_fields!(@struct [$(#[$sattr])*] $repr [] $( [$($doc)*] $name: $ty = $kind; )*);
+
+        impl Default for $repr {
+            fn default() -> Self {
+                $repr { $( $name: wire_fields!(@zero $ty = $kind $args), )* }
+            }
+        }
+
+        impl $repr {
+            /// Parse a view (its length is checked once here).
+            pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> $crate::Result<$repr> {
+                packet.check_len()?;
+                Ok($repr { $( $name: wire_fields!(@parse packet $name = $kind $args), )* })
+            }
+
+            /// Write every field into a view (values wider than their fields are masked).
+            pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+                $( wire_fields!(@emit packet self.$name, $set = $kind $args); )*
+            }
+        }
+    };
+
+    // The owned struct, one row at a time (byte arrays serialize as hex).
+    (@struct [$($sattr:tt)*] $repr:ident [$($out:tt)*]) => {
+        $($sattr)*
+        pub struct $repr { $($out)* }
+    };
+    (@struct $sattr:tt $repr:ident [$($out:tt)*] [$($doc:literal)*] $name:ident: $ty:ty = array; $($rest:tt)*) => {
+        wire_fields!(@struct $sattr $repr [$($out)* $(#[doc = $doc])*
+            #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
+            pub $name: $ty,] $($rest)*);
+    };
+    (@struct $sattr:tt $repr:ident [$($out:tt)*] [$($doc:literal)*] $name:ident: $ty:ty = bytes; $($rest:tt)*) => {
+        wire_fields!(@struct $sattr $repr [$($out)* $(#[doc = $doc])*
+            #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
+            pub $name: $ty,] $($rest)*);
+    };
+    (@struct $sattr:tt $repr:ident [$($out:tt)*] [$($doc:literal)*] $name:ident: $ty:ty = $kind:ident; $($rest:tt)*) => {
+        wire_fields!(@struct $sattr $repr [$($out)* $(#[doc = $doc])* pub $name: $ty,] $($rest)*);
+    };
+
+    // Getters.
+    (@get $docs:tt $name:ident: $ty:ty = custom $args:tt) => {};
+    (@get [$($doc:literal)*] $name:ident: $ty:ty = bytes($f:expr)) => {
+        $(#[doc = $doc])*
+        pub fn $name(&self) -> &[u8] {
+            &self.buffer.as_ref()[$f]
+        }
+    };
+    (@get [$($doc:literal)*] $name:ident: $ty:ty = $kind:ident $args:tt) => {
+        $(#[doc = $doc])*
+        pub fn $name(&self) -> $ty {
+            wire_fields!(@read self.buffer.as_ref(), $ty = $kind $args)
+        }
+    };
+
+    (@read $b:expr, $ty:ty = u8($at:expr)) => { $b[$at] };
+    (@read $b:expr, $ty:ty = be16($f:expr)) => { $crate::field::be16($b, $f.start) };
+    (@read $b:expr, $ty:ty = be24($f:expr)) => { $crate::field::be24($b, $f.start) };
+    (@read $b:expr, $ty:ty = be32($f:expr)) => { $crate::field::be32($b, $f.start) };
+    (@read $b:expr, $ty:ty = be64($f:expr)) => { $crate::field::be64($b, $f.start) };
+    (@read $b:expr, $ty:ty = bits($at:expr, $shift:expr, $width:expr)) => {
+        $crate::field::get_bits($b[$at], $shift, $width)
+    };
+    (@read $b:expr, $ty:ty = flag($at:expr, $shift:expr)) => { $crate::field::get_bits($b[$at], $shift, 1) != 0 };
+    (@read $b:expr, $ty:ty = code_bits($at:expr, $shift:expr, $width:expr)) => {
+        <$ty>::from($crate::field::get_bits($b[$at], $shift, $width))
+    };
+    (@read $b:expr, $ty:ty = code8($at:expr)) => { <$ty>::from($b[$at]) };
+    (@read $b:expr, $ty:ty = code16($f:expr)) => { <$ty>::from($crate::field::be16($b, $f.start)) };
+    (@read $b:expr, $ty:ty = array($f:expr)) => { $crate::field::array($b, $f.start) };
+
+    // Setters.
+    (@set $docs:tt $set:ident: $ty:ty = custom $args:tt) => {};
+    (@set [$($doc:literal)*] $set:ident: $ty:ty = bytes($f:expr)) => {
+        /// Writable:
+        $(#[doc = $doc])*
+        pub fn $set(&mut self) -> &mut [u8] {
+            &mut self.buffer.as_mut()[$f]
+        }
+    };
+    (@set [$($doc:literal)*] $set:ident: $ty:ty = $kind:ident $args:tt) => {
+        /// Set:
+        $(#[doc = $doc])*
+        pub fn $set(&mut self, v: $ty) {
+            wire_fields!(@write self.buffer.as_mut(), v = $kind $args)
+        }
+    };
+
+    (@write $b:expr, $v:ident = u8($at:expr)) => { $b[$at] = $v };
+    (@write $b:expr, $v:ident = be16($f:expr)) => { $crate::field::put16($b, $f.start, $v) };
+    (@write $b:expr, $v:ident = be24($f:expr)) => { $crate::field::put24($b, $f.start, $v) };
+    (@write $b:expr, $v:ident = be32($f:expr)) => { $crate::field::put32($b, $f.start, $v) };
+    (@write $b:expr, $v:ident = be64($f:expr)) => { $crate::field::put64($b, $f.start, $v) };
+    (@write $b:expr, $v:ident = bits($at:expr, $shift:expr, $width:expr)) => {
+        $crate::field::set_bits(&mut $b[$at], $shift, $width, $v)
+    };
+    (@write $b:expr, $v:ident = flag($at:expr, $shift:expr)) => {
+        $crate::field::set_bits(&mut $b[$at], $shift, 1, $v as u8)
+    };
+    (@write $b:expr, $v:ident = code_bits($at:expr, $shift:expr, $width:expr)) => {
+        $crate::field::set_bits(&mut $b[$at], $shift, $width, u8::from($v))
+    };
+    (@write $b:expr, $v:ident = code8($at:expr)) => { $b[$at] = u8::from($v) };
+    (@write $b:expr, $v:ident = code16($f:expr)) => { $crate::field::put16($b, $f.start, u16::from($v)) };
+    (@write $b:expr, $v:ident = array($f:expr)) => { $b[$f].copy_from_slice(&$v) };
+
+    // Default: zero bytes.
+    (@zero $ty:ty = custom $args:tt) => { Default::default() };
+    (@zero $ty:ty = flag $args:tt) => { false };
+    (@zero $ty:ty = code8 $args:tt) => { <$ty>::from(0u8) };
+    (@zero $ty:ty = code_bits $args:tt) => { <$ty>::from(0u8) };
+    (@zero $ty:ty = code16 $args:tt) => { <$ty>::from(0u16) };
+    (@zero $ty:ty = array($f:expr)) => { [0; $f.end - $f.start] };
+    (@zero $ty:ty = bytes($f:expr)) => { [0; $f.end - $f.start] };
+    (@zero $ty:ty = $kind:ident $args:tt) => { 0 };
+
+    // parse and emit.
+    (@parse $p:ident $name:ident = bytes($f:expr)) => { $crate::field::array($p.buffer.as_ref(), $f.start) };
+    (@parse $p:ident $name:ident = $kind:ident $args:tt) => { $p.$name() };
+    (@emit $p:ident $v:expr, $set:ident = bytes $args:tt) => { $p.$set().copy_from_slice(&$v) };
+    (@emit $p:ident $v:expr, $set:ident = custom $args:tt) => { $p.$set(&$v) };
+    (@emit $p:ident $v:expr, $set:ident = $kind:ident $args:tt) => { $p.$set($v) };
+}
