@@ -167,44 +167,24 @@ pub(crate) fn internet_checksum(data: &[u8]) -> u16 {
     !smoltcp::wire::checksum::data(data)
 }
 
-/// A checked zero-copy view of an IGMP message (any version).
-///
-/// `check_len` checks the fixed part for the message type: 8 bytes, or 12 for a query longer
-/// than 8 bytes (an IGMPv3 query). The sources of a v3 query and the records of a v3 report
-/// are read through accessors that check their own bounds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+/// Check that the fixed part of the message is there (8 bytes; 12 for a v3 query).
+fn check_fixed_part(b: &[u8]) -> Result<()> {
+    check_len(Layer::Igmp, b, V2_LEN)?;
+    if Packet::new_unchecked(b).is_v3_query() {
+        check_len(Layer::Igmp, b, V3_QUERY_MIN_LEN)?;
+    }
+    Ok(())
 }
 
+fixed_view!(check: check_fixed_part;
+    /// A checked zero-copy view of an IGMP message (any version).
+    ///
+    /// `check_len` checks the fixed part for the message type: 8 bytes, or 12 for a query longer
+    /// than 8 bytes (an IGMPv3 query). The sources of a v3 query and the records of a v3 report
+    /// are read through accessors that check their own bounds.
+);
+
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer (the whole IGMP message, i.e. the IPv4 payload) without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking that it holds the fixed part of its message type.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Check that the fixed part of the message is there (8 bytes; 12 for a v3 query).
-    pub fn check_len(&self) -> Result<()> {
-        let b = self.buffer.as_ref();
-        check_len(Layer::Igmp, b, V2_LEN)?;
-        if self.is_v3_query() {
-            check_len(Layer::Igmp, b, V3_QUERY_MIN_LEN)?;
-        }
-        Ok(())
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }

@@ -60,15 +60,26 @@ macro_rules! enum_with_unknown {
 /// The checked-view boilerplate shared by every fixed-length header: `Packet<T>` with
 /// `new_unchecked`, `new_checked`, `check_len` and `into_inner`. The length check is either
 /// `(Layer, len)` or a function `fn(&[u8]) -> Result<()>` (`check: path`).
+///
+/// The view's own documentation may follow a `;` (else it is "A checked zero-copy view of
+/// this header.").
 macro_rules! fixed_view {
     ($layer:expr, $len:expr) => {
-        fixed_view!(@view |b: &[u8]| $crate::error::check_len($layer, b, $len));
+        fixed_view!($layer, $len; /// A checked zero-copy view of this header.
+        );
+    };
+    ($layer:expr, $len:expr; $(#[$doc:meta])+) => {
+        fixed_view!(@view [$(#[$doc])+] |b: &[u8]| $crate::error::check_len($layer, b, $len));
     };
     (check: $check:path) => {
-        fixed_view!(@view |b: &[u8]| $check(b));
+        fixed_view!(check: $check; /// A checked zero-copy view of this header.
+        );
     };
-    (@view $check:expr) => {
-        /// A checked zero-copy view of this header.
+    (check: $check:path; $(#[$doc:meta])+) => {
+        fixed_view!(@view [$(#[$doc])+] |b: &[u8]| $check(b));
+    };
+    (@view [$($doc:tt)+] $check:expr) => {
+        $($doc)+
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub struct Packet<T: AsRef<[u8]>> {
             buffer: T,
@@ -272,4 +283,54 @@ macro_rules! wire_fields {
     (@emit $p:ident $v:expr, $set:ident = bytes $args:tt) => { $p.$set().copy_from_slice(&$v) };
     (@emit $p:ident $v:expr, $set:ident = custom $args:tt) => { $p.$set(&$v) };
     (@emit $p:ident $v:expr, $set:ident = $kind:ident $args:tt) => { $p.$set($v) };
+}
+
+/// The set operations of a bit-set newtype `struct Name(pub raw)` (JoinState, the SA
+/// ComponentMasks): `contains`, `bits`, `|`, `|=`, `&`, and `From` both ways.
+macro_rules! bit_set_ops {
+    ($name:ident($raw:ty)) => {
+        impl $name {
+            /// Whether every bit of `other` is set.
+            pub const fn contains(self, other: $name) -> bool {
+                self.0 & other.0 == other.0
+            }
+
+            /// The raw bits.
+            pub const fn bits(self) -> $raw {
+                self.0
+            }
+        }
+
+        impl ::core::ops::BitOr for $name {
+            type Output = $name;
+            fn bitor(self, rhs: $name) -> $name {
+                $name(self.0 | rhs.0)
+            }
+        }
+
+        impl ::core::ops::BitOrAssign for $name {
+            fn bitor_assign(&mut self, rhs: $name) {
+                self.0 |= rhs.0;
+            }
+        }
+
+        impl ::core::ops::BitAnd for $name {
+            type Output = $name;
+            fn bitand(self, rhs: $name) -> $name {
+                $name(self.0 & rhs.0)
+            }
+        }
+
+        impl From<$raw> for $name {
+            fn from(v: $raw) -> Self {
+                $name(v)
+            }
+        }
+
+        impl From<$name> for $raw {
+            fn from(m: $name) -> Self {
+                m.0
+            }
+        }
+    };
 }

@@ -142,45 +142,26 @@ pub(crate) fn icmpv6_checksum(src: &Ipv6Addr, dst: &Ipv6Addr, data: &[u8]) -> u1
     ])
 }
 
-/// A checked zero-copy view of an MLD message (any version).
-///
-/// `check_len` checks the fixed part: 8 bytes for a v2 report, 24 for a v1 message or a
-/// query, 28 for a query longer than 24 bytes (v2). Query sources and report records are read
-/// through accessors that check their own bounds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+/// Check the fixed part: 8 bytes for a v2 report, 24 for a v1 message or a query, 28 for a
+/// query longer than 24 bytes.
+fn check_fixed_part(b: &[u8]) -> Result<()> {
+    check_len(Layer::Mld, b, V2_REPORT_HEADER_LEN)?;
+    match Packet::new_unchecked(b).msg_type() {
+        MessageType::V2Report => Ok(()),
+        MessageType::Query if b.len() > V1_LEN => check_len(Layer::Mld, b, V2_QUERY_MIN_LEN),
+        _ => check_len(Layer::Mld, b, V1_LEN),
+    }
 }
 
+fixed_view!(check: check_fixed_part;
+    /// A checked zero-copy view of an MLD message (any version).
+    ///
+    /// `check_len` checks the fixed part: 8 bytes for a v2 report, 24 for a v1 message or a
+    /// query, 28 for a query longer than 24 bytes (v2). Query sources and report records are read
+    /// through accessors that check their own bounds.
+);
+
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer (the whole ICMPv6 message) without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking the fixed part of its message type.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Check the fixed part of the message type (see the type's doc).
-    pub fn check_len(&self) -> Result<()> {
-        let b = self.b();
-        check_len(Layer::Mld, b, V2_REPORT_HEADER_LEN)?;
-        match self.msg_type() {
-            MessageType::V2Report => Ok(()),
-            MessageType::Query if b.len() > V1_LEN => check_len(Layer::Mld, b, V2_QUERY_MIN_LEN),
-            _ => check_len(Layer::Mld, b, V1_LEN),
-        }
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
