@@ -35,9 +35,5 @@ impl Repr {
     pub const fn new(qkey: u32, src_qp: u32) -> Repr {
         Repr { qkey, reserved: 0, src_qp }
     }
-    /// Length on the wire.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
 }
-repr_bytes!(Repr);
+repr_bytes!(Repr, len: LEN);

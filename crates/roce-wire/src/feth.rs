@@ -24,13 +24,7 @@ wire_fields! {
     }
 }
 
-impl Repr {
-    /// Length on the wire.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
-}
-repr_bytes!(Repr);
+repr_bytes!(Repr, len: LEN);
 
 impl Repr {
     /// Placement type (bits 3:0).

@@ -44,7 +44,7 @@ use core::net::Ipv4Addr;
 
 use crate::error::{check_count, check_len, ContentError, Error, Layer, Result};
 use crate::field::{be16, be32, put16, put32};
-use crate::multicast::{self, GroupAddress, List, Records, SourceRecord};
+use crate::multicast::{self, GroupAddress, List, Records};
 
 pub use smoltcp::wire::{IgmpPacket, IgmpRepr, IgmpVersion};
 
@@ -466,52 +466,7 @@ impl crate::multicast::Blank for GroupRecordRepr {
     const BLANK: Self = GroupRecordRepr::new(RecordType::ModeIsInclude, Ipv4Addr::UNSPECIFIED);
 }
 
-impl GroupRecordRepr {
-    /// A record with no sources and no aux data.
-    pub const fn new(record_type: RecordType, group_addr: Ipv4Addr) -> Self {
-        GroupRecordRepr { record_type, group_addr, sources: List::new(), aux_data: List::new() }
-    }
-
-    /// Parse one record view (checked) into the bounded repr.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(r: &GroupRecord<&T>) -> Result<Self> {
-        multicast::parse_record(r)
-    }
-
-    /// The record's length on the wire.
-    pub fn buffer_len(&self) -> usize {
-        multicast::record_len(self)
-    }
-
-    /// Write the record at the start of `buf` (at least `buffer_len()` bytes; panics otherwise).
-    pub fn emit_bytes(&self, buf: &mut [u8]) {
-        multicast::emit_record(self, buf)
-    }
-}
-
-impl SourceRecord for GroupRecordRepr {
-    type Addr = Ipv4Addr;
-    fn with_group(record_type: RecordType, group: Ipv4Addr) -> Self {
-        GroupRecordRepr::new(record_type, group)
-    }
-    fn record_type(&self) -> RecordType {
-        self.record_type
-    }
-    fn group(&self) -> Ipv4Addr {
-        self.group_addr
-    }
-    fn sources(&self) -> &List<Ipv4Addr, MAX_SOURCES> {
-        &self.sources
-    }
-    fn sources_mut(&mut self) -> &mut List<Ipv4Addr, MAX_SOURCES> {
-        &mut self.sources
-    }
-    fn aux_data(&self) -> &List<u32, MAX_AUX_WORDS> {
-        &self.aux_data
-    }
-    fn aux_data_mut(&mut self) -> &mut List<u32, MAX_AUX_WORDS> {
-        &mut self.aux_data
-    }
-}
+group_record_repr!(GroupRecordRepr { group_addr: Ipv4Addr }, view: GroupRecord, record_type: RecordType);
 
 /// An IGMPv3 Membership Report (type 0x22) [RFC 3376 §4.2].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -24,10 +24,4 @@ wire_fields! {
     }
 }
 
-impl Repr {
-    /// Length on the wire.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
-}
-repr_bytes!(Repr);
+repr_bytes!(Repr, len: LEN);

@@ -112,8 +112,18 @@ macro_rules! fixed_view {
     };
 }
 
-/// `parse_bytes` / `emit_bytes` for a Repr that has `parse(&Packet)` and `emit(&mut Packet)`.
+/// `parse_bytes` / `emit_bytes` for a Repr that has `parse(&Packet)` and `emit(&mut Packet)`;
+/// with `len: LEN`, also `buffer_len` for a header of fixed length.
 macro_rules! repr_bytes {
+    ($repr:ident, len: $len:expr) => {
+        impl $repr {
+            /// Length on the wire.
+            pub const fn buffer_len(&self) -> usize {
+                $len
+            }
+        }
+        repr_bytes!($repr);
+    };
     ($repr:ident) => {
         impl $repr {
             /// Parse from the start of `buf` (never panics).
@@ -330,6 +340,61 @@ macro_rules! bit_set_ops {
         impl From<$name> for $raw {
             fn from(m: $name) -> Self {
                 m.0
+            }
+        }
+    };
+}
+
+/// The owned-record code of the IGMPv3 group record and the MLDv2 address record, which differ
+/// only in the group address (type and field name): `new`, `parse`, `buffer_len`, `emit_bytes`
+/// and the [`crate::multicast::SourceRecord`] impl through which the shared code reads them.
+macro_rules! group_record_repr {
+    ($repr:ident { $group:ident: $addr:ty }, view: $view:ident, record_type: $rtype:ty) => {
+        impl $repr {
+            /// A record with no sources and no aux data.
+            pub const fn new(record_type: $rtype, $group: $addr) -> Self {
+                $repr { record_type, $group, sources: List::new(), aux_data: List::new() }
+            }
+
+            /// Parse one record view (checked) into the bounded repr.
+            pub fn parse<T: AsRef<[u8]> + ?Sized>(r: &$view<&T>) -> $crate::Result<Self> {
+                $crate::multicast::parse_record(r)
+            }
+
+            /// The record's length on the wire.
+            pub fn buffer_len(&self) -> usize {
+                $crate::multicast::record_len(self)
+            }
+
+            /// Write the record at the start of `buf` (at least `buffer_len()` bytes; panics
+            /// otherwise).
+            pub fn emit_bytes(&self, buf: &mut [u8]) {
+                $crate::multicast::emit_record(self, buf)
+            }
+        }
+
+        impl $crate::multicast::SourceRecord for $repr {
+            type Addr = $addr;
+            fn with_group(record_type: $rtype, group: $addr) -> Self {
+                $repr::new(record_type, group)
+            }
+            fn record_type(&self) -> $rtype {
+                self.record_type
+            }
+            fn group(&self) -> $addr {
+                self.$group
+            }
+            fn sources(&self) -> &List<$addr, { $crate::multicast::MAX_SOURCES }> {
+                &self.sources
+            }
+            fn sources_mut(&mut self) -> &mut List<$addr, { $crate::multicast::MAX_SOURCES }> {
+                &mut self.sources
+            }
+            fn aux_data(&self) -> &List<u32, { $crate::multicast::MAX_AUX_WORDS }> {
+                &self.aux_data
+            }
+            fn aux_data_mut(&mut self) -> &mut List<u32, { $crate::multicast::MAX_AUX_WORDS }> {
+                &mut self.aux_data
             }
         }
     };

@@ -38,7 +38,7 @@ use core::net::Ipv6Addr;
 
 use crate::error::{check_count, check_len, ContentError, Error, Layer, Result};
 use crate::field::{array, be16, put16};
-use crate::multicast::{self, GroupAddress, List, Records, SourceRecord};
+use crate::multicast::{self, GroupAddress, List, Records};
 
 pub use smoltcp::wire::{Icmpv6Message, Icmpv6Packet, MldAddressRecordRepr, MldRecordType, MldRepr};
 
@@ -382,17 +382,9 @@ impl crate::multicast::Blank for AddressRecordRepr {
     const BLANK: Self = AddressRecordRepr::new(RecordType::ModeIsInclude, Ipv6Addr::UNSPECIFIED);
 }
 
+group_record_repr!(AddressRecordRepr { mcast_addr: Ipv6Addr }, view: AddressRecord, record_type: RecordType);
+
 impl AddressRecordRepr {
-    /// A record with no sources and no aux data.
-    pub const fn new(record_type: RecordType, mcast_addr: Ipv6Addr) -> Self {
-        AddressRecordRepr { record_type, mcast_addr, sources: List::new(), aux_data: List::new() }
-    }
-
-    /// Parse a record view into the bounded repr.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(r: &AddressRecord<&T>) -> Result<Self> {
-        multicast::parse_record(r)
-    }
-
     /// Convert smoltcp's record repr (its `payload` holds sources then aux data).
     pub fn from_smoltcp(r: &MldAddressRecordRepr<'_>) -> Result<Self> {
         let n = usize::from(r.num_srcs);
@@ -412,41 +404,6 @@ impl AddressRecordRepr {
             out.aux_data.push(u32::from_be_bytes([c[0], c[1], c[2], c[3]])).ok();
         }
         Ok(out)
-    }
-
-    /// The record's length on the wire.
-    pub fn buffer_len(&self) -> usize {
-        multicast::record_len(self)
-    }
-
-    /// Write the record at the start of `buf` (at least `buffer_len()`; panics otherwise).
-    pub fn emit_bytes(&self, buf: &mut [u8]) {
-        multicast::emit_record(self, buf)
-    }
-}
-
-impl SourceRecord for AddressRecordRepr {
-    type Addr = Ipv6Addr;
-    fn with_group(record_type: RecordType, group: Ipv6Addr) -> Self {
-        AddressRecordRepr::new(record_type, group)
-    }
-    fn record_type(&self) -> RecordType {
-        self.record_type
-    }
-    fn group(&self) -> Ipv6Addr {
-        self.mcast_addr
-    }
-    fn sources(&self) -> &List<Ipv6Addr, MAX_SOURCES> {
-        &self.sources
-    }
-    fn sources_mut(&mut self) -> &mut List<Ipv6Addr, MAX_SOURCES> {
-        &mut self.sources
-    }
-    fn aux_data(&self) -> &List<u32, MAX_AUX_WORDS> {
-        &self.aux_data
-    }
-    fn aux_data_mut(&mut self) -> &mut List<u32, MAX_AUX_WORDS> {
-        &mut self.aux_data
     }
 }
 

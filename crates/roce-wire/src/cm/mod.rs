@@ -20,6 +20,27 @@
 
 use crate::error::{Error, Layer, Result};
 
+/// What every CM body's `Repr` has besides its field table: `LEN` (the whole data area),
+/// `PRIVATE_DATA_LEN` (the kernel's `IB_CM_*_PRIVATE_DATA_SIZE`), `buffer_len`, and
+/// `parse_bytes` / `emit_bytes`.
+macro_rules! cm_body {
+    (private_data: $len:expr, $kernel_name:literal) => {
+        impl Repr {
+            /// The body length: the whole data area.
+            pub const LEN: usize = DATA_LEN;
+            #[doc = concat!("The private-data size, `", $kernel_name, "`.")]
+            pub const PRIVATE_DATA_LEN: usize = $len;
+
+            /// The body length: 232.
+            pub const fn buffer_len(&self) -> usize {
+                DATA_LEN
+            }
+        }
+
+        repr_bytes!(Repr);
+    };
+}
+
 pub mod cma_hdr;
 pub mod drep;
 pub mod dreq;

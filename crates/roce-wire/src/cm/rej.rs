@@ -131,26 +131,17 @@ wire_fields! {
     }
 }
 
+cm_body!(private_data: 148, "IB_CM_REJ_PRIVATE_DATA_SIZE");
+
 impl Repr {
-    /// The body length: the whole data area.
-    pub const LEN: usize = DATA_LEN;
-    /// The private-data size, `IB_CM_REJ_PRIVATE_DATA_SIZE`.
-    pub const PRIVATE_DATA_LEN: usize = 148;
     /// The ARI size, `IB_CM_REJ_ARI_LENGTH`.
     pub const ARI_LEN: usize = 72;
-
-    /// The body length: 232.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
 
     /// The meaningful ARI bytes: the first `reject_info_length` (at most 72).
     pub fn ari_bytes(&self) -> &[u8] {
         &self.ari[..(self.reject_info_length as usize).min(Self::ARI_LEN)]
     }
 }
-
-repr_bytes!(Repr);
 
 #[cfg(test)]
 mod tests {

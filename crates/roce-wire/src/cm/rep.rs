@@ -90,19 +90,7 @@ wire_fields! {
     }
 }
 
-impl Repr {
-    /// The body length: the whole data area.
-    pub const LEN: usize = DATA_LEN;
-    /// The private-data size, `IB_CM_REP_PRIVATE_DATA_SIZE`.
-    pub const PRIVATE_DATA_LEN: usize = 196;
-
-    /// The body length: 232.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
-}
-
-repr_bytes!(Repr);
+cm_body!(private_data: 196, "IB_CM_REP_PRIVATE_DATA_SIZE");
 
 #[cfg(test)]
 mod tests {

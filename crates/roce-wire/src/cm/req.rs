@@ -257,6 +257,8 @@ wire_fields! {
     }
 }
 
+cm_body!(private_data: 92, "IB_CM_REQ_PRIVATE_DATA_SIZE");
+
 /// The path blocks, which the table above reads and writes through these.
 impl<T: AsRef<[u8]>> Packet<T> {
     /// The primary path block.
@@ -285,16 +287,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 }
 
 impl Repr {
-    /// The body length: the whole data area.
-    pub const LEN: usize = DATA_LEN;
-    /// The private-data size, `IB_CM_REQ_PRIVATE_DATA_SIZE`.
-    pub const PRIVATE_DATA_LEN: usize = 92;
-
-    /// The body length: 232.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
-
     /// Whether the REQ carries an alternate path (`cm_req_has_alt_path`: nonzero alternate
     /// local LID).
     pub const fn has_alternate_path(&self) -> bool {
@@ -308,8 +300,6 @@ impl Repr {
             .map_err(|e| e.add_offset(DATA_OFFSET + field::PRIVATE_DATA.start))
     }
 }
-
-repr_bytes!(Repr);
 
 #[cfg(test)]
 mod tests {

@@ -80,18 +80,11 @@ wire_fields! {
     }
 }
 
+cm_body!(private_data: 136, "IB_CM_SIDR_REP_PRIVATE_DATA_SIZE");
+
 impl Repr {
-    /// The body length: the whole data area.
-    pub const LEN: usize = DATA_LEN;
-    /// The private-data size, `IB_CM_SIDR_REP_PRIVATE_DATA_SIZE`.
-    pub const PRIVATE_DATA_LEN: usize = 136;
     /// The additional-information size, `IB_CM_SIDR_REP_INFO_LENGTH`.
     pub const ADDITIONAL_INFO_LEN: usize = 72;
-
-    /// The body length: 232.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
 
     /// The meaningful additional-information bytes: the first `additional_info_length` (at
     /// most 72).
@@ -99,8 +92,6 @@ impl Repr {
         &self.additional_info[..(self.additional_info_length as usize).min(Self::ADDITIONAL_INFO_LEN)]
     }
 }
-
-repr_bytes!(Repr);
 
 #[cfg(test)]
 mod tests {

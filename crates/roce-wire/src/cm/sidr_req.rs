@@ -44,17 +44,9 @@ wire_fields! {
     }
 }
 
+cm_body!(private_data: 216, "IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE");
+
 impl Repr {
-    /// The body length: the whole data area.
-    pub const LEN: usize = DATA_LEN;
-    /// The private-data size, `IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE`.
-    pub const PRIVATE_DATA_LEN: usize = 216;
-
-    /// The body length: 232.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
-
     /// The RDMA-CM header at the front of the private data (IP port spaces only). Errors carry
     /// MAD offsets (private data starts at MAD byte 40).
     pub fn cma_header(&self) -> Result<crate::cm::cma_hdr::Repr> {
@@ -62,8 +54,6 @@ impl Repr {
             .map_err(|e| e.add_offset(DATA_OFFSET + field::PRIVATE_DATA.start))
     }
 }
-
-repr_bytes!(Repr);
 
 #[cfg(test)]
 mod tests {
