@@ -7,20 +7,18 @@
 //! ADDR_BOUND ▶ ADDRINFO_QUERY ▶ ADDRINFO_RESOLVED (event ADDRINFO_RESOLVED, the first
 //! record's GID and service ID become the destination) or back to ADDR_BOUND (event
 //! ADDRINFO_ERROR with the errno). From ADDRINFO_RESOLVED `rdma_resolve_route` goes on.
+//!
+//! This module keeps the query and the records; the calls on the stack are in [`crate::api`],
+//! so that this owner does not import the stack that composes it.
 
 use core::time::Duration;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 
-use roce_wire::cm::cma_hdr;
-use roce_wire::mad::{MadHeader, Method};
 use roce_wire::rmpp::RmppType;
-use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_LEN, SA_DATA_OFFSET, SA_HEADER_LEN};
+use roce_wire::sa::{SaMad, SA_DATA_LEN, SA_DATA_OFFSET, SA_HEADER_LEN};
 use roce_wire::service_record::{ComponentMask, ServiceRecord, SERVICE_NAME_LEN, SERVICE_RECORD_LEN};
 
-use crate::event::{CmEvent, EventKind, EventParam};
-use crate::sa_client::TxnOwner;
-use crate::{CmId, CmState, Errno, Instant, Stack};
+use crate::id::CmId;
 
 /// The SA query's whole budget the kernel gives it (`cma_resolve_ib_service` passes 2000 ms
 /// to `ib_sa_service_rec_get`).
@@ -83,6 +81,21 @@ impl IbServices {
     pub(crate) fn forget(&mut self, id: CmId) {
         self.recs.remove(&id);
     }
+
+    /// The records `id` resolved, if it resolved any.
+    pub(crate) fn records(&self, id: CmId) -> Option<&[ServiceRecord]> {
+        self.recs.get(&id).map(Vec::as_slice)
+    }
+
+    /// Whether `id` resolved records already.
+    pub(crate) fn contains(&self, id: CmId) -> bool {
+        self.recs.contains_key(&id)
+    }
+
+    /// Keep the records `id` resolved.
+    pub(crate) fn insert(&mut self, id: CmId, recs: Vec<ServiceRecord>) {
+        self.recs.insert(id, recs);
+    }
 }
 
 /// The records of one GetTableResp MAD: `(length - 56) / 176` of them, as
@@ -115,106 +128,6 @@ pub fn records_in(data: &[u8], attribute_offset: u16) -> Vec<ServiceRecord> {
         .take_while(|at| at + SERVICE_RECORD_LEN <= data.len())
         .filter_map(|at| ServiceRecord::parse_bytes(&data[at..]).ok())
         .collect()
-}
-
-impl Stack {
-    /// `rdma_resolve_ib_service`: from ADDR_BOUND on a device (a specific address bound) to
-    /// ADDRINFO_QUERY, then an SA SubnAdmGetTable(ServiceRecord) by `service`; EINVAL in any
-    /// other state or without a device; EOPNOTSUPP without an SA (the kernel's answer for a port
-    /// without `rdma_cap_ib_sa`, which on a kernel is every RoCE port: see spec/api.md).
-    /// `timeout` is the query's whole budget ([`KERNEL_TIMEOUT`] is the kernel's fixed one),
-    /// retransmitted as [`crate::SaTiming`] says. The answer comes as ADDRINFO_RESOLVED or
-    /// ADDRINFO_ERROR (status ETIMEDOUT, EINVAL for an SA error status, ENODATA for no record).
-    pub fn resolve_ib_service(
-        &mut self,
-        now: Instant,
-        id: CmId,
-        service: &IbService,
-        timeout: Duration,
-    ) -> Result<(), Errno> {
-        let r = self.ids.get(&id).ok_or(Errno::ENOENT)?;
-        if !r.has_device || r.state != CmState::AddrBound {
-            return Err(Errno::EINVAL);
-        }
-        if self.cfg.sa.is_none() && self.cfg.sa_transport != crate::config::SaTransport::External {
-            return Err(Errno::EOPNOTSUPP);
-        }
-        if timeout.is_zero() {
-            return Err(Errno::EINVAL);
-        }
-        let (rec, mask) = service.query();
-        let mad = SaMad::request(Method::GetTable, 0, attr::SERVICE_RECORD, mask.0, SaData::service(rec));
-        self.ids.set_state(id, CmState::AddrInfoQuery);
-        self.sa.start_with_timeout(now, mad, TxnOwner::Service(id), timeout);
-        Ok(())
-    }
-
-    /// `RDMA_USER_CM_QUERY_IB_SERVICE`: the records the last resolution returned (the first
-    /// is the destination); ENODATA before one succeeded, ENOENT for an unknown id.
-    pub fn query_ib_service(&self, id: CmId) -> Result<&[ServiceRecord], Errno> {
-        self.ids.get(&id).ok_or(Errno::ENOENT)?;
-        self.ib_services.recs.get(&id).map(Vec::as_slice).ok_or(Errno::ENODATA)
-    }
-
-    /// The SA answered a resolution [`cma_query_ib_service_handler`]: one MAD, or the whole
-    /// reassembled RMPP message (`table`), every record of which the kernel keeps.
-    pub(crate) fn ib_service_answered(
-        &mut self,
-        id: CmId,
-        h: &MadHeader,
-        payload: &[u8],
-        table: Option<&crate::rmpp_recv::Reassembly>,
-    ) {
-        // Any SA status: -EINVAL (sa_query.c `recv_handler`); no record: -ENODATA
-        // (`ib_sa_service_rec_callback`).
-        if h.status.0 != 0 {
-            return self.ib_service_failed(id, Errno::EINVAL);
-        }
-        let recs = match table {
-            Some(t) => records_in(&t.data, SaMad::parse(&t.first).map_or(0, |m| m.sa.attribute_offset)),
-            None => records_of(payload),
-        };
-        let Some(first) = recs.first().copied() else {
-            return self.ib_service_failed(id, Errno::ENODATA);
-        };
-        if self.ib_services.recs.contains_key(&id) {
-            return self.ib_service_failed(id, Errno::EALREADY);
-        }
-        let Some(r) = self.ids.get_mut(&id) else { return };
-        if r.state != CmState::AddrInfoQuery {
-            return;
-        }
-        // The destination: the record's GID (an IP address on RoCE) and, for an RDMA-CM IP
-        // service ID, its port (the kernel sets an AF_IB address with GID, P_Key and SID).
-        let port =
-            if cma_hdr::is_ip_service_id(first.service_id) { cma_hdr::split_service_id(first.service_id).1 } else { 0 };
-        r.dst = Some(SocketAddr::new(first.service_gid.to_ip(), port));
-        r.state = CmState::AddrInfoResolved;
-        self.ib_services.recs.insert(id, recs);
-        self.push_event(CmEvent {
-            id,
-            listen_id: None,
-            kind: EventKind::AddrInfoResolved,
-            status: 0,
-            param: EventParam::None,
-        });
-    }
-
-    /// The resolution failed: back to ADDR_BOUND with ADDRINFO_ERROR and the errno.
-    pub(crate) fn ib_service_failed(&mut self, id: CmId, err: Errno) {
-        let Some(r) = self.ids.get_mut(&id) else { return };
-        if r.state != CmState::AddrInfoQuery {
-            return;
-        }
-        r.state = CmState::AddrBound;
-        self.push_event(CmEvent {
-            id,
-            listen_id: None,
-            kind: EventKind::AddrInfoError,
-            status: err.status(),
-            param: EventParam::None,
-        });
-    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use core::hash::{BuildHasher, Hash, Hasher};
 
 use roce_wire::{Gid, MAD_SIZE};
 
-use crate::Requester;
+use crate::requester::Requester;
 
 /// The bytes of a request kept in every slot: MAD, RMPP and SA headers and an MCMemberRecord.
 const HEAD: usize = 108;

@@ -1,6 +1,7 @@
 //! [`SaResponder`]: one MAD in, the answer out.
 
 use core::hash::BuildHasher;
+use core::time::Duration;
 
 use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
@@ -8,18 +9,18 @@ use roce_wire::class_port_info::ClassPortInfo;
 use roce_wire::mad::{self, MadStatus, Method, MgmtClass, BASE_VERSION, MAD_HEADER_LEN};
 use roce_wire::mcmember::{ComponentMask as Cm, JoinState, McMemberRecord, Selector, MC_MEMBER_RECORD_LEN};
 use roce_wire::rmpp;
-use roce_wire::rmpp::{RmppFlags, RmppRepr, RmppType, NO_RESPTIME, RMPP_VERSION};
-use roce_wire::sa::{
-    self, attr, SaData, SaMad, SA_CLASS_VERSION, SA_DATA_LEN, SA_DATA_OFFSET, SA_HEADER_LEN, SA_HEADER_OFFSET,
-};
-use roce_wire::{Gid, DEFAULT_PKEY, GSI_QKEY, MAD_SIZE};
+use roce_wire::rmpp::{RmppFlags, RmppType};
+use roce_wire::sa::{self, attr, SaData, SaMad, SA_CLASS_VERSION, SA_DATA_OFFSET, SA_HEADER_OFFSET};
+use roce_wire::{Gid, GSI_QKEY, MAD_SIZE};
 
 use crate::cache::DupCache;
 use crate::config::{ConfigError, SaConfig};
 use crate::group::{hash_table_bytes, Group, Member, FULL_JOIN_STATES};
 use crate::mlid::MlidPool;
 use crate::rate::{compare_rates, mtu_is_valid, rate_is_valid, rate_prev};
-use crate::reply::Reply;
+use crate::reply::{error_mad, error_mad_bytes, segmented_table_reply, Reply};
+use crate::requester::Requester;
+use crate::service::ServiceTable;
 use crate::stats::SaStats;
 
 /// The size of an MCMemberRecord in a table, 52 bytes padded to 8-byte words (56): OpenSM's
@@ -33,31 +34,6 @@ pub const MC_MEMBER_ATTRIBUTE_OFFSET: u16 = (TABLE_RECORD_LEN / 8) as u16;
 const SCOPE_LINK_LOCAL: u8 = 0x2;
 /// Tries at a free MGID before NO_RESOURCES (`build_new_mgid`).
 const MGID_TRIES: u32 = 1000;
-
-/// Who sent a MAD: on RoCEv2 the source IP address as a GID (IPv4-mapped or IPv6), the
-/// source QP from the DETH, and the P_Key of the BTH.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Requester {
-    /// The requester's port GID: the packet's source address (GRH SGID on IB).
-    pub gid: Gid,
-    /// The requester's QP number (DETH SrcQP; 1 for the kernel's GSI).
-    pub qpn: u32,
-    /// The P_Key the request came with (BTH). It stands for the requester port's partition
-    /// membership in OpenSM's P_Key tests; [`Requester::new`] uses the default 0xFFFF.
-    pub pkey: u16,
-}
-
-impl Requester {
-    /// A requester in the default partition (P_Key 0xFFFF).
-    pub const fn new(gid: Gid, qpn: u32) -> Requester {
-        Requester { gid, qpn, pkey: DEFAULT_PKEY }
-    }
-
-    /// The same requester with another P_Key.
-    pub const fn with_pkey(self, pkey: u16) -> Requester {
-        Requester { pkey, ..self }
-    }
-}
 
 /// Heap bytes held by a responder, estimated from the capacities of its containers and the
 /// sizes of its types (see [`SaResponder::memory_usage`]).
@@ -101,7 +77,7 @@ pub struct SaResponder {
     /// deleted per transaction pair then allocates nothing; a few dozen lists at most).
     spare_members: Vec<Vec<Member>>,
     /// The ServiceRecord service (crate::service).
-    pub(crate) services: crate::service::ServiceTable,
+    pub(crate) services: ServiceTable,
 }
 
 /// A checked outcome of a transaction: the record to answer with, or the status.
@@ -921,31 +897,6 @@ fn response_method(m: Method) -> Method {
     }
 }
 
-/// An error answer as OpenSM builds it [osm_sa.c `osm_sa_send_error`]: the request MAD
-/// (header, RMPP and SA headers, data) sent back with the status, the method SubnAdmGet for
-/// a SubnAdmSet and the request's own otherwise, with the R bit (so GetResp for Get and Set,
-/// DeleteResp, GetTableResp, and `method | 0x80` for any other), SM_Key 0 (C15-0.1.5) and,
-/// for a GetTable, AttributeOffset 0. The one error answer of the responder and of the
-/// ServiceRecord service.
-pub(crate) fn error_mad(req: &SaMad, status: MadStatus) -> [u8; MAD_SIZE] {
-    error_mad_bytes(&req.to_bytes(), status)
-}
-
-/// [`error_mad`] from the request's bytes.
-fn error_mad_bytes(request: &[u8; MAD_SIZE], status: MadStatus) -> [u8; MAD_SIZE] {
-    let mut b = *request;
-    let method = b[mad::field::METHOD] & !mad::METHOD_RESPONSE_BIT;
-    let set = u8::from(Method::Set);
-    b[mad::field::METHOD] = if method == set { u8::from(Method::Get) } else { method } | mad::METHOD_RESPONSE_BIT;
-    b[mad::field::STATUS].copy_from_slice(&status.0.to_be_bytes());
-    let mut sa = sa::Packet::new_unchecked(&mut b[SA_HEADER_OFFSET..SA_DATA_OFFSET]);
-    sa.set_sm_key(0);
-    if method == u8::from(Method::GetTable) {
-        sa.set_attribute_offset(0);
-    }
-    b
-}
-
 /// A GetTableResp: the records, 56 bytes apart, cut into 200-byte RMPP DATA segments
 /// [osm_sa.c `osm_sa_respond`; mad_rmpp.c for the PayloadLength of each segment].
 fn table_reply(req: &SaMad, records: &[McMemberRecord]) -> Reply {
@@ -954,61 +905,24 @@ fn table_reply(req: &SaMad, records: &[McMemberRecord]) -> Reply {
     })
 }
 
-/// A GetTableResp of `count` records of `record_len` bytes each (`emit` writes record `i` into
-/// its slot), cut into 200-byte RMPP DATA segments; AttributeOffset `offset_words`, 0 for an
-/// empty table.
-pub(crate) fn segmented_table_reply(
-    req: &SaMad,
-    record_len: usize,
-    count: usize,
-    offset_words: u16,
-    emit: impl Fn(usize, &mut [u8]),
-) -> Reply {
-    let data_len = count * record_len;
-    let segments = data_len.div_ceil(SA_DATA_LEN).max(1);
-    let mut stream = vec![0u8; segments * SA_DATA_LEN];
-    for i in 0..count {
-        emit(i, &mut stream[i * record_len..(i + 1) * record_len]);
+/// The ServiceRecord service ([`crate::service`]) as the responder's clients see it.
+impl SaResponder {
+    /// The registered services.
+    pub fn services(&self) -> &ServiceTable {
+        &self.services
     }
-    let offset = if count == 0 { 0 } else { offset_words };
-    let mut out = Vec::with_capacity(segments);
-    for (s, chunk) in stream.chunks_exact(SA_DATA_LEN).enumerate() {
-        let (first, last) = (s == 0, s + 1 == segments);
-        let mut flags = RmppFlags::ACTIVE;
-        if first {
-            flags |= RmppFlags::FIRST;
-        }
-        if last {
-            flags |= RmppFlags::LAST;
-        }
-        // PayloadLength: the bytes after the RMPP header in the whole transfer on the first
-        // segment, in this segment on the last, 0 in between (the SA header repeats in each).
-        let payload = if last {
-            SA_HEADER_LEN + data_len - SA_DATA_LEN * (segments - 1)
-        } else if first {
-            data_len + SA_HEADER_LEN * segments
-        } else {
-            0
-        };
-        let mut data = [0u8; SA_DATA_LEN];
-        data.copy_from_slice(chunk);
-        let mut m = req.response_to(Method::GetTable, MadStatus::SUCCESS, SaData::Raw(data));
-        m.rmpp = RmppRepr {
-            version: RMPP_VERSION,
-            rmpp_type: RmppType::Data,
-            resp_time: NO_RESPTIME,
-            flags,
-            status: 0,
-            data1: s as u32 + 1,
-            data2: payload as u32,
-        };
-        m.sa.attribute_offset = offset;
-        out.push(m.to_bytes());
+
+    /// Advance the responder's clock (a monotonic time since any fixed epoch): service leases
+    /// run out against it ([`ServiceTable::handle_time`]). A host calls it before each
+    /// [`SaResponder::handle_mad`] and when [`SaResponder::next_expiry`] comes.
+    #[inline]
+    pub fn handle_time(&mut self, now: Duration) {
+        self.services.handle_time(now);
     }
-    if out.len() == 1 {
-        Reply::One(out[0])
-    } else {
-        Reply::Many(out)
+
+    /// When the next service lease runs out, if any.
+    pub fn next_expiry(&self) -> Option<Duration> {
+        self.services.next_expiry()
     }
 }
 

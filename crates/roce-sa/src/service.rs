@@ -10,9 +10,7 @@ use roce_wire::sa::{SaData, SaMad};
 use roce_wire::service_record::{ComponentMask as Sc, ServiceRecord, INFINITE_LEASE, SERVICE_RECORD_LEN};
 use roce_wire::MAD_SIZE;
 
-use crate::reply::Reply;
-use crate::responder::{error_mad, segmented_table_reply};
-use crate::SaResponder;
+use crate::reply::{error_mad, segmented_table_reply, Reply};
 
 /// AttributeOffset of a ServiceRecord response: 176 bytes = 22 eight-byte words.
 pub const SERVICE_ATTRIBUTE_OFFSET: u16 = (SERVICE_RECORD_LEN / 8) as u16;
@@ -209,26 +207,6 @@ impl ServiceTable {
     }
 }
 
-impl SaResponder {
-    /// The registered services.
-    pub fn services(&self) -> &ServiceTable {
-        &self.services
-    }
-
-    /// Advance the responder's clock (a monotonic time since any fixed epoch): service leases
-    /// run out against it ([`ServiceTable::handle_time`]). A host calls it before each
-    /// [`SaResponder::handle_mad`] and when [`SaResponder::next_expiry`] comes.
-    #[inline]
-    pub fn handle_time(&mut self, now: Duration) {
-        self.services.handle_time(now);
-    }
-
-    /// When the next service lease runs out, if any.
-    pub fn next_expiry(&self) -> Option<Duration> {
-        self.services.next_expiry()
-    }
-}
-
 /// A one-record answer (GetResp, DeleteResp) with the ServiceKey zeroed for an untrusted
 /// requester [`__osm_sr_rcv_respond`].
 fn respond_one(req: &SaMad, method: Method, mut rec: ServiceRecord) -> [u8; MAD_SIZE] {
@@ -250,7 +228,7 @@ fn table_reply(req: &SaMad, records: &[ServiceRecord]) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Requester, SaConfig};
+    use crate::{Requester, SaConfig, SaResponder};
     use roce_wire::rmpp::RmppFlags;
     use roce_wire::sa::{attr, SA_HEADER_LEN};
     use roce_wire::Gid;

@@ -12,7 +12,7 @@
 //! | 8 | 7 / 6:0 | AckReq / Resv7 |
 //! | 9–11 | | PSN |
 
-use crate::error::{check_len, Layer, Result};
+use crate::error::{Layer, Result};
 use crate::ext::ExtMask;
 use crate::field::{be16, be24, put16, put24};
 
@@ -289,35 +289,11 @@ impl Opcode {
     }
 }
 
-/// A checked view of a BTH.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_view!(Layer::Bth, BTH_LEN;
+    /// A checked view of a BTH.
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking that it holds a whole BTH.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Packet::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Check that the buffer holds a whole BTH.
-    pub fn check_len(&self) -> Result<()> {
-        check_len(Layer::Bth, self.buffer.as_ref(), BTH_LEN)
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }

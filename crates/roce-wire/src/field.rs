@@ -49,3 +49,16 @@ pub(crate) fn array<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
     x.copy_from_slice(&b[at..at + N]);
     x
 }
+
+/// `width` bits of `byte` starting `shift` bits above the least significant bit.
+#[inline]
+pub(crate) const fn get_bits(byte: u8, shift: u32, width: u32) -> u8 {
+    (byte >> shift) & (((1u16 << width) - 1) as u8)
+}
+
+/// Replace `width` bits of `byte` starting `shift` bits above the LSB with `value` (masked).
+#[inline]
+pub(crate) fn set_bits(byte: &mut u8, shift: u32, width: u32, value: u8) {
+    let mask = (((1u16 << width) - 1) as u8) << shift;
+    *byte = (*byte & !mask) | ((value << shift) & mask);
+}

@@ -1,8 +1,6 @@
 //! Invalidate Extended Transport Header: the R_Key to invalidate [IBA 9.3.7].
 
-use crate::error::{Layer, Result};
-#[allow(unused_imports)]
-use crate::field::{be16, be24, be32, be64, put16, put24, put32, put64};
+use crate::error::Layer;
 
 /// Length on the wire.
 pub const LEN: usize = 4;
@@ -16,34 +14,14 @@ pub mod field {
     pub const VALUE: Field = 0..4;
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// The R_Key to invalidate.
-    pub fn rkey(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::VALUE.start)
+wire_fields! {
+    /// The owned header.
+    #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct Repr {
+        /// The R_Key to invalidate.
+        rkey, set_rkey: u32 = be32(field::VALUE),
     }
 }
 
-/// The owned header.
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Repr {
-    /// The R_Key to invalidate.
-    pub rkey: u32,
-}
-
-impl Repr {
-    /// Parse a view.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) -> Result<Repr> {
-        p.check_len()?;
-        Ok(Repr { rkey: p.rkey() })
-    }
-    /// Length on the wire.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
-    /// Emit into a view of at least `LEN` bytes.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, p: &mut Packet<&mut T>) {
-        put32(p.buffer.as_mut(), field::VALUE.start, self.rkey);
-    }
-}
-repr_bytes!(Repr);
+repr_bytes!(Repr, len: LEN);

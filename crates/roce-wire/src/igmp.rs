@@ -44,7 +44,7 @@ use core::net::Ipv4Addr;
 
 use crate::error::{check_count, check_len, ContentError, Error, Layer, Result};
 use crate::field::{be16, be32, put16, put32};
-use crate::l2::List;
+use crate::multicast::{self, GroupAddress, List, Records};
 
 pub use smoltcp::wire::{IgmpPacket, IgmpRepr, IgmpVersion};
 
@@ -87,10 +87,10 @@ pub const GROUP_RECORD_HEADER_LEN: usize = field::RECORD_SOURCES;
 
 /// Most group records a [`V3ReportRepr`] holds without the `alloc` feature.
 pub const MAX_RECORDS: usize = 8;
-/// Most sources a [`GroupRecordRepr`] or [`V3QueryRepr`] holds without the `alloc` feature.
-pub const MAX_SOURCES: usize = 8;
-/// Most 32-bit words of auxiliary data a [`GroupRecordRepr`] holds (IGMPv3 hosts send none).
-pub const MAX_AUX_WORDS: usize = 4;
+/// Most sources a [`GroupRecordRepr`] or [`V3QueryRepr`] holds without the `alloc` feature,
+/// and most 32-bit words of auxiliary data a [`GroupRecordRepr`] holds (IGMPv3 hosts send none):
+/// as MLDv2's.
+pub use crate::multicast::{MAX_AUX_WORDS, MAX_SOURCES};
 
 /// 224.0.0.1, all systems: destination of general queries [RFC 2236 §3].
 pub const ALL_SYSTEMS: Ipv4Addr = Ipv4Addr::new(224, 0, 0, 1);
@@ -167,44 +167,24 @@ pub(crate) fn internet_checksum(data: &[u8]) -> u16 {
     !smoltcp::wire::checksum::data(data)
 }
 
-/// A checked zero-copy view of an IGMP message (any version).
-///
-/// `check_len` checks the fixed part for the message type: 8 bytes, or 12 for a query longer
-/// than 8 bytes (an IGMPv3 query). The sources of a v3 query and the records of a v3 report
-/// are read through accessors that check their own bounds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+/// Check that the fixed part of the message is there (8 bytes; 12 for a v3 query).
+fn check_fixed_part(b: &[u8]) -> Result<()> {
+    check_len(Layer::Igmp, b, V2_LEN)?;
+    if Packet::new_unchecked(b).is_v3_query() {
+        check_len(Layer::Igmp, b, V3_QUERY_MIN_LEN)?;
+    }
+    Ok(())
 }
 
+fixed_view!(check: check_fixed_part;
+    /// A checked zero-copy view of an IGMP message (any version).
+    ///
+    /// `check_len` checks the fixed part for the message type: 8 bytes, or 12 for a query longer
+    /// than 8 bytes (an IGMPv3 query). The sources of a v3 query and the records of a v3 report
+    /// are read through accessors that check their own bounds.
+);
+
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer (the whole IGMP message, i.e. the IPv4 payload) without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking that it holds the fixed part of its message type.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Check that the fixed part of the message is there (8 bytes; 12 for a v3 query).
-    pub fn check_len(&self) -> Result<()> {
-        let b = self.buffer.as_ref();
-        check_len(Layer::Igmp, b, V2_LEN)?;
-        if self.is_v3_query() {
-            check_len(Layer::Igmp, b, V3_QUERY_MIN_LEN)?;
-        }
-        Ok(())
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
@@ -308,7 +288,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// v3 report: iterate the group records (as many as the count says; an error item for a
     /// record that does not fit, after which the iterator ends).
     pub fn records(&self) -> GroupRecords<'_> {
-        GroupRecords { buf: self.b(), offset: field::REPORT_RECORDS, remaining: self.report_num_records() }
+        Records::new(self.b(), field::REPORT_RECORDS, self.report_num_records())
     }
 }
 
@@ -376,114 +356,29 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 }
 
 /// Iterator over the group records of an IGMPv3 report; see [`Packet::records`].
-#[derive(Debug, Clone)]
-pub struct GroupRecords<'a> {
-    buf: &'a [u8],
-    offset: usize,
-    remaining: u16,
-}
+pub type GroupRecords<'a> = Records<'a, Ipv4Addr>;
 
-impl<'a> Iterator for GroupRecords<'a> {
-    /// A record view and its offset in the message, or the error of a record that does not fit.
-    type Item = Result<(usize, GroupRecord<&'a [u8]>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.remaining == 0 {
-            return None;
-        }
-        let at = self.offset;
-        let rest = self.buf.get(at..).unwrap_or(&[]);
-        match GroupRecord::new_checked(rest) {
-            Ok(rec) => {
-                let len = rec.total_len();
-                self.remaining -= 1;
-                self.offset = at + len;
-                Some(Ok((at, GroupRecord::new_unchecked(&rest[..len]))))
-            }
-            Err(e) => {
-                self.remaining = 0;
-                Some(Err(e.add_offset(at)))
-            }
-        }
-    }
-}
-
-/// A checked zero-copy view of one IGMPv3 group record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GroupRecord<T: AsRef<[u8]>> {
-    buffer: T,
-}
+/// A checked zero-copy view of one IGMPv3 group record (the shared view of
+/// [`multicast::Record`] with an IPv4 group).
+pub type GroupRecord<T> = multicast::Record<T, Ipv4Addr>;
 
 impl<T: AsRef<[u8]>> GroupRecord<T> {
-    /// Wrap a buffer starting at the record without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        GroupRecord { buffer }
-    }
-
-    /// Wrap a buffer, checking that the whole record (sources and aux data) is there.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let r = Self::new_unchecked(buffer);
-        r.check_len()?;
-        Ok(r)
-    }
-
-    /// Check that the record header, its sources and its aux data are in the buffer.
-    pub fn check_len(&self) -> Result<()> {
-        let b = self.buffer.as_ref();
-        check_len(Layer::Igmp, b, GROUP_RECORD_HEADER_LEN)?;
-        check_len(Layer::Igmp, b, self.total_len())
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
-    }
-
-    /// Record Type.
-    pub fn record_type(&self) -> RecordType {
-        RecordType::from(self.b()[field::RECORD_TYPE])
-    }
-
-    /// Aux Data Len, in 32-bit words.
-    pub fn aux_data_len(&self) -> u8 {
-        self.b()[field::RECORD_AUX_DATA_LEN]
-    }
-
-    /// Number of Sources.
-    pub fn num_sources(&self) -> u16 {
-        be16(self.b(), field::RECORD_NUM_SOURCES.start)
-    }
-
     /// Multicast Address.
     pub fn group_addr(&self) -> Ipv4Addr {
-        Ipv4Addr::from(be32(self.b(), field::RECORD_GROUP.start))
+        self.address()
     }
+}
 
-    /// The record length the header announces: 8 + 4·sources + 4·aux words.
-    pub fn total_len(&self) -> usize {
-        GROUP_RECORD_HEADER_LEN + 4 * usize::from(self.num_sources()) + 4 * usize::from(self.aux_data_len())
+/// IGMPv3 records carry IPv4 groups and sources.
+impl GroupAddress for Ipv4Addr {
+    const LEN: usize = 4;
+    const LAYER: Layer = Layer::Igmp;
+    type RecordType = RecordType;
+    fn read(b: &[u8]) -> Self {
+        Ipv4Addr::from(be32(b, 0))
     }
-
-    /// The `i`th source, `None` past the count or the buffer.
-    pub fn source(&self, i: usize) -> Option<Ipv4Addr> {
-        if i >= usize::from(self.num_sources()) {
-            return None;
-        }
-        let at = field::RECORD_SOURCES + 4 * i;
-        (self.b().len() >= at + 4).then(|| Ipv4Addr::from(be32(self.b(), at)))
-    }
-
-    /// The `i`th word of auxiliary data, `None` past the length or the buffer.
-    pub fn aux_word(&self, i: usize) -> Option<u32> {
-        if i >= usize::from(self.aux_data_len()) {
-            return None;
-        }
-        let at = field::RECORD_SOURCES + 4 * usize::from(self.num_sources()) + 4 * i;
-        (self.b().len() >= at + 4).then(|| be32(self.b(), at))
+    fn write(self, b: &mut [u8]) {
+        put32(b, 0, self.into());
     }
 }
 
@@ -567,63 +462,11 @@ pub struct GroupRecordRepr {
 }
 
 #[cfg(not(feature = "alloc"))]
-impl crate::l2::Blank for GroupRecordRepr {
+impl crate::multicast::Blank for GroupRecordRepr {
     const BLANK: Self = GroupRecordRepr::new(RecordType::ModeIsInclude, Ipv4Addr::UNSPECIFIED);
 }
 
-impl GroupRecordRepr {
-    /// A record with no sources and no aux data.
-    pub const fn new(record_type: RecordType, group_addr: Ipv4Addr) -> Self {
-        GroupRecordRepr { record_type, group_addr, sources: List::new(), aux_data: List::new() }
-    }
-
-    /// Parse one record view (checked) into the bounded repr.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(r: &GroupRecord<&T>) -> Result<Self> {
-        r.check_len()?;
-        let nsrc = check_count(
-            Layer::Igmp,
-            field::RECORD_NUM_SOURCES.start,
-            usize::from(r.num_sources()),
-            List::<u32, MAX_SOURCES>::CAPACITY,
-        )?;
-        let naux = check_count(
-            Layer::Igmp,
-            field::RECORD_AUX_DATA_LEN,
-            usize::from(r.aux_data_len()),
-            List::<u32, MAX_AUX_WORDS>::CAPACITY,
-        )?;
-        let mut out = GroupRecordRepr::new(r.record_type(), r.group_addr());
-        for s in (0..nsrc).filter_map(|i| r.source(i)) {
-            out.sources.push(s).ok();
-        }
-        for w in (0..naux).filter_map(|i| r.aux_word(i)) {
-            out.aux_data.push(w).ok();
-        }
-        Ok(out)
-    }
-
-    /// The record's length on the wire.
-    pub fn buffer_len(&self) -> usize {
-        GROUP_RECORD_HEADER_LEN + 4 * self.sources.len() + 4 * self.aux_data.len()
-    }
-
-    /// Write the record at the start of `buf` (at least `buffer_len()` bytes; panics otherwise).
-    pub fn emit_bytes(&self, buf: &mut [u8]) {
-        buf[field::RECORD_TYPE] = self.record_type.into();
-        buf[field::RECORD_AUX_DATA_LEN] = self.aux_data.len() as u8;
-        put16(buf, field::RECORD_NUM_SOURCES.start, self.sources.len() as u16);
-        put32(buf, field::RECORD_GROUP.start, self.group_addr.into());
-        let mut at = field::RECORD_SOURCES;
-        for s in self.sources.iter() {
-            put32(buf, at, (*s).into());
-            at += 4;
-        }
-        for w in self.aux_data.iter() {
-            put32(buf, at, *w);
-            at += 4;
-        }
-    }
-}
+group_record_repr!(GroupRecordRepr { group_addr: Ipv4Addr }, view: GroupRecord, record_type: RecordType);
 
 /// An IGMPv3 Membership Report (type 0x22) [RFC 3376 §4.2].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -653,37 +496,9 @@ impl V3ReportRepr {
     #[cfg(feature = "alloc")]
     pub fn split_at_mtu(&self, mtu: usize) -> alloc::vec::Vec<V3ReportRepr> {
         let room = mtu.saturating_sub(24 + V3_REPORT_HEADER_LEN);
-        let mut out = alloc::vec::Vec::new();
-        let mut cur = V3ReportRepr { reserved1: self.reserved1, reserved2: self.reserved2, records: List::new() };
-        let mut used = 0;
-        for r in self.records.iter() {
-            let mut pieces = alloc::vec::Vec::new();
-            if r.buffer_len() <= room || r.sources.is_empty() {
-                pieces.push(r.clone());
-            } else {
-                let per = (room.saturating_sub(GROUP_RECORD_HEADER_LEN + 4 * r.aux_data.len()) / 4).max(1);
-                for chunk in r.sources.chunks(per) {
-                    let mut p = r.clone();
-                    p.sources = List::from_slice(chunk).unwrap_or_default();
-                    pieces.push(p);
-                }
-            }
-            for p in pieces {
-                if used + p.buffer_len() > room && !cur.records.is_empty() {
-                    out.push(core::mem::replace(
-                        &mut cur,
-                        V3ReportRepr { reserved1: self.reserved1, reserved2: self.reserved2, records: List::new() },
-                    ));
-                    used = 0;
-                }
-                used += p.buffer_len();
-                cur.records.push(p).ok();
-            }
-        }
-        if !cur.records.is_empty() || out.is_empty() {
-            out.push(cur);
-        }
-        out
+        let (reserved1, reserved2) = (self.reserved1, self.reserved2);
+        let pieces = multicast::split_records(&self.records, room);
+        pieces.into_iter().map(|records| V3ReportRepr { reserved1, reserved2, records }).collect()
     }
 }
 

@@ -28,7 +28,6 @@
 
 use core::fmt;
 use core::net::{Ipv4Addr, Ipv6Addr};
-use core::ops::Deref;
 
 use etherparse::{
     err, Ethernet2Header, IpDscp, IpEcn, IpNumber, Ipv4Header, Ipv6FlowLabel, Ipv6Header, Ipv6RawExtHeaderSlice,
@@ -40,6 +39,9 @@ use crate::error::{ContentError, Error, Layer, Result};
 use crate::igmp::IgmpMessage;
 use crate::mld::{self, MldMessage};
 use crate::ndisc::{self, NdiscMessage, NeighborFlags};
+// The lists and multicast MACs moved to `multicast` (which igmp, mld and ndisc import, so that
+// the imports point one way); re-exported here, where dependents found them.
+pub use crate::multicast::{ipv4_multicast_mac, ipv6_multicast_mac, Blank, FixedVec, List};
 
 /// EtherType of IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
@@ -57,145 +59,6 @@ pub const VLAN_LEN: usize = 4;
 pub const BROADCAST_MAC: [u8; 6] = [0xff; 6];
 /// IP protocol number of IGMP.
 pub const IPPROTO_IGMP: u8 = 2;
-// ---------------------------------------------------------------------------------------
-// The lists of IGMPv3/MLDv2 Reprs: unbounded with `alloc`, inline without
-// ---------------------------------------------------------------------------------------
-
-/// A list of sources, records or auxiliary words in an IGMPv3/MLDv2 Repr. With the `alloc`
-/// feature it holds any number of items (a report from a host in hundreds of groups parses);
-/// without it, at most `N` inline (a [`FixedVec`]: parsing more gives
-/// [`crate::ContentError::FieldOutOfRange`]). Dereferences to a slice.
-#[cfg(feature = "alloc")]
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct List<T, const N: usize> {
-    items: alloc::vec::Vec<T>,
-}
-
-/// A list of sources, records or auxiliary words in an IGMPv3/MLDv2 Repr: at most `N` inline
-/// without the `alloc` feature (see the `alloc` version's docs).
-#[cfg(not(feature = "alloc"))]
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct List<T: Blank, const N: usize> {
-    items: FixedVec<T, N>,
-}
-
-#[cfg(feature = "alloc")]
-impl<T: Clone, const N: usize> List<T, N> {
-    /// How many items the list holds at most (unbounded with `alloc`).
-    pub const CAPACITY: usize = usize::MAX;
-
-    /// An empty list.
-    pub const fn new() -> Self {
-        List { items: alloc::vec::Vec::new() }
-    }
-
-    /// A list holding a copy of `items` (always `Some` with `alloc`).
-    pub fn from_slice(items: &[T]) -> Option<Self> {
-        Some(List { items: items.to_vec() })
-    }
-
-    /// Append (never full with `alloc`).
-    pub fn push(&mut self, item: T) -> core::result::Result<(), T> {
-        self.items.push(item);
-        Ok(())
-    }
-
-    /// Remove every item.
-    pub fn clear(&mut self) {
-        self.items.clear();
-    }
-
-    /// The items.
-    pub fn as_slice(&self) -> &[T] {
-        &self.items
-    }
-
-    /// The items, mutable.
-    pub fn as_mut_slice(&mut self) -> &mut [T] {
-        &mut self.items
-    }
-}
-
-#[cfg(not(feature = "alloc"))]
-impl<T: Blank, const N: usize> List<T, N> {
-    /// How many items the list holds at most.
-    pub const CAPACITY: usize = N;
-
-    /// An empty list.
-    pub const fn new() -> Self {
-        List { items: FixedVec::new() }
-    }
-
-    /// A list holding a copy of `items`, `None` if there are more than `N`.
-    pub fn from_slice(items: &[T]) -> Option<Self> {
-        FixedVec::from_slice(items).map(|items| List { items })
-    }
-
-    /// Append, or give the item back when the list is full.
-    pub fn push(&mut self, item: T) -> core::result::Result<(), T> {
-        self.items.push(item)
-    }
-
-    /// Remove every item.
-    pub fn clear(&mut self) {
-        self.items.clear();
-    }
-
-    /// The items.
-    pub fn as_slice(&self) -> &[T] {
-        self.items.as_slice()
-    }
-
-    /// The items, mutable.
-    pub fn as_mut_slice(&mut self) -> &mut [T] {
-        self.items.as_mut_slice()
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl<T: Clone, const N: usize> Default for List<T, N> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(not(feature = "alloc"))]
-impl<T: Blank, const N: usize> Default for List<T, N> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl<T: Clone, const N: usize> Deref for List<T, N> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        self.as_slice()
-    }
-}
-
-#[cfg(not(feature = "alloc"))]
-impl<T: Blank, const N: usize> Deref for List<T, N> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        self.as_slice()
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl<T: Clone + fmt::Debug, const N: usize> fmt::Debug for List<T, N> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.as_slice()).finish()
-    }
-}
-
-#[cfg(not(feature = "alloc"))]
-impl<T: Blank + fmt::Debug, const N: usize> fmt::Debug for List<T, N> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.as_slice()).finish()
-    }
-}
-
 /// The IPv4 Router Alert option Linux puts on IGMP: type 148, length 4, value 0 [RFC 2113].
 pub const IPV4_ROUTER_ALERT: [u8; 4] = [0x94, 0x04, 0x00, 0x00];
 /// The Hop-by-Hop header Linux puts on MLD: next header ICMPv6, length 0, Router Alert
@@ -205,133 +68,8 @@ pub const MLD_HOP_BY_HOP: [u8; 8] = [58, 0, 0x05, 0x02, 0x00, 0x00, 0x01, 0x00];
 pub const IGMP_TOS: u8 = 0xc0;
 
 // ---------------------------------------------------------------------------------------
-// A fixed-capacity list for the Reprs (no allocation)
-// ---------------------------------------------------------------------------------------
-
-/// A placeholder value for the unused slots of a [`FixedVec`] (types without `Default`,
-/// such as `Ipv4Addr`).
-pub trait Blank: Copy {
-    /// The placeholder.
-    const BLANK: Self;
-}
-
-impl Blank for Ipv4Addr {
-    const BLANK: Self = Ipv4Addr::UNSPECIFIED;
-}
-impl Blank for Ipv6Addr {
-    const BLANK: Self = Ipv6Addr::UNSPECIFIED;
-}
-impl Blank for u32 {
-    const BLANK: Self = 0;
-}
-impl Blank for u8 {
-    const BLANK: Self = 0;
-}
-
-/// A list of at most `N` items stored inline, so that Reprs with variable lists (IGMPv3 and
-/// MLDv2 records and sources) stay `Copy` and need no allocator. Dereferences to a slice;
-/// equality, hashing and `Debug` look only at the items present.
-#[derive(Clone, Copy)]
-pub struct FixedVec<T: Blank, const N: usize> {
-    len: usize,
-    items: [T; N],
-}
-
-impl<T: Blank, const N: usize> FixedVec<T, N> {
-    /// The capacity.
-    pub const CAPACITY: usize = N;
-
-    /// An empty list.
-    pub const fn new() -> Self {
-        FixedVec { len: 0, items: [T::BLANK; N] }
-    }
-
-    /// A list holding a copy of `items`, `None` if there are more than `N`.
-    pub fn from_slice(items: &[T]) -> Option<Self> {
-        let mut v = Self::new();
-        v.items.get_mut(..items.len())?.copy_from_slice(items);
-        v.len = items.len();
-        Some(v)
-    }
-
-    /// Append, or give the item back when the list is full.
-    pub fn push(&mut self, item: T) -> core::result::Result<(), T> {
-        match self.items.get_mut(self.len) {
-            Some(slot) => {
-                *slot = item;
-                self.len += 1;
-                Ok(())
-            }
-            None => Err(item),
-        }
-    }
-
-    /// Remove every item.
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    /// The items present.
-    pub fn as_slice(&self) -> &[T] {
-        &self.items[..self.len]
-    }
-
-    /// The items present, mutably.
-    pub fn as_mut_slice(&mut self) -> &mut [T] {
-        &mut self.items[..self.len]
-    }
-}
-
-impl<T: Blank, const N: usize> Default for FixedVec<T, N> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<T: Blank, const N: usize> Deref for FixedVec<T, N> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        self.as_slice()
-    }
-}
-
-impl<T: Blank + PartialEq, const N: usize> PartialEq for FixedVec<T, N> {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl<T: Blank + Eq, const N: usize> Eq for FixedVec<T, N> {}
-
-impl<T: Blank + core::hash::Hash, const N: usize> core::hash::Hash for FixedVec<T, N> {
-    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
-        self.as_slice().hash(state)
-    }
-}
-
-impl<T: Blank + fmt::Debug, const N: usize> fmt::Debug for FixedVec<T, N> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.as_slice()).finish()
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // Address helpers
 // ---------------------------------------------------------------------------------------
-
-/// The Ethernet MAC of an IPv4 multicast group: 01:00:5e + the low 23 bits
-/// [RFC 1112 §6.4; include/net/ip.h ip_eth_mc_map].
-pub const fn ipv4_multicast_mac(group: Ipv4Addr) -> [u8; 6] {
-    let o = group.octets();
-    [0x01, 0x00, 0x5e, o[1] & 0x7f, o[2], o[3]]
-}
-
-/// The Ethernet MAC of an IPv6 multicast group: 33:33 + the last 4 bytes
-/// [RFC 2464 §7; include/net/addrconf.h ipv6_eth_mc_map].
-pub const fn ipv6_multicast_mac(group: Ipv6Addr) -> [u8; 6] {
-    let o = group.octets();
-    [0x33, 0x33, o[12], o[13], o[14], o[15]]
-}
 
 /// The value of the Router Alert option (type 148) among IPv4 header options, if present
 /// [RFC 2113].

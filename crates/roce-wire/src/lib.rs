@@ -65,6 +65,7 @@ pub mod arp;
 pub mod igmp;
 pub mod l2;
 pub mod mld;
+pub mod multicast;
 pub mod ndisc;
 
 pub mod rng;

@@ -20,7 +20,7 @@
 //! | 49 | 3 | 23 / 22:0 | ProxyJoin / Reserved |
 
 use core::fmt;
-use core::ops::{BitAnd, BitOr, BitOrAssign, Not};
+use core::ops::Not;
 
 use crate::error::{Error, Layer, Result};
 use crate::field::{array, be16, be24, be32, put16, put24, put32};
@@ -96,41 +96,13 @@ impl JoinState {
     /// Send-only full member (bit 3): `RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER`.
     pub const SEND_ONLY_FULL_MEMBER: JoinState = JoinState(0x8);
 
-    /// Whether every bit of `other` is set.
-    pub const fn contains(self, other: JoinState) -> bool {
-        self.0 & other.0 == other.0
-    }
-
     /// Whether no bit is set.
     pub const fn is_empty(self) -> bool {
         self.0 == 0
     }
-
-    /// The raw bits.
-    pub const fn bits(self) -> u8 {
-        self.0
-    }
 }
 
-impl BitOr for JoinState {
-    type Output = JoinState;
-    fn bitor(self, rhs: JoinState) -> JoinState {
-        JoinState(self.0 | rhs.0)
-    }
-}
-
-impl BitOrAssign for JoinState {
-    fn bitor_assign(&mut self, rhs: JoinState) {
-        self.0 |= rhs.0;
-    }
-}
-
-impl BitAnd for JoinState {
-    type Output = JoinState;
-    fn bitand(self, rhs: JoinState) -> JoinState {
-        JoinState(self.0 & rhs.0)
-    }
-}
+bit_set_ops!(JoinState(u8));
 
 impl Not for JoinState {
     type Output = JoinState;
@@ -237,53 +209,13 @@ impl ComponentMask {
         (1 << 17, "ProxyJoin"),
     ];
 
-    /// Whether every bit of `other` is set.
-    pub const fn contains(self, other: ComponentMask) -> bool {
-        self.0 & other.0 == other.0
-    }
-
     /// The bits of `required` this mask lacks (what OpenSM's `check_join_comp_mask` tests).
     pub const fn missing(self, required: ComponentMask) -> ComponentMask {
         ComponentMask(required.0 & !self.0)
     }
-
-    /// The raw bits.
-    pub const fn bits(self) -> u64 {
-        self.0
-    }
 }
 
-impl BitOr for ComponentMask {
-    type Output = ComponentMask;
-    fn bitor(self, rhs: ComponentMask) -> ComponentMask {
-        ComponentMask(self.0 | rhs.0)
-    }
-}
-
-impl BitOrAssign for ComponentMask {
-    fn bitor_assign(&mut self, rhs: ComponentMask) {
-        self.0 |= rhs.0;
-    }
-}
-
-impl BitAnd for ComponentMask {
-    type Output = ComponentMask;
-    fn bitand(self, rhs: ComponentMask) -> ComponentMask {
-        ComponentMask(self.0 & rhs.0)
-    }
-}
-
-impl From<u64> for ComponentMask {
-    fn from(v: u64) -> Self {
-        ComponentMask(v)
-    }
-}
-
-impl From<ComponentMask> for u64 {
-    fn from(m: ComponentMask) -> Self {
-        m.0
-    }
-}
+bit_set_ops!(ComponentMask(u64));
 
 /// Printed as `MGID|PortGID|JoinState` (undefined bits in hex, `none` when empty).
 impl fmt::Display for ComponentMask {

@@ -37,8 +37,8 @@ use core::fmt;
 use core::net::Ipv6Addr;
 
 use crate::error::{check_count, check_len, ContentError, Error, Layer, Result};
-use crate::field::{array, be16, be32, put16, put32};
-use crate::l2::List;
+use crate::field::{array, be16, put16};
+use crate::multicast::{self, GroupAddress, List, Records};
 
 pub use smoltcp::wire::{Icmpv6Message, Icmpv6Packet, MldAddressRecordRepr, MldRecordType, MldRepr};
 
@@ -85,10 +85,9 @@ pub const RECORD_HEADER_LEN: usize = field::RECORD_SOURCES;
 
 /// Most address records a [`ReportRepr`] holds.
 pub const MAX_RECORDS: usize = 8;
-/// Most sources an [`AddressRecordRepr`] or [`QueryRepr`] holds.
-pub const MAX_SOURCES: usize = 8;
-/// Most 32-bit words of aux data an [`AddressRecordRepr`] holds (hosts send none).
-pub const MAX_AUX_WORDS: usize = 4;
+/// Most sources an [`AddressRecordRepr`] or [`QueryRepr`] holds, and most 32-bit words of aux
+/// data an [`AddressRecordRepr`] holds (hosts send none): as IGMPv3's.
+pub use crate::multicast::{MAX_AUX_WORDS, MAX_SOURCES};
 
 /// ff02::16, all MLDv2-capable routers: destination of MLDv2 reports [RFC 3810 §5.2.14; mcast.c mld2_all_mcr].
 pub const ALL_MLDV2_ROUTERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 0x16);
@@ -143,45 +142,26 @@ pub(crate) fn icmpv6_checksum(src: &Ipv6Addr, dst: &Ipv6Addr, data: &[u8]) -> u1
     ])
 }
 
-/// A checked zero-copy view of an MLD message (any version).
-///
-/// `check_len` checks the fixed part: 8 bytes for a v2 report, 24 for a v1 message or a
-/// query, 28 for a query longer than 24 bytes (v2). Query sources and report records are read
-/// through accessors that check their own bounds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+/// Check the fixed part: 8 bytes for a v2 report, 24 for a v1 message or a query, 28 for a
+/// query longer than 24 bytes.
+fn check_fixed_part(b: &[u8]) -> Result<()> {
+    check_len(Layer::Mld, b, V2_REPORT_HEADER_LEN)?;
+    match Packet::new_unchecked(b).msg_type() {
+        MessageType::V2Report => Ok(()),
+        MessageType::Query if b.len() > V1_LEN => check_len(Layer::Mld, b, V2_QUERY_MIN_LEN),
+        _ => check_len(Layer::Mld, b, V1_LEN),
+    }
 }
 
+fixed_view!(check: check_fixed_part;
+    /// A checked zero-copy view of an MLD message (any version).
+    ///
+    /// `check_len` checks the fixed part: 8 bytes for a v2 report, 24 for a v1 message or a
+    /// query, 28 for a query longer than 24 bytes (v2). Query sources and report records are read
+    /// through accessors that check their own bounds.
+);
+
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer (the whole ICMPv6 message) without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking the fixed part of its message type.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Check the fixed part of the message type (see the type's doc).
-    pub fn check_len(&self) -> Result<()> {
-        let b = self.b();
-        check_len(Layer::Mld, b, V2_REPORT_HEADER_LEN)?;
-        match self.msg_type() {
-            MessageType::V2Report => Ok(()),
-            MessageType::Query if b.len() > V1_LEN => check_len(Layer::Mld, b, V2_QUERY_MIN_LEN),
-            _ => check_len(Layer::Mld, b, V1_LEN),
-        }
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }
@@ -260,7 +240,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// v2 report: iterate the address records (with their offsets; an error item for a record
     /// that does not fit, after which the iterator ends).
     pub fn records(&self) -> AddressRecords<'_> {
-        AddressRecords { buf: self.b(), offset: field::REPORT_RECORDS, remaining: self.report_num_records() }
+        Records::new(self.b(), field::REPORT_RECORDS, self.report_num_records())
     }
 }
 
@@ -318,102 +298,29 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 }
 
 /// Iterator over the address records of an MLDv2 report; see [`Packet::records`].
-#[derive(Debug, Clone)]
-pub struct AddressRecords<'a> {
-    buf: &'a [u8],
-    offset: usize,
-    remaining: u16,
-}
+pub type AddressRecords<'a> = Records<'a, Ipv6Addr>;
 
-impl<'a> Iterator for AddressRecords<'a> {
-    /// A record view and its offset in the message, or the error of a record that does not fit.
-    type Item = Result<(usize, AddressRecord<&'a [u8]>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.remaining == 0 {
-            return None;
-        }
-        let at = self.offset;
-        let rest = self.buf.get(at..).unwrap_or(&[]);
-        match AddressRecord::new_checked(rest) {
-            Ok(rec) => {
-                let len = rec.total_len();
-                self.remaining -= 1;
-                self.offset = at + len;
-                Some(Ok((at, AddressRecord::new_unchecked(&rest[..len]))))
-            }
-            Err(e) => {
-                self.remaining = 0;
-                Some(Err(e.add_offset(at)))
-            }
-        }
-    }
-}
-
-/// A checked zero-copy view of one MLDv2 address record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AddressRecord<T: AsRef<[u8]>> {
-    buffer: T,
-}
+/// A checked zero-copy view of one MLDv2 address record (the shared view of
+/// [`multicast::Record`] with an IPv6 group).
+pub type AddressRecord<T> = multicast::Record<T, Ipv6Addr>;
 
 impl<T: AsRef<[u8]>> AddressRecord<T> {
-    /// Wrap a buffer starting at the record without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        AddressRecord { buffer }
-    }
-    /// Wrap a buffer, checking that the whole record is there.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let r = Self::new_unchecked(buffer);
-        r.check_len()?;
-        Ok(r)
-    }
-    /// Check that the header, sources and aux data are in the buffer.
-    pub fn check_len(&self) -> Result<()> {
-        check_len(Layer::Mld, self.b(), RECORD_HEADER_LEN)?;
-        check_len(Layer::Mld, self.b(), self.total_len())
-    }
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
-    }
-    /// Record Type.
-    pub fn record_type(&self) -> RecordType {
-        RecordType::from(self.b()[field::RECORD_TYPE])
-    }
-    /// Aux Data Len (32-bit words).
-    pub fn aux_data_len(&self) -> u8 {
-        self.b()[field::RECORD_AUX_DATA_LEN]
-    }
-    /// Number of Sources.
-    pub fn num_sources(&self) -> u16 {
-        be16(self.b(), field::RECORD_NUM_SOURCES.start)
-    }
     /// Multicast Address.
     pub fn mcast_addr(&self) -> Ipv6Addr {
-        Ipv6Addr::from(array::<16>(self.b(), field::RECORD_MCAST_ADDR.start))
+        self.address()
     }
-    /// The announced record length: 20 + 16·sources + 4·aux words.
-    pub fn total_len(&self) -> usize {
-        RECORD_HEADER_LEN + 16 * usize::from(self.num_sources()) + 4 * usize::from(self.aux_data_len())
+}
+
+/// MLDv2 records carry IPv6 groups and sources.
+impl GroupAddress for Ipv6Addr {
+    const LEN: usize = 16;
+    const LAYER: Layer = Layer::Mld;
+    type RecordType = RecordType;
+    fn read(b: &[u8]) -> Self {
+        Ipv6Addr::from(array::<16>(b, 0))
     }
-    /// The `i`th source, `None` past the count or the buffer.
-    pub fn source(&self, i: usize) -> Option<Ipv6Addr> {
-        if i >= usize::from(self.num_sources()) {
-            return None;
-        }
-        let at = field::RECORD_SOURCES + 16 * i;
-        (self.b().len() >= at + 16).then(|| Ipv6Addr::from(array::<16>(self.b(), at)))
-    }
-    /// The `i`th aux data word, `None` past the length or the buffer.
-    pub fn aux_word(&self, i: usize) -> Option<u32> {
-        if i >= usize::from(self.aux_data_len()) {
-            return None;
-        }
-        let at = field::RECORD_SOURCES + 16 * usize::from(self.num_sources()) + 4 * i;
-        (self.b().len() >= at + 4).then(|| be32(self.b(), at))
+    fn write(self, b: &mut [u8]) {
+        b[..16].copy_from_slice(&self.octets());
     }
 }
 
@@ -471,41 +378,13 @@ pub struct AddressRecordRepr {
 }
 
 #[cfg(not(feature = "alloc"))]
-impl crate::l2::Blank for AddressRecordRepr {
+impl crate::multicast::Blank for AddressRecordRepr {
     const BLANK: Self = AddressRecordRepr::new(RecordType::ModeIsInclude, Ipv6Addr::UNSPECIFIED);
 }
 
+group_record_repr!(AddressRecordRepr { mcast_addr: Ipv6Addr }, view: AddressRecord, record_type: RecordType);
+
 impl AddressRecordRepr {
-    /// A record with no sources and no aux data.
-    pub const fn new(record_type: RecordType, mcast_addr: Ipv6Addr) -> Self {
-        AddressRecordRepr { record_type, mcast_addr, sources: List::new(), aux_data: List::new() }
-    }
-
-    /// Parse a record view into the bounded repr.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(r: &AddressRecord<&T>) -> Result<Self> {
-        r.check_len()?;
-        let n = check_count(
-            Layer::Mld,
-            field::RECORD_NUM_SOURCES.start,
-            usize::from(r.num_sources()),
-            List::<u32, MAX_SOURCES>::CAPACITY,
-        )?;
-        let a = check_count(
-            Layer::Mld,
-            field::RECORD_AUX_DATA_LEN,
-            usize::from(r.aux_data_len()),
-            List::<u32, MAX_AUX_WORDS>::CAPACITY,
-        )?;
-        let mut out = AddressRecordRepr::new(r.record_type(), r.mcast_addr());
-        for s in (0..n).filter_map(|i| r.source(i)) {
-            out.sources.push(s).ok();
-        }
-        for w in (0..a).filter_map(|i| r.aux_word(i)) {
-            out.aux_data.push(w).ok();
-        }
-        Ok(out)
-    }
-
     /// Convert smoltcp's record repr (its `payload` holds sources then aux data).
     pub fn from_smoltcp(r: &MldAddressRecordRepr<'_>) -> Result<Self> {
         let n = usize::from(r.num_srcs);
@@ -525,28 +404,6 @@ impl AddressRecordRepr {
             out.aux_data.push(u32::from_be_bytes([c[0], c[1], c[2], c[3]])).ok();
         }
         Ok(out)
-    }
-
-    /// The record's length on the wire.
-    pub fn buffer_len(&self) -> usize {
-        RECORD_HEADER_LEN + 16 * self.sources.len() + 4 * self.aux_data.len()
-    }
-
-    /// Write the record at the start of `buf` (at least `buffer_len()`; panics otherwise).
-    pub fn emit_bytes(&self, buf: &mut [u8]) {
-        buf[field::RECORD_TYPE] = self.record_type.into();
-        buf[field::RECORD_AUX_DATA_LEN] = self.aux_data.len() as u8;
-        put16(buf, field::RECORD_NUM_SOURCES.start, self.sources.len() as u16);
-        buf[field::RECORD_MCAST_ADDR].copy_from_slice(&self.mcast_addr.octets());
-        let mut at = field::RECORD_SOURCES;
-        for s in self.sources.iter() {
-            buf[at..at + 16].copy_from_slice(&s.octets());
-            at += 16;
-        }
-        for w in self.aux_data.iter() {
-            put32(buf, at, *w);
-            at += 4;
-        }
     }
 }
 
@@ -576,35 +433,9 @@ impl ReportRepr {
     #[cfg(feature = "alloc")]
     pub fn split_at_mtu(&self, mtu: usize) -> alloc::vec::Vec<ReportRepr> {
         let room = mtu.saturating_sub(40 + 8 + field::REPORT_RECORDS);
-        let blank = || ReportRepr { code: self.code, reserved: self.reserved, records: List::new() };
-        let mut out = alloc::vec::Vec::new();
-        let mut cur = blank();
-        let mut used = 0;
-        for r in self.records.iter() {
-            let mut pieces = alloc::vec::Vec::new();
-            if r.buffer_len() <= room || r.sources.is_empty() {
-                pieces.push(r.clone());
-            } else {
-                let per = (room.saturating_sub(RECORD_HEADER_LEN + 4 * r.aux_data.len()) / 16).max(1);
-                for chunk in r.sources.chunks(per) {
-                    let mut p = r.clone();
-                    p.sources = List::from_slice(chunk).unwrap_or_default();
-                    pieces.push(p);
-                }
-            }
-            for p in pieces {
-                if used + p.buffer_len() > room && !cur.records.is_empty() {
-                    out.push(core::mem::replace(&mut cur, blank()));
-                    used = 0;
-                }
-                used += p.buffer_len();
-                cur.records.push(p).ok();
-            }
-        }
-        if !cur.records.is_empty() || out.is_empty() {
-            out.push(cur);
-        }
-        out
+        let (code, reserved) = (self.code, self.reserved);
+        let pieces = multicast::split_records(&self.records, room);
+        pieces.into_iter().map(|records| ReportRepr { code, reserved, records }).collect()
     }
 }
 

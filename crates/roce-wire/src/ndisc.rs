@@ -33,7 +33,7 @@
 use core::fmt;
 use core::net::Ipv6Addr;
 
-use crate::error::{check_len, ContentError, Error, Layer, Result};
+use crate::error::{ContentError, Error, Layer, Result};
 use crate::field::{array, be32, put16, put32};
 use crate::mld::icmpv6_checksum;
 
@@ -141,34 +141,14 @@ pub fn solicited_node(addr: Ipv6Addr) -> Ipv6Addr {
 
 /// The MAC of the solicited-node group of `addr`: 33:33:ff + its low 24 bits.
 pub fn solicited_node_mac(addr: Ipv6Addr) -> [u8; 6] {
-    crate::l2::ipv6_multicast_mac(solicited_node(addr))
+    crate::multicast::ipv6_multicast_mac(solicited_node(addr))
 }
 
-/// A checked zero-copy view of an NS or NA message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_view!(Layer::Ndisc, HEADER_LEN;
+    /// A checked zero-copy view of an NS or NA message.
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer (the whole ICMPv6 message) without checking it.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-    /// Wrap a buffer, checking the 24-byte fixed part.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Check the 24-byte fixed part (options are checked by [`Packet::options`]).
-    pub fn check_len(&self) -> Result<()> {
-        check_len(Layer::Ndisc, self.buffer.as_ref(), HEADER_LEN)
-    }
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
     fn b(&self) -> &[u8] {
         self.buffer.as_ref()
     }

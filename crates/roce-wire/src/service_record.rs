@@ -19,7 +19,6 @@
 //! | 160 | 16 | ServiceData64\[2\] (big-endian) |
 
 use core::fmt;
-use core::ops::{BitAnd, BitOr, BitOrAssign};
 
 use crate::error::{Layer, Result};
 use crate::field::{array, be16, be32, be64, put16, put32, put64};
@@ -108,43 +107,9 @@ impl ComponentMask {
     pub const fn data64(i: usize) -> ComponentMask {
         ComponentMask(1 << (35 + (i & 1)))
     }
-
-    /// Whether every bit of `other` is set.
-    pub const fn contains(self, other: ComponentMask) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// The raw bits.
-    pub const fn bits(self) -> u64 {
-        self.0
-    }
 }
 
-impl BitOr for ComponentMask {
-    type Output = ComponentMask;
-    fn bitor(self, rhs: ComponentMask) -> ComponentMask {
-        ComponentMask(self.0 | rhs.0)
-    }
-}
-
-impl BitOrAssign for ComponentMask {
-    fn bitor_assign(&mut self, rhs: ComponentMask) {
-        self.0 |= rhs.0;
-    }
-}
-
-impl BitAnd for ComponentMask {
-    type Output = ComponentMask;
-    fn bitand(self, rhs: ComponentMask) -> ComponentMask {
-        ComponentMask(self.0 & rhs.0)
-    }
-}
-
-impl From<u64> for ComponentMask {
-    fn from(v: u64) -> Self {
-        ComponentMask(v)
-    }
-}
+bit_set_ops!(ComponentMask(u64));
 
 /// Printed as `ServiceID|ServiceName|ServiceData8.3` (undefined bits in hex, `none` when empty).
 impl fmt::Display for ComponentMask {

@@ -4,8 +4,6 @@
 //! tshark calls `infiniband.cm.req.remoteqpneecn`.
 
 use crate::cm::{check_data_len, DATA_LEN};
-use crate::error::Result;
-use crate::field::{array, be24, be32, put24, put32};
 
 /// Byte positions inside the DREQ body (data-area offsets).
 pub mod field {
@@ -24,109 +22,25 @@ pub mod field {
 
 fixed_view!(check: check_data_len);
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// Local Communication ID.
-    pub fn local_comm_id(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::LOCAL_COMM_ID.start)
-    }
-    /// Remote Communication ID.
-    pub fn remote_comm_id(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::REMOTE_COMM_ID.start)
-    }
-    /// Remote QPN/EECN (24 bits): the receiver's QP.
-    pub fn remote_qpn_eecn(&self) -> u32 {
-        be24(self.buffer.as_ref(), field::REMOTE_QPN_EECN.start)
-    }
-    /// Reserved byte 11.
-    pub fn reserved_11(&self) -> u8 {
-        self.buffer.as_ref()[field::RESERVED_11]
-    }
-    /// The 220 bytes of private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::PRIVATE_DATA]
+wire_fields! {
+    /// An owned DREQ body.
+    #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Repr {
+        /// Local Communication ID.
+        local_comm_id, set_local_comm_id: u32 = be32(field::LOCAL_COMM_ID),
+        /// Remote Communication ID.
+        remote_comm_id, set_remote_comm_id: u32 = be32(field::REMOTE_COMM_ID),
+        /// Remote QPN/EECN (24 bits).
+        remote_qpn_eecn, set_remote_qpn_eecn: u32 = be24(field::REMOTE_QPN_EECN),
+        /// Reserved byte 11.
+        reserved_11, set_reserved_11: u8 = u8(field::RESERVED_11),
+        /// Private data (220 bytes).
+        private_data, private_data_mut: [u8; 220] = bytes(field::PRIVATE_DATA),
     }
 }
 
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Set the Local Communication ID.
-    pub fn set_local_comm_id(&mut self, v: u32) {
-        put32(self.buffer.as_mut(), field::LOCAL_COMM_ID.start, v)
-    }
-    /// Set the Remote Communication ID.
-    pub fn set_remote_comm_id(&mut self, v: u32) {
-        put32(self.buffer.as_mut(), field::REMOTE_COMM_ID.start, v)
-    }
-    /// Set the Remote QPN/EECN (low 24 bits).
-    pub fn set_remote_qpn_eecn(&mut self, v: u32) {
-        put24(self.buffer.as_mut(), field::REMOTE_QPN_EECN.start, v)
-    }
-    /// Set reserved byte 11.
-    pub fn set_reserved_11(&mut self, v: u8) {
-        self.buffer.as_mut()[field::RESERVED_11] = v
-    }
-    /// The private data, writable.
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[field::PRIVATE_DATA]
-    }
-}
-
-/// An owned DREQ body.
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Repr {
-    /// Local Communication ID.
-    pub local_comm_id: u32,
-    /// Remote Communication ID.
-    pub remote_comm_id: u32,
-    /// Remote QPN/EECN (24 bits).
-    pub remote_qpn_eecn: u32,
-    /// Reserved byte 11.
-    pub reserved_11: u8,
-    /// Private data (220 bytes).
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
-    pub private_data: [u8; 220],
-}
-
-impl Default for Repr {
-    fn default() -> Self {
-        Repr { local_comm_id: 0, remote_comm_id: 0, remote_qpn_eecn: 0, reserved_11: 0, private_data: [0; 220] }
-    }
-}
-
-impl Repr {
-    /// The body length: the whole data area.
-    pub const LEN: usize = DATA_LEN;
-    /// The private-data size, `IB_CM_DREQ_PRIVATE_DATA_SIZE`.
-    pub const PRIVATE_DATA_LEN: usize = 220;
-
-    /// Parse a DREQ view.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
-        packet.check_len()?;
-        Ok(Repr {
-            local_comm_id: packet.local_comm_id(),
-            remote_comm_id: packet.remote_comm_id(),
-            remote_qpn_eecn: packet.remote_qpn_eecn(),
-            reserved_11: packet.reserved_11(),
-            private_data: array(packet.buffer.as_ref(), field::PRIVATE_DATA.start),
-        })
-    }
-
-    /// The body length: 232.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
-
-    /// Write the body into a view.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.set_local_comm_id(self.local_comm_id);
-        packet.set_remote_comm_id(self.remote_comm_id);
-        packet.set_remote_qpn_eecn(self.remote_qpn_eecn);
-        packet.set_reserved_11(self.reserved_11);
-        packet.private_data_mut().copy_from_slice(&self.private_data);
-    }
-}
-
-repr_bytes!(Repr);
+cm_body!(private_data: 220, "IB_CM_DREQ_PRIVATE_DATA_SIZE");
 
 #[cfg(test)]
 mod tests {

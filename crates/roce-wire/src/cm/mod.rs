@@ -20,6 +20,27 @@
 
 use crate::error::{Error, Layer, Result};
 
+/// What every CM body's `Repr` has besides its field table: `LEN` (the whole data area),
+/// `PRIVATE_DATA_LEN` (the kernel's `IB_CM_*_PRIVATE_DATA_SIZE`), `buffer_len`, and
+/// `parse_bytes` / `emit_bytes`.
+macro_rules! cm_body {
+    (private_data: $len:expr, $kernel_name:literal) => {
+        impl Repr {
+            /// The body length: the whole data area.
+            pub const LEN: usize = DATA_LEN;
+            #[doc = concat!("The private-data size, `", $kernel_name, "`.")]
+            pub const PRIVATE_DATA_LEN: usize = $len;
+
+            /// The body length: 232.
+            pub const fn buffer_len(&self) -> usize {
+                DATA_LEN
+            }
+        }
+
+        repr_bytes!(Repr);
+    };
+}
+
 pub mod cma_hdr;
 pub mod drep;
 pub mod dreq;
@@ -124,18 +145,8 @@ pub(crate) fn check_data_len(buf: &[u8]) -> Result<()> {
     }
 }
 
-/// `width` bits of `byte` starting `shift` bits above the least significant bit.
-#[inline]
-pub(crate) const fn get_bits(byte: u8, shift: u32, width: u32) -> u8 {
-    (byte >> shift) & (((1u16 << width) - 1) as u8)
-}
-
-/// Replace `width` bits of `byte` starting `shift` bits above the LSB with `value` (masked).
-#[inline]
-pub(crate) fn set_bits(byte: &mut u8, shift: u32, width: u32, value: u8) {
-    let mask = (((1u16 << width) - 1) as u8) << shift;
-    *byte = (*byte & !mask) | ((value << shift) & mask);
-}
+// The bit helpers live with the byte helpers; the CM bodies use them through here.
+pub(crate) use crate::field::{get_bits, set_bits};
 
 /// One CM message body, chosen by the MAD attribute ID. Bodies this crate does not decode
 /// (ClassPortInfo, LAP, APR, unknown IDs) are kept raw in `Other`.

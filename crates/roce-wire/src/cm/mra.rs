@@ -5,9 +5,7 @@
 //! RDMA-CM sends `CMA_CM_MRA_SETTING` = `IB_CM_MRA_FLAG_DELAY | 24`: the flag stays in the
 //! kernel, only the 5-bit timeout 24 goes on the wire.
 
-use crate::cm::{check_data_len, get_bits, set_bits, MsgResponse, DATA_LEN};
-use crate::error::Result;
-use crate::field::{array, be32, put32};
+use crate::cm::{check_data_len, MsgResponse, DATA_LEN};
 
 /// Byte positions inside the MRA body (data-area offsets).
 pub mod field {
@@ -26,141 +24,29 @@ pub mod field {
 
 fixed_view!(check: check_data_len);
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// Local Communication ID.
-    pub fn local_comm_id(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::LOCAL_COMM_ID.start)
-    }
-    /// Remote Communication ID.
-    pub fn remote_comm_id(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::REMOTE_COMM_ID.start)
-    }
-    /// Message MRAed (2 bits).
-    pub fn message_mraed(&self) -> MsgResponse {
-        MsgResponse::from(get_bits(self.buffer.as_ref()[field::BYTE_8], 6, 2))
-    }
-    /// The 6 reserved bits of byte 8.
-    pub fn reserved_8(&self) -> u8 {
-        get_bits(self.buffer.as_ref()[field::BYTE_8], 0, 6)
-    }
-    /// Service Timeout (5 bits; 4.096 µs · 2^n).
-    pub fn service_timeout(&self) -> u8 {
-        get_bits(self.buffer.as_ref()[field::BYTE_9], 3, 5)
-    }
-    /// The 3 reserved bits of byte 9.
-    pub fn reserved_9(&self) -> u8 {
-        get_bits(self.buffer.as_ref()[field::BYTE_9], 0, 3)
-    }
-    /// The 222 bytes of private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::PRIVATE_DATA]
+wire_fields! {
+    /// An owned MRA body.
+    #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Repr {
+        /// Local Communication ID.
+        local_comm_id, set_local_comm_id: u32 = be32(field::LOCAL_COMM_ID),
+        /// Remote Communication ID.
+        remote_comm_id, set_remote_comm_id: u32 = be32(field::REMOTE_COMM_ID),
+        /// Which message is acknowledged (REQ, REP, or LAP as `Other`).
+        message_mraed, set_message_mraed: MsgResponse = code_bits(field::BYTE_8, 6, 2),
+        /// The 6 reserved bits of byte 8.
+        reserved_8, set_reserved_8: u8 = bits(field::BYTE_8, 0, 6),
+        /// Service Timeout (5 bits).
+        service_timeout, set_service_timeout: u8 = bits(field::BYTE_9, 3, 5),
+        /// The 3 reserved bits of byte 9.
+        reserved_9, set_reserved_9: u8 = bits(field::BYTE_9, 0, 3),
+        /// Private data (222 bytes).
+        private_data, private_data_mut: [u8; 222] = bytes(field::PRIVATE_DATA),
     }
 }
 
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Set the Local Communication ID.
-    pub fn set_local_comm_id(&mut self, v: u32) {
-        put32(self.buffer.as_mut(), field::LOCAL_COMM_ID.start, v)
-    }
-    /// Set the Remote Communication ID.
-    pub fn set_remote_comm_id(&mut self, v: u32) {
-        put32(self.buffer.as_mut(), field::REMOTE_COMM_ID.start, v)
-    }
-    /// Set Message MRAed (low 2 bits of the code).
-    pub fn set_message_mraed(&mut self, v: MsgResponse) {
-        set_bits(&mut self.buffer.as_mut()[field::BYTE_8], 6, 2, u8::from(v))
-    }
-    /// Set the reserved bits of byte 8.
-    pub fn set_reserved_8(&mut self, v: u8) {
-        set_bits(&mut self.buffer.as_mut()[field::BYTE_8], 0, 6, v)
-    }
-    /// Set the Service Timeout (5 bits).
-    pub fn set_service_timeout(&mut self, v: u8) {
-        set_bits(&mut self.buffer.as_mut()[field::BYTE_9], 3, 5, v)
-    }
-    /// Set the reserved bits of byte 9.
-    pub fn set_reserved_9(&mut self, v: u8) {
-        set_bits(&mut self.buffer.as_mut()[field::BYTE_9], 0, 3, v)
-    }
-    /// The private data, writable.
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[field::PRIVATE_DATA]
-    }
-}
-
-/// An owned MRA body.
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Repr {
-    /// Local Communication ID.
-    pub local_comm_id: u32,
-    /// Remote Communication ID.
-    pub remote_comm_id: u32,
-    /// Which message is acknowledged (REQ, REP, or LAP as `Other`).
-    pub message_mraed: MsgResponse,
-    /// The 6 reserved bits of byte 8.
-    pub reserved_8: u8,
-    /// Service Timeout (5 bits).
-    pub service_timeout: u8,
-    /// The 3 reserved bits of byte 9.
-    pub reserved_9: u8,
-    /// Private data (222 bytes).
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
-    pub private_data: [u8; 222],
-}
-
-impl Default for Repr {
-    fn default() -> Self {
-        Repr {
-            local_comm_id: 0,
-            remote_comm_id: 0,
-            message_mraed: MsgResponse::Req,
-            reserved_8: 0,
-            service_timeout: 0,
-            reserved_9: 0,
-            private_data: [0; 222],
-        }
-    }
-}
-
-impl Repr {
-    /// The body length: the whole data area.
-    pub const LEN: usize = DATA_LEN;
-    /// The private-data size, `IB_CM_MRA_PRIVATE_DATA_SIZE`.
-    pub const PRIVATE_DATA_LEN: usize = 222;
-
-    /// Parse an MRA view.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
-        packet.check_len()?;
-        Ok(Repr {
-            local_comm_id: packet.local_comm_id(),
-            remote_comm_id: packet.remote_comm_id(),
-            message_mraed: packet.message_mraed(),
-            reserved_8: packet.reserved_8(),
-            service_timeout: packet.service_timeout(),
-            reserved_9: packet.reserved_9(),
-            private_data: array(packet.buffer.as_ref(), field::PRIVATE_DATA.start),
-        })
-    }
-
-    /// The body length: 232.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
-
-    /// Write the body into a view.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.set_local_comm_id(self.local_comm_id);
-        packet.set_remote_comm_id(self.remote_comm_id);
-        packet.set_message_mraed(self.message_mraed);
-        packet.set_reserved_8(self.reserved_8);
-        packet.set_service_timeout(self.service_timeout);
-        packet.set_reserved_9(self.reserved_9);
-        packet.private_data_mut().copy_from_slice(&self.private_data);
-    }
-}
-
-repr_bytes!(Repr);
+cm_body!(private_data: 222, "IB_CM_MRA_PRIVATE_DATA_SIZE");
 
 #[cfg(test)]
 mod tests {

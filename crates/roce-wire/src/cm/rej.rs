@@ -6,9 +6,7 @@
 //! ([`RejReason::InvalidServiceId`]) and `rdma_reject()` / a failing RDMA-CM listener with 28
 //! ([`RejReason::ConsumerDefined`]) [cm.c; cma.c].
 
-use crate::cm::{check_data_len, get_bits, set_bits, MsgResponse, DATA_LEN};
-use crate::error::Result;
-use crate::field::{array, be16, be32, put16, put32};
+use crate::cm::{check_data_len, MsgResponse, DATA_LEN};
 
 /// Byte positions inside the REJ body (data-area offsets).
 pub mod field {
@@ -107,176 +105,43 @@ enum_with_unknown! {
 
 fixed_view!(check: check_data_len);
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// Local Communication ID (0 when rejecting a REQ not yet given an ID).
-    pub fn local_comm_id(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::LOCAL_COMM_ID.start)
-    }
-    /// Remote Communication ID.
-    pub fn remote_comm_id(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::REMOTE_COMM_ID.start)
-    }
-    /// Message REJected (2 bits).
-    pub fn message_rejected(&self) -> MsgResponse {
-        MsgResponse::from(get_bits(self.buffer.as_ref()[field::BYTE_8], 6, 2))
-    }
-    /// The 6 reserved bits of byte 8.
-    pub fn reserved_8(&self) -> u8 {
-        get_bits(self.buffer.as_ref()[field::BYTE_8], 0, 6)
-    }
-    /// Reject Info Length (7 bits): the meaningful bytes of the ARI.
-    pub fn reject_info_length(&self) -> u8 {
-        get_bits(self.buffer.as_ref()[field::BYTE_9], 1, 7)
-    }
-    /// The reserved bit 0 of byte 9.
-    pub fn reserved_9(&self) -> u8 {
-        get_bits(self.buffer.as_ref()[field::BYTE_9], 0, 1)
-    }
-    /// Reason.
-    pub fn reason(&self) -> RejReason {
-        RejReason::from(be16(self.buffer.as_ref(), field::REASON.start))
-    }
-    /// The 72 bytes of Additional Reject Information.
-    pub fn ari(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::ARI]
-    }
-    /// The 148 bytes of private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::PRIVATE_DATA]
+wire_fields! {
+    /// An owned REJ body.
+    #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Repr {
+        /// Local Communication ID.
+        local_comm_id, set_local_comm_id: u32 = be32(field::LOCAL_COMM_ID),
+        /// Remote Communication ID.
+        remote_comm_id, set_remote_comm_id: u32 = be32(field::REMOTE_COMM_ID),
+        /// Which message is rejected.
+        message_rejected, set_message_rejected: MsgResponse = code_bits(field::BYTE_8, 6, 2),
+        /// The 6 reserved bits of byte 8.
+        reserved_8, set_reserved_8: u8 = bits(field::BYTE_8, 0, 6),
+        /// Reject Info Length (7 bits).
+        reject_info_length, set_reject_info_length: u8 = bits(field::BYTE_9, 1, 7),
+        /// The reserved bit of byte 9.
+        reserved_9, set_reserved_9: u8 = bits(field::BYTE_9, 0, 1),
+        /// Reason.
+        reason, set_reason: RejReason = code16(field::REASON),
+        /// Additional Reject Information (72 bytes, `IB_CM_REJ_ARI_LENGTH`).
+        ari, ari_mut: [u8; 72] = bytes(field::ARI),
+        /// Private data (148 bytes).
+        private_data, private_data_mut: [u8; 148] = bytes(field::PRIVATE_DATA),
     }
 }
 
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Set the Local Communication ID.
-    pub fn set_local_comm_id(&mut self, v: u32) {
-        put32(self.buffer.as_mut(), field::LOCAL_COMM_ID.start, v)
-    }
-    /// Set the Remote Communication ID.
-    pub fn set_remote_comm_id(&mut self, v: u32) {
-        put32(self.buffer.as_mut(), field::REMOTE_COMM_ID.start, v)
-    }
-    /// Set Message REJected (low 2 bits of the code).
-    pub fn set_message_rejected(&mut self, v: MsgResponse) {
-        set_bits(&mut self.buffer.as_mut()[field::BYTE_8], 6, 2, u8::from(v))
-    }
-    /// Set the reserved bits of byte 8.
-    pub fn set_reserved_8(&mut self, v: u8) {
-        set_bits(&mut self.buffer.as_mut()[field::BYTE_8], 0, 6, v)
-    }
-    /// Set the Reject Info Length (7 bits).
-    pub fn set_reject_info_length(&mut self, v: u8) {
-        set_bits(&mut self.buffer.as_mut()[field::BYTE_9], 1, 7, v)
-    }
-    /// Set the reserved bit of byte 9.
-    pub fn set_reserved_9(&mut self, v: u8) {
-        set_bits(&mut self.buffer.as_mut()[field::BYTE_9], 0, 1, v)
-    }
-    /// Set the Reason.
-    pub fn set_reason(&mut self, v: RejReason) {
-        put16(self.buffer.as_mut(), field::REASON.start, u16::from(v))
-    }
-    /// The ARI, writable.
-    pub fn ari_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[field::ARI]
-    }
-    /// The private data, writable.
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[field::PRIVATE_DATA]
-    }
-}
-
-/// An owned REJ body.
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Repr {
-    /// Local Communication ID.
-    pub local_comm_id: u32,
-    /// Remote Communication ID.
-    pub remote_comm_id: u32,
-    /// Which message is rejected.
-    pub message_rejected: MsgResponse,
-    /// The 6 reserved bits of byte 8.
-    pub reserved_8: u8,
-    /// Reject Info Length (7 bits).
-    pub reject_info_length: u8,
-    /// The reserved bit of byte 9.
-    pub reserved_9: u8,
-    /// Reason.
-    pub reason: RejReason,
-    /// Additional Reject Information (72 bytes, `IB_CM_REJ_ARI_LENGTH`).
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
-    pub ari: [u8; 72],
-    /// Private data (148 bytes).
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
-    pub private_data: [u8; 148],
-}
-
-impl Default for Repr {
-    fn default() -> Self {
-        Repr {
-            local_comm_id: 0,
-            remote_comm_id: 0,
-            message_rejected: MsgResponse::Req,
-            reserved_8: 0,
-            reject_info_length: 0,
-            reserved_9: 0,
-            reason: RejReason::Unknown(0),
-            ari: [0; 72],
-            private_data: [0; 148],
-        }
-    }
-}
+cm_body!(private_data: 148, "IB_CM_REJ_PRIVATE_DATA_SIZE");
 
 impl Repr {
-    /// The body length: the whole data area.
-    pub const LEN: usize = DATA_LEN;
-    /// The private-data size, `IB_CM_REJ_PRIVATE_DATA_SIZE`.
-    pub const PRIVATE_DATA_LEN: usize = 148;
     /// The ARI size, `IB_CM_REJ_ARI_LENGTH`.
     pub const ARI_LEN: usize = 72;
-
-    /// Parse a REJ view.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
-        packet.check_len()?;
-        let b = packet.buffer.as_ref();
-        Ok(Repr {
-            local_comm_id: packet.local_comm_id(),
-            remote_comm_id: packet.remote_comm_id(),
-            message_rejected: packet.message_rejected(),
-            reserved_8: packet.reserved_8(),
-            reject_info_length: packet.reject_info_length(),
-            reserved_9: packet.reserved_9(),
-            reason: packet.reason(),
-            ari: array(b, field::ARI.start),
-            private_data: array(b, field::PRIVATE_DATA.start),
-        })
-    }
-
-    /// The body length: 232.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
-
-    /// Write the body into a view.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.set_local_comm_id(self.local_comm_id);
-        packet.set_remote_comm_id(self.remote_comm_id);
-        packet.set_message_rejected(self.message_rejected);
-        packet.set_reserved_8(self.reserved_8);
-        packet.set_reject_info_length(self.reject_info_length);
-        packet.set_reserved_9(self.reserved_9);
-        packet.set_reason(self.reason);
-        packet.ari_mut().copy_from_slice(&self.ari);
-        packet.private_data_mut().copy_from_slice(&self.private_data);
-    }
 
     /// The meaningful ARI bytes: the first `reject_info_length` (at most 72).
     pub fn ari_bytes(&self) -> &[u8] {
         &self.ari[..(self.reject_info_length as usize).min(Self::ARI_LEN)]
     }
 }
-
-repr_bytes!(Repr);
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,7 @@
 
 use crate::cm::{check_data_len, get_bits, set_bits, DATA_LEN, DATA_OFFSET};
 use crate::error::Result;
-use crate::field::{array, be16, be24, be32, be64, put16, put24, put32, put64};
+use crate::field::{array, be16, be32, put16, put32};
 use crate::gid::Gid;
 
 /// Byte positions inside the REQ body (data-area offsets).
@@ -191,429 +191,102 @@ impl PathRepr {
 
 fixed_view!(check: check_data_len);
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
+wire_fields! {
+    /// An owned REQ body.
+    #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Repr {
+        /// Local Communication ID.
+        local_comm_id, set_local_comm_id: u32 = be32(field::LOCAL_COMM_ID),
+        /// Reserved bytes 4..8.
+        reserved_4, set_reserved_4: [u8; 4] = array(field::RESERVED_4),
+        /// ServiceID (for RDMA-CM IP port spaces `(ps << 16) + port`, see
+        /// [`crate::cm::cma_hdr::service_id`]).
+        service_id, set_service_id: u64 = be64(field::SERVICE_ID),
+        /// Local CA GUID (the sender's node GUID).
+        local_ca_guid, set_local_ca_guid: u64 = be64(field::LOCAL_CA_GUID),
+        /// Reserved bytes 24..28.
+        reserved_24, set_reserved_24: [u8; 4] = array(field::RESERVED_24),
+        /// Local Q_Key (the kernel leaves it 0 for RC).
+        local_qkey, set_local_qkey: u32 = be32(field::LOCAL_Q_KEY),
+        /// Local QPN (24 bits).
+        local_qpn, set_local_qpn: u32 = be24(field::LOCAL_QPN),
+        /// Responder Resources.
+        responder_resources, set_responder_resources: u8 = u8(field::RESPONDER_RESOURCES),
+        /// Local EECN (24 bits).
+        local_eecn, set_local_eecn: u32 = be24(field::LOCAL_EECN),
+        /// Initiator Depth.
+        initiator_depth, set_initiator_depth: u8 = u8(field::INITIATOR_DEPTH),
+        /// Remote EECN (24 bits).
+        remote_eecn, set_remote_eecn: u32 = be24(field::REMOTE_EECN),
+        /// Remote CM Response Timeout (5 bits; 4.096 µs · 2^n).
+        remote_cm_response_timeout, set_remote_cm_response_timeout: u8 = bits(field::BYTE_43, 3, 5),
+        /// Transport Service Type (2 bits, see [`transport`]).
+        transport_service_type, set_transport_service_type: u8 = bits(field::BYTE_43, 1, 2),
+        /// End-to-End Flow Control.
+        end_to_end_flow_control, set_end_to_end_flow_control: bool = flag(field::BYTE_43, 0),
+        /// Starting PSN (24 bits).
+        starting_psn, set_starting_psn: u32 = be24(field::STARTING_PSN),
+        /// Local CM Response Timeout (5 bits).
+        local_cm_response_timeout, set_local_cm_response_timeout: u8 = bits(field::BYTE_47, 3, 5),
+        /// Retry Count (3 bits).
+        retry_count, set_retry_count: u8 = bits(field::BYTE_47, 0, 3),
+        /// Partition Key.
+        partition_key, set_partition_key: u16 = be16(field::PARTITION_KEY),
+        /// Path Packet Payload MTU (4 bits).
+        path_mtu, set_path_mtu: u8 = bits(field::BYTE_50, 4, 4),
+        /// RDC Exists.
+        rdc_exists, set_rdc_exists: bool = flag(field::BYTE_50, 3),
+        /// RNR Retry Count (3 bits).
+        rnr_retry_count, set_rnr_retry_count: u8 = bits(field::BYTE_50, 0, 3),
+        /// Max CM Retries (4 bits).
+        max_cm_retries, set_max_cm_retries: u8 = bits(field::BYTE_51, 4, 4),
+        /// SRQ.
+        srq, set_srq: bool = flag(field::BYTE_51, 3),
+        /// Extended Transport Type (3 bits).
+        extended_transport_type, set_extended_transport_type: u8 = bits(field::BYTE_51, 0, 3),
+        /// The primary path.
+        primary_path, set_primary_path: PathRepr = custom(),
+        /// The alternate path (all zero when absent; the kernel treats a nonzero local LID as
+        /// present).
+        alternate_path, set_alternate_path: PathRepr = custom(),
+        /// SAP Supported (bit 2 of byte 139, inside the alternate path's last byte).
+        sap_supported, set_sap_supported: bool = flag(field::BYTE_139, 2),
+        /// Private data (92 bytes; RDMA-CM puts its 36-byte header first).
+        private_data, private_data_mut: [u8; 92] = bytes(field::PRIVATE_DATA),
     }
+}
 
-    /// Local Communication ID.
-    pub fn local_comm_id(&self) -> u32 {
-        be32(self.b(), field::LOCAL_COMM_ID.start)
-    }
-    /// Reserved bytes 4..8.
-    pub fn reserved_4(&self) -> [u8; 4] {
-        array(self.b(), field::RESERVED_4.start)
-    }
-    /// ServiceID.
-    pub fn service_id(&self) -> u64 {
-        be64(self.b(), field::SERVICE_ID.start)
-    }
-    /// Local CA GUID.
-    pub fn local_ca_guid(&self) -> u64 {
-        be64(self.b(), field::LOCAL_CA_GUID.start)
-    }
-    /// Reserved bytes 24..28.
-    pub fn reserved_24(&self) -> [u8; 4] {
-        array(self.b(), field::RESERVED_24.start)
-    }
-    /// Local Q_Key.
-    pub fn local_qkey(&self) -> u32 {
-        be32(self.b(), field::LOCAL_Q_KEY.start)
-    }
-    /// Local QPN (24 bits).
-    pub fn local_qpn(&self) -> u32 {
-        be24(self.b(), field::LOCAL_QPN.start)
-    }
-    /// Responder Resources.
-    pub fn responder_resources(&self) -> u8 {
-        self.b()[field::RESPONDER_RESOURCES]
-    }
-    /// Local EECN (24 bits).
-    pub fn local_eecn(&self) -> u32 {
-        be24(self.b(), field::LOCAL_EECN.start)
-    }
-    /// Initiator Depth.
-    pub fn initiator_depth(&self) -> u8 {
-        self.b()[field::INITIATOR_DEPTH]
-    }
-    /// Remote EECN (24 bits).
-    pub fn remote_eecn(&self) -> u32 {
-        be24(self.b(), field::REMOTE_EECN.start)
-    }
-    /// Remote CM Response Timeout (5 bits).
-    pub fn remote_cm_response_timeout(&self) -> u8 {
-        get_bits(self.b()[field::BYTE_43], 3, 5)
-    }
-    /// Transport Service Type (2 bits, see [`transport`]).
-    pub fn transport_service_type(&self) -> u8 {
-        get_bits(self.b()[field::BYTE_43], 1, 2)
-    }
-    /// End-to-End Flow Control.
-    pub fn end_to_end_flow_control(&self) -> bool {
-        get_bits(self.b()[field::BYTE_43], 0, 1) != 0
-    }
-    /// Starting PSN (24 bits).
-    pub fn starting_psn(&self) -> u32 {
-        be24(self.b(), field::STARTING_PSN.start)
-    }
-    /// Local CM Response Timeout (5 bits).
-    pub fn local_cm_response_timeout(&self) -> u8 {
-        get_bits(self.b()[field::BYTE_47], 3, 5)
-    }
-    /// Retry Count (3 bits).
-    pub fn retry_count(&self) -> u8 {
-        get_bits(self.b()[field::BYTE_47], 0, 3)
-    }
-    /// Partition Key.
-    pub fn partition_key(&self) -> u16 {
-        be16(self.b(), field::PARTITION_KEY.start)
-    }
-    /// Path Packet Payload MTU (4 bits, `enum ib_mtu`: 3 = 1024).
-    pub fn path_mtu(&self) -> u8 {
-        get_bits(self.b()[field::BYTE_50], 4, 4)
-    }
-    /// RDC Exists.
-    pub fn rdc_exists(&self) -> bool {
-        get_bits(self.b()[field::BYTE_50], 3, 1) != 0
-    }
-    /// RNR Retry Count (3 bits).
-    pub fn rnr_retry_count(&self) -> u8 {
-        get_bits(self.b()[field::BYTE_50], 0, 3)
-    }
-    /// Max CM Retries (4 bits).
-    pub fn max_cm_retries(&self) -> u8 {
-        get_bits(self.b()[field::BYTE_51], 4, 4)
-    }
-    /// SRQ.
-    pub fn srq(&self) -> bool {
-        get_bits(self.b()[field::BYTE_51], 3, 1) != 0
-    }
-    /// Extended Transport Type (3 bits).
-    pub fn extended_transport_type(&self) -> u8 {
-        get_bits(self.b()[field::BYTE_51], 0, 3)
-    }
+cm_body!(private_data: 92, "IB_CM_REQ_PRIVATE_DATA_SIZE");
+
+/// The path blocks, which the table above reads and writes through these.
+impl<T: AsRef<[u8]>> Packet<T> {
     /// The primary path block.
     pub fn primary_path(&self) -> PathRepr {
-        PathRepr::from_bytes(&array(self.b(), field::PRIMARY_PATH.start))
+        PathRepr::from_bytes(&array(self.buffer.as_ref(), field::PRIMARY_PATH.start))
     }
     /// The alternate path block (its `reserved_ack` bit 2 cleared: see [`Self::sap_supported`]).
     pub fn alternate_path(&self) -> PathRepr {
-        let mut p = PathRepr::from_bytes(&array(self.b(), field::ALTERNATE_PATH.start));
+        let mut p = PathRepr::from_bytes(&array(self.buffer.as_ref(), field::ALTERNATE_PATH.start));
         p.reserved_ack &= 0b011;
         p
-    }
-    /// SAP Supported (bit 2 of byte 139).
-    pub fn sap_supported(&self) -> bool {
-        get_bits(self.b()[field::BYTE_139], 2, 1) != 0
-    }
-    /// The 92 bytes of private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.b()[field::PRIVATE_DATA]
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    fn bm(&mut self) -> &mut [u8] {
-        self.buffer.as_mut()
-    }
-
-    /// Set the Local Communication ID.
-    pub fn set_local_comm_id(&mut self, v: u32) {
-        put32(self.bm(), field::LOCAL_COMM_ID.start, v)
-    }
-    /// Set reserved bytes 4..8.
-    pub fn set_reserved_4(&mut self, v: [u8; 4]) {
-        self.bm()[field::RESERVED_4].copy_from_slice(&v)
-    }
-    /// Set the ServiceID.
-    pub fn set_service_id(&mut self, v: u64) {
-        put64(self.bm(), field::SERVICE_ID.start, v)
-    }
-    /// Set the Local CA GUID.
-    pub fn set_local_ca_guid(&mut self, v: u64) {
-        put64(self.bm(), field::LOCAL_CA_GUID.start, v)
-    }
-    /// Set reserved bytes 24..28.
-    pub fn set_reserved_24(&mut self, v: [u8; 4]) {
-        self.bm()[field::RESERVED_24].copy_from_slice(&v)
-    }
-    /// Set the Local Q_Key.
-    pub fn set_local_qkey(&mut self, v: u32) {
-        put32(self.bm(), field::LOCAL_Q_KEY.start, v)
-    }
-    /// Set the Local QPN (low 24 bits of `v`).
-    pub fn set_local_qpn(&mut self, v: u32) {
-        put24(self.bm(), field::LOCAL_QPN.start, v)
-    }
-    /// Set Responder Resources.
-    pub fn set_responder_resources(&mut self, v: u8) {
-        self.bm()[field::RESPONDER_RESOURCES] = v
-    }
-    /// Set the Local EECN (low 24 bits).
-    pub fn set_local_eecn(&mut self, v: u32) {
-        put24(self.bm(), field::LOCAL_EECN.start, v)
-    }
-    /// Set Initiator Depth.
-    pub fn set_initiator_depth(&mut self, v: u8) {
-        self.bm()[field::INITIATOR_DEPTH] = v
-    }
-    /// Set the Remote EECN (low 24 bits).
-    pub fn set_remote_eecn(&mut self, v: u32) {
-        put24(self.bm(), field::REMOTE_EECN.start, v)
-    }
-    /// Set the Remote CM Response Timeout (5 bits).
-    pub fn set_remote_cm_response_timeout(&mut self, v: u8) {
-        set_bits(&mut self.bm()[field::BYTE_43], 3, 5, v)
-    }
-    /// Set the Transport Service Type (2 bits).
-    pub fn set_transport_service_type(&mut self, v: u8) {
-        set_bits(&mut self.bm()[field::BYTE_43], 1, 2, v)
-    }
-    /// Set End-to-End Flow Control.
-    pub fn set_end_to_end_flow_control(&mut self, v: bool) {
-        set_bits(&mut self.bm()[field::BYTE_43], 0, 1, v as u8)
-    }
-    /// Set the Starting PSN (low 24 bits).
-    pub fn set_starting_psn(&mut self, v: u32) {
-        put24(self.bm(), field::STARTING_PSN.start, v)
-    }
-    /// Set the Local CM Response Timeout (5 bits).
-    pub fn set_local_cm_response_timeout(&mut self, v: u8) {
-        set_bits(&mut self.bm()[field::BYTE_47], 3, 5, v)
-    }
-    /// Set the Retry Count (3 bits).
-    pub fn set_retry_count(&mut self, v: u8) {
-        set_bits(&mut self.bm()[field::BYTE_47], 0, 3, v)
-    }
-    /// Set the Partition Key.
-    pub fn set_partition_key(&mut self, v: u16) {
-        put16(self.bm(), field::PARTITION_KEY.start, v)
-    }
-    /// Set the Path Packet Payload MTU (4 bits).
-    pub fn set_path_mtu(&mut self, v: u8) {
-        set_bits(&mut self.bm()[field::BYTE_50], 4, 4, v)
-    }
-    /// Set RDC Exists.
-    pub fn set_rdc_exists(&mut self, v: bool) {
-        set_bits(&mut self.bm()[field::BYTE_50], 3, 1, v as u8)
-    }
-    /// Set the RNR Retry Count (3 bits).
-    pub fn set_rnr_retry_count(&mut self, v: u8) {
-        set_bits(&mut self.bm()[field::BYTE_50], 0, 3, v)
-    }
-    /// Set Max CM Retries (4 bits).
-    pub fn set_max_cm_retries(&mut self, v: u8) {
-        set_bits(&mut self.bm()[field::BYTE_51], 4, 4, v)
-    }
-    /// Set SRQ.
-    pub fn set_srq(&mut self, v: bool) {
-        set_bits(&mut self.bm()[field::BYTE_51], 3, 1, v as u8)
-    }
-    /// Set the Extended Transport Type (3 bits).
-    pub fn set_extended_transport_type(&mut self, v: u8) {
-        set_bits(&mut self.bm()[field::BYTE_51], 0, 3, v)
-    }
     /// Write the primary path block.
     pub fn set_primary_path(&mut self, p: &PathRepr) {
-        self.bm()[field::PRIMARY_PATH].copy_from_slice(&p.to_bytes())
+        self.buffer.as_mut()[field::PRIMARY_PATH].copy_from_slice(&p.to_bytes())
     }
     /// Write the alternate path block, keeping the SAP Supported bit as it is.
     pub fn set_alternate_path(&mut self, p: &PathRepr) {
         let sap = self.sap_supported();
-        self.bm()[field::ALTERNATE_PATH].copy_from_slice(&p.to_bytes());
+        self.buffer.as_mut()[field::ALTERNATE_PATH].copy_from_slice(&p.to_bytes());
         self.set_sap_supported(sap);
-    }
-    /// Set SAP Supported (bit 2 of byte 139).
-    pub fn set_sap_supported(&mut self, v: bool) {
-        set_bits(&mut self.bm()[field::BYTE_139], 2, 1, v as u8)
-    }
-    /// The private data, writable.
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.bm()[field::PRIVATE_DATA]
-    }
-}
-
-/// An owned REQ body.
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Repr {
-    /// Local Communication ID.
-    pub local_comm_id: u32,
-    /// Reserved bytes 4..8.
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
-    pub reserved_4: [u8; 4],
-    /// ServiceID (for RDMA-CM IP port spaces `(ps << 16) + port`, see
-    /// [`crate::cm::cma_hdr::service_id`]).
-    pub service_id: u64,
-    /// Local CA GUID (the sender's node GUID).
-    pub local_ca_guid: u64,
-    /// Reserved bytes 24..28.
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
-    pub reserved_24: [u8; 4],
-    /// Local Q_Key (the kernel leaves it 0 for RC).
-    pub local_qkey: u32,
-    /// Local QPN (24 bits).
-    pub local_qpn: u32,
-    /// Responder Resources.
-    pub responder_resources: u8,
-    /// Local EECN (24 bits).
-    pub local_eecn: u32,
-    /// Initiator Depth.
-    pub initiator_depth: u8,
-    /// Remote EECN (24 bits).
-    pub remote_eecn: u32,
-    /// Remote CM Response Timeout (5 bits; 4.096 µs · 2^n).
-    pub remote_cm_response_timeout: u8,
-    /// Transport Service Type (2 bits, see [`transport`]).
-    pub transport_service_type: u8,
-    /// End-to-End Flow Control.
-    pub end_to_end_flow_control: bool,
-    /// Starting PSN (24 bits).
-    pub starting_psn: u32,
-    /// Local CM Response Timeout (5 bits).
-    pub local_cm_response_timeout: u8,
-    /// Retry Count (3 bits).
-    pub retry_count: u8,
-    /// Partition Key.
-    pub partition_key: u16,
-    /// Path Packet Payload MTU (4 bits).
-    pub path_mtu: u8,
-    /// RDC Exists.
-    pub rdc_exists: bool,
-    /// RNR Retry Count (3 bits).
-    pub rnr_retry_count: u8,
-    /// Max CM Retries (4 bits).
-    pub max_cm_retries: u8,
-    /// SRQ.
-    pub srq: bool,
-    /// Extended Transport Type (3 bits).
-    pub extended_transport_type: u8,
-    /// The primary path.
-    pub primary_path: PathRepr,
-    /// The alternate path (all zero when absent; the kernel treats a nonzero local LID as
-    /// present).
-    pub alternate_path: PathRepr,
-    /// SAP Supported (bit 2 of byte 139, inside the alternate path's last byte).
-    pub sap_supported: bool,
-    /// Private data (92 bytes; RDMA-CM puts its 36-byte header first).
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
-    pub private_data: [u8; 92],
-}
-
-impl Default for Repr {
-    fn default() -> Self {
-        Repr {
-            local_comm_id: 0,
-            reserved_4: [0; 4],
-            service_id: 0,
-            local_ca_guid: 0,
-            reserved_24: [0; 4],
-            local_qkey: 0,
-            local_qpn: 0,
-            responder_resources: 0,
-            local_eecn: 0,
-            initiator_depth: 0,
-            remote_eecn: 0,
-            remote_cm_response_timeout: 0,
-            transport_service_type: 0,
-            end_to_end_flow_control: false,
-            starting_psn: 0,
-            local_cm_response_timeout: 0,
-            retry_count: 0,
-            partition_key: 0,
-            path_mtu: 0,
-            rdc_exists: false,
-            rnr_retry_count: 0,
-            max_cm_retries: 0,
-            srq: false,
-            extended_transport_type: 0,
-            primary_path: PathRepr::default(),
-            alternate_path: PathRepr::default(),
-            sap_supported: false,
-            private_data: [0; 92],
-        }
     }
 }
 
 impl Repr {
-    /// The body length: the whole data area.
-    pub const LEN: usize = DATA_LEN;
-    /// The private-data size, `IB_CM_REQ_PRIVATE_DATA_SIZE`.
-    pub const PRIVATE_DATA_LEN: usize = 92;
-
-    /// Parse a REQ view.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
-        packet.check_len()?;
-        Ok(Repr {
-            local_comm_id: packet.local_comm_id(),
-            reserved_4: packet.reserved_4(),
-            service_id: packet.service_id(),
-            local_ca_guid: packet.local_ca_guid(),
-            reserved_24: packet.reserved_24(),
-            local_qkey: packet.local_qkey(),
-            local_qpn: packet.local_qpn(),
-            responder_resources: packet.responder_resources(),
-            local_eecn: packet.local_eecn(),
-            initiator_depth: packet.initiator_depth(),
-            remote_eecn: packet.remote_eecn(),
-            remote_cm_response_timeout: packet.remote_cm_response_timeout(),
-            transport_service_type: packet.transport_service_type(),
-            end_to_end_flow_control: packet.end_to_end_flow_control(),
-            starting_psn: packet.starting_psn(),
-            local_cm_response_timeout: packet.local_cm_response_timeout(),
-            retry_count: packet.retry_count(),
-            partition_key: packet.partition_key(),
-            path_mtu: packet.path_mtu(),
-            rdc_exists: packet.rdc_exists(),
-            rnr_retry_count: packet.rnr_retry_count(),
-            max_cm_retries: packet.max_cm_retries(),
-            srq: packet.srq(),
-            extended_transport_type: packet.extended_transport_type(),
-            primary_path: packet.primary_path(),
-            alternate_path: packet.alternate_path(),
-            sap_supported: packet.sap_supported(),
-            private_data: array(packet.b(), field::PRIVATE_DATA.start),
-        })
-    }
-
-    /// The body length: 232.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
-
-    /// Write the body into a view (every byte of the data area is written; values wider than
-    /// their fields are masked).
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.set_local_comm_id(self.local_comm_id);
-        packet.set_reserved_4(self.reserved_4);
-        packet.set_service_id(self.service_id);
-        packet.set_local_ca_guid(self.local_ca_guid);
-        packet.set_reserved_24(self.reserved_24);
-        packet.set_local_qkey(self.local_qkey);
-        packet.set_local_qpn(self.local_qpn);
-        packet.set_responder_resources(self.responder_resources);
-        packet.set_local_eecn(self.local_eecn);
-        packet.set_initiator_depth(self.initiator_depth);
-        packet.set_remote_eecn(self.remote_eecn);
-        packet.set_remote_cm_response_timeout(self.remote_cm_response_timeout);
-        packet.set_transport_service_type(self.transport_service_type);
-        packet.set_end_to_end_flow_control(self.end_to_end_flow_control);
-        packet.set_starting_psn(self.starting_psn);
-        packet.set_local_cm_response_timeout(self.local_cm_response_timeout);
-        packet.set_retry_count(self.retry_count);
-        packet.set_partition_key(self.partition_key);
-        packet.set_path_mtu(self.path_mtu);
-        packet.set_rdc_exists(self.rdc_exists);
-        packet.set_rnr_retry_count(self.rnr_retry_count);
-        packet.set_max_cm_retries(self.max_cm_retries);
-        packet.set_srq(self.srq);
-        packet.set_extended_transport_type(self.extended_transport_type);
-        packet.set_primary_path(&self.primary_path);
-        packet.set_sap_supported(self.sap_supported);
-        packet.set_alternate_path(&self.alternate_path);
-        packet.private_data_mut().copy_from_slice(&self.private_data);
-    }
-
     /// Whether the REQ carries an alternate path (`cm_req_has_alt_path`: nonzero alternate
     /// local LID).
     pub const fn has_alternate_path(&self) -> bool {
@@ -627,8 +300,6 @@ impl Repr {
             .map_err(|e| e.add_offset(DATA_OFFSET + field::PRIVATE_DATA.start))
     }
 }
-
-repr_bytes!(Repr);
 
 #[cfg(test)]
 mod tests {

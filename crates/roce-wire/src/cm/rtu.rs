@@ -3,8 +3,6 @@
 //! (MAD byte 24); tshark 4.0 names are `infiniband.cm.rtu.*`.
 
 use crate::cm::{check_data_len, DATA_LEN};
-use crate::error::Result;
-use crate::field::{array, be32, put32};
 
 /// Byte positions inside the RTU body (data-area offsets).
 pub mod field {
@@ -19,85 +17,21 @@ pub mod field {
 
 fixed_view!(check: check_data_len);
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// Local Communication ID.
-    pub fn local_comm_id(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::LOCAL_COMM_ID.start)
-    }
-    /// Remote Communication ID.
-    pub fn remote_comm_id(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::REMOTE_COMM_ID.start)
-    }
-    /// The 224 bytes of private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::PRIVATE_DATA]
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Set the Local Communication ID.
-    pub fn set_local_comm_id(&mut self, v: u32) {
-        put32(self.buffer.as_mut(), field::LOCAL_COMM_ID.start, v)
-    }
-    /// Set the Remote Communication ID.
-    pub fn set_remote_comm_id(&mut self, v: u32) {
-        put32(self.buffer.as_mut(), field::REMOTE_COMM_ID.start, v)
-    }
-    /// The private data, writable.
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[field::PRIVATE_DATA]
+wire_fields! {
+    /// An owned RTU body.
+    #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Repr {
+        /// Local Communication ID.
+        local_comm_id, set_local_comm_id: u32 = be32(field::LOCAL_COMM_ID),
+        /// Remote Communication ID.
+        remote_comm_id, set_remote_comm_id: u32 = be32(field::REMOTE_COMM_ID),
+        /// Private data (224 bytes).
+        private_data, private_data_mut: [u8; 224] = bytes(field::PRIVATE_DATA),
     }
 }
 
-/// An owned RTU body.
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Repr {
-    /// Local Communication ID.
-    pub local_comm_id: u32,
-    /// Remote Communication ID.
-    pub remote_comm_id: u32,
-    /// Private data (224 bytes).
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
-    pub private_data: [u8; 224],
-}
-
-impl Default for Repr {
-    fn default() -> Self {
-        Repr { local_comm_id: 0, remote_comm_id: 0, private_data: [0; 224] }
-    }
-}
-
-impl Repr {
-    /// The body length: the whole data area.
-    pub const LEN: usize = DATA_LEN;
-    /// The private-data size, `IB_CM_RTU_PRIVATE_DATA_SIZE`.
-    pub const PRIVATE_DATA_LEN: usize = 224;
-
-    /// Parse an RTU view.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
-        packet.check_len()?;
-        Ok(Repr {
-            local_comm_id: packet.local_comm_id(),
-            remote_comm_id: packet.remote_comm_id(),
-            private_data: array(packet.buffer.as_ref(), field::PRIVATE_DATA.start),
-        })
-    }
-
-    /// The body length: 232.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
-
-    /// Write the body into a view.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.set_local_comm_id(self.local_comm_id);
-        packet.set_remote_comm_id(self.remote_comm_id);
-        packet.private_data_mut().copy_from_slice(&self.private_data);
-    }
-}
-
-repr_bytes!(Repr);
+cm_body!(private_data: 224, "IB_CM_RTU_PRIVATE_DATA_SIZE");
 
 #[cfg(test)]
 mod tests {

@@ -6,8 +6,6 @@
 //! additional information and private data, but not the Additional Information Length.
 
 use crate::cm::{check_data_len, DATA_LEN};
-use crate::error::Result;
-use crate::field::{array, be24, be32, be64, put24, put32, put64};
 
 /// Byte positions inside the SIDR_REP body (data-area offsets).
 pub mod field {
@@ -54,182 +52,39 @@ enum_with_unknown! {
 
 fixed_view!(check: check_data_len);
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// RequestID.
-    pub fn request_id(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::REQUEST_ID.start)
-    }
-    /// Status.
-    pub fn status(&self) -> SidrStatus {
-        SidrStatus::from(self.buffer.as_ref()[field::STATUS])
-    }
-    /// Additional Information Length.
-    pub fn additional_info_length(&self) -> u8 {
-        self.buffer.as_ref()[field::ADDITIONAL_INFO_LENGTH]
-    }
-    /// Reserved bytes 6..8.
-    pub fn reserved_6(&self) -> [u8; 2] {
-        array(self.buffer.as_ref(), field::RESERVED_6.start)
-    }
-    /// QPN (24 bits).
-    pub fn qpn(&self) -> u32 {
-        be24(self.buffer.as_ref(), field::QPN.start)
-    }
-    /// Reserved byte 11.
-    pub fn reserved_11(&self) -> u8 {
-        self.buffer.as_ref()[field::RESERVED_11]
-    }
-    /// ServiceID.
-    pub fn service_id(&self) -> u64 {
-        be64(self.buffer.as_ref(), field::SERVICE_ID.start)
-    }
-    /// Q_Key.
-    pub fn qkey(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::Q_KEY.start)
-    }
-    /// The 72 bytes of additional information.
-    pub fn additional_info(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::ADDITIONAL_INFO]
-    }
-    /// The 136 bytes of private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::PRIVATE_DATA]
+wire_fields! {
+    /// An owned SIDR_REP body.
+    #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Repr {
+        /// RequestID (the SIDR_REQ's).
+        request_id, set_request_id: u32 = be32(field::REQUEST_ID),
+        /// Status.
+        status, set_status: SidrStatus = code8(field::STATUS),
+        /// Additional Information Length.
+        additional_info_length, set_additional_info_length: u8 = u8(field::ADDITIONAL_INFO_LENGTH),
+        /// Reserved bytes 6..8.
+        reserved_6, set_reserved_6: [u8; 2] = array(field::RESERVED_6),
+        /// QPN (24 bits) of the service's UD QP.
+        qpn, set_qpn: u32 = be24(field::QPN),
+        /// Reserved byte 11.
+        reserved_11, set_reserved_11: u8 = u8(field::RESERVED_11),
+        /// ServiceID.
+        service_id, set_service_id: u64 = be64(field::SERVICE_ID),
+        /// Q_Key of the service's UD QP (RDMA-CM: `RDMA_UDP_QKEY` 0x01234567).
+        qkey, set_qkey: u32 = be32(field::Q_KEY),
+        /// Additional information (72 bytes).
+        additional_info, additional_info_mut: [u8; 72] = bytes(field::ADDITIONAL_INFO),
+        /// Private data (136 bytes).
+        private_data, private_data_mut: [u8; 136] = bytes(field::PRIVATE_DATA),
     }
 }
 
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Set the RequestID.
-    pub fn set_request_id(&mut self, v: u32) {
-        put32(self.buffer.as_mut(), field::REQUEST_ID.start, v)
-    }
-    /// Set the Status.
-    pub fn set_status(&mut self, v: SidrStatus) {
-        self.buffer.as_mut()[field::STATUS] = u8::from(v)
-    }
-    /// Set the Additional Information Length.
-    pub fn set_additional_info_length(&mut self, v: u8) {
-        self.buffer.as_mut()[field::ADDITIONAL_INFO_LENGTH] = v
-    }
-    /// Set reserved bytes 6..8.
-    pub fn set_reserved_6(&mut self, v: [u8; 2]) {
-        self.buffer.as_mut()[field::RESERVED_6].copy_from_slice(&v)
-    }
-    /// Set the QPN (low 24 bits).
-    pub fn set_qpn(&mut self, v: u32) {
-        put24(self.buffer.as_mut(), field::QPN.start, v)
-    }
-    /// Set reserved byte 11.
-    pub fn set_reserved_11(&mut self, v: u8) {
-        self.buffer.as_mut()[field::RESERVED_11] = v
-    }
-    /// Set the ServiceID.
-    pub fn set_service_id(&mut self, v: u64) {
-        put64(self.buffer.as_mut(), field::SERVICE_ID.start, v)
-    }
-    /// Set the Q_Key.
-    pub fn set_qkey(&mut self, v: u32) {
-        put32(self.buffer.as_mut(), field::Q_KEY.start, v)
-    }
-    /// The additional information, writable.
-    pub fn additional_info_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[field::ADDITIONAL_INFO]
-    }
-    /// The private data, writable.
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[field::PRIVATE_DATA]
-    }
-}
-
-/// An owned SIDR_REP body.
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Repr {
-    /// RequestID (the SIDR_REQ's).
-    pub request_id: u32,
-    /// Status.
-    pub status: SidrStatus,
-    /// Additional Information Length.
-    pub additional_info_length: u8,
-    /// Reserved bytes 6..8.
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
-    pub reserved_6: [u8; 2],
-    /// QPN (24 bits) of the service's UD QP.
-    pub qpn: u32,
-    /// Reserved byte 11.
-    pub reserved_11: u8,
-    /// ServiceID.
-    pub service_id: u64,
-    /// Q_Key of the service's UD QP (RDMA-CM: `RDMA_UDP_QKEY` 0x01234567).
-    pub qkey: u32,
-    /// Additional information (72 bytes).
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
-    pub additional_info: [u8; 72],
-    /// Private data (136 bytes).
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
-    pub private_data: [u8; 136],
-}
-
-impl Default for Repr {
-    fn default() -> Self {
-        Repr {
-            request_id: 0,
-            status: SidrStatus::Success,
-            additional_info_length: 0,
-            reserved_6: [0; 2],
-            qpn: 0,
-            reserved_11: 0,
-            service_id: 0,
-            qkey: 0,
-            additional_info: [0; 72],
-            private_data: [0; 136],
-        }
-    }
-}
+cm_body!(private_data: 136, "IB_CM_SIDR_REP_PRIVATE_DATA_SIZE");
 
 impl Repr {
-    /// The body length: the whole data area.
-    pub const LEN: usize = DATA_LEN;
-    /// The private-data size, `IB_CM_SIDR_REP_PRIVATE_DATA_SIZE`.
-    pub const PRIVATE_DATA_LEN: usize = 136;
     /// The additional-information size, `IB_CM_SIDR_REP_INFO_LENGTH`.
     pub const ADDITIONAL_INFO_LEN: usize = 72;
-
-    /// Parse a SIDR_REP view.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
-        packet.check_len()?;
-        let b = packet.buffer.as_ref();
-        Ok(Repr {
-            request_id: packet.request_id(),
-            status: packet.status(),
-            additional_info_length: packet.additional_info_length(),
-            reserved_6: packet.reserved_6(),
-            qpn: packet.qpn(),
-            reserved_11: packet.reserved_11(),
-            service_id: packet.service_id(),
-            qkey: packet.qkey(),
-            additional_info: array(b, field::ADDITIONAL_INFO.start),
-            private_data: array(b, field::PRIVATE_DATA.start),
-        })
-    }
-
-    /// The body length: 232.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
-
-    /// Write the body into a view.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.set_request_id(self.request_id);
-        packet.set_status(self.status);
-        packet.set_additional_info_length(self.additional_info_length);
-        packet.set_reserved_6(self.reserved_6);
-        packet.set_qpn(self.qpn);
-        packet.set_reserved_11(self.reserved_11);
-        packet.set_service_id(self.service_id);
-        packet.set_qkey(self.qkey);
-        packet.additional_info_mut().copy_from_slice(&self.additional_info);
-        packet.private_data_mut().copy_from_slice(&self.private_data);
-    }
 
     /// The meaningful additional-information bytes: the first `additional_info_length` (at
     /// most 72).
@@ -237,8 +92,6 @@ impl Repr {
         &self.additional_info[..(self.additional_info_length as usize).min(Self::ADDITIONAL_INFO_LEN)]
     }
 }
-
-repr_bytes!(Repr);
 
 #[cfg(test)]
 mod tests {

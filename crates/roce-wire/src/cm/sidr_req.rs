@@ -8,7 +8,6 @@
 
 use crate::cm::{check_data_len, DATA_LEN, DATA_OFFSET};
 use crate::error::Result;
-use crate::field::{array, be16, be32, be64, put16, put32, put64};
 
 /// Byte positions inside the SIDR_REQ body (data-area offsets).
 pub mod field {
@@ -27,108 +26,27 @@ pub mod field {
 
 fixed_view!(check: check_data_len);
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// RequestID.
-    pub fn request_id(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::REQUEST_ID.start)
-    }
-    /// Partition Key.
-    pub fn partition_key(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::PARTITION_KEY.start)
-    }
-    /// Reserved bytes 6..8.
-    pub fn reserved_6(&self) -> [u8; 2] {
-        array(self.buffer.as_ref(), field::RESERVED_6.start)
-    }
-    /// ServiceID.
-    pub fn service_id(&self) -> u64 {
-        be64(self.buffer.as_ref(), field::SERVICE_ID.start)
-    }
-    /// The 216 bytes of private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::PRIVATE_DATA]
+wire_fields! {
+    /// An owned SIDR_REQ body.
+    #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Repr {
+        /// RequestID (the sender's local ID; the SIDR_REP echoes it).
+        request_id, set_request_id: u32 = be32(field::REQUEST_ID),
+        /// Partition Key.
+        partition_key, set_partition_key: u16 = be16(field::PARTITION_KEY),
+        /// Reserved bytes 6..8.
+        reserved_6, set_reserved_6: [u8; 2] = array(field::RESERVED_6),
+        /// ServiceID.
+        service_id, set_service_id: u64 = be64(field::SERVICE_ID),
+        /// Private data (216 bytes; RDMA-CM puts its 36-byte header first).
+        private_data, private_data_mut: [u8; 216] = bytes(field::PRIVATE_DATA),
     }
 }
 
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Set the RequestID.
-    pub fn set_request_id(&mut self, v: u32) {
-        put32(self.buffer.as_mut(), field::REQUEST_ID.start, v)
-    }
-    /// Set the Partition Key.
-    pub fn set_partition_key(&mut self, v: u16) {
-        put16(self.buffer.as_mut(), field::PARTITION_KEY.start, v)
-    }
-    /// Set reserved bytes 6..8.
-    pub fn set_reserved_6(&mut self, v: [u8; 2]) {
-        self.buffer.as_mut()[field::RESERVED_6].copy_from_slice(&v)
-    }
-    /// Set the ServiceID.
-    pub fn set_service_id(&mut self, v: u64) {
-        put64(self.buffer.as_mut(), field::SERVICE_ID.start, v)
-    }
-    /// The private data, writable.
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[field::PRIVATE_DATA]
-    }
-}
-
-/// An owned SIDR_REQ body.
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Repr {
-    /// RequestID (the sender's local ID; the SIDR_REP echoes it).
-    pub request_id: u32,
-    /// Partition Key.
-    pub partition_key: u16,
-    /// Reserved bytes 6..8.
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
-    pub reserved_6: [u8; 2],
-    /// ServiceID.
-    pub service_id: u64,
-    /// Private data (216 bytes; RDMA-CM puts its 36-byte header first).
-    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::serde_support::hex"))]
-    pub private_data: [u8; 216],
-}
-
-impl Default for Repr {
-    fn default() -> Self {
-        Repr { request_id: 0, partition_key: 0, reserved_6: [0; 2], service_id: 0, private_data: [0; 216] }
-    }
-}
+cm_body!(private_data: 216, "IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE");
 
 impl Repr {
-    /// The body length: the whole data area.
-    pub const LEN: usize = DATA_LEN;
-    /// The private-data size, `IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE`.
-    pub const PRIVATE_DATA_LEN: usize = 216;
-
-    /// Parse a SIDR_REQ view.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr> {
-        packet.check_len()?;
-        Ok(Repr {
-            request_id: packet.request_id(),
-            partition_key: packet.partition_key(),
-            reserved_6: packet.reserved_6(),
-            service_id: packet.service_id(),
-            private_data: array(packet.buffer.as_ref(), field::PRIVATE_DATA.start),
-        })
-    }
-
-    /// The body length: 232.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
-
-    /// Write the body into a view.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.set_request_id(self.request_id);
-        packet.set_partition_key(self.partition_key);
-        packet.set_reserved_6(self.reserved_6);
-        packet.set_service_id(self.service_id);
-        packet.private_data_mut().copy_from_slice(&self.private_data);
-    }
-
     /// The RDMA-CM header at the front of the private data (IP port spaces only). Errors carry
     /// MAD offsets (private data starts at MAD byte 40).
     pub fn cma_header(&self) -> Result<crate::cm::cma_hdr::Repr> {
@@ -136,8 +54,6 @@ impl Repr {
             .map_err(|e| e.add_offset(DATA_OFFSET + field::PRIVATE_DATA.start))
     }
 }
-
-repr_bytes!(Repr);
 
 #[cfg(test)]
 mod tests {
