@@ -12,19 +12,16 @@ use std::process::Command;
 use roce_wire::bth::{self, Opcode};
 use roce_wire::ext::{ExtHeaders, ExtMask};
 use roce_wire::frame::{FrameRepr, IpHeader};
+use roce_wire::rng::XorShift64Star;
 use roce_wire::{aeth, atomic_ack_eth, atomic_eth, deth, feth, ieth, immdt, reth};
 
-/// xorshift64*: deterministic, dependency-free randomness for reproducible oracle runs.
+/// roce-wire's xorshift64* over a bare state: deterministic randomness for reproducible
+/// oracle runs (the seeds the tests give are kept, so are their sequences).
 pub struct Rng(pub u64);
 
 impl Rng {
     pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        XorShift64Star::advance(&mut self.0)
     }
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n

@@ -37,11 +37,10 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -788,36 +787,9 @@ pub struct Received {
 impl RawSocket {
     /// Open and bind (call it inside the namespace: [`Guest::raw_socket`]).
     pub fn bind(ifname: &str) -> io::Result<RawSocket> {
-        let proto = (libc::ETH_P_ALL as u16).to_be();
-        // SAFETY: plain socket(2); the fd is owned right away.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, i32::from(proto)) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is a fresh, valid descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let name = CString::new(ifname).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        // SAFETY: name is a valid C string.
-        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) } as i32;
-        if ifindex == 0 {
-            return Err(io::Error::new(io::ErrorKind::NotFound, format!("no interface {ifname}")));
-        }
-        // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = proto;
-        sll.sll_ifindex = ifindex;
-        // SAFETY: sll is a valid sockaddr_ll and the length matches it.
-        let r = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let info = roce_net::raw::interface(ifname)?;
+        let fd = roce_net::raw::packet_socket(&info, false)?;
+        let ifindex = info.index as i32;
         Ok(RawSocket { fd, ifindex })
     }
 

@@ -8,21 +8,10 @@ use std::time::Duration;
 use roce_wire::bth::{self, Opcode};
 use roce_wire::ext::ExtHeaders;
 use roce_wire::frame::FrameRepr;
+use roce_wire::rng::XorShift64Star;
 use roce_wire::{aeth, deth, immdt, reth};
 
 use crate::capture::PcapFileWriter;
-
-/// xorshift64*: enough for varied fields, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
 
 const OPCODES: [Opcode; 10] = [
     Opcode::RcSendOnly,
@@ -37,8 +26,8 @@ const OPCODES: [Opcode; 10] = [
     Opcode::UdSendOnlyWithImmediate,
 ];
 
-fn data_frame(rng: &mut Rng, payload: &[u8]) -> Vec<u8> {
-    let r = rng.next();
+fn data_frame(rng: &mut XorShift64Star, payload: &[u8]) -> Vec<u8> {
+    let r = rng.next_u64();
     let op = OPCODES[(r % OPCODES.len() as u64) as usize];
     let v6 = r & 0x100 != 0;
     let (src, dst): (IpAddr, IpAddr) = if v6 {
@@ -58,7 +47,7 @@ fn data_frame(rng: &mut Rng, payload: &[u8]) -> Vec<u8> {
         ext.deth = Some(deth::Repr::new(0x1234_5678, (r >> 16) as u32 & 0xff_ffff));
     }
     if mask.contains(ExtMask::RETH) {
-        ext.reth = Some(reth::Repr { va: rng.next(), rkey: r as u32, dma_len: 4096 });
+        ext.reth = Some(reth::Repr { va: rng.next_u64(), rkey: r as u32, dma_len: 4096 });
     }
     if mask.contains(ExtMask::AETH) {
         ext.aeth = Some(aeth::Repr { syndrome: 0, msn: (r >> 20) as u32 & 0xff_ffff });
@@ -90,7 +79,7 @@ pub fn mixed_capture(frames: usize, seed: u64) -> Vec<u8> {
 pub fn mixed_frames(frames: usize, seed: u64) -> impl Iterator<Item = Vec<u8>> {
     let samples = crate::samples::sample_frames();
     let payload: Vec<u8> = (0..1024u32).map(|i| (i * 7) as u8).collect();
-    let mut rng = Rng(seed | 1);
+    let mut rng = XorShift64Star::new(seed | 1);
     (0..frames).map(move |i| {
         // Two data frames in three; the sample frames (MADs, CM, L2) in turn otherwise.
         let mut f =

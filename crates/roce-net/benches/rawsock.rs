@@ -5,8 +5,10 @@
 //! - frames per second received (from the sender's first frame to the last one received), and
 //!   CPU per frame on each side, through `RawSocket` with PACKET_MMAP rings (TPACKET_V3 receive
 //!   ring, transmit ring with qdisc bypass, one kick per 64 frames), batched (`sendmmsg`/
-//!   `recvmmsg`, 64 frames a call) and frame by frame, against the kernel's UDP socket (the
-//!   same 280-byte UDP payloads) frame by frame and batched; the variants take turns, five
+//!   `recvmmsg`, 64 frames a call) and frame by frame, and through a pnet_datalink channel
+//!   (the design card's crate; spec/net.md says why `RawSocket` does not use it), against the
+//!   kernel's UDP socket (the same 280-byte UDP payloads) frame by frame and batched; the
+//!   variants take turns, five
 //!   rounds, and each line is the median round. The receivers do the same work: first none
 //!   (count frames of the right length), then both parse and verify
 //!   (`FramePacket::new_checked`: every header, the IPv4 checksum and the ICRC; the UDP
@@ -273,6 +275,64 @@ fn raw_receiver(work: Work, mode: Raw) -> impl FnOnce() -> Receiver + Send + 'st
     }
 }
 
+/// A pnet_datalink channel on `iface` (not promiscuous, 2 KiB buffers, 50 ms read timeout),
+/// over a socket made here only to give it the same 8 MiB buffers as the others: pnet's
+/// `Config` has no buffer-size knob, but takes a ready descriptor (`socket_fd`), which it
+/// binds, makes non-blocking and closes on drop.
+fn pnet_channel(iface: &str) -> (Box<dyn pnet_datalink::DataLinkSender>, Box<dyn pnet_datalink::DataLinkReceiver>) {
+    let ni = pnet_datalink::interfaces().into_iter().find(|i| i.name == iface).expect("the veth interface");
+    // SAFETY: plain socket(2); the descriptor goes to pnet, which owns it from here on.
+    let fd = unsafe {
+        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, (libc::ETH_P_ALL as u16).to_be().into())
+    };
+    assert!(fd >= 0, "socket(AF_PACKET): {}", std::io::Error::last_os_error());
+    set_bufs(fd);
+    let cfg = pnet_datalink::Config {
+        read_buffer_size: 2048,
+        write_buffer_size: 2048,
+        read_timeout: Some(Duration::from_millis(50)),
+        promiscuous: false,
+        socket_fd: Some(fd),
+        ..Default::default()
+    };
+    match pnet_datalink::channel(&ni, cfg).expect("pnet_datalink::channel") {
+        pnet_datalink::Channel::Ethernet(tx, rx) => (tx, rx),
+        _ => unreachable!("an AF_PACKET channel is Ethernet"),
+    }
+}
+
+/// pnet_datalink's channel, frame by frame (`send_to`: poll(2) and sendto(2) a frame).
+fn pnet_sender(frame: Vec<u8>) -> impl FnOnce() -> Sender + Send + 'static {
+    move || {
+        let (mut tx, _rx) = pnet_channel("v1");
+        Box::new(move |n| {
+            for sent in 0..n {
+                match tx.send_to(&frame, None) {
+                    Some(Ok(())) => {}
+                    Some(Err(e)) => return Err(format!("{e} after {sent} frames")),
+                    None => return Err("pnet: frame larger than its write buffer".into()),
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// pnet_datalink's channel, frame by frame (`next`: poll(2), waiting up to its 50 ms read
+/// timeout, and recvfrom(2) a frame).
+fn pnet_receiver(work: Work) -> impl FnOnce() -> Receiver + Send + 'static {
+    move || {
+        let (_tx, mut rx) = pnet_channel("v2");
+        Box::new(move || match rx.next() {
+            Ok(f) => u64::from(
+                f.len() == FRAME_LEN && (work == Work::Count || FramePacket::new_checked(f).is_ok_and(|p| p.icrc_ok())),
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => 0,
+            Err(e) => panic!("pnet receive: {e}"),
+        })
+    }
+}
+
 /// Block until `fd` is readable or 50 ms pass: receivers sleep instead of spinning, so that
 /// their CPU per frame is their work, and the sender keeps its core on a busy machine.
 fn wait_readable(fd: i32) {
@@ -465,7 +525,7 @@ fn throughput(nets: &Nets, n: u64, rounds: usize) -> f64 {
         println!("rawsock: {n} frames of {FRAME_LEN} B on a veth pair, {what} (median of {rounds} rounds):");
         // The variants take turns, `rounds` times; each line is the round with the median
         // rate (other processes share the machine: one round alone is noisy).
-        let mut runs: [Vec<Figure>; 6] = Default::default();
+        let mut runs: [Vec<Figure>; 7] = Default::default();
         // ROCE_BENCH_ONLY=rings: the ring pair alone, once (for a profiler).
         if std::env::var("ROCE_BENCH_ONLY").is_ok_and(|v| v == "rings") {
             let f = run_pair(nets, n, raw_sender(frame.clone(), Raw::Rings), raw_receiver(work, Raw::Rings));
@@ -495,18 +555,21 @@ fn throughput(nets: &Nets, n: u64, rounds: usize) -> f64 {
                 udp_receiver(work, true, udp_frame.clone()),
             ));
             runs[5].push(run_pair(nets, n, raw_sender(own_mac.clone(), Raw::Rings), raw_receiver(work, Raw::Rings)));
+            runs[6].push(run_pair(nets, n, pnet_sender(frame.clone()), pnet_receiver(work)));
         }
-        let [ring, raw_b, raw_1, udp_1, udp_b, ring_own] = runs.map(median);
+        let [ring, raw_b, raw_1, udp_1, udp_b, ring_own, pnet_1] = runs.map(median);
         line("RawSocket PACKET_MMAP rings (V3 RX, TX ring)", &ring, n);
         line("  the same, to the receiver's own MAC", &ring_own, n);
         line("RawSocket sendmmsg/recvmmsg (64)", &raw_b, n);
         line("RawSocket send/recv, frame by frame", &raw_1, n);
+        line("pnet_datalink channel, frame by frame", &pnet_1, n);
         line("kernel UDP send_to/recv_from", &udp_1, n);
         line("kernel UDP sendmmsg/recvmmsg (64)", &udp_b, n);
         for (name, f) in [
             ("raw rings", &ring),
             ("raw batched", &raw_b),
             ("raw frame by frame", &raw_1),
+            ("pnet frame by frame", &pnet_1),
             ("UDP", &udp_1),
             ("UDP batched", &udp_b),
         ] {
@@ -529,6 +592,14 @@ fn throughput(nets: &Nets, n: u64, rounds: usize) -> f64 {
             raw_b.rx_us / udp_1.rx_us,
             raw_b.pps() / udp_b.pps(),
             raw_b.pps() / raw_1.pps()
+        );
+        println!(
+            "  ratio (same work, same run): raw frame by frame / pnet_datalink channel {:.2}× (send CPU {:.2}×, receive CPU {:.2}×); raw batched / pnet {:.2}×, raw rings / pnet {:.2}×",
+            raw_1.pps() / pnet_1.pps(),
+            raw_1.tx_us / pnet_1.tx_us,
+            raw_1.rx_us / pnet_1.rx_us,
+            raw_b.pps() / pnet_1.pps(),
+            ring.pps() / pnet_1.pps(),
         );
         if work == Work::Count {
             ring_pps = ring.pps();

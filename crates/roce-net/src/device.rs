@@ -148,51 +148,36 @@ impl RecvBatch {
 /// A receive buffer of this size holds any frame a device of this crate returns.
 pub const MAX_FRAME_LEN: usize = 65_536;
 
-impl<D: Device + ?Sized> Device for &mut D {
-    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        (**self).send(frame)
-    }
+/// `Device` for a pointer to a device: every method passed through (a default method would
+/// lose the inner device's batching and descriptor).
+macro_rules! forward_device {
+    ($($ptr:ty),+) => {$(
+        impl<D: Device + ?Sized> Device for $ptr {
+            fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+                (**self).send(frame)
+            }
 
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        (**self).recv(buf)
-    }
+            fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+                (**self).recv(buf)
+            }
 
-    #[cfg(unix)]
-    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
-        (**self).raw_fd()
-    }
+            #[cfg(unix)]
+            fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+                (**self).raw_fd()
+            }
 
-    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
-        (**self).send_batch(frames)
-    }
+            fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+                (**self).send_batch(frames)
+            }
 
-    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
-        (**self).recv_batch(batch)
-    }
+            fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+                (**self).recv_batch(batch)
+            }
+        }
+    )+};
 }
 
-impl<D: Device + ?Sized> Device for Box<D> {
-    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        (**self).send(frame)
-    }
-
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        (**self).recv(buf)
-    }
-
-    #[cfg(unix)]
-    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
-        (**self).raw_fd()
-    }
-
-    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
-        (**self).send_batch(frames)
-    }
-
-    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
-        (**self).recv_batch(batch)
-    }
-}
+forward_device!(&mut D, Box<D>);
 
 /// The error for a frame that does not fit the caller's buffer.
 pub(crate) fn too_small(len: usize, buf: usize) -> io::Error {

@@ -96,37 +96,45 @@ fn last_err(what: &str) -> io::Error {
     }
 }
 
+/// An AF_PACKET socket for every protocol (ETH_P_ALL), bound to the interface `info`,
+/// non-blocking or not: the start of a [`RawSocket`], and for a user that only needs the
+/// descriptor (a test harness). A missing privilege is a `PermissionDenied` error that says
+/// what to do.
+pub fn packet_socket(info: &InterfaceInfo, nonblocking: bool) -> io::Result<OwnedFd> {
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    let flags = libc::SOCK_RAW | libc::SOCK_CLOEXEC | if nonblocking { libc::SOCK_NONBLOCK } else { 0 };
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, flags, i32::from(proto)) };
+    if fd < 0 {
+        return Err(last_err("socket(AF_PACKET)"));
+    }
+    // SAFETY: fd is a fresh, valid descriptor we own from here on.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_ll is plain data; zeroed is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto;
+    sll.sll_ifindex = i32::try_from(info.index).map_err(|_| crate::NetError::InterfaceIndex)?;
+    // SAFETY: the pointer and length describe `sll`, which lives across the call.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    };
+    if r < 0 {
+        return Err(last_err(&format!("bind to {}", info.name)));
+    }
+    Ok(fd)
+}
+
 impl RawSocket {
     /// Open a raw socket on the interface `name`.
     pub fn open(name: &str) -> io::Result<RawSocket> {
         let info = interface(name)?;
-        let proto = (libc::ETH_P_ALL as u16).to_be();
-        // SAFETY: plain socket(2) call; the result is checked before use.
-        let fd = unsafe {
-            libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, i32::from(proto))
-        };
-        if fd < 0 {
-            return Err(last_err("socket(AF_PACKET)"));
-        }
-        // SAFETY: fd is a fresh, valid descriptor we own from here on.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = packet_socket(&info, true)?;
         let ifindex = i32::try_from(info.index).map_err(|_| crate::NetError::InterfaceIndex)?;
-        // SAFETY: sockaddr_ll is plain data; zeroed is a valid value.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = proto;
-        sll.sll_ifindex = ifindex;
-        // SAFETY: the pointer and length describe `sll`, which lives across the call.
-        let r = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if r < 0 {
-            return Err(last_err(&format!("bind to {name}")));
-        }
         // Our own transmissions would loop back to us: ignore them (Linux ≥ 4.20; older kernels
         // are handled by the PACKET_OUTGOING check in recv).
         let one: libc::c_int = 1;

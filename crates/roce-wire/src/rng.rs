@@ -1,7 +1,8 @@
 //! The workspace's one seeded PRNG: SplitMix64 (Steele, Lea and Flood, 2014; the seeding
 //! generator of xoshiro). The engine (TIDs, communication IDs, PSNs, keys), the simulated link
 //! and its fault injector, and the fuzz peer all draw from it, so a seed fixes a whole run.
-//! Not for cryptography.
+//! Beside it, [`XorShift64Star`]: the generator of the mixed sample capture and of the test
+//! suite's random frames, kept because their seeded outputs are recorded. Not for cryptography.
 
 /// The golden-ratio increment that advances the state.
 const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -95,6 +96,40 @@ impl SplitMix64 {
     }
 }
 
+/// A xorshift64* generator (Vigna, 2016: Marsaglia's xorshift with shifts 12, 25, 27 and a
+/// multiplied output): the generator of the mixed sample capture (roce-decode) and of the
+/// test suite's random frames, whose seeded sequences it keeps. A zero state stays zero.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XorShift64Star {
+    state: u64,
+}
+
+impl XorShift64Star {
+    /// A generator seeded with `seed` (give it a nonzero one, e.g. `seed | 1`).
+    #[inline]
+    pub const fn new(seed: u64) -> XorShift64Star {
+        XorShift64Star { state: seed }
+    }
+
+    /// One step over a bare state: advance `state` and return the output drawn from it (for a
+    /// user that keeps the state as a plain `u64`).
+    #[inline]
+    pub fn advance(state: &mut u64) -> u64 {
+        let mut x = *state;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        *state = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// The next 64 bits.
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        Self::advance(&mut self.state)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +141,18 @@ mod tests {
         assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
         assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
         assert_eq!(SplitMix64::step(0), 0xE220_A839_7B1D_CDAF);
+    }
+
+    #[test]
+    fn xorshift64_star_reference_values() {
+        // The recurrence written out, from seed 1 (the C reference: x ^= x >> 12;
+        // x ^= x << 25; x ^= x >> 27; return x * 0x2545F4914F6CDD1D).
+        let mut r = XorShift64Star::new(1);
+        assert_eq!(r.next_u64(), 0x47E4_CE4B_896C_DD1D);
+        assert_eq!(r.next_u64(), 0xABCF_A6A8_E079_651D);
+        assert_eq!(r.next_u64(), 0xB9D1_0D8F_EB73_1F57);
+        let mut zero = XorShift64Star::new(0);
+        assert_eq!(zero.next_u64(), 0);
     }
 
     #[test]

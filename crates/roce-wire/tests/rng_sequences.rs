@@ -1,9 +1,11 @@
 //! The one PRNG (`roce_wire::rng::SplitMix64`) draws exactly the sequences of the three it
-//! replaced (roce-cm's ctx.rs `Rng`, roce-net's rng.rs `Rng`, src/fuzz_peer.rs `Rng`), so
-//! runs recorded with a seed (README, tests) are unchanged. The old generators are kept here,
-//! verbatim in behaviour, as the oracles.
+//! replaced (roce-cm's ctx.rs `Rng`, roce-net's rng.rs `Rng`, src/fuzz_peer.rs `Rng`), and
+//! `XorShift64Star` those of the two xorshift64* copies it replaced (roce-decode's
+//! samples_mixed.rs, tests/common), so runs recorded with a seed (README, tests, the mixed
+//! sample capture) are unchanged. The old generators are kept here, verbatim in behaviour, as
+//! the oracles.
 
-use roce_wire::rng::SplitMix64;
+use roce_wire::rng::{SplitMix64, XorShift64Star};
 
 fn old_mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -85,6 +87,30 @@ fn fuzz_peer_sequence_unchanged() {
         for _ in 0..1000 {
             old = old.wrapping_add(0x9E37_79B9_7F4A_7C15);
             assert_eq!(new.next_u64(), old_mix(old));
+        }
+    }
+}
+
+#[test]
+fn xorshift64_star_sequence_unchanged() {
+    // samples_mixed.rs's `Rng(u64)` before (tests/common's was the same recurrence).
+    struct OldMixed(u64);
+    impl OldMixed {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+    }
+    for seed in SEEDS {
+        let mut old = OldMixed(seed | 1);
+        let mut new = XorShift64Star::new(seed | 1);
+        let mut bare = seed | 1;
+        for _ in 0..1000 {
+            let o = old.next();
+            assert_eq!(new.next_u64(), o, "seed {seed:#x}");
+            assert_eq!(XorShift64Star::advance(&mut bare), o, "seed {seed:#x}");
         }
     }
 }
