@@ -283,12 +283,14 @@ pub enum Payload<'a> {
         /// refuses); always `None` with [`Checks::Strict`].
         refused: Option<Error>,
     },
-    /// Not RoCEv2: why, and what it is (ARP, IGMP, MLD, NS/NA, or [`L2Packet::Other`]).
+    /// Not RoCEv2: why, and what it is (ARP, IGMP, MLD, NS/NA, or [`L2Packet::Other`]), or
+    /// the error of its message (an ARP packet, IGMP or MLD message that does not parse, an
+    /// IGMP packet's bad IPv4 checksum…: the frame is known not to be RoCEv2 then).
     NotRoce {
         /// The layer that says it is not RoCEv2.
         why: NotRoce,
-        /// The message.
-        packet: L2Packet<'a>,
+        /// The message, or why it does not parse.
+        packet: Result<L2Packet<'a>>,
     },
 }
 
@@ -406,15 +408,14 @@ impl<'a> Sliced<'a> {
         let vlan_tag = end.vlan.then(|| &bytes[at - frame::VLAN_LEN..at]);
         let other = |why| Payload::NotRoce {
             why,
-            packet: L2Packet::Other { ether_type: end.ether_type, payload: &bytes[at..] },
+            packet: Ok(L2Packet::Other { ether_type: end.ether_type, payload: &bytes[at..] }),
         };
         let sliced = |ip, udp_header, payload| Sliced { link, vlan_tag, ip, udp_header, payload };
         match end.ether_type {
             ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => {}
             ETHERTYPE_ARP => {
-                let r = arp::parse_bytes(&bytes[at..]).map_err(|e| e.add_offset(at))?;
-                let payload = Payload::NotRoce { why: NotRoce::EtherType(ETHERTYPE_ARP), packet: L2Packet::Arp(r) };
-                return Ok(sliced(None, None, payload));
+                let packet = arp::parse_bytes(&bytes[at..]).map(L2Packet::Arp).map_err(|e| e.add_offset(at));
+                return Ok(sliced(None, None, Payload::NotRoce { why: NotRoce::EtherType(ETHERTYPE_ARP), packet }));
             }
             t => return Ok(sliced(None, None, other(NotRoce::EtherType(t)))),
         }
@@ -426,23 +427,23 @@ impl<'a> Sliced<'a> {
             // `l2::parse_frame` reads them (what `frame` checked above is not checked again).
             let rest = &bytes[at..];
             let packet = if ip.ipv6 {
-                l2::icmpv6_in_ipv6(l2::read_ipv6_header(rest, at)?, rest, at)?
+                l2::read_ipv6_header(rest, at).and_then(|h| l2::icmpv6_in_ipv6(h, rest, at))
             } else if ip.protocol == IPPROTO_IGMP {
-                Some(l2::igmp_in_ipv4(l2::read_ipv4_header(rest, at)?, rest, at)?)
+                l2::read_ipv4_header(rest, at).and_then(|h| l2::igmp_in_ipv4(h, rest, at)).map(Some)
             } else {
-                None
+                Ok(None)
             };
             let why = NotRoce::IpProtocol(ip.protocol);
             let payload = match packet {
-                Some(packet) => {
-                    if let L2Packet::Mld { hop_by_hop: Some(h), .. } | L2Packet::Ndisc { hop_by_hop: Some(h), .. } =
-                        &packet
+                Ok(None) => other(why),
+                Ok(Some(p)) => {
+                    if let L2Packet::Mld { hop_by_hop: Some(h), .. } | L2Packet::Ndisc { hop_by_hop: Some(h), .. } = &p
                     {
                         ip_slice.extensions = h;
                     }
-                    Payload::NotRoce { why, packet }
+                    Payload::NotRoce { why, packet: Ok(p) }
                 }
-                None => other(why),
+                Err(e) => Payload::NotRoce { why, packet: Err(e) },
             };
             return Ok(sliced(Some(ip_slice), None, payload));
         }
@@ -548,7 +549,7 @@ mod tests {
     #[allow(clippy::large_enum_variant)]
     enum Old<'a> {
         Roce(Frame<'a>, Option<Error>),
-        NotRoce(Error, L2Frame<'a>),
+        NotRoce(Error, Result<L2Frame<'a>>),
     }
 
     fn not_roce(e: &Error) -> bool {
@@ -576,7 +577,7 @@ mod tests {
             },
         };
         if not_roce(&e) {
-            return l2::parse_frame(bytes).map(|f| Old::NotRoce(e, f));
+            return Ok(Old::NotRoce(e, l2::parse_frame(bytes)));
         }
         Err(e)
     }
@@ -612,10 +613,15 @@ mod tests {
                     return Err(TestCaseError::fail("RoCEv2"));
                 };
                 prop_assert_eq!(*why, why_of(&e));
-                prop_assert_eq!(packet, &f.packet);
-                prop_assert_eq!(s.ether_type(), f.ether_type());
-                prop_assert_eq!(s.link.ethernet(), Some(f.ethernet));
-                prop_assert_eq!(s.vlan(), f.vlan);
+                match f {
+                    Ok(f) => {
+                        prop_assert_eq!(packet, &Ok(f.packet.clone()));
+                        prop_assert_eq!(s.ether_type(), f.ether_type());
+                        prop_assert_eq!(s.link.ethernet(), Some(f.ethernet));
+                        prop_assert_eq!(s.vlan(), f.vlan);
+                    }
+                    Err(e) => prop_assert_eq!(packet, &Err(e)),
+                }
             }
             (a, b) => {
                 let a = a.map(|o| matches!(o, Old::Roce(..)));
@@ -660,7 +666,14 @@ mod tests {
                     }
                     (Payload::NotRoce { why: w, packet: p }, Payload::NotRoce { why: v, packet: q }) => {
                         prop_assert_eq!(w, v);
-                        prop_assert_eq!(p, q);
+                        match (p, q) {
+                            (Ok(p), Ok(q)) => prop_assert_eq!(p, q),
+                            (Err(a), Err(b)) => {
+                                prop_assert_eq!(a.layer(), b.layer());
+                                prop_assert_eq!(shift(a.offset()), b.offset());
+                            }
+                            _ => return Err(TestCaseError::fail("messages differ")),
+                        }
                     }
                     _ => return Err(TestCaseError::fail("payloads differ")),
                 }
@@ -684,7 +697,10 @@ mod tests {
         let mld = &seeds()[7];
         let s = Sliced::from_ethernet(mld, Checks::Strict).unwrap();
         assert_eq!(s.ip.unwrap().extensions(), &l2::MLD_HOP_BY_HOP[..]);
-        assert!(matches!(s.payload, Payload::NotRoce { why: NotRoce::IpProtocol(0), packet: L2Packet::Mld { .. } }));
+        assert!(matches!(
+            s.payload,
+            Payload::NotRoce { why: NotRoce::IpProtocol(0), packet: Ok(L2Packet::Mld { .. }) }
+        ));
     }
 
     #[test]

@@ -183,7 +183,7 @@ pub struct FramePacket<'a> {
     ipv6: bool,
     vlan: bool,
     /// Whether the buffer starts with an Ethernet header (else the link layer is another:
-    /// see [`crate::demux`]; the tag, if any, sits right before the IP header).
+    /// see the demux module; the tag, if any, sits right before the IP header).
     ethernet: bool,
     pad_count: u8,
     /// The BTH opcode (read once by the check; receivers dispatch on it).
@@ -221,7 +221,7 @@ impl<'a> FramePacket<'a> {
     }
 
     /// Whether the buffer starts with an Ethernet header ([`FramePacket::new_checked`] and
-    /// [`FramePacket::new_lax`] views always do; a [`crate::demux`] view of a Linux cooked or
+    /// [`FramePacket::new_lax`] views always do; a demux view of a Linux cooked or
     /// raw IP capture does not).
     pub fn has_ethernet(&self) -> bool {
         self.ethernet
