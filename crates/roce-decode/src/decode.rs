@@ -65,7 +65,7 @@ struct Link {
     raw_from: usize,
 }
 
-/// The reusable state of the decoder: the two output buffers and scratch space.
+/// The reusable state of the decoder: the two output buffers and the RMPP tables.
 #[derive(Default)]
 pub struct Decoder {
     /// The JSON object of the last frame (one line, no newline).
