@@ -478,7 +478,7 @@ pub(crate) fn ipv6_json(j: &mut Json, h: &Ipv6Header) {
     j.end();
 }
 
-fn udp_json(j: &mut Json, u: &UdpHeader) {
+pub(crate) fn udp_json(j: &mut Json, u: &UdpHeader) {
     j.begin("udp");
     j.num("src_port", u32::from(u.source_port));
     j.num("dst_port", u32::from(u.destination_port));

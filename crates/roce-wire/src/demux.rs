@@ -360,12 +360,18 @@ impl<'a> IpSlice<'a> {
 
     /// The owned IPv4 header (`None` for IPv6).
     pub fn ipv4_header(&self) -> Option<Ipv4Header> {
-        (!self.ipv6).then(|| Ipv4Header::from_slice(self.header()).ok().map(|(h, _)| h)).flatten()
+        if self.ipv6 {
+            return None;
+        }
+        Ipv4Header::from_slice(self.header()).ok().map(|(h, _)| h)
     }
 
     /// The owned IPv6 header (`None` for IPv4).
     pub fn ipv6_header(&self) -> Option<Ipv6Header> {
-        self.ipv6.then(|| Ipv6Header::from_slice(self.header()).ok().map(|(h, _)| h)).flatten()
+        if !self.ipv6 {
+            return None;
+        }
+        Ipv6Header::from_slice(self.header()).ok().map(|(h, _)| h)
     }
 }
 

@@ -296,6 +296,10 @@ fn ip_at(b: &[u8], ip: usize, v6: bool, src: bool) -> IpAddr {
     }
 }
 
+// The walk, in steps: `scan` runs them for an Ethernet frame that must be RoCEv2; the demux
+// module runs the same steps from any link header and branches where `scan` fails with
+// UnsupportedEtherType, NotUdp or NotRoceV2Port (so each check is written once).
+
 /// The checks a frame fails in strict mode only (the IPv4 reserved flag and checksum, TVer,
 /// an oversize pad, the ICRC): strict mode returns the first as the error; lax mode goes on
 /// and keeps the first in `refused` (the error the strict mode would have returned).

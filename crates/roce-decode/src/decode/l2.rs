@@ -11,7 +11,7 @@ use roce_wire::l2::L2Packet;
 use roce_wire::mld::MldMessage;
 use roce_wire::ndisc::NdiscMessage;
 
-use super::{error_json, eth_json, ipv4_json, ipv6_json, vlan_json};
+use super::{error_json, eth_json, ipv4_json, ipv6_json, udp_json, vlan_json};
 use crate::json_out::{push_fmt, Json, Summary};
 
 macro_rules! sum {
@@ -133,13 +133,8 @@ fn ip_layers(j: &mut Json, sliced: &Sliced<'_>) -> String {
     } else if let Some(h) = ip.ipv6_header() {
         ipv6_json(j, &h);
     }
-    if let Some(u) = sliced.udp() {
-        j.begin("udp");
-        j.num("src_port", u32::from(u.source_port));
-        j.num("dst_port", u32::from(u.destination_port));
-        j.num("length", u32::from(u.length));
-        j.num("checksum", u32::from(u.checksum));
-        j.end();
+    if let Some(u) = &sliced.udp() {
+        udp_json(j, u);
     }
     format!("{} → {} ", ip.source(), ip.destination())
 }
