@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use roce_wire::bth::{self, Opcode};
+use roce_wire::demux::{Checks, Payload, Sliced};
 use roce_wire::frame::{self, rxe_udp_sport, FramePacket, RoceHeaders};
 use roce_wire::igmp::IgmpMessage;
 use roce_wire::l2::{self, L2Packet};
@@ -469,22 +470,25 @@ impl Stack {
             self.counters.drop(DropReason::NotForUs);
             return;
         }
-        // The zero-copy view: every check of `frame::parse`, nothing copied; the owned headers
-        // are built only for the UD QPs that hand a datagram to the application.
-        match FramePacket::new_checked(bytes) {
-            Ok(p) => self.handle_roce(now, &p),
-            Err(e) => self.handle_not_roce(now, bytes, e),
+        // One walk (roce_wire's demux, strict as rxe): RoCEv2 as the zero-copy view, nothing
+        // copied (the owned headers are built only for the UD QPs that hand a datagram to the
+        // application); ARP, IGMP, MLD and NS/NA parsed from where the walk found them.
+        match Sliced::from_ethernet(bytes, Checks::Strict) {
+            Ok(Sliced { payload: Payload::RoceV2 { packet, .. }, .. }) => self.handle_roce(now, &packet),
+            Ok(Sliced { link, payload: Payload::NotRoce { packet, .. }, .. }) => match packet {
+                Ok(packet) => self.handle_l2(now, link.source_mac().unwrap_or([0; 6]), &packet),
+                // (Not RoCEv2, so not a bad ICRC or checksum of one: an IGMP packet's bad IPv4
+                // checksum is a malformed IGMP frame.)
+                Err(e) => self.counters.drop(DropReason::Malformed(e.layer())),
+            },
+            Err(e) => self.drop_malformed(e),
         }
     }
 
-    fn handle_not_roce(&mut self, now: Instant, bytes: &[u8], e: WireError) {
+    /// Count a frame the walk refused.
+    fn drop_malformed(&mut self, e: WireError) {
         let reason = match e {
             WireError::Content { kind, .. } => match kind {
-                ContentError::UnsupportedEtherType(_)
-                | ContentError::NotUdp { .. }
-                | ContentError::NotRoceV2Port { .. } => {
-                    return self.handle_l2(now, bytes);
-                }
                 ContentError::IcrcMismatch { .. } => DropReason::BadIcrc,
                 ContentError::Ipv4Checksum { .. } => DropReason::BadIpChecksum,
                 ContentError::UnsupportedTver(_) => DropReason::BadTver,
@@ -766,16 +770,10 @@ impl Stack {
         self.neigh.learn(&mut ctx!(self, now), ip, mac);
     }
 
-    /// ARP and ND go to the neighbours, IGMP and MLD queries to multicast.
-    pub(crate) fn handle_l2(&mut self, now: Instant, bytes: &[u8]) {
-        let f = match l2::parse_frame(bytes) {
-            Ok(f) => f,
-            Err(e) => {
-                self.counters.drop(DropReason::Malformed(e.layer()));
-                return;
-            }
-        };
-        match &f.packet {
+    /// ARP and ND go to the neighbours, IGMP and MLD queries to multicast (`src_mac`: the
+    /// frame's Ethernet source).
+    fn handle_l2(&mut self, now: Instant, src_mac: [u8; 6], packet: &L2Packet<'_>) {
+        match packet {
             L2Packet::Arp(r) => {
                 let now = self.now.max(now);
                 self.neigh.handle_arp(&mut ctx!(self, now), r);
@@ -784,7 +782,7 @@ impl Stack {
                 let src = std::net::Ipv6Addr::from(ip.source);
                 let dst = std::net::Ipv6Addr::from(ip.destination);
                 let now = self.now.max(now);
-                self.neigh.handle_ndisc(&mut ctx!(self, now), f.ethernet.source, src, dst, msg);
+                self.neigh.handle_ndisc(&mut ctx!(self, now), src_mac, src, dst, msg);
             }
             L2Packet::Igmp { msg, .. } => {
                 // A query asks every member to report: answer for each group we hold.

@@ -550,6 +550,36 @@ fn bad_frames_are_counted_never_fatal() {
     );
 }
 
+/// The one demux keeps the engine's two kinds of bad IPv4 checksum apart: a RoCEv2 frame's is
+/// `BadIpChecksum` (as rxe counts it), an IGMP frame's a malformed IGMP frame.
+#[test]
+fn a_bad_ipv4_checksum_is_counted_by_what_the_frame_carries() {
+    use roce_wire::igmp::IgmpMessage;
+    use roce_wire::l2::{EmitFrame, IgmpFrame};
+    let mut w = Wire::new(MulticastPaths::BOTH);
+    let id = bound_id(&mut w, PortSpace::Udp);
+    join(&mut w, id, JoinState::FULL_MEMBER);
+    let good = w.frames.iter().find(|(s, f)| *s == 1 && frame::parse(f).is_ok()).unwrap().1.clone();
+    let query = IgmpFrame::new(
+        [2, 0, 0, 0, 0, 9],
+        Ipv4Addr::new(198, 18, 0, 9),
+        IgmpMessage::v2_report(Ipv4Addr::new(239, 9, 9, 9)),
+    );
+    let mut igmp = vec![0u8; query.buffer_len()];
+    query.emit(&mut igmp);
+    let s = &mut w.stacks[0];
+    let before = s.counters().clone();
+    for f in [&good, &igmp] {
+        let mut bad = f.clone();
+        bad[25] ^= 0xff;
+        s.handle_frame(Instant::ZERO, &bad);
+    }
+    let c = s.counters();
+    assert_eq!(c.dropped(DropReason::BadIpChecksum), before.dropped(DropReason::BadIpChecksum) + 1);
+    let malformed = DropReason::Malformed(roce_wire::Layer::Ipv4);
+    assert_eq!(c.dropped(malformed), before.dropped(malformed) + 1);
+}
+
 mod state_machine {
     //! Random call sequences and injected frames keep the invariants of spec/multicast.md.
     use super::*;

@@ -12,7 +12,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use etherparse::{Ethernet2Header, Ipv4Header, Ipv6Header, SingleVlanHeader, UdpHeader};
-use roce_wire::frame::{self, Frame, IpHeader};
+use roce_wire::demux::{Checks, LinkHeader, LinkType, Payload, Sliced, SLL2_LEN, SLL_LEN};
+use roce_wire::frame::{Frame, IpHeader};
+use roce_wire::l2::{ETHERNET_LEN, ETHERTYPE_VLAN, VLAN_LEN};
 use roce_wire::{ContentError, Error};
 use serde_json::{Map, Value};
 
@@ -20,8 +22,8 @@ mod l2;
 mod mad;
 
 use crate::capture::linktype;
-pub use mad::rmpp::{RmppCounters, MAX_BYTES as RMPP_MAX_BYTES, MAX_OPEN_TABLES as RMPP_MAX_OPEN_TABLES};
 use crate::json_out::{push_fmt, Json, Summary};
+pub use mad::rmpp::{RmppCounters, MAX_BYTES as RMPP_MAX_BYTES, MAX_OPEN_TABLES as RMPP_MAX_OPEN_TABLES};
 
 macro_rules! sum {
     ($s:expr, $($arg:tt)*) => { push_fmt($s, format_args!($($arg)*)) };
@@ -54,56 +56,24 @@ pub struct Meta {
     pub orig_len: u32,
 }
 
-/// Where the network layer of a non-Ethernet frame starts, for shifting error offsets back
-/// to the captured bytes (the decoder puts a blank Ethernet header in front of it).
+/// Where a frame's layers sit for the renderers: whether the capture has an Ethernet header
+/// (its JSON is printed then), and where the captured bytes the JSON's `raw` carries start
+/// (the whole frame for Ethernet, the network layer after a cooked header).
 #[derive(Clone, Copy)]
 struct Link {
-    /// Offset of the network layer in the captured frame, when the frame is not Ethernet.
-    net_at: Option<usize>,
+    ethernet: bool,
+    raw_from: usize,
 }
 
-impl Link {
-    fn offset(&self, off: usize) -> usize {
-        match self.net_at {
-            Some(at) => (off + at).saturating_sub(ETH_LEN),
-            None => off,
-        }
-    }
-
-    fn shift(&self, e: Error) -> Error {
-        let o = self.offset(e.offset());
-        match e {
-            Error::Len { layer, required_len, len, .. } => Error::Len { layer, offset: o, required_len, len },
-            Error::Content { layer, kind, .. } => Error::Content { layer, offset: o, kind },
-        }
-    }
-}
-
-const ETH_LEN: usize = 14;
-
-/// The reusable state of the decoder: the two output buffers and scratch space.
+/// The reusable state of the decoder: the two output buffers and the RMPP tables.
 #[derive(Default)]
 pub struct Decoder {
     /// The JSON object of the last frame (one line, no newline).
     pub json: Json,
     /// The summary of the last frame (no newline).
     pub summary: Summary,
-    scratch: Vec<u8>,
     /// RMPP tables being put back together across frames.
     pub(crate) rmpp: mad::rmpp::Reassembly,
-}
-
-/// A frame whose Ethernet/IP/UDP layers say it is not RoCEv2 at all.
-fn is_not_roce(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Content {
-            kind: ContentError::UnsupportedEtherType(_)
-                | ContentError::NotUdp { .. }
-                | ContentError::NotRoceV2Port { .. },
-            ..
-        }
-    )
 }
 
 /// Epoch seconds with nanoseconds, as tshark's `frame.time_epoch`.
@@ -151,63 +121,61 @@ impl Decoder {
 
     /// Everything below the capture's own fields.
     fn body(&mut self, lt: u32, data: &[u8]) {
-        match lt {
-            linktype::ETHERNET => self.ethernet(data, Link { net_at: None }),
-            linktype::LINUX_SLL => {
-                if data.len() < 16 {
-                    return self.link_short("sll", 16, data);
-                }
-                let j = &mut self.json;
-                let ptype = u16::from_be_bytes([data[0], data[1]]);
-                let hatype = u16::from_be_bytes([data[2], data[3]]);
-                let halen = u16::from_be_bytes([data[4], data[5]]);
-                let proto = u16::from_be_bytes([data[14], data[15]]);
-                j.begin("sll");
-                j.num("packet_type", u32::from(ptype));
-                j.str("packet_type_name", packet_type_name(ptype));
-                j.num("hatype", u32::from(hatype));
-                j.num("halen", u32::from(halen));
-                j.mac("src", &data[6..6 + usize::from(halen.min(8))]);
-                j.num("protocol", u32::from(proto));
-                j.end();
-                self.network(proto, data, 16);
-            }
-            linktype::LINUX_SLL2 => {
-                if data.len() < 20 {
-                    return self.link_short("sll2", 20, data);
-                }
-                let j = &mut self.json;
-                let proto = u16::from_be_bytes([data[0], data[1]]);
-                let ifindex = u32::from_be_bytes([data[4], data[5], data[6], data[7]]);
-                let hatype = u16::from_be_bytes([data[8], data[9]]);
-                let ptype = data[10];
-                let halen = data[11];
-                j.begin("sll2");
-                j.num("protocol", u32::from(proto));
-                j.num("reserved", u32::from(u16::from_be_bytes([data[2], data[3]])));
-                j.num("ifindex", ifindex);
-                j.num("hatype", u32::from(hatype));
-                j.num("packet_type", u32::from(ptype));
-                j.str("packet_type_name", packet_type_name(u16::from(ptype)));
-                j.num("halen", u32::from(halen));
-                j.mac("src", &data[12..12 + usize::from(halen.min(8))]);
-                j.end();
-                self.network(proto, data, 20);
-            }
-            linktype::RAW | linktype::IPV4 | linktype::IPV6 => {
-                let proto = match (lt, data.first().map(|b| b >> 4)) {
-                    (linktype::IPV4, _) | (_, Some(4)) => 0x0800,
-                    (linktype::IPV6, _) | (_, Some(6)) => 0x86dd,
-                    _ => 0,
+        let link = LinkType::from(lt);
+        let header = match LinkHeader::parse(link, data) {
+            Ok(h) => h,
+            Err(e) => {
+                return match link {
+                    LinkType::LinuxSll => self.link_short("sll", SLL_LEN, data),
+                    LinkType::LinuxSll2 => self.link_short("sll2", SLL2_LEN, data),
+                    LinkType::Unknown(_) => {
+                        let j = &mut self.json;
+                        j.str("kind", "unsupported_link");
+                        j.hex("raw", data);
+                        sum!(&mut self.summary, "link type {lt}, {} bytes (not dissected)", data.len());
+                    }
+                    // An Ethernet frame shorter than its header.
+                    _ => self.roce_partial(data, e, Link { ethernet: true, raw_from: 0 }, 0),
                 };
-                self.network(proto, data, 0);
             }
-            _ => {
-                let j = &mut self.json;
-                j.str("kind", "unsupported_link");
-                j.hex("raw", data);
-                sum!(&mut self.summary, "link type {lt}, {} bytes (not dissected)", data.len());
+        };
+        let j = &mut self.json;
+        match &header {
+            LinkHeader::LinuxSll(h) => {
+                j.begin("sll");
+                j.num("packet_type", u32::from(h.packet_type));
+                j.str("packet_type_name", packet_type_name(h.packet_type));
+                j.num("hatype", u32::from(h.hatype));
+                j.num("halen", u32::from(h.halen));
+                j.mac("src", &h.addr[..usize::from(h.halen.min(8))]);
+                j.num("protocol", u32::from(h.protocol));
+                j.end();
             }
+            LinkHeader::LinuxSll2(h) => {
+                j.begin("sll2");
+                j.num("protocol", u32::from(h.protocol));
+                j.num("reserved", u32::from(h.reserved));
+                j.num("ifindex", h.ifindex);
+                j.num("hatype", u32::from(h.hatype));
+                j.num("packet_type", u32::from(h.packet_type));
+                j.str("packet_type_name", packet_type_name(u16::from(h.packet_type)));
+                j.num("halen", u32::from(h.halen));
+                j.mac("src", &h.addr[..usize::from(h.halen.min(8))]);
+                j.end();
+            }
+            LinkHeader::Ethernet(_) | LinkHeader::RawIp { .. } => {}
+        }
+        let ethernet = matches!(header, LinkHeader::Ethernet(_));
+        let link = Link { ethernet, raw_from: if ethernet { 0 } else { header.len() } };
+        let ether_type = header.ether_type();
+        // One walk (roce_wire's demux), lax: what rxe would refuse comes back beside the frame.
+        match Sliced::after_link(header, data, Checks::Lax) {
+            Ok(Sliced { payload: Payload::RoceV2 { packet, refused }, .. }) => match packet.to_frame() {
+                Ok(f) => self.roce(data, &f, refused, link),
+                Err(e) => self.roce_partial(data, e, link, ether_type),
+            },
+            Ok(sliced) => l2::describe(self, data, link, &sliced),
+            Err(e) => self.roce_partial(data, e, link, ether_type),
         }
     }
 
@@ -227,49 +195,13 @@ impl Decoder {
         sum!(&mut self.summary, "{name} header cut short ({} of {need} bytes)", data.len());
     }
 
-    /// A network layer (EtherType `proto`) starting at `at` in a frame without Ethernet header:
-    /// decoded behind a blank Ethernet header, offsets shifted back.
-    fn network(&mut self, proto: u16, data: &[u8], at: usize) {
-        let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
-        scratch.extend_from_slice(&[0; 12]);
-        scratch.extend_from_slice(&proto.to_be_bytes());
-        scratch.extend_from_slice(&data[at..]);
-        self.ethernet(&scratch, Link { net_at: Some(at) });
-        self.scratch = scratch;
-    }
-
-    fn ethernet(&mut self, bytes: &[u8], link: Link) {
-        match frame::parse(bytes) {
-            Ok(f) => self.roce(bytes, &f, None, link),
-            Err(strict) => match frame::parse_lax(bytes) {
-                Ok(f) => self.roce(bytes, &f, Some(strict), link),
-                Err(e) if is_not_roce(&e) => {
-                    l2::describe(self, bytes, link.net_at.is_none(), &|e| link.shift(e))
-                }
-                Err(e) => self.roce_partial(bytes, link.shift(e), link),
-            },
-        }
-    }
-
-    /// A RoCEv2 frame that failed before its end: the layers that parsed, then the error.
-    fn roce_partial(&mut self, bytes: &[u8], e: Error, link: Link) {
+    /// A RoCEv2 frame that failed before its end: the layers that parsed, then the error
+    /// (`ether_type`: the link header's, for a capture without Ethernet header).
+    fn roce_partial(&mut self, bytes: &[u8], e: Error, link: Link, ether_type: u16) {
         self.json.str("kind", "rocev2");
         let mut addrs = None;
-        let mut at = 0;
         'layers: {
-            let Ok((eth, _)) = Ethernet2Header::from_slice(bytes) else { break 'layers };
-            if link.net_at.is_none() {
-                eth_json(&mut self.json, &eth);
-            }
-            at = ETH_LEN;
-            let mut et = eth.ether_type.0;
-            if et == 0x8100 {
-                let Ok((v, _)) = SingleVlanHeader::from_slice(&bytes[at..]) else { break 'layers };
-                vlan_json(&mut self.json, &v);
-                et = v.ether_type.0;
-                at += 4;
-            }
+            let Some((et, at)) = link_layers(&mut self.json, bytes, link, ether_type) else { break 'layers };
             let udp_at = if et == 0x0800 {
                 let Ok((ip, _)) = Ipv4Header::from_slice(&bytes[at..]) else { break 'layers };
                 let ok = ip.calc_header_checksum() == ip.header_checksum;
@@ -284,24 +216,15 @@ impl Decoder {
             };
             let Ok((udp, _)) = UdpHeader::from_slice(&bytes[udp_at..]) else { break 'layers };
             udp_json(&mut self.json, &udp);
-            at = udp_at + 8;
-            let Ok(bth) = roce_wire::bth::Repr::parse_bytes(&bytes[at..]) else { break 'layers };
+            let Ok(bth) = roce_wire::bth::Repr::parse_bytes(&bytes[udp_at + 8..]) else { break 'layers };
             bth_json(&mut self.json, &bth);
         }
         error_json(&mut self.json, "error", &e);
-        let _ = at;
-        self.raw(bytes, link);
+        self.json.hex("raw", &bytes[link.raw_from..]);
         if let Some((s, d)) = addrs {
             sum!(&mut self.summary, "{s} → {d} ");
         }
         sum!(&mut self.summary, "RoCEv2 malformed: {e}");
-    }
-
-    /// The captured bytes from the network layer on (or the whole frame for Ethernet), for
-    /// frames whose structure the JSON cannot carry completely.
-    fn raw(&mut self, bytes: &[u8], link: Link) {
-        let from = if link.net_at.is_some() { ETH_LEN } else { 0 };
-        self.json.hex("raw", &bytes[from..]);
     }
 
     fn roce(&mut self, bytes: &[u8], f: &Frame<'_>, strict: Option<Error>, link: Link) {
@@ -309,7 +232,7 @@ impl Decoder {
         let j = &mut self.json;
         let s = &mut self.summary;
         j.str("kind", "rocev2");
-        if link.net_at.is_none() {
+        if link.ethernet {
             eth_json(j, &r.ethernet);
         }
         if let Some(v) = &r.vlan {
@@ -419,8 +342,7 @@ impl Decoder {
                 ),
                 IpHeader::V6(h) => (h.source, h.destination),
             };
-            let at = link.offset(f.offsets.payload);
-            mad::describe(j, s, r.payload, at, &mut self.rmpp, ends);
+            mad::describe(j, s, r.payload, f.offsets.payload, &mut self.rmpp, ends);
         } else {
             s.push_str(" PayLen=");
             s.dec(r.payload.len() as u64);
@@ -442,7 +364,6 @@ impl Decoder {
         // What the strict (rxe-like) parser refuses: the ICRC, TVer, pad, IPv4 checksum.
         let lenient = strict.is_some();
         if let Some(e) = strict {
-            let e = link.shift(e);
             error_json(j, "error", &e);
             if !matches!(e, Error::Content { kind: ContentError::IcrcMismatch { .. }, .. }) {
                 sum!(s, " | rejected by rxe: {e}");
@@ -452,21 +373,44 @@ impl Decoder {
         // as none; bytes between the UDP datagram's end and the IP packet's), the frame's
         // bytes come along too: `roce encode` uses them.
         let covered = f.offsets.end + f.trailer.len() == bytes.len();
-        if !covered || (lenient && !reemits(r, bytes, f.offsets.icrc, f.offsets.ip)) {
-            j.hex("raw", &bytes[if link.net_at.is_some() { ETH_LEN } else { 0 }..]);
+        if !covered || (lenient && !reemits(r, bytes, link, f.offsets.ip, f.offsets.icrc)) {
+            j.hex("raw", &bytes[link.raw_from..]);
         }
     }
 }
 
 /// Whether the Repr emits `bytes[..icrc]` again (the IPv4 checksum aside: it may be wrong).
-fn reemits(r: &roce_wire::frame::FrameRepr<'_>, bytes: &[u8], icrc: usize, ip: usize) -> bool {
+/// Without an Ethernet header in the capture, from the network layer on (the Repr's blank
+/// Ethernet header is not compared); `ip` is where the IP header starts in `bytes`.
+fn reemits(r: &roce_wire::frame::FrameRepr<'_>, bytes: &[u8], link: Link, ip: usize, icrc: usize) -> bool {
     let mut tmp = vec![0u8; r.buffer_len()];
-    if r.emit(&mut tmp).is_err() || tmp.len() < icrc || bytes.len() < icrc {
+    // Where the emitted frame's IP header starts, and a byte of `bytes` in it.
+    let tmp_ip = ETHERNET_LEN + if r.vlan.is_some() { VLAN_LEN } else { 0 };
+    let at = |i: usize| i + tmp_ip - ip;
+    if r.emit(&mut tmp).is_err() || tmp.len() < at(icrc) || bytes.len() < icrc {
         return false;
     }
     let v4 = matches!(r.ip, IpHeader::V4(_));
     let skip = |i: usize| v4 && (ip + 10..ip + 12).contains(&i);
-    (0..icrc).all(|i| skip(i) || tmp[i] == bytes[i])
+    (link.raw_from..icrc).all(|i| skip(i) || tmp[at(i)] == bytes[i])
+}
+
+/// The Ethernet header (when the capture has one) and an 802.1Q tag as far as they parse,
+/// rendered; returns the EtherType after them and where its payload starts (`ether_type`:
+/// the link header's, for a capture without Ethernet header).
+fn link_layers(j: &mut Json, bytes: &[u8], link: Link, ether_type: u16) -> Option<(u16, usize)> {
+    let (mut et, mut at) = (ether_type, link.raw_from);
+    if link.ethernet {
+        let (eth, _) = Ethernet2Header::from_slice(bytes).ok()?;
+        eth_json(j, &eth);
+        (et, at) = (eth.ether_type.0, ETHERNET_LEN);
+    }
+    if et == ETHERTYPE_VLAN {
+        let (v, _) = SingleVlanHeader::from_slice(&bytes[at..]).ok()?;
+        vlan_json(j, &v);
+        (et, at) = (v.ether_type.0, at + VLAN_LEN);
+    }
+    Some((et, at))
 }
 
 fn packet_type_name(t: u16) -> &'static str {
@@ -534,7 +478,7 @@ pub(crate) fn ipv6_json(j: &mut Json, h: &Ipv6Header) {
     j.end();
 }
 
-fn udp_json(j: &mut Json, u: &UdpHeader) {
+pub(crate) fn udp_json(j: &mut Json, u: &UdpHeader) {
     j.begin("udp");
     j.num("src_port", u32::from(u.source_port));
     j.num("dst_port", u32::from(u.destination_port));

@@ -6,13 +6,15 @@
 //! keeps every bit).
 
 use roce_wire::cm::CmMessage;
+use roce_wire::demux::{Checks, LinkType, Payload, Sliced};
 use roce_wire::mad::MadRepr;
 use roce_wire::mcmember::McMemberRecord;
 use roce_wire::sa::SaMad;
 use roce_wire::{frame, l2, MAD_SIZE};
 
 /// Whole RoCEv2 frames: strict and lax parsing never panic, errors print, and what the strict
-/// parser accepts the lax one accepts too, with the same Repr.
+/// parser accepts the lax one accepts too, with the same Repr. The demux walks the same
+/// bytes to the same result (see [`demux`]).
 pub fn frame(data: &[u8]) {
     let lax = frame::parse_lax(data);
     match frame::parse(data) {
@@ -20,6 +22,54 @@ pub fn frame(data: &[u8]) {
         Err(e) => {
             let _ = (e.to_string(), e.reason(), e.layer(), e.offset());
             assert!(e.offset() <= data.len(), "error offset past the end of the input");
+        }
+    }
+    demux(data);
+}
+
+/// The one demux entry (`roce_wire::demux`): on an Ethernet frame, strict and lax, it finds
+/// what `frame::parse` (then `frame::parse_lax`) and, for a frame that is not RoCEv2,
+/// `l2::parse_frame` find; on the other link types (the bytes taken as a cooked or raw IP
+/// capture) it never panics and its errors point inside the input.
+pub fn demux(data: &[u8]) {
+    for checks in [Checks::Strict, Checks::Lax] {
+        let sliced = Sliced::from_ethernet(data, checks);
+        let strict = frame::parse(data);
+        match (sliced, checks) {
+            (Ok(Sliced { payload: Payload::RoceV2 { packet, refused }, .. }), _) => {
+                let f = packet.to_frame().expect("a checked view builds its owned form");
+                match &strict {
+                    Ok(s) => assert_eq!((&f, refused), (s, None), "demux and frame::parse disagree"),
+                    Err(e) => {
+                        assert_eq!(checks, Checks::Lax, "strict demux accepts what frame::parse refuses");
+                        assert_eq!(refused, Some(*e), "lax demux keeps another error than frame::parse's");
+                        assert_eq!(Ok(f), frame::parse_lax(data), "demux and frame::parse_lax disagree");
+                    }
+                }
+            }
+            (Ok(Sliced { payload: Payload::NotRoce { packet, .. }, .. }), _) => {
+                assert!(strict.is_err(), "demux says not RoCEv2 where frame::parse accepts");
+                assert_eq!(packet, l2::parse_frame(data).map(|f| f.packet), "demux and l2::parse_frame disagree");
+            }
+            (Err(e), Checks::Strict) => {
+                assert_eq!(Err(e), strict.map(|_| ()), "strict demux and frame::parse disagree")
+            }
+            (Err(e), Checks::Lax) => {
+                assert_eq!(Err(e), frame::parse_lax(data).map(|_| ()), "lax demux and frame::parse_lax disagree")
+            }
+        }
+    }
+    for link in [LinkType::LinuxSll, LinkType::LinuxSll2, LinkType::Raw, LinkType::Ipv4, LinkType::Ipv6] {
+        match Sliced::from_link(link, data, Checks::Lax) {
+            Ok(Sliced { payload: Payload::RoceV2 { packet, .. }, .. }) => {
+                let _ = packet.to_frame();
+            }
+            Ok(Sliced { payload: Payload::NotRoce { packet: Ok(p), .. }, .. }) => {
+                let _ = p.to_string();
+            }
+            Ok(Sliced { payload: Payload::NotRoce { packet: Err(e), .. }, .. }) | Err(e) => {
+                assert!(e.offset() <= data.len(), "error offset past the end of the input");
+            }
         }
     }
 }

@@ -13,6 +13,9 @@ use core::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Layer {
+    /// The link-layer header of a capture that is not Ethernet (Linux cooked SLL or SLL2), or
+    /// its link type.
+    Link,
     /// Ethernet II header.
     Ethernet,
     /// IEEE 802.1Q VLAN tag.
@@ -77,6 +80,7 @@ impl Layer {
     /// A short, human name for the layer.
     pub const fn name(self) -> &'static str {
         match self {
+            Layer::Link => "link layer",
             Layer::Ethernet => "Ethernet",
             Layer::Vlan => "802.1Q",
             Layer::Ipv4 => "IPv4",
@@ -122,6 +126,8 @@ impl fmt::Display for Layer {
 pub enum ContentError {
     /// The EtherType is neither IPv4, IPv6 nor (for an outer tag) 802.1Q.
     UnsupportedEtherType(u16),
+    /// A capture's link type (pcap `LINKTYPE_*`) that is not dissected.
+    UnsupportedLinkType(u32),
     /// The IP version nibble does not match the EtherType.
     IpVersionMismatch {
         /// The version found.
@@ -211,6 +217,7 @@ impl fmt::Display for ContentError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             ContentError::UnsupportedEtherType(t) => write!(f, "EtherType 0x{t:04x} is not IPv4 or IPv6"),
+            ContentError::UnsupportedLinkType(t) => write!(f, "link type {t} is not dissected"),
             ContentError::IpVersionMismatch { version } => {
                 write!(f, "IP version {version} does not match the EtherType")
             }
@@ -317,6 +324,7 @@ impl Error {
             Error::Len { .. } => "truncated",
             Error::Content { kind, .. } => match kind {
                 ContentError::UnsupportedEtherType(_) => "ethertype",
+                ContentError::UnsupportedLinkType(_) => "link_type",
                 ContentError::IpVersionMismatch { .. } => "ip_version",
                 ContentError::Ipv4HeaderLenTooSmall { .. } => "ipv4_ihl",
                 ContentError::Ipv4Fragmented => "ipv4_fragment",

@@ -25,8 +25,8 @@ use crate::ext::ExtHeaders;
 use crate::icrc::{self, IpVersion, ICRC_LEN};
 use crate::ROCEV2_UDP_PORT;
 
-const ETH_LEN: usize = 14;
-const VLAN_LEN: usize = 4;
+pub(crate) const ETH_LEN: usize = 14;
+pub(crate) const VLAN_LEN: usize = 4;
 const IPV4_MIN: usize = 20;
 const IPV6_LEN: usize = 40;
 const UDP_LEN: usize = 8;
@@ -182,6 +182,9 @@ pub struct FramePacket<'a> {
     pub offsets: Offsets,
     ipv6: bool,
     vlan: bool,
+    /// Whether the buffer starts with an Ethernet header (else the link layer is another:
+    /// see the demux module; the tag, if any, sits right before the IP header).
+    ethernet: bool,
     pad_count: u8,
     /// The BTH opcode (read once by the check; receivers dispatch on it).
     opcode: bth::Opcode,
@@ -215,6 +218,13 @@ impl<'a> FramePacket<'a> {
     /// Whether the frame is IPv6.
     pub fn is_ipv6(&self) -> bool {
         self.ipv6
+    }
+
+    /// Whether the buffer starts with an Ethernet header ([`FramePacket::new_checked`] and
+    /// [`FramePacket::new_lax`] views always do; a demux view of a Linux cooked or
+    /// raw IP capture does not).
+    pub fn has_ethernet(&self) -> bool {
+        self.ethernet
     }
 
     /// Whether an 802.1Q tag is present.
@@ -286,43 +296,130 @@ fn ip_at(b: &[u8], ip: usize, v6: bool, src: bool) -> IpAddr {
     }
 }
 
-#[inline]
-fn scan(buf: &[u8], strict: bool) -> Result<FramePacket<'_>> {
+// The walk, in steps: `scan` runs them for an Ethernet frame that must be RoCEv2; the demux
+// module runs the same steps from any link header and branches where `scan` fails with
+// UnsupportedEtherType, NotUdp or NotRoceV2Port (so each check is written once).
+
+/// The checks a frame fails in strict mode only (the IPv4 reserved flag and checksum, TVer,
+/// an oversize pad, the ICRC): strict mode returns the first as the error; lax mode goes on
+/// and keeps the first in `refused` (the error the strict mode would have returned).
+#[inline(always)]
+fn refuse(strict: bool, refused: &mut Option<Error>, e: Error) -> Result<()> {
+    if strict {
+        return Err(e);
+    }
+    if refused.is_none() {
+        *refused = Some(e);
+    }
+    Ok(())
+}
+
+/// The EtherType of what follows an Ethernet header, where it sits, and where what follows
+/// starts; after [`vlan_tag`] also whether an 802.1Q tag came between.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LinkEnd {
+    /// The EtherType (of the payload, after a tag).
+    pub ether_type: u16,
+    /// Where that EtherType sits (an error about it points there).
+    pub ether_type_at: usize,
+    /// Where the payload (the tag, or after [`vlan_tag`] the network layer) starts.
+    pub payload_at: usize,
+    /// Whether an 802.1Q tag was stepped over.
+    pub vlan: bool,
+}
+
+/// The Ethernet II header.
+#[inline(always)]
+pub(crate) fn ethernet(buf: &[u8]) -> Result<LinkEnd> {
     need(Layer::Ethernet, 0, ETH_LEN, buf.len())?;
-    let mut ether_type = u16::from_be_bytes([buf[12], buf[13]]);
-    let mut off = ETH_LEN;
-    let mut vlan = false;
-    if ether_type == EtherType::VLAN_TAGGED_FRAME.0 {
-        need(Layer::Vlan, off, VLAN_LEN, buf.len() - off)?;
-        ether_type = u16::from_be_bytes([buf[off + 2], buf[off + 3]]);
-        vlan = true;
-        off += VLAN_LEN;
+    Ok(LinkEnd {
+        ether_type: u16::from_be_bytes([buf[12], buf[13]]),
+        ether_type_at: 12,
+        payload_at: ETH_LEN,
+        vlan: false,
+    })
+}
+
+/// Step over one 802.1Q tag if the EtherType says one follows.
+#[inline(always)]
+pub(crate) fn vlan_tag(buf: &[u8], link: LinkEnd) -> Result<LinkEnd> {
+    if link.ether_type != EtherType::VLAN_TAGGED_FRAME.0 {
+        return Ok(link);
     }
-    let ip_off = off;
-    let rest = &buf[ip_off..];
-    let (ipv6, ip_hlen, ip_len, ip_checksum_ok) = match EtherType(ether_type) {
-        EtherType::IPV4 => {
-            let (hlen, total, ok) = check_ipv4(rest, ip_off, strict)?;
-            (false, hlen, total, ok)
-        }
-        EtherType::IPV6 => {
-            let (hlen, total) = check_ipv6(rest, ip_off)?;
-            (true, hlen, total, true)
-        }
-        other => {
-            let at = if vlan { ip_off - 2 } else { 12 };
-            return Err(content(Layer::Ethernet, at, ContentError::UnsupportedEtherType(other.0)));
-        }
-    };
-    // From here on everything is inside the IP packet.
-    let packet = &buf[ip_off..ip_off + ip_len];
-    let udp_off = ip_hlen;
-    need(Layer::Udp, ip_off + udp_off, UDP_LEN, packet.len() - udp_off)?;
+    let off = link.payload_at;
+    need(Layer::Vlan, off, VLAN_LEN, buf.len().saturating_sub(off))?;
+    Ok(LinkEnd {
+        ether_type: u16::from_be_bytes([buf[off + 2], buf[off + 3]]),
+        ether_type_at: off + 2,
+        payload_at: off + VLAN_LEN,
+        vlan: true,
+    })
+}
+
+/// An IP header checked as far as every IP packet is (before its protocol is looked at).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IpCheck {
+    /// Where the IP header starts.
+    pub at: usize,
+    /// IPv6 (else IPv4).
+    pub ipv6: bool,
+    /// The header's length.
+    pub header_len: usize,
+    /// The packet's length (its length field).
+    pub len: usize,
+    /// The protocol (IPv4) or next header (IPv6).
+    pub protocol: u8,
+}
+
+/// Check the IP header at `link.payload_at` (IPv4 or IPv6 after the EtherType); any other
+/// EtherType is [`ContentError::UnsupportedEtherType`].
+#[inline(always)]
+pub(crate) fn ip_header(buf: &[u8], link: LinkEnd, strict: bool, refused: &mut Option<Error>) -> Result<IpCheck> {
+    let at = link.payload_at;
+    let rest = &buf[at..];
+    match EtherType(link.ether_type) {
+        EtherType::IPV4 => check_ipv4(rest, at, strict, refused),
+        EtherType::IPV6 => check_ipv6(rest, at),
+        other => Err(content(Layer::Ethernet, link.ether_type_at, ContentError::UnsupportedEtherType(other.0))),
+    }
+}
+
+/// What [`udp_header`] found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UdpCheck {
+    /// The destination port.
+    pub dport: u16,
+    /// Whether the IPv4 header checksum was right (always true for IPv6).
+    pub ip_checksum_ok: bool,
+}
+
+/// The UDP header of a checked IP packet carrying UDP (its IPv4 options and checksum checked
+/// first).
+#[inline(always)]
+pub(crate) fn udp_header(buf: &[u8], ip: &IpCheck, strict: bool, refused: &mut Option<Error>) -> Result<UdpCheck> {
+    let ip_checksum_ok = ip.ipv6 || check_ipv4_for_udp(&buf[ip.at..ip.at + ip.header_len], ip.at, strict, refused)?;
+    let packet = &buf[ip.at..ip.at + ip.len];
+    let udp_off = ip.header_len;
+    need(Layer::Udp, ip.at + udp_off, UDP_LEN, packet.len() - udp_off)?;
+    Ok(UdpCheck { dport: u16::from_be_bytes([packet[udp_off + 2], packet[udp_off + 3]]), ip_checksum_ok })
+}
+
+/// The RoCEv2 part of a UDP datagram to port 4791 (its header checked by [`udp_header`]):
+/// the UDP length, BTH, extension headers, pad and ICRC.
+#[inline(always)]
+pub(crate) fn roce_after_udp<'a>(
+    buf: &'a [u8],
+    link: LinkEnd,
+    ethernet: bool,
+    ip: &IpCheck,
+    udp: UdpCheck,
+    strict: bool,
+    refused: &mut Option<Error>,
+) -> Result<FramePacket<'a>> {
+    let ip_off = ip.at;
+    let packet = &buf[ip_off..ip_off + ip.len];
+    let udp_off = ip.header_len;
     let u = &packet[udp_off..];
-    let dport = u16::from_be_bytes([u[2], u[3]]);
-    if dport != ROCEV2_UDP_PORT {
-        return Err(content(Layer::Udp, ip_off + udp_off + 2, ContentError::NotRoceV2Port { port: dport }));
-    }
     let udp_len = usize::from(u16::from_be_bytes([u[4], u[5]]));
     let available = packet.len() - udp_off;
     if udp_len < UDP_LEN || udp_len > available {
@@ -336,8 +433,8 @@ fn scan(buf: &[u8], strict: bool) -> Result<FramePacket<'_>> {
     let opcode = bth::Opcode::from(roce[0]);
     let tver = roce[1] & 0x0f;
     let mut pad = (roce[1] >> 4) & 3;
-    if strict && tver != 0 {
-        return Err(content(Layer::Bth, abs(bth_off) + 1, ContentError::UnsupportedTver(tver)));
+    if tver != 0 {
+        refuse(strict, refused, content(Layer::Bth, abs(bth_off) + 1, ContentError::UnsupportedTver(tver)))?;
     }
     let ext_off = bth_off + BTH_LEN;
     let mask = opcode.ext_headers();
@@ -353,17 +450,15 @@ fn scan(buf: &[u8], strict: bool) -> Result<FramePacket<'_>> {
     }
     let payload_and_pad = after_ext - ICRC_LEN;
     if usize::from(pad) > payload_and_pad {
-        if strict {
-            return Err(content(Layer::Bth, abs(bth_off) + 1, ContentError::BadPad { pad, payload_and_pad }));
-        }
+        refuse(strict, refused, content(Layer::Bth, abs(bth_off) + 1, ContentError::BadPad { pad, payload_and_pad }))?;
         pad = 0;
     }
     let icrc_off = payload_off + payload_and_pad;
-    let version = if ipv6 { IpVersion::V6 } else { IpVersion::V4 };
+    let version = if ip.ipv6 { IpVersion::V6 } else { IpVersion::V4 };
     let (found, expected) =
-        icrc::check(&packet[..icrc_off + ICRC_LEN], version, ip_hlen).map_err(|e| e.add_offset(ip_off))?;
-    if strict && found != expected {
-        return Err(content(Layer::Icrc, abs(icrc_off), ContentError::IcrcMismatch { found, expected }));
+        icrc::check(&packet[..icrc_off + ICRC_LEN], version, ip.header_len).map_err(|e| e.add_offset(ip_off))?;
+    if found != expected {
+        refuse(strict, refused, content(Layer::Icrc, abs(icrc_off), ContentError::IcrcMismatch { found, expected }))?;
     }
     Ok(FramePacket {
         buf,
@@ -376,15 +471,33 @@ fn scan(buf: &[u8], strict: bool) -> Result<FramePacket<'_>> {
             icrc: abs(icrc_off),
             end: abs(icrc_off + ICRC_LEN),
         },
-        ipv6,
-        vlan,
+        ipv6: ip.ipv6,
+        vlan: link.vlan,
+        ethernet,
         pad_count: pad,
         opcode,
         icrc: found,
         icrc_expected: expected,
-        ip_checksum_ok,
-        ip_end: ip_off + ip_len,
+        ip_checksum_ok: udp.ip_checksum_ok,
+        ip_end: ip_off + ip.len,
     })
+}
+
+#[inline]
+fn scan(buf: &[u8], strict: bool) -> Result<FramePacket<'_>> {
+    let mut refused = None;
+    let link = vlan_tag(buf, ethernet(buf)?)?;
+    let ip = ip_header(buf, link, strict, &mut refused)?;
+    if ip.protocol != 17 {
+        let at = if ip.ipv6 { ip.at + 6 } else { ip.at + 9 };
+        let layer = if ip.ipv6 { Layer::Ipv6 } else { Layer::Ipv4 };
+        return Err(content(layer, at, ContentError::NotUdp { protocol: ip.protocol }));
+    }
+    let udp = udp_header(buf, &ip, strict, &mut refused)?;
+    if udp.dport != ROCEV2_UDP_PORT {
+        return Err(content(Layer::Udp, ip.at + ip.header_len + 2, ContentError::NotRoceV2Port { port: udp.dport }));
+    }
+    roce_after_udp(buf, link, true, &ip, udp, strict, &mut refused)
 }
 
 fn parse_inner(buf: &[u8], strict: bool) -> Result<Frame<'_>> {
@@ -395,10 +508,22 @@ fn parse_inner(buf: &[u8], strict: bool) -> Result<Frame<'_>> {
 fn build<'a>(p: &FramePacket<'a>) -> Result<Frame<'a>> {
     let buf = p.buf;
     let o = p.offsets;
-    let mut eth = [0u8; ETH_LEN];
-    eth.copy_from_slice(&buf[..ETH_LEN]);
-    let ethernet = Ethernet2Header::from_bytes(eth);
-    let vlan = p.vlan.then(|| SingleVlanHeader::from_bytes([buf[14], buf[15], buf[16], buf[17]]));
+    let ethernet = if p.ethernet {
+        let mut eth = [0u8; ETH_LEN];
+        eth.copy_from_slice(&buf[..ETH_LEN]);
+        Ethernet2Header::from_bytes(eth)
+    } else {
+        // No Ethernet header on the wire (a Linux cooked or raw IP capture): a blank one,
+        // with the EtherType `emit` would write.
+        let ether_type = match (p.vlan, p.ipv6) {
+            (true, _) => EtherType::VLAN_TAGGED_FRAME,
+            (false, true) => EtherType::IPV6,
+            (false, false) => EtherType::IPV4,
+        };
+        Ethernet2Header { source: [0; 6], destination: [0; 6], ether_type }
+    };
+    let t = o.ip.wrapping_sub(VLAN_LEN);
+    let vlan = p.vlan.then(|| SingleVlanHeader::from_bytes([buf[t], buf[t + 1], buf[t + 2], buf[t + 3]]));
     let ip = if p.ipv6 {
         let (h, _) = Ipv6Header::from_slice(&buf[o.ip..o.udp])
             .map_err(|_| content(Layer::Ipv6, o.ip, ContentError::Malformed))?;
@@ -430,9 +555,10 @@ fn build<'a>(p: &FramePacket<'a>) -> Result<Frame<'a>> {
     })
 }
 
-/// Check an IPv4 header: returns its length, the packet's length and whether its checksum is
-/// right.
-fn check_ipv4(b: &[u8], off: usize, strict: bool) -> Result<(usize, usize, bool)> {
+/// Check an IPv4 header as far as every IPv4 packet is checked here (lengths, no fragment,
+/// the reserved flag): the options and the checksum are checked by [`check_ipv4_for_udp`].
+#[inline(always)]
+fn check_ipv4(b: &[u8], off: usize, strict: bool, refused: &mut Option<Error>) -> Result<IpCheck> {
     need(Layer::Ipv4, off, IPV4_MIN, b.len())?;
     let version = b[0] >> 4;
     if version != 4 {
@@ -451,24 +577,29 @@ fn check_ipv4(b: &[u8], off: usize, strict: bool) -> Result<(usize, usize, bool)
     if b[6] & 0x20 != 0 || (u16::from_be_bytes([b[6], b[7]]) & 0x1fff) != 0 {
         return Err(content(Layer::Ipv4, off + 6, ContentError::Ipv4Fragmented));
     }
-    if strict && b[6] & 0x80 != 0 {
+    if b[6] & 0x80 != 0 {
         // The reserved flag bit (RFC 791: must be zero). etherparse's header has no field for
         // it, so such a frame could not re-emit byte for byte: the strict parser refuses it,
         // the lax one drops the bit.
-        return Err(content(Layer::Ipv4, off + 6, ContentError::Malformed));
+        refuse(strict, refused, content(Layer::Ipv4, off + 6, ContentError::Malformed))?;
     }
-    if b[9] != 17 {
-        return Err(content(Layer::Ipv4, off + 9, ContentError::NotUdp { protocol: b[9] }));
-    }
+    Ok(IpCheck { at: off, ipv6: false, header_len: hlen, len: total, protocol: b[9] })
+}
+
+/// The rest of an IPv4 header that carries UDP (`b` is the header): its options and its
+/// checksum; returns whether the checksum is right.
+#[inline(always)]
+fn check_ipv4_for_udp(b: &[u8], off: usize, strict: bool, refused: &mut Option<Error>) -> Result<bool> {
+    let hlen = b.len();
     if hlen > IPV4_MIN && Ipv4Options::try_from(&b[IPV4_MIN..hlen]).is_err() {
         return Err(content(Layer::Ipv4, off + IPV4_MIN, ContentError::Malformed));
     }
     let found = u16::from_be_bytes([b[10], b[11]]);
-    let expected = ipv4_checksum(&b[..hlen]);
-    if strict && found != expected {
-        return Err(content(Layer::Ipv4, off + 10, ContentError::Ipv4Checksum { found, expected }));
+    let expected = ipv4_checksum(b);
+    if found != expected {
+        refuse(strict, refused, content(Layer::Ipv4, off + 10, ContentError::Ipv4Checksum { found, expected }))?;
     }
-    Ok((hlen, total, found == expected))
+    Ok(found == expected)
 }
 
 /// The owned IPv4 header of checked bytes, built field by field (etherparse's parser would
@@ -492,7 +623,8 @@ fn ipv4_header(b: &[u8], off: usize) -> Result<Ipv4Header> {
     })
 }
 
-fn check_ipv6(b: &[u8], off: usize) -> Result<(usize, usize)> {
+#[inline(always)]
+fn check_ipv6(b: &[u8], off: usize) -> Result<IpCheck> {
     need(Layer::Ipv6, off, IPV6_LEN, b.len())?;
     let version = b[0] >> 4;
     if version != 6 {
@@ -503,10 +635,7 @@ fn check_ipv6(b: &[u8], off: usize) -> Result<(usize, usize)> {
     if total > b.len() {
         return Err(content(Layer::Ipv6, off + 4, ContentError::IpLength { claimed: total, available: b.len() }));
     }
-    if b[6] != 17 {
-        return Err(content(Layer::Ipv6, off + 6, ContentError::NotUdp { protocol: b[6] }));
-    }
-    Ok((IPV6_LEN, total))
+    Ok(IpCheck { at: off, ipv6: true, header_len: IPV6_LEN, len: total, protocol: b[6] })
 }
 
 /// The IPv4 header checksum of `hdr` (its own checksum field counted as zero).

@@ -235,6 +235,15 @@ pub fn parse_frame(buf: &[u8]) -> Result<L2Frame<'_>> {
 
 /// IPv4: `Some(Igmp)` or `None` for another protocol.
 fn parse_ipv4(buf: &[u8], off: usize) -> Result<Option<L2Packet<'_>>> {
+    let ip = read_ipv4_header(buf, off)?;
+    if ip.protocol.0 != IPPROTO_IGMP {
+        return Ok(None);
+    }
+    igmp_in_ipv4(ip, buf, off).map(Some)
+}
+
+/// The IPv4 header at the start of `buf` (which starts at `off` in the frame).
+pub(crate) fn read_ipv4_header(buf: &[u8], off: usize) -> Result<Ipv4Header> {
     let (ip, _) = Ipv4Header::from_slice(buf).map_err(|e| match e {
         err::ipv4::HeaderSliceError::Len(l) => map_len(Layer::Ipv4, off, &l),
         err::ipv4::HeaderSliceError::Content(err::ipv4::HeaderError::UnexpectedVersion { version_number }) => {
@@ -244,9 +253,12 @@ fn parse_ipv4(buf: &[u8], off: usize) -> Result<Option<L2Packet<'_>>> {
             Error::content(Layer::Ipv4, off, ContentError::Ipv4HeaderLenTooSmall { ihl })
         }
     })?;
-    if ip.protocol.0 != IPPROTO_IGMP {
-        return Ok(None);
-    }
+    Ok(ip)
+}
+
+/// The IGMP message of an IPv4 packet whose header `ip` (protocol 2) was read from the start
+/// of `buf`: the header checksum, the length and fragment fields, then the message.
+pub(crate) fn igmp_in_ipv4(ip: Ipv4Header, buf: &[u8], off: usize) -> Result<L2Packet<'_>> {
     let expected = ip.calc_header_checksum();
     if expected != ip.header_checksum {
         return Err(Error::content(
@@ -268,17 +280,28 @@ fn parse_ipv4(buf: &[u8], off: usize) -> Result<Option<L2Packet<'_>>> {
         return Err(Error::content(Layer::Ipv4, off + 6, ContentError::Ipv4Fragmented));
     }
     let msg = IgmpMessage::parse_bytes(&buf[hl..total]).map_err(|e| e.add_offset(off + hl))?;
-    Ok(Some(L2Packet::Igmp { ip, msg }))
+    Ok(L2Packet::Igmp { ip, msg })
 }
 
 /// IPv6: `Some(Mld | Ndisc)` or `None` for anything else.
 fn parse_ipv6(buf: &[u8], off: usize) -> Result<Option<L2Packet<'_>>> {
+    icmpv6_in_ipv6(read_ipv6_header(buf, off)?, buf, off)
+}
+
+/// The IPv6 header at the start of `buf` (which starts at `off` in the frame).
+pub(crate) fn read_ipv6_header(buf: &[u8], off: usize) -> Result<Ipv6Header> {
     let (ip, _) = Ipv6Header::from_slice(buf).map_err(|e| match e {
         err::ipv6::HeaderSliceError::Len(l) => map_len(Layer::Ipv6, off, &l),
         err::ipv6::HeaderSliceError::Content(err::ipv6::HeaderError::UnexpectedVersion { version_number }) => {
             Error::content(Layer::Ipv6, off, ContentError::IpVersionMismatch { version: version_number })
         }
     })?;
+    Ok(ip)
+}
+
+/// The MLD or NS/NA message of an IPv6 packet whose header `ip` was read from the start of
+/// `buf` (one Hop-by-Hop header may come first), or `None` for anything else.
+pub(crate) fn icmpv6_in_ipv6(ip: Ipv6Header, buf: &[u8], off: usize) -> Result<Option<L2Packet<'_>>> {
     let mut at = Ipv6Header::LEN;
     let mut next = ip.next_header.0;
     let mut hop_by_hop = None;

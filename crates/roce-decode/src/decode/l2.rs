@@ -4,15 +4,14 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use etherparse::{Ethernet2Header, Ipv4Header, Ipv6Header, SingleVlanHeader, UdpHeader};
 use roce_wire::arp::ArpOperation;
+use roce_wire::demux::{Payload, Sliced};
 use roce_wire::igmp::IgmpMessage;
-use roce_wire::l2::{self, L2Packet};
+use roce_wire::l2::L2Packet;
 use roce_wire::mld::MldMessage;
 use roce_wire::ndisc::NdiscMessage;
-use roce_wire::Error;
 
-use super::{error_json, eth_json, ipv4_json, ipv6_json, vlan_json};
+use super::{error_json, eth_json, ipv4_json, ipv6_json, udp_json, vlan_json};
 use crate::json_out::{push_fmt, Json, Summary};
 
 macro_rules! sum {
@@ -36,25 +35,25 @@ fn mac_str(m: &[u8; 6]) -> impl std::fmt::Display {
     roce_wire::MacAddr(*m)
 }
 
-/// Describe a frame that is not RoCEv2 (Ethernet `bytes`, possibly with a blank Ethernet
-/// header put in front by the decoder: then `with_eth` is false and `shift` maps error offsets
-/// back to the captured bytes).
-pub(crate) fn describe(d: &mut super::Decoder, bytes: &[u8], with_eth: bool, shift: &dyn Fn(Error) -> Error) {
+/// Describe a frame that the demux found not to be RoCEv2 (`sliced`, walked from `bytes`):
+/// its layers, its message or why the message does not parse, and the captured bytes.
+pub(crate) fn describe(d: &mut super::Decoder, bytes: &[u8], link: super::Link, sliced: &Sliced<'_>) {
     let (j, s) = (&mut d.json, &mut d.summary);
-    let raw = if with_eth { bytes } else { &bytes[14..] };
-    let f = match l2::parse_frame(bytes) {
-        Ok(f) => f,
+    let raw = &bytes[link.raw_from..];
+    let Payload::NotRoce { packet, .. } = &sliced.payload else { return };
+    let packet = match packet {
+        Ok(p) => p,
         Err(e) => {
             j.str("kind", "other");
-            let addrs = partial(j, bytes, with_eth);
-            let e = shift(e);
-            error_json(j, "error", &e);
+            link_json(j, sliced);
+            let addrs = ip_layers(j, sliced);
+            error_json(j, "error", e);
             j.hex("raw", raw);
             sum!(s, "{addrs}not RoCEv2, malformed: {e}");
             return;
         }
     };
-    let kind = match &f.packet {
+    let kind = match packet {
         L2Packet::Arp(_) => "arp",
         L2Packet::Igmp { .. } => "igmp",
         L2Packet::Mld { .. } => "mld",
@@ -62,13 +61,8 @@ pub(crate) fn describe(d: &mut super::Decoder, bytes: &[u8], with_eth: bool, shi
         L2Packet::Other { .. } => "other",
     };
     j.str("kind", kind);
-    if with_eth {
-        eth_json(j, &f.ethernet);
-    }
-    if let Some(v) = &f.vlan {
-        vlan_json(j, v);
-    }
-    match &f.packet {
+    link_json(j, sliced);
+    match packet {
         L2Packet::Arp(r) => {
             let (op, sha, spa, tha, tpa) = roce_wire::arp::fields(r);
             j.begin("arp");
@@ -111,7 +105,7 @@ pub(crate) fn describe(d: &mut super::Decoder, bytes: &[u8], with_eth: bool, shi
             ndisc(j, s, msg);
         }
         L2Packet::Other { ether_type, payload } => {
-            let addrs = ip_layers(j, *ether_type, payload);
+            let addrs = ip_layers(j, sliced);
             j.num("ether_type", u32::from(*ether_type));
             j.count("payload_len", payload.len() as u64);
             sum!(s, "{addrs}EtherType 0x{ether_type:04x}, {} bytes", payload.len());
@@ -121,52 +115,28 @@ pub(crate) fn describe(d: &mut super::Decoder, bytes: &[u8], with_eth: bool, shi
     s.push_str(" (not RoCEv2)");
 }
 
-/// The Ethernet, VLAN and IP layers of a malformed frame, as far as they parse; returns the
-/// summary's address prefix.
-fn partial(j: &mut Json, bytes: &[u8], with_eth: bool) -> String {
-    let Ok((eth, _)) = Ethernet2Header::from_slice(bytes) else { return String::new() };
-    if with_eth {
+/// The Ethernet header (when the capture has one) and the 802.1Q tag.
+fn link_json(j: &mut Json, sliced: &Sliced<'_>) {
+    if let Some(eth) = sliced.link.ethernet() {
         eth_json(j, &eth);
     }
-    let mut et = eth.ether_type.0;
-    let mut at = 14;
-    if et == 0x8100 {
-        let Ok((v, _)) = SingleVlanHeader::from_slice(&bytes[at..]) else { return String::new() };
-        vlan_json(j, &v);
-        et = v.ether_type.0;
-        at += 4;
+    if let Some(v) = &sliced.vlan() {
+        vlan_json(j, v);
     }
-    ip_layers(j, et, &bytes[at..])
 }
 
-/// An IPv4 or IPv6 header (and UDP) in `payload`, if it parses.
-fn ip_layers(j: &mut Json, ether_type: u16, payload: &[u8]) -> String {
-    let (proto, rest, addrs) = match ether_type {
-        0x0800 => {
-            let Ok((ip, _)) = Ipv4Header::from_slice(payload) else { return String::new() };
-            ipv4_json(j, &ip, ip.calc_header_checksum() == ip.header_checksum);
-            let a = format!("{} → {} ", Ipv4Addr::from(ip.source), Ipv4Addr::from(ip.destination));
-            (ip.protocol.0, &payload[ip.header_len()..], a)
-        }
-        0x86dd => {
-            let Ok((ip, _)) = Ipv6Header::from_slice(payload) else { return String::new() };
-            ipv6_json(j, &ip);
-            let a = format!("{} → {} ", Ipv6Addr::from(ip.source), Ipv6Addr::from(ip.destination));
-            (ip.next_header.0, &payload[Ipv6Header::LEN..], a)
-        }
-        _ => return String::new(),
-    };
-    if proto == 17 {
-        if let Ok((u, _)) = UdpHeader::from_slice(rest) {
-            j.begin("udp");
-            j.num("src_port", u32::from(u.source_port));
-            j.num("dst_port", u32::from(u.destination_port));
-            j.num("length", u32::from(u.length));
-            j.num("checksum", u32::from(u.checksum));
-            j.end();
-        }
+/// The IPv4 or IPv6 header (and UDP) the demux found; returns the summary's address prefix.
+fn ip_layers(j: &mut Json, sliced: &Sliced<'_>) -> String {
+    let Some(ip) = &sliced.ip else { return String::new() };
+    if let Some(h) = ip.ipv4_header() {
+        ipv4_json(j, &h, h.calc_header_checksum() == h.header_checksum);
+    } else if let Some(h) = ip.ipv6_header() {
+        ipv6_json(j, &h);
     }
-    addrs
+    if let Some(u) = &sliced.udp() {
+        udp_json(j, u);
+    }
+    format!("{} → {} ", ip.source(), ip.destination())
 }
 
 fn igmp(j: &mut Json, s: &mut Summary, msg: &IgmpMessage) {
