@@ -18,7 +18,8 @@ RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --release --targe
 # run, then runs again on its 6.12 kernel (tests/interop/setup.sh built both).
 ROCE_KERNEL=6.1 cargo test --workspace --locked
 ROCE_KERNEL=6.12 cargo test --locked --test interop
-# The fuzz targets live in their own workspace (cargo-fuzz's layout); a plain build keeps them compiling.
-cargo build --locked --manifest-path fuzz/Cargo.toml --bins
+# The fuzz targets (their own workspace, cargo-fuzz's layout) built as ClusterFuzzLite's builder
+# builds them (.clusterfuzzlite/build.sh, address sanitizer), each run over its seeds and corpus.
+bash tests/clusterfuzzlite.sh
 # Benchmarks compile and run once each in test mode (no timing): they cannot rot either.
 cargo test --locked --workspace --benches

@@ -4,6 +4,7 @@
 #   - python3-venv and a venv at .venv with scapy (an independent ICRC implementation)
 #   - netsniff-ng's trafgen (the transmit anchor of crates/roce-net/benches/rawsock.rs)
 #   - ethtool (veth's offloads off for rc_veth's per-MTU-packet TCP anchor)
+#   - zip/unzip and cargo-fuzz (tests/clusterfuzzlite.sh runs ClusterFuzzLite's build.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,8 @@ command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v trafgen >/dev/null 2>&1 || need_apt+=(netsniff-ng)
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
+command -v zip >/dev/null 2>&1 || need_apt+=(zip)
+command -v unzip >/dev/null 2>&1 || need_apt+=(unzip)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "setup: need root to install: ${need_apt[*]}" >&2
@@ -32,5 +35,10 @@ fi
 if ! .venv/bin/python -c 'import jsonschema' >/dev/null 2>&1; then
     echo "setup: adding jsonschema to .venv from PyPI"
     .venv/bin/pip install --quiet --disable-pip-version-check 'jsonschema==4.23.0'
+fi
+# cargo-fuzz from crates.io (a fixed version: the fuzz build in the test command must not move).
+if ! cargo fuzz --version 2>/dev/null | grep -q '0\.13\.2'; then
+    echo "setup: installing cargo-fuzz 0.13.2 from crates.io"
+    cargo install --quiet --locked cargo-fuzz --version 0.13.2
 fi
 echo "setup: tshark $(tshark --version | head -1 | awk '{print $3}'), scapy $(.venv/bin/python -c 'import scapy; print(scapy.VERSION)')"

@@ -544,8 +544,8 @@ fn every_json_line_matches_the_schema() {
     ];
     // Every fuzz corpus input (malformed frames of every kind), as Ethernet, SLL and raw IP.
     let mut fuzz = Vec::new();
-    for sub in ["decode", "frame", "l2", "roundtrip"] {
-        let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(sub);
+    for sub in ["seeds/decode", "seeds/l2", "corpus/decode", "corpus/frame", "corpus/l2", "corpus/roundtrip"] {
+        let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz").join(sub);
         if let Ok(rd) = std::fs::read_dir(&d) {
             for e in rd.flatten() {
                 fuzz.push((std::time::Duration::ZERO, std::fs::read(e.path()).unwrap()));

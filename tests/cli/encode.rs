@@ -81,8 +81,8 @@ fn every_capture_round_trips_frame_for_frame() {
     std::fs::write(&mixed, roce_decode::samples_mixed::mixed_capture(3_000, 11)).unwrap();
     captures.push(mixed);
     let mut fuzz = Vec::new();
-    for sub in ["decode", "frame", "l2", "roundtrip"] {
-        for e in std::fs::read_dir(repo("fuzz/corpus").join(sub)).unwrap().flatten() {
+    for sub in ["seeds/decode", "seeds/l2", "corpus/decode", "corpus/frame", "corpus/l2", "corpus/roundtrip"] {
+        for e in std::fs::read_dir(repo("fuzz").join(sub)).unwrap().flatten() {
             let b = std::fs::read(e.path()).unwrap();
             if b.len() >= 20 {
                 fuzz.push(b);

@@ -1,7 +1,8 @@
-//! Replays every file of every fuzz corpus and regression set (fuzz/corpus/TARGET/*,
-//! fuzz/regressions/TARGET/*) through the fuzz targets' own code, so that `cargo test` catches
-//! a regression without a fuzzer. The seed corpora are the sample frames cut per target; they
-//! must equal what `seeds()` builds (regenerate with ROCE_BLESS=1).
+//! Replays every file of every fuzz seed set, corpus and regression set (fuzz/seeds/TARGET/*,
+//! fuzz/corpus/TARGET/*, fuzz/regressions/TARGET/*) through the fuzz targets' own code, so that
+//! `cargo test` catches a regression without a fuzzer. The seeds are the sample frames cut per
+//! target; they must equal what `seeds()` builds (regenerate with ROCE_BLESS=1). The corpus is
+//! what fuzzing found, minimised with `cargo fuzz cmin` (spec/testing.md).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,7 +47,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn seed_corpora_are_current() {
     for (target, inputs) in seeds() {
-        let dir = fuzz_dir().join("corpus").join(target);
+        let dir = fuzz_dir().join("seeds").join(target);
         if std::env::var_os("ROCE_BLESS").is_some() {
             std::fs::create_dir_all(&dir).unwrap();
             for (name, bytes) in &inputs {
@@ -67,7 +68,7 @@ fn every_corpus_and_regression_file_replays_cleanly() {
     let mut replayed = 0;
     for (target, run) in TARGETS {
         let mut n = 0;
-        for sub in ["corpus", "regressions"] {
+        for sub in ["seeds", "corpus", "regressions"] {
             for f in files(&fuzz_dir().join(sub).join(target)) {
                 let data = std::fs::read(&f).unwrap();
                 let r = std::panic::catch_unwind(|| run(&data));
