@@ -23,6 +23,17 @@ pub struct Args {
     /// Stop after this many seconds (0 to 31536000; default: until SIGINT/SIGTERM/SIGHUP).
     #[arg(long, value_parser = duration_secs, value_name = "SECS", allow_negative_numbers = true)]
     pub duration: Option<Duration>,
+    /// At most this many members in all groups together; a join past it is answered
+    /// NO_RESOURCES (0x0100) and counted.
+    #[arg(long, value_name = "N", default_value_t = roce_sa::DEFAULT_MAX_MEMBERS)]
+    pub max_members: usize,
+    /// At most this many members in one group (past it: NO_RESOURCES).
+    #[arg(long, value_name = "N", default_value_t = roce_sa::DEFAULT_MAX_MEMBERS_PER_GROUP)]
+    pub max_members_per_group: usize,
+    /// At most this many members made by one requesting port, its proxy joins included (past
+    /// it: NO_RESOURCES), so that one host's flood cannot crowd out the others.
+    #[arg(long, value_name = "N", default_value_t = roce_sa::DEFAULT_MAX_MEMBERS_PER_PORT)]
+    pub max_members_per_port: usize,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub port: RawPortArgs,
@@ -30,16 +41,30 @@ pub struct Args {
 
 /// Run `roce sa-server`.
 pub fn run(args: Args) -> ExitCode {
+    // The SA's configuration is checked before any traffic.
+    let config = roce_sa::SaConfig {
+        max_members: args.max_members,
+        max_members_per_group: args.max_members_per_group,
+        max_members_per_port: args.max_members_per_port,
+        ..roce_sa::SaConfig::roce()
+    };
+    let sa = match roce_sa::SaResponder::new(config) {
+        Ok(sa) => sa,
+        Err(e) => {
+            eprintln!("roce sa-server: {e}");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
     shutdown::install();
-    ExitCode::from(sa_server(&args.port.options(args.ip), args.duration))
+    ExitCode::from(sa_server(&args.port.options(args.ip), args.duration, sa))
 }
 
 /// An SA on a raw socket, answering on QP1 of `port.local` (with its own ARP/ND), for
 /// `duration` (until a signal if `None`). Returns the exit status.
-fn sa_server(port: &PortOptions, duration: Option<Duration>) -> u8 {
+fn sa_server(port: &PortOptions, duration: Option<Duration>, sa: roce_sa::SaResponder) -> u8 {
     const TOOL: &str = "roce sa-server";
     let mut d = match open_port_or_exit(TOOL, port) {
-        Ok(d) => d.with_sa(roce_sa::SaResponder::with_defaults()),
+        Ok(d) => d.with_sa(sa),
         Err(code) => return code,
     };
     status!("sa-server: answering SA requests on {} QP1 ({})", port.local, port.iface);
@@ -66,6 +91,15 @@ fn sa_server(port: &PortOptions, duration: Option<Duration>) -> u8 {
     }
     if let Some(why) = shutdown::requested() {
         eprintln!("{TOOL}: {}: stopping", shutdown::reason(why));
+    }
+    if let Some(s) = d.sa.as_ref().map(|sa| *sa.stats()) {
+        let refused = s.refused_members_total + s.refused_members_group + s.refused_members_port;
+        if refused > 0 {
+            println!(
+                "sa-server: {refused} joins refused with NO_RESOURCES past a member cap (total {}, group {}, port {})",
+                s.refused_members_total, s.refused_members_group, s.refused_members_port
+            );
+        }
     }
     finish(TOOL, &mut d, &[], port.verbose, code)
 }

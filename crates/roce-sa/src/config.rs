@@ -78,7 +78,30 @@ pub struct SaConfig {
     /// Entries of the duplicate-request cache (default 1024; 0 disables it). A Set or
     /// Delete repeated with the same TID by the same requester is answered from it.
     pub dup_cache_size: usize,
+    /// At most this many members in all groups together (default [`DEFAULT_MAX_MEMBERS`]);
+    /// a join that would add one more is answered 0x0100 NO_RESOURCES and counted
+    /// ([`crate::SaStats::refused_members_total`]). OpenSM has no such bound: its member
+    /// records grow until memory runs out.
+    pub max_members: usize,
+    /// At most this many members in one group (default [`DEFAULT_MAX_MEMBERS_PER_GROUP`]);
+    /// beyond it NO_RESOURCES ([`crate::SaStats::refused_members_group`]).
+    pub max_members_per_group: usize,
+    /// At most this many members that one requesting port made (its own joins and its proxy
+    /// joins for other PortGIDs together; default [`DEFAULT_MAX_MEMBERS_PER_PORT`]); beyond it
+    /// NO_RESOURCES ([`crate::SaStats::refused_members_port`]). This is what keeps one host's
+    /// flood of spoofed proxy joins from crowding out the joins of every other host.
+    pub max_members_per_port: usize,
 }
+
+/// Default [`SaConfig::max_members`]: 2^18 members (about 10 MiB of member records), room
+/// for 100,000 legitimate members and more.
+pub const DEFAULT_MAX_MEMBERS: usize = 1 << 18;
+/// Default [`SaConfig::max_members_per_group`]: 2^17, more than any fabric's ports.
+pub const DEFAULT_MAX_MEMBERS_PER_GROUP: usize = 1 << 17;
+/// Default [`SaConfig::max_members_per_port`]: 16,384 members made by one requesting port, as
+/// many as there are MLIDs (a port's own joins are one member per group, so a port in every
+/// group fits) or as many proxy joins; it takes 16 such ports to fill [`DEFAULT_MAX_MEMBERS`].
+pub const DEFAULT_MAX_MEMBERS_PER_PORT: usize = 1 << 14;
 
 impl SaConfig {
     /// The RoCEv2 defaults (also [`Default`]): see the field documentation.
@@ -99,6 +122,9 @@ impl SaConfig {
             sa_key: 1,
             allow_proxy_join: true,
             dup_cache_size: 1024,
+            max_members: DEFAULT_MAX_MEMBERS,
+            max_members_per_group: DEFAULT_MAX_MEMBERS_PER_GROUP,
+            max_members_per_port: DEFAULT_MAX_MEMBERS_PER_PORT,
         }
     }
 
@@ -126,6 +152,15 @@ impl SaConfig {
         }
         if self.resp_time_value > 0x1F {
             return Err(ConfigError::RespTimeValue(self.resp_time_value));
+        }
+        for (name, cap) in [
+            ("max_members", self.max_members),
+            ("max_members_per_group", self.max_members_per_group),
+            ("max_members_per_port", self.max_members_per_port),
+        ] {
+            if cap == 0 || cap > u32::MAX as usize {
+                return Err(ConfigError::MemberCap { name, value: cap });
+            }
         }
         Ok(())
     }
@@ -155,6 +190,13 @@ pub enum ConfigError {
     PacketLife(u8),
     /// RespTimeValue wider than 5 bits.
     RespTimeValue(u8),
+    /// A member cap of 0 (no join could ever succeed) or beyond 2^32 - 1.
+    MemberCap {
+        /// The field: `max_members`, `max_members_per_group` or `max_members_per_port`.
+        name: &'static str,
+        /// Its value.
+        value: usize,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -167,6 +209,7 @@ impl fmt::Display for ConfigError {
             ConfigError::Rate(r) => write!(f, "rate code {r} is not 2..=20"),
             ConfigError::PacketLife(p) => write!(f, "PacketLifeTime {p} does not fit 6 bits"),
             ConfigError::RespTimeValue(r) => write!(f, "RespTimeValue {r} does not fit 5 bits"),
+            ConfigError::MemberCap { name, value } => write!(f, "{name} {value} is not 1..=4294967295"),
         }
     }
 }

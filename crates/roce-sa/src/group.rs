@@ -14,6 +14,9 @@ pub struct Member {
     port_gid: Gid,
     join_state: JoinState,
     proxy: bool,
+    /// The requesting port whose join made this member (its own PortGID, or a proxy's):
+    /// the port the member counts against in [`crate::SaConfig::max_members_per_port`].
+    made_by: Gid,
 }
 
 impl Member {
@@ -31,6 +34,11 @@ impl Member {
     /// `osm_mcm_alias_guid_t::proxy_join`, set by the first join and kept.
     pub const fn proxy(&self) -> bool {
         self.proxy
+    }
+
+    /// The requesting port whose join made this member (the first join; kept).
+    pub const fn made_by(&self) -> Gid {
+        self.made_by
     }
 
     /// Whether the join state holds a full-member bit ([`FULL_JOIN_STATES`]).
@@ -96,9 +104,10 @@ impl Group {
         self.members.binary_search_by(|m| m.port_gid.cmp(port_gid))
     }
 
-    /// OR `join_state` into the port's membership (adding the port if new) and return the
-    /// merged state [osm_multicast.c `osm_mgrp_add_port`; o15-0.1.11].
-    pub(crate) fn add(&mut self, port_gid: Gid, join_state: JoinState, proxy: bool) -> JoinState {
+    /// OR `join_state` into the port's membership (adding the port if new, made by
+    /// `made_by`) and return the merged state [osm_multicast.c `osm_mgrp_add_port`;
+    /// o15-0.1.11].
+    pub(crate) fn add(&mut self, port_gid: Gid, join_state: JoinState, proxy: bool, made_by: Gid) -> JoinState {
         match self.find(&port_gid) {
             Ok(i) => {
                 let m = &mut self.members[i];
@@ -110,7 +119,7 @@ impl Group {
                 m.join_state
             }
             Err(i) => {
-                let m = Member { port_gid, join_state, proxy };
+                let m = Member { port_gid, join_state, proxy, made_by };
                 if m.is_full() {
                     self.full_members += 1;
                 }

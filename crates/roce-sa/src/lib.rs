@@ -58,7 +58,9 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
-pub use config::{ConfigError, SaConfig};
+pub use config::{
+    ConfigError, SaConfig, DEFAULT_MAX_MEMBERS, DEFAULT_MAX_MEMBERS_PER_GROUP, DEFAULT_MAX_MEMBERS_PER_PORT,
+};
 pub use group::{Group, Member, FULL_JOIN_STATES};
 pub use reply::Reply;
 pub use requester::Requester;

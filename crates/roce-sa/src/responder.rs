@@ -21,7 +21,7 @@ use crate::rate::{compare_rates, mtu_is_valid, rate_is_valid, rate_prev};
 use crate::reply::{error_mad, error_mad_bytes, segmented_table_reply, Reply};
 use crate::requester::Requester;
 use crate::service::ServiceTable;
-use crate::stats::SaStats;
+use crate::stats::{MemberCap, SaStats};
 
 /// The size of an MCMemberRecord in a table, 52 bytes padded to 8-byte words (56): OpenSM's
 /// `ib_member_rec_t` carries 4 pad bytes, and AttributeOffset = 56 / 8 = 7.
@@ -72,6 +72,9 @@ pub struct SaResponder {
     cache: DupCache<Answer>,
     stats: SaStats,
     member_count: usize,
+    /// Members made by each requesting port ([`SaConfig::max_members_per_port`]); a port
+    /// with none has no entry, so the table is bounded by the member count.
+    made_by_port: hashbrown::HashMap<Gid, u32, foldhash::fast::RandomState>,
     mgid_counter: u32,
     /// Member lists of deleted groups, kept for the next new groups (a group made and
     /// deleted per transaction pair then allocates nothing; a few dozen lists at most).
@@ -153,6 +156,7 @@ impl SaResponder {
             hasher: Default::default(),
             stats: SaStats::default(),
             member_count: 0,
+            made_by_port: Default::default(),
             mgid_counter: 0,
             spare_members: Vec::new(),
             services: Default::default(),
@@ -360,12 +364,24 @@ impl SaResponder {
                     if !may_modify(from, m, g.record()) {
                         return Err(MadStatus::REQ_INVALID);
                     }
+                } else {
+                    let group_members = g.members().len();
+                    if let Err(cap) =
+                        member_caps(&self.config, self.member_count, group_members, &self.made_by_port, from)
+                    {
+                        self.stats.refuse(cap);
+                        return Err(MadStatus::NO_RESOURCES);
+                    }
                 }
                 (g, false)
             }
             Entry::Vacant(v) => {
                 if rec.mgid != Gid::ZERO {
                     check_create_js(mask, js)?;
+                }
+                if let Err(cap) = member_caps(&self.config, self.member_count, 0, &self.made_by_port, from) {
+                    self.stats.refuse(cap);
+                    return Err(MadStatus::NO_RESOURCES);
                 }
                 let mut grp = new_group_record(&self.config, mask, rec, mgid)?;
                 if group_count >= self.config.max_groups {
@@ -384,8 +400,11 @@ impl SaResponder {
             self.stats.groups_created += 1;
         }
         let before = group.members().len();
-        let merged = group.add(rec.port_gid, js, proxy);
-        self.member_count += group.members().len() - before;
+        let merged = group.add(rec.port_gid, js, proxy, from.gid);
+        if group.members().len() > before {
+            self.member_count += 1;
+            *self.made_by_port.entry(from.gid).or_insert(0) += 1;
+        }
 
         Ok(joined_record(request, group.record(), merged))
     }
@@ -451,6 +470,7 @@ impl SaResponder {
         let left = group.leave(i, js);
         if left.is_empty() {
             self.member_count -= 1;
+            uncount_made_by(&mut self.made_by_port, m.made_by());
         }
         let scope = group.record().scope;
         if group.full_member_count() == 0 {
@@ -459,6 +479,9 @@ impl SaResponder {
             let mlid = group.mlid();
             let rest = group.members().len();
             let (g, _) = entry.remove();
+            for m in g.members() {
+                uncount_made_by(&mut self.made_by_port, m.made_by());
+            }
             let members = g.into_members();
             if self.spare_members.len() < 32 && members.capacity() <= 16 {
                 self.spare_members.push(members);
@@ -629,6 +652,12 @@ impl SaResponder {
         self.cache.len()
     }
 
+    /// Members that the requesting port `port` made and that are still there (what
+    /// [`SaConfig::max_members_per_port`] bounds).
+    pub fn members_made_by(&self, port: &Gid) -> usize {
+        self.made_by_port.get(port).copied().unwrap_or(0) as usize
+    }
+
     /// Heap bytes held, estimated from container capacities and type sizes (the hash tables
     /// are counted with hashbrown's layout: power-of-two buckets at most 7/8 full, one control
     /// byte each). Allocator overhead per allocation is not included.
@@ -643,6 +672,38 @@ impl SaResponder {
 }
 
 // -------------------------------------------------------------------- helpers
+
+/// Whether one more member, made by `from` in a group of `group_members`, stays within the
+/// caps. The port's own cap is tested first: a flooding port is refused for what it did,
+/// and the total is left for everyone else.
+fn member_caps(
+    config: &SaConfig,
+    total: usize,
+    group_members: usize,
+    made_by_port: &hashbrown::HashMap<Gid, u32, foldhash::fast::RandomState>,
+    from: &Requester,
+) -> Result<(), MemberCap> {
+    let by_port = made_by_port.get(&from.gid).copied().unwrap_or(0) as usize;
+    if by_port >= config.max_members_per_port {
+        Err(MemberCap::Port)
+    } else if group_members >= config.max_members_per_group {
+        Err(MemberCap::Group)
+    } else if total >= config.max_members {
+        Err(MemberCap::Total)
+    } else {
+        Ok(())
+    }
+}
+
+/// One member made by `port` is gone.
+fn uncount_made_by(made_by_port: &mut hashbrown::HashMap<Gid, u32, foldhash::fast::RandomState>, port: Gid) {
+    if let hashbrown::hash_map::EntryRef::Occupied(mut e) = made_by_port.entry_ref(&port) {
+        *e.get_mut() -= 1;
+        if *e.get() == 0 {
+            e.remove();
+        }
+    }
+}
 
 /// The MCMemberRecord of a request (the SA data decoded by attribute; re-read when the
 /// decoder kept raw bytes).

@@ -36,4 +36,34 @@ pub struct SaStats {
     pub groups_created: u64,
     /// Groups deleted (their last full member left).
     pub groups_deleted: u64,
+    /// Joins refused with NO_RESOURCES: [`crate::SaConfig::max_members`] reached.
+    pub refused_members_total: u64,
+    /// Joins refused with NO_RESOURCES: the group holds
+    /// [`crate::SaConfig::max_members_per_group`] members.
+    pub refused_members_group: u64,
+    /// Joins refused with NO_RESOURCES: the requesting port has made
+    /// [`crate::SaConfig::max_members_per_port`] members.
+    pub refused_members_port: u64,
+}
+
+/// Which member cap a join would break.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MemberCap {
+    /// [`crate::SaConfig::max_members`].
+    Total,
+    /// [`crate::SaConfig::max_members_per_group`].
+    Group,
+    /// [`crate::SaConfig::max_members_per_port`].
+    Port,
+}
+
+impl SaStats {
+    /// Count a join refused by a member cap.
+    pub(crate) fn refuse(&mut self, cap: MemberCap) {
+        match cap {
+            MemberCap::Total => self.refused_members_total += 1,
+            MemberCap::Group => self.refused_members_group += 1,
+            MemberCap::Port => self.refused_members_port += 1,
+        }
+    }
 }

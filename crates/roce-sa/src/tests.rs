@@ -106,6 +106,16 @@ fn ok(m: &SaMad) -> McMemberRecord {
 
 /// Check the invariants every state must keep.
 fn check_invariants(sa: &SaResponder) {
+    // Every member counts against the port that made it, and only there.
+    let mut made_by = std::collections::HashMap::new();
+    for g in sa.groups() {
+        for m in g.members() {
+            *made_by.entry(m.made_by()).or_insert(0usize) += 1;
+        }
+    }
+    for (port, n) in &made_by {
+        assert_eq!(sa.members_made_by(port), *n, "members made by {port}");
+    }
     let mut mlids = HashSet::new();
     let mut members = 0;
     for g in sa.groups() {
@@ -653,6 +663,116 @@ fn opensm_43_send_only_full_partial_leave_does_not_leak() {
     ok(&h.join(1, mcast(1), JoinState(0x9)));
     assert_eq!(ok(&h.leave(1, mcast(1), SEND_ONLY_FULL)).join_state, FULL);
     assert_eq!(h.sa.mlids_in_use(), 2);
+}
+
+// ------------------------------------------------------------------------------ member caps
+
+/// A proxy join by `by` of the port `port` to `mgid` (ProxyJoin set).
+fn proxy_join(h: &mut H, by: u8, port: Gid, mgid: Gid) -> SaMad {
+    let mut r = rec(port, mgid, FULL);
+    r.proxy_join = true;
+    h.set(who(by), Cm::KERNEL_JOIN, r)
+}
+
+/// A spoofed PortGID: fd00::n.
+fn spoofed(n: u32) -> Gid {
+    let mut b = [0u8; 16];
+    b[0] = 0xfd;
+    b[12..].copy_from_slice(&n.to_be_bytes());
+    Gid(b)
+}
+
+/// R-CAP-PORT: one requesting port's proxy joins (each with a new PortGID) stop at
+/// `max_members_per_port` with NO_RESOURCES, counted; another host's join and leave go on as
+/// before; a member that goes frees its maker's slot.
+#[test]
+fn a_flood_of_spoofed_proxy_joins_stops_at_the_port_cap() {
+    let mut h = H::with(SaConfig { max_members_per_port: 100, ..SaConfig::roce() });
+    for n in 0..100 {
+        ok(&proxy_join(&mut h, 1, spoofed(n), mcast(n as u16 % 7)));
+    }
+    for n in 100..150 {
+        assert_eq!(status(&proxy_join(&mut h, 1, spoofed(n), mcast(n as u16 % 7))), MadStatus::NO_RESOURCES);
+    }
+    assert_eq!(h.sa.stats().refused_members_port, 50);
+    assert_eq!((h.sa.member_count(), h.sa.members_made_by(&host(1))), (100, 100));
+    // Another host is not crowded out: its join and leave are answered as always.
+    ok(&h.join(2, mcast(1), FULL));
+    ok(&h.leave(2, mcast(1), FULL));
+    // An existing member of the flooding port may still change its join state.
+    let mut r = rec(spoofed(0), mcast(0), JoinState(0x3));
+    r.proxy_join = true;
+    assert_eq!(ok(&h.set(who(1), Cm::KERNEL_JOIN, r)).join_state, JoinState(0x3));
+    // One member leaves (any port may leave a proxy member of its partition): a slot is free.
+    h.delete(who(3), Cm::KERNEL_LEAVE, McMemberRecord::leave(mcast(5), spoofed(5), FULL));
+    assert_eq!(h.sa.members_made_by(&host(1)), 99);
+    ok(&proxy_join(&mut h, 1, spoofed(1000), mcast(1)));
+    assert_eq!(status(&proxy_join(&mut h, 1, spoofed(1001), mcast(1))), MadStatus::NO_RESOURCES);
+    assert_eq!(h.sa.stats().refused_members_port, 51);
+    check_invariants(&h.sa);
+}
+
+/// R-CAP-GROUP and R-CAP-TOTAL: a group stops at `max_members_per_group`, all groups together
+/// at `max_members`; each refusal is NO_RESOURCES counted by its reason, and joins that add no
+/// member (a known port adding a bit) are not refused.
+#[test]
+fn group_and_total_caps_refuse_new_members_only() {
+    let mut h = H::with(SaConfig { max_members_per_group: 3, max_members: 5, ..SaConfig::roce() });
+    for n in 1..=3 {
+        ok(&h.join(n, mcast(1), FULL));
+    }
+    assert_eq!(status(&h.join(4, mcast(1), FULL)), MadStatus::NO_RESOURCES);
+    assert_eq!(h.sa.stats().refused_members_group, 1);
+    assert_eq!(ok(&h.join(3, mcast(1), JoinState(0x3))).join_state, JoinState(0x3));
+    ok(&h.join(4, mcast(2), FULL));
+    ok(&h.join(5, mcast(2), FULL));
+    // five members: a sixth, in any group (a new one too), is refused
+    assert_eq!(status(&h.join(6, mcast(2), FULL)), MadStatus::NO_RESOURCES);
+    assert_eq!(status(&h.join(6, mcast(3), FULL)), MadStatus::NO_RESOURCES);
+    assert_eq!(h.sa.stats().refused_members_total, 2);
+    assert_eq!((h.sa.group_count(), h.sa.mlids_in_use()), (2, 2), "a refused create leaves nothing behind");
+    // the group goes with its last full member: its members' slots come back
+    ok(&h.leave(4, mcast(2), FULL));
+    ok(&h.leave(5, mcast(2), FULL));
+    ok(&h.join(6, mcast(3), FULL));
+    check_invariants(&h.sa);
+}
+
+/// R-CAP-DEFAULT: the default caps hold 100,000 legitimate members (100 hosts in 1,000
+/// groups each), refusing none, and the accounting empties with the groups.
+#[test]
+fn default_caps_hold_100_000_members() {
+    let mut h = H::new();
+    for g in 0..1000u16 {
+        for n in 1..=100u8 {
+            let m = h.mad(Method::Set, Cm::KERNEL_JOIN, rec(host(n), mcast(g), FULL));
+            let reply = h.sa.handle_mad(who(n), &m.to_bytes());
+            assert_eq!(SaMad::parse(&reply[0]).unwrap().header.status, MadStatus::SUCCESS);
+        }
+    }
+    let s = *h.sa.stats();
+    assert_eq!((h.sa.member_count(), h.sa.group_count()), (100_000, 1000));
+    assert_eq!((s.refused_members_total, s.refused_members_group, s.refused_members_port), (0, 0, 0));
+    assert_eq!(h.sa.members_made_by(&host(7)), 1000);
+    for g in 0..1000u16 {
+        for n in 1..=100u8 {
+            ok(&h.leave(n, mcast(g), FULL));
+        }
+    }
+    assert_eq!((h.sa.member_count(), h.sa.mlids_in_use(), h.sa.members_made_by(&host(7))), (0, 0, 0));
+}
+
+/// The caps are checked with the rest of the configuration.
+#[test]
+fn a_zero_member_cap_is_refused() {
+    for cfg in [
+        SaConfig { max_members: 0, ..SaConfig::roce() },
+        SaConfig { max_members_per_group: 0, ..SaConfig::roce() },
+        SaConfig { max_members_per_port: 0, ..SaConfig::roce() },
+    ] {
+        let e = SaResponder::new(cfg).unwrap_err();
+        assert!(matches!(e, ConfigError::MemberCap { value: 0, .. }), "{e}");
+    }
 }
 
 // ------------------------------------------------------------------------------ duplicates
