@@ -912,6 +912,62 @@ mod tests {
         assert!(encode(&l).map(|_| ()).unwrap_err().0.starts_with("mad_len"));
     }
 
+    /// Every leaf of every MAD member of every sample MAD/CM line, with and without payload,
+    /// replaced by each hostile value: an error naming that member, or a frame; never a panic.
+    #[test]
+    fn every_member_replaced_by_hostile_values_never_panics() {
+        fn leaves(v: &Value, at: &str, out: &mut Vec<String>) {
+            match v {
+                Value::Object(m) => m.iter().for_each(|(k, x)| leaves(x, &format!("{at}.{k}"), out)),
+                _ => out.push(at.trim_start_matches('.').to_string()),
+            }
+        }
+        let hostile: Vec<Value> = vec![
+            Value::Bool(true),
+            (-1).into(),
+            1.5.into(),
+            u64::MAX.into(),
+            "0x".into(),
+            "0xffffffffffffffffff".into(),
+            "zz".into(),
+            "::".into(),
+            "1.2.3.4".into(),
+            "a".repeat(600).into(),
+            Value::Array(vec![1.into(); 9]),
+            Value::Object(Map::new()),
+        ];
+        let (mut errors, mut frames) = (0, 0);
+        for s in sample_frames() {
+            let l = line(&s.bytes);
+            if !l.contains_key("mad") || l.contains_key("raw") {
+                continue;
+            }
+            let mut paths = Vec::new();
+            for k in MAD_MEMBERS {
+                if let Some(v) = l.get(k) {
+                    leaves(v, k, &mut paths);
+                }
+            }
+            for base in [l.clone(), stripped(l.clone())] {
+                for p in &paths {
+                    for h in &hostile {
+                        let mut x = base.clone();
+                        set(&mut x, p, h.clone());
+                        match encode(&x) {
+                            Ok(_) => frames += 1,
+                            Err(e) => {
+                                errors += 1;
+                                let head = p.split('.').next().unwrap();
+                                assert!(e.0.contains(head), "{}: {p} = {h}: {e}", s.name);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(errors > 1000 && frames > 100, "{errors} errors, {frames} frames");
+    }
+
     #[test]
     fn a_member_the_mad_does_not_hold_is_not_applied_and_said_so() {
         // `jq '.mcmember.port_gid = …'` over every line: the frames that are not SA MADs of
