@@ -17,12 +17,16 @@ use crate::plumbing::out::warn_line;
 ///
 /// Present fields are used as given (wrong values included: a bad ICRC stays bad); absent ones
 /// are computed (lengths, checksums, pad, ICRC); frames the JSON cannot describe field by field
-/// come back from their `raw` bytes. `roce decode --json F | roce encode - -o G` gives G with
-/// the frames and timestamps of F.
+/// come back from their `raw` bytes. A QP1 frame's MAD is built from its `mad`, `rmpp`, `sa`,
+/// `mcmember`, `class_port_info`, `service_record` and `cm` members over its `payload` bytes;
+/// where a member and the payload disagree, the member wins and a line on stderr names it.
+/// `roce decode --json F | roce encode - -o G` gives G with the frames and timestamps of F.
 ///
 /// Example: roce decode --json tests/data/sample.pcap | roce encode - -o copy.pcap
 ///
 /// Example: roce decode --json in.pcap | jq -c '.psn = 7' | roce encode - -o psn7.pcap
+///
+/// Example: roce decode --json in.pcap | jq -c '.mcmember.port_gid = "fd00::7"' | roce encode - -o x.pcap
 #[derive(clap::Args, Debug)]
 #[command(after_help = exit::TABLE)]
 pub struct Args {
@@ -31,7 +35,7 @@ pub struct Args {
     /// The pcap file to write, `-` for standard output.
     #[arg(short = 'o', long = "output", value_name = "OUT.pcap")]
     pub output: PathBuf,
-    /// Quiet: no summary on stderr.
+    /// Quiet: no summary and no notes on stderr (overrides are still reported).
     #[arg(short = 'q', long)]
     pub quiet: bool,
 }
@@ -57,6 +61,7 @@ pub fn run(args: Args) -> ExitCode {
     let mut out: Option<PcapOut<io::BufWriter<Box<dyn Write>>>> = None;
     let mut pending = Some(io::BufWriter::new(file));
     let mut n = 0u64;
+    let mut overridden = 0u64;
     let mut first_lt: Option<u32> = None;
     for (i, line) in BufReader::new(input).lines().enumerate() {
         let line = match line {
@@ -102,6 +107,20 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(exit::FAILED);
         }
         n += 1;
+        // A structured member that contradicts the payload wins, and says so.
+        if !f.overrides.is_empty() {
+            overridden += 1;
+            warn_line!(
+                "roce encode: line {} (frame {n}): {} from the structured fields, not the payload",
+                i + 1,
+                f.overrides.join(", ")
+            );
+        }
+        if !args.quiet {
+            for note in &f.notes {
+                warn_line!("roce encode: line {} (frame {n}): {note}", i + 1);
+            }
+        }
     }
     let res = match out {
         Some(w) => w.finish().map(|_| ()),
@@ -112,7 +131,14 @@ pub fn run(args: Args) -> ExitCode {
         return ExitCode::from(exit::FAILED);
     }
     if !args.quiet {
-        warn_line!("roce encode: {n} frames to {}", args.output.display());
+        if overridden == 0 {
+            warn_line!("roce encode: {n} frames to {}", args.output.display());
+        } else {
+            warn_line!(
+                "roce encode: {n} frames to {} ({overridden} with structured fields overriding payload)",
+                args.output.display()
+            );
+        }
     }
     ExitCode::SUCCESS
 }

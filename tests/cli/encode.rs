@@ -28,11 +28,23 @@ fn decode_json(f: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `roce encode [flags] - -o OUT` with `input` on standard input.
+fn run_encode(flags: &[&str], input: &[u8], out: &Path) -> std::process::Output {
+    let mut c = roce()
+        .arg("encode")
+        .args(flags)
+        .args(["-", "-o"])
+        .arg(out)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(input).unwrap();
+    c.wait_with_output().unwrap()
+}
+
 fn encode(json: &str, out: &Path) {
-    let mut c =
-        roce().args(["encode", "-q", "-", "-o"]).arg(out).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    c.stdin.take().unwrap().write_all(json.as_bytes()).unwrap();
-    let o = c.wait_with_output().unwrap();
+    let o = run_encode(&["-q"], json.as_bytes(), out);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
@@ -64,9 +76,8 @@ fn pcap(linktype: u32, frames: &[Vec<u8>]) -> Vec<u8> {
     o
 }
 
-#[test]
-fn every_capture_round_trips_frame_for_frame() {
-    let dir = common::artefact_dir("cli_encode_roundtrip");
+/// The captures in tests/data, sorted.
+fn repo_captures() -> Vec<PathBuf> {
     let mut captures: Vec<PathBuf> = std::fs::read_dir(repo("tests/data"))
         .unwrap()
         .flatten()
@@ -74,6 +85,13 @@ fn every_capture_round_trips_frame_for_frame() {
         .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
         .collect();
     captures.sort();
+    captures
+}
+
+#[test]
+fn every_capture_round_trips_frame_for_frame() {
+    let dir = common::artefact_dir("cli_encode_roundtrip");
+    let mut captures = repo_captures();
     assert!(captures.len() >= 2);
     // Generated: mixed frames, and every fuzz-corpus input (malformed ones too) as Ethernet,
     // Linux cooked v1/v2 and raw IP.
@@ -214,15 +232,7 @@ fn differing(a: &Value, b: &Value, at: &str) -> Vec<String> {
 #[test]
 fn bad_input_is_a_usage_error_naming_the_line() {
     let dir = common::artefact_dir("cli_encode_bad");
-    let mut c = roce()
-        .args(["encode", "-", "-o"])
-        .arg(dir.join("x.pcap"))
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(b"{\"kind\":\"arp\",\"raw\":\"0102\"}\nnot json\n").unwrap();
-    let o = c.wait_with_output().unwrap();
+    let o = run_encode(&[], b"{\"kind\":\"arp\",\"raw\":\"0102\"}\nnot json\n", &dir.join("x.pcap"));
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("line 2"), "{}", String::from_utf8_lossy(&o.stderr));
 }
@@ -240,5 +250,168 @@ proptest! {
         let e = roce_decode::encode::encode_value(&Value::Object(d.json)).unwrap();
         prop_assert_eq!(e.data, bytes);
         prop_assert_eq!(e.timestamp, Duration::ZERO);
+    }
+}
+
+/// Every MAD line of `json` without `payload` and `raw` (the other lines as they are: an ARP
+/// or a data frame has no structured members that give its bytes back).
+fn strip_bytes(json: &str) -> String {
+    json.lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            let o = v.as_object_mut().unwrap();
+            if o.contains_key("mad") {
+                o.remove("payload");
+                o.remove("raw");
+            }
+            format!("{v}\n")
+        })
+        .collect()
+}
+
+/// The sample frames as a pcap.
+fn samples_pcap(dir: &Path) -> PathBuf {
+    let p = dir.join("samples.pcap");
+    let mut w = roce_decode::capture::PcapFileWriter::create(&p).unwrap();
+    for (i, s) in roce_decode::samples::sample_frames().iter().enumerate() {
+        w.write(Duration::from_secs(1_764_460_800) + Duration::from_millis(i as u64), &s.bytes).unwrap();
+    }
+    w.into_inner().flush().unwrap();
+    p
+}
+
+/// decode → drop `payload` and `raw` from every line → encode: every MAD and CM frame of the
+/// captures in tests/data and of the samples comes back byte for byte from its structured
+/// members alone, but the RMPP segments whose table bytes the JSON does not hold (continuation
+/// segments, a First segment's records after the first) — those the encoder names in a note.
+#[test]
+fn every_mad_and_cm_frame_round_trips_from_its_structured_members() {
+    let dir = common::artefact_dir("cli_encode_structured");
+    let mut captures = repo_captures();
+    captures.push(samples_pcap(&dir));
+    let (mut same, mut noted) = (0, 0);
+    for c in &captures {
+        let json = decode_json(c);
+        let stripped = strip_bytes(&json);
+        let out = dir.join(format!("{}.structured.pcap", c.file_name().unwrap().to_string_lossy()));
+        encode(&stripped, &out);
+        let a = roce_decode::capture::read_file(c).unwrap();
+        let b = roce_decode::capture::read_file(&out).unwrap();
+        assert_eq!(a.len(), b.len());
+        for ((line, x), y) in stripped.lines().zip(&a).zip(&b) {
+            let v: Value = serde_json::from_str(line).unwrap();
+            if v.get("mad").is_none() {
+                continue;
+            }
+            if x.data == y.data {
+                same += 1;
+                continue;
+            }
+            // Not whole in the JSON: the encoder said so, and only RMPP table segments are so.
+            let e = roce_decode::encode::encode_value(&v).unwrap();
+            assert!(
+                !e.notes.is_empty() && v.get("rmpp_segment").is_some(),
+                "{} frame {}: differs without a note: {line}",
+                c.display(),
+                v["frame"]
+            );
+            noted += 1;
+        }
+    }
+    eprintln!("{same} MAD/CM frames rebuilt byte for byte from their members, {noted} RMPP segments noted");
+    assert!(same >= 70, "{same}");
+}
+
+/// The first line of `pcap` that has member `pick`, with `edit` (a JSON pointer) set to
+/// `value`, encoded; tshark's value of `field` in the new frame.
+fn edit_and_dissect(dir: &Path, pcap: &Path, pick: &str, edit: &str, value: &Value, field: &str) -> String {
+    let json = decode_json(pcap);
+    let mut v: Value =
+        json.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).find(|v| v.pointer(pick).is_some()).unwrap();
+    let before = v.clone();
+    *v.pointer_mut(edit).unwrap_or_else(|| panic!("{edit}")) = value.clone();
+    assert_ne!(before, v, "{edit}: the edit changes the line");
+    let out = dir.join(format!("{}.pcap", edit.replace('/', "_")));
+    let o = run_encode(&[], format!("{v}\n").as_bytes(), &out);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    // The edit contradicts the payload: said once, naming the member, and counted.
+    let member = edit.trim_start_matches('/').replace('/', ".");
+    assert!(stderr.contains(&format!("{member} from the structured fields, not the payload")), "{edit}: {stderr}");
+    assert!(stderr.contains("(1 with structured fields overriding payload)"), "{edit}: {stderr}");
+    let t = Command::new(common::tshark())
+        .arg("-n")
+        .arg("-r")
+        .arg(&out)
+        .args(["-T", "fields", "-e", field])
+        .output()
+        .unwrap();
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    String::from_utf8(t.stdout).unwrap().trim().to_string()
+}
+
+/// A number as tshark prints it (decimal or 0x-hex), or the text itself.
+fn tshark_value(s: &str) -> Value {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).map(Value::from).unwrap_or_else(|_| s.into()),
+        None => s.parse::<u64>().map(Value::from).unwrap_or_else(|_| s.into()),
+    }
+}
+
+/// The jq edits of the README (`.mcmember.port_gid`, `.mad.tid`, `.sa.component_mask`,
+/// `.cm.fields.local_comm_id`, `.rmpp.status`) change the bytes, and tshark reads the new value.
+#[test]
+fn structured_edits_change_the_frame_and_tshark_reads_them() {
+    let dir = common::artefact_dir("cli_encode_structured_edits");
+    let pcap = samples_pcap(&dir);
+    let edits: [(&str, &str, Value, &str, Value); 5] = [
+        ("/mcmember", "/mcmember/port_gid", "fd00::7".into(), "infiniband.mcmemberrecord.portgid", "fd00::7".into()),
+        (
+            "/mcmember",
+            "/mad/tid",
+            "0x0123456789abcdef".into(),
+            "infiniband.mad.transactionid",
+            0x0123_4567_89ab_cdefu64.into(),
+        ),
+        ("/mcmember", "/sa/component_mask", "0x0000000000000003".into(), "infiniband.sa.componentmask", 3.into()),
+        ("/mcmember", "/rmpp/status", 5.into(), "infiniband.rmpp.rmppstatus", 5.into()),
+        // REQ: the only message with a primary path.
+        (
+            "/cm/fields/primary_path",
+            "/cm/fields/local_comm_id",
+            0x1234_5678.into(),
+            "infiniband.cm.req",
+            0x1234_5678.into(),
+        ),
+    ];
+    for (pick, edit, value, field, want) in edits {
+        let got = edit_and_dissect(&dir, &pcap, pick, edit, &value, field);
+        assert_eq!(tshark_value(&got), want, "{edit}: tshark's {field} is {got:?}");
+    }
+}
+
+/// Hostile structured members: exit 2 and a message naming the member, never a panic.
+#[test]
+fn hostile_structured_members_are_usage_errors_naming_the_field() {
+    let dir = common::artefact_dir("cli_encode_structured_hostile");
+    let json = decode_json(&samples_pcap(&dir));
+    let join: Value =
+        json.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).find(|v| v.get("mcmember").is_some()).unwrap();
+    let cases: [(&str, Value, &str); 6] = [
+        ("/mad/tid", Value::Bool(true), "mad.tid"),
+        ("/mcmember/mtu", 999.into(), "mcmember.mtu"),
+        ("/mcmember/mtu", 200.into(), "mcmember.mtu"),
+        ("/mcmember/mgid", "not-a-gid".into(), "mcmember.mgid"),
+        ("/mcmember/q_key", (-5).into(), "mcmember.q_key"),
+        ("/sa/component_mask", "0x1ffffffffffffffff".into(), "sa.component_mask"),
+    ];
+    for (ptr, val, want) in cases {
+        let mut v = join.clone();
+        *v.pointer_mut(ptr).unwrap() = val;
+        let o = run_encode(&[], format!("{v}\n").as_bytes(), &dir.join("x.pcap"));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{ptr}: {stderr}");
+        assert!(stderr.contains(&format!("line 1: {want}")), "{ptr}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{ptr}: {stderr}");
     }
 }

@@ -6,8 +6,12 @@
 //! ICRC) are computed from the frame being built when the JSON says they were right
 //! (`checksum_ok`, `icrc: "ok"`, lengths that agree with `payload_len`), and kept as given when
 //! it says they were wrong: an edited PSN gets a new, right ICRC; a bad ICRC stays bad. Every
-//! other frame (not RoCEv2, or stopped parsing) is written from its `raw` bytes. MAD, SA and CM
-//! members are read-only views of `payload`: edit the payload's bytes to change a MAD.
+//! other frame (not RoCEv2, or stopped parsing) is written from its `raw` bytes.
+//!
+//! The MAD of a QP1 frame is built from its structured members (`mad`, `rmpp`, `sa`,
+//! `mcmember`, `class_port_info`, `service_record`, `cm`) over the `payload` bytes ([`mad`]):
+//! structured members over `payload`, `payload` over `raw`; where a member and the payload
+//! disagree the member wins and [`Encoded::overrides`] names it.
 
 use std::io::{self, Write};
 use std::net::IpAddr;
@@ -21,6 +25,9 @@ use roce_wire::{aeth, atomic_ack_eth, atomic_eth, deth, feth, icrc, ieth, immdt,
 use serde_json::Value;
 
 use crate::capture::linktype;
+
+mod fields;
+pub mod mad;
 
 /// Why a line could not be encoded.
 #[derive(Debug)]
@@ -47,6 +54,11 @@ pub struct Encoded {
     pub orig_len: u32,
     /// The bytes.
     pub data: Vec<u8>,
+    /// Structured members whose value differs from the `payload` bytes (they won).
+    pub overrides: Vec<String>,
+    /// What was not built field by field and where its bytes came from (e.g. an unknown CM
+    /// message's body from `payload`).
+    pub notes: Vec<String>,
 }
 
 fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
@@ -87,15 +99,7 @@ fn flag(v: &Value, path: &[&str], default: bool) -> bool {
 
 fn hex(v: &Value, path: &[&str]) -> Result<Option<Vec<u8>>, EncodeError> {
     let Some(s) = get(v, path).and_then(Value::as_str) else { return Ok(None) };
-    if s.len() % 2 != 0 {
-        return err(format!("{}: odd number of hex digits", path.join(".")));
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16))
-        .collect::<Result<Vec<u8>, _>>()
-        .map(Some)
-        .map_err(|e| EncodeError(format!("{}: {e}", path.join("."))))
+    fields::hex_bytes(s, &path.join(".")).map(Some)
 }
 
 fn mac(v: &Value, path: &[&str]) -> Result<Option<Vec<u8>>, EncodeError> {
@@ -146,9 +150,11 @@ pub fn encode_value(v: &Value) -> Result<Encoded, EncodeError> {
     let lt = bounded(v, &["link_type"], linktype::ETHERNET)?;
     let kind = get(v, &["kind"]).and_then(Value::as_str).unwrap_or("");
     let whole_roce = kind == "rocev2" && get(v, &["bth"]).is_some() && get(v, &["raw"]).is_none();
+    let (mut overrides, mut notes) = (Vec::new(), Vec::new());
     // The bytes from the network layer on (non-Ethernet) or the whole frame (Ethernet).
     let body = if whole_roce {
-        let f = roce(v)?;
+        let (f, b) = roce(v)?;
+        (overrides, notes) = b;
         if lt == linktype::ETHERNET {
             f
         } else {
@@ -156,6 +162,9 @@ pub fn encode_value(v: &Value) -> Result<Encoded, EncodeError> {
             f[14..].to_vec()
         }
     } else {
+        if let Some(k) = mad::MAD_MEMBERS.iter().find(|k| get(v, &[k]).is_some_and(|m| !m.is_null())) {
+            notes.push(format!("{k}: not applied: the frame is written from its `raw` bytes"));
+        }
         match hex(v, &["raw"])? {
             Some(r) => r,
             None => return err(format!("a frame of kind {kind:?} needs `raw` (or the RoCEv2 fields)")),
@@ -195,7 +204,7 @@ pub fn encode_value(v: &Value) -> Result<Encoded, EncodeError> {
         _ => body,
     };
     let orig_len = bounded(v, &["len"], data.len() as u32)?;
-    Ok(Encoded { timestamp: timestamp(v)?, linktype: lt, orig_len, data })
+    Ok(Encoded { timestamp: timestamp(v)?, linktype: lt, orig_len, data, overrides, notes })
 }
 
 /// The EtherType of a network-layer packet, from its version nibble.
@@ -206,8 +215,12 @@ fn ethertype_of(b: &[u8]) -> u16 {
     }
 }
 
-/// Build a RoCEv2 frame (Ethernet first) from the decoder's fields.
-fn roce(v: &Value) -> Result<Vec<u8>, EncodeError> {
+/// What building a frame's MAD reported: the members that overrode `payload`, and notes.
+type MadReport = (Vec<String>, Vec<String>);
+
+/// Build a RoCEv2 frame (Ethernet first) from the decoder's fields, and its MAD when the line
+/// has MAD members.
+fn roce(v: &Value) -> Result<(Vec<u8>, MadReport), EncodeError> {
     let src = ip(v, &["ip", "src"])?.ok_or_else(|| EncodeError("ip.src missing".into()))?;
     let dst = ip(v, &["ip", "dst"])?.ok_or_else(|| EncodeError("ip.dst missing".into()))?;
     // The top-level BTH members are the ones scripts edit; bth.* is the fallback.
@@ -276,7 +289,24 @@ fn roce(v: &Value) -> Result<Vec<u8>, EncodeError> {
     if mask.contains(ExtMask::IETH) {
         ext.ieth = Some(ieth::Repr { rkey: bounded(v, &["ieth", "r_key"], 0)? });
     }
-    let payload = hex(v, &["payload"])?.unwrap_or_default();
+    let given = hex(v, &["payload"])?;
+    // A MAD where the decoder reads one: a UD frame to or from QP1.
+    let gsi = ext.deth.is_some_and(|d| d.src_qp == 1) || (b.dest_qp == 1 && ext.deth.is_some());
+    let mut notes = Vec::new();
+    let built = match v.as_object() {
+        Some(line) if gsi => mad::build(line, given.as_deref())?,
+        Some(line) => {
+            if let Some(k) = mad::MAD_MEMBERS.iter().find(|k| line.get(**k).is_some_and(|m| !m.is_null())) {
+                notes.push(format!("{k}: not applied: not a UD frame of QP1 (no MAD here)"));
+            }
+            None
+        }
+        None => None,
+    };
+    let payload = match &built {
+        Some(b) => b.bytes.clone(),
+        None => given.unwrap_or_default(),
+    };
     let smac = mac6(v, &["eth", "src"], [2, 0, 0, 0, 0, 1])?;
     let dmac = mac6(v, &["eth", "dst"], [2, 0, 0, 0, 0, 2])?;
     let mut r = FrameRepr::new(smac, dmac, src, dst, b, ext, &payload);
@@ -388,7 +418,15 @@ fn roce(v: &Value) -> Result<Vec<u8>, EncodeError> {
     if let Some(t) = hex(v, &["trailer"])? {
         out.extend_from_slice(&t);
     }
-    Ok(out)
+    if let (Some(b), Some(line)) = (&built, v.as_object()) {
+        let decoded = crate::decode::decode_ethernet(&out);
+        mad::check_fits(line, &decoded.json, b)?;
+    }
+    if let Some(b) = built {
+        notes.extend(b.notes);
+        return Ok((out, (b.overrides, notes)));
+    }
+    Ok((out, (Vec::new(), notes)))
 }
 
 fn ipv4_checksum(h: &[u8]) -> u16 {
