@@ -6,20 +6,23 @@
 //! namespaces (CI runs as root); the tools themselves run unprivileged.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use crate::common;
 use crate::common::netns::Netns;
 
-/// Two namespaces joined by a veth pair: `a` holds u0 (198.18.7.1), `b` holds u1 (198.18.7.2).
+/// Two namespaces joined by a veth pair: `a` holds u0 (198.18.7.1), `b` holds u1 (198.18.7.2);
+/// the test's artefacts go to `dir`, the capture on u0 to `pcap`.
 struct Pair {
     a: Netns,
     b: Netns,
+    dir: PathBuf,
+    pcap: PathBuf,
 }
 
-fn pair(tag: &str) -> Pair {
+fn pair(tag: &str, artefacts: &str) -> Pair {
     let a = Netns::new(&format!("{tag}a"));
     let b = Netns::new(&format!("{tag}b"));
     a.sh(&format!(
@@ -28,7 +31,9 @@ fn pair(tag: &str) -> Pair {
         b.0
     ));
     b.sh("sysctl -qw net.ipv6.conf.all.disable_ipv6=1; ip addr add 198.18.7.2/24 dev u1; ip link set u1 up");
-    Pair { a, b }
+    let dir = common::artefact_dir(artefacts);
+    let pcap = dir.join("u0.pcap");
+    Pair { a, b, dir, pcap }
 }
 
 /// `roce ARGS` in `ns` as nobody with no capability at all.
@@ -60,13 +65,23 @@ fn read_until(r: &mut impl BufRead, want: &str) -> String {
 
 /// dumpcap on u0 in `a` until stopped (its stderr kept open: a closed pipe would end it before
 /// it writes the packets).
-fn capture(a: &Netns, pcap: &Path) -> (Child, BufReader<std::process::ChildStderr>) {
-    let mut cap = a.cmd(common::dumpcap());
-    cap.args(["-i", "u0", "-f", "udp port 4791 or igmp", "-a", "duration:60", "-w"]).arg(pcap);
+fn capture(p: &Pair) -> (Child, BufReader<std::process::ChildStderr>) {
+    let mut cap = p.a.cmd(common::dumpcap());
+    cap.args(["-i", "u0", "-f", "udp port 4791 or igmp", "-a", "duration:60", "-w"]).arg(&p.pcap);
     let mut cap = cap.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut err = BufReader::new(cap.stderr.take().unwrap());
     read_until(&mut err, "Capturing on");
     (cap, err)
+}
+
+/// tshark's `-T fields` of the frames of `pcap` that match `filter`.
+fn tshark_fields(pcap: &Path, filter: &str, fields: &[&str]) -> String {
+    let mut c = Command::new(common::tshark());
+    c.args(["-n", "-r"]).arg(pcap).args(["-Y", filter, "-T", "fields"]);
+    for f in fields {
+        c.args(["-e", f]);
+    }
+    String::from_utf8_lossy(&c.output().unwrap().stdout).to_string()
 }
 
 fn stop((cap, _err): (Child, BufReader<std::process::ChildStderr>)) {
@@ -91,20 +106,9 @@ fn check_capture(pcap: &Path) -> (String, String) {
     let roce_frames = json.lines().filter(|l| l.contains("\"kind\":\"rocev2\"")).count();
     let icrc_ok = json.lines().filter(|l| l.contains("\"icrc\":\"ok\"")).count();
     assert!(roce_frames > 0 && icrc_ok == roce_frames, "{icrc_ok} of {roce_frames} ICRCs ok:\n{json}");
-    let out = Command::new(common::tshark())
-        .args(["-n", "-r"])
-        .arg(pcap)
-        .args(["-Y", "_ws.malformed || _ws.expert.severity >= \"error\"", "-T", "fields", "-e", "frame.number"])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty(), "tshark flags: {}", text(&out));
-    let bth = Command::new(common::tshark())
-        .args(["-n", "-r"])
-        .arg(pcap)
-        .args(["-Y", "infiniband.bth", "-T", "fields", "-e", "ip.src", "-e", "udp.srcport"])
-        .output()
-        .unwrap();
-    let ports = String::from_utf8_lossy(&bth.stdout).to_string();
+    let flagged = tshark_fields(pcap, "_ws.malformed || _ws.expert.severity >= \"error\"", &["frame.number"]);
+    assert!(flagged.trim().is_empty(), "tshark flags frames: {flagged}");
+    let ports = tshark_fields(pcap, "infiniband.bth", &["ip.src", "udp.srcport"]);
     assert_eq!(ports.lines().count(), roce_frames, "tshark sees every RoCE frame as InfiniBand:\n{ports}");
     (decoded, ports)
 }
@@ -113,10 +117,8 @@ fn check_capture(pcap: &Path) -> (String, String) {
 /// capability: the first status line says so); the capture between them checks every ICRC.
 #[test]
 fn rping_as_nobody_over_the_udp_transport() {
-    let p = pair("udprp");
-    let dir = common::artefact_dir("cli_udp_rping");
-    let pcap = dir.join("u0.pcap");
-    let cap = capture(&p.a, &pcap);
+    let p = pair("udprp", "cli_udp_rping");
+    let cap = capture(&p);
     let mut srv =
         unprivileged(&p.b, &["rping", "-s", "-a", "198.18.7.2", "--iface", "u1", "-v", "-S", "3000"]).spawn().unwrap();
     let mut sout = BufReader::new(srv.stdout.take().unwrap());
@@ -135,12 +137,12 @@ fn rping_as_nobody_over_the_udp_transport() {
     std::io::Read::read_to_string(&mut sout, &mut rest).unwrap();
     stop(cap);
     let c = text(&cli);
-    std::fs::write(dir.join("client.txt"), &c).unwrap();
+    std::fs::write(p.dir.join("client.txt"), &c).unwrap();
     assert!(cli.status.success(), "client:\n{c}\nserver:\n{first}{rest}");
     assert!(st.success(), "server:\n{first}{rest}");
     assert_eq!(c.lines().filter(|l| l.starts_with("ping data: rdma-ping-")).count(), 5, "{c}");
     assert!(c.contains("udp socket: sent"), "{c}");
-    let (_, sources) = check_capture(&pcap);
+    let (_, sources) = check_capture(&p.pcap);
     // Both directions, every frame from port 4791 (the bound port, which the engine writes too).
     for ip in ["198.18.7.1", "198.18.7.2"] {
         assert!(sources.lines().any(|l| l == format!("{ip}\t4791")), "{sources}");
@@ -153,10 +155,8 @@ fn rping_as_nobody_over_the_udp_transport() {
 /// kernel sent the IGMP reports for the group the socket joined.
 #[test]
 fn mckey_as_nobody_over_udp_leaves_with_a_subnadmdelete() {
-    let p = pair("udpmc");
-    let dir = common::artefact_dir("cli_udp_mckey");
-    let pcap = dir.join("u0.pcap");
-    let cap = capture(&p.a, &pcap);
+    let p = pair("udpmc", "cli_udp_mckey");
+    let cap = capture(&p);
     let sa =
         p.b.roce(["sa-server", "--iface", "u1", "--ip", "198.18.7.3", "--transport", "raw", "--duration", "15"])
             .stdout(Stdio::piped())
@@ -177,12 +177,12 @@ fn mckey_as_nobody_over_udp_leaves_with_a_subnadmdelete() {
     unsafe { libc::kill(sa_pid, libc::SIGTERM) };
     let sa_out = text(&sa.wait_with_output().unwrap());
     let t = text(&tx);
-    std::fs::write(dir.join("mckey.txt"), &t).unwrap();
-    std::fs::write(dir.join("sa.txt"), &sa_out).unwrap();
+    std::fs::write(p.dir.join("mckey.txt"), &t).unwrap();
+    std::fs::write(p.dir.join("sa.txt"), &sa_out).unwrap();
     assert!(tx.status.success(), "mckey:\n{t}\nsa-server:\n{sa_out}");
     assert!(t.contains("transport udp"), "{t}");
     assert!(t.contains("event: MULTICAST_JOIN") && t.contains("event: MULTICAST_LEFT"), "{t}");
-    let (decoded, _) = check_capture(&pcap);
+    let (decoded, _) = check_capture(&p.pcap);
     assert!(
         decoded.contains("SubnAdmSet(MCMemberRecord)")
             && decoded.contains("SubnAdmDelete(MCMemberRecord)")
@@ -190,13 +190,7 @@ fn mckey_as_nobody_over_udp_leaves_with_a_subnadmdelete() {
         "{decoded}"
     );
     // The kernel's IGMPv3 reports for the group (join and leave), not the engine's.
-    let igmp = Command::new(common::tshark())
-        .args(["-n", "-r"])
-        .arg(&pcap)
-        .args(["-Y", "igmp.type == 0x22", "-T", "fields", "-e", "igmp.maddr"])
-        .output()
-        .unwrap();
-    let igmp = String::from_utf8_lossy(&igmp.stdout).to_string();
+    let igmp = tshark_fields(&p.pcap, "igmp.type == 0x22", &["igmp.maddr"]);
     assert!(igmp.lines().filter(|l| l.contains("239.1.2.3")).count() >= 2, "IGMPv3 reports:\n{igmp}");
     assert!(t.contains("udp not sent, igmp (the kernel reports)"), "{t}");
 }
@@ -206,7 +200,7 @@ fn mckey_as_nobody_over_udp_leaves_with_a_subnadmdelete() {
 /// address that is not the kernel's is exit 3.
 #[test]
 fn the_udp_transport_refuses_what_it_cannot_do() {
-    let p = pair("udpno");
+    let p = pair("udpno", "cli_udp_refusals");
     // A wildcard bind of 4791, as rxe's tunnel socket.
     let mut holder =
         p.b.cmd("python3")

@@ -314,9 +314,9 @@ mod tests {
         assert_eq!(!SEED, 0xdebb_20e3);
     }
 
-    // scapy's UC SEND_ONLY unit test (protocol.md §1.11): wire ICRC 78 f3 53 f3.
-    #[test]
-    fn scapy_uc_send_only() {
+    /// scapy's UC SEND_ONLY unit test frame (protocol.md §1.11): IP ID 0x0478, wire ICRC
+    /// 78 f3 53 f3 (not part of the 60 bytes).
+    fn scapy_uc_send_only_packet() -> [u8; 60] {
         let ip: [u8; 20] =
             [0x45, 0x01, 0x00, 0x40, 0x04, 0x78, 0x40, 0x00, 0x40, 0x11, 0xb4, 0xd5, 192, 168, 0, 7, 192, 168, 0, 7];
         let mut pkt = [0u8; 60];
@@ -327,6 +327,12 @@ mod tests {
             0x46, 0x30, 0x81, 0x8b, 0xe2, 0x89, 0x35, 0xd9, 0x0e, 0x9a, 0x95, 0x50, 0x54, 0x01, 0xbe, 0x88, 0x5e, 0x50,
             0x00, 0x00,
         ]);
+        pkt
+    }
+
+    #[test]
+    fn scapy_uc_send_only() {
+        let pkt = scapy_uc_send_only_packet();
         let icrc = compute(&pkt, IpVersion::V4, 20).unwrap();
         assert_eq!(icrc, 0xf353_f378);
         assert_eq!(to_wire(icrc), [0x78, 0xf3, 0x53, 0xf3]);
@@ -336,16 +342,8 @@ mod tests {
     /// ID zeroed, then IDs over a range of lengths; a damaged byte elsewhere finds none.
     #[test]
     fn ipv4_identification_is_solved_from_the_icrc() {
-        let ip: [u8; 20] =
-            [0x45, 0x01, 0x00, 0x40, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb4, 0xd5, 192, 168, 0, 7, 192, 168, 0, 7];
-        let mut pkt = [0u8; 60];
-        pkt[..20].copy_from_slice(&ip);
-        pkt[20..28].copy_from_slice(&[0xc0, 0x00, 0x12, 0xb7, 0x00, 0x2c, 0x00, 0x00]);
-        pkt[28..40].copy_from_slice(&[0x24, 0x60, 0xff, 0xff, 0x00, 0x00, 0x00, 0xd3, 0x00, 0xcf, 0x17, 0x10]);
-        pkt[40..60].copy_from_slice(&[
-            0x46, 0x30, 0x81, 0x8b, 0xe2, 0x89, 0x35, 0xd9, 0x0e, 0x9a, 0x95, 0x50, 0x54, 0x01, 0xbe, 0x88, 0x5e, 0x50,
-            0x00, 0x00,
-        ]);
+        let mut pkt = scapy_uc_send_only_packet();
+        pkt[4..6].copy_from_slice(&[0, 0]);
         let icrc = from_wire([0x78, 0xf3, 0x53, 0xf3]);
         assert_eq!(solve_ipv4_identification(&pkt, icrc).unwrap(), Some(0x0478));
         let mut rng = crate::rng::SplitMix64::stream(7, 0);
