@@ -233,3 +233,47 @@ fn the_udp_transport_refuses_what_it_cannot_do() {
         unprivileged(&p.a, &["udaddy", "-b", "198.18.7.1", "--iface", "u0", "--transport", "raw"]).output().unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
 }
+
+/// Multicast datagrams between two udp-transport stacks (the receiver's group socket, joined
+/// with IP_ADD_MEMBERSHIP), and rping over IPv6 (UDP_NO_CHECK6_RX, the IPv6 header re-built):
+/// all as nobody.
+#[test]
+fn multicast_and_ipv6_as_nobody_over_udp() {
+    let p = pair("udpm6", "cli_udp_mc_v6");
+    let rx = unprivileged(
+        &p.b,
+        &["mckey", "-m", "239.1.2.3", "-b", "198.18.7.2", "--iface", "u1", "--no-sa", "-r", "-C", "5"],
+    )
+    .args(["--leave-after", "10"])
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let tx = unprivileged(
+        &p.a,
+        &["mckey", "-m", "239.1.2.3", "-b", "198.18.7.1", "--iface", "u0", "--no-sa", "-s", "-C", "5"],
+    )
+    .args(["--leave-after", "1"])
+    .output()
+    .unwrap();
+    let rx = rx.wait_with_output().unwrap();
+    assert!(tx.status.success(), "sender:\n{}", text(&tx));
+    assert!(rx.status.success() && text(&rx).contains("received 5 lost 0"), "receiver:\n{}", text(&rx));
+    for (ns, dev, addr) in [(&p.a, "u0", "fd00::1"), (&p.b, "u1", "fd00::2")] {
+        ns.sh(&format!(
+            "sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.{dev}.disable_ipv6=0; \
+             ip addr add {addr}/64 dev {dev} nodad"
+        ));
+    }
+    let srv =
+        unprivileged(&p.b, &["rping", "-s", "-a", "fd00::2", "--iface", "u1", "--timeout", "20"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let cli =
+        unprivileged(&p.a, &["rping", "-c", "-a", "fd00::2", "-I", "fd00::1", "--iface", "u0", "-C", "3", "-v", "-V"])
+            .output()
+            .unwrap();
+    let srv = srv.wait_with_output().unwrap();
+    let c = text(&cli);
+    std::fs::write(p.dir.join("rping6_client.txt"), &c).unwrap();
+    assert!(cli.status.success() && srv.status.success(), "client:\n{c}\nserver:\n{}", text(&srv));
+    assert_eq!(c.lines().filter(|l| l.starts_with("ping data: rdma-ping-")).count(), 3, "{c}");
+}
