@@ -95,6 +95,10 @@ pub struct Args {
     /// The interface to run on (a raw AF_PACKET socket).
     #[arg(long)]
     pub iface: String,
+    /// How frames travel: raw (an AF_PACKET socket, needs CAP_NET_RAW) or udp (a kernel UDP
+    /// socket on port 4791, no privilege). Default: raw with CAP_NET_RAW, else udp.
+    #[arg(long, value_enum, value_name = "raw|udp")]
+    pub transport: Option<crate::plumbing::port::Transport>,
     /// Prefix length of the stack's address (default: the interface's subnet, else 24/64).
     #[arg(long)]
     pub prefix: Option<u8>,
@@ -433,7 +437,9 @@ pub fn run(args: Args) -> ExitCode {
         pcap: a.pcap.clone(),
         verbose: a.debug,
         paths: roce_cm::MulticastPaths::IGMP_MLD_ONLY,
+        transport: a.transport,
     };
+    crate::plumbing::out::set_quiet(a.quiet);
     let mut d = match open_port_or_exit("roce rping", &po) {
         Ok(d) => d,
         Err(code) => return ExitCode::from(code),

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::plumbing::port::PortOptions;
+use crate::plumbing::port::{PortOptions, Transport};
 
 /// The longest wait a `--leave-after` or `--timeout` takes: one day.
 pub const MAX_WAIT_SECS: f64 = 86_400.0;
@@ -66,13 +66,13 @@ pub fn unicast_mac(s: &str) -> Result<[u8; 6], String> {
 /// Where `mckey` and `sa-query` run: a raw socket on an interface, or OpenSM's SA through ibsim.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SaPortArgs {
-    /// The interface to run on (a raw AF_PACKET socket; needs CAP_NET_RAW).
+    /// The interface to run on (see --transport).
     #[arg(long, required_unless_present = "ibsim", value_name = "IFACE")]
     pub iface: Option<String>,
     /// Talk to OpenSM's SA through ibsim instead (attach to the simulated HCA NODE, default:
     /// the sim's default port); the SA MADs are the same, without the RoCE framing.
     #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "NODE",
-          conflicts_with_all = ["iface", "sa", "prefix", "pcap", "mac"])]
+          conflicts_with_all = ["iface", "sa", "prefix", "pcap", "mac", "transport"])]
     pub ibsim: Option<String>,
     /// The SA's address (its QP1 answers SA MADs).
     #[arg(long, value_name = "ADDR")]
@@ -97,7 +97,7 @@ pub struct ClientServerArgs {
 /// Where `udaddy`, `cmatose` and `sa-server` run: a raw socket on an interface.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RawPortArgs {
-    /// The interface to run on (a raw AF_PACKET socket; needs CAP_NET_RAW).
+    /// The interface to run on (see --transport).
     #[arg(long, value_name = "IFACE")]
     pub iface: String,
     #[command(flatten)]
@@ -109,6 +109,11 @@ pub struct RawPortArgs {
 /// prefix, its own MAC, a capture, `-v` and `-q`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StackArgs {
+    /// How frames travel: raw (an AF_PACKET socket: any address or MAC, needs CAP_NET_RAW)
+    /// or udp (a kernel UDP socket on port 4791: no privilege; the kernel's own address, its
+    /// ARP/ND and IGMP/MLD). Default: raw when the process has CAP_NET_RAW, else udp.
+    #[arg(long, value_enum, value_name = "raw|udp")]
+    pub transport: Option<Transport>,
     /// Prefix length of the stack's address (default: the interface's subnet, else 24/64).
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=128))]
     pub prefix: Option<u8>,
@@ -150,6 +155,7 @@ impl StackArgs {
             pcap: self.pcap.clone(),
             verbose: self.verbose,
             paths,
+            transport: self.transport,
         }
     }
 }

@@ -142,6 +142,25 @@ fn counters_text(c: &Counters, send_errors: u64, raw: Option<RawStats>, verbose:
     s
 }
 
+/// The udp transport's counts at exit: on one line, with every reason a frame was not sent
+/// that counted (or all, with `-v`).
+pub fn print_udp_counters(u: &roce_net::udp::UdpStats, verbose: bool) {
+    line(format_args!("{}", udp_counters_text(u, verbose)));
+}
+
+fn udp_counters_text(u: &roce_net::udp::UdpStats, verbose: bool) -> String {
+    let mut s = format!(
+        "  udp socket: sent {} received {} truncated {} ipv4_id_from_icrc {}",
+        u.sent, u.received, u.truncated, u.ipv4_id_from_icrc
+    );
+    for (reason, n) in u.not_sent_all() {
+        if n > 0 || verbose {
+            let _ = write!(s, "\n  udp not sent, {}: {n}", reason.name());
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,8 @@ use roce_cm::mcast::MemberState;
 use roce_cm::{CmId, EventKind, EventParam, MulticastPaths, Stack, StackConfig};
 use roce_net::device::Device;
 use roce_net::driver::{Direction, Driver, MulticastFilter, NoFrames};
-use roce_net::raw::RawSocket;
+use roce_net::raw::{InterfaceInfo, RawSocket};
+use roce_net::udp::{RoceUdpSocket, UdpStats};
 use roce_net::PcapDevice;
 use roce_wire::MacAddr;
 
@@ -22,53 +23,51 @@ use crate::plumbing::exit;
 use crate::plumbing::out::{errno_name, print_counters_raw, status};
 use crate::plumbing::shutdown::{self, GRACE};
 
-/// A raw socket (captured to a pcap or not), or no frames at all (ibsim: SA MADs only).
+/// A raw socket or a kernel UDP socket (captured to a pcap or not), or no frames at all
+/// (ibsim: SA MADs only).
 pub enum CliDevice {
     /// Plain.
     Raw(RawSocket),
     /// Every frame also written to a pcap file.
     Pcap(PcapDevice<RawSocket>),
+    /// The udp transport: a kernel UDP socket on port 4791.
+    Udp(RoceUdpSocket),
+    /// The udp transport, every frame (as the engine sees it) also written to a pcap file.
+    UdpPcap(PcapDevice<RoceUdpSocket>),
     /// No Ethernet: the SA MADs go over the driver's SA link (ibsim).
     NoFrames(NoFrames),
 }
 
+/// The device behind a [`CliDevice`], for the calls every variant answers alike.
+macro_rules! each_device {
+    ($dev:expr, $d:ident => $body:expr) => {
+        match $dev {
+            CliDevice::Raw($d) => $body,
+            CliDevice::Pcap($d) => $body,
+            CliDevice::Udp($d) => $body,
+            CliDevice::UdpPcap($d) => $body,
+            CliDevice::NoFrames($d) => $body,
+        }
+    };
+}
+
 impl Device for CliDevice {
     fn send(&mut self, f: &[u8]) -> io::Result<()> {
-        match self {
-            CliDevice::Raw(d) => d.send(f),
-            CliDevice::Pcap(d) => d.send(f),
-            CliDevice::NoFrames(d) => d.send(f),
-        }
+        each_device!(self, d => d.send(f))
     }
     fn recv(&mut self, b: &mut [u8]) -> io::Result<Option<usize>> {
-        match self {
-            CliDevice::Raw(d) => d.recv(b),
-            CliDevice::Pcap(d) => d.recv(b),
-            CliDevice::NoFrames(d) => d.recv(b),
-        }
+        each_device!(self, d => d.recv(b))
     }
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
-        match self {
-            CliDevice::Raw(d) => d.raw_fd(),
-            CliDevice::Pcap(d) => d.raw_fd(),
-            CliDevice::NoFrames(_) => None,
-        }
+        each_device!(self, d => d.raw_fd())
     }
     // The raw socket's own batches (sendmmsg/recvmmsg) rather than the trait's frame-by-frame
     // defaults.
     fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
-        match self {
-            CliDevice::Raw(d) => d.send_batch(frames),
-            CliDevice::Pcap(d) => d.send_batch(frames),
-            CliDevice::NoFrames(d) => d.send_batch(frames),
-        }
+        each_device!(self, d => d.send_batch(frames))
     }
     fn recv_batch(&mut self, batch: &mut roce_net::device::RecvBatch) -> io::Result<usize> {
-        match self {
-            CliDevice::Raw(d) => d.recv_batch(batch),
-            CliDevice::Pcap(d) => d.recv_batch(batch),
-            CliDevice::NoFrames(d) => d.recv_batch(batch),
-        }
+        each_device!(self, d => d.recv_batch(batch))
     }
 }
 
@@ -78,19 +77,60 @@ impl CliDevice {
         match self {
             CliDevice::Raw(d) => Some(d.stats()),
             CliDevice::Pcap(d) => Some(d.inner_mut().stats()),
-            CliDevice::NoFrames(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The UDP socket's counts, if the port runs on the udp transport.
+    pub fn udp_stats(&mut self) -> Option<UdpStats> {
+        match self {
+            CliDevice::Udp(d) => Some(d.stats()),
+            CliDevice::UdpPcap(d) => Some(d.inner_mut().stats()),
+            _ => None,
         }
     }
 }
 
 impl MulticastFilter for CliDevice {
     fn set_multicast(&mut self, m: &std::collections::BTreeSet<[u8; 6]>) -> io::Result<()> {
-        match self {
-            CliDevice::Raw(d) => d.set_multicast(m),
-            CliDevice::Pcap(d) => MulticastFilter::set_multicast(d, m),
-            CliDevice::NoFrames(_) => Ok(()),
+        each_device!(self, d => MulticastFilter::set_multicast(d, m))
+    }
+    fn set_ip_groups(&mut self, g: &std::collections::BTreeSet<IpAddr>) -> io::Result<()> {
+        each_device!(self, d => MulticastFilter::set_ip_groups(d, g))
+    }
+}
+
+/// How a port's frames travel (`--transport`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// A raw AF_PACKET socket: any frame, any source address or MAC; needs CAP_NET_RAW.
+    Raw,
+    /// A kernel UDP socket on port 4791: no privilege; the kernel's own addresses, its
+    /// ARP/ND and its IGMP/MLD reports.
+    Udp,
+}
+
+impl Transport {
+    /// The transport a tool takes without `--transport`: raw when the process holds
+    /// CAP_NET_RAW (in its effective set), else udp.
+    pub fn default_here() -> Transport {
+        if has_cap_net_raw() {
+            Transport::Raw
+        } else {
+            Transport::Udp
         }
     }
+}
+
+/// Whether CAP_NET_RAW (capability 13) is in this process's effective set (/proc/self/status).
+fn has_cap_net_raw() -> bool {
+    const CAP_NET_RAW: u32 = 13;
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return false };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_NET_RAW) != 0)
 }
 
 /// Where a stack runs and how.
@@ -114,6 +154,8 @@ pub struct PortOptions {
     pub verbose: bool,
     /// Multicast paths.
     pub paths: MulticastPaths,
+    /// How frames travel (`None`: [`Transport::default_here`]).
+    pub transport: Option<Transport>,
 }
 
 /// Why a port could not be opened: the exit status (2 usage, 3 cannot run here) and the message.
@@ -234,18 +276,36 @@ pub fn check_size(tool: &str, iface: &str, size: usize, ipv4: bool, imm: bool) -
 /// [`open_port`] for `tool`: a failure is said on stderr (`TOOL: message`) and becomes the
 /// exit status.
 pub fn open_port_or_exit(tool: &str, o: &PortOptions) -> Result<Driver<CliDevice>, u8> {
-    open_port(o).map_err(|e| {
+    let d = open_port(o).map_err(|e| {
         eprintln!("{tool}: {}", e.message);
         e.status
-    })
+    })?;
+    if o.ibsim.is_none() {
+        let why = if o.transport.is_some() { "--transport" } else { "the default" };
+        match &d.dev {
+            CliDevice::Udp(_) | CliDevice::UdpPcap(_) => status!(
+                "{tool}: transport udp ({why}{}): a UDP socket on {} port 4791 on {}",
+                if o.transport.is_some() { "" } else { ": no CAP_NET_RAW" },
+                o.local,
+                o.iface
+            ),
+            _ => status!(
+                "{tool}: transport raw ({why}{}): an AF_PACKET socket on {}",
+                if o.transport.is_some() { "" } else { ": CAP_NET_RAW held" },
+                o.iface
+            ),
+        }
+    }
+    Ok(d)
 }
 
 /// Open the interface (or attach to ibsim) and build a driven stack, attached to the shutdown
 /// self-pipe so that a signal wakes its waits.
 pub fn open_port(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
-    let mut d = match &o.ibsim {
-        Some(node) => open_ibsim((!node.is_empty()).then_some(node.as_str()))?,
-        None => open_raw(o)?,
+    let mut d = match (&o.ibsim, o.transport.unwrap_or_else(Transport::default_here)) {
+        (Some(node), _) => open_ibsim((!node.is_empty()).then_some(node.as_str()))?,
+        (None, Transport::Raw) => open_raw(o)?,
+        (None, Transport::Udp) => open_udp(o)?,
     };
     if o.verbose {
         d.set_tap(Box::new(|dir, now, f| {
@@ -314,6 +374,26 @@ fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
         }
         _ => if_mac,
     };
+    let cfg = port_config(o, &info, mac, false)?;
+    let dev = match &o.pcap {
+        Some(p) => {
+            CliDevice::Pcap(PcapDevice::create(raw, p).map_err(|e| OpenError::env(format!("{}: {e}", p.display())))?)
+        }
+        None => CliDevice::Raw(raw),
+    };
+    Ok(Driver::new(dev, Stack::new(cfg)))
+}
+
+/// The stack's configuration on the interface `info` with `mac`: its address and prefix (the
+/// address must sit in one of the interface's subnets when it has any of that family), the SA,
+/// the multicast paths. `kernel_address`: the address is meant to be the kernel's own (the udp
+/// transport), so no note that it is.
+fn port_config(
+    o: &PortOptions,
+    info: &InterfaceInfo,
+    mac: [u8; 6],
+    kernel_address: bool,
+) -> Result<StackConfig, OpenError> {
     // The address must sit in one of the interface's subnets (when it has any of that family).
     let same_family: Vec<(IpAddr, u8)> = info
         .ips
@@ -344,7 +424,7 @@ fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
             }
         },
     };
-    if same_family.iter().any(|(a, _)| *a == o.local) {
+    if !kernel_address && same_family.iter().any(|(a, _)| *a == o.local) {
         eprintln!("note: {} is also the kernel's address on {}: both will answer ARP, and the kernel may send ICMP port-unreachable for RoCEv2 frames", o.local, o.iface);
     }
     let mut cfg = match o.local {
@@ -359,11 +439,40 @@ fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
     cfg.sa = o.sa;
     cfg.multicast_paths = o.paths;
     cfg.seed = seed();
+    Ok(cfg)
+}
+
+/// The udp transport: a kernel UDP socket bound to the stack's address (one of the kernel's)
+/// and port 4791 on the interface. What it cannot do is refused, naming the raw transport;
+/// the port already taken is exit 3 (never a fall back to raw).
+fn open_udp(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
+    if let Some(m) = o.mac {
+        return Err(OpenError::usage(format!(
+            "--mac {} needs --transport raw: a UDP socket sends from the interface's own MAC",
+            MacAddr(m)
+        )));
+    }
+    let info = roce_net::raw::interface(&o.iface).map_err(|e| OpenError::env(e.to_string()))?;
+    let mac = info
+        .mac
+        .ok_or_else(|| OpenError::env(format!("{} has no MAC address (not an Ethernet interface?)", o.iface)))?;
+    if !info.ips.iter().any(|(a, _)| *a == o.local) {
+        return Err(OpenError::env(format!(
+            "udp transport: {} is not an address of {} (a UDP socket sends from the kernel's own addresses:              add it with `ip addr add`, or use --transport raw, which can use an address of its own)",
+            o.local, o.iface
+        )));
+    }
+    let mut cfg = port_config(o, &info, mac, true)?;
+    // The kernel resolves neighbours and sends from port 4791, which the ICRC covers.
+    cfg.neighbors = roce_cm::NeighborResolution::Kernel;
+    cfg.udp_source_port = Some(roce_wire::ROCEV2_UDP_PORT);
+    let sock = RoceUdpSocket::open(o.local, info.index, mac)
+        .map_err(|e| OpenError::env(format!("udp transport: {e}; --transport raw does not bind the port")))?;
     let dev = match &o.pcap {
-        Some(p) => {
-            CliDevice::Pcap(PcapDevice::create(raw, p).map_err(|e| OpenError::env(format!("{}: {e}", p.display())))?)
-        }
-        None => CliDevice::Raw(raw),
+        Some(p) => CliDevice::UdpPcap(
+            PcapDevice::create(sock, p).map_err(|e| OpenError::env(format!("{}: {e}", p.display())))?,
+        ),
+        None => CliDevice::Udp(sock),
     };
     Ok(Driver::new(dev, Stack::new(cfg)))
 }
@@ -492,5 +601,8 @@ pub fn finish(tool: &str, d: &mut Driver<CliDevice>, ids: &[CmId], verbose: bool
     destroy_ids(tool, d, ids);
     let raw = d.dev.raw_stats();
     print_counters_raw(d.stack.counters(), d.send_errors, raw, verbose);
+    if let Some(u) = d.dev.udp_stats() {
+        crate::plumbing::out::print_udp_counters(&u, verbose);
+    }
     shutdown::requested().unwrap_or(code)
 }

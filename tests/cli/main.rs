@@ -15,4 +15,5 @@ mod encode;
 mod hostile;
 mod rping;
 mod send;
+mod udp;
 mod veth;

@@ -17,3 +17,4 @@ mod kernel;
 mod rc;
 mod rmpp;
 mod signals;
+mod udp;

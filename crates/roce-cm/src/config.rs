@@ -129,6 +129,22 @@ impl Default for NeighTiming {
     }
 }
 
+/// Who resolves a unicast destination's MAC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NeighborResolution {
+    /// The stack itself, with ARP and neighbour discovery (a raw-socket port).
+    #[default]
+    Arp,
+    /// The kernel, below a UDP socket that takes the frame's payload and routes it: every
+    /// unicast destination is known at once at [`KERNEL_NEIGHBOR_MAC`], which the device
+    /// ignores; the stack sends no ARP or ND and parks nothing.
+    Kernel,
+}
+
+/// The placeholder MAC of every unicast neighbour when the kernel resolves them
+/// ([`NeighborResolution::Kernel`]): locally administered, unicast, ending in 0x12B7 (4791).
+pub const KERNEL_NEIGHBOR_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x12, 0xb7];
+
 /// Configuration of one [`crate::Stack`] (one RoCE port).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StackConfig {
@@ -177,6 +193,12 @@ pub struct StackConfig {
     pub cm_response_timeout: Duration,
     /// CM resends before giving up (CMA_MAX_CM_RETRIES: 15).
     pub cm_max_retries: u32,
+    /// Who resolves unicast neighbours: the stack (ARP/ND, the default) or the kernel.
+    pub neighbors: NeighborResolution,
+    /// The UDP source port of every RoCE frame: `None` (the default) for rxe's hash of the
+    /// source QPN, or one port for all (a UDP socket bound to 4791 sends from 4791, and the
+    /// ICRC covers the port).
+    pub udp_source_port: Option<u16>,
 }
 
 impl StackConfig {
@@ -203,6 +225,8 @@ impl StackConfig {
             timewait: Duration::from_millis(1000),
             cm_response_timeout: Duration::from_nanos(4096 << 20),
             cm_max_retries: 15,
+            neighbors: NeighborResolution::Arp,
+            udp_source_port: None,
         }
     }
 

@@ -33,7 +33,9 @@ pub mod stack;
 pub mod time;
 
 pub use cm::{consumer_reject_data, reject_msg, ConnectParam, InitQpState, QpEvent};
-pub use config::{IgmpVersion, MgidStyle, MulticastPaths, SaTiming, SaTransport, StackConfig};
+pub use config::{
+    IgmpVersion, MgidStyle, MulticastPaths, NeighborResolution, SaTiming, SaTransport, StackConfig, KERNEL_NEIGHBOR_MAC,
+};
 pub use counters::{Counters, DropReason};
 pub use errno::Errno;
 pub use event::{CmEvent, EventKind, EventParam};

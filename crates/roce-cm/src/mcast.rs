@@ -776,6 +776,11 @@ impl Multicast {
     }
 
     /// The groups.
+    /// The groups held at the IP level (IGMP/MLD reported).
+    pub(crate) fn ip_groups(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.ip_group_refs.keys().copied()
+    }
+
     pub(crate) fn groups(&self) -> impl Iterator<Item = &Group> {
         self.groups.values()
     }

@@ -63,6 +63,9 @@ impl Neighbors {
         if cfg.is_local(ip) {
             return Some(cfg.mac);
         }
+        if cfg.neighbors == crate::config::NeighborResolution::Kernel {
+            return Some(crate::config::KERNEL_NEIGHBOR_MAC);
+        }
         if let Some((a, m)) = self.last {
             if a == *ip {
                 return Some(m);

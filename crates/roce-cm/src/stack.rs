@@ -364,7 +364,7 @@ impl Stack {
             dst: p.dst,
             hop_limit: p.hop_limit,
             traffic_class: p.traffic_class,
-            udp_source_port: rxe_udp_sport(p.src_qp),
+            udp_source_port: self.cfg.udp_source_port.unwrap_or(rxe_udp_sport(p.src_qp)),
             bth: &p.bth,
             ext: &p.ext,
         })
@@ -413,7 +413,7 @@ impl Stack {
             dst,
             hop_limit: crate::ctx::GSI_HOP_LIMIT,
             traffic_class: 0,
-            udp_source_port: rxe_udp_sport(1),
+            udp_source_port: self.cfg.udp_source_port.unwrap_or(rxe_udp_sport(1)),
             bth,
             ext: &crate::ctx::GSI_EXT,
         })
@@ -801,6 +801,13 @@ impl Stack {
             }
             L2Packet::Other { .. } => self.counters.drop(DropReason::UnhandledProtocol),
         }
+    }
+
+    /// The groups this port is a member of at the IP level: those it sends IGMP/MLD reports
+    /// for (joined with a receiving join state), which a device below a UDP socket joins with
+    /// IP_ADD_MEMBERSHIP / IPV6_JOIN_GROUP so the kernel reports them.
+    pub fn ip_multicast_groups(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.mcast.ip_groups()
     }
 
     /// The multicast MACs this port must receive: the joined groups', all-systems

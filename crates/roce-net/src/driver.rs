@@ -39,10 +39,17 @@ pub enum Direction {
 /// A callback that sees every frame (printing, capture).
 pub type Tap = Box<dyn FnMut(Direction, Instant, &[u8]) + Send>;
 
-/// Devices that can be told which multicast MACs to pass (a raw socket can; others need not).
+/// Devices that can be told which multicast traffic to pass: by MAC (a raw socket), or by IP
+/// group (a UDP socket, which joins them so that the kernel reports them); others need not.
 pub trait MulticastFilter {
     /// Pass exactly these multicast MACs.
     fn set_multicast(&mut self, _macs: &BTreeSet<[u8; 6]>) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Be a member of exactly these IP multicast groups (the stack's
+    /// [`Stack::ip_multicast_groups`]: those it sends IGMP/MLD reports for).
+    fn set_ip_groups(&mut self, _groups: &BTreeSet<IpAddr>) -> io::Result<()> {
         Ok(())
     }
 }
@@ -52,15 +59,26 @@ impl MulticastFilter for RawSocket {
         RawSocket::set_multicast(self, macs)
     }
 }
+impl MulticastFilter for crate::udp::RoceUdpSocket {
+    fn set_ip_groups(&mut self, groups: &BTreeSet<IpAddr>) -> io::Result<()> {
+        crate::udp::RoceUdpSocket::set_ip_groups(self, groups)
+    }
+}
 impl MulticastFilter for crate::device::MemoryDevice {}
 impl<D: MulticastFilter + Device, W: std::io::Write> MulticastFilter for crate::pcap_device::PcapDevice<D, W> {
     fn set_multicast(&mut self, macs: &BTreeSet<[u8; 6]>) -> io::Result<()> {
         self.inner_mut().set_multicast(macs)
     }
+    fn set_ip_groups(&mut self, groups: &BTreeSet<IpAddr>) -> io::Result<()> {
+        self.inner_mut().set_ip_groups(groups)
+    }
 }
 impl<D: MulticastFilter + Device> MulticastFilter for crate::fault::FaultDevice<D> {
     fn set_multicast(&mut self, macs: &BTreeSet<[u8; 6]>) -> io::Result<()> {
         self.inner_mut().set_multicast(macs)
+    }
+    fn set_ip_groups(&mut self, groups: &BTreeSet<IpAddr>) -> io::Result<()> {
+        self.inner_mut().set_ip_groups(groups)
     }
 }
 
@@ -195,6 +213,8 @@ impl<D: Device + MulticastFilter> Driver<D> {
         self.pump_sa();
         let macs = self.stack.multicast_macs();
         self.dev.set_multicast(&macs)?;
+        let groups: BTreeSet<IpAddr> = self.stack.ip_multicast_groups().collect();
+        self.dev.set_ip_groups(&groups)?;
         if let Some(link) = self.sa_link.as_mut() {
             while let Some(mad) = self.stack.poll_sa_mad(now) {
                 match link.send_sa_mad(&mad) {

@@ -11,6 +11,8 @@
 //! - [`raw::RawSocket`]: the production device, an AF_PACKET socket on one interface that moves
 //!   frames in batches (`sendmmsg`/`recvmmsg`), or through PACKET_MMAP rings
 //!   ([`ring::RingConfig`]: a TPACKET_V3 receive ring, a transmit ring) with a counted fallback.
+//! - [`udp::RoceUdpSocket`]: the device that needs no privilege, a kernel UDP socket on port
+//!   4791 (the kernel writes the IP and UDP headers, resolves neighbours and reports groups).
 //! - [`pcap`]: reading pcap/pcapng and writing pcap (roce-decode's `capture`, re-exported).
 #![warn(missing_docs)]
 
@@ -28,6 +30,7 @@ pub mod ring;
 mod rng;
 pub mod sa_host;
 pub mod sim;
+pub mod udp;
 
 pub use corrupt::CorruptScope;
 pub use device::{Device, MemoryDevice};

@@ -642,7 +642,7 @@ fn check_ipv6(b: &[u8], off: usize) -> Result<IpCheck> {
 ///
 /// Summed by 32-bit words and folded (RFC 1071: the ones' complement sum does not depend on
 /// the word size), a third of the work of 16-bit steps; it runs for every frame in and out.
-fn ipv4_checksum(hdr: &[u8]) -> u16 {
+pub fn ipv4_checksum(hdr: &[u8]) -> u16 {
     let mut sum: u64 = 0;
     let mut words = hdr.chunks_exact(4);
     for (i, w) in (&mut words).enumerate() {

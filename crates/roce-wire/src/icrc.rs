@@ -161,6 +161,58 @@ fn compute_by_copy(packet: &[u8], version: IpVersion, ip_header_len: usize) -> u
     h.finalize()
 }
 
+/// The IPv4 Identification that makes `packet`'s ICRC equal `icrc`, given every other field:
+/// for a receiver that sees the datagram but not its IP header (a kernel UDP socket reports
+/// addresses, TOS and TTL, never the ID). `packet` is as for [`compute`] (IPv4, no options),
+/// with any ID in bytes 4–5; `None` when no ID does (the frame was damaged elsewhere).
+///
+/// The ICRC is linear in the ID: `icrc ^ compute(packet)` is the CRC (zero register, no final
+/// inversion) of the ID's change followed by the `len − 6` bytes after it, so the change is
+/// that value times x^−(8·(len − 6) + 32) modulo the CRC polynomial, and exists only if it
+/// fits 16 bits. A damaged frame passes with probability 2^−16 instead of 2^−32: the ID's 16
+/// bits are taken from the 32 of the check.
+pub fn solve_ipv4_identification(packet: &[u8], icrc: u32) -> Result<Option<u16>> {
+    let have = compute(packet, IpVersion::V4, 20)?;
+    let after = (packet.len() - 6) as u64; // bytes hashed after the ID (the prefix check above: ≥ 40)
+    let change = gf2_mul(icrc ^ have, gf2_pow(X_INVERSE, 8 * after + 32));
+    if change & 0xffff != 0 {
+        return Ok(None);
+    }
+    // In the reflected form bit 31 − k holds x^k: the first byte's first bit (its LSB) is x^15.
+    let delta = u16::from_be_bytes([(change >> 16) as u8, (change >> 24) as u8]);
+    Ok(Some(u16::from_be_bytes([packet[4], packet[5]]) ^ delta))
+}
+
+/// The reflected CRC-32 polynomial (x^32 implied).
+const POLY_REFLECTED: u32 = 0xEDB8_8320;
+/// x^−1 modulo the polynomial, reflected: the y with y·x = 1 (x^0 is bit 31).
+const X_INVERSE: u32 = ((POLY_REFLECTED ^ (1 << 31)) << 1) | 1;
+
+/// a·b modulo the CRC polynomial, both reflected.
+fn gf2_mul(a: u32, mut b: u32) -> u32 {
+    let mut p = 0;
+    for k in 0..32 {
+        if a & (1 << (31 - k)) != 0 {
+            p ^= b;
+        }
+        b = if b & 1 != 0 { (b >> 1) ^ POLY_REFLECTED } else { b >> 1 };
+    }
+    p
+}
+
+/// base^e modulo the CRC polynomial (square and multiply).
+fn gf2_pow(mut base: u32, mut e: u64) -> u32 {
+    let mut r = 1 << 31;
+    while e != 0 {
+        if e & 1 != 0 {
+            r = gf2_mul(r, base);
+        }
+        base = gf2_mul(base, base);
+        e >>= 1;
+    }
+    r
+}
+
 /// (byte position from the IP header, bits the ICRC sets) for IPv4 without options:
 /// TOS, TTL, header checksum, UDP checksum, BTH byte 4.
 const V4_MASKED: [(usize, u8); 7] = [(1, 0xff), (8, 0xff), (10, 0xff), (11, 0xff), (26, 0xff), (27, 0xff), (32, 0xff)];
@@ -262,9 +314,9 @@ mod tests {
         assert_eq!(!SEED, 0xdebb_20e3);
     }
 
-    // scapy's UC SEND_ONLY unit test (protocol.md §1.11): wire ICRC 78 f3 53 f3.
-    #[test]
-    fn scapy_uc_send_only() {
+    /// scapy's UC SEND_ONLY unit test frame (protocol.md §1.11): IP ID 0x0478, wire ICRC
+    /// 78 f3 53 f3 (not part of the 60 bytes).
+    fn scapy_uc_send_only_packet() -> [u8; 60] {
         let ip: [u8; 20] =
             [0x45, 0x01, 0x00, 0x40, 0x04, 0x78, 0x40, 0x00, 0x40, 0x11, 0xb4, 0xd5, 192, 168, 0, 7, 192, 168, 0, 7];
         let mut pkt = [0u8; 60];
@@ -275,9 +327,42 @@ mod tests {
             0x46, 0x30, 0x81, 0x8b, 0xe2, 0x89, 0x35, 0xd9, 0x0e, 0x9a, 0x95, 0x50, 0x54, 0x01, 0xbe, 0x88, 0x5e, 0x50,
             0x00, 0x00,
         ]);
+        pkt
+    }
+
+    #[test]
+    fn scapy_uc_send_only() {
+        let pkt = scapy_uc_send_only_packet();
         let icrc = compute(&pkt, IpVersion::V4, 20).unwrap();
         assert_eq!(icrc, 0xf353_f378);
         assert_eq!(to_wire(icrc), [0x78, 0xf3, 0x53, 0xf3]);
+    }
+
+    /// The ID a UDP socket hides comes back from the ICRC: scapy's frame (ID 0x0478) with its
+    /// ID zeroed, then IDs over a range of lengths; a damaged byte elsewhere finds none.
+    #[test]
+    fn ipv4_identification_is_solved_from_the_icrc() {
+        let mut pkt = scapy_uc_send_only_packet();
+        pkt[4..6].copy_from_slice(&[0, 0]);
+        let icrc = from_wire([0x78, 0xf3, 0x53, 0xf3]);
+        assert_eq!(solve_ipv4_identification(&pkt, icrc).unwrap(), Some(0x0478));
+        let mut rng = crate::rng::SplitMix64::stream(7, 0);
+        for len in [40usize, 41, 64, 300, 1100, 4200] {
+            let mut whole = [0u8; 4200];
+            let p = &mut whole[..len];
+            for b in p.iter_mut() {
+                *b = rng.next_u64() as u8;
+            }
+            p[0] = 0x45;
+            let id = rng.next_u64() as u16;
+            p[4..6].copy_from_slice(&id.to_be_bytes());
+            let icrc = compute(p, IpVersion::V4, 20).unwrap();
+            p[4..6].copy_from_slice(&[0, 0]);
+            assert_eq!(solve_ipv4_identification(p, icrc).unwrap(), Some(id), "length {len}");
+            p[len - 1] ^= 0x10;
+            assert_eq!(solve_ipv4_identification(p, icrc).unwrap(), None, "length {len}, damaged");
+        }
+        assert!(solve_ipv4_identification(&pkt[..30], icrc).is_err());
     }
 
     #[test]
