@@ -9,7 +9,7 @@
 use roce_wire::bth::{self, Opcode};
 use roce_wire::ext::ExtHeaders;
 
-use super::mr::Access;
+use super::mr::{Access, MrError};
 use super::responder::{data_length_ok, ends_message, starts_message};
 use super::{Ctx, InMsg, QpAttr, QpState, RcQp, WcOpcode, WcStatus};
 use crate::rc::psn;
@@ -24,6 +24,9 @@ pub(crate) enum UcDrop {
     NoRecv,
     /// An invalid packet: out of sequence, no REMOTE_WRITE, a bad length, rkey or buffer.
     Invalid,
+    /// The receive cannot take the SEND (too short, or an SGE the QP may not write): not a
+    /// drop but a local error that ends the QP.
+    Recv(MrError),
 }
 
 /// What placing one UC packet needs besides the QP.
@@ -114,8 +117,10 @@ impl RcQp {
         }
         let pkt = UcPacket { ext, payload, starts, ends };
         let placed = if is_send { self.uc_send(ctx, pkt) } else { self.uc_write(ctx, pkt) };
-        if let Err(why) = placed {
-            return self.uc_drop_message(ctx, why);
+        match placed {
+            Ok(()) => {}
+            Err(UcDrop::Recv(e)) => return self.uc_recv_error(ctx, e),
+            Err(why) => return self.uc_drop_message(ctx, why),
         }
         self.rq_psn = psn::add(b.psn, 1);
         if ends {
@@ -135,9 +140,7 @@ impl RcQp {
             _ => 0,
         };
         let Some(r) = self.rq.front() else { return Err(UcDrop::Invalid) };
-        if ctx.mrs.scatter(&r.sg_list, offset, payload).is_err() {
-            return Err(UcDrop::Invalid); // too long for the receive, or a bad SGE: class D
-        }
+        ctx.mrs.scatter(&r.sg_list, offset, payload).map_err(UcDrop::Recv)?;
         let offset = offset + payload.len() as u64;
         if ends {
             self.cur = None;
@@ -193,8 +196,26 @@ impl RcQp {
         match why {
             UcDrop::PsnGap => ctx.c.uc_drop_psn_gap += 1,
             UcDrop::NoRecv => ctx.c.uc_drop_no_recv += 1,
-            UcDrop::Invalid => ctx.c.uc_drop_invalid += 1,
+            UcDrop::Invalid | UcDrop::Recv(_) => ctx.c.uc_drop_invalid += 1,
         }
+    }
+
+    /// A SEND its receive cannot take: rxe's copy_data fails (EINVAL: too long, or an lkey
+    /// lookup that fails), which send_data_in turns into RESPST_ERR_MALFORMED_WQE, a class A
+    /// error for every QP type: the receive completes in error and the QP enters ERR (with
+    /// LOC_LEN_ERR or LOC_PROT_ERR here, as this engine's RC responder reports them; rxe says
+    /// LOC_QP_OP_ERR). UC sends no NAK. The packet counts as `uc_drop_invalid`.
+    fn uc_recv_error(&mut self, ctx: &mut Ctx<'_>, e: MrError) {
+        let status = if e == MrError::Length { WcStatus::LocLenErr } else { WcStatus::LocProtErr };
+        ctx.c.uc_drop_invalid += 1;
+        if self.cur.take().is_some() {
+            ctx.c.uc_partial_discarded += 1;
+            ctx.c.uc_partial_discarded_pkts += u64::from(self.uc_cur_pkts);
+        }
+        if let Some(r) = self.rq.pop_front() {
+            ctx.cq.push_back(self.recv_wc(r.wr_id, status, WcOpcode::Recv, 0, None));
+        }
+        self.enter_error(ctx);
     }
 
     /// Abandon the message in progress, if any: nothing of it completes; its receive stays

@@ -188,6 +188,25 @@ fn uc_posting_read_or_atomic_is_einval_and_rc_opcodes_are_dropped() {
 }
 
 #[test]
+fn uc_send_longer_than_its_receive_is_loc_len_err_and_err_without_a_nak() {
+    let mut p = uc_pair(256, 8);
+    let la = mr(&mut p.a, 4096);
+    let rb = mr(&mut p.b, 4096);
+    p.b.post_recv(QB, recv(1, &rb, 0, 300)).unwrap();
+    p.b.post_recv(QB, recv(2, &rb, 1024, 300)).unwrap();
+    p.a.post_send(p.now, QA, wr(1, SendOp::Send, vec![sge(&la, 0, 600)])).unwrap();
+    p.run(Duration::from_secs(1));
+    assert!(p.sent_ba.is_empty());
+    let wb = Pair::wcs(&mut p.b);
+    let got: Vec<_> = wb.iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(got, [(1, WcStatus::LocLenErr), (2, WcStatus::WrFlushErr)]);
+    assert_eq!(p.b.qp_state(QB), Some(QpState::Err));
+    let c = p.b.counters();
+    assert_eq!((c.uc_drop_invalid, c.uc_partial_discarded, c.uc_partial_discarded_pkts), (1, 1, 1));
+    assert_eq!(Pair::wcs(&mut p.a)[0].status, WcStatus::Success, "the sender never knows");
+}
+
+#[test]
 fn uc_write_without_remote_write_access_is_dropped_not_naked() {
     let mut p = Pair::build(1024, 7, 1, 2, |_, _| uc());
     let mut at = p.b.query_qp(QB).unwrap();
@@ -637,7 +656,10 @@ proptest::proptest! {
             p.b.handle_packet(p.now, A, &b, &ext, &vec![0x5a; plen]);
             proptest::prop_assert!(p.b.poll_transmit(p.now).is_none());
         }
-        proptest::prop_assert_eq!(p.b.qp_state(QB), Some(QpState::Rts));
-        let _ = Pair::wcs(&mut p.b);
+        // Only a SEND longer than its receive ends the QP (a local error, as rxe's class A).
+        let wcs = Pair::wcs(&mut p.b);
+        let too_long = wcs.iter().any(|w| w.status == WcStatus::LocLenErr);
+        let want = if too_long { QpState::Err } else { QpState::Rts };
+        proptest::prop_assert_eq!(p.b.qp_state(QB), Some(want));
     }
 }
