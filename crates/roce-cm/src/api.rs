@@ -70,8 +70,8 @@ impl Stack {
     }
 
     /// `rdma_create_qp` with `qp_init_attr.srq` set: a connected id's QP that takes its
-    /// receives from SRQ `srq` (the REQ or REP then carries the SRQ bit, as librdmacm's
-    /// rdma_connect/rdma_accept set it from `id->qp->srq`). EINVAL for a UD id with an SRQ.
+    /// receives from SRQ `srq` (the REQ or REP then carries the SRQ bit, as cma.c's
+    /// cma_connect_ib/cma_accept_ib send `id_priv->srq`). EINVAL for a UD id with an SRQ.
     pub fn create_qp_for_id_with_srq(&mut self, id: CmId, srq: Option<u32>) -> Result<u32, Errno> {
         let r = self.rec(id)?;
         if r.qpn.is_some() {
