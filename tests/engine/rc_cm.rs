@@ -24,9 +24,21 @@ struct Pair {
     cq: u32,
 }
 
-fn events(net: &mut SimNet, n: NodeId) -> Vec<roce_cm::CmEvent> {
+pub(crate) fn events(net: &mut SimNet, n: NodeId) -> Vec<roce_cm::CmEvent> {
     let s = net.node_mut::<Stack>(n);
     std::iter::from_fn(|| s.poll_event()).collect()
+}
+
+/// rdma_resolve_addr and rdma_resolve_route of `cid` on node `cli` towards `dst`.
+pub(crate) fn resolve(net: &mut SimNet, cli: NodeId, cid: CmId, dst: SocketAddr) {
+    let now = net.now();
+    net.node_mut::<Stack>(cli).resolve_addr(now, cid, None, dst, Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(events(net, cli)[0].kind, EventKind::AddrResolved);
+    let now = net.now();
+    net.node_mut::<Stack>(cli).resolve_route(now, cid, Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(10));
+    assert_eq!(events(net, cli)[0].kind, EventKind::RouteResolved);
 }
 
 fn connect(seed: u64, link: LinkConfig) -> Pair {
@@ -37,20 +49,12 @@ fn connect(seed: u64, link: LinkConfig) -> Pair {
     cb.seed = seed + 1;
     let srv = net.add(Stack::new(ca), link.clone());
     let cli = net.add(Stack::new(cb), link);
-    let now = net.now();
     let s = net.node_mut::<Stack>(srv);
     let l = s.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
     s.bind_addr(l, SocketAddr::new(IpAddr::V4(A), PORT)).unwrap();
     s.listen(l, 1).unwrap();
-    let c = net.node_mut::<Stack>(cli);
-    let cid = c.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
-    c.resolve_addr(now, cid, None, SocketAddr::new(IpAddr::V4(A), PORT), Duration::from_secs(2)).unwrap();
-    net.run_for(Duration::from_millis(100));
-    assert_eq!(events(&mut net, cli)[0].kind, EventKind::AddrResolved);
-    let now = net.now();
-    net.node_mut::<Stack>(cli).resolve_route(now, cid, Duration::from_secs(2)).unwrap();
-    net.run_for(Duration::from_millis(10));
-    assert_eq!(events(&mut net, cli)[0].kind, EventKind::RouteResolved);
+    let cid = net.node_mut::<Stack>(cli).create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    resolve(&mut net, cli, cid, SocketAddr::new(IpAddr::V4(A), PORT));
     let c = net.node_mut::<Stack>(cli);
     let cq = c.create_qp_for_id(cid).unwrap();
     assert_eq!(c.rc().qp_state(cq), Some(QpState::Init));

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use common::Rng;
-use roce_cm::rc::{Access, MrInfo, QpAttr, QpCap, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
+use roce_cm::rc::{Access, MrInfo, QpAttr, QpInit, QpState, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 use roce_cm::{Stack, StackConfig};
 use roce_net::{LinkConfig, NodeId, SimNet};
 
@@ -31,17 +31,23 @@ fn lossy(loss: f64) -> LinkConfig {
     }
 }
 
-struct Run {
-    net: SimNet,
-    a: NodeId,
-    b: NodeId,
-    qa: u32,
-    qb: u32,
+pub(crate) struct Run {
+    pub net: SimNet,
+    pub a: NodeId,
+    pub b: NodeId,
+    pub qa: u32,
+    pub qb: u32,
 }
 
 /// Two stacks with one connected RC QP pair (attributes set by hand, as ibv_rc_pingpong
 /// does; connected mode through the CM is tests/engine/rc_cm.rs).
 fn setup(seed: u64, link: LinkConfig, mtu: u32) -> Run {
+    setup_with(seed, link, mtu, QpInit::default())
+}
+
+/// Two stacks with one connected QP pair of `init`'s kind (RC or UC), attributes set by
+/// hand; A's cable is `link`.
+pub(crate) fn setup_with(seed: u64, link: LinkConfig, mtu: u32, init: QpInit) -> Run {
     let mut net = SimNet::new(seed);
     let mut ca = StackConfig::new(MAC_A, A, 24);
     ca.seed = seed;
@@ -49,8 +55,8 @@ fn setup(seed: u64, link: LinkConfig, mtu: u32) -> Run {
     cb.seed = seed ^ 0xbeef;
     let a = net.add(Stack::new(ca), link);
     let b = net.add(Stack::new(cb), LinkConfig::default());
-    let qa = net.node_mut::<Stack>(a).create_rc_qp(QpCap::default()).unwrap();
-    let qb = net.node_mut::<Stack>(b).create_rc_qp(QpCap::default()).unwrap();
+    let qa = net.node_mut::<Stack>(a).create_qp_with(init).unwrap();
+    let qb = net.node_mut::<Stack>(b).create_qp_with(init).unwrap();
     let mut rng = Rng(seed | 1);
     let (pa, pb) = (rng.next() as u32 & 0xff_ffff, rng.next() as u32 & 0xff_ffff);
     let now = net.now();

@@ -16,7 +16,7 @@ use crate::cm::{node_type_allowed, ConnectParam, InitQpState, QpEvent, RDMA_NODE
 use crate::ctx::Work;
 use crate::event::{CmEvent, EventKind, EventParam};
 use crate::id::{link_local_without_scope, wildcard_like, CmId, CmState, PortSpace, QpType};
-use crate::rc::{Access, QpAttr, QpCap, QpState, Rc};
+use crate::rc::{Access, QpAttr, QpCap, QpInit, QpState, Rc, TransportService};
 use crate::sa_client::TxnOwner;
 use crate::service::{records_in, records_of, IbService};
 use crate::stack::Stack;
@@ -49,7 +49,7 @@ impl Stack {
     }
 
     /// `rdma_create_id`: a new id in IDLE. The QP type must fit the port space (ucma:
-    /// TCP ▶ RC, UDP and IPOIB ▶ UD, IB either), else EINVAL.
+    /// TCP ▶ RC, UDP and IPOIB ▶ UD, IB any: RC, UC or UD), else EINVAL.
     pub fn create_id(&mut self, ps: PortSpace, qp_type: QpType) -> Result<CmId, Errno> {
         let ok = match ps {
             PortSpace::Tcp => qp_type == QpType::Rc,
@@ -63,15 +63,30 @@ impl Stack {
     }
 
     /// `rdma_create_qp`: for a UD id a QP with the port space's Q_Key (0x01234567), used for
-    /// multicast attach on join and for SIDR accept; for a connected id an RC QP in INIT
-    /// that connect/accept move to RTS (rc/).
+    /// multicast attach on join and for SIDR accept; for a connected id an RC or UC QP (the
+    /// id's type) in INIT that connect/accept move to RTS (rc/).
     pub fn create_qp_for_id(&mut self, id: CmId) -> Result<u32, Errno> {
+        self.create_qp_for_id_with_srq(id, None)
+    }
+
+    /// `rdma_create_qp` with `qp_init_attr.srq` set: a connected id's QP that takes its
+    /// receives from SRQ `srq` (the REQ or REP then carries the SRQ bit, as cma.c's
+    /// cma_connect_ib/cma_accept_ib send `id_priv->srq`). EINVAL for a UD id with an SRQ.
+    pub fn create_qp_for_id_with_srq(&mut self, id: CmId, srq: Option<u32>) -> Result<u32, Errno> {
         let r = self.rec(id)?;
         if r.qpn.is_some() {
             return Err(Errno::EINVAL);
         }
-        if r.qp_type != QpType::Ud {
-            return self.create_rc_qp_for_id(id); // rc/: an RC QP in INIT
+        let service = match r.qp_type {
+            QpType::Rc => Some(TransportService::Rc),
+            QpType::Uc => Some(TransportService::Uc),
+            QpType::Ud => None,
+        };
+        if let Some(service) = service {
+            return self.create_conn_qp_for_id(id, service, srq); // rc/: a QP in INIT
+        }
+        if srq.is_some() {
+            return Err(Errno::EINVAL);
         }
         let qpn = self.create_qp(roce_wire::RDMA_UDP_QKEY);
         if let Some(r) = self.ids.get_mut(&id) {
@@ -517,10 +532,10 @@ impl Stack {
 /// The RC QPs of the ids and the verbs doors to rc/ (rc/ owns QPs, memory regions and the
 /// completion queue; the stack numbers QPs, as UD QPs share the numbering).
 impl Stack {
-    /// `rdma_create_qp` for a connected id: an RC QP moved to INIT at once, as
+    /// `rdma_create_qp` for a connected id: an RC or UC QP moved to INIT at once, as
     /// cma_init_conn_qp does.
-    fn create_rc_qp_for_id(&mut self, id: CmId) -> Result<u32, Errno> {
-        let qpn = self.create_rc_qp(QpCap::default())?;
+    fn create_conn_qp_for_id(&mut self, id: CmId, service: TransportService, srq: Option<u32>) -> Result<u32, Errno> {
+        let qpn = self.create_qp_with(QpInit { service, cap: QpCap::default(), srq })?;
         // cma_ib_init_qp_attr without a CM id: no remote access until the CM grants it.
         let mut at = QpAttr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
         at.access = Access::LOCAL_WRITE;
@@ -534,10 +549,23 @@ impl Stack {
     /// `ibv_create_qp` of an RC QP: a QP number from the port's space (shared with UD QPs),
     /// in RESET.
     pub fn create_rc_qp(&mut self, cap: QpCap) -> Result<u32, Errno> {
+        self.create_qp_with(QpInit { cap, ..QpInit::default() })
+    }
+
+    /// `ibv_create_qp` of an RC or UC QP, with or without an SRQ (`Rc::create_srq`), in
+    /// RESET.
+    pub fn create_qp_with(&mut self, init: QpInit) -> Result<u32, Errno> {
         let qpn = self.next_qpn;
-        self.rc.create_qp(qpn, cap)?;
+        self.rc.create_qp_with(qpn, init)?;
         self.next_qpn = (self.next_qpn + 1) & crate::rc::psn::PSN_MASK;
         Ok(qpn)
+    }
+
+    /// `ibv_get_async_event`: the next asynchronous event of the port's QPs and SRQs (today
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`), oldest first. Separate from `poll_event`, as the
+    /// verbs async fd is separate from the rdma_cm event channel.
+    pub fn poll_async_event(&mut self) -> Option<crate::rc::AsyncEvent> {
+        self.rc.poll_async_event()
     }
 
     /// Set the port MTU (IB MTU code 1 = 256 … 5 = 4096) that connections offer in their

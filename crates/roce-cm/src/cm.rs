@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use roce_wire::cm::req::transport as req_transport;
 use roce_wire::cm::{self, cma_hdr, CmMessage, RejReason, SidrStatus};
 use roce_wire::mad::MadHeader;
 use roce_wire::{Gid, RDMA_UDP_QKEY};
@@ -99,9 +100,14 @@ impl CmCtx<'_> {
         self.cfg.link_local().octets()[8..].iter().fold(0u64, |a, b| (a << 8) | u64::from(*b))
     }
 
-    /// The RC QP of an id, if it has one.
+    /// The RC or UC QP of an id, if it has one.
     fn rc_qp_of(&self, id: CmId) -> Option<u32> {
         self.ids.qpn(id).filter(|q| self.rc.has_qp(*q))
+    }
+
+    /// Whether the id's QP takes its receives from an SRQ (the REQ's and REP's SRQ bit).
+    fn qp_has_srq(&self, id: CmId) -> bool {
+        self.rc_qp_of(id).and_then(|q| self.rc.qp_init(q)).is_some_and(|i| i.srq.is_some())
     }
 
     /// INIT → INIT (access flags) → RTR → RTS with what the CM negotiated (cma_modify_qp_rtr /
@@ -235,6 +241,7 @@ impl Cm {
             initiator_depth: param.initiator_depth,
             ..Default::default()
         };
+        let srq = cx.qp_has_srq(id);
         let (msg, state) = if rec.qp_type == QpType::Ud {
             let mut m =
                 cm::SidrReqRepr { request_id: comm, partition_key: cx.cfg.pkey, service_id, ..Default::default() };
@@ -257,6 +264,11 @@ impl Cm {
                 path_mtu: cx.cfg.mtu,
                 rnr_retry_count: param.rnr_retry_count & 7,
                 max_cm_retries: 15,
+                // cm_req_set_qp_type: RC 0, UC 1 (the id's QP type, as cma_connect_ib passes
+                // it); the other fields as for RC: cm_format_req writes what the consumer
+                // gave, the UC peer's cm_init_qp_*_attr ignores the RC-only ones.
+                transport_service_type: if rec.qp_type == QpType::Uc { req_transport::UC } else { req_transport::RC },
+                srq,
                 ..Default::default()
             };
             m.primary_path.local_lid = 0xffff;
@@ -464,8 +476,13 @@ impl Cm {
             cx.send(src, src_qp, tid, &CmMessage::Rej(rej));
             return true;
         };
-        if cx.ids.get(&listener).is_some_and(|l| l.qp_type == QpType::Ud) {
-            // cma_ib_check_req_qp_type: a REQ needs a listener of its (connected) QP type;
+        let req_type = match r.transport_service_type {
+            req_transport::RC => Some(QpType::Rc),
+            req_transport::UC => Some(QpType::Uc),
+            _ => None, // RD, XRC: no such id here
+        };
+        if cx.ids.get(&listener).is_some_and(|l| Some(l.qp_type) != req_type) {
+            // cma_ib_check_req_qp_type: a REQ needs a listener of its QP type (RC or UC);
             // the handler's error makes the CM reject with reason 28.
             let rej = cm::RejRepr {
                 remote_comm_id: r.local_comm_id,
@@ -791,6 +808,7 @@ impl Cm {
                 if let Some(q) = cx.rc_qp_of(id) {
                     cx.rc_ready(now, q, peer, remote_qpn, &cmqp)?;
                 }
+                let srq = cx.qp_has_srq(id);
                 let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
                 let mut rep = cm::RepRepr {
                     local_comm_id: comm,
@@ -800,6 +818,7 @@ impl Cm {
                     responder_resources: param.responder_resources,
                     initiator_depth: param.initiator_depth,
                     rnr_retry_count: param.rnr_retry_count & 7,
+                    srq,
                     ..Default::default()
                 };
                 copy_private(&mut rep.private_data, 0, &param.private_data);

@@ -125,6 +125,8 @@ impl PortSpace {
 pub enum QpType {
     /// Reliable connected.
     Rc,
+    /// Unreliable connected (`IBV_QPT_UC`, on `RDMA_PS_IB` only, as ucma_get_qp_type).
+    Uc,
     /// Unreliable datagram.
     Ud,
 }

@@ -518,8 +518,9 @@ impl Stack {
             self.counters.drop(DropReason::UnknownQp);
             return;
         }
-        if op.transport() == bth::Transport::Rc && self.rc.has_qp(qpn) {
-            // RC packets go to rc/ in their owned header form (no copy of the payload).
+        if matches!(op.transport(), bth::Transport::Rc | bth::Transport::Uc) && self.rc.has_qp(qpn) {
+            // RC and UC packets go to rc/ in their owned header form (no copy of the payload);
+            // rc/ drops one whose transport is not its QP's.
             match p.to_frame() {
                 Ok(f) => {
                     self.counters.rx_accepted += 1;

@@ -24,7 +24,7 @@ impl RcQp {
     }
 
     /// Retire the oldest request successfully.
-    fn complete_front(&mut self, ctx: &mut Ctx<'_>) {
+    pub(crate) fn complete_front(&mut self, ctx: &mut Ctx<'_>) {
         if let Some(w) = self.sq.pop_front() {
             self.req_idx = self.req_idx.saturating_sub(1);
             self.comp_psn = psn::add(w.last_psn(), 1);

@@ -1,7 +1,9 @@
-//! Reliable connected queue pairs: requester, responder and completer as IBA vol. 1 ch. 9 and
-//! Linux rxe (rxe_req.c, rxe_resp.c, rxe_comp.c) describe them, with memory regions.
+//! Connected queue pairs, reliable (RC) and unreliable (UC): requester, responder and
+//! completer as IBA vol. 1 ch. 9 and Linux rxe (rxe_req.c, rxe_resp.c, rxe_comp.c) describe
+//! them, with memory regions and shared receive queues (rxe_srq.c).
 //!
-//! [`Rc`] is the owner of every RC QP, memory region and the completion queue of one port. It
+//! [`Rc`] is the owner of every connected QP, memory region, SRQ and the completion queue of
+//! one port. It
 //! is sans-IO like the rest of the engine: packets in through [`Rc::handle_packet`], packets
 //! out through [`Rc::poll_transmit`], time through [`Rc::poll_timeout`] /
 //! [`Rc::handle_timeout`]. The [`crate::Stack`] routes RC opcodes to it and frames what it
@@ -12,8 +14,12 @@ pub mod mr;
 pub mod psn;
 mod requester;
 mod responder;
+mod srq;
 #[cfg(test)]
 mod tests;
+mod uc;
+#[cfg(test)]
+mod uc_srq_tests;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
@@ -23,6 +29,7 @@ use roce_wire::bth;
 use roce_wire::ext::ExtHeaders;
 
 pub use mr::{Access, MrInfo, MrTable, Sge};
+pub use srq::{AsyncEvent, SrqAttr};
 
 use crate::{Errno, Instant};
 
@@ -60,6 +67,38 @@ impl QpState {
     }
 }
 
+/// The transport service of a connected QP (`IBV_QPT_RC` or `IBV_QPT_UC`; the CM REQ's
+/// Transport Service Type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TransportService {
+    /// Reliable connected.
+    #[default]
+    Rc,
+    /// Unreliable connected: SEND and RDMA WRITE only, no ACKs, no retransmission.
+    Uc,
+}
+
+impl TransportService {
+    /// The BTH transport of its opcodes.
+    pub fn bth_transport(self) -> bth::Transport {
+        match self {
+            TransportService::Rc => bth::Transport::Rc,
+            TransportService::Uc => bth::Transport::Uc,
+        }
+    }
+}
+
+/// What `ibv_create_qp` takes for a connected QP (`struct ibv_qp_init_attr`, the part used).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QpInit {
+    /// RC or UC.
+    pub service: TransportService,
+    /// Queue depths (`max_recv_wr` unused with an SRQ).
+    pub cap: QpCap,
+    /// The shared receive queue the QP takes its receives from, if any.
+    pub srq: Option<u32>,
+}
+
 /// The modify_qp transitions an RC QP accepts [IBA table 93 "QP state transition"; the
 /// kernel's `qp_state_table`]: `(from, to)`. Any state may go to RESET or ERR.
 pub const TRANSITIONS: &[(QpState, QpState)] = &[
@@ -73,6 +112,10 @@ pub const TRANSITIONS: &[(QpState, QpState)] = &[
     (QpState::Sqd, QpState::Rts),
     (QpState::Sqe, QpState::Rts),
 ];
+
+/// The transitions of a UC QP: the same pairs as RC [IBA 10.3.1; qp_state_table's UC
+/// entries], with fewer attributes (spec/uc-qp-states.csv).
+pub const UC_TRANSITIONS: &[(QpState, QpState)] = TRANSITIONS;
 
 /// Whether `from → to` is a legal modify_qp transition.
 pub fn transition_ok(from: QpState, to: QpState) -> bool {
@@ -411,6 +454,25 @@ pub struct RcCounters {
     pub drop_forgotten_request: u64,
     /// ACKs coalesced into a later one.
     pub ack_coalesced: u64,
+    /// Packets dropped: an RC opcode for a UC QP or the other way round (rxe_recv.c
+    /// check_type_state).
+    pub drop_wrong_transport: u64,
+    /// UC packets dropped by the responder after a PSN gap (out of sequence, or the rest of
+    /// a message after one) until the next FIRST/ONLY [rxe check_psn, IB_QPT_UC].
+    pub uc_drop_psn_gap: u64,
+    /// UC packets dropped because no receive was posted (RQ or SRQ empty) for a SEND or
+    /// WRITE with immediate, and the rest of that message [rxe RESPST_ERR_RNR, class D].
+    pub uc_drop_no_recv: u64,
+    /// UC packets dropped as invalid (opcode out of sequence, WRITE without REMOTE_WRITE,
+    /// bad length, rkey or receive buffer), and the rest of that message [rxe class D/E].
+    pub uc_drop_invalid: u64,
+    /// UC messages the responder had begun placing and abandoned (a gap or an error inside
+    /// them): nothing of them completes.
+    pub uc_partial_discarded: u64,
+    /// The packets of those abandoned messages that had been placed.
+    pub uc_partial_discarded_pkts: u64,
+    /// SRQ receives handed to a QP.
+    pub srq_recv_taken: u64,
 }
 
 /// A packet the RC engine wants sent; the stack frames it.
@@ -474,6 +536,9 @@ pub(crate) enum Resource {
 #[derive(Debug, Clone)]
 pub(crate) struct RcQp {
     pub qpn: u32,
+    pub service: TransportService,
+    /// The SRQ receives come from (then `rq` holds at most the one being filled).
+    pub srq: Option<u32>,
     pub state: QpState,
     pub attr: QpAttr,
     pub cap: QpCap,
@@ -499,12 +564,20 @@ pub(crate) struct RcQp {
     pub nak_sent: bool,
     pub pending_ack: Option<u32>,
     pub resp_out: VecDeque<RcPacket>,
+    /// UC: dropping to the next FIRST/ONLY, and why [rxe resp.drop_msg].
+    pub uc_drop: Option<uc::UcDrop>,
+    /// UC: packets placed of the message in progress.
+    pub uc_cur_pkts: u32,
 }
 
-/// The RC engine of one port: QPs, memory regions, one completion queue.
+/// The connected-QP engine of one port: RC and UC QPs, memory regions, SRQs, one
+/// completion queue, the asynchronous events.
 #[derive(Debug, Clone, Default)]
 pub struct Rc {
     qps: BTreeMap<u32, RcQp>,
+    srqs: BTreeMap<u32, srq::Srq>,
+    next_srqn: u32,
+    async_events: VecDeque<AsyncEvent>,
     mrs: MrTable,
     cq: VecDeque<WorkCompletion>,
     counters: RcCounters,
@@ -515,6 +588,8 @@ pub struct Rc {
 /// Mutable pieces of the engine a QP's handlers work on beside the QP itself.
 pub(crate) struct Ctx<'a> {
     pub now: Instant,
+    pub srqs: &'a mut BTreeMap<u32, srq::Srq>,
+    pub events: &'a mut VecDeque<AsyncEvent>,
     pub mrs: &'a mut MrTable,
     pub cq: &'a mut VecDeque<WorkCompletion>,
     pub c: &'a mut RcCounters,
@@ -528,7 +603,15 @@ impl Rc {
 
     fn ctx_qp(&mut self, now: Instant, qpn: u32) -> Option<(&mut RcQp, Ctx<'_>)> {
         let qp = self.qps.get_mut(&qpn)?;
-        Some((qp, Ctx { now, mrs: &mut self.mrs, cq: &mut self.cq, c: &mut self.counters }))
+        let ctx = Ctx {
+            now,
+            srqs: &mut self.srqs,
+            events: &mut self.async_events,
+            mrs: &mut self.mrs,
+            cq: &mut self.cq,
+            c: &mut self.counters,
+        };
+        Some((qp, ctx))
     }
 
     // ---- memory regions
@@ -559,20 +642,43 @@ impl Rc {
     /// `ibv_create_qp` of an RC QP numbered `qpn` (the stack allocates numbers); it starts
     /// in RESET.
     pub fn create_qp(&mut self, qpn: u32, cap: QpCap) -> Result<(), Errno> {
+        self.create_qp_with(qpn, QpInit { cap, ..QpInit::default() })
+    }
+
+    /// `ibv_create_qp` of an RC or UC QP, with or without an SRQ; it starts in RESET.
+    /// EINVAL: a number taken or out of range, caps 0 or > 32768, no such SRQ. A QP on an
+    /// SRQ holds a use of it until destroyed (ib_create_qp's `srq->usecnt`).
+    pub fn create_qp_with(&mut self, qpn: u32, init: QpInit) -> Result<(), Errno> {
         if !(2..=psn::PSN_MASK).contains(&qpn) || self.qps.contains_key(&qpn) {
             return Err(Errno::EINVAL);
         }
+        let cap = init.cap;
         if cap.max_send_wr == 0 || cap.max_recv_wr == 0 || cap.max_send_wr > 1 << 15 || cap.max_recv_wr > 1 << 15 {
             return Err(Errno::EINVAL);
         }
-        let attr = QpAttr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
-        self.qps.insert(qpn, RcQp::new(qpn, attr, cap));
+        if let Some(n) = init.srq {
+            self.srqs.get_mut(&n).ok_or(Errno::EINVAL)?.usecnt += 1;
+        }
+        let mut attr = QpAttr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+        if init.service == TransportService::Uc {
+            attr = uc::uc_attr(&attr);
+        }
+        self.qps.insert(qpn, RcQp::new(qpn, init, attr));
         Ok(())
     }
 
-    /// `ibv_destroy_qp`.
+    /// `ibv_destroy_qp` (gives back its use of an SRQ).
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Errno> {
-        self.qps.remove(&qpn).map(|_| ()).ok_or(Errno::EINVAL)
+        let qp = self.qps.remove(&qpn).ok_or(Errno::EINVAL)?;
+        if let Some(s) = qp.srq.and_then(|n| self.srqs.get_mut(&n)) {
+            s.usecnt -= 1;
+        }
+        Ok(())
+    }
+
+    /// A QP's transport service and SRQ.
+    pub fn qp_init(&self, qpn: u32) -> Option<QpInit> {
+        self.qps.get(&qpn).map(|q| QpInit { service: q.service, cap: q.cap, srq: q.srq })
     }
 
     /// Whether `qpn` is an RC QP of this engine.
@@ -598,8 +704,16 @@ impl Rc {
         if !transition_ok(qp.state, state) {
             return Err(Errno::EINVAL);
         }
+        if qp.service == TransportService::Uc {
+            qp.modify_uc(state, attr);
+            if state == QpState::Err {
+                qp.enter_error(&mut ctx);
+            }
+            qp.state = state;
+            return Ok(());
+        }
         match state {
-            QpState::Reset => *qp = RcQp::new(qp.qpn, qp.attr, qp.cap),
+            QpState::Reset => *qp = RcQp::new(qp.qpn, qp.init(), qp.attr),
             QpState::Err => qp.enter_error(&mut ctx),
             QpState::Init => qp.attr.access = attr.access,
             QpState::Rtr => {
@@ -646,6 +760,10 @@ impl Rc {
         if wr.op.is_atomic() && (wr.sg_list.len() != 1 || wr.sg_list[0].length != 8) {
             return Err(Errno::EINVAL);
         }
+        if qp.service == TransportService::Uc && wr.op.is_read_or_atomic() {
+            // rxe_verbs.c validate_send_wr: no READ or atomic opcode for a UC QP.
+            return Err(Errno::EINVAL);
+        }
         let len: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
         if len > 1 << 31 {
             return Err(Errno::EINVAL);
@@ -661,11 +779,11 @@ impl Rc {
         Ok(())
     }
 
-    /// `ibv_post_recv`: EINVAL in RESET; ENOMEM when the receive queue is full; flushed at
-    /// once in ERR.
+    /// `ibv_post_recv`: EINVAL in RESET or on a QP with an SRQ (rxe_post_recv); ENOMEM when
+    /// the receive queue is full; flushed at once in ERR.
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), Errno> {
         let qp = self.qps.get_mut(&qpn).ok_or(Errno::EINVAL)?;
-        if qp.state == QpState::Reset {
+        if qp.state == QpState::Reset || qp.srq.is_some() {
             return Err(Errno::EINVAL);
         }
         if qp.rq.len() >= qp.cap.max_recv_wr as usize {
@@ -707,6 +825,13 @@ impl Rc {
         if src != qp.attr.dest {
             ctx.c.drop_wrong_source += 1;
             return;
+        }
+        if bth.opcode.transport() != qp.service.bth_transport() {
+            ctx.c.drop_wrong_transport += 1;
+            return;
+        }
+        if qp.service == TransportService::Uc {
+            return qp.handle_uc_request(&mut ctx, bth, ext, payload);
         }
         use roce_wire::bth::Opcode::*;
         match bth.opcode {
@@ -825,9 +950,12 @@ pub fn mtu_bytes(code: u8) -> u32 {
 }
 
 impl RcQp {
-    fn new(qpn: u32, attr: QpAttr, cap: QpCap) -> RcQp {
+    fn new(qpn: u32, init: QpInit, attr: QpAttr) -> RcQp {
+        let cap = init.cap;
         RcQp {
             qpn,
+            service: init.service,
+            srq: init.srq,
             state: QpState::Reset,
             attr,
             cap,
@@ -850,7 +978,13 @@ impl RcQp {
             nak_sent: false,
             pending_ack: None,
             resp_out: VecDeque::new(),
+            uc_drop: None,
+            uc_cur_pkts: 0,
         }
+    }
+
+    fn init(&self) -> QpInit {
+        QpInit { service: self.service, cap: self.cap, srq: self.srq }
     }
 
     pub(crate) fn wc(&self, w: &Wqe, status: WcStatus) -> WorkCompletion {
@@ -887,6 +1021,8 @@ impl RcQp {
         }
         self.req_idx = 0;
         self.cur = None;
+        self.uc_drop = None;
+        self.uc_cur_pkts = 0;
         self.ack_deadline = None;
         self.rnr_deadline = None;
         self.resp_out.clear();

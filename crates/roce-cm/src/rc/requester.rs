@@ -1,13 +1,15 @@
 //! The requester: turns send work requests into request packets, segmented to the path MTU,
 //! and goes back to the oldest unacknowledged PSN when the completer asks for a retry
-//! [rxe_req.c; IBA 9.7.4, 9.7.5].
+//! [rxe_req.c; IBA 9.7.4, 9.7.5]. A UC QP sends the UC opcodes without AckReq and completes
+//! each request once its last packet is handed out (rxe_net.c rxe_xmit_packet: a non-RC
+//! WQE is done after its last packet is sent).
 
 use roce_wire::bth::{self, Opcode};
 use roce_wire::ext::ExtHeaders;
 use roce_wire::{atomic_eth, immdt, reth};
 
 use super::mr::Access;
-use super::{psn, Ctx, QpState, RcPacket, RcQp, SendOp, WcStatus};
+use super::{psn, Ctx, QpState, RcPacket, RcQp, SendOp, TransportService, WcStatus};
 
 /// Packets sent without an ACK request before one is asked for [rxe RXE_MAX_PKT_PER_ACK].
 pub(crate) const MAX_PKT_PER_ACK: u32 = 64;
@@ -109,10 +111,26 @@ impl RcQp {
         };
         let solicited = w.wr.solicited && last;
         let end = k + consumed == w.npkts;
+        let uc = self.service == TransportService::Uc;
+        // UC opcodes are the RC ones with transport bits 001 (IBA table 38).
+        let op = if uc { Opcode::from(u8::from(op) | 0x20) } else { op };
         let mut b = bth::Repr::new(op, self.attr.dest_qpn, p);
         b.pkey = self.attr.pkey;
         b.solicited = solicited;
         b.pad_count = ((4 - payload.len() % 4) % 4) as u8;
+        if uc {
+            // No ACKs on UC [rxe_req.c init_req_packet: AckReq only for RC]; the request is
+            // done once its last packet is out, the PSN window never fills.
+            self.sq_psn = psn::add(p, 1);
+            self.comp_psn = self.sq_psn;
+            self.hw_psn = self.sq_psn;
+            self.sq[idx].next_pkt += 1;
+            if end {
+                self.req_idx += 1;
+                self.complete_front(ctx);
+            }
+            return Some(self.packet(b, ext, payload));
+        }
         self.noack_pkts += 1;
         b.ack_req = end || w.wr.op.is_read_or_atomic() || self.noack_pkts >= MAX_PKT_PER_ACK;
         if b.ack_req {

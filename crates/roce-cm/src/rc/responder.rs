@@ -25,6 +25,50 @@ pub(crate) const AETH_NAK_REM_ACCESS: u8 = 0x62;
 /// NAK: remote operational error.
 pub(crate) const AETH_NAK_REM_OP: u8 = 0x63;
 
+/// Whether a request opcode (RC numbering) begins a message: FIRST or ONLY, or a READ or
+/// atomic request.
+pub(crate) fn starts_message(op: Opcode) -> bool {
+    use Opcode::*;
+    matches!(
+        op,
+        RcSendFirst
+            | RcSendOnly
+            | RcSendOnlyWithImmediate
+            | RcRdmaWriteFirst
+            | RcRdmaWriteOnly
+            | RcRdmaWriteOnlyWithImmediate
+            | RcRdmaReadRequest
+            | RcCompareSwap
+            | RcFetchAdd
+    )
+}
+
+/// Whether a SEND or WRITE opcode (RC numbering) ends its message: LAST or ONLY.
+pub(crate) fn ends_message(op: Opcode) -> bool {
+    use Opcode::*;
+    matches!(
+        op,
+        RcSendLast
+            | RcSendLastWithImmediate
+            | RcSendOnly
+            | RcSendOnlyWithImmediate
+            | RcRdmaWriteLast
+            | RcRdmaWriteLastWithImmediate
+            | RcRdmaWriteOnly
+            | RcRdmaWriteOnlyWithImmediate
+    )
+}
+
+/// The payload length a SEND/WRITE packet may carry [rxe check_length]: FIRST and MIDDLE
+/// exactly one MTU, LAST 1..=MTU, ONLY at most one MTU.
+pub(crate) fn data_length_ok(starts: bool, ends: bool, len: usize, mtu: usize) -> bool {
+    match (starts, ends) {
+        (true, true) => len <= mtu,
+        (_, false) => len == mtu,
+        (false, true) => len > 0 && len <= mtu,
+    }
+}
+
 impl RcQp {
     /// An ACK, NAK or atomic ACK with the current MSN.
     pub(crate) fn ack_packet(&self, p: u32, syndrome: u8, orig: Option<u64>) -> RcPacket {
@@ -87,18 +131,7 @@ impl RcQp {
         }
         self.nak_sent = false;
         let op = b.opcode;
-        let starts = matches!(
-            op,
-            RcSendFirst
-                | RcSendOnly
-                | RcSendOnlyWithImmediate
-                | RcRdmaWriteFirst
-                | RcRdmaWriteOnly
-                | RcRdmaWriteOnlyWithImmediate
-                | RcRdmaReadRequest
-                | RcCompareSwap
-                | RcFetchAdd
-        );
+        let starts = starts_message(op);
         let seq_ok = match self.cur {
             None => starts,
             Some(InMsg::Send { .. }) => matches!(op, RcSendMiddle | RcSendLast | RcSendLastWithImmediate),
@@ -123,22 +156,10 @@ impl RcQp {
         // Payload length rules [rxe check_length; IBA C9-?: First/Middle exactly one MTU].
         let mtu = self.attr.path_mtu as usize;
         let len = payload.len();
-        let ends = matches!(
-            op,
-            RcSendLast
-                | RcSendLastWithImmediate
-                | RcSendOnly
-                | RcSendOnlyWithImmediate
-                | RcRdmaWriteLast
-                | RcRdmaWriteLastWithImmediate
-                | RcRdmaWriteOnly
-                | RcRdmaWriteOnlyWithImmediate
-        );
+        let ends = ends_message(op);
         let len_ok = match op {
             RcRdmaReadRequest | RcCompareSwap | RcFetchAdd => len == 0,
-            _ if starts && ends => len <= mtu,
-            _ if !ends => len == mtu,
-            _ => len > 0 && len <= mtu,
+            _ => data_length_ok(starts, ends, len, mtu),
         };
         if !len_ok {
             return self.nak_invalid(ctx, p);
@@ -174,7 +195,7 @@ impl RcQp {
     }
 
     fn send(&mut self, ctx: &mut Ctx<'_>, b: &bth::Repr, ext: &ExtHeaders, payload: &[u8], starts: bool, ends: bool) {
-        if self.rq.is_empty() {
+        if !self.take_recv(ctx) {
             return self.rnr(ctx, b.psn);
         }
         let offset = match self.cur {
@@ -227,7 +248,7 @@ impl RcQp {
             _ => return self.nak_invalid(ctx, p),
         };
         let imm = ext.immdt.map(|i| i.imm_data);
-        if imm.is_some() && self.rq.is_empty() {
+        if imm.is_some() && !self.take_recv(ctx) {
             return self.rnr(ctx, p);
         }
         let len = payload.len() as u64;
@@ -242,18 +263,26 @@ impl RcQp {
         }
         va = va.wrapping_add(len);
         resid -= len;
-        if ends {
-            self.cur = None;
-            if imm.is_some() {
-                if let Some(r) = self.rq.pop_front() {
-                    let wc = self.recv_wc(r.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, total, imm);
-                    ctx.cq.push_back(wc);
-                }
-            }
-        } else {
-            self.cur = Some(InMsg::Write { va, rkey, resid, total });
-        }
+        self.write_placed(ctx, ends, InMsg::Write { va, rkey, resid, total }, imm);
         self.accept(ctx, b, ends);
+    }
+
+    /// A WRITE packet is placed: at the message's end it closes (a WRITE with immediate
+    /// completes its receive with the message's length), otherwise `next` says where the
+    /// next packet goes.
+    pub(crate) fn write_placed(&mut self, ctx: &mut Ctx<'_>, ends: bool, next: InMsg, imm: Option<u32>) {
+        if !ends {
+            self.cur = Some(next);
+            return;
+        }
+        self.cur = None;
+        let InMsg::Write { total, .. } = next else { return };
+        if imm.is_some() {
+            if let Some(r) = self.rq.pop_front() {
+                let wc = self.recv_wc(r.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, total, imm);
+                ctx.cq.push_back(wc);
+            }
+        }
     }
 
     fn read_request(&mut self, ctx: &mut Ctx<'_>, b: &bth::Repr, ext: &ExtHeaders) {

@@ -7,10 +7,10 @@ use std::time::Duration;
 use super::*;
 use crate::stack::splitmix;
 
-const A: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
-const B: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
-const QA: u32 = 0x11;
-const QB: u32 = 0x22;
+pub(crate) const A: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+pub(crate) const B: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+pub(crate) const QA: u32 = 0x11;
+pub(crate) const QB: u32 = 0x22;
 
 /// What the wire does to packets.
 #[derive(Debug, Clone, Copy, Default)]
@@ -33,6 +33,8 @@ pub(crate) struct Pair {
     pub drop_next: Vec<(roce_wire::bth::Opcode, u32)>,
     pub sent_ab: Vec<roce_wire::bth::Opcode>,
     pub sent_ba: Vec<roce_wire::bth::Opcode>,
+    /// PSNs of the A→B packets the wire lost (scripted or by chance), in order.
+    pub lost_ab: Vec<u32>,
 }
 
 pub(crate) fn attr(dest: IpAddr, dest_qpn: u32, mtu: u32, psn_a: u32, psn_b: u32) -> QpAttr {
@@ -51,11 +53,19 @@ impl Pair {
     }
 
     pub fn with_psns(mtu: u32, seed: u64, psn_a: u32, psn_b: u32) -> Pair {
+        Self::build(mtu, seed, psn_a, psn_b, |_, _| QpInit::default())
+    }
+
+    /// A pair whose QPs `make` describes (RC or UC, an SRQ it creates on that side); `make`
+    /// gets each engine and whether it is B.
+    pub fn build(mtu: u32, seed: u64, psn_a: u32, psn_b: u32, mut make: impl FnMut(&mut Rc, bool) -> QpInit) -> Pair {
         let mut a = Rc::new(seed);
         let mut b = Rc::new(seed ^ 1);
         let now = Instant::ZERO;
-        a.create_qp(QA, QpCap::default()).unwrap();
-        b.create_qp(QB, QpCap::default()).unwrap();
+        let ia = make(&mut a, false);
+        let ib = make(&mut b, true);
+        a.create_qp_with(QA, ia).unwrap();
+        b.create_qp_with(QB, ib).unwrap();
         let at = attr(B, QB, mtu, psn_a, psn_b);
         let bt = attr(A, QA, mtu, psn_b, psn_a);
         for s in [QpState::Init, QpState::Rtr, QpState::Rts] {
@@ -73,6 +83,7 @@ impl Pair {
             drop_next: Vec::new(),
             sent_ab: Vec::new(),
             sent_ba: Vec::new(),
+            lost_ab: Vec::new(),
         }
     }
 
@@ -92,9 +103,15 @@ impl Pair {
             if self.drop_next[i].1 == 0 {
                 self.drop_next.remove(i);
             }
+            if to_b {
+                self.lost_ab.push(p.bth.psn);
+            }
             return;
         }
         if self.chance(self.faults.loss) {
+            if to_b {
+                self.lost_ab.push(p.bth.psn);
+            }
             return;
         }
         let copies = if self.chance(self.faults.duplicate) { 2 } else { 1 };
@@ -173,21 +190,21 @@ impl Pair {
     }
 }
 
-fn mr(rc: &mut Rc, len: usize) -> MrInfo {
+pub(crate) fn mr(rc: &mut Rc, len: usize) -> MrInfo {
     rc.reg_mr(len, Access::ALL).unwrap()
 }
 
-fn fill(rc: &mut Rc, m: &MrInfo, seed: u8) {
+pub(crate) fn fill(rc: &mut Rc, m: &MrInfo, seed: u8) {
     for (i, b) in rc.mr_mut(m.lkey).unwrap().iter_mut().enumerate() {
         *b = (i as u8).wrapping_mul(31).wrapping_add(seed);
     }
 }
 
-fn sge(m: &MrInfo, off: u64, len: u32) -> Sge {
+pub(crate) fn sge(m: &MrInfo, off: u64, len: u32) -> Sge {
     Sge { addr: m.addr + off, length: len, lkey: m.lkey }
 }
 
-fn wr(wr_id: u64, op: SendOp, sg: Vec<Sge>) -> SendWr {
+pub(crate) fn wr(wr_id: u64, op: SendOp, sg: Vec<Sge>) -> SendWr {
     SendWr { wr_id, op, sg_list: sg, signaled: true, solicited: false }
 }
 
