@@ -15,9 +15,11 @@ export ROCE_PYTHON="$PWD/.venv/bin/python"
 RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --release --target x86_64-unknown-linux-gnu --bin roce
 
 # The kernel interop suite (the `interop` test binary, tests/interop/main.rs) boots Debian 12's 6.1 kernel in the workspace
-# run, then runs again on its 6.12 kernel (tests/interop/setup.sh built both).
+# run, then runs again on its 6.12 kernel and on the newest kernel of Debian's unstable suite (`sid`; setup.sh
+# built all three and printed sid's version).
 ROCE_KERNEL=6.1 cargo test --workspace --locked
 ROCE_KERNEL=6.12 cargo test --locked --test interop
+ROCE_KERNEL=sid cargo test --locked --test interop
 # The fuzz targets (their own workspace, cargo-fuzz's layout) built as ClusterFuzzLite's builder
 # builds them (.clusterfuzzlite/build.sh, address sanitizer), each run over its seeds and corpus.
 bash tests/clusterfuzzlite.sh

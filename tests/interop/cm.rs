@@ -12,7 +12,7 @@
 //!    its RTU (ESTABLISHED), our DREQ ▶ its DREP. No RC data anywhere (-C 0): this stack has no
 //!    RC data path.
 //!
-//! Needs root, qemu and `bash tests/interop/setup.sh`. Artefacts: target/interop/artefacts/<kernel>/interop_cm/ (ROCE_KERNEL picks 6.1 or 6.12).
+//! Needs root, qemu and `bash tests/interop/setup.sh`. Artefacts: target/interop/artefacts/<kernel>/interop_cm/ (ROCE_KERNEL picks 6.1, 6.12 or sid).
 
 use crate::harness;
 

@@ -1,5 +1,6 @@
 //! The acceptance oracle on a live kernel rxe (issue 13 items 3 and 4), on the kernel that
-//! `ROCE_KERNEL` selects (6.1 or 6.12):
+//! `ROCE_KERNEL` selects (6.1, 6.12 or sid; what each does where they differ is
+//! [`harness::GuestKernel`]):
 //!
 //! 1. frames from `roce::fuzz_peer::Generator` go to the guest in batches; after each batch
 //!    the guest's hw counters are read over the control channel and the growth of `rcvd_pkts`
@@ -170,11 +171,7 @@ impl Oracle<'_> {
 }
 
 fn rxe_kernel() -> RxeKernel {
-    if harness::kernel() == "6.12" {
-        RxeKernel::V6_12
-    } else {
-        RxeKernel::V6_1
-    }
+    harness::kernel().rxe
 }
 
 /// What one oracle campaign measured.
@@ -318,7 +315,7 @@ fn fuzz_peer_run(g: &mut harness::Guest, src: IpAddr, dst: IpAddr, seed: u64, se
     let (rc, out) = g.run_in_netns(&format!(
         "{} fuzz-peer --iface tap0 -b {src} --peer {dst} --duration {secs} --seed {seed} --kernel {} --rate 400 --json -q --out {} 2>&1",
         env!("CARGO_BIN_EXE_roce"),
-        harness::kernel(),
+        harness::kernel().fuzz_peer_kernel(),
         g.artefacts.join("fuzz_peer").display()
     ));
     let mut after = read(g, "fp1");
@@ -403,10 +400,11 @@ fn rxe_acceptance_over_ipv6() {
     assert_fuzz_peer(rc, &out, counted);
 }
 
-/// The finding behind `--kill-gsi` (spec/rxe-acceptance.md §3): one UD SEND to QP1 with the
-/// GSI Q_Key and 1000 bytes of payload is counted; afterwards a 6.1 peer's MAD layer no longer
-/// answers an SA Get (its GSI QP is in the error state, nothing to QP1 is counted), while a
-/// 6.12 peer answers as before.
+/// The finding behind `--kill-gsi` (spec/rxe-acceptance.md §3, spec/kernel-findings.md §2): one
+/// UD SEND to QP1 with the GSI Q_Key and 1000 bytes of payload is counted; afterwards a 6.1
+/// peer's MAD layer no longer answers an SA Get (its GSI QP is in the error state, nothing to
+/// QP1 is counted), while a 6.12 or sid peer answers as before
+/// ([`harness::GuestKernel::oversize_send_kills_gsi`]).
 #[test]
 fn oversize_ud_send_to_qp1_kills_the_gsi_qp() {
     let mut g = GuestBuilder::new("interop_fuzz_kill_gsi").scenario(SCENARIO).boot();
@@ -456,9 +454,9 @@ fn oversize_ud_send_to_qp1_kills_the_gsi_qp() {
         g.kernel_version
     );
     // Minimising a loss (issue 13 item 3): the oversize SEND hidden among 50 harmless frames,
-    // ddmin with a reset of the peer before every replay; on 6.1 it must come down to that one
-    // frame, and replaying it alone must leave the probe unanswered again; on 6.12 the
-    // sequence does not lose liveness at all.
+    // ddmin with a reset of the peer before every replay; where the frame kills the GSI QP it
+    // must come down to that one frame, and replaying it alone must leave the probe unanswered
+    // again; elsewhere the sequence does not lose liveness at all.
     let mut harmless: Vec<Vec<u8>> = {
         let mut h = Generator::new(2, ep);
         (0..50).map(|_| h.next_frame()).collect()
@@ -482,19 +480,17 @@ fn oversize_ud_send_to_qp1_kills_the_gsi_qp() {
     println!("{report}");
     assert!(before, "the GSI QP answered before");
     assert_eq!(c1 - c0, 1, "the oversize SEND is counted");
-    match rxe_kernel() {
-        // 6.1: the length error completes in error and the GSI QP goes to the error state
-        RxeKernel::V6_1 => {
-            assert!(!after, "6.1: after the oversize SEND the GSI QP no longer answers:\n{report}");
-            assert_eq!(min, Some(vec![f]), "6.1: the loss minimises to the oversize SEND alone:\n{report}");
-            assert_eq!(replay_lost, Some(true), "6.1: replaying the minimised frame loses liveness:\n{report}");
-        }
-        // 6.12: the GSI QP survives it
-        RxeKernel::V6_12 => {
-            assert!(after, "6.12: the GSI QP still answers after the oversize SEND:\n{report}");
-            assert_eq!(c2 - c1, 1, "6.12: the probe is counted");
-            assert_eq!(min, None, "6.12: the sequence does not lose liveness:\n{report}");
-        }
+    let k = harness::kernel();
+    if k.oversize_send_kills_gsi {
+        // the length error completes in error and the GSI QP goes to the error state (6.1)
+        assert!(!after, "{k}: after the oversize SEND the GSI QP no longer answers:\n{report}");
+        assert_eq!(min, Some(vec![f]), "{k}: the loss minimises to the oversize SEND alone:\n{report}");
+        assert_eq!(replay_lost, Some(true), "{k}: replaying the minimised frame loses liveness:\n{report}");
+    } else {
+        // the GSI QP survives it (6.12, sid)
+        assert!(after, "{k}: the GSI QP still answers after the oversize SEND:\n{report}");
+        assert_eq!(c2 - c1, 1, "{k}: the probe is counted");
+        assert_eq!(min, None, "{k}: the sequence does not lose liveness:\n{report}");
     }
 }
 
@@ -502,9 +498,10 @@ fn oversize_ud_send_to_qp1_kills_the_gsi_qp() {
 /// whose UDP payload is shorter than a BTH (a valid MAD to QP1 with its UDP length cut to 16:
 /// 8 bytes of payload). `rxe_rcv` drops it before it sets `pkt->qp = NULL`, and its drop path
 /// puts `pkt->qp` — over IPv6 the bytes the IPv6 layer left in the skb's control block — so
-/// the guest's kernel oopses in `__rxe_put` from `rxe_rcv`. Asserted on what the peer shows:
-/// its console, and no answer to a probe afterwards. (Over IPv4 the same bytes are zero: the
-/// campaigns send such frames without trouble.)
+/// the guest's kernel oopses in `__rxe_put` from `rxe_rcv` (on every kernel of
+/// [`harness::KERNELS`]: [`harness::GuestKernel::ipv6_short_bth_oopses`]; spec/kernel-findings.md
+/// §1). Asserted on what the peer shows: its console, and no answer to a probe afterwards.
+/// (Over IPv4 the same bytes are zero: the campaigns send such frames without trouble.)
 #[test]
 fn ipv6_frame_shorter_than_a_bth_crashes_rxe() {
     let mut g = GuestBuilder::new("interop_fuzz_short_bth_v6").scenario(SCENARIO).boot();
@@ -535,15 +532,22 @@ fn ipv6_frame_shorter_than_a_bth_crashes_rxe() {
     std::fs::write(g.artefacts.join("report.txt"), &report).unwrap();
     println!("{report}");
     assert!(before, "the GSI QP answered before:\n{report}");
-    assert!(trace.is_ok(), "the guest's kernel oopses:\n{report}");
-    assert!(console.contains("rxe_rcv"), "in rxe_rcv:\n{report}");
-    assert!(!after, "and the peer is gone:\n{report}");
+    let k = harness::kernel();
+    if k.ipv6_short_bth_oopses {
+        assert!(trace.is_ok(), "{k}: the guest's kernel oopses:\n{report}");
+        assert!(console.contains("rxe_rcv"), "{k}: in rxe_rcv:\n{report}");
+        assert!(!after, "{k}: and the peer is gone:\n{report}");
+    } else {
+        assert!(trace.is_err() && harness::kernel_trouble(&console).is_empty(), "{k}: no oops:\n{report}");
+        assert!(after, "{k}: the peer still answers:\n{report}");
+    }
 }
 
 /// Frames per probe in [`fuzz_peer_reset_cmd_minimises_a_gsi_loss`].
 const KILL_GSI_PROBE_EVERY: usize = 50;
 
-/// Whether `f` is a frame that kills a 6.1 peer's GSI QP: a UD SEND to QP1 (or the GSI QP's
+/// Whether `f` is a frame that kills a 6.1 peer's GSI QP
+/// ([`harness::GuestKernel::oversize_send_kills_gsi`]): a UD SEND to QP1 (or the GSI QP's
 /// pool index) that the peer counts, with more payload than a MAD's 256 bytes.
 fn kills_gsi(ep: &Endpoints, f: &[u8]) -> bool {
     ep.predict(f).is_ok()
@@ -562,7 +566,7 @@ fn kills_gsi(ep: &Endpoints, f: &[u8]) -> bool {
 /// FIFOs: it writes a request, this test re-creates rxe0 and answers `ok`. On 6.1 fuzz-peer
 /// must minimise the loss to that one frame (loss-1-min.pcap) and go on; replaying the
 /// minimised pcap with `roce send` on a fresh rxe0 must leave the peer's probe unanswered
-/// again. On 6.12 the frame is harmless: no loss, no reset.
+/// again. On 6.12 and sid the frame is harmless: no loss, no reset.
 #[test]
 fn fuzz_peer_reset_cmd_minimises_a_gsi_loss() {
     let mut g = GuestBuilder::new("interop_fuzz_reset_cmd").scenario(SCENARIO).boot();
@@ -590,7 +594,7 @@ fn fuzz_peer_reset_cmd_minimises_a_gsi_loss() {
         env!("CARGO_BIN_EXE_roce"),
         ep.src,
         ep.dst,
-        harness::kernel(),
+        harness::kernel().fuzz_peer_kernel(),
         dir.display(),
         reset_cmd.replace('\'', "'\\''"),
     ));
@@ -657,32 +661,27 @@ fn fuzz_peer_reset_cmd_minimises_a_gsi_loss() {
     g.signal("end");
     g.finish();
     println!("{report}");
-    match rxe_kernel() {
-        RxeKernel::V6_1 => {
-            assert_eq!(rc, 1, "6.1: a liveness loss is exit 1:\n{report}");
-            assert!(json["peer_unresponsive"].as_u64() >= Some(1), "{report}");
-            assert_eq!(json["reset_error"], serde_json::Value::Null, "{report}");
-            let m = &json["minimised"][0];
-            assert_eq!(m["loss"], 1, "{report}");
-            assert_eq!(m["frames"], KILL_GSI_PROBE_EVERY, "{report}");
-            assert_eq!(m["min_frames"], 1, "6.1: the loss minimises to one frame:\n{report}");
-            assert!(m["resets"].as_u64().unwrap() <= 40, "{report}");
-            assert!(
-                json["resets"].as_u64().unwrap() > m["resets"].as_u64().unwrap(),
-                "one more reset to go on:\n{report}"
-            );
-            assert_eq!(json["resets"].as_u64(), Some(resets.len() as u64), "every reset reached the guest:\n{report}");
-            assert!(json["probes_answered"].as_u64() >= Some(1) || json["sent"].as_u64() < Some(100), "{report}");
-            assert_eq!(replay, Some((true, false)), "6.1: replaying loss-1-min.pcap loses liveness:\n{report}");
-        }
-        RxeKernel::V6_12 => {
-            assert_eq!(rc, 0, "6.12: no loss:\n{report}");
-            assert_eq!(json["peer_unresponsive"], 0, "{report}");
-            assert_eq!(json["resets"], 0, "{report}");
-            assert!(json["probes_sent"].as_u64() >= Some(1), "{report}");
-            assert_eq!(json["probes_answered"], json["probes_sent"], "6.12: every probe answered:\n{report}");
-            assert!(resets.is_empty(), "{report}");
-            assert!(replay.is_none(), "{report}");
-        }
+    let k = harness::kernel();
+    if k.oversize_send_kills_gsi {
+        assert_eq!(rc, 1, "{k}: a liveness loss is exit 1:\n{report}");
+        assert!(json["peer_unresponsive"].as_u64() >= Some(1), "{report}");
+        assert_eq!(json["reset_error"], serde_json::Value::Null, "{report}");
+        let m = &json["minimised"][0];
+        assert_eq!(m["loss"], 1, "{report}");
+        assert_eq!(m["frames"], KILL_GSI_PROBE_EVERY, "{report}");
+        assert_eq!(m["min_frames"], 1, "{k}: the loss minimises to one frame:\n{report}");
+        assert!(m["resets"].as_u64().unwrap() <= 40, "{report}");
+        assert!(json["resets"].as_u64().unwrap() > m["resets"].as_u64().unwrap(), "one more reset to go on:\n{report}");
+        assert_eq!(json["resets"].as_u64(), Some(resets.len() as u64), "every reset reached the guest:\n{report}");
+        assert!(json["probes_answered"].as_u64() >= Some(1) || json["sent"].as_u64() < Some(100), "{report}");
+        assert_eq!(replay, Some((true, false)), "{k}: replaying loss-1-min.pcap loses liveness:\n{report}");
+    } else {
+        assert_eq!(rc, 0, "{k}: no loss:\n{report}");
+        assert_eq!(json["peer_unresponsive"], 0, "{report}");
+        assert_eq!(json["resets"], 0, "{report}");
+        assert!(json["probes_sent"].as_u64() >= Some(1), "{report}");
+        assert_eq!(json["probes_answered"], json["probes_sent"], "{k}: every probe answered:\n{report}");
+        assert!(resets.is_empty(), "{report}");
+        assert!(replay.is_none(), "{report}");
     }
 }

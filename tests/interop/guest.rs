@@ -1,4 +1,4 @@
-//! Interop with a real Linux kernel rxe peer (qemu guest, kernel 6.1 or 6.12, TCG): the frames that
+//! Interop with a real Linux kernel rxe peer (qemu guest, kernel 6.1, 6.12 or sid, TCG): the frames that
 //! roce-wire builds are accepted by rxe, and its MAD core answers them.
 //!
 //! A SubnAdmGet(MCMemberRecord) to QP1 of the guest (RoCEv2 UD SEND_ONLY, built with
@@ -10,7 +10,7 @@
 //!
 //! Needs root, qemu and `bash tests/interop/setup.sh` (tests/run-all.sh runs it); a missing
 //! prerequisite fails the test. Artefacts: target/interop/artefacts/<kernel>/interop_guest_sa_probe/
-//! (ROCE_KERNEL picks 6.1 or 6.12).
+//! (ROCE_KERNEL picks 6.1, 6.12 or sid).
 
 use crate::harness;
 

@@ -4,7 +4,7 @@
 # control channel; this is for poking at the guest from a shell. Run as root, after
 # `bash tests/interop/setup.sh`.
 #
-#   [ROCE_KERNEL=6.1|6.12] tests/interop/guest.sh [-b HOST_BINARY[:NAME]]... [-t TIMEOUT_S] SCENARIO.sh
+#   [ROCE_KERNEL=6.1|6.12|sid] tests/interop/guest.sh [-b HOST_BINARY[:NAME]]... [-t TIMEOUT_S] SCENARIO.sh
 #
 # SCENARIO.sh runs in the guest after @@READY with the helpers of /lib/interop.sh (counters,
 # result, gids); -b puts a (static) binary at /usr/local/bin/NAME. The namespace holds tap0

@@ -48,6 +48,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use roce_wire::rxe_accept::RxeKernel;
+
 /// The guest NIC's MAC (`-device virtio-net-pci,mac=…`).
 pub const GUEST_MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];
 /// tap0's IPv4 address in the namespace (the host side).
@@ -73,23 +75,89 @@ pub fn interop_dir() -> PathBuf {
     repo_root().join("target").join("interop")
 }
 
-/// The guest kernels tests/interop/setup.sh builds, the default first.
-pub const KERNELS: [&str; 2] = ["6.1", "6.12"];
+/// A guest kernel that tests/interop/setup.sh builds, and what it does where the kernels differ,
+/// as the tests observed it (spec/interop.md, spec/kernel-findings.md). A test whose expectation
+/// depends on the kernel asks this, not the kernel's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestKernel {
+    /// `ROCE_KERNEL`'s value: the directory under `target/interop/kernels/` and
+    /// `target/interop/artefacts/`.
+    pub name: &'static str,
+    /// rxe's opcode table, for the acceptance predictor (`Endpoints::kernel`).
+    pub rxe: RxeKernel,
+    /// A UD SEND longer than a MAD (1000 bytes) to QP1 with the GSI Q_Key leaves the GSI QP in
+    /// the error state: no MAD is answered until rxe0 is re-created (kernel-findings.md §2;
+    /// `fuzz::oversize_ud_send_to_qp1_kills_the_gsi_qp`).
+    pub oversize_send_kills_gsi: bool,
+    /// An IPv6 RoCEv2 frame whose UDP payload is shorter than a BTH oopses the kernel in
+    /// `__rxe_put` from `rxe_rcv` (kernel-findings.md §1;
+    /// `fuzz::ipv6_frame_shorter_than_a_bth_crashes_rxe`).
+    pub ipv6_short_bth_oopses: bool,
+    /// The MAD layer matches an RMPP ACK received over RoCEv2 IPv4 to its send (false: mad.c
+    /// `rcv_has_same_gid` compares a GID with rxe's IPv4 GRH buffer, kernel-findings.md §3;
+    /// `rmpp::kernel_rmpp_sender_and_our_receiver` case d).
+    pub rmpp_ack_over_ipv4_matches: bool,
+}
 
-/// The guest kernel this run boots: `ROCE_KERNEL` (`6.1` or `6.12`), 6.1 when unset.
+impl GuestKernel {
+    /// The `--kernel` value of `roce fuzz-peer` that selects [`Self::rxe`]'s opcode table.
+    pub fn fuzz_peer_kernel(&self) -> &'static str {
+        match self.rxe {
+            RxeKernel::V6_1 => "6.1",
+            RxeKernel::V6_12 => "6.12",
+        }
+    }
+}
+
+impl std::fmt::Display for GuestKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// The guest kernels tests/interop/setup.sh builds, the default first: Debian 12's 6.1 and
+/// 6.12, and `sid`, the newest amd64 kernel of Debian's unstable suite (7.2.13 when written).
+pub static KERNELS: [GuestKernel; 3] = [
+    GuestKernel {
+        name: "6.1",
+        rxe: RxeKernel::V6_1,
+        oversize_send_kills_gsi: true,
+        ipv6_short_bth_oopses: true,
+        rmpp_ack_over_ipv4_matches: false,
+    },
+    GuestKernel {
+        name: "6.12",
+        rxe: RxeKernel::V6_12,
+        oversize_send_kills_gsi: false,
+        ipv6_short_bth_oopses: true,
+        rmpp_ack_over_ipv4_matches: false,
+    },
+    GuestKernel {
+        name: "sid",
+        rxe: RxeKernel::V6_12,
+        oversize_send_kills_gsi: false,
+        ipv6_short_bth_oopses: true,
+        rmpp_ack_over_ipv4_matches: false,
+    },
+];
+
+/// The guest kernel this run boots: `ROCE_KERNEL` (a [`KERNELS`] name), 6.1 when unset.
 /// tests/run-all.sh runs the interop tests once per kernel. Panics on any other value.
-pub fn kernel() -> String {
+pub fn kernel() -> &'static GuestKernel {
+    let names: Vec<&str> = KERNELS.iter().map(|k| k.name).collect();
     match std::env::var("ROCE_KERNEL") {
-        Ok(k) if KERNELS.contains(&k.as_str()) => k,
-        Ok(k) if k.is_empty() => KERNELS[0].to_string(),
-        Ok(k) => panic!("ROCE_KERNEL={k:?}: expected one of {KERNELS:?}"),
-        Err(_) => KERNELS[0].to_string(),
+        Ok(k) if k.is_empty() => &KERNELS[0],
+        Ok(k) => KERNELS
+            .iter()
+            .find(|g| g.name == k)
+            .unwrap_or_else(|| panic!("ROCE_KERNEL={k:?}: expected one of {names:?}")),
+        Err(_) => &KERNELS[0],
     }
 }
 
 /// `target/interop/kernels/<kernel>`: vmlinuz, base.cpio.gz, kernel-version of [`kernel`].
 pub fn kernel_dir() -> PathBuf {
-    interop_dir().join("kernels").join(kernel())
+    interop_dir().join("kernels").join(kernel().name)
 }
 
 /// Kernel messages that fail a run (the console is watched for them): a kernel bug, warning,
@@ -348,7 +416,7 @@ impl Guest {
         remove_stale_namespaces();
 
         let kdir = kernel_dir();
-        let artefacts = dir.join("artefacts").join(kernel()).join(&b.test);
+        let artefacts = dir.join("artefacts").join(kernel().name).join(&b.test);
         let _ = fs::remove_dir_all(&artefacts);
         fs::create_dir_all(&artefacts).map_err(|e| format!("{}: {e}", artefacts.display()))?;
 

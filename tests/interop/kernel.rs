@@ -11,7 +11,7 @@
 //!
 //! Needs root, qemu, `bash tests/interop/setup.sh` and the static `roce` for the guest
 //! (tests/run-all.sh builds both). Artefacts: target/interop/artefacts/<kernel>/interop_kernel/
-//! (ROCE_KERNEL picks 6.1 or 6.12).
+//! (ROCE_KERNEL picks 6.1, 6.12 or sid).
 
 use crate::harness;
 

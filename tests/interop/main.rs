@@ -1,6 +1,6 @@
 //! The `interop` test binary: a Linux kernel rxe peer in a qemu guest (see [`harness`] and
 //! spec/interop.md). Needs root, qemu and `bash tests/interop/setup.sh`; `ROCE_KERNEL`
-//! (6.1 or 6.12) picks the guest kernel. One binary for the area (issue 27);
+//! (6.1, 6.12 or sid) picks the guest kernel. One binary for the area (issue 27);
 //! `cargo test --test interop rmpp::` runs one former file.
 //!
 //! The tests run in parallel threads, but guests boot one at a time: [`harness`] holds a file

@@ -2,15 +2,20 @@
 # Builds everything the interop tests with a kernel rxe peer need (spec/interop.md). Idempotent;
 # run as root on a fresh Debian 12 machine (a re-run with a complete cache takes about a second).
 #
-#   ROCE_KERNEL=6.1|6.12 bash tests/interop/setup.sh    one kernel; without ROCE_KERNEL: both
+#   ROCE_KERNEL=6.1|6.12|sid bash tests/interop/setup.sh    one kernel; without ROCE_KERNEL: all three
 #
-# Two guest kernels, side by side under target/interop/kernels/<K>/: Debian 12's default (6.1,
-# the package linux-image-amd64 depends on) and its 6.12 (the newest
-# linux-image-6.12.N+deb12-amd64 that apt knows; virtio built in, modules *.ko.xz).
+# Three guest kernels, side by side under target/interop/kernels/<K>/: Debian 12's default (6.1,
+# the package linux-image-amd64 depends on), its 6.12 (the newest linux-image-6.12.N+deb12-amd64
+# that apt knows; virtio built in, modules *.ko.xz) and `sid`: the newest amd64 kernel of
+# Debian's unstable suite (7.2.13 on 2026-12-04), fetched with apt from a sources file of its own
+# under target/interop/cache/apt-sid/ (the host's sources and package lists stay as they are).
+# From 7.x Debian splits the kernel: linux-image-* is a meta package, vmlinuz is in
+# linux-binary-* (usr/lib/modules/VERSION/vmlinuz), the modules in linux-modules-* and
+# modules.builtin in linux-base-*.
 #
 #   1. installs on the host, if missing: qemu-system-x86 cpio kmod iproute2 tcpdump
-#   2. fetches with `apt-get download` (never installed on the host) the kernel image package that
-#      linux-image-amd64 depends on, busybox-static and the rdma-core packages, and unpacks them
+#   2. fetches with `apt-get download` (never installed on the host) the kernel's packages,
+#      busybox-static and the rdma-core packages (Debian 12's for every kernel), and unpacks them
 #      with `dpkg-deb -x` under target/interop/cache/ (the repo's target/ is gitignored)
 #   3. runs `depmod -b` and builds target/interop/vmlinuz and target/interop/base.cpio.gz: busybox,
 #      the kernel modules for virtio-net + rdma_rxe (with their modules.dep closure), the rdma-core
@@ -31,20 +36,23 @@ die() { echo "interop-setup: error: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root (apt-get, and the tests need network namespaces)"
 
 if [ -z "${ROCE_KERNEL:-}" ]; then
-    for k in 6.1 6.12; do ROCE_KERNEL=$k bash "$0"; done
+    for k in 6.1 6.12 sid; do ROCE_KERNEL=$k bash "$0"; done
     exit 0
 fi
 case "$ROCE_KERNEL" in
-6.1 | 6.12) ;;
-*) die "ROCE_KERNEL=$ROCE_KERNEL: expected 6.1 or 6.12" ;;
+6.1 | 6.12 | sid) ;;
+*) die "ROCE_KERNEL=$ROCE_KERNEL: expected 6.1, 6.12 or sid" ;;
 esac
 KOUT="$OUT/kernels/$ROCE_KERNEL"
 
 # The kernel modules to load in the guest, in this order (their modules.dep closure is added
 # before each). crc32_generic is not a modules.dep dependency of anything: rdma_rxe asks the
-# crypto API for "crc32" at runtime and fails with -ENOENT without it.
+# crypto API for "crc32" at runtime and fails with -ENOENT without it. A name ending in `?` is
+# loaded where the kernel has it: ib_uverbs_support (7.x) must be in before ib_uverbs;
+# crc32_generic is gone where rxe computes its CRC with the crc32 library alone (7.x).
 MODULES="virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci failover net_failover virtio_net
-configfs crc32_generic ib_core ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe iw_cm ib_cm rdma_cm rdma_ucm ib_umad"
+configfs crc32_generic? ib_core ib_uverbs_support? ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe iw_cm ib_cm rdma_cm
+rdma_ucm ib_umad"
 GUEST_DEBS="busybox-static rdma-core ibverbs-providers libibverbs1 librdmacm1 rdmacm-utils ibverbs-utils perftest
 libibumad3 libnl-3-200 libnl-route-3-200 libpci3"
 # Tools copied into the guest (found in the unpacked packages, or on the host for `rdma`).
@@ -79,9 +87,32 @@ if [ -f "$KOUT/base.cpio.gz" ] && [ -f "$KOUT/vmlinuz" ] && [ -f "$KOUT/stamp" ]
 fi
 t0=$(date +%s)
 mkdir -p "$CACHE/debs" "$KOUT"
-# the kernel package, remembered per kernel (delete the file to move to a newer one)
+# the kernel's packages, remembered per kernel (delete the file to move to a newer one)
 KPKG_FILE="$CACHE/kernel-package-$ROCE_KERNEL"
 [ "$ROCE_KERNEL" = 6.1 ] && [ -f "$CACHE/kernel-package" ] && [ ! -f "$KPKG_FILE" ] && mv "$CACHE/kernel-package" "$KPKG_FILE"
+# sid's package lists: apt with a sources file, lists and caches of their own, naming the mirror
+# of the host's own Debian entry
+SID="$CACHE/apt-sid"
+sid_opts() {
+    echo "-o Dir::Etc::sourcelist=$SID/sources.list -o Dir::Etc::sourceparts=/dev/null"
+    echo "-o Dir::State::Lists=$SID/lists -o Dir::Cache=$SID/cache"
+}
+sid_updated=0
+sid_update() {
+    [ "$sid_updated" -eq 0 ] || return 0
+    local codename mirror keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+    codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+    mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(IDENTIFIER)' |
+        awk -v r="$codename" '$2 == r && $3 == "Packages" {print $1; exit}')
+    [ -n "$mirror" ] || die "no Debian entry for $codename in the host's apt sources (the mirror for sid)"
+    [ -f "$keyring" ] || die "$keyring missing (debian-archive-keyring)"
+    mkdir -p "$SID/lists/partial" "$SID/cache/archives/partial"
+    echo "deb [signed-by=$keyring] $mirror sid main" >"$SID/sources.list"
+    log "apt-get update of sid from $mirror (lists in $SID)"
+    # shellcheck disable=SC2046
+    apt-get $(sid_opts) update -qq || die "apt-get update of sid failed"
+    sid_updated=1
+}
 if [ -f "$KPKG_FILE" ]; then
     KPKG=$(cat "$KPKG_FILE")
 elif [ "$ROCE_KERNEL" = 6.1 ]; then
@@ -89,40 +120,67 @@ elif [ "$ROCE_KERNEL" = 6.1 ]; then
     KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
     [ -n "$KPKG" ] || die "cannot tell which kernel package linux-image-amd64 depends on"
     case "$KPKG" in linux-image-6.1.*) ;; *) die "linux-image-amd64 depends on $KPKG, not a 6.1 kernel" ;; esac
-else
+elif [ "$ROCE_KERNEL" = 6.12 ]; then
     apt_update
     # no meta package names the 6.12 image: the newest ABI that apt knows (sort -V)
     KPKG=$(apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64$' | awk '{print $1}' | sort -V | tail -1)
     [ -n "$KPKG" ] || die "apt knows no linux-image-6.12.*+deb12-amd64 package"
+else
+    sid_update
+    # the newest amd64 image of sid (not -cloud-, -rt-: the version is followed by -amd64 alone),
+    # and the packages that hold it from 7.x on: vmlinuz (binary), the modules (modules), and
+    # modules.builtin with the config (base)
+    # shellcheck disable=SC2046
+    img=$(apt-cache $(sid_opts) search --names-only '^linux-image-[0-9]+\.[0-9]+\.[0-9]+[^-]*-amd64$' |
+        awk '{print $1}' | sort -V | tail -1)
+    [ -n "$img" ] || die "sid has no linux-image-*-amd64 package"
+    # shellcheck disable=SC2046
+    parts=$(apt-cache $(sid_opts) depends "$img" | awk '/^ *Depends: linux-(base|binary|modules)-/ {print $2}' | sort -u | tr '\n' ' ')
+    KPKG=${parts:-$img}
+    log "sid's newest kernel: $img (${KPKG% })"
 fi
 fetch() { # fetch PKG...: apt-get download into the cache unless a .deb of that package is there
-    local missing=()
+    local missing=() opts=""
     for p in "$@"; do
         compgen -G "$CACHE/debs/${p}_*.deb" >/dev/null || missing+=("$p")
     done
     if [ ${#missing[@]} -gt 0 ]; then
-        apt_update
+        if [ "${FROM_SID:-0}" = 1 ]; then
+            sid_update
+            opts=$(sid_opts)
+        else
+            apt_update
+        fi
         log "apt-get download ${missing[*]}"
         # (as root, apt warns that the download is not sandboxed as _apt: expected here)
-        (cd "$CACHE/debs" && apt-get download -qq "${missing[@]}" 2>&1 >/dev/null | grep -v '^W: Download is performed unsandboxed' >&2;
+        # shellcheck disable=SC2086
+        (cd "$CACHE/debs" && apt-get $opts download -qq "${missing[@]}" 2>&1 >/dev/null | grep -v '^W: Download is performed unsandboxed' >&2;
             exit "${PIPESTATUS[0]}") ||
             die "apt-get download ${missing[*]} failed"
     fi
 }
 # shellcheck disable=SC2086
-fetch "$KPKG" $GUEST_DEBS
+if [ "$ROCE_KERNEL" = sid ]; then FROM_SID=1 fetch $KPKG; else fetch $KPKG; fi
+# shellcheck disable=SC2086
+fetch $GUEST_DEBS
 echo "$KPKG" >"$KPKG_FILE"
 
 ROOTFS="$CACHE/unpacked-$ROCE_KERNEL"
 rm -rf "$ROOTFS"
 mkdir -p "$ROOTFS"
-for p in "$KPKG" $GUEST_DEBS; do
+for p in $KPKG $GUEST_DEBS; do
     deb=$(compgen -G "$CACHE/debs/${p}_*.deb" | sort | tail -1)
     dpkg-deb -x "$deb" "$ROOTFS"
 done
+# 7.x ships the modules (and vmlinuz) under usr/lib/modules only; depmod and the rest look in
+# lib/modules
+if [ ! -d "$ROOTFS/lib/modules" ] && [ -d "$ROOTFS/usr/lib/modules" ]; then
+    mkdir -p "$ROOTFS/lib"
+    ln -s ../usr/lib/modules "$ROOTFS/lib/modules"
+fi
 KVER=$(ls "$ROOTFS/lib/modules")
 [ "$(echo "$KVER" | wc -w)" -eq 1 ] || die "expected one kernel in $ROOTFS/lib/modules, found: $KVER"
-log "kernel $KVER ($KPKG), unpacked in $(($(date +%s) - t0)) s"
+log "kernel $KVER (${KPKG% }), unpacked in $(($(date +%s) - t0)) s"
 depmod -b "$ROOTFS" "$KVER"
 
 # ---------------------------------------------------------------- 3. the base initramfs
@@ -156,8 +214,15 @@ add_path() { # relative path: its dependencies first (the last one in modules.de
     order+=("$rel")
 }
 builtin=()
+absent=()
 for m in $MODULES; do
+    optional=0
+    case "$m" in *\?) m=${m%\?}; optional=1 ;; esac
     rel=$(modpath "$m")
+    if [ -z "$rel" ] && [ "$optional" = 1 ] && ! grep -Eq "/(${m}|${m//_/-})\.ko\$" "$MODDIR/modules.builtin" 2>/dev/null; then
+        absent+=("$m")
+        continue
+    fi
     if [ -z "$rel" ]; then
         # 6.12 builds virtio, virtio_ring and virtio_pci* into the kernel
         if grep -Eq "/(${m}|${m//_/-})\.ko\$" "$MODDIR/modules.builtin" 2>/dev/null; then
@@ -169,6 +234,7 @@ for m in $MODULES; do
     add_path "$rel"
 done
 [ ${#builtin[@]} -eq 0 ] || log "built into the kernel: ${builtin[*]}"
+[ ${#absent[@]} -eq 0 ] || log "not in this kernel (optional): ${absent[*]}"
 mkdir -p "$STAGE/lib/modules/$KVER"
 : >"$STAGE/etc/modules.load"
 for rel in "${order[@]}"; do
@@ -252,7 +318,11 @@ echo "$KVER" >"$STAGE/etc/kernel-version"
 
 (cd "$STAGE" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet --owner=0:0 | gzip -6) >"$KOUT/base.cpio.gz.tmp"
 mv "$KOUT/base.cpio.gz.tmp" "$KOUT/base.cpio.gz"
-cp "$ROOTFS/boot/vmlinuz-$KVER" "$KOUT/vmlinuz"
+if [ -f "$ROOTFS/boot/vmlinuz-$KVER" ]; then
+    cp "$ROOTFS/boot/vmlinuz-$KVER" "$KOUT/vmlinuz"
+else
+    cp "$MODDIR/vmlinuz" "$KOUT/vmlinuz" || die "no vmlinuz in boot/ or $MODDIR"
+fi
 echo "$KVER" >"$KOUT/kernel-version"
 echo "$STAMP_KEY" >"$KOUT/stamp"
 # The unpacked tree is large (the whole kernel); the .debs stay for the next rebuild.
