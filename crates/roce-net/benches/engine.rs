@@ -52,8 +52,15 @@ fn net(paths: MulticastPaths) -> (SimNet, NodeId, NodeId, CmId) {
     cfg.sa = Some(IpAddr::V4(SA));
     cfg.multicast_paths = paths;
     let a = net.add(Stack::new(cfg), LinkConfig::default());
-    // 100,000 groups exceed the 16,383 multicast LIDs: let groups share them.
-    let sa_cfg = SaConfig { max_groups: 200_000, mlid_count: 0x3fff, share_mlids: true, ..SaConfig::default() };
+    // 100,000 groups exceed the 16,383 multicast LIDs: let groups share them. One port joins
+    // them all, past the default member cap per port (spec/sa.md R-CAP): this SA holds them.
+    let sa_cfg = SaConfig {
+        max_groups: 200_000,
+        mlid_count: 0x3fff,
+        share_mlids: true,
+        max_members_per_port: 1 << 20,
+        ..SaConfig::default()
+    };
     let sa = net.add(
         SaHost::new(StackConfig::new([2, 0, 0, 0, 0, 2], SA, 16), sa_cfg).expect("a valid SaConfig"),
         LinkConfig::default(),

@@ -69,8 +69,16 @@ impl Bench {
 }
 
 fn populated() -> Bench {
-    // 100,000 groups need more than the 16,383 MLIDs of 0xC000..=0xFFFE: share them.
-    let cfg = SaConfig { share_mlids: true, max_groups: 2 * GROUPS as usize, ..SaConfig::roce() };
+    // 100,000 groups need more than the 16,383 MLIDs of 0xC000..=0xFFFE: share them. Each of
+    // the 4 ports joins every group, 100,000 members a port and 400,000 in all: past the
+    // default member caps (spec/sa.md R-CAP), so this SA is configured to hold them.
+    let cfg = SaConfig {
+        share_mlids: true,
+        max_groups: 2 * GROUPS as usize,
+        max_members: 1 << 22,
+        max_members_per_port: 1 << 22,
+        ..SaConfig::roce()
+    };
     let rss0 = rss();
     let mut b = Bench { sa: SaResponder::new(cfg).expect("a valid SaConfig"), tid: 0 };
     for i in 0..GROUPS {
