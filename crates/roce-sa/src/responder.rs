@@ -47,12 +47,14 @@ pub struct MemoryUsage {
     pub mlid_pool: usize,
     /// The duplicate-request cache.
     pub dup_cache: usize,
+    /// The count of members per requesting port the member caps are checked against.
+    pub member_makers: usize,
 }
 
 impl MemoryUsage {
     /// The sum.
     pub const fn total(&self) -> usize {
-        self.group_table + self.members + self.mlid_pool + self.dup_cache
+        self.group_table + self.members + self.mlid_pool + self.dup_cache + self.member_makers
     }
 }
 
@@ -71,10 +73,9 @@ pub struct SaResponder {
     mlids: MlidPool,
     cache: DupCache<Answer>,
     stats: SaStats,
-    member_count: usize,
-    /// Members made by each requesting port ([`SaConfig::max_members_per_port`]); a port
-    /// with none has no entry, so the table is bounded by the member count.
-    made_by_port: hashbrown::HashMap<Gid, u32, foldhash::fast::RandomState>,
+    /// How many members there are, and how many each requesting port made: what the member
+    /// caps are checked against.
+    members: MemberTally,
     mgid_counter: u32,
     /// Member lists of deleted groups, kept for the next new groups (a group made and
     /// deleted per transaction pair then allocates nothing; a few dozen lists at most).
@@ -155,8 +156,7 @@ impl SaResponder {
             groups: HashTable::new(),
             hasher: Default::default(),
             stats: SaStats::default(),
-            member_count: 0,
-            made_by_port: Default::default(),
+            members: MemberTally::default(),
             mgid_counter: 0,
             spare_members: Vec::new(),
             services: Default::default(),
@@ -365,13 +365,10 @@ impl SaResponder {
                         return Err(MadStatus::REQ_INVALID);
                     }
                 } else {
-                    let group_members = g.members().len();
-                    if let Err(cap) =
-                        member_caps(&self.config, self.member_count, group_members, &self.made_by_port, from)
-                    {
+                    self.members.admit(&self.config, g.members().len(), from).map_err(|cap| {
                         self.stats.refuse(cap);
-                        return Err(MadStatus::NO_RESOURCES);
-                    }
+                        MadStatus::NO_RESOURCES
+                    })?;
                 }
                 (g, false)
             }
@@ -379,10 +376,10 @@ impl SaResponder {
                 if rec.mgid != Gid::ZERO {
                     check_create_js(mask, js)?;
                 }
-                if let Err(cap) = member_caps(&self.config, self.member_count, 0, &self.made_by_port, from) {
+                self.members.admit(&self.config, 0, from).map_err(|cap| {
                     self.stats.refuse(cap);
-                    return Err(MadStatus::NO_RESOURCES);
-                }
+                    MadStatus::NO_RESOURCES
+                })?;
                 let mut grp = new_group_record(&self.config, mask, rec, mgid)?;
                 if group_count >= self.config.max_groups {
                     return Err(MadStatus::NO_RESOURCES);
@@ -402,8 +399,7 @@ impl SaResponder {
         let before = group.members().len();
         let merged = group.add(rec.port_gid, js, proxy, from.gid);
         if group.members().len() > before {
-            self.member_count += 1;
-            *self.made_by_port.entry(from.gid).or_insert(0) += 1;
+            self.members.added(from.gid);
         }
 
         Ok(joined_record(request, group.record(), merged))
@@ -469,18 +465,16 @@ impl SaResponder {
         }
         let left = group.leave(i, js);
         if left.is_empty() {
-            self.member_count -= 1;
-            uncount_made_by(&mut self.made_by_port, m.made_by());
+            self.members.removed(m.made_by());
         }
         let scope = group.record().scope;
         if group.full_member_count() == 0 {
             // The last full member left: the group goes, with any other member, and its MLID
             // is free again [`osm_mgrp_cleanup`].
             let mlid = group.mlid();
-            let rest = group.members().len();
             let (g, _) = entry.remove();
             for m in g.members() {
-                uncount_made_by(&mut self.made_by_port, m.made_by());
+                self.members.removed(m.made_by());
             }
             let members = g.into_members();
             if self.spare_members.len() < 32 && members.capacity() <= 16 {
@@ -493,7 +487,6 @@ impl SaResponder {
                 let hasher = &self.hasher;
                 self.groups.shrink_to(len * 2, |g| mgid_hash(hasher, &g.mgid()));
             }
-            self.member_count -= rest;
             self.mlids.free(mlid);
             self.stats.groups_deleted += 1;
         }
@@ -629,7 +622,7 @@ impl SaResponder {
 
     /// Number of memberships (members summed over the groups).
     pub fn member_count(&self) -> usize {
-        self.member_count
+        self.members.total
     }
 
     /// Number of distinct MLIDs in use.
@@ -655,7 +648,7 @@ impl SaResponder {
     /// Members that the requesting port `port` made and that are still there (what
     /// [`SaConfig::max_members_per_port`] bounds).
     pub fn members_made_by(&self, port: &Gid) -> usize {
-        self.made_by_port.get(port).copied().unwrap_or(0) as usize
+        self.members.made_by(port)
     }
 
     /// Heap bytes held, estimated from container capacities and type sizes (the hash tables
@@ -667,41 +660,60 @@ impl SaResponder {
             members: self.groups.iter().map(Group::members_heap_bytes).sum(),
             mlid_pool: self.mlids.heap_bytes(),
             dup_cache: self.cache.heap_bytes(),
+            member_makers: self.members.heap_bytes(),
         }
     }
 }
 
 // -------------------------------------------------------------------- helpers
 
-/// Whether one more member, made by `from` in a group of `group_members`, stays within the
-/// caps. The port's own cap is tested first: a flooding port is refused for what it did,
-/// and the total is left for everyone else.
-fn member_caps(
-    config: &SaConfig,
+/// The members counted for the caps: all of them, and per requesting port the ones its joins
+/// made (a port with none has no entry, so the table is bounded by the member count).
+#[derive(Debug, Clone, Default)]
+struct MemberTally {
     total: usize,
-    group_members: usize,
-    made_by_port: &hashbrown::HashMap<Gid, u32, foldhash::fast::RandomState>,
-    from: &Requester,
-) -> Result<(), MemberCap> {
-    let by_port = made_by_port.get(&from.gid).copied().unwrap_or(0) as usize;
-    if by_port >= config.max_members_per_port {
-        Err(MemberCap::Port)
-    } else if group_members >= config.max_members_per_group {
-        Err(MemberCap::Group)
-    } else if total >= config.max_members {
-        Err(MemberCap::Total)
-    } else {
-        Ok(())
-    }
+    made_by_port: hashbrown::HashMap<Gid, u32, foldhash::fast::RandomState>,
 }
 
-/// One member made by `port` is gone.
-fn uncount_made_by(made_by_port: &mut hashbrown::HashMap<Gid, u32, foldhash::fast::RandomState>, port: Gid) {
-    if let hashbrown::hash_map::EntryRef::Occupied(mut e) = made_by_port.entry_ref(&port) {
-        *e.get_mut() -= 1;
-        if *e.get() == 0 {
-            e.remove();
+impl MemberTally {
+    /// Whether one more member, made by `from` in a group of `group_members`, stays within the
+    /// caps. The port's own cap is tested first: a flooding port is refused for what it did,
+    /// and the total is left for everyone else.
+    fn admit(&self, config: &SaConfig, group_members: usize, from: &Requester) -> Result<(), MemberCap> {
+        if self.made_by(&from.gid) >= config.max_members_per_port {
+            Err(MemberCap::Port)
+        } else if group_members >= config.max_members_per_group {
+            Err(MemberCap::Group)
+        } else if self.total >= config.max_members {
+            Err(MemberCap::Total)
+        } else {
+            Ok(())
         }
+    }
+
+    fn made_by(&self, port: &Gid) -> usize {
+        self.made_by_port.get(port).copied().unwrap_or(0) as usize
+    }
+
+    /// A member made by `port` was added.
+    fn added(&mut self, port: Gid) {
+        self.total += 1;
+        *self.made_by_port.entry(port).or_insert(0) += 1;
+    }
+
+    /// A member made by `port` is gone.
+    fn removed(&mut self, port: Gid) {
+        self.total -= 1;
+        if let hashbrown::hash_map::EntryRef::Occupied(mut e) = self.made_by_port.entry_ref(&port) {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        hash_table_bytes(self.made_by_port.capacity(), core::mem::size_of::<(Gid, u32)>())
     }
 }
 

@@ -1156,7 +1156,11 @@ fn reply_api_and_memory() {
     }
     let after = h.sa.memory_usage();
     assert!(after.group_table > before.group_table && after.members > before.members);
-    assert_eq!(after.total(), after.group_table + after.members + after.mlid_pool + after.dup_cache);
+    assert_eq!(
+        after.total(),
+        after.group_table + after.members + after.mlid_pool + after.dup_cache + after.member_makers
+    );
+    assert!(after.member_makers > 0, "the per-port member count is heap too");
     assert_eq!(h.sa.mlids().next(), Some(0xC000));
 }
 
