@@ -101,5 +101,24 @@ fn sa_server(port: &PortOptions, duration: Option<Duration>, sa: roce_sa::SaResp
             );
         }
     }
+    let r = *d.rmpp.stats();
+    if r.transfers + r.refused_busy + r.unmatched > 0 {
+        println!(
+            "sa-server: RMPP tables: {} sent whole, {} timed out, {} stopped, {} aborted by the requester, {} aborted over a bad ACK, {} refused busy, {} under way; {} segments sent, {} resent; {} ACKs, {} stale, {} unmatched, {} repeated requests",
+            r.completed,
+            r.timed_out,
+            r.stopped_by_peer,
+            r.aborted_by_peer,
+            r.aborted_bad_ack,
+            r.refused_busy,
+            d.rmpp.active(),
+            r.segments_sent,
+            r.segments_resent,
+            r.acks,
+            r.acks_stale,
+            r.unmatched,
+            r.repeated_requests
+        );
+    }
     finish(TOOL, &mut d, &[], port.verbose, code)
 }

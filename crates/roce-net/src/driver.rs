@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as WallInstant};
 
 use roce_cm::{CmEvent, CmId, EventKind, Instant, Stack};
-use roce_sa::{Requester, SaResponder};
+use roce_sa::{Requester, RmppSender, SaResponder};
 use roce_wire::mcmember::JoinState;
 use roce_wire::MAD_SIZE;
 
@@ -127,6 +127,8 @@ pub struct Driver<D: Device + MulticastFilter> {
     pub stack: Stack,
     /// An SA answering the SA requests that reach this port's QP1, if any.
     pub sa: Option<SaResponder>,
+    /// The SA's windowed RMPP sender: its tables go out as the requesters' ACKs admit.
+    pub rmpp: RmppSender,
     /// Events polled from the stack and not yet taken.
     pub events: VecDeque<CmEvent>,
     /// Frames (and SA-link MADs) that could not be sent (device errors), counted.
@@ -152,6 +154,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
             dev,
             stack,
             sa: None,
+            rmpp: RmppSender::default(),
             events: VecDeque::new(),
             send_errors: 0,
             sent_ok: 0,
@@ -291,11 +294,17 @@ impl<D: Device + MulticastFilter> Driver<D> {
         let now = self.now().since_epoch();
         let Some(sa) = self.sa.as_mut() else { return };
         sa.handle_time(now); // service leases run on the driver's clock
+        if self.rmpp.poll_timeout().is_some_and(|t| t <= now) {
+            self.rmpp.handle_timeout(now);
+        }
         while let Some(req) = self.stack.poll_mad_request() {
-            let reply = sa.handle_mad(Requester::new(req.src_gid, req.src_qp), &req.mad);
+            let reply = self.rmpp.handle_mad(sa, Requester::new(req.src_gid, req.src_qp), &req.mad, now);
             for mad in reply.as_slice() {
                 self.stack.send_mad(req.src, req.src_qp, mad);
             }
+        }
+        while let Some((to, mad)) = self.rmpp.poll_transmit(now) {
+            self.stack.send_mad(to.gid.to_ip(), to.qpn, &mad);
         }
     }
 
@@ -307,6 +316,9 @@ impl<D: Device + MulticastFilter> Driver<D> {
         let mut wait = max_wait;
         if let Some(t) = self.stack.poll_timeout() {
             wait = wait.min(t.saturating_duration_since(now));
+        }
+        if let Some(t) = self.rmpp.poll_timeout() {
+            wait = wait.min(t.saturating_sub(now.since_epoch()));
         }
         if self.stopped() {
             wait = Duration::ZERO;

@@ -52,6 +52,7 @@ pub mod rate;
 mod reply;
 mod requester;
 mod responder;
+pub mod rmpp_send;
 pub mod service;
 mod stats;
 
@@ -65,5 +66,6 @@ pub use group::{Group, Member, FULL_JOIN_STATES};
 pub use reply::Reply;
 pub use requester::Requester;
 pub use responder::{MemoryUsage, SaResponder, MC_MEMBER_ATTRIBUTE_OFFSET, TABLE_RECORD_LEN};
+pub use rmpp_send::{RmppSendConfig, RmppSendStats, RmppSender};
 pub use service::{ServiceStats, ServiceTable, SERVICE_ATTRIBUTE_OFFSET};
 pub use stats::SaStats;
