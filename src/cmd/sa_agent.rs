@@ -31,6 +31,9 @@ use crate::plumbing::options::duration_secs;
 use crate::plumbing::out::{errno_name, out, status};
 use crate::plumbing::shutdown;
 
+#[path = "sa_agent_query.rs"]
+mod query;
+
 /// Run the SA as a userspace agent of the kernel's umad on an RDMA (e.g. rxe) host.
 ///
 /// Opens /dev/infiniband/umadN, enables P_Key headers, registers for SA class 0x03
@@ -49,12 +52,37 @@ pub struct Args {
     /// Quiet: no status lines (the per-MAD lines and errors stay).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Instead of serving: ask the SA at --sa for this table with one SubnAdmGetTable sent
+    /// through the kernel's umad as a client agent (rmpp_version 1: the kernel reassembles the
+    /// RMPP answer and ACKs each window), print every record and exit (0: status 0; 1: an
+    /// error status or no answer, with umad's status named).
+    #[arg(long, value_enum, value_name = "TABLE", requires = "sa")]
+    pub query: Option<Table>,
+    /// The SA's address (its GID): the destination of --query.
+    #[arg(long, value_name = "ADDR", requires = "query")]
+    pub sa: Option<std::net::IpAddr>,
+    /// Our own address, to pick our GID's index in the device's table (default: the first
+    /// GID of --sa's family that is not link-local).
+    #[arg(short = 'b', long = "bind", value_name = "ADDR", requires = "query")]
+    pub bind: Option<std::net::IpAddr>,
+}
+
+/// The tables `--query` asks for.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Table {
+    /// MCMemberRecords (attribute 0x0038).
+    Mcmember,
+    /// ServiceRecords (attribute 0x0031).
+    Service,
 }
 
 /// Run `roce sa-agent`: [`serve`] with roce-sa's default SA until a stop or `--duration`.
 pub fn run(args: Args) -> ExitCode {
     crate::plumbing::out::set_quiet(args.quiet);
     shutdown::install();
+    if let (Some(table), Some(sa)) = (args.query, args.sa) {
+        return ExitCode::from(query::run(&args.device, table, sa, args.bind));
+    }
     ExitCode::from(match serve(&args.device, args.duration, SaConfig::default()) {
         Ok(()) => shutdown::requested().unwrap_or(exit::OK),
         Err(e) => {
@@ -206,7 +234,7 @@ pub fn rmpp_message(segments: &[[u8; MAD_SIZE]]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-fn err(what: &str) -> io::Error {
+pub(crate) fn err(what: &str) -> io::Error {
     let e = io::Error::last_os_error();
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
@@ -234,10 +262,11 @@ fn summary(mad: &[u8]) -> String {
     }
 }
 
-/// Run the agent on `device` (`umad0`) for `duration` (until a stop — a signal, a closed
-/// stdout — if `None`). Prints one line per MAD in each direction. An error opening or
-/// registering is returned; a stop ends the loop (the status is [`shutdown::requested`]).
-pub fn serve(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io::Result<()> {
+/// Open `device` (a name under /dev/infiniband, or a path), enable P_Key headers and register
+/// an agent for SA class `mgmt_class` version 2 on QP1 with kernel RMPP, receiving requests of
+/// `methods` (none: a client, which receives only the responses to its own sends). Returns the
+/// descriptor, the agent id and the path.
+pub fn open_agent(device: &str, mgmt_class: u8, methods: &[u8]) -> io::Result<(OwnedFd, u32, String)> {
     let path = if device.starts_with('/') { device.to_string() } else { format!("/dev/infiniband/{device}") };
     let cpath = std::ffi::CString::new(path.clone()).map_err(io::Error::other)?;
     // SAFETY: a NUL-terminated path; the result is checked.
@@ -251,14 +280,22 @@ pub fn serve(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> i
     if unsafe { libc::ioctl(fd.as_raw_fd(), IB_USER_MAD_ENABLE_PKEY as _) } < 0 {
         return Err(err("IB_USER_MAD_ENABLE_PKEY"));
     }
-    let mut req = reg_req(0x03, 2, &[0x01, 0x02, 0x12, 0x15]);
+    let mut req = reg_req(mgmt_class, 2, methods);
     // SAFETY: the ioctl reads and writes the 28-byte request, which lives across the call.
     if unsafe { libc::ioctl(fd.as_raw_fd(), IB_USER_MAD_REGISTER_AGENT as _, req.as_mut_ptr()) } < 0 {
-        return Err(err(
-            "IB_USER_MAD_REGISTER_AGENT (class 0x03 v2, methods Get/Set/GetTable/Delete, QP1, rmpp_version 1)",
-        ));
+        return Err(err(&format!(
+            "IB_USER_MAD_REGISTER_AGENT (class 0x{mgmt_class:02x} v2, {} methods, QP1, rmpp_version 1)",
+            methods.len()
+        )));
     }
-    let agent = u32::from_ne_bytes([req[0], req[1], req[2], req[3]]);
+    Ok((fd, u32::from_ne_bytes([req[0], req[1], req[2], req[3]]), path))
+}
+
+/// Run the agent on `device` (`umad0`) for `duration` (until a stop — a signal, a closed
+/// stdout — if `None`). Prints one line per MAD in each direction. An error opening or
+/// registering is returned; a stop ends the loop (the status is [`shutdown::requested`]).
+pub fn serve(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> io::Result<()> {
+    let (fd, agent, path) = open_agent(device, 0x03, &[0x01, 0x02, 0x12, 0x15])?;
     status!(
         "sa-agent: registered agent {agent} on {path} for class 0x03 version 2 (Get, Set, GetTable, Delete) on QP1, rmpp_version 1"
     );

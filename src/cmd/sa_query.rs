@@ -81,7 +81,7 @@ fn check_sa(port: &PortOptions) -> Result<(), u8> {
     })
 }
 
-fn print_member(r: &McMemberRecord) {
+pub(crate) fn print_member(r: &McMemberRecord) {
     out!("MCMemberRecord member dump:");
     out!("\t\tMGID....................{}", r.mgid);
     out!("\t\tPortGid.................{}", r.port_gid);
@@ -433,7 +433,7 @@ fn records(resp: &SaMad, whole: &roce_cm::mcast::SaQueryResult) -> Vec<ServiceRe
 }
 
 /// One record, in saquery's layout ("ServiceRecord dump:").
-fn print_service(r: &ServiceRecord) {
+pub(crate) fn print_service(r: &ServiceRecord) {
     out!("ServiceRecord dump:");
     out!("\t\tServiceID...............0x{:016x}", r.service_id);
     out!("\t\tServiceGID..............{}", std::net::Ipv6Addr::from(r.service_gid.0));

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod netns;
+pub mod sa_fill;
 
 use std::net::IpAddr;
 use std::path::PathBuf;

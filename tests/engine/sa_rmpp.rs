@@ -12,10 +12,12 @@ use roce_cm::{CmState, Errno, EventKind, IbService, PortSpace, QpType, Stack, St
 use roce_net::{LinkConfig, NodeId, SaHost, SimNet};
 use roce_sa::{Requester, SaResponder};
 use roce_wire::mad::{MadStatus, Method};
-use roce_wire::mcmember::{ComponentMask as Cm, JoinState, McMemberRecord};
+use roce_wire::mcmember::McMemberRecord;
 use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_OFFSET};
-use roce_wire::service_record::{ComponentMask as Sc, ServiceRecord, SERVICE_RECORD_LEN};
+use roce_wire::service_record::{ServiceRecord, SERVICE_RECORD_LEN};
 use roce_wire::Gid;
+
+use crate::common::sa_fill::{fill_groups, fill_services};
 
 const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const SA: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
@@ -36,51 +38,6 @@ fn net(seed: u64, link: LinkConfig) -> Net {
     scfg.seed = seed ^ 0x55;
     let sa = net.add(SaHost::with_defaults(scfg), link);
     Net { net, a, sa }
-}
-
-fn host(n: u16) -> Gid {
-    Gid::from_ipv4(Ipv4Addr::new(198, 18, (n >> 8) as u8 + 1, n as u8))
-}
-
-/// `n` groups of one member each, joined straight into the responder.
-fn fill_groups(sa: &mut SaResponder, n: u16) {
-    for i in 0..n {
-        let mgid = Gid::from_ipv4(Ipv4Addr::new(239, 7, (i >> 8) as u8, i as u8));
-        let rec = McMemberRecord {
-            mgid,
-            port_gid: host(i),
-            q_key: 0x0123_4567,
-            p_key: 0xFFFF,
-            join_state: JoinState::FULL_MEMBER,
-            ..McMemberRecord::default()
-        };
-        let m = SaMad::request(
-            Method::Set,
-            0x100 + u64::from(i),
-            attr::MC_MEMBER_RECORD,
-            Cm::KERNEL_JOIN.0,
-            SaData::mc_member(rec),
-        );
-        let r = sa.handle_mad(Requester::new(host(i), 1), &m.to_bytes());
-        assert_eq!(SaMad::parse(&r.as_slice()[0]).unwrap().header.status, MadStatus::SUCCESS);
-    }
-}
-
-/// `n` ServiceRecords registered straight into the responder.
-fn fill_services(sa: &mut SaResponder, n: u16) {
-    for i in 0..n {
-        let rec = ServiceRecord {
-            service_id: 0x1000 + u64::from(i),
-            service_gid: host(i),
-            service_p_key: 0xFFFF,
-            service_name: ServiceRecord::name_field(&format!("svc-{i}")),
-            ..ServiceRecord::default()
-        };
-        let mask = Sc::SERVICE_ID | Sc::SERVICE_GID | Sc::SERVICE_P_KEY | Sc::SERVICE_NAME;
-        let m = SaMad::request(Method::Set, 0x9000 + u64::from(i), attr::SERVICE_RECORD, mask.0, SaData::service(rec));
-        let r = sa.handle_mad(Requester::new(host(i), 1), &m.to_bytes());
-        assert_eq!(SaMad::parse(&r.as_slice()[0]).unwrap().header.status, MadStatus::SUCCESS, "service {i}");
-    }
 }
 
 fn table_request(attribute: u16) -> SaMad {

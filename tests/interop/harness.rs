@@ -485,8 +485,10 @@ impl Guest {
         let mut cmd = Command::new(tool("ip"));
         cmd.args(["netns", "exec", &ns])
             .arg(tool("tcpdump"))
-            // -Z root: no switch to the tcpdump user (which would also clear PR_SET_PDEATHSIG)
-            .args(["-Z", "root", "-U", "--immediate-mode", "-n", "-s", "0", "-i", TAP, "-w", "-"])
+            // -Z root: no switch to the tcpdump user (which would also clear PR_SET_PDEATHSIG);
+            // -B: a 64 MiB capture buffer, so a burst (an RMPP window of 64 segments while the
+            // machine is busy) is not "dropped by kernel" before tcpdump reads it
+            .args(["-Z", "root", "-U", "--immediate-mode", "-B", "65536", "-n", "-s", "0", "-i", TAP, "-w", "-"])
             .stdin(Stdio::null())
             .stdout(File::create(&pcap).map_err(|e| format!("{}: {e}", pcap.display()))?)
             .stderr(File::create(&tcpdump_log).map_err(|e| format!("{}: {e}", tcpdump_log.display()))?);

@@ -242,3 +242,187 @@ fn kernel_rmpp_sender_and_our_receiver() {
         assert!(ack_rows.iter().any(|r| r[..] == want), "ACK {want:?} in\n{acks}");
     }
 }
+
+/// What the host-side SA's RMPP sender did while it ran.
+type SenderOutcome = (roce_sa::RmppSendStats, roce_sa::SaStats, u64);
+
+/// Our SA on tap0 (198.18.0.1 and fd00::1), holding `GROUPS_BIG` groups and `SERVICES_BIG`
+/// ServiceRecords, answering until `stop` is set; then its sender's counts.
+fn serve_tables(
+    g: &harness::Guest,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<SenderOutcome> {
+    let d = g.in_netns(|| stack_on_tap0(SaTiming::default(), true));
+    let mut sa = roce_sa::SaResponder::with_defaults();
+    common::sa_fill::fill_groups(&mut sa, GROUPS_BIG);
+    common::sa_fill::fill_services(&mut sa, SERVICES_BIG);
+    let mut d = d.with_sa(sa);
+    std::thread::spawn(move || {
+        let _ = d.run_until(Duration::from_secs(240), |_| stop.load(std::sync::atomic::Ordering::SeqCst));
+        (*d.rmpp.stats(), *d.sa.as_ref().unwrap().stats(), d.send_errors)
+    })
+}
+
+const GROUPS_BIG: u16 = 300;
+const SERVICES_BIG: u16 = 100;
+
+/// Our windowed RMPP sender (roce-sa) into the kernel's RMPP receiver: `roce sa-agent --query`
+/// in the guest sends one SubnAdmGetTable through umad; the kernel takes our segments in its
+/// windows (1, then 64 at a time [mad_rmpp.c `start_rmpp`, `continue_rmpp`]), ACKs each
+/// window's end, and hands umad the whole table:
+/// a. 300 MCMemberRecords over IPv6: 84 segments, the guest's ACKs (1, 65), (65, 129) and
+///    (84, 129); our segments 2..65 only after the first ACK, 66..84 only after the second;
+/// b. 100 ServiceRecords over IPv6: 88 segments, the same windows;
+/// c. over IPv4 the guest kernel cannot match our answer to its request (mad.c
+///    `rcv_has_same_gid` reads the GRH area where rxe put the IPv4 header,
+///    spec/kernel-findings.md §3): its reassembly ACKs every window, then the message is
+///    dropped and the send ends ETIMEDOUT (`GuestKernel::rmpp_ack_over_ipv4_matches`).
+/// Asserted on the peer: the guest tool's output and exit status, and tshark on tap0.
+#[test]
+fn our_rmpp_sender_and_the_kernels_receiver() {
+    let bin = static_roce();
+    let mut g = GuestBuilder::new("interop_rmpp_send").binary(&bin, "roce").scenario("serve\n").boot();
+    let art = g.artefacts.clone();
+    let mut report = format!("kernel {}\n", g.kernel_version);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = serve_tables(&g, stop.clone());
+
+    // a. MCMemberRecords.
+    let (rc, out) = g.guest_exec("roce sa-agent --query mcmember --sa fd00::1 -b fd00::2 2>&1; echo rc=$?", T);
+    let _ = writeln!(report, "--- a. guest: roce sa-agent --query mcmember --sa fd00::1 -b fd00::2 (exec {rc})\n{out}");
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    assert!(out.contains("rc=0"), "{out}");
+    assert!(out.contains(&format!("\n{GROUPS_BIG} records\n")), "{out}");
+    assert_eq!(out.matches("MCMemberRecord member dump:").count(), usize::from(GROUPS_BIG), "{out}");
+    for i in [0u16, 1, 150, 299] {
+        let mgid = common::sa_fill::group(i);
+        assert!(out.contains(&format!("MGID....................{mgid}\n")), "group {i}: {out}");
+    }
+    // b. ServiceRecords.
+    let (rc, out) = g.guest_exec("roce sa-agent --query service --sa fd00::1 -b fd00::2 2>&1; echo rc=$?", T);
+    let _ = writeln!(report, "--- b. guest: roce sa-agent --query service --sa fd00::1 -b fd00::2 (exec {rc})\n{out}");
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    assert!(out.contains("rc=0"), "{out}");
+    assert!(out.contains(&format!("\n{SERVICES_BIG} records\n")), "{out}");
+    for i in [0u16, 99] {
+        assert!(out.contains(&format!("ServiceName.............svc-{i}\n")), "service {i}: {out}");
+    }
+    // c. IPv4.
+    let k = harness::kernel();
+    let (rc, out) = g.guest_exec("roce sa-agent --query mcmember --sa 198.18.0.1 -b 198.18.0.2 2>&1; echo rc=$?", T);
+    let _ = writeln!(
+        report,
+        "--- c. guest: roce sa-agent --query mcmember --sa 198.18.0.1 -b 198.18.0.2 (exec {rc})\n{out}"
+    );
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    if k.rmpp_ack_over_ipv4_matches {
+        assert!(out.contains("rc=0") && out.contains(&format!("\n{GROUPS_BIG} records\n")), "{k}: {out}");
+    } else {
+        assert!(out.contains("rc=1") && out.contains("status 110 (ETIMEDOUT)"), "{k}: {out}");
+    }
+
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (sent, sa_stats, send_errors) = server.join().expect("the SA thread");
+    let _ = writeln!(report, "--- our SA: {sent:?}\n{sa_stats:?}\nsend errors {send_errors}");
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    assert_eq!(send_errors, 0);
+    assert_eq!((sent.aborted_bad_ack, sent.aborted_by_peer, sent.stopped_by_peer), (0, 0, 0), "{sent:?}");
+    assert!(sent.completed >= 2, "both IPv6 tables acknowledged to their last segment: {sent:?}");
+    if k.rmpp_ack_over_ipv4_matches {
+        assert_eq!(sent.timed_out, 0, "{sent:?}");
+    } else {
+        // No ACK ever came over IPv4: each try of the guest's request was a transfer that
+        // timed out after its resends, ended with an ABORT TMR.
+        assert!(sent.timed_out >= 1 && sent.segments_resent >= 3, "{sent:?}");
+    }
+
+    g.signal("end");
+    let tap = g.pcap_path();
+    let ours = harness::mac_string(&g.tap_mac);
+    g.finish();
+    let tshark = common::tshark();
+    let fields = |filter: &str, f: &[&str]| {
+        let mut c = Command::new(&tshark);
+        c.args(["-n", "-r"]).arg(&tap).args(["-Y", filter, "-T", "fields"]);
+        for x in f {
+            c.args(["-e", x]);
+        }
+        String::from_utf8_lossy(&c.output().unwrap().stdout).to_string()
+    };
+    // Every RMPP frame of the IPv6 exchanges in capture order: who sent it, type, segment
+    // number, NewWindowLast (ACKs) and the attribute.
+    let rmpp = fields(
+        "ipv6 && infiniband.rmpp.rmpptype",
+        &[
+            "eth.src",
+            "infiniband.rmpp.rmpptype",
+            "infiniband.rmpp.segmentnumber",
+            "infiniband.rmpp.newwindowlast",
+            "infiniband.mad.attributeid",
+        ],
+    );
+    let _ =
+        writeln!(report, "--- tshark: RMPP over IPv6 on tap0 (src, type, segment, NewWindowLast, attribute)\n{rmpp}");
+    // Over IPv4 (c): our DATA segment 1, its resends and the ABORT TMR; an ACK from the guest
+    // only where the kernel matches RoCEv2 IPv4 answers.
+    let v4 = fields(
+        "ip && infiniband.rmpp.rmpptype",
+        &["eth.src", "infiniband.rmpp.rmpptype", "infiniband.rmpp.rmppstatus"],
+    );
+    let _ = writeln!(report, "--- tshark: RMPP over IPv4 on tap0 (src, type, status)\n{v4}");
+    if !k.rmpp_ack_over_ipv4_matches {
+        assert!(!v4.lines().any(|l| !l.starts_with(&ours) && l.contains("\t0x02")), "{k}: no ACK over IPv4:\n{v4}");
+        assert!(v4.lines().any(|l| l.starts_with(&ours) && l.ends_with("\t0x04\t0x7e")), "our ABORT TMR (126):\n{v4}");
+    }
+    // Over IPv4 (c): our DATA segment 1, its resends and the ABORT TMR; an ACK from the guest
+    // only where the kernel matches RoCEv2 IPv4 answers.
+    let v4 = fields(
+        "ip && infiniband.rmpp.rmpptype",
+        &["eth.src", "infiniband.rmpp.rmpptype", "infiniband.rmpp.rmppstatus"],
+    );
+    let _ = writeln!(report, "--- tshark: RMPP over IPv4 on tap0 (src, type, status)\n{v4}");
+    if !k.rmpp_ack_over_ipv4_matches {
+        assert!(!v4.lines().any(|l| !l.starts_with(&ours) && l.contains("\t0x02")), "{k}: no ACK over IPv4:\n{v4}");
+        assert!(v4.lines().any(|l| l.starts_with(&ours) && l.ends_with("\t0x04\t0x7e")), "our ABORT TMR (126):\n{v4}");
+    }
+    let num = |v: &str| v.strip_prefix("0x").map_or_else(|| v.parse::<u64>().ok(), |h| u64::from_str_radix(h, 16).ok());
+    for (attribute, segments) in [(0x0038u64, 84u64), (0x0031, 88)] {
+        // (ours, type, segment, newwin) in order, for this table.
+        let rows: Vec<(bool, u64, u64, u64)> = rmpp
+            .lines()
+            .filter_map(|l| {
+                let c: Vec<&str> = l.split('\t').collect();
+                (c.len() >= 5 && num(c[4]) == Some(attribute))
+                    .then(|| (c[0] == ours, num(c[1]).unwrap_or(0), num(c[2]).unwrap_or(0), num(c[3]).unwrap_or(0)))
+            })
+            .collect();
+        let data: Vec<u64> = rows.iter().filter(|r| r.0 && r.1 == 1).map(|r| r.2).collect();
+        let acks: Vec<(u64, u64)> = rows.iter().filter(|r| !r.0 && r.1 == 2).map(|r| (r.2, r.3)).collect();
+        let mut distinct = data.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct, (1..=segments).collect::<Vec<_>>(), "0x{attribute:04x}: every segment: {data:?}");
+        // Resent only if a window's ACK was late (a resend after 500 ms, or the guest's retry of
+        // its request): counted in the report, the windows below must hold either way.
+        let _ =
+            writeln!(report, "0x{attribute:04x}: {} DATA frames for {segments} segments; ACKs {acks:?}", data.len());
+        let mut want = [(1, 65), (65, 129), (segments, 129)].into_iter().peekable();
+        for a in &acks {
+            if want.peek() == Some(a) {
+                want.next();
+            }
+        }
+        assert_eq!(
+            want.next(),
+            None,
+            "0x{attribute:04x}: the kernel's windows (1, 65), (65, 129), ({segments}, 129) in {acks:?}"
+        );
+        // The windows held: nothing past 1 before the first ACK, nothing past 65 before the second.
+        let ack_of = |seg: u64| rows.iter().position(|r| !r.0 && r.1 == 2 && r.2 == seg).unwrap();
+        let (first_ack, second_ack) = (ack_of(1), ack_of(65));
+        assert!(rows[..first_ack].iter().all(|r| !(r.0 && r.1 == 1 && r.2 > 1)), "0x{attribute:04x}: window 1");
+        assert!(rows[..second_ack].iter().all(|r| !(r.0 && r.1 == 1 && r.2 > 65)), "0x{attribute:04x}: window 65");
+    }
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    println!("{report}");
+}
