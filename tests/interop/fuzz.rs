@@ -42,11 +42,6 @@ const BATCH: usize = 400;
 const RESET_BUDGET: usize = 40;
 /// The pace of frames to a TCG guest (its virtio queue holds a few hundred).
 const PACE: Duration = Duration::from_micros(1500);
-/// Longer than ib_core's cache of a device's hw_counters: a sysfs read within
-/// `RDMA_HW_STATS_DEFAULT_LIFESPAN` (10 ms) of the last one returns the cached values
-/// (core/sysfs.c `update_hw_stats`), so two reads closer than that can miss a frame counted in
-/// between (seen once on 7.2.13 under TCG: the probe answered, `rcvd_pkts` unchanged).
-const COUNTER_LIFESPAN: Duration = Duration::from_millis(100);
 
 /// Whether an SA Get's answer (a response with `tid`) comes back on `sock` within `timeout`.
 fn sa_answered(sock: &harness::RawSocket, tid: u64, timeout: Duration) -> bool {
@@ -130,8 +125,7 @@ impl Oracle<'_> {
     fn counters(&mut self) -> BTreeMap<String, u64> {
         self.reads += 1;
         let tag = format!("r{}", self.reads);
-        self.g.signal(&format!("counters {tag}"));
-        self.g.counters(&tag, T)
+        self.g.read_counters(&tag, T)
     }
 
     fn send(&mut self, frames: &[Vec<u8>]) {
@@ -312,10 +306,7 @@ fn oracle_campaign(g: &mut harness::Guest, ep: Endpoints, seed: u64, secs: f64, 
 /// `roce fuzz-peer --json` from `src` to `dst` against `g` for `secs` seconds: (exit status,
 /// output, the growth of the guest's rcvd_pkts).
 fn fuzz_peer_run(g: &mut harness::Guest, src: IpAddr, dst: IpAddr, seed: u64, secs: f64) -> (i32, String, u64) {
-    let read = |g: &mut harness::Guest, tag: &str| {
-        g.signal(&format!("counters {tag}"));
-        g.counters(tag, T)["rcvd_pkts"]
-    };
+    let read = |g: &mut harness::Guest, tag: &str| g.read_counters(tag, T)["rcvd_pkts"];
     let before = read(g, "fp0");
     let (rc, out) = g.run_in_netns(&format!(
         "{} fuzz-peer --iface tap0 -b {src} --peer {dst} --duration {secs} --seed {seed} --kernel {} --rate 400 --json -q --out {} 2>&1",
@@ -427,9 +418,7 @@ fn oversize_ud_send_to_qp1_kills_the_gsi_qp() {
     let (tid, probe) = gen.sa_probe();
     sock.send(&probe).unwrap();
     let before = answered(&sock, tid);
-    std::thread::sleep(COUNTER_LIFESPAN);
-    g.signal("counters k0");
-    let c0 = g.counters("k0", T)["rcvd_pkts"];
+    let c0 = g.read_counters("k0", T)["rcvd_pkts"];
     // the oversize SEND, built like a MAD to QP1 but 1000 bytes long
     let big = vec![0x01u8; 1000];
     let mut b = roce_wire::bth::Repr::new(roce_wire::bth::Opcode::UdSendOnly, 1, 5);
@@ -448,15 +437,11 @@ fn oversize_ud_send_to_qp1_kills_the_gsi_qp() {
     r.emit(&mut f).unwrap();
     assert!(ep.predict(&f).is_ok(), "the predictor counts it");
     sock.send(&f).unwrap();
-    std::thread::sleep(COUNTER_LIFESPAN);
-    g.signal("counters k1");
-    let c1 = g.counters("k1", T)["rcvd_pkts"];
+    let c1 = g.read_counters("k1", T)["rcvd_pkts"];
     let (tid, probe) = gen.sa_probe();
     sock.send(&probe).unwrap();
     let after = answered(&sock, tid);
-    std::thread::sleep(COUNTER_LIFESPAN);
-    g.signal("counters k2");
-    let c2 = g.counters("k2", T)["rcvd_pkts"];
+    let c2 = g.read_counters("k2", T)["rcvd_pkts"];
     let mut report = format!(
         "kernel {}: probe answered before {before}; rcvd_pkts {c0} -> {c1} (oversize SEND) -> {c2} (probe); probe answered after {after}\n",
         g.kernel_version

@@ -657,7 +657,22 @@ impl Guest {
         ctl.flush().expect("flush the guest's ttyS1");
     }
 
-    /// Wait for `@@COUNTERS tag=TAG` and return its name=value pairs.
+    /// Read the guest's rxe counters now (the scenario must be in `serve`): ask for them
+    /// (`counters TAG`) and return [`Guest::counters`]'s pairs.
+    ///
+    /// First it waits [`HW_STATS_LIFESPAN`]: ib_core answers a hw_counters read within
+    /// `RDMA_HW_STATS_DEFAULT_LIFESPAN` (10 ms) of the last one from its cache
+    /// (core/sysfs.c `update_hw_stats`), so a read soon after a frame, or after another read,
+    /// could miss what the frame counted (seen once on 7.2.13 under TCG: a probe answered,
+    /// `rcvd_pkts` unchanged).
+    pub fn read_counters(&mut self, tag: &str, timeout: Duration) -> BTreeMap<String, u64> {
+        std::thread::sleep(HW_STATS_LIFESPAN);
+        self.signal(&format!("counters {tag}"));
+        self.counters(tag, timeout)
+    }
+
+    /// Wait for `@@COUNTERS tag=TAG` (a scenario's `counters TAG` line, or
+    /// [`Guest::read_counters`]) and return its name=value pairs.
     pub fn counters(&mut self, tag: &str, timeout: Duration) -> BTreeMap<String, u64> {
         let line = self.wait_for(&format!("@@COUNTERS tag={tag} "), timeout).unwrap_or_else(|e| panic!("{e}"));
         parse_counters(&line)
@@ -811,6 +826,10 @@ impl Drop for Guest {
 }
 
 /// `aa:bb:cc:dd:ee:ff`.
+/// Longer than ib_core's hw_counters cache lifespan (10 ms), with room for a TCG guest's
+/// scheduling: see [`Guest::counters`].
+pub const HW_STATS_LIFESPAN: Duration = Duration::from_millis(100);
+
 pub fn mac_string(m: &[u8; 6]) -> String {
     roce_wire::MacAddr(*m).to_string()
 }

@@ -32,8 +32,7 @@ fn run(g: &harness::Guest, cmd: &str) -> (i32, String) {
 }
 
 fn counters(g: &mut harness::Guest, tag: &str) -> std::collections::BTreeMap<String, u64> {
-    g.signal(&format!("counters {tag}"));
-    g.counters(tag, T)
+    g.read_counters(tag, T)
 }
 
 /// RoCEv2 frames in `pcap` that we sent to the guest's unicast address.
