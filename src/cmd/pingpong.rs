@@ -899,7 +899,12 @@ pub fn run(a: Args) -> ExitCode {
             }
             match r {
                 Ok(()) => exit::OK,
-                Err(Stop::Asked) => exit::FAILED,
+                Err(Stop::Asked) => {
+                    if let Some(why) = shutdown::requested().map(shutdown::reason) {
+                        eprintln!("{tool}: {why}: {} QP(s) destroyed", pp.qpns.len());
+                    }
+                    exit::FAILED
+                }
                 Err(Stop::Failed(e)) => {
                     eprintln!("{e}");
                     exit::FAILED
