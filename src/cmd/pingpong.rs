@@ -27,8 +27,9 @@ use roce_net::driver::Driver;
 use roce_wire::Gid;
 
 use crate::plumbing::exit;
+use crate::plumbing::options::{wait_secs, LinkArgs};
 use crate::plumbing::out::out;
-use crate::plumbing::port::{iboe_mtu_code, iface_mtu, open_port_or_exit, CliDevice, PortOptions};
+use crate::plumbing::port::{iboe_mtu_code, iface_mtu, open_port_or_exit, CliDevice};
 use crate::plumbing::shutdown;
 
 /// The examples' TCP port.
@@ -83,15 +84,6 @@ fn parse_mtu(s: &str) -> Result<u32, String> {
     }
 }
 
-fn parse_timeout(s: &str) -> Result<f64, String> {
-    let t: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    if t.is_finite() && (0.1..=3600.0).contains(&t) {
-        Ok(t)
-    } else {
-        Err("seconds from 0.1 to 3600".into())
-    }
-}
-
 /// libibverbs' pingpong examples (ibv_rc_pingpong, ibv_uc_pingpong, ibv_ud_pingpong,
 /// ibv_srq_pingpong): their TCP exchange of LID, QPN, PSN and GID on 18515, then SENDs back and
 /// forth; a server without SERVER, a client with it.
@@ -141,25 +133,19 @@ pub struct Args {
     /// Validate the received buffer (the client sets one byte per page, the server checks it).
     #[arg(short = 'c', long = "chk")]
     pub chk: bool,
-    /// The interface to run on.
-    #[arg(long)]
+    /// The interface to run on (see --transport).
+    #[arg(long, value_name = "IFACE")]
     pub iface: String,
     /// The stack's own address on --iface (its GID is the IPv4-mapped or IPv6 address).
     #[arg(short = 'I', value_name = "ADDR")]
     pub source: IpAddr,
-    /// How frames travel: raw (an AF_PACKET socket, needs CAP_NET_RAW) or udp (a kernel UDP
-    /// socket on port 4791, no privilege). Default: raw with CAP_NET_RAW, else udp.
-    #[arg(long, value_enum, value_name = "raw|udp")]
-    pub transport: Option<crate::plumbing::port::Transport>,
-    /// Prefix length of the stack's address (default: the interface's subnet, else 24/64).
-    #[arg(long)]
-    pub prefix: Option<u8>,
-    /// Write every frame to this pcap file.
-    #[arg(long)]
-    pub pcap: Option<std::path::PathBuf>,
-    /// Seconds to wait for each step: the TCP exchange's, and between two completions.
-    #[arg(long, default_value_t = 20.0, value_parser = parse_timeout)]
-    pub timeout: f64,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub link: LinkArgs,
+    /// Seconds to wait for each step: the accept, each TCP read, and the gap between two
+    /// completions (0 to 86400).
+    #[arg(long, default_value = "20", value_parser = wait_secs, value_name = "SECS")]
+    pub timeout: Duration,
     /// Print every frame, and the engine's counters at exit.
     #[arg(long)]
     pub debug: bool,
@@ -412,12 +398,12 @@ fn client_exchange(
     mine: &[Dest],
     count: usize,
 ) -> Result<Vec<Dest>, Stop> {
-    let t = Duration::from_secs_f64(a.timeout);
+    let t = a.timeout;
     let addrs: Vec<SocketAddr> =
         (host, a.port).to_socket_addrs().map_err(|e| format!("{e} for {host}:{}", a.port))?.collect();
     let mut stream = None;
     for addr in &addrs {
-        if let Ok(s) = TcpStream::connect_timeout(addr, t) {
+        if let Ok(s) = TcpStream::connect_timeout(addr, t.max(Duration::from_millis(100))) {
             stream = Some(s);
             break;
         }
@@ -440,7 +426,7 @@ fn server_exchange(
     count: usize,
     connect: impl FnOnce(&mut Driver<CliDevice>, &[Dest]) -> Result<(), String>,
 ) -> Result<Vec<Dest>, Stop> {
-    let t = Duration::from_secs_f64(a.timeout);
+    let t = a.timeout;
     let listener = TcpListener::bind(("0.0.0.0", a.port))
         .or_else(|_| TcpListener::bind(("::", a.port)))
         .map_err(|e| format!("Couldn't listen to port {}: {e}", a.port))?;
@@ -705,7 +691,7 @@ impl Pp {
 fn run_loop(d: &mut Driver<CliDevice>, pp: &mut Pp, a: &Args, client: bool, mut routs: u32) -> Result<Duration, Stop> {
     let nq = pp.qpns.len();
     let iters = a.iters;
-    let idle = Duration::from_secs_f64(a.timeout);
+    let idle = a.timeout;
     let mut pending = vec![RECV_WRID; nq];
     if client {
         if a.chk {
@@ -869,18 +855,7 @@ pub fn run(a: Args) -> ExitCode {
             return ExitCode::from(exit::FAILED);
         }
     }
-    let po = PortOptions {
-        iface: a.iface.clone(),
-        ibsim: None,
-        local: a.source,
-        prefix: a.prefix,
-        mac: None,
-        sa: None,
-        pcap: a.pcap.clone(),
-        verbose: a.debug,
-        paths: roce_cm::MulticastPaths::IGMP_MLD_ONLY,
-        transport: a.transport,
-    };
+    let po = a.link.options(a.iface.clone(), None, a.source, None, roce_cm::MulticastPaths::IGMP_MLD_ONLY, a.debug);
     let mut d = match open_port_or_exit(&tool, &po) {
         Ok(d) => d,
         Err(code) => return ExitCode::from(code),

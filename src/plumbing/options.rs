@@ -105,10 +105,25 @@ pub struct RawPortArgs {
     pub stack: StackArgs,
 }
 
-/// How the stack runs on its interface, in both [`SaPortArgs`] and [`RawPortArgs`]: its
-/// prefix, its own MAC, a capture, `-v` and `-q`.
+/// How the stack runs on its interface, in both [`SaPortArgs`] and [`RawPortArgs`]: the link
+/// options, `-v` and `-q`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StackArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub link: LinkArgs,
+    /// Print every frame, and every counter at exit.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+    /// Quiet: no progress or status lines (results and errors stay).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// How the stack's frames meet its interface: the transport, its prefix, its own MAC and a
+/// capture (in [`StackArgs`], and alone in a tool whose `-v`/`-q` mean something else).
+#[derive(clap::Args, Debug, Clone)]
+pub struct LinkArgs {
     /// How frames travel: raw (an AF_PACKET socket: any address or MAC, needs CAP_NET_RAW)
     /// or udp (a kernel UDP socket on port 4791: no privilege; the kernel's own address, its
     /// ARP/ND and IGMP/MLD). Default: raw when the process has CAP_NET_RAW, else udp.
@@ -125,12 +140,33 @@ pub struct StackArgs {
     /// Write every frame to this pcap file.
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
-    /// Print every frame, and every counter at exit.
-    #[arg(short = 'v', long)]
-    pub verbose: bool,
-    /// Quiet: no progress or status lines (results and errors stay).
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
+}
+
+impl LinkArgs {
+    /// The port: these options on `iface` (or ibsim) at `local`, with the SA `sa`, the
+    /// multicast `paths`, and every frame printed with `verbose`.
+    pub fn options(
+        &self,
+        iface: String,
+        ibsim: Option<String>,
+        local: IpAddr,
+        sa: Option<IpAddr>,
+        paths: roce_cm::MulticastPaths,
+        verbose: bool,
+    ) -> PortOptions {
+        PortOptions {
+            iface,
+            ibsim,
+            local,
+            prefix: self.prefix,
+            mac: self.mac,
+            sa,
+            pcap: self.pcap.clone(),
+            verbose,
+            paths,
+            transport: self.transport,
+        }
+    }
 }
 
 impl StackArgs {
@@ -145,18 +181,7 @@ impl StackArgs {
         paths: roce_cm::MulticastPaths,
     ) -> PortOptions {
         crate::plumbing::out::set_quiet(self.quiet);
-        PortOptions {
-            iface,
-            ibsim,
-            local,
-            prefix: self.prefix,
-            mac: self.mac,
-            sa,
-            pcap: self.pcap.clone(),
-            verbose: self.verbose,
-            paths,
-            transport: self.transport,
-        }
+        self.link.options(iface, ibsim, local, sa, paths, self.verbose)
     }
 }
 
