@@ -887,10 +887,7 @@ pub fn run(a: Args) -> ExitCode {
             }
         }
     };
-    let code = crate::plumbing::port::finish(&tool, &mut d, &[], a.debug, code);
-    if a.debug {
-        crate::plumbing::out::line(format_args!("{:?}", d.stack.rc().counters()));
-    }
+    let code = crate::plumbing::port::finish_rc(&tool, &mut d, &[], a.debug, code);
     ExitCode::from(code)
 }
 

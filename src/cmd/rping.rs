@@ -496,10 +496,7 @@ pub fn run(args: Args) -> ExitCode {
     // Whatever is left (a stop in the middle of a step): destroyed as the kernel would, DREQ
     // for a connected id, within the grace period; then the counters and the exit status.
     let ids: Vec<CmId> = d.stack.ids().collect();
-    let code = crate::plumbing::port::finish("rping", &mut d, &ids, a.debug, code);
-    if a.debug {
-        crate::plumbing::out::line(format_args!("{:?}", d.stack.rc().counters()));
-    }
+    let code = crate::plumbing::port::finish_rc("rping", &mut d, &ids, a.debug, code);
     ExitCode::from(code)
 }
 

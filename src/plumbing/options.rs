@@ -169,31 +169,17 @@ impl LinkArgs {
     }
 }
 
-impl StackArgs {
-    /// The port: these options on `iface` (or ibsim) at `local`, with the SA `sa` and the
-    /// multicast `paths`; sets `-q`.
-    fn options(
-        &self,
-        iface: String,
-        ibsim: Option<String>,
-        local: IpAddr,
-        sa: Option<IpAddr>,
-        paths: roce_cm::MulticastPaths,
-    ) -> PortOptions {
-        crate::plumbing::out::set_quiet(self.quiet);
-        self.link.options(iface, ibsim, local, sa, paths, self.verbose)
-    }
-}
-
 impl SaPortArgs {
     /// Where the stack runs, from `local` (`-b`), and whether the SA is used at all; sets `-q`.
     pub fn options(&self, local: Option<IpAddr>, no_sa: bool) -> PortOptions {
-        self.stack.options(
+        crate::plumbing::out::set_quiet(self.stack.quiet);
+        self.stack.link.options(
             self.iface.clone().unwrap_or_default(),
             self.ibsim.clone(),
             local.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
             if no_sa { None } else { self.sa },
             if no_sa { roce_cm::MulticastPaths::IGMP_MLD_ONLY } else { roce_cm::MulticastPaths::BOTH },
+            self.stack.verbose,
         )
     }
 }
@@ -201,7 +187,9 @@ impl SaPortArgs {
 impl RawPortArgs {
     /// Where the stack runs, at `local`; sets `-q`.
     pub fn options(&self, local: IpAddr) -> PortOptions {
-        self.stack.options(self.iface.clone(), None, local, None, roce_cm::MulticastPaths::IGMP_MLD_ONLY)
+        crate::plumbing::out::set_quiet(self.stack.quiet);
+        let paths = roce_cm::MulticastPaths::IGMP_MLD_ONLY;
+        self.stack.link.options(self.iface.clone(), None, local, None, paths, self.stack.verbose)
     }
 }
 
