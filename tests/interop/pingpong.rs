@@ -3,9 +3,9 @@
 //! guest, `-g 1`: its GID 1 is ::ffff:198.18.0.2), one guest boot for all eight runs:
 //! for each kind, a. the guest's example as the server ▶ `roce pingpong KIND ... 198.18.0.2`;
 //! b. `roce pingpong KIND` as the server ▶ the guest's example as the client.
-//! Each run asserts what the guest observed: its example's exit status and its "bytes in" and
-//! "iters in" lines, and its rxe counters (`rdma statistic`): packets both ways, no retry, no
-//! sequence error.
+//! Each run asserts what the guest observed: its example's exit status, its "bytes in" and
+//! "iters in" lines and no "invalid data in page" (`-c`), and its rxe counters (`rdma
+//! statistic`): packets both ways, no retry, no sequence error.
 //!
 //! Needs root, qemu and `bash tests/interop/setup.sh`. Artefacts:
 //! target/interop/artefacts/interop_pingpong/.
@@ -33,11 +33,12 @@ fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, name: &s
     after.get(name).copied().unwrap_or(0).saturating_sub(before.get(name).copied().unwrap_or(0))
 }
 
-/// The example's options for a kind: its default size, -n, and 4 QPs on the SRQ.
+/// The example's options for a kind: its default size, -n, -c (the client marks a byte per
+/// page, the server checks it), and 4 QPs on the SRQ.
 fn opts(kind: &str) -> String {
     match kind {
-        "srq" => format!("-g 1 -n {ITERS} -q 4"),
-        _ => format!("-g 1 -n {ITERS}"),
+        "srq" => format!("-g 1 -n {ITERS} -c -q 4"),
+        _ => format!("-g 1 -n {ITERS} -c"),
     }
 }
 
@@ -53,6 +54,7 @@ fn size(kind: &str) -> u64 {
 fn assert_results(who: &str, out: &str, kind: &str) {
     let bytes = format!("{} bytes in ", size(kind) * u64::from(ITERS) * 2);
     let iters = format!("{ITERS} iters in ");
+    assert!(!out.contains("invalid data in page"), "{who}: -c found a page the client did not mark:\n{out}");
     assert!(out.lines().any(|l| l.starts_with(&bytes) && l.ends_with(" Mbit/sec")), "{who}: no '{bytes}':\n{out}");
     assert!(out.lines().any(|l| l.starts_with(&iters) && l.ends_with(" usec/iter")), "{who}: no '{iters}':\n{out}");
 }
