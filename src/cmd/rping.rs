@@ -199,8 +199,11 @@ impl Ctx<'_> {
                     return true;
                 }
                 if wc.status != WcStatus::Success {
-                    out =
-                        Some(Err(format!("cq completion failed status {} ({})", wc.status as u8, wc.status.as_str())));
+                    out = Some(Err(format!(
+                        "cq completion failed status {} ({})",
+                        wc.status.ibv_code(),
+                        wc.status.as_str()
+                    )));
                     return true;
                 }
                 if wc.opcode == WcOpcode::Recv {
