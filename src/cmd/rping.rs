@@ -199,8 +199,11 @@ impl Ctx<'_> {
                     return true;
                 }
                 if wc.status != WcStatus::Success {
-                    out =
-                        Some(Err(format!("cq completion failed status {} ({})", wc.status as u8, wc.status.as_str())));
+                    out = Some(Err(format!(
+                        "cq completion failed status {} ({})",
+                        wc.status.ibv_code(),
+                        wc.status.as_str()
+                    )));
                     return true;
                 }
                 if wc.opcode == WcOpcode::Recv {
@@ -496,10 +499,7 @@ pub fn run(args: Args) -> ExitCode {
     // Whatever is left (a stop in the middle of a step): destroyed as the kernel would, DREQ
     // for a connected id, within the grace period; then the counters and the exit status.
     let ids: Vec<CmId> = d.stack.ids().collect();
-    let code = crate::plumbing::port::finish("rping", &mut d, &ids, a.debug, code);
-    if a.debug {
-        crate::plumbing::out::line(format_args!("{:?}", d.stack.rc().counters()));
-    }
+    let code = crate::plumbing::port::finish_rc("rping", &mut d, &ids, a.debug, code);
     ExitCode::from(code)
 }
 

@@ -105,10 +105,25 @@ pub struct RawPortArgs {
     pub stack: StackArgs,
 }
 
-/// How the stack runs on its interface, in both [`SaPortArgs`] and [`RawPortArgs`]: its
-/// prefix, its own MAC, a capture, `-v` and `-q`.
+/// How the stack runs on its interface, in both [`SaPortArgs`] and [`RawPortArgs`]: the link
+/// options, `-v` and `-q`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StackArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub link: LinkArgs,
+    /// Print every frame, and every counter at exit.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+    /// Quiet: no progress or status lines (results and errors stay).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// How the stack's frames meet its interface: the transport, its prefix, its own MAC and a
+/// capture (in [`StackArgs`], and alone in a tool whose `-v`/`-q` mean something else).
+#[derive(clap::Args, Debug, Clone)]
+pub struct LinkArgs {
     /// How frames travel: raw (an AF_PACKET socket: any address or MAC, needs CAP_NET_RAW)
     /// or udp (a kernel UDP socket on port 4791: no privilege; the kernel's own address, its
     /// ARP/ND and IGMP/MLD). Default: raw when the process has CAP_NET_RAW, else udp.
@@ -125,26 +140,20 @@ pub struct StackArgs {
     /// Write every frame to this pcap file.
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
-    /// Print every frame, and every counter at exit.
-    #[arg(short = 'v', long)]
-    pub verbose: bool,
-    /// Quiet: no progress or status lines (results and errors stay).
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
 }
 
-impl StackArgs {
-    /// The port: these options on `iface` (or ibsim) at `local`, with the SA `sa` and the
-    /// multicast `paths`; sets `-q`.
-    fn options(
+impl LinkArgs {
+    /// The port: these options on `iface` (or ibsim) at `local`, with the SA `sa`, the
+    /// multicast `paths`, and every frame printed with `verbose`.
+    pub fn options(
         &self,
         iface: String,
         ibsim: Option<String>,
         local: IpAddr,
         sa: Option<IpAddr>,
         paths: roce_cm::MulticastPaths,
+        verbose: bool,
     ) -> PortOptions {
-        crate::plumbing::out::set_quiet(self.quiet);
         PortOptions {
             iface,
             ibsim,
@@ -153,7 +162,7 @@ impl StackArgs {
             mac: self.mac,
             sa,
             pcap: self.pcap.clone(),
-            verbose: self.verbose,
+            verbose,
             paths,
             transport: self.transport,
         }
@@ -163,12 +172,14 @@ impl StackArgs {
 impl SaPortArgs {
     /// Where the stack runs, from `local` (`-b`), and whether the SA is used at all; sets `-q`.
     pub fn options(&self, local: Option<IpAddr>, no_sa: bool) -> PortOptions {
-        self.stack.options(
+        crate::plumbing::out::set_quiet(self.stack.quiet);
+        self.stack.link.options(
             self.iface.clone().unwrap_or_default(),
             self.ibsim.clone(),
             local.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
             if no_sa { None } else { self.sa },
             if no_sa { roce_cm::MulticastPaths::IGMP_MLD_ONLY } else { roce_cm::MulticastPaths::BOTH },
+            self.stack.verbose,
         )
     }
 }
@@ -176,7 +187,9 @@ impl SaPortArgs {
 impl RawPortArgs {
     /// Where the stack runs, at `local`; sets `-q`.
     pub fn options(&self, local: IpAddr) -> PortOptions {
-        self.stack.options(self.iface.clone(), None, local, None, roce_cm::MulticastPaths::IGMP_MLD_ONLY)
+        crate::plumbing::out::set_quiet(self.stack.quiet);
+        let paths = roce_cm::MulticastPaths::IGMP_MLD_ONLY;
+        self.stack.link.options(self.iface.clone(), None, local, None, paths, self.stack.verbose)
     }
 }
 

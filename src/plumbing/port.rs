@@ -606,3 +606,13 @@ pub fn finish(tool: &str, d: &mut Driver<CliDevice>, ids: &[CmId], verbose: bool
     }
     shutdown::requested().unwrap_or(code)
 }
+
+/// [`finish`] for the tools with RC QPs: with `verbose`, the RC engine's counters after the
+/// others.
+pub fn finish_rc(tool: &str, d: &mut Driver<CliDevice>, ids: &[CmId], verbose: bool, code: u8) -> u8 {
+    let code = finish(tool, d, ids, verbose, code);
+    if verbose {
+        crate::plumbing::out::line(format_args!("{:?}", d.stack.rc().counters()));
+    }
+    code
+}

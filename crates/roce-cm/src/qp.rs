@@ -110,6 +110,21 @@ impl UdQps {
         self.qps.get(&qpn)
     }
 
+    /// `ibv_modify_qp` to RTS with `IBV_QP_SQ_PSN`: the PSN of the next send (EINVAL: no
+    /// such QP or a PSN over 24 bits).
+    pub(crate) fn set_sq_psn(&mut self, qpn: u32, psn: u32) -> Result<(), Errno> {
+        if psn > 0xff_ffff {
+            return Err(Errno::EINVAL);
+        }
+        self.qps.get_mut(&qpn).ok_or(Errno::EINVAL)?.psn = psn;
+        Ok(())
+    }
+
+    /// The PSN the next send of QP `qpn` carries.
+    pub(crate) fn sq_psn(&self, qpn: u32) -> Option<u32> {
+        self.qps.get(&qpn).map(|q| q.psn)
+    }
+
     /// Whether QP `qpn` exists.
     pub(crate) fn contains(&self, qpn: u32) -> bool {
         self.qps.contains_key(&qpn)
@@ -222,5 +237,22 @@ impl UdQps {
         if self.enqueue(counters, qpn, Self::datagram(f, &d)) {
             counters.rx_accepted += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_send_psn_is_set_within_24_bits_and_only_on_a_qp() {
+        let mut qps = UdQps::default();
+        qps.create(0x11, 0x1111_1111, 5);
+        assert_eq!(qps.sq_psn(0x11), Some(5));
+        assert_eq!(qps.set_sq_psn(0x11, 0xab_cdef), Ok(()));
+        assert_eq!(qps.sq_psn(0x11), Some(0xab_cdef));
+        assert_eq!(qps.set_sq_psn(0x11, 0x100_0000), Err(Errno::EINVAL));
+        assert_eq!(qps.set_sq_psn(0x12, 1), Err(Errno::EINVAL));
+        assert_eq!(qps.sq_psn(0x12), None);
     }
 }

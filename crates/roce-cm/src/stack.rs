@@ -845,6 +845,17 @@ impl Stack {
         qpn
     }
 
+    /// `ibv_modify_qp(RTS, IBV_QP_SQ_PSN)` of a UD QP: its sends go on from `psn` (ud_pingpong
+    /// sets the PSN it told its peer). EINVAL: no such UD QP, a PSN over 24 bits.
+    pub fn set_qp_sq_psn(&mut self, qpn: u32, psn: u32) -> Result<(), Errno> {
+        self.ud.set_sq_psn(qpn, psn)
+    }
+
+    /// The PSN the next send of UD QP `qpn` carries.
+    pub fn qp_sq_psn(&self, qpn: u32) -> Option<u32> {
+        self.ud.sq_psn(qpn)
+    }
+
     /// Destroy a QP (detaching it from every group).
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Errno> {
         self.ud.destroy(qpn)

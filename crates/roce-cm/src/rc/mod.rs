@@ -342,6 +342,24 @@ pub enum WcStatus {
 }
 
 impl WcStatus {
+    /// The status's number in `enum ibv_wc_status` (what `%d` of `wc.status` prints: 12 for
+    /// `IBV_WC_RETRY_EXC_ERR`).
+    pub const fn ibv_code(self) -> u8 {
+        match self {
+            WcStatus::Success => 0,
+            WcStatus::LocLenErr => 1,
+            WcStatus::LocQpOpErr => 2,
+            WcStatus::LocProtErr => 4,
+            WcStatus::WrFlushErr => 5,
+            WcStatus::BadRespErr => 7,
+            WcStatus::RemInvReqErr => 9,
+            WcStatus::RemAccessErr => 10,
+            WcStatus::RemOpErr => 11,
+            WcStatus::RetryExcErr => 12,
+            WcStatus::RnrRetryExcErr => 13,
+        }
+    }
+
     /// `ibv_wc_status_str`.
     pub const fn as_str(self) -> &'static str {
         match self {

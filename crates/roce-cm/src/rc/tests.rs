@@ -790,3 +790,25 @@ proptest::proptest! {
         let _ = Pair::wcs(&mut p.b);
     }
 }
+
+#[test]
+fn wc_status_numbers_and_strings_are_libibverbs() {
+    // enum ibv_wc_status and ibv_wc_status_str (libibverbs/verbs.c), as the examples print
+    // them: "Failed status transport retry counter exceeded (12) for wr_id 2".
+    let all = [
+        (WcStatus::Success, 0, "success"),
+        (WcStatus::LocLenErr, 1, "local length error"),
+        (WcStatus::LocQpOpErr, 2, "local QP operation error"),
+        (WcStatus::LocProtErr, 4, "local protection error"),
+        (WcStatus::WrFlushErr, 5, "Work Request Flushed Error"),
+        (WcStatus::BadRespErr, 7, "bad response error"),
+        (WcStatus::RemInvReqErr, 9, "remote invalid request error"),
+        (WcStatus::RemAccessErr, 10, "remote access error"),
+        (WcStatus::RemOpErr, 11, "remote operation error"),
+        (WcStatus::RetryExcErr, 12, "transport retry counter exceeded"),
+        (WcStatus::RnrRetryExcErr, 13, "RNR retry counter exceeded"),
+    ];
+    for (s, code, text) in all {
+        assert_eq!((s.ibv_code(), s.as_str()), (code, text), "{s:?}");
+    }
+}
