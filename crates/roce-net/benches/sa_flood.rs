@@ -17,15 +17,9 @@
 //! default caps. Under `cargo test --benches` (no `--bench` argument) it runs once with 20,000
 //! joins and `--max-members-per-port 5000`, so that the cap is hit there too.
 //!
-//! The `roce` binary: `ROCE_BIN` if set, else the newest of `target/release/roce` and
-//! `target/x86_64-unknown-linux-gnu/release/roce` (what tests/run-all.sh builds), else it is
-//! built with `cargo build --release --bin roce` into `target/sa-flood` (a target directory of
-//! its own: the running cargo holds the lock on this one).
+//! The `roce` binary: `veth::roce_bin` (`ROCE_BIN`, or the newest release build).
 
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -43,7 +37,7 @@ use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::{Gid, GSI_QKEY};
 
 mod veth;
-use veth::{enter, thread_cpu, Nets};
+use veth::{enter, rss_kib, start_sa_server, thread_cpu, Nets};
 
 const MAC_FLOOD: [u8; 6] = [2, 0, 0, 0, 0x1a, 1];
 const MAC_SA: [u8; 6] = [2, 0, 0, 0, 0x1a, 2];
@@ -235,102 +229,6 @@ impl OtherHost {
     }
 }
 
-/// The `roce` binary (see the module comment).
-fn roce_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("ROCE_BIN") {
-        return p.into();
-    }
-    // The bench runs as target/<profile>/deps/sa_flood-<hash>.
-    let exe = std::env::current_exe().expect("current_exe");
-    let target = exe.ancestors().nth(3).expect("target directory").to_path_buf();
-    let built = ["release/roce", "x86_64-unknown-linux-gnu/release/roce"]
-        .iter()
-        .map(|p| target.join(p))
-        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
-        .max();
-    if let Some((_, p)) = built {
-        return p;
-    }
-    let own = target.join("sa-flood");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
-    println!("building the release roce binary into {}", own.display());
-    let ok = Command::new(cargo)
-        .args(["build", "--release", "--bin", "roce", "--manifest-path"])
-        .arg(&workspace)
-        .arg("--target-dir")
-        .arg(&own)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "cargo build --release --bin roce");
-    own.join("release/roce")
-}
-
-/// VmRSS and VmHWM of `pid`, in KiB.
-fn rss_kib(pid: u32) -> (u64, u64) {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
-    let field = |name: &str| {
-        s.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} in /proc/{pid}/status"))
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-/// The running sa-server: stopped with SIGTERM (and waited for) when dropped, so that a failed
-/// assertion does not leave it behind.
-struct SaServer(Option<Child>);
-
-impl SaServer {
-    fn pid(&self) -> u32 {
-        self.0.as_ref().map_or(0, Child::id)
-    }
-
-    /// SIGTERM, as an operator stops it; its exit status.
-    fn stop(&mut self) -> Option<std::process::ExitStatus> {
-        let mut child = self.0.take()?;
-        // SAFETY: kill(2) on the child we started and have not reaped.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        child.wait().ok()
-    }
-}
-
-impl Drop for SaServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// The sa-server, its stdout and stderr lines collected by two threads.
-fn start_sa_server(ns: &str, per_port: usize) -> (SaServer, Arc<Mutex<Vec<String>>>, mpsc::Receiver<()>) {
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .arg(roce_bin())
-        .args(["sa-server", "--iface", "v2", "--ip", &SA_IP.to_string()])
-        .args(["--max-members-per-port", &per_port.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("roce sa-server");
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let (up_tx, up_rx) = mpsc::channel();
-    let pipes: [Box<dyn std::io::Read + Send>; 2] =
-        [Box::new(child.stdout.take().unwrap()), Box::new(child.stderr.take().unwrap())];
-    for pipe in pipes {
-        let (lines, up_tx) = (lines.clone(), up_tx.clone());
-        std::thread::spawn(move || {
-            for l in BufReader::new(pipe).lines().map_while(Result::ok) {
-                if l.contains("answering SA requests") {
-                    let _ = up_tx.send(());
-                }
-                lines.lock().unwrap().push(l);
-            }
-        });
-    }
-    (SaServer(Some(child)), lines, up_rx)
-}
-
 /// What roce-sa's `memory_usage` gives for a responder with the caps of `cfg` after the first
 /// `n` flood joins, and its member count.
 fn sa_state(cfg: SaConfig, n: u32) -> (MemoryUsage, usize) {
@@ -359,7 +257,7 @@ fn main() {
         Nets::pair("saf", Some(("02:00:00:00:1a:01", "02:00:00:00:1a:02")), FLOOD_IP, Ipv4Addr::new(198, 18, 26, 12));
     veth::sh(&format!("ip -n {} addr add {OTHER_IP}/24 dev v1", nets.0));
 
-    let (mut sa, sa_lines, up) = start_sa_server(&nets.1, per_port);
+    let (mut sa, sa_lines, up) = start_sa_server(&nets.1, SA_IP, &["--max-members-per-port", &per_port.to_string()]);
     up.recv_timeout(Duration::from_secs(10)).expect("sa-server up");
     let pid = sa.pid();
     {

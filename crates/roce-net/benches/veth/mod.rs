@@ -1,10 +1,15 @@
 //! What the veth benchmarks share: two network namespaces joined by a veth pair (v1 in the
 //! first, v2 in the second) that the bench creates and removes, entering a namespace on a
-//! thread, and a thread's CPU time.
+//! thread, a thread's CPU time, and a release `roce sa-server` run in a namespace with its
+//! resident memory. Each bench uses part of it.
+#![allow(dead_code)]
 
 use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 /// Run a shell command; a failure ends the bench (it needs root and iproute2).
@@ -53,4 +58,109 @@ pub fn thread_cpu() -> Duration {
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
     let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// The release `roce` binary: `ROCE_BIN` if set, else the newest of `target/release/roce` and
+/// `target/x86_64-unknown-linux-gnu/release/roce` (what tests/run-all.sh builds), else it is
+/// built with `cargo build --release --bin roce` into `target/bench-roce` (a target directory of
+/// its own: the running cargo holds the lock on this one).
+pub fn roce_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("ROCE_BIN") {
+        return p.into();
+    }
+    // A bench runs as target/<profile>/deps/<bench>-<hash>.
+    let exe = std::env::current_exe().expect("current_exe");
+    let target = exe.ancestors().nth(3).expect("target directory").to_path_buf();
+    let built = ["release/roce", "x86_64-unknown-linux-gnu/release/roce"]
+        .iter()
+        .map(|p| target.join(p))
+        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+        .max();
+    if let Some((_, p)) = built {
+        return p;
+    }
+    let own = target.join("bench-roce");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    println!("building the release roce binary into {}", own.display());
+    let ok = Command::new(cargo)
+        .args(["build", "--release", "--bin", "roce", "--manifest-path"])
+        .arg(&workspace)
+        .arg("--target-dir")
+        .arg(&own)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "cargo build --release --bin roce");
+    own.join("release/roce")
+}
+
+/// VmRSS and VmHWM of `pid`, in KiB.
+pub fn rss_kib(pid: u32) -> (u64, u64) {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
+    let field = |name: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in /proc/{pid}/status"))
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// The running sa-server: stopped with SIGTERM (and waited for) when dropped, so that a failed
+/// assertion does not leave it behind.
+pub struct SaServer(Option<Child>);
+
+impl SaServer {
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
+    }
+
+    /// SIGTERM, as an operator stops it; its exit status.
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.0.take()?;
+        // SAFETY: kill(2) on the child we started and have not reaped.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        child.wait().ok()
+    }
+}
+
+impl Drop for SaServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// `roce sa-server --iface v2 --ip IP ARGS…` in namespace `ns`, its stdout and stderr lines
+/// collected by two threads; the receiver gets a message once it answers.
+pub fn start_sa_server(
+    ns: &str,
+    ip: Ipv4Addr,
+    args: &[&str],
+) -> (SaServer, Arc<Mutex<Vec<String>>>, mpsc::Receiver<()>) {
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(roce_bin())
+        .args(["sa-server", "--iface", "v2", "--ip", &ip.to_string()])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("roce sa-server");
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let (up_tx, up_rx) = mpsc::channel();
+    let pipes: [Box<dyn std::io::Read + Send>; 2] =
+        [Box::new(child.stdout.take().unwrap()), Box::new(child.stderr.take().unwrap())];
+    for pipe in pipes {
+        let (lines, up_tx) = (lines.clone(), up_tx.clone());
+        std::thread::spawn(move || {
+            for l in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if l.contains("answering SA requests") {
+                    let _ = up_tx.send(());
+                }
+                lines.lock().unwrap().push(l);
+            }
+        });
+    }
+    (SaServer(Some(child)), lines, up_rx)
 }
