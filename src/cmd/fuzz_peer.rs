@@ -61,9 +61,10 @@ pub struct Args {
     /// Probe the peer's liveness every this many frames.
     #[arg(long, default_value_t = 300)]
     pub probe_every: u32,
-    /// The peer's kernel, for the predictor (rxe's opcode table differs).
-    #[arg(long, value_parser = ["6.1", "6.12"], default_value = "6.1")]
-    pub kernel: String,
+    /// The peer's kernel version, for the predictor: rxe's opcode table has FLUSH and ATOMIC
+    /// WRITE from 6.2 on. A version (6.1, 6.12, 7.2.13, …) or `sid` (Debian unstable's newest).
+    #[arg(long, value_parser = rxe_kernel, default_value = "6.1", value_name = "VERSION")]
+    pub kernel: RxeKernel,
     /// The peer's GSI QP index in rxe's QP pool: QPN 1 maps to it, and the index itself
     /// reaches the GSI QP too (16 on a fresh rxe device, as the oracle measured).
     #[arg(long, default_value_t = 16)]
@@ -959,7 +960,7 @@ pub fn run(args: Args) -> ExitCode {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
-    let kernel = if a.kernel == "6.12" { RxeKernel::V6_12 } else { RxeKernel::V6_1 };
+    let kernel = a.kernel;
     let ep =
         Endpoints { src_mac: our_mac, dst_mac: peer_mac, src: a.bind, dst: a.peer, kernel, gsi_index: a.gsi_index };
     let mut gen = Generator::new(seed, ep);
@@ -1229,6 +1230,45 @@ mod tests {
                     "{dst} {kernel:?}"
                 );
             }
+        }
+    }
+}
+
+/// `--kernel`: a kernel version (major.minor, more parts ignored) or `sid`, as the opcode table
+/// the predictor needs: before 6.2, 6.1's; from 6.2 on, 6.12's.
+fn rxe_kernel(s: &str) -> Result<RxeKernel, String> {
+    if s == "sid" {
+        return Ok(RxeKernel::V6_12);
+    }
+    let mut parts = s.split(['.', '-', '+']);
+    let num = |p: Option<&str>| p.and_then(|v| v.parse::<u32>().ok());
+    match (num(parts.next()), num(parts.next())) {
+        (Some(major), Some(minor)) if (major, minor) >= (6, 2) => Ok(RxeKernel::V6_12),
+        (Some(major), Some(minor)) if (major, minor) >= (5, 0) => Ok(RxeKernel::V6_1),
+        (Some(_), Some(_)) => Err(format!("kernel {s} is older than any rxe the predictor models (5.0 and later)")),
+        _ => Err(format!("'{s}' is not a kernel version (like 6.1 or 6.12) nor sid")),
+    }
+}
+
+#[cfg(test)]
+mod kernel_arg_tests {
+    use super::*;
+
+    #[test]
+    fn kernel_versions_pick_the_opcode_table_of_their_rxe() {
+        for (arg, want) in [
+            ("6.1", RxeKernel::V6_1),
+            ("5.10", RxeKernel::V6_1),
+            ("6.1.0-57-amd64", RxeKernel::V6_1),
+            ("6.2", RxeKernel::V6_12),
+            ("6.12", RxeKernel::V6_12),
+            ("7.2.13+deb14-amd64", RxeKernel::V6_12),
+            ("sid", RxeKernel::V6_12),
+        ] {
+            assert_eq!(rxe_kernel(arg), Ok(want), "{arg}");
+        }
+        for bad in ["", "6", "x.y", "4.19", "latest"] {
+            assert!(rxe_kernel(bad).is_err(), "{bad}");
         }
     }
 }
