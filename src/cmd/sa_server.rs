@@ -100,6 +100,13 @@ fn sa_server(port: &PortOptions, duration: Option<Duration>, sa: roce_sa::SaResp
                 s.refused_members_total, s.refused_members_group, s.refused_members_port
             );
         }
+        if s.dup_cache_evicted_young > 0 {
+            println!(
+                "sa-server: {} duplicate-cache entries evicted younger than {} s: a retransmission of those requests would be applied again (the cache is too small for this load)",
+                s.dup_cache_evicted_young,
+                roce_sa::DUP_CACHE_HORIZON.as_secs()
+            );
+        }
     }
     let r = *d.rmpp.stats();
     if r.transfers + r.refused_busy + r.unmatched > 0 {

@@ -4,7 +4,10 @@
 //! the same MAD, same TID, after its timeout [sa_query.c]). Applying a join twice is harmless,
 //! but a leave applied twice would be answered 0x0200 the second time although it succeeded,
 //! so the answer is kept and sent again. The cache is a ring of fixed slots (FIFO eviction)
-//! indexed by an open-addressing table; it never grows past its size.
+//! indexed by an open-addressing table; it never grows past its size. An entry evicted while
+//! younger than the requesters' retry horizon is counted
+//! ([`crate::SaStats::dup_cache_evicted_young`]): a retransmission of its request would be
+//! applied again (a leave then answered 0x0200).
 //!
 //! A slot keeps what the answer is made of (the responder's [`crate::responder`] keeps the
 //! status and the answer's record, 54 bytes), not the answer, and the request compactly: its
@@ -13,6 +16,7 @@
 //! compared byte for byte.
 
 use core::hash::{BuildHasher, Hash, Hasher};
+use core::time::Duration;
 
 use roce_wire::{Gid, MAD_SIZE};
 
@@ -95,6 +99,8 @@ fn split(r: &[u8; MAD_SIZE]) -> (&[u8; HEAD], &[u8; MAD_SIZE - HEAD]) {
 
 #[derive(Debug, Clone)]
 struct Slot<V> {
+    /// When it was stored (the responder's clock, [`crate::SaResponder::handle_time`]).
+    at: Duration,
     key: Key,
     /// The key's hash (where its index entry wants to be).
     hash: u64,
@@ -122,10 +128,11 @@ pub(crate) struct DupCache<V> {
 impl<V: Copy> DupCache<V> {
     /// A cache of `size` entries (0: disabled).
     pub(crate) fn new(size: usize) -> DupCache<V> {
-        // Four times the entries, a power of two, made up front for up to 65,536 entries (no
-        // growth in steady state) and grown with the entries beyond; none when disabled. At
-        // most a quarter full, probe chains stay short (an eviction walks one to its end).
-        let positions = if size == 0 { 0 } else { (4 * size.min(1 << 16)).next_power_of_two() };
+        // Four times the entries, a power of two, made up front for up to 1,024 entries and
+        // grown with the entries beyond (a responder that sees little load stays small); none
+        // when disabled. At most a quarter full, probe chains stay short (an eviction walks
+        // one to its end).
+        let positions = if size == 0 { 0 } else { (4 * size.min(1 << 10)).next_power_of_two() };
         DupCache { size, slots: Vec::new(), next: 0, table: vec![0; positions], hasher: Default::default() }
     }
 
@@ -221,14 +228,22 @@ impl<V: Copy> DupCache<V> {
         let key = Key { gid: from.gid, qpn: from.qpn, tid };
         let hash = self.hasher.hash_one(key);
         let slot = self.find(&key, hash);
-        self.insert_missed(Miss { key, hash, slot }, request, value);
+        self.insert_missed(Miss { key, hash, slot }, request, value, Duration::ZERO, Duration::ZERO);
     }
 
     /// Remember `value` as the answer to the request `lookup` missed (the cache unchanged
-    /// since), evicting the oldest entry when full.
-    pub(crate) fn insert_missed(&mut self, miss: Miss, request: &[u8; MAD_SIZE], value: &V) {
+    /// since) at `now`, evicting the oldest entry when full. Returns whether the entry evicted
+    /// was younger than `horizon` (a retransmission of it would now be applied again).
+    pub(crate) fn insert_missed(
+        &mut self,
+        miss: Miss,
+        request: &[u8; MAD_SIZE],
+        value: &V,
+        now: Duration,
+        horizon: Duration,
+    ) -> bool {
         if self.size == 0 {
-            return;
+            return false;
         }
         let Miss { key, hash, slot } = miss;
         // The same key with different bytes (a TID reused for another request) replaces the
@@ -237,17 +252,21 @@ impl<V: Copy> DupCache<V> {
             let slot = &mut self.slots[i];
             slot.request.set(request);
             slot.value = *value;
-            return;
+            slot.at = now;
+            return false;
         }
+        let mut young = false;
         let i = if self.slots.len() < self.size {
             self.reserve(self.slots.len() + 1);
-            self.slots.push(Slot { key, hash, pos: 0, request: Request::new(request), value: *value });
+            self.slots.push(Slot { at: now, key, hash, pos: 0, request: Request::new(request), value: *value });
             self.slots.len() - 1
         } else {
             let i = self.next;
             self.next = if self.next + 1 == self.size { 0 } else { self.next + 1 };
             self.unindex(self.slots[i].pos as usize);
             let slot = &mut self.slots[i];
+            young = now.saturating_sub(slot.at) < horizon;
+            slot.at = now;
             slot.key = key;
             slot.hash = hash;
             slot.request.set(request);
@@ -255,6 +274,7 @@ impl<V: Copy> DupCache<V> {
             i
         };
         self.index(hash, i);
+        young
     }
 
     /// Entries held.
@@ -277,6 +297,20 @@ mod tests {
 
     fn who(n: u8) -> Requester {
         Requester::new(Gid::from_ipv4([10, 0, 0, n].into()), 1)
+    }
+
+    #[test]
+    fn evicting_an_entry_younger_than_the_horizon_is_reported() {
+        let mut c = DupCache::new(2);
+        let (a, r) = ([1u8; 256], [9u8; 256]);
+        let h = Duration::from_secs(8);
+        let put = |c: &mut DupCache<[u8; 256]>, tid: u64, at: u64| {
+            let Err(miss) = c.lookup(&who(1), tid, &a) else { panic!("cached") };
+            c.insert_missed(miss, &a, &r, Duration::from_secs(at), h)
+        };
+        assert!(!put(&mut c, 1, 0) && !put(&mut c, 2, 1), "room for both");
+        assert!(put(&mut c, 3, 5), "TID 1, 5 s old, evicted");
+        assert!(!put(&mut c, 4, 20), "TID 2, 19 s old: past the horizon");
     }
 
     #[test]

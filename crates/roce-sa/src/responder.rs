@@ -82,7 +82,14 @@ pub struct SaResponder {
     spare_members: Vec<Vec<Member>>,
     /// The ServiceRecord service (crate::service).
     pub(crate) services: ServiceTable,
+    /// The latest time [`SaResponder::handle_time`] gave (when cache entries were stored).
+    now: Duration,
 }
+
+/// How long a requester may go on retransmitting a Set or Delete: the kernel's SA client
+/// gives a join or leave 3 s (sa_query.c, cma.c) and an `ibv`/umad tool a few tries of a few
+/// seconds; a cache entry evicted sooner than this is counted.
+pub const DUP_CACHE_HORIZON: Duration = Duration::from_secs(8);
 
 /// A checked outcome of a transaction: the record to answer with, or the status.
 type Outcome = Result<McMemberRecord, MadStatus>;
@@ -160,6 +167,7 @@ impl SaResponder {
             mgid_counter: 0,
             spare_members: Vec::new(),
             services: Default::default(),
+            now: Duration::ZERO,
             config,
         }
     }
@@ -291,7 +299,9 @@ impl SaResponder {
                 Err(status) => Answer::error(status),
             }
         };
-        self.cache.insert_missed(miss, bytes, &answer);
+        if self.cache.insert_missed(miss, bytes, &answer, self.now, DUP_CACHE_HORIZON) {
+            self.stats.dup_cache_evicted_young += 1;
+        }
         answer.write_mad(bytes, m, out)
     }
 
@@ -990,6 +1000,7 @@ impl SaResponder {
     /// [`SaResponder::handle_mad`] and when [`SaResponder::next_expiry`] comes.
     #[inline]
     pub fn handle_time(&mut self, now: Duration) {
+        self.now = self.now.max(now);
         self.services.handle_time(now);
     }
 

@@ -26,6 +26,10 @@ pub struct SaStats {
     pub dropped_rmpp: u64,
     /// Set/Delete requests answered from the duplicate cache, not applied again.
     pub duplicates: u64,
+    /// Duplicate-cache entries evicted younger than [`crate::DUP_CACHE_HORIZON`] (the cache
+    /// was full): a retransmission of such a request is applied again, not answered from the
+    /// cache. Nonzero means [`crate::SaConfig::dup_cache_size`] is too small for the load.
+    pub dup_cache_evicted_young: u64,
     /// Successful joins (Set).
     pub joins: u64,
     /// Successful leaves (Delete).
