@@ -74,6 +74,16 @@ pub enum Layer {
     Ndisc,
     /// pcap capture file framing.
     Pcap,
+    /// InfiniBand Local Route Header (native IB captures).
+    Lrh,
+    /// InfiniBand Global Route Header (native IB captures).
+    Grh,
+    /// InfiniBand Variant CRC.
+    Vcrc,
+    /// Subnet Management Packet (the MAD of QP0).
+    Smp,
+    /// ERF record header (link type 197).
+    Erf,
 }
 
 impl Layer {
@@ -110,6 +120,11 @@ impl Layer {
             Layer::Arp => "ARP",
             Layer::Ndisc => "NDISC",
             Layer::Pcap => "pcap",
+            Layer::Lrh => "LRH",
+            Layer::Grh => "GRH",
+            Layer::Vcrc => "VCRC",
+            Layer::Smp => "SMP",
+            Layer::Erf => "ERF",
         }
     }
 }
@@ -211,6 +226,14 @@ pub enum ContentError {
     Malformed,
     /// A message type this parser does not implement.
     UnsupportedType(u8),
+    /// An InfiniBand LRH's PktLen (with the VCRC after it) runs past the bytes there are, or
+    /// is shorter than the LRH itself.
+    PacketLength {
+        /// Bytes the LRH says the packet and its VCRC take.
+        claimed: usize,
+        /// Bytes available.
+        available: usize,
+    },
 }
 
 impl fmt::Display for ContentError {
@@ -252,6 +275,9 @@ impl fmt::Display for ContentError {
             ContentError::Checksum => f.write_str("checksum mismatch"),
             ContentError::Malformed => f.write_str("malformed"),
             ContentError::UnsupportedType(t) => write!(f, "message type 0x{t:02x} is not supported"),
+            ContentError::PacketLength { claimed, available } => {
+                write!(f, "PktLen says {claimed} bytes with the VCRC but {available} are there")
+            }
         }
     }
 }
@@ -343,6 +369,7 @@ impl Error {
                 ContentError::Checksum => "checksum",
                 ContentError::Malformed => "malformed",
                 ContentError::UnsupportedType(_) => "unsupported_type",
+                ContentError::PacketLength { .. } => "packet_length",
             },
         }
     }
