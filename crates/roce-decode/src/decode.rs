@@ -18,6 +18,7 @@ use roce_wire::l2::{ETHERNET_LEN, ETHERTYPE_VLAN, VLAN_LEN};
 use roce_wire::{ContentError, Error};
 use serde_json::{Map, Value};
 
+mod ib;
 mod l2;
 mod mad;
 
@@ -121,6 +122,11 @@ impl Decoder {
 
     /// Everything below the capture's own fields.
     fn body(&mut self, lt: u32, data: &[u8]) {
+        match lt {
+            linktype::INFINIBAND => return ib::describe(self, data),
+            linktype::ERF => return ib::describe_erf(self, data),
+            _ => {}
+        }
         let link = LinkType::from(lt);
         let header = match LinkHeader::parse(link, data) {
             Ok(h) => h,
@@ -274,63 +280,7 @@ impl Decoder {
             sum!(s, " {}{}", if b.fecn { "FECN " } else { "" }, if b.becn { "BECN" } else { "" });
         }
         let e = &r.ext;
-        if let Some(d) = &e.deth {
-            j.begin("deth");
-            j.num("q_key", d.qkey);
-            j.num("reserved", u32::from(d.reserved));
-            j.num("src_qp", d.src_qp);
-            j.end();
-            s.push_str(" SrcQP=0x");
-            s.hex(u64::from(d.src_qp), 6);
-            s.push_str(" Q_Key=0x");
-            s.hex(u64::from(d.qkey), 8);
-        }
-        if let Some(x) = &e.feth {
-            j.begin("feth");
-            j.num("bits", x.bits);
-            j.num("placement_type", u32::from(x.placement_type()));
-            j.num("selectivity_level", u32::from(x.selectivity_level()));
-            j.end();
-        }
-        if let Some(x) = &e.reth {
-            j.begin("reth");
-            j.id64("va", x.va);
-            j.num("r_key", x.rkey);
-            j.num("dma_len", x.dma_len);
-            j.end();
-            sum!(s, " VA=0x{:x} R_Key=0x{:08x} DMALen={}", x.va, x.rkey, x.dma_len);
-        }
-        if let Some(x) = &e.atomic_eth {
-            j.begin("atomic_eth");
-            j.id64("va", x.va);
-            j.num("r_key", x.rkey);
-            j.id64("swap_add", x.swap_add);
-            j.id64("compare", x.compare);
-            j.end();
-        }
-        if let Some(x) = &e.aeth {
-            j.begin("aeth");
-            j.num("syndrome", u32::from(x.syndrome));
-            j.num("msn", x.msn);
-            j.end();
-            sum!(s, " Syndrome=0x{:02x} MSN={}", x.syndrome, x.msn);
-        }
-        if let Some(x) = &e.atomic_ack_eth {
-            j.begin("atomic_ack_eth");
-            j.id64("orig", x.orig);
-            j.end();
-        }
-        if let Some(x) = &e.immdt {
-            j.begin("immdt");
-            j.num("imm_data", x.imm_data);
-            j.end();
-            sum!(s, " Imm=0x{:08x}", x.imm_data);
-        }
-        if let Some(x) = &e.ieth {
-            j.begin("ieth");
-            j.num("r_key", x.rkey);
-            j.end();
-        }
+        ext_json(j, s, e);
         j.count("payload_len", r.payload.len() as u64);
         // QP1 carries MADs (GSI); the decoder tries them whenever either end is QP1.
         let is_gsi = b.dest_qp == 1 || e.deth.is_some_and(|d| d.src_qp == 1);
@@ -487,7 +437,7 @@ pub(crate) fn udp_json(j: &mut Json, u: &UdpHeader) {
     j.end();
 }
 
-fn bth_json(j: &mut Json, b: &roce_wire::bth::Repr) {
+pub(crate) fn bth_json(j: &mut Json, b: &roce_wire::bth::Repr) {
     j.begin("bth");
     j.num("opcode", u32::from(u8::from(b.opcode)));
     j.bool("se", b.solicited);
@@ -503,6 +453,67 @@ fn bth_json(j: &mut Json, b: &roce_wire::bth::Repr) {
     j.num("resv7", u32::from(b.resv7));
     j.num("psn", b.psn);
     j.end();
+}
+
+/// The extension headers after the BTH, in JSON and the summary (RoCEv2 and native IB alike).
+pub(crate) fn ext_json(j: &mut Json, s: &mut Summary, e: &roce_wire::ext::ExtHeaders) {
+    if let Some(d) = &e.deth {
+        j.begin("deth");
+        j.num("q_key", d.qkey);
+        j.num("reserved", u32::from(d.reserved));
+        j.num("src_qp", d.src_qp);
+        j.end();
+        s.push_str(" SrcQP=0x");
+        s.hex(u64::from(d.src_qp), 6);
+        s.push_str(" Q_Key=0x");
+        s.hex(u64::from(d.qkey), 8);
+    }
+    if let Some(x) = &e.feth {
+        j.begin("feth");
+        j.num("bits", x.bits);
+        j.num("placement_type", u32::from(x.placement_type()));
+        j.num("selectivity_level", u32::from(x.selectivity_level()));
+        j.end();
+    }
+    if let Some(x) = &e.reth {
+        j.begin("reth");
+        j.id64("va", x.va);
+        j.num("r_key", x.rkey);
+        j.num("dma_len", x.dma_len);
+        j.end();
+        sum!(s, " VA=0x{:x} R_Key=0x{:08x} DMALen={}", x.va, x.rkey, x.dma_len);
+    }
+    if let Some(x) = &e.atomic_eth {
+        j.begin("atomic_eth");
+        j.id64("va", x.va);
+        j.num("r_key", x.rkey);
+        j.id64("swap_add", x.swap_add);
+        j.id64("compare", x.compare);
+        j.end();
+    }
+    if let Some(x) = &e.aeth {
+        j.begin("aeth");
+        j.num("syndrome", u32::from(x.syndrome));
+        j.num("msn", x.msn);
+        j.end();
+        sum!(s, " Syndrome=0x{:02x} MSN={}", x.syndrome, x.msn);
+    }
+    if let Some(x) = &e.atomic_ack_eth {
+        j.begin("atomic_ack_eth");
+        j.id64("orig", x.orig);
+        j.end();
+    }
+    if let Some(x) = &e.immdt {
+        j.begin("immdt");
+        j.num("imm_data", x.imm_data);
+        j.end();
+        sum!(s, " Imm=0x{:08x}", x.imm_data);
+    }
+    if let Some(x) = &e.ieth {
+        j.begin("ieth");
+        j.num("r_key", x.rkey);
+        j.end();
+    }
 }
 
 /// `{"layer", "offset", "reason", "message"}` under `key`.
@@ -530,16 +541,15 @@ fn to_decoded(d: &Decoder) -> Decoded {
 
 /// Decode one Ethernet frame. Never fails: what cannot be parsed is described, with the error.
 pub fn decode_ethernet(bytes: &[u8]) -> Decoded {
+    decode_link(linktype::ETHERNET, bytes)
+}
+
+/// Decode one frame of link type `linktype` (see [`crate::capture::linktype`]). Never fails.
+pub fn decode_link(linktype: u32, bytes: &[u8]) -> Decoded {
     let mut d = Decoder::new();
     let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-    let meta = Meta {
-        number: 1,
-        timestamp: Duration::ZERO,
-        relative: Duration::ZERO,
-        linktype: linktype::ETHERNET,
-        interface: 0,
-        orig_len: len,
-    };
+    let meta =
+        Meta { number: 1, timestamp: Duration::ZERO, relative: Duration::ZERO, linktype, interface: 0, orig_len: len };
     d.decode(&meta, bytes);
     to_decoded(&d)
 }

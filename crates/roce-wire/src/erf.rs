@@ -140,6 +140,8 @@ pub struct Record<'a> {
     pub frame: &'a [u8],
     /// Bytes after the frame up to RLen (alignment padding).
     pub padding: &'a [u8],
+    /// Bytes after RLen (none in a well-formed capture: one record per pcap record).
+    pub after: &'a [u8],
 }
 
 /// Parse an ERF record from the start of `buf` (a pcap record of link type 197). Errors name
@@ -167,7 +169,13 @@ pub fn parse_record(buf: &[u8]) -> Result<Record<'_>> {
     // RLen bounds the record; a capture may hold fewer bytes (snap length).
     let end = usize::from(header.rlen).clamp(at, buf.len());
     let frame_end = (at + usize::from(header.wlen)).min(end);
-    Ok(Record { header, extensions: &buf[LEN..at], frame: &buf[at..frame_end], padding: &buf[frame_end..end] })
+    Ok(Record {
+        header,
+        extensions: &buf[LEN..at],
+        frame: &buf[at..frame_end],
+        padding: &buf[frame_end..end],
+        after: &buf[end..],
+    })
 }
 
 /// The record length ERF writers use for a frame of `frame_len` bytes after `ext_len` bytes
@@ -205,7 +213,10 @@ mod tests {
             (RecordType::Infiniband, false, 1, 48, 30)
         );
         assert_eq!(h.seconds_nanos(), (1_700_000_000, 500_000_000));
-        assert_eq!((rec.frame.len(), rec.frame[0], rec.padding.len()), (30, 1, 2));
+        assert_eq!((rec.frame.len(), rec.frame[0], rec.padding.len(), rec.after.len()), (30, 1, 2, 0));
+        let mut longer = [0u8; 50];
+        longer[..48].copy_from_slice(&r);
+        assert_eq!(parse_record(&longer).unwrap().after, &[0, 0]);
         assert_eq!(padded_rlen(0, 30), 48);
         let mut out = [0u8; 16];
         h.emit_bytes(&mut out);
