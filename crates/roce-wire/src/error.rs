@@ -226,6 +226,13 @@ pub enum ContentError {
     Malformed,
     /// A message type this parser does not implement.
     UnsupportedType(u8),
+    /// The InfiniBand VCRC found differs from the one computed.
+    VcrcMismatch {
+        /// The VCRC in the packet.
+        found: u16,
+        /// The VCRC computed.
+        expected: u16,
+    },
     /// An InfiniBand LRH's PktLen (with the VCRC after it) runs past the bytes there are, or
     /// is shorter than the LRH itself.
     PacketLength {
@@ -275,6 +282,9 @@ impl fmt::Display for ContentError {
             ContentError::Checksum => f.write_str("checksum mismatch"),
             ContentError::Malformed => f.write_str("malformed"),
             ContentError::UnsupportedType(t) => write!(f, "message type 0x{t:02x} is not supported"),
+            ContentError::VcrcMismatch { found, expected } => {
+                write!(f, "VCRC 0x{found:04x}, expected 0x{expected:04x}")
+            }
             ContentError::PacketLength { claimed, available } => {
                 write!(f, "PktLen says {claimed} bytes with the VCRC but {available} are there")
             }
@@ -369,6 +379,7 @@ impl Error {
                 ContentError::Checksum => "checksum",
                 ContentError::Malformed => "malformed",
                 ContentError::UnsupportedType(_) => "unsupported_type",
+                ContentError::VcrcMismatch { .. } => "bad_vcrc",
                 ContentError::PacketLength { .. } => "packet_length",
             },
         }

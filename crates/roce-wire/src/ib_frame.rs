@@ -83,6 +83,22 @@ impl IbFrame<'_> {
         self.vcrc == self.vcrc_expected
     }
 
+    /// What a receiving port would drop the packet for: a bad VCRC (checked by the link
+    /// layer, first), else a bad ICRC; `None` when both are right.
+    pub const fn crc_error(&self) -> Option<Error> {
+        if !self.vcrc_ok() {
+            let kind = ContentError::VcrcMismatch { found: self.vcrc, expected: self.vcrc_expected };
+            return Some(Error::content(Layer::Vcrc, self.offsets.vcrc, kind));
+        }
+        match &self.body {
+            IbBody::Transport(t) if !t.icrc_ok() => {
+                let kind = ContentError::IcrcMismatch { found: t.icrc, expected: t.icrc_expected };
+                Some(Error::content(Layer::Icrc, self.offsets.vcrc - ICRC_LEN, kind))
+            }
+            _ => None,
+        }
+    }
+
     /// The transport part, when this is an IBA packet.
     pub const fn transport(&self) -> Option<&Transport<'_>> {
         match &self.body {
@@ -270,10 +286,12 @@ mod tests {
             assert!(t.icrc_ok());
             assert_eq!((t.bth, t.ext, t.payload), (r.bth, r.ext, &mad[..]));
             assert!(f.trailer.is_empty());
+            assert_eq!(f.crc_error(), None);
             // A changed VL keeps the ICRC but not the VCRC.
             buf[0] ^= 0x30;
             let f = parse(&buf[..n]).unwrap();
             assert!(f.transport().unwrap().icrc_ok() && !f.vcrc_ok());
+            assert_eq!(f.crc_error().map(|e| (e.layer(), e.offset())), Some((Layer::Vcrc, n - 2)));
             // A changed payload byte breaks both.
             buf[n - 20] ^= 1;
             let f = parse(&buf[..n]).unwrap();

@@ -203,6 +203,10 @@ fn whole(d: &mut Decoder, data: &[u8], f: &IbFrame<'_>) {
     if !f.trailer.is_empty() {
         j.hex("trailer", f.trailer);
     }
+    // What the receiving port drops the packet for (as `error` says for RoCEv2 what rxe refuses).
+    if let Some(e) = f.crc_error() {
+        error_json(j, "error", &e);
+    }
     // A raw packet's fields are its bytes; a transport packet's fields give every byte back.
     if matches!(f.body, IbBody::Raw(_)) {
         j.hex("raw", data);
