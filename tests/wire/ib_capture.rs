@@ -53,3 +53,210 @@ fn shipped_ib_captures_match_the_builder() {
         assert!(shipped == built, "tests/data/{name} is stale: rerun with ROCE_BLESS=1 and commit it");
     }
 }
+
+/// Every packet decodes with the verdict it was built for: well-formed ones whole with both
+/// CRCs right, `bad_*` with `error` naming the CRC, the truncated one with `error` and `raw`.
+#[test]
+fn every_ib_packet_decodes_as_built() {
+    let samples = ib_sample_frames();
+    for name in ["ib-native.pcap", "ib-erf.pcap"] {
+        let frames = read_file(&data_path(name)).unwrap();
+        assert_eq!(frames.len(), samples.len(), "{name}");
+        for (f, s) in frames.iter().zip(&samples) {
+            let d = decode_captured(f);
+            let j = &d.json;
+            let what = format!("{name} {}: {}", s.name, d.summary);
+            assert_eq!(j["kind"], "infiniband", "{what}");
+            if s.name.starts_with("truncated") {
+                assert_eq!(j["error"]["layer"], "LRH", "{what}");
+                assert!(j.contains_key("raw"), "{what}");
+                continue;
+            }
+            let layer = match s.name {
+                "bad_ib_icrc" => Some("ICRC"),
+                "bad_ib_vcrc" => Some("VCRC"),
+                _ => None,
+            };
+            assert_eq!(j.get("error").map(|e| e["layer"].clone()), layer.map(Value::from), "{what}");
+            assert_eq!(j["vcrc"], if layer == Some("VCRC") { "bad" } else { "ok" }, "{what}");
+            if j.contains_key("bth") {
+                assert_eq!(j["icrc"], if layer == Some("ICRC") { "bad" } else { "ok" }, "{what}");
+            }
+            assert!(!j.contains_key("mad_error") && !j.contains_key("sa_error"), "{what}");
+            if s.name.starts_with("ib_smp") {
+                assert!(j["smp"]["attribute_name"].as_str().is_some_and(|a| a != "Unknown"), "{what}");
+            }
+            if name == "ib-erf.pcap" {
+                assert_eq!(j["erf"]["type"], 21, "{what}");
+                assert_eq!(j["erf"]["wlen"], s.bytes.len(), "{what}: WLen is the packet, not the record");
+            }
+        }
+    }
+}
+
+/// `roce decode --json | roce encode` as a library: every line of both captures gives its
+/// record back byte for byte, and an edited PSN gets right CRCs again.
+#[test]
+fn ib_captures_encode_back_byte_for_byte() {
+    for name in ["ib-native.pcap", "ib-erf.pcap"] {
+        for f in read_file(&data_path(name)).unwrap() {
+            let d = decode_captured(&f);
+            let mut line = Value::Object(d.json.clone());
+            line["link_type"] = f.linktype.into();
+            let e = encode_value(&line).unwrap_or_else(|e| panic!("{name}: {}: {e}", d.summary));
+            assert_eq!(e.data, f.data, "{name}: {}", d.summary);
+            assert!(e.overrides.is_empty(), "{name}: {:?}", e.overrides);
+            if line.get("icrc") == Some(&Value::from("ok")) && line.get("vcrc") == Some(&Value::from("ok")) {
+                line["psn"] = 4242.into();
+                let edited = encode_value(&line).unwrap();
+                let back = roce_decode::decode::decode_link(f.linktype, &edited.data);
+                assert_eq!(
+                    (back.json["psn"].as_u64(), &back.json["icrc"], &back.json["vcrc"]),
+                    (Some(4242), &"ok".into(), &"ok".into())
+                );
+            }
+        }
+    }
+}
+
+/// The native capture's packets decode exactly as the same packets inside ERF records
+/// (tshark 4.0 cannot read link type 247 from a pcap, so the ERF file is its witness for both).
+#[test]
+fn native_and_erf_captures_decode_alike() {
+    let native = read_file(&data_path("ib-native.pcap")).unwrap();
+    let erf = read_file(&data_path("ib-erf.pcap")).unwrap();
+    for (a, b) in native.iter().zip(&erf) {
+        let (mut x, mut y) = (decode_captured(a).json, decode_captured(b).json);
+        for m in [&mut x, &mut y] {
+            for k in ["erf", "len", "cap_len"] {
+                m.shift_remove(k);
+            }
+        }
+        assert_eq!(x, y);
+    }
+}
+
+/// Hex or decimal tshark field text as a number.
+fn tshark_num(s: &str) -> u64 {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).unwrap(),
+        None => s.parse().unwrap(),
+    }
+}
+
+/// tshark (4.0) reads the ERF capture: its ERF, LRH, GRH, BTH, DETH, AETH, MAD and SMP fields
+/// and the CRC values it shows (it reads both CRCs big-endian and verifies neither) equal ours.
+#[test]
+fn tshark_agrees_on_the_erf_capture() {
+    const FIELDS: [&str; 31] = [
+        "erf.types.type",
+        "erf.flags.cap",
+        "erf.rlen",
+        "erf.wlen",
+        "infiniband.lrh.vl",
+        "infiniband.lrh.sl",
+        "infiniband.lrh.lnh",
+        "infiniband.lrh.dlid",
+        "infiniband.lrh.pktlen",
+        "infiniband.lrh.slid",
+        "infiniband.grh.tclass",
+        "infiniband.grh.flowlabel",
+        "infiniband.grh.paylen",
+        "infiniband.grh.hoplmt",
+        "infiniband.grh.sgid",
+        "infiniband.grh.dgid",
+        "infiniband.bth.opcode",
+        "infiniband.bth.padcnt",
+        "infiniband.bth.destqp",
+        "infiniband.bth.psn",
+        "infiniband.deth.srcqp",
+        "infiniband.aeth.msn",
+        "infiniband.mad.mgmtclass",
+        "infiniband.mad.attributeid",
+        "infiniband.smplid.mkey",
+        "infiniband.smpdirected.hoppointer",
+        "infiniband.smpdirected.hopcount",
+        "infiniband.smpdirected.drslid",
+        "infiniband.smpdirected.smpstatus",
+        "infiniband.invariant.crc",
+        "infiniband.variant.crc",
+    ];
+    let path = data_path("ib-erf.pcap");
+    let mut cmd = Command::new(common::tshark());
+    cmd.arg("-n").arg("-r").arg(&path).args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"]);
+    for p in ["rpcordma", "nvme-rdma", "iser", "smb_direct", "smc", "infiniband_sdp", "fcoib", "lnet"] {
+        cmd.args(["--disable-protocol", p]);
+    }
+    for f in FIELDS {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("run tshark");
+    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let frames = read_file(&path).unwrap();
+    assert_eq!(text.lines().count(), frames.len());
+    let mut compared = std::collections::BTreeMap::<&str, usize>::new();
+    for (i, (row, f)) in text.lines().zip(&frames).enumerate() {
+        let j = decode_captured(f).json;
+        let ours = |field: &str| -> Option<Value> {
+            let smp = &j.get("smp");
+            let mad_status = j.get("mad").map(|m| m["status"].clone());
+            let lid_routed = smp.is_some_and(|s| s["routing"] == "lid");
+            let directed = smp.is_some_and(|s| s["routing"] == "directed");
+            let at = |a: &str, b: &str| j.get(a).map(|o| o[b].clone());
+            Some(match field {
+                "erf.types.type" => at("erf", "type")?,
+                "erf.flags.cap" => at("erf", "interface")?,
+                "erf.rlen" => at("erf", "rlen")?,
+                "erf.wlen" => at("erf", "wlen")?,
+                "infiniband.lrh.pktlen" => at("lrh", "pkt_len")?,
+                f if f.starts_with("infiniband.lrh.") => at("lrh", &f[15..])?,
+                "infiniband.grh.tclass" => at("grh", "traffic_class")?,
+                "infiniband.grh.flowlabel" => at("grh", "flow_label")?,
+                "infiniband.grh.paylen" => at("grh", "pay_len")?,
+                "infiniband.grh.hoplmt" => at("grh", "hop_limit")?,
+                "infiniband.grh.sgid" => at("grh", "sgid")?,
+                "infiniband.grh.dgid" => at("grh", "dgid")?,
+                "infiniband.bth.opcode" => at("bth", "opcode")?,
+                "infiniband.bth.padcnt" => at("bth", "pad_count")?,
+                "infiniband.bth.destqp" => at("bth", "dest_qp")?,
+                "infiniband.bth.psn" => at("bth", "psn")?,
+                "infiniband.deth.srcqp" => at("deth", "src_qp")?,
+                "infiniband.aeth.msn" => at("aeth", "msn")?,
+                "infiniband.mad.mgmtclass" => at("mad", "mgmt_class")?,
+                "infiniband.mad.attributeid" => at("mad", "attribute_id")?,
+                "infiniband.smplid.mkey" if lid_routed => at("smp", "m_key")?,
+                "infiniband.smpdirected.hoppointer" if directed => at("smp", "hop_pointer")?,
+                "infiniband.smpdirected.hopcount" if directed => at("smp", "hop_count")?,
+                "infiniband.smpdirected.drslid" if directed => at("smp", "dr_slid")?,
+                "infiniband.smpdirected.smpstatus" if directed => mad_status?,
+                // tshark reads the CRCs as big-endian numbers; ours are the CRC values.
+                "infiniband.invariant.crc" => {
+                    Value::from(u32::try_from(j.get("icrc_value")?.as_u64()?).ok()?.swap_bytes())
+                }
+                "infiniband.variant.crc" => {
+                    Value::from(u16::try_from(j.get("vcrc_value")?.as_u64()?).ok()?.swap_bytes())
+                }
+                _ => return None,
+            })
+        };
+        for (field, theirs) in FIELDS.iter().zip(row.split('|')) {
+            if theirs.is_empty() {
+                continue;
+            }
+            let Some(mine) = ours(field) else { continue };
+            let agree = match &mine {
+                Value::String(s) if s.starts_with("0x") => tshark_num(s) == tshark_num(theirs),
+                Value::String(s) => s == theirs,
+                v => v.as_u64() == Some(tshark_num(theirs)),
+            };
+            assert!(agree, "frame {}: {field}: tshark {theirs}, ours {mine}", i + 1);
+            *compared.entry(field).or_default() += 1;
+        }
+    }
+    // Every field was compared somewhere, the CRCs on every packet tshark shows them for.
+    for f in FIELDS {
+        assert!(compared.get(f).copied().unwrap_or(0) > 0, "{f} never compared: {compared:?}");
+    }
+    assert!(compared["infiniband.invariant.crc"] >= 7 && compared["infiniband.variant.crc"] >= 8, "{compared:?}");
+}

@@ -539,6 +539,16 @@ fn to_decoded(d: &Decoder) -> Decoded {
     Decoded { summary: d.summary.text.clone(), json }
 }
 
+/// The frame's length on the wire, as the summary line shows it (tshark's `frame.len`): the
+/// capture record's, except for an ERF record, whose header is not part of the frame: its
+/// WLen (the record's own length, header included, stays in the JSON's `len`).
+pub fn frame_len(linktype: u32, orig_len: u32, data: &[u8]) -> u32 {
+    match linktype {
+        linktype::ERF => roce_wire::erf::Repr::parse_bytes(data).map_or(orig_len, |h| u32::from(h.wlen)),
+        _ => orig_len,
+    }
+}
+
 /// Decode one Ethernet frame. Never fails: what cannot be parsed is described, with the error.
 pub fn decode_ethernet(bytes: &[u8]) -> Decoded {
     decode_link(linktype::ETHERNET, bytes)

@@ -6,7 +6,8 @@
 //! ones, bits taken least-significant first (the reflected form, polynomial 0xD008) and the
 //! result inverted: the same conventions as the ICRC's CRC-32 (Endace's `dagcrc`
 //! `infiniband_vcrc16_r`, the reference for ERF InfiniBand captures, computes it so). Like the
-//! ICRC, the value goes on the wire least-significant byte first.
+//! ICRC, the value goes on the wire least-significant byte first. Packets a real fabric sent
+//! (`ib_frame` tests, `crcs_agree_with_real_hardware`) check all of this, byte order included.
 
 /// Length of the VCRC.
 pub const LEN: usize = 2;
