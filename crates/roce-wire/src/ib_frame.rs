@@ -77,7 +77,7 @@ pub struct IbFrame<'a> {
     pub offsets: IbOffsets,
 }
 
-impl IbFrame<'_> {
+impl<'a> IbFrame<'a> {
     /// Whether the VCRC is right.
     pub const fn vcrc_ok(&self) -> bool {
         self.vcrc == self.vcrc_expected
@@ -100,8 +100,8 @@ impl IbFrame<'_> {
     }
 
     /// The transport part, when this is an IBA packet.
-    pub const fn transport(&self) -> Option<&Transport<'_>> {
-        match &self.body {
+    pub const fn transport(&self) -> Option<Transport<'a>> {
+        match self.body {
             IbBody::Transport(t) => Some(t),
             IbBody::Raw(_) => None,
         }
