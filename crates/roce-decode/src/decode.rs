@@ -299,15 +299,7 @@ impl Decoder {
         }
         j.hex("payload", r.payload);
         j.hex("pad", &r.pad[..r.pad_len()]);
-        let ok = f.icrc_ok();
-        j.str("icrc", if ok { "ok" } else { "bad" });
-        j.num("icrc_value", f.icrc);
-        j.num("icrc_expected", f.icrc_expected);
-        if ok {
-            s.push_str(" | ICRC ok");
-        } else {
-            sum!(s, " | ICRC bad (0x{:08x}, expected 0x{:08x})", f.icrc, f.icrc_expected);
-        }
+        crc_json(j, s, Crc::Icrc, f.icrc, f.icrc_expected);
         if !f.trailer.is_empty() {
             j.hex("trailer", f.trailer);
         }
@@ -453,6 +445,32 @@ pub(crate) fn bth_json(j: &mut Json, b: &roce_wire::bth::Repr) {
     j.num("resv7", u32::from(b.resv7));
     j.num("psn", b.psn);
     j.end();
+}
+
+/// Which CRC [`crc_json`] renders.
+#[derive(Clone, Copy)]
+pub(crate) enum Crc {
+    /// The 32-bit ICRC (`icrc`, `icrc_value`, `icrc_expected`).
+    Icrc,
+    /// Native IB's 16-bit VCRC (`vcrc`, …).
+    Vcrc,
+}
+
+/// A CRC's verdict, value and expected value in JSON, and its verdict in the summary.
+pub(crate) fn crc_json(j: &mut Json, s: &mut Summary, crc: Crc, found: u32, expected: u32) {
+    let (key, value, want, name, digits) = match crc {
+        Crc::Icrc => ("icrc", "icrc_value", "icrc_expected", "ICRC", 8),
+        Crc::Vcrc => ("vcrc", "vcrc_value", "vcrc_expected", "VCRC", 4),
+    };
+    let ok = found == expected;
+    j.str(key, if ok { "ok" } else { "bad" });
+    j.num(value, found);
+    j.num(want, expected);
+    if ok {
+        sum!(s, " | {name} ok");
+    } else {
+        sum!(s, " | {name} bad (0x{found:0digits$x}, expected 0x{expected:0digits$x})");
+    }
 }
 
 /// The extension headers after the BTH, in JSON and the summary (RoCEv2 and native IB alike).

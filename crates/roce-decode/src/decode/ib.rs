@@ -12,7 +12,7 @@ use roce_wire::erf::{self, RecordType};
 use roce_wire::ib_frame::{self, IbBody, IbFrame};
 use roce_wire::{grh, lrh, Error};
 
-use super::{bth_json, error_json, ext_json, mad, Decoder};
+use super::{bth_json, crc_json, error_json, ext_json, mad, Crc, Decoder};
 use crate::json_out::{push_fmt, Json};
 
 macro_rules! sum {
@@ -180,26 +180,10 @@ fn whole(d: &mut Decoder, data: &[u8], f: &IbFrame<'_>) {
             }
             j.hex("payload", t.payload);
             j.hex("pad", t.pad);
-            let ok = t.icrc_ok();
-            j.str("icrc", if ok { "ok" } else { "bad" });
-            j.num("icrc_value", t.icrc);
-            j.num("icrc_expected", t.icrc_expected);
-            if ok {
-                s.push_str(" | ICRC ok");
-            } else {
-                sum!(s, " | ICRC bad (0x{:08x}, expected 0x{:08x})", t.icrc, t.icrc_expected);
-            }
+            crc_json(j, s, Crc::Icrc, t.icrc, t.icrc_expected);
         }
     }
-    let ok = f.vcrc_ok();
-    j.str("vcrc", if ok { "ok" } else { "bad" });
-    j.num("vcrc_value", u32::from(f.vcrc));
-    j.num("vcrc_expected", u32::from(f.vcrc_expected));
-    if ok {
-        s.push_str(" | VCRC ok");
-    } else {
-        sum!(s, " | VCRC bad (0x{:04x}, expected 0x{:04x})", f.vcrc, f.vcrc_expected);
-    }
+    crc_json(j, s, Crc::Vcrc, u32::from(f.vcrc), u32::from(f.vcrc_expected));
     if !f.trailer.is_empty() {
         j.hex("trailer", f.trailer);
     }
