@@ -145,10 +145,11 @@ fn tshark_num(s: &str) -> u64 {
 }
 
 /// tshark (4.0) reads the ERF capture: its ERF, LRH, GRH, BTH, DETH, AETH, MAD and SMP fields
-/// and the CRC values it shows (it reads both CRCs big-endian and verifies neither) equal ours.
+/// NodeInfo fields and the CRC values it shows (it reads both CRCs big-endian and verifies
+/// neither) equal ours.
 #[test]
 fn tshark_agrees_on_the_erf_capture() {
-    const FIELDS: [&str; 31] = [
+    const FIELDS: [&str; 38] = [
         "erf.types.type",
         "erf.flags.cap",
         "erf.rlen",
@@ -178,6 +179,13 @@ fn tshark_agrees_on_the_erf_capture() {
         "infiniband.smpdirected.hopcount",
         "infiniband.smpdirected.drslid",
         "infiniband.smpdirected.smpstatus",
+        "infiniband.nodeinfo.nodetype",
+        "infiniband.nodeinfo.numports",
+        "infiniband.nodeinfo.nodeguid",
+        "infiniband.nodeinfo.portguid",
+        "infiniband.nodeinfo.partitioncap",
+        "infiniband.nodeinfo.localportnum",
+        "infiniband.nodeinfo.vendorid",
         "infiniband.invariant.crc",
         "infiniband.variant.crc",
     ];
@@ -230,6 +238,19 @@ fn tshark_agrees_on_the_erf_capture() {
                 "infiniband.smpdirected.hopcount" if directed => at("smp", "hop_count")?,
                 "infiniband.smpdirected.drslid" if directed => at("smp", "dr_slid")?,
                 "infiniband.smpdirected.smpstatus" if directed => mad_status?,
+                f if f.starts_with("infiniband.nodeinfo.") => {
+                    let n = j.get("smp")?.get("node_info")?;
+                    n[match &f[20..] {
+                        "nodetype" => "node_type",
+                        "numports" => "num_ports",
+                        "nodeguid" => "node_guid",
+                        "portguid" => "port_guid",
+                        "partitioncap" => "partition_cap",
+                        "localportnum" => "local_port_num",
+                        _ => "vendor_id",
+                    }]
+                    .clone()
+                }
                 // tshark reads the CRCs as big-endian numbers; ours are the CRC values.
                 "infiniband.invariant.crc" => {
                     Value::from(u32::try_from(j.get("icrc_value")?.as_u64()?).ok()?.swap_bytes())
@@ -292,4 +313,32 @@ fn damaged_ib_packets_decode_and_reencode() {
         let run = std::panic::catch_unwind(move || roce_decode::fuzz_targets::decode(&input));
         assert!(run.is_ok(), "{} round {round}: {}", s.name, roce_wire::HexBytes(&b));
     }
+}
+
+/// SMP members edit the packet: `smp.m_key` and `smp.node_info.*` (which restates the data's
+/// first 40 bytes and applies when it is the one edited) come back from the decoder with right
+/// CRCs; a NodeInfo and a data edit that disagree, or an unknown member, are errors.
+#[test]
+fn smp_members_edit_the_packet() {
+    let f = read_file(&data_path("ib-erf.pcap")).unwrap().remove(1);
+    let mut line = Value::Object(decode_captured(&f).json);
+    line["link_type"] = f.linktype.into();
+    assert_eq!(line["smp"]["attribute_name"], "NodeInfo");
+    let encode = |l: &Value| encode_value(l).map(|e| roce_decode::decode::decode_link(f.linktype, &e.data).json);
+    let mut edited = line.clone();
+    edited["smp"]["m_key"] = "0x00000000000000ff".into();
+    edited["smp"]["node_info"]["num_ports"] = 2.into();
+    let back = encode(&edited).unwrap();
+    assert_eq!(
+        (&back["smp"]["m_key"], &back["smp"]["node_info"]["num_ports"]),
+        (&"0x00000000000000ff".into(), &2.into())
+    );
+    assert_eq!((&back["icrc"], &back["vcrc"]), (&"ok".into(), &"ok".into()));
+    let data = line["smp"]["data"].as_str().unwrap().to_string();
+    let mut both = edited.clone();
+    both["smp"]["data"] = format!("01010103{}", &data[8..]).into();
+    assert!(encode(&both).unwrap_err().0.contains("disagrees"));
+    let mut bogus = line.clone();
+    bogus["smp"]["bogus"] = 1.into();
+    assert!(encode(&bogus).unwrap_err().0.contains("smp.bogus: no such field"));
 }

@@ -114,6 +114,78 @@ pub fn node_description_text(data: &[u8; DATA_LEN]) -> alloc::string::String {
     alloc::string::String::from_utf8_lossy(&data[..end]).into_owned()
 }
 
+/// NodeInfo, the first 40 bytes of the SMP data of attribute 0x0011 [IBA 14.2.5.3; ib_smi.h
+/// `struct ib_node_info`; Wireshark `infiniband.nodeinfo.*`].
+pub mod node_info {
+    use crate::error::Layer;
+
+    /// Length of NodeInfo.
+    pub const LEN: usize = 40;
+
+    fixed_view!(Layer::Smp, LEN);
+
+    /// Byte ranges of NodeInfo.
+    pub mod field {
+        #![allow(missing_docs)]
+        use crate::field::Field;
+        pub const BASE_VERSION: usize = 0;
+        pub const CLASS_VERSION: usize = 1;
+        pub const NODE_TYPE: usize = 2;
+        pub const NUM_PORTS: usize = 3;
+        pub const SYSTEM_IMAGE_GUID: Field = 4..12;
+        pub const NODE_GUID: Field = 12..20;
+        pub const PORT_GUID: Field = 20..28;
+        pub const PARTITION_CAP: Field = 28..30;
+        pub const DEVICE_ID: Field = 30..32;
+        pub const REVISION: Field = 32..36;
+        pub const LOCAL_PORT_NUM: usize = 36;
+        pub const VENDOR_ID: Field = 37..40;
+    }
+
+    wire_fields! {
+        /// An owned NodeInfo.
+        #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub struct Repr {
+            /// BaseVersion.
+            base_version, set_base_version: u8 = u8(field::BASE_VERSION),
+            /// ClassVersion.
+            class_version, set_class_version: u8 = u8(field::CLASS_VERSION),
+            /// NodeType: 1 channel adapter, 2 switch, 3 router.
+            node_type, set_node_type: u8 = u8(field::NODE_TYPE),
+            /// NumPorts.
+            num_ports, set_num_ports: u8 = u8(field::NUM_PORTS),
+            /// SystemImageGUID.
+            system_image_guid, set_system_image_guid: u64 = be64(field::SYSTEM_IMAGE_GUID),
+            /// NodeGUID.
+            node_guid, set_node_guid: u64 = be64(field::NODE_GUID),
+            /// PortGUID (of the port the SMP came through).
+            port_guid, set_port_guid: u64 = be64(field::PORT_GUID),
+            /// PartitionCap: P_Key table entries.
+            partition_cap, set_partition_cap: u16 = be16(field::PARTITION_CAP),
+            /// DeviceID.
+            device_id, set_device_id: u16 = be16(field::DEVICE_ID),
+            /// Revision.
+            revision, set_revision: u32 = be32(field::REVISION),
+            /// LocalPortNum.
+            local_port_num, set_local_port_num: u8 = u8(field::LOCAL_PORT_NUM),
+            /// VendorID (24 bits, the OUI).
+            vendor_id, set_vendor_id: u32 = be24(field::VENDOR_ID),
+        }
+    }
+    repr_bytes!(Repr, len: LEN);
+
+    /// A NodeType's name (`"CA"`, `"Switch"`, `"Router"`, `"Unknown"`).
+    pub const fn node_type_name(t: u8) -> &'static str {
+        match t {
+            1 => "CA",
+            2 => "Switch",
+            3 => "Router",
+            _ => "Unknown",
+        }
+    }
+}
+
 /// The LID-routed SMP after its MAD header.
 pub mod lid_routed {
     use crate::error::Layer;
@@ -231,6 +303,19 @@ mod tests {
         assert_eq!(d, DirectedHeader { direction: false, status: 0, hop_pointer: 0, hop_count: 1 });
         let r = directed::Repr::parse_bytes(&m).unwrap();
         assert_eq!((r.m_key, r.dr_slid, r.dr_dlid), (0x2a, 0xffff, 0xffff));
+        // NodeInfo by its table: a CA with one port, GUIDs, VendorID 0x0002c9.
+        let mut data = [0u8; DATA_LEN];
+        data[..4].copy_from_slice(&[1, 1, 1, 1]);
+        data[12..20].copy_from_slice(&0x0002_c903_0000_0003u64.to_be_bytes());
+        data[28..32].copy_from_slice(&[0, 128, 0x10, 0x03]);
+        data[36..40].copy_from_slice(&[1, 0x00, 0x02, 0xc9]);
+        let n = node_info::Repr::parse_bytes(&data).unwrap();
+        assert_eq!((n.node_type, n.num_ports, n.node_guid), (1, 1, 0x0002_c903_0000_0003));
+        assert_eq!((n.partition_cap, n.device_id, n.local_port_num, n.vendor_id), (128, 0x1003, 1, 0x0002c9));
+        assert_eq!(node_info::node_type_name(n.node_type), "CA");
+        let mut out = [0u8; DATA_LEN];
+        n.emit_bytes(&mut out[..node_info::LEN]);
+        assert_eq!(out, data);
         assert_eq!(r.initial_hops(1), &[1]);
         let mut out = m;
         out[24..].fill(0);

@@ -127,6 +127,13 @@ fn describe_smp(j: &mut Json, s: &mut Summary, header: &MadHeader, payload: &[u8
             r.data
         }
     };
+    if attribute == smp::Attribute::NodeInfo && header.response {
+        if let Ok(n) = smp::node_info::Repr::parse_bytes(&data) {
+            j.serde("node_info", &n);
+            let kind = smp::node_info::node_type_name(n.node_type);
+            sum!(s, " {kind} ports={} NodeGUID=0x{:016x}", n.num_ports, n.node_guid);
+        }
+    }
     if attribute == smp::Attribute::NodeDescription && header.response {
         let text = smp::node_description_text(&data);
         j.str("node_description", &text);

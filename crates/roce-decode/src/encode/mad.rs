@@ -355,7 +355,7 @@ fn build_mad(obj: &Map<String, Value>, payload: Option<&[u8]>) -> Result<BuiltMa
         }
         MgmtClass::SubnLid | MgmtClass::SubnDirected if len >= MAD_SIZE && smp_obj.is_some() => {
             if let Some(m) = smp_obj {
-                build_smp(&mut buf[..MAD_SIZE], class, m, from_payload, &mut overrides)?;
+                build_smp(&mut buf[..MAD_SIZE], class, m, from_payload, &mut overrides, &mut superseded)?;
             }
         }
         _ if len > MAD_HEADER_LEN => notes.push(format!(
@@ -374,15 +374,20 @@ fn build_mad(obj: &Map<String, Value>, payload: Option<&[u8]>) -> Result<BuiltMa
 /// The SMP fields after the MAD header (`buf` is the whole 256-byte MAD): M_Key and the
 /// attribute's data, and for a directed-route SMP the DR LIDs and both paths. The D bit, hop
 /// pointer and hop count live in the MAD header (`mad.status`, `mad.class_specific`): the
-/// `smp` members that restate them are views, not applied.
+/// `smp` members that restate them are views, not applied. `node_info` restates the data's
+/// first 40 bytes and applies when it is the one edited (as `restated` decides).
 fn build_smp(
     buf: &mut [u8],
     class: MgmtClass,
     m: &Map<String, Value>,
     from_payload: bool,
     overrides: &mut Vec<String>,
+    superseded: &mut Vec<String>,
 ) -> Result<(), EncodeError> {
     let err = |e: roce_wire::Error| EncodeError(format!("smp: {e}"));
+    let node_at = smp::DATA_OFFSET..smp::DATA_OFFSET + smp::node_info::LEN;
+    let node_info_of = |b: &[u8]| smp::node_info::Repr::parse_bytes(&b[node_at.clone()]).map_err(err);
+    let base = if from_payload { Some(node_info_of(buf)?) } else { None };
     let mut o = Overlay::new(m, "smp", from_payload);
     o.derived(&["attribute_name", "routing", "direction", "status", "hop_pointer", "hop_count", "node_description"]);
     if class == MgmtClass::SubnDirected {
@@ -394,7 +399,28 @@ fn build_smp(
         overlay!(o, r; m_key, data);
         r.emit_bytes(buf);
     }
+    // NodeInfo restates the data's first 40 bytes: applied when it is the one edited.
+    let node_info = o.object("node_info")?;
     overrides.extend(o.finish()?);
+    if let Some(m) = node_info {
+        let current = node_info_of(buf)?;
+        let mut given = current;
+        let mut no = Overlay::new(m, "smp.node_info", false);
+        overlay!(no, given; base_version, class_version, node_type, num_ports, system_image_guid, node_guid,
+            port_guid, partition_cap, device_id, revision, local_port_num, vendor_id);
+        no.finish()?;
+        match restated(Some(given), current, base, "smp.node_info", "smp.data")? {
+            Some(n) => {
+                n.emit_bytes(&mut buf[node_at]);
+                superseded.push("smp.data".to_string());
+                if from_payload {
+                    overrides.push("smp.node_info".into());
+                }
+            }
+            None if given != current => superseded.push("smp.node_info".to_string()),
+            None => {}
+        }
+    }
     Ok(())
 }
 
