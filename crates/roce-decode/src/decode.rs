@@ -250,12 +250,7 @@ impl Decoder {
         }
         udp_json(j, &r.udp);
         let b = &r.bth;
-        j.num("opcode", u32::from(u8::from(b.opcode)));
-        j.str("opcode_name", b.opcode.name());
-        j.num("dest_qp", b.dest_qp);
-        j.num("psn", b.psn);
-        j.num("p_key", u32::from(b.pkey));
-        bth_json(j, b);
+        bth_top_json(j, b);
         match &r.ip {
             IpHeader::V4(h) => {
                 s.ipv4(h.source);
@@ -269,16 +264,7 @@ impl Decoder {
             }
         }
         s.push_str(" RoCEv2 ");
-        s.push_str(b.opcode.name());
-        s.push_str(" QP=0x");
-        s.hex(u64::from(b.dest_qp), 6);
-        s.push_str(" PSN=");
-        s.dec(u64::from(b.psn));
-        s.push_str(" P_Key=0x");
-        s.hex(u64::from(b.pkey), 4);
-        if b.fecn || b.becn {
-            sum!(s, " {}{}", if b.fecn { "FECN " } else { "" }, if b.becn { "BECN" } else { "" });
-        }
+        bth_summary(s, b);
         let e = &r.ext;
         ext_json(j, s, e);
         j.count("payload_len", r.payload.len() as u64);
@@ -427,6 +413,31 @@ pub(crate) fn udp_json(j: &mut Json, u: &UdpHeader) {
     j.num("length", u32::from(u.length));
     j.num("checksum", u32::from(u.checksum));
     j.end();
+}
+
+/// The BTH's members at the top (`opcode`, `opcode_name`, `dest_qp`, `psn`, `p_key`: the ones
+/// scripts edit) and as `bth`.
+pub(crate) fn bth_top_json(j: &mut Json, b: &roce_wire::bth::Repr) {
+    j.num("opcode", u32::from(u8::from(b.opcode)));
+    j.str("opcode_name", b.opcode.name());
+    j.num("dest_qp", b.dest_qp);
+    j.num("psn", b.psn);
+    j.num("p_key", u32::from(b.pkey));
+    bth_json(j, b);
+}
+
+/// The BTH in the summary: opcode, QP, PSN, P_Key, FECN/BECN when set.
+pub(crate) fn bth_summary(s: &mut Summary, b: &roce_wire::bth::Repr) {
+    s.push_str(b.opcode.name());
+    s.push_str(" QP=0x");
+    s.hex(u64::from(b.dest_qp), 6);
+    s.push_str(" PSN=");
+    s.dec(u64::from(b.psn));
+    s.push_str(" P_Key=0x");
+    s.hex(u64::from(b.pkey), 4);
+    if b.fecn || b.becn {
+        sum!(s, " {}{}", if b.fecn { "FECN " } else { "" }, if b.becn { "BECN" } else { "" });
+    }
 }
 
 pub(crate) fn bth_json(j: &mut Json, b: &roce_wire::bth::Repr) {

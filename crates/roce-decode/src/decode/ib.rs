@@ -12,7 +12,7 @@ use roce_wire::erf::{self, RecordType};
 use roce_wire::ib_frame::{self, IbBody, IbFrame};
 use roce_wire::{grh, lrh, Error};
 
-use super::{bth_json, crc_json, error_json, ext_json, mad, Crc, Decoder};
+use super::{bth_json, bth_summary, bth_top_json, crc_json, error_json, ext_json, mad, Crc, Decoder};
 use crate::json_out::{push_fmt, Json};
 
 macro_rules! sum {
@@ -158,16 +158,9 @@ fn whole(d: &mut Decoder, data: &[u8], f: &IbFrame<'_>) {
         }
         IbBody::Transport(t) => {
             let b = &t.bth;
-            j.num("opcode", u32::from(u8::from(b.opcode)));
-            j.str("opcode_name", b.opcode.name());
-            j.num("dest_qp", b.dest_qp);
-            j.num("psn", b.psn);
-            j.num("p_key", u32::from(b.pkey));
-            bth_json(j, b);
-            sum!(s, " IB {} QP=0x{:06x} PSN={} P_Key=0x{:04x}", b.opcode.name(), b.dest_qp, b.psn, b.pkey);
-            if b.fecn || b.becn {
-                sum!(s, " {}{}", if b.fecn { "FECN " } else { "" }, if b.becn { "BECN" } else { "" });
-            }
+            bth_top_json(j, b);
+            s.push_str(" IB ");
+            bth_summary(s, b);
             ext_json(j, s, &t.ext);
             j.count("payload_len", t.payload.len() as u64);
             // QP0 (SMI) and QP1 (GSI) carry MADs.
