@@ -17,10 +17,13 @@ use roce_decode::decode::{Decoder, Meta};
 ///
 /// Every frame is listed, RoCEv2 or not; RoCEv2 frames show addresses, opcode, QPs, PSN,
 /// P_Key, the MAD class/method/attribute, TID, SA component mask, MCMemberRecord fields
-/// and whether the ICRC is right. Link types: Ethernet, Linux cooked (SLL, SLL2), raw IP.
-/// The JSON follows spec/decode.schema.json.
+/// and whether the ICRC is right. Link types: Ethernet, Linux cooked (SLL, SLL2), raw IP,
+/// and native InfiniBand: LINKTYPE_INFINIBAND (247) and ibdump's ERF records (197), with the
+/// LRH, GRH, SMPs and both the ICRC and VCRC checked. The JSON follows spec/decode.schema.json.
 ///
 /// Example: roce decode tests/data/sample.pcap
+///
+/// Example: roce decode tests/data/ib-erf.pcap
 ///
 /// Example: tcpdump -i any -w - | roce decode -
 ///
@@ -111,7 +114,7 @@ impl<W: Write> Printer<W> {
             let us = u64::from(rel.subsec_micros());
             pad_dec(&mut line, us, 6, b'0');
             line.push(b' ');
-            pad_dec(&mut line, u64::from(orig_len), 5, b' ');
+            pad_dec(&mut line, u64::from(roce_decode::decode::frame_len(lt, orig_len, data)), 5, b' ');
             line.push(b' ');
             line.extend_from_slice(self.dec.summary.text.as_bytes());
             line.push(b'\n');

@@ -20,6 +20,8 @@ use crate::plumbing::out::warn_line;
 /// come back from their `raw` bytes. A QP1 frame's MAD is built from its `mad`, `rmpp`, `sa`,
 /// `mcmember`, `class_port_info`, `service_record` and `cm` members over its `payload` bytes;
 /// where a member and the payload disagree, the member wins and a line on stderr names it.
+/// Native InfiniBand lines (link types 247, 197) are built from `lrh`, `grh`, the BTH and its
+/// members (an SMP's from `smp`), with the ICRC and VCRC, and the ERF header from `erf`.
 /// `roce decode --json F | roce encode - -o G` gives G with the frames and timestamps of F.
 ///
 /// Example: roce decode --json tests/data/sample.pcap | roce encode - -o copy.pcap

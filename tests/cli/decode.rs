@@ -558,6 +558,13 @@ fn every_json_line_matches_the_schema() {
     inputs.push(("fuzz_raw".into(), pcap(false, false, 101, &fuzz)));
     inputs.push(("fuzz_sll2".into(), pcap(false, false, 276, &fuzz)));
     inputs.push(("other_link".into(), pcap(false, false, 147, &fuzz[..10])));
+    // Native InfiniBand: the shipped captures, and the fuzz inputs as IB packets and ERF records.
+    for name in ["ib-native", "ib-erf"] {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/{name}.pcap"));
+        inputs.push((name.replace('-', "_"), std::fs::read(path).unwrap()));
+    }
+    inputs.push(("fuzz_infiniband".into(), pcap(false, false, 247, &fuzz)));
+    inputs.push(("fuzz_erf".into(), pcap(false, false, 197, &fuzz)));
     let mut files = Vec::new();
     let mut lines = 0;
     for (name, bytes) in &inputs {

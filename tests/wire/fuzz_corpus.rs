@@ -33,6 +33,16 @@ fn seeds() -> BTreeMap<&'static str, Vec<(String, Vec<u8>)>> {
             }
         }
     }
+    // Native InfiniBand packets for the decoder (which reads every input as IB too), and
+    // their MADs (SMPs included) for the MAD target.
+    for s in roce_decode::samples_ib::ib_sample_frames() {
+        m.entry("decode").or_default().push((s.name.to_string(), s.bytes.clone()));
+        if let Some(t) = roce_wire::ib_frame::parse(&s.bytes).ok().and_then(|f| f.transport()) {
+            if t.payload.len() == roce_wire::MAD_SIZE {
+                m.entry("mad").or_default().push((s.name.to_string(), t.payload.to_vec()));
+            }
+        }
+    }
     m
 }
 

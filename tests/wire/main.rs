@@ -8,6 +8,7 @@ mod common;
 
 mod bad_input;
 mod fuzz_corpus;
+mod ib_capture;
 mod oracle_scapy;
 mod oracle_tshark;
 mod sample_capture;

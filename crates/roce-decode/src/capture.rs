@@ -127,6 +127,10 @@ pub mod linktype {
     pub const IPV6: u32 = 229;
     /// Linux cooked capture v2 (`tcpdump -i any`, libpcap ≥ 1.10).
     pub const LINUX_SLL2: u32 = 276;
+    /// Endace ERF records (LINKTYPE_ERF): ibdump's native InfiniBand captures (record type 21).
+    pub const ERF: u32 = 197;
+    /// Native InfiniBand packets from the LRH on (LINKTYPE_INFINIBAND).
+    pub const INFINIBAND: u32 = 247;
 }
 
 /// The largest record or block accepted: larger is a corrupt length field, not a frame (a

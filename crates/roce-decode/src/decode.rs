@@ -18,6 +18,7 @@ use roce_wire::l2::{ETHERNET_LEN, ETHERTYPE_VLAN, VLAN_LEN};
 use roce_wire::{ContentError, Error};
 use serde_json::{Map, Value};
 
+mod ib;
 mod l2;
 mod mad;
 
@@ -121,6 +122,11 @@ impl Decoder {
 
     /// Everything below the capture's own fields.
     fn body(&mut self, lt: u32, data: &[u8]) {
+        match lt {
+            linktype::INFINIBAND => return ib::describe(self, data),
+            linktype::ERF => return ib::describe_erf(self, data),
+            _ => {}
+        }
         let link = LinkType::from(lt);
         let header = match LinkHeader::parse(link, data) {
             Ok(h) => h,
@@ -244,12 +250,7 @@ impl Decoder {
         }
         udp_json(j, &r.udp);
         let b = &r.bth;
-        j.num("opcode", u32::from(u8::from(b.opcode)));
-        j.str("opcode_name", b.opcode.name());
-        j.num("dest_qp", b.dest_qp);
-        j.num("psn", b.psn);
-        j.num("p_key", u32::from(b.pkey));
-        bth_json(j, b);
+        bth_top_json(j, b);
         match &r.ip {
             IpHeader::V4(h) => {
                 s.ipv4(h.source);
@@ -263,74 +264,9 @@ impl Decoder {
             }
         }
         s.push_str(" RoCEv2 ");
-        s.push_str(b.opcode.name());
-        s.push_str(" QP=0x");
-        s.hex(u64::from(b.dest_qp), 6);
-        s.push_str(" PSN=");
-        s.dec(u64::from(b.psn));
-        s.push_str(" P_Key=0x");
-        s.hex(u64::from(b.pkey), 4);
-        if b.fecn || b.becn {
-            sum!(s, " {}{}", if b.fecn { "FECN " } else { "" }, if b.becn { "BECN" } else { "" });
-        }
+        bth_summary(s, b);
         let e = &r.ext;
-        if let Some(d) = &e.deth {
-            j.begin("deth");
-            j.num("q_key", d.qkey);
-            j.num("reserved", u32::from(d.reserved));
-            j.num("src_qp", d.src_qp);
-            j.end();
-            s.push_str(" SrcQP=0x");
-            s.hex(u64::from(d.src_qp), 6);
-            s.push_str(" Q_Key=0x");
-            s.hex(u64::from(d.qkey), 8);
-        }
-        if let Some(x) = &e.feth {
-            j.begin("feth");
-            j.num("bits", x.bits);
-            j.num("placement_type", u32::from(x.placement_type()));
-            j.num("selectivity_level", u32::from(x.selectivity_level()));
-            j.end();
-        }
-        if let Some(x) = &e.reth {
-            j.begin("reth");
-            j.id64("va", x.va);
-            j.num("r_key", x.rkey);
-            j.num("dma_len", x.dma_len);
-            j.end();
-            sum!(s, " VA=0x{:x} R_Key=0x{:08x} DMALen={}", x.va, x.rkey, x.dma_len);
-        }
-        if let Some(x) = &e.atomic_eth {
-            j.begin("atomic_eth");
-            j.id64("va", x.va);
-            j.num("r_key", x.rkey);
-            j.id64("swap_add", x.swap_add);
-            j.id64("compare", x.compare);
-            j.end();
-        }
-        if let Some(x) = &e.aeth {
-            j.begin("aeth");
-            j.num("syndrome", u32::from(x.syndrome));
-            j.num("msn", x.msn);
-            j.end();
-            sum!(s, " Syndrome=0x{:02x} MSN={}", x.syndrome, x.msn);
-        }
-        if let Some(x) = &e.atomic_ack_eth {
-            j.begin("atomic_ack_eth");
-            j.id64("orig", x.orig);
-            j.end();
-        }
-        if let Some(x) = &e.immdt {
-            j.begin("immdt");
-            j.num("imm_data", x.imm_data);
-            j.end();
-            sum!(s, " Imm=0x{:08x}", x.imm_data);
-        }
-        if let Some(x) = &e.ieth {
-            j.begin("ieth");
-            j.num("r_key", x.rkey);
-            j.end();
-        }
+        ext_json(j, s, e);
         j.count("payload_len", r.payload.len() as u64);
         // QP1 carries MADs (GSI); the decoder tries them whenever either end is QP1.
         let is_gsi = b.dest_qp == 1 || e.deth.is_some_and(|d| d.src_qp == 1);
@@ -349,15 +285,7 @@ impl Decoder {
         }
         j.hex("payload", r.payload);
         j.hex("pad", &r.pad[..r.pad_len()]);
-        let ok = f.icrc_ok();
-        j.str("icrc", if ok { "ok" } else { "bad" });
-        j.num("icrc_value", f.icrc);
-        j.num("icrc_expected", f.icrc_expected);
-        if ok {
-            s.push_str(" | ICRC ok");
-        } else {
-            sum!(s, " | ICRC bad (0x{:08x}, expected 0x{:08x})", f.icrc, f.icrc_expected);
-        }
+        crc_json(j, s, Crc::Icrc, f.icrc, f.icrc_expected);
         if !f.trailer.is_empty() {
             j.hex("trailer", f.trailer);
         }
@@ -487,7 +415,32 @@ pub(crate) fn udp_json(j: &mut Json, u: &UdpHeader) {
     j.end();
 }
 
-fn bth_json(j: &mut Json, b: &roce_wire::bth::Repr) {
+/// The BTH's members at the top (`opcode`, `opcode_name`, `dest_qp`, `psn`, `p_key`: the ones
+/// scripts edit) and as `bth`.
+pub(crate) fn bth_top_json(j: &mut Json, b: &roce_wire::bth::Repr) {
+    j.num("opcode", u32::from(u8::from(b.opcode)));
+    j.str("opcode_name", b.opcode.name());
+    j.num("dest_qp", b.dest_qp);
+    j.num("psn", b.psn);
+    j.num("p_key", u32::from(b.pkey));
+    bth_json(j, b);
+}
+
+/// The BTH in the summary: opcode, QP, PSN, P_Key, FECN/BECN when set.
+pub(crate) fn bth_summary(s: &mut Summary, b: &roce_wire::bth::Repr) {
+    s.push_str(b.opcode.name());
+    s.push_str(" QP=0x");
+    s.hex(u64::from(b.dest_qp), 6);
+    s.push_str(" PSN=");
+    s.dec(u64::from(b.psn));
+    s.push_str(" P_Key=0x");
+    s.hex(u64::from(b.pkey), 4);
+    if b.fecn || b.becn {
+        sum!(s, " {}{}", if b.fecn { "FECN " } else { "" }, if b.becn { "BECN" } else { "" });
+    }
+}
+
+pub(crate) fn bth_json(j: &mut Json, b: &roce_wire::bth::Repr) {
     j.begin("bth");
     j.num("opcode", u32::from(u8::from(b.opcode)));
     j.bool("se", b.solicited);
@@ -503,6 +456,93 @@ fn bth_json(j: &mut Json, b: &roce_wire::bth::Repr) {
     j.num("resv7", u32::from(b.resv7));
     j.num("psn", b.psn);
     j.end();
+}
+
+/// Which CRC [`crc_json`] renders.
+#[derive(Clone, Copy)]
+pub(crate) enum Crc {
+    /// The 32-bit ICRC (`icrc`, `icrc_value`, `icrc_expected`).
+    Icrc,
+    /// Native IB's 16-bit VCRC (`vcrc`, …).
+    Vcrc,
+}
+
+/// A CRC's verdict, value and expected value in JSON, and its verdict in the summary.
+pub(crate) fn crc_json(j: &mut Json, s: &mut Summary, crc: Crc, found: u32, expected: u32) {
+    let (key, value, want, name, digits) = match crc {
+        Crc::Icrc => ("icrc", "icrc_value", "icrc_expected", "ICRC", 8),
+        Crc::Vcrc => ("vcrc", "vcrc_value", "vcrc_expected", "VCRC", 4),
+    };
+    let ok = found == expected;
+    j.str(key, if ok { "ok" } else { "bad" });
+    j.num(value, found);
+    j.num(want, expected);
+    if ok {
+        sum!(s, " | {name} ok");
+    } else {
+        sum!(s, " | {name} bad (0x{found:0digits$x}, expected 0x{expected:0digits$x})");
+    }
+}
+
+/// The extension headers after the BTH, in JSON and the summary (RoCEv2 and native IB alike).
+pub(crate) fn ext_json(j: &mut Json, s: &mut Summary, e: &roce_wire::ext::ExtHeaders) {
+    if let Some(d) = &e.deth {
+        j.begin("deth");
+        j.num("q_key", d.qkey);
+        j.num("reserved", u32::from(d.reserved));
+        j.num("src_qp", d.src_qp);
+        j.end();
+        s.push_str(" SrcQP=0x");
+        s.hex(u64::from(d.src_qp), 6);
+        s.push_str(" Q_Key=0x");
+        s.hex(u64::from(d.qkey), 8);
+    }
+    if let Some(x) = &e.feth {
+        j.begin("feth");
+        j.num("bits", x.bits);
+        j.num("placement_type", u32::from(x.placement_type()));
+        j.num("selectivity_level", u32::from(x.selectivity_level()));
+        j.end();
+    }
+    if let Some(x) = &e.reth {
+        j.begin("reth");
+        j.id64("va", x.va);
+        j.num("r_key", x.rkey);
+        j.num("dma_len", x.dma_len);
+        j.end();
+        sum!(s, " VA=0x{:x} R_Key=0x{:08x} DMALen={}", x.va, x.rkey, x.dma_len);
+    }
+    if let Some(x) = &e.atomic_eth {
+        j.begin("atomic_eth");
+        j.id64("va", x.va);
+        j.num("r_key", x.rkey);
+        j.id64("swap_add", x.swap_add);
+        j.id64("compare", x.compare);
+        j.end();
+    }
+    if let Some(x) = &e.aeth {
+        j.begin("aeth");
+        j.num("syndrome", u32::from(x.syndrome));
+        j.num("msn", x.msn);
+        j.end();
+        sum!(s, " Syndrome=0x{:02x} MSN={}", x.syndrome, x.msn);
+    }
+    if let Some(x) = &e.atomic_ack_eth {
+        j.begin("atomic_ack_eth");
+        j.id64("orig", x.orig);
+        j.end();
+    }
+    if let Some(x) = &e.immdt {
+        j.begin("immdt");
+        j.num("imm_data", x.imm_data);
+        j.end();
+        sum!(s, " Imm=0x{:08x}", x.imm_data);
+    }
+    if let Some(x) = &e.ieth {
+        j.begin("ieth");
+        j.num("r_key", x.rkey);
+        j.end();
+    }
 }
 
 /// `{"layer", "offset", "reason", "message"}` under `key`.
@@ -528,18 +568,27 @@ fn to_decoded(d: &Decoder) -> Decoded {
     Decoded { summary: d.summary.text.clone(), json }
 }
 
+/// The frame's length on the wire, as the summary line shows it (tshark's `frame.len`): the
+/// capture record's, except for an ERF record, whose header is not part of the frame: its
+/// WLen (the record's own length, header included, stays in the JSON's `len`).
+pub fn frame_len(linktype: u32, orig_len: u32, data: &[u8]) -> u32 {
+    match linktype {
+        linktype::ERF => roce_wire::erf::Repr::parse_bytes(data).map_or(orig_len, |h| u32::from(h.wlen)),
+        _ => orig_len,
+    }
+}
+
 /// Decode one Ethernet frame. Never fails: what cannot be parsed is described, with the error.
 pub fn decode_ethernet(bytes: &[u8]) -> Decoded {
+    decode_link(linktype::ETHERNET, bytes)
+}
+
+/// Decode one frame of link type `linktype` (see [`crate::capture::linktype`]). Never fails.
+pub fn decode_link(linktype: u32, bytes: &[u8]) -> Decoded {
     let mut d = Decoder::new();
     let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-    let meta = Meta {
-        number: 1,
-        timestamp: Duration::ZERO,
-        relative: Duration::ZERO,
-        linktype: linktype::ETHERNET,
-        interface: 0,
-        orig_len: len,
-    };
+    let meta =
+        Meta { number: 1, timestamp: Duration::ZERO, relative: Duration::ZERO, linktype, interface: 0, orig_len: len };
     d.decode(&meta, bytes);
     to_decoded(&d)
 }

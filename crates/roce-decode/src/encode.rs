@@ -27,6 +27,7 @@ use serde_json::Value;
 use crate::capture::linktype;
 
 mod fields;
+mod ib;
 pub mod mad;
 
 /// Why a line could not be encoded.
@@ -148,6 +149,12 @@ pub fn encode_value(v: &Value) -> Result<Encoded, EncodeError> {
         return err("not a JSON object");
     }
     let lt = bounded(v, &["link_type"], linktype::ETHERNET)?;
+    if lt == linktype::INFINIBAND || lt == linktype::ERF {
+        let (frame, stated, (overrides, notes)) = ib::frame(v)?;
+        let data = if lt == linktype::ERF { ib::erf_record(v, frame, stated)? } else { frame };
+        let orig_len = bounded(v, &["len"], data.len() as u32)?;
+        return Ok(Encoded { timestamp: timestamp(v)?, linktype: lt, orig_len, data, overrides, notes });
+    }
     let kind = get(v, &["kind"]).and_then(Value::as_str).unwrap_or("");
     let whole_roce = kind == "rocev2" && get(v, &["bth"]).is_some() && get(v, &["raw"]).is_none();
     let (mut overrides, mut notes) = (Vec::new(), Vec::new());
@@ -223,90 +230,9 @@ type MadReport = (Vec<String>, Vec<String>);
 fn roce(v: &Value) -> Result<(Vec<u8>, MadReport), EncodeError> {
     let src = ip(v, &["ip", "src"])?.ok_or_else(|| EncodeError("ip.src missing".into()))?;
     let dst = ip(v, &["ip", "dst"])?.ok_or_else(|| EncodeError("ip.dst missing".into()))?;
-    // The top-level BTH members are the ones scripts edit; bth.* is the fallback.
-    let top_or_bth = |k: &str, bk: &str, d: u64| -> Result<u64, EncodeError> {
-        match num(v, &[k])? {
-            Some(n) => Ok(n),
-            None => num_or(v, &["bth", bk], d),
-        }
-    };
-    let opcode = Opcode::from(
-        u8::try_from(top_or_bth("opcode", "opcode", 0x64)?).map_err(|_| EncodeError("opcode out of range".into()))?,
-    );
-    let mut b = bth::Repr::new(
-        opcode,
-        top_or_bth("dest_qp", "dest_qp", 0)? as u32 & 0xff_ffff,
-        top_or_bth("psn", "psn", 0)? as u32 & 0xff_ffff,
-    );
-    b.pkey = top_or_bth("p_key", "p_key", 0xffff)? as u16;
-    b.solicited = flag(v, &["bth", "se"], false);
-    b.mig_req = flag(v, &["bth", "mig_req"], false);
-    b.tver = bounded(v, &["bth", "tver"], 0)?;
-    b.fecn = flag(v, &["bth", "fecn"], false);
-    b.becn = flag(v, &["bth", "becn"], false);
-    b.resv6a = bounded(v, &["bth", "resv6a"], 0)?;
-    b.ack_req = flag(v, &["bth", "ack_req"], false);
-    b.resv7 = bounded(v, &["bth", "resv7"], 0)?;
-    let mask = opcode.ext_headers();
-    let mut ext = ExtHeaders::default();
-    if mask.contains(ExtMask::DETH) {
-        ext.deth = Some(deth::Repr {
-            qkey: bounded(v, &["deth", "q_key"], 0)?,
-            reserved: bounded(v, &["deth", "reserved"], 0)?,
-            src_qp: bounded::<u32>(v, &["deth", "src_qp"], 0)? & 0xff_ffff,
-        });
-    }
-    if mask.contains(ExtMask::FETH) {
-        ext.feth = Some(feth::Repr { bits: bounded(v, &["feth", "bits"], 0)? });
-    }
-    if mask.contains(ExtMask::RETH) {
-        ext.reth = Some(reth::Repr {
-            va: num_or(v, &["reth", "va"], 0)?,
-            rkey: bounded(v, &["reth", "r_key"], 0)?,
-            dma_len: bounded(v, &["reth", "dma_len"], 0)?,
-        });
-    }
-    if mask.contains(ExtMask::ATOMIC_ETH) {
-        ext.atomic_eth = Some(atomic_eth::Repr {
-            va: num_or(v, &["atomic_eth", "va"], 0)?,
-            rkey: bounded(v, &["atomic_eth", "r_key"], 0)?,
-            swap_add: num_or(v, &["atomic_eth", "swap_add"], 0)?,
-            compare: num_or(v, &["atomic_eth", "compare"], 0)?,
-        });
-    }
-    if mask.contains(ExtMask::AETH) {
-        ext.aeth = Some(aeth::Repr {
-            syndrome: bounded(v, &["aeth", "syndrome"], 0)?,
-            msn: bounded::<u32>(v, &["aeth", "msn"], 0)? & 0xff_ffff,
-        });
-    }
-    if mask.contains(ExtMask::ATOMIC_ACK_ETH) {
-        ext.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig: num_or(v, &["atomic_ack_eth", "orig"], 0)? });
-    }
-    if mask.contains(ExtMask::IMMDT) {
-        ext.immdt = Some(immdt::Repr { imm_data: bounded(v, &["immdt", "imm_data"], 0)? });
-    }
-    if mask.contains(ExtMask::IETH) {
-        ext.ieth = Some(ieth::Repr { rkey: bounded(v, &["ieth", "r_key"], 0)? });
-    }
-    let given = hex(v, &["payload"])?;
-    // A MAD where the decoder reads one: a UD frame to or from QP1.
-    let gsi = ext.deth.is_some_and(|d| d.src_qp == 1) || (b.dest_qp == 1 && ext.deth.is_some());
-    let mut notes = Vec::new();
-    let built = match v.as_object() {
-        Some(line) if gsi => mad::build(line, given.as_deref())?,
-        Some(line) => {
-            if let Some(k) = mad::MAD_MEMBERS.iter().find(|k| line.get(**k).is_some_and(|m| !m.is_null())) {
-                notes.push(format!("{k}: not applied: not a UD frame of QP1 (no MAD here)"));
-            }
-            None
-        }
-        None => None,
-    };
-    let payload = match &built {
-        Some(b) => b.bytes.clone(),
-        None => given.unwrap_or_default(),
-    };
+    let b = bth_of(v)?;
+    let ext = ext_of(v, b.opcode)?;
+    let (built, payload, mut notes) = payload_of(v, &b, &ext, 1)?;
     let smac = mac6(v, &["eth", "src"], [2, 0, 0, 0, 0, 1])?;
     let dmac = mac6(v, &["eth", "dst"], [2, 0, 0, 0, 0, 2])?;
     let mut r = FrameRepr::new(smac, dmac, src, dst, b, ext, &payload);
@@ -427,6 +353,112 @@ fn roce(v: &Value) -> Result<(Vec<u8>, MadReport), EncodeError> {
         return Ok((out, (b.overrides, notes)));
     }
     Ok((out, (Vec::new(), notes)))
+}
+
+/// The BTH of a line (RoCEv2 or native IB): the top-level `opcode`/`dest_qp`/`psn`/`p_key`
+/// (the ones scripts edit), `bth.*` as the fallback.
+fn bth_of(v: &Value) -> Result<bth::Repr, EncodeError> {
+    // The top-level BTH members are the ones scripts edit; bth.* is the fallback.
+    let top_or_bth = |k: &str, bk: &str, d: u64| -> Result<u64, EncodeError> {
+        match num(v, &[k])? {
+            Some(n) => Ok(n),
+            None => num_or(v, &["bth", bk], d),
+        }
+    };
+    let opcode = Opcode::from(
+        u8::try_from(top_or_bth("opcode", "opcode", 0x64)?).map_err(|_| EncodeError("opcode out of range".into()))?,
+    );
+    let mut b = bth::Repr::new(
+        opcode,
+        top_or_bth("dest_qp", "dest_qp", 0)? as u32 & 0xff_ffff,
+        top_or_bth("psn", "psn", 0)? as u32 & 0xff_ffff,
+    );
+    b.pkey = top_or_bth("p_key", "p_key", 0xffff)? as u16;
+    b.solicited = flag(v, &["bth", "se"], false);
+    b.mig_req = flag(v, &["bth", "mig_req"], false);
+    b.tver = bounded(v, &["bth", "tver"], 0)?;
+    b.fecn = flag(v, &["bth", "fecn"], false);
+    b.becn = flag(v, &["bth", "becn"], false);
+    b.resv6a = bounded(v, &["bth", "resv6a"], 0)?;
+    b.ack_req = flag(v, &["bth", "ack_req"], false);
+    b.resv7 = bounded(v, &["bth", "resv7"], 0)?;
+    Ok(b)
+}
+
+/// The extension headers `opcode` carries, from the line's members.
+fn ext_of(v: &Value, opcode: Opcode) -> Result<ExtHeaders, EncodeError> {
+    let mask = opcode.ext_headers();
+    let mut ext = ExtHeaders::default();
+    if mask.contains(ExtMask::DETH) {
+        ext.deth = Some(deth::Repr {
+            qkey: bounded(v, &["deth", "q_key"], 0)?,
+            reserved: bounded(v, &["deth", "reserved"], 0)?,
+            src_qp: bounded::<u32>(v, &["deth", "src_qp"], 0)? & 0xff_ffff,
+        });
+    }
+    if mask.contains(ExtMask::FETH) {
+        ext.feth = Some(feth::Repr { bits: bounded(v, &["feth", "bits"], 0)? });
+    }
+    if mask.contains(ExtMask::RETH) {
+        ext.reth = Some(reth::Repr {
+            va: num_or(v, &["reth", "va"], 0)?,
+            rkey: bounded(v, &["reth", "r_key"], 0)?,
+            dma_len: bounded(v, &["reth", "dma_len"], 0)?,
+        });
+    }
+    if mask.contains(ExtMask::ATOMIC_ETH) {
+        ext.atomic_eth = Some(atomic_eth::Repr {
+            va: num_or(v, &["atomic_eth", "va"], 0)?,
+            rkey: bounded(v, &["atomic_eth", "r_key"], 0)?,
+            swap_add: num_or(v, &["atomic_eth", "swap_add"], 0)?,
+            compare: num_or(v, &["atomic_eth", "compare"], 0)?,
+        });
+    }
+    if mask.contains(ExtMask::AETH) {
+        ext.aeth = Some(aeth::Repr {
+            syndrome: bounded(v, &["aeth", "syndrome"], 0)?,
+            msn: bounded::<u32>(v, &["aeth", "msn"], 0)? & 0xff_ffff,
+        });
+    }
+    if mask.contains(ExtMask::ATOMIC_ACK_ETH) {
+        ext.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig: num_or(v, &["atomic_ack_eth", "orig"], 0)? });
+    }
+    if mask.contains(ExtMask::IMMDT) {
+        ext.immdt = Some(immdt::Repr { imm_data: bounded(v, &["immdt", "imm_data"], 0)? });
+    }
+    if mask.contains(ExtMask::IETH) {
+        ext.ieth = Some(ieth::Repr { rkey: bounded(v, &["ieth", "r_key"], 0)? });
+    }
+    Ok(ext)
+}
+
+/// What [`payload_of`] gives: the MAD built from members (if any), the payload, and notes.
+type Payload = (Option<mad::BuiltMad>, Vec<u8>, Vec<String>);
+
+/// The payload of a line: its MAD built from the MAD members for a UD frame of a management
+/// QP (`first_mad_qp`..=1: QP1 for RoCEv2, QP0 too for native IB, whose SMPs ride QP0),
+/// else the `payload` bytes; notes on members not applied.
+fn payload_of(v: &Value, b: &bth::Repr, ext: &ExtHeaders, first_mad_qp: u32) -> Result<Payload, EncodeError> {
+    let given = hex(v, &["payload"])?;
+    // A MAD where the decoder reads one: a UD frame to or from QP1.
+    let management = |qp: u32| (first_mad_qp..=1).contains(&qp);
+    let gsi = ext.deth.is_some_and(|d| management(d.src_qp)) || (management(b.dest_qp) && ext.deth.is_some());
+    let mut notes = Vec::new();
+    let built = match v.as_object() {
+        Some(line) if gsi => mad::build(line, given.as_deref())?,
+        Some(line) => {
+            if let Some(k) = mad::MAD_MEMBERS.iter().find(|k| line.get(**k).is_some_and(|m| !m.is_null())) {
+                notes.push(format!("{k}: not applied: not a UD frame of QP1 (no MAD here)"));
+            }
+            None
+        }
+        None => None,
+    };
+    let payload = match &built {
+        Some(b) => b.bytes.clone(),
+        None => given.unwrap_or_default(),
+    };
+    Ok((built, payload, notes))
 }
 
 fn ipv4_checksum(h: &[u8]) -> u16 {

@@ -151,12 +151,27 @@ pub fn l2(data: &[u8]) {
     }
 }
 
-/// The whole decoder of `roce decode`, both outputs: never panics, always one line.
+/// The whole decoder of `roce decode`, both outputs: never panics, always one line. Every
+/// input is read as an Ethernet frame, a native InfiniBand packet (link type 247) and an ERF
+/// record (197), so that one corpus drives all three link layers; a native packet that
+/// decodes whole encodes back to its bytes.
 pub fn decode(data: &[u8]) {
-    let d = crate::decode::decode_ethernet(data);
-    assert!(!d.summary.contains('\n'));
-    let line = serde_json::Value::Object(d.json).to_string();
-    assert!(!line.contains('\n'));
+    use crate::capture::linktype;
+    for lt in [linktype::ETHERNET, linktype::INFINIBAND, linktype::ERF] {
+        let d = crate::decode::decode_link(lt, data);
+        assert!(!d.summary.contains('\n'));
+        let mut json = d.json;
+        let whole_ib = json.get("kind").and_then(|k| k.as_str()) == Some("infiniband")
+            && json.contains_key("bth")
+            && !json.contains_key("raw");
+        json.insert("link_type".into(), lt.into());
+        let line = serde_json::Value::Object(json);
+        assert!(!line.to_string().contains('\n'));
+        if whole_ib && lt == linktype::INFINIBAND {
+            let e = crate::encode::encode_value(&line).expect("a whole IB packet encodes");
+            assert_eq!(e.data, data, "a whole IB packet encodes back byte for byte");
+        }
+    }
 }
 
 /// A fuzz target's body.

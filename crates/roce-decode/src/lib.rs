@@ -33,4 +33,5 @@ pub mod encode;
 pub mod fuzz_targets;
 pub mod json_out;
 pub mod samples;
+pub mod samples_ib;
 pub mod samples_mixed;

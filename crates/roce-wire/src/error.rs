@@ -74,6 +74,16 @@ pub enum Layer {
     Ndisc,
     /// pcap capture file framing.
     Pcap,
+    /// InfiniBand Local Route Header (native IB captures).
+    Lrh,
+    /// InfiniBand Global Route Header (native IB captures).
+    Grh,
+    /// InfiniBand Variant CRC.
+    Vcrc,
+    /// Subnet Management Packet (the MAD of QP0).
+    Smp,
+    /// ERF record header (link type 197).
+    Erf,
 }
 
 impl Layer {
@@ -110,6 +120,11 @@ impl Layer {
             Layer::Arp => "ARP",
             Layer::Ndisc => "NDISC",
             Layer::Pcap => "pcap",
+            Layer::Lrh => "LRH",
+            Layer::Grh => "GRH",
+            Layer::Vcrc => "VCRC",
+            Layer::Smp => "SMP",
+            Layer::Erf => "ERF",
         }
     }
 }
@@ -211,6 +226,21 @@ pub enum ContentError {
     Malformed,
     /// A message type this parser does not implement.
     UnsupportedType(u8),
+    /// The InfiniBand VCRC found differs from the one computed.
+    VcrcMismatch {
+        /// The VCRC in the packet.
+        found: u16,
+        /// The VCRC computed.
+        expected: u16,
+    },
+    /// An InfiniBand LRH's PktLen (with the VCRC after it) runs past the bytes there are, or
+    /// is shorter than the LRH itself.
+    PacketLength {
+        /// Bytes the LRH says the packet and its VCRC take.
+        claimed: usize,
+        /// Bytes available.
+        available: usize,
+    },
 }
 
 impl fmt::Display for ContentError {
@@ -252,6 +282,12 @@ impl fmt::Display for ContentError {
             ContentError::Checksum => f.write_str("checksum mismatch"),
             ContentError::Malformed => f.write_str("malformed"),
             ContentError::UnsupportedType(t) => write!(f, "message type 0x{t:02x} is not supported"),
+            ContentError::VcrcMismatch { found, expected } => {
+                write!(f, "VCRC 0x{found:04x}, expected 0x{expected:04x}")
+            }
+            ContentError::PacketLength { claimed, available } => {
+                write!(f, "PktLen says {claimed} bytes with the VCRC but {available} are there")
+            }
         }
     }
 }
@@ -343,6 +379,8 @@ impl Error {
                 ContentError::Checksum => "checksum",
                 ContentError::Malformed => "malformed",
                 ContentError::UnsupportedType(_) => "unsupported_type",
+                ContentError::VcrcMismatch { .. } => "bad_vcrc",
+                ContentError::PacketLength { .. } => "packet_length",
             },
         }
     }

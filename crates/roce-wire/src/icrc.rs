@@ -302,6 +302,45 @@ pub fn check(packet_with_icrc: &[u8], version: IpVersion, ip_header_len: usize) 
     Ok((found, compute(&packet_with_icrc[..n - 4], version, ip_header_len)?))
 }
 
+/// Length of the LRH the native ICRC starts with.
+const LRH_LEN: usize = crate::lrh::LEN;
+/// Length of the GRH of a native global packet.
+const GRH_LEN: usize = crate::grh::LEN;
+
+/// The ICRC of a native InfiniBand packet, as IBA 7.8.1 defines it: CRC-32 (the same as
+/// RoCEv2's) over `packet`, which runs from the first LRH byte to the last pad byte, with the
+/// variant fields set to ones:
+/// - a local packet (`global` false: LRH, then BTH): the LRH's VL (byte 0 bits 7:4) and the
+///   BTH's Resv8a (its byte 4);
+/// - a global packet (LRH, GRH, BTH): the whole LRH (a router rewrites it), the GRH's TClass,
+///   FlowLabel and HopLmt, and the BTH's Resv8a. RoCEv1 and RoCEv2 inherit this form: their
+///   8 bytes of ones are this masked LRH.
+///
+/// Returns a length error when `packet` is shorter than its LRH, GRH and BTH.
+pub fn compute_native(packet: &[u8], global: bool) -> Result<u32> {
+    let prefix_len = LRH_LEN + if global { GRH_LEN } else { 0 } + BTH_LEN;
+    if packet.len() < prefix_len {
+        return Err(Error::len(Layer::Icrc, 0, prefix_len, packet.len()));
+    }
+    let mut prefix = [0u8; LRH_LEN + GRH_LEN + BTH_LEN];
+    let masked = &mut prefix[..prefix_len];
+    masked.copy_from_slice(&packet[..prefix_len]);
+    if global {
+        masked[..LRH_LEN].fill(0xff);
+        let grh = &mut masked[LRH_LEN..LRH_LEN + GRH_LEN];
+        grh[0] |= 0x0f;
+        grh[1..4].fill(0xff);
+        grh[7] = 0xff;
+    } else {
+        masked[0] |= 0xf0;
+    }
+    masked[prefix_len - BTH_LEN + 4] = 0xff;
+    let mut h = crc32fast::Hasher::new();
+    h.update(masked);
+    h.update(&packet[prefix_len..]);
+    Ok(h.finalize())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,5 +454,48 @@ mod tests {
             assert!(check(&[0u8; 44][..n], IpVersion::V4, 20).is_err());
         }
         assert!(compute(&[0u8; 200], IpVersion::V4, 100).is_err());
+    }
+    /// A global native packet's ICRC equals the RoCE form over the same GRH-onwards bytes:
+    /// both mask the LRH to ones (RoCEv1 is a global IB packet without its LRH). A local
+    /// packet's ICRC changes with the LRH's SL but not with its VL.
+    #[test]
+    fn native_masks() {
+        let mut pkt = [0u8; 8 + 40 + 12 + 24];
+        for (i, b) in pkt.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(53).wrapping_add(7);
+        }
+        let global = compute_native(&pkt, true).unwrap();
+        let mut roce_v1 = [0xffu8; 8 + 40 + 12 + 24];
+        roce_v1[8..].copy_from_slice(&pkt[8..]);
+        let mut h = crc32fast::Hasher::new();
+        let mut grh = [0u8; 40 + 12];
+        grh.copy_from_slice(&pkt[8..60]);
+        grh[0] |= 0x0f;
+        grh[1..4].fill(0xff);
+        grh[7] = 0xff;
+        grh[44] = 0xff;
+        h.update(&[0xff; 8]);
+        h.update(&grh);
+        h.update(&pkt[60..]);
+        assert_eq!(global, h.finalize());
+        let mut changed = pkt;
+        changed[..8].fill(0);
+        changed[8] ^= 0x0f;
+        changed[9] ^= 0x55;
+        changed[15] ^= 0x10;
+        changed[52] ^= 0xc0;
+        assert_eq!(compute_native(&changed, true).unwrap(), global, "variant fields are masked");
+        changed[20] ^= 1;
+        assert_ne!(compute_native(&changed, true).unwrap(), global, "the SGID is covered");
+
+        let local = compute_native(&pkt[..44], false).unwrap();
+        let mut vl = pkt;
+        vl[0] ^= 0xa0;
+        vl[12] ^= 0xff;
+        assert_eq!(compute_native(&vl[..44], false).unwrap(), local);
+        vl[1] ^= 0x10;
+        assert_ne!(compute_native(&vl[..44], false).unwrap(), local, "the SL is covered");
+        assert!(compute_native(&pkt[..19], false).is_err());
+        assert!(compute_native(&pkt[..59], true).is_err());
     }
 }

@@ -48,11 +48,15 @@ pub mod ext;
 pub mod feth;
 pub mod frame;
 pub mod golden;
+pub mod grh;
+pub mod ib_frame;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;
+pub mod lrh;
 pub mod reth;
 pub mod rxe_accept;
+pub mod vcrc;
 
 pub mod class_port_info;
 pub mod cm;
@@ -61,6 +65,7 @@ pub mod mcmember;
 pub mod rmpp;
 pub mod sa;
 pub mod service_record;
+pub mod smp;
 
 pub mod arp;
 pub mod igmp;
@@ -68,6 +73,8 @@ pub mod l2;
 pub mod mld;
 pub mod multicast;
 pub mod ndisc;
+
+pub mod erf;
 
 pub mod rng;
 

@@ -6,6 +6,7 @@ use roce_wire::mad::{MadHeader, MgmtClass, MAD_HEADER_LEN};
 use roce_wire::mcmember::{ComponentMask, McMemberRecord};
 use roce_wire::sa::{SaData, SaMad, SA_DATA_OFFSET};
 use roce_wire::service_record::{self, ServiceRecord};
+use roce_wire::smp;
 use roce_wire::{Error, MAD_SIZE};
 
 use super::error_json;
@@ -81,8 +82,66 @@ pub(crate) fn describe(
     match header.mgmt_class {
         MgmtClass::SubnAdm => describe_sa(j, s, payload, at, rmpp, key),
         MgmtClass::ComMgmt => describe_cm(j, s, &header, payload, at),
+        MgmtClass::SubnLid | MgmtClass::SubnDirected => describe_smp(j, s, &header, payload),
         _ => {}
     }
+}
+
+/// A subnet management packet: M_Key, the attribute's 64 bytes, and for a directed-route
+/// SMP the D bit, hop pointer and count, DR LIDs and the two paths [roce_wire::smp].
+fn describe_smp(j: &mut Json, s: &mut Summary, header: &MadHeader, payload: &[u8]) {
+    // The caller checked the length: a short MAD returned with its error before here.
+    let attribute = smp::Attribute::from(header.attribute_id);
+    j.begin("smp");
+    j.str("attribute_name", attribute.name());
+    let data = match header.mgmt_class {
+        MgmtClass::SubnDirected => {
+            let Ok(r) = smp::directed::Repr::parse_bytes(payload) else { return j.end() };
+            let dr = smp::DirectedHeader::from_header(header.status.0, header.class_specific);
+            j.str("routing", "directed");
+            j.bool("direction", dr.direction);
+            j.num("status", u32::from(dr.status));
+            j.num("hop_pointer", u32::from(dr.hop_pointer));
+            j.num("hop_count", u32::from(dr.hop_count));
+            j.id64("m_key", r.m_key);
+            j.num("dr_slid", u32::from(r.dr_slid));
+            j.num("dr_dlid", u32::from(r.dr_dlid));
+            j.hex("data", &r.data);
+            j.hex("initial_path", &r.initial_path);
+            j.hex("return_path", &r.return_path);
+            sum!(
+                s,
+                " DR hop {}/{} path {:?}{}",
+                dr.hop_pointer,
+                dr.hop_count,
+                r.initial_hops(dr.hop_count),
+                if dr.direction { " (returning)" } else { "" }
+            );
+            r.data
+        }
+        _ => {
+            let Ok(r) = smp::lid_routed::Repr::parse_bytes(payload) else { return j.end() };
+            j.str("routing", "lid");
+            j.id64("m_key", r.m_key);
+            j.hex("data", &r.data);
+            r.data
+        }
+    };
+    if attribute == smp::Attribute::NodeInfo && header.response {
+        if let Ok(n) = smp::node_info::Repr::parse_bytes(&data) {
+            j.serde("node_info", &n);
+            let kind = smp::node_info::node_type_name(n.node_type);
+            sum!(s, " {kind} ports={} NodeGUID=0x{:016x}", n.num_ports, n.node_guid);
+        }
+    }
+    if attribute == smp::Attribute::NodeDescription && header.response {
+        let text = smp::node_description_text(&data);
+        j.str("node_description", &text);
+        // The summary is one line: control characters of the free text become dots.
+        let shown: String = text.chars().map(|c| if c.is_control() { '.' } else { c }).collect();
+        sum!(s, " \"{shown}\"");
+    }
+    j.end();
 }
 
 fn describe_sa(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize, rmpp: &mut Reassembly, key: Endpoints) {

@@ -21,6 +21,7 @@ use roce_wire::mcmember::McMemberRecord;
 use roce_wire::rmpp::RmppRepr;
 use roce_wire::sa::{self, SaData, SaHeader, SA_DATA_OFFSET, SA_HEADER_OFFSET};
 use roce_wire::service_record::ServiceRecord;
+use roce_wire::smp;
 use roce_wire::MAD_SIZE;
 use serde_json::{Map, Value};
 
@@ -28,7 +29,7 @@ use super::fields::{overlay, unsigned, JsonField, Overlay};
 use super::EncodeError;
 
 /// The members that describe a MAD.
-pub const MAD_MEMBERS: [&str; 7] = ["mad", "rmpp", "sa", "mcmember", "class_port_info", "service_record", "cm"];
+pub const MAD_MEMBERS: [&str; 8] = ["mad", "rmpp", "sa", "mcmember", "class_port_info", "service_record", "cm", "smp"];
 
 /// The largest MAD `mad_len` may ask for (a UD payload within a 4096-byte path MTU).
 const MAX_MAD_LEN: usize = 4096;
@@ -55,7 +56,14 @@ pub fn build(obj: &Map<String, Value>, payload: Option<&[u8]>) -> Result<Option<
 }
 
 /// Members that restate others or name numbers: not compared by [`check_fits`].
-const VIEWS: [&str; 12] = [
+const VIEWS: [&str; 19] = [
+    "smp.attribute_name",
+    "smp.routing",
+    "smp.direction",
+    "smp.status",
+    "smp.hop_pointer",
+    "smp.hop_count",
+    "smp.node_description",
     "mad.class_name",
     "mad.method_name",
     "mad.status_text",
@@ -195,6 +203,7 @@ fn build_mad(obj: &Map<String, Value>, payload: Option<&[u8]>) -> Result<BuiltMa
     let default_body = if from_payload { None } else { bodies.first().copied() };
     let (mad, rmpp, sa_obj, cm_obj) =
         (member(obj, "mad")?, member(obj, "rmpp")?, member(obj, "sa")?, member(obj, "cm")?);
+    let smp_obj = member(obj, "smp")?;
     let cm_id = match cm_obj.and_then(|c| c.get("message")) {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => cm_attribute(s)?,
@@ -308,6 +317,7 @@ fn build_mad(obj: &Map<String, Value>, payload: Option<&[u8]>) -> Result<BuiltMa
     let sa_class = class == MgmtClass::SubnAdm && len >= MAD_SIZE;
     let rmpp = rmpp.filter(|_| applies("rmpp", sa_class));
     let sa_obj = sa_obj.filter(|_| applies("sa", sa_class));
+    let smp_obj = smp_obj.filter(|_| applies("smp", smp::is_smp_class(class) && len >= MAD_SIZE));
     let mut body = None;
     for b in bodies {
         if applies(b, Some(b) == wanted && len >= MAD_SIZE) {
@@ -343,6 +353,11 @@ fn build_mad(obj: &Map<String, Value>, payload: Option<&[u8]>) -> Result<BuiltMa
                 notes.push(n);
             }
         }
+        MgmtClass::SubnLid | MgmtClass::SubnDirected if len >= MAD_SIZE && smp_obj.is_some() => {
+            if let Some(m) = smp_obj {
+                build_smp(&mut buf[..MAD_SIZE], class, m, from_payload, &mut overrides, &mut superseded)?;
+            }
+        }
         _ if len > MAD_HEADER_LEN => notes.push(format!(
             "mad: a class {} ({}) body is not built field by field: its {} bytes {}",
             u8::from(class),
@@ -354,6 +369,59 @@ fn build_mad(obj: &Map<String, Value>, payload: Option<&[u8]>) -> Result<BuiltMa
     }
     buf.truncate(len);
     Ok(BuiltMad { bytes: buf, overrides, notes, superseded })
+}
+
+/// The SMP fields after the MAD header (`buf` is the whole 256-byte MAD): M_Key and the
+/// attribute's data, and for a directed-route SMP the DR LIDs and both paths. The D bit, hop
+/// pointer and hop count live in the MAD header (`mad.status`, `mad.class_specific`): the
+/// `smp` members that restate them are views, not applied. `node_info` restates the data's
+/// first 40 bytes and applies when it is the one edited (as `restated` decides).
+fn build_smp(
+    buf: &mut [u8],
+    class: MgmtClass,
+    m: &Map<String, Value>,
+    from_payload: bool,
+    overrides: &mut Vec<String>,
+    superseded: &mut Vec<String>,
+) -> Result<(), EncodeError> {
+    let err = |e: roce_wire::Error| EncodeError(format!("smp: {e}"));
+    let node_at = smp::DATA_OFFSET..smp::DATA_OFFSET + smp::node_info::LEN;
+    let node_info_of = |b: &[u8]| smp::node_info::Repr::parse_bytes(&b[node_at.clone()]).map_err(err);
+    let base = if from_payload { Some(node_info_of(buf)?) } else { None };
+    let mut o = Overlay::new(m, "smp", from_payload);
+    o.derived(&["attribute_name", "routing", "direction", "status", "hop_pointer", "hop_count", "node_description"]);
+    if class == MgmtClass::SubnDirected {
+        let mut r = smp::directed::Repr::parse_bytes(buf).map_err(err)?;
+        overlay!(o, r; m_key, dr_slid, dr_dlid, data, initial_path, return_path);
+        r.emit_bytes(buf);
+    } else {
+        let mut r = smp::lid_routed::Repr::parse_bytes(buf).map_err(err)?;
+        overlay!(o, r; m_key, data);
+        r.emit_bytes(buf);
+    }
+    // NodeInfo restates the data's first 40 bytes: applied when it is the one edited.
+    let node_info = o.object("node_info")?;
+    overrides.extend(o.finish()?);
+    if let Some(m) = node_info {
+        let current = node_info_of(buf)?;
+        let mut given = current;
+        let mut no = Overlay::new(m, "smp.node_info", false);
+        overlay!(no, given; base_version, class_version, node_type, num_ports, system_image_guid, node_guid,
+            port_guid, partition_cap, device_id, revision, local_port_num, vendor_id);
+        no.finish()?;
+        match restated(Some(given), current, base, "smp.node_info", "smp.data")? {
+            Some(n) => {
+                n.emit_bytes(&mut buf[node_at]);
+                superseded.push("smp.data".to_string());
+                if from_payload {
+                    overrides.push("smp.node_info".into());
+                }
+            }
+            None if given != current => superseded.push("smp.node_info".to_string()),
+            None => {}
+        }
+    }
+    Ok(())
 }
 
 /// The RMPP header, SA header and SA data area (`area` is MAD bytes 24..256). Returns a note
