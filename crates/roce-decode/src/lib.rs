@@ -25,6 +25,7 @@
 
 #![warn(missing_docs)]
 
+pub mod analyze;
 pub mod capture;
 pub mod decode;
 pub mod encode;

@@ -1,0 +1,236 @@
+//! `roce analyze` as a library: one pass over a capture, memory bounded by the number of
+//! flows and open transactions (never by frames), answering what each QP did.
+//!
+//! [`Analyzer::frame`] takes one captured frame at a time; [`Analyzer::finish`] closes what
+//! is still open. The sections live one per file: [`flows`] (per (IP src, IP dst, dest QP):
+//! packets, bytes, messages, PSN gaps/out-of-order/duplicates/retransmissions, the RC
+//! acknowledgement side, ECN CE, CNPs, bad ICRCs), [`mad`] (transactions by TID, RMPP),
+//! [`cm`] (connections), [`mcast`] (SA joins/leaves, IGMP/MLD). The reports render the result:
+//! [`report_text`] (tables, as tshark's `-z`), [`report_json`] (one document, shape in
+//! spec/analyze.schema.json), [`report_html`] (self-contained, inline SVG), and [`annotate`]
+//! writes the capture back as pcapng with a comment per frame where [`Analyzer::note`] has one.
+//!
+//! Frames go through roce_wire's demux, the decoder's own walk (lax: a bad ICRC is counted,
+//! not refused), so every link type the decoder reads flows in here too.
+
+pub mod annotate;
+pub mod cm;
+pub mod flows;
+pub mod mad;
+pub mod mcast;
+pub mod report_html;
+pub mod report_json;
+pub mod report_text;
+pub mod series;
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use roce_wire::demux::{Checks, LinkHeader, LinkType, Payload, Sliced};
+use roce_wire::l2::L2Packet;
+
+/// Ladder rungs (CM and SA messages) kept for the HTML report; beyond, counted in
+/// [`Ladder::dropped`].
+pub const MAX_RUNGS: usize = 400;
+/// Flows kept by default (`--max-flows`).
+pub const DEFAULT_MAX_FLOWS: usize = 100_000;
+
+/// What analysis has to say about the frame just seen (the `--annotate` comment).
+#[derive(Debug, Default, Clone)]
+pub struct Note {
+    text: String,
+}
+
+impl Note {
+    /// The buffer to append to (a "; " goes between remarks).
+    pub fn text(&mut self) -> &mut String {
+        if !self.text.is_empty() {
+            self.text.push_str("; ");
+        }
+        &mut self.text
+    }
+
+    /// Append a remark.
+    pub fn add(&mut self, s: &str) {
+        self.text().push_str(s);
+    }
+
+    /// The comment, empty if none.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+/// One message of the ladder diagram.
+#[derive(Debug, Clone)]
+pub struct Rung {
+    /// Seconds since the capture's start.
+    pub t: f64,
+    /// Frame number.
+    pub frame: u64,
+    /// Sender.
+    pub src: IpAddr,
+    /// Receiver.
+    pub dst: IpAddr,
+    /// What it was ("CM REQ", "SA Set(MCMemberRecord)", …).
+    pub label: String,
+}
+
+/// The CM and SA messages for the ladder diagram (the first [`MAX_RUNGS`]).
+#[derive(Debug, Default)]
+pub struct Ladder {
+    /// The rungs kept.
+    pub rungs: Vec<Rung>,
+    /// Rungs not kept.
+    pub dropped: u64,
+}
+
+/// Frame counts of the whole capture.
+#[derive(Debug, Default, Clone)]
+pub struct Totals {
+    /// Frames read.
+    pub frames: u64,
+    /// Captured bytes.
+    pub bytes: u64,
+    /// RoCEv2 frames.
+    pub roce: u64,
+    /// IGMP and MLD messages.
+    pub multicast_reports: u64,
+    /// Other frames (ARP, ND, other protocols) by kind.
+    pub other: BTreeMap<&'static str, u64>,
+    /// Frames that did not parse, by "layer: reason".
+    pub malformed: BTreeMap<String, u64>,
+    /// Time of the first frame since the epoch.
+    pub start: Option<Duration>,
+    /// Seconds from the first frame to the last.
+    pub duration: f64,
+}
+
+/// The analysis state.
+pub struct Analyzer {
+    /// Frame counts.
+    pub totals: Totals,
+    /// Flows.
+    pub flows: flows::FlowTable,
+    /// MAD transactions.
+    pub mads: mad::MadTable,
+    /// CM connections.
+    pub cm: cm::CmTable,
+    /// Multicast groups.
+    pub mcast: mcast::McastTable,
+    /// The ladder diagram's messages.
+    pub ladder: Ladder,
+    note: Note,
+}
+
+impl Default for Analyzer {
+    fn default() -> Self {
+        Analyzer::new(DEFAULT_MAX_FLOWS)
+    }
+}
+
+impl Analyzer {
+    /// An analyzer keeping at most `max_flows` flows.
+    pub fn new(max_flows: usize) -> Analyzer {
+        Analyzer {
+            totals: Totals::default(),
+            flows: flows::FlowTable::new(max_flows),
+            mads: mad::MadTable::default(),
+            cm: cm::CmTable::default(),
+            mcast: mcast::McastTable::default(),
+            ladder: Ladder::default(),
+            note: Note::default(),
+        }
+    }
+
+    /// What the analysis said about the last frame (empty if nothing).
+    pub fn note(&self) -> &str {
+        self.note.as_str()
+    }
+
+    /// Analyse one frame (`linktype`: see [`crate::capture::linktype`]).
+    pub fn frame(&mut self, timestamp: Duration, linktype: u32, data: &[u8]) {
+        self.note.text.clear();
+        let tot = &mut self.totals;
+        tot.frames += 1;
+        tot.bytes += data.len() as u64;
+        let start = *tot.start.get_or_insert(timestamp);
+        let t = timestamp.saturating_sub(start).as_secs_f64();
+        tot.duration = tot.duration.max(t);
+        let n = tot.frames;
+        let sliced =
+            LinkHeader::parse(LinkType::from(linktype), data).and_then(|h| Sliced::after_link(h, data, Checks::Lax));
+        let sliced = match sliced {
+            Ok(s) => s,
+            Err(e) => {
+                *tot.malformed.entry(format!("{}: {}", e.layer().name(), e.reason())).or_default() += 1;
+                let _ = std::fmt::Write::write_fmt(self.note.text(), format_args!("malformed: {e}"));
+                return;
+            }
+        };
+        match sliced.payload {
+            Payload::RoceV2 { packet, .. } => {
+                tot.roce += 1;
+                self.flows.frame(&packet, t, n, &mut self.note);
+                let qp = packet.bth().dest_qp();
+                let m = packet.payload();
+                if qp <= 1 && m.len() >= roce_wire::MAD_SIZE {
+                    let (src, dst) = (packet.src_ip(), packet.dst_ip());
+                    self.mad(src, dst, &m[..roce_wire::MAD_SIZE], t, n);
+                }
+            }
+            Payload::NotRoce { packet: Ok(p), .. } => match p {
+                L2Packet::Igmp { ip, msg } => {
+                    tot.multicast_reports += 1;
+                    self.mcast.igmp(IpAddr::from(ip.source), &msg, t);
+                }
+                L2Packet::Mld { ip, msg, .. } => {
+                    tot.multicast_reports += 1;
+                    self.mcast.mld(IpAddr::from(ip.source), &msg, t);
+                }
+                L2Packet::Arp(_) => *tot.other.entry("arp").or_default() += 1,
+                L2Packet::Ndisc { .. } => *tot.other.entry("ndisc").or_default() += 1,
+                L2Packet::Other { .. } => *tot.other.entry("other").or_default() += 1,
+            },
+            Payload::NotRoce { packet: Err(e), .. } => {
+                *tot.malformed.entry(format!("{}: {}", e.layer().name(), e.reason())).or_default() += 1;
+            }
+        }
+    }
+
+    fn mad(&mut self, src: IpAddr, dst: IpAddr, m: &[u8], t: f64, frame: u64) {
+        use roce_wire::mad::{attribute_name, method_name, Method, MgmtClass};
+        let class = MgmtClass::from(m[1]);
+        let attr = u16::from_be_bytes([m[16], m[17]]);
+        let closed = self.mads.mad(src, dst, m, t, frame, &mut self.note);
+        if m[1] == roce_wire::cm::MGMT_CLASS {
+            self.cm.mad(src, dst, m, t, frame, &mut self.note);
+        }
+        if m[1] == 0x03 && attr == roce_wire::sa::attr::MC_MEMBER_RECORD {
+            self.mcast.sa(m, closed.map(|c| (c.method, c.status)), t, &mut self.note);
+        }
+        if matches!(m[1], 0x03 | 0x07) {
+            if self.ladder.rungs.len() >= MAX_RUNGS {
+                self.ladder.dropped += 1;
+                return;
+            }
+            let response = m[3] & 0x80 != 0;
+            let label = if m[1] == 0x07 {
+                format!("CM {}", roce_wire::cm::attr::name(attr))
+            } else {
+                format!(
+                    "SA {}({})",
+                    method_name(class, Method::from(m[3] & 0x7f), response),
+                    attribute_name(class, attr)
+                )
+            };
+            self.ladder.rungs.push(Rung { t, frame, src, dst, label });
+        }
+    }
+
+    /// Close what is still open (transactions never answered).
+    pub fn finish(&mut self) {
+        self.mads.finish();
+    }
+}
