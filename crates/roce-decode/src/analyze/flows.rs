@@ -140,7 +140,8 @@ pub struct Flow {
     pub last_time: f64,
     /// The capture's frame number of the first packet.
     pub first_frame: u64,
-    /// Messages assembled: ONLY packets, and FIRST … LAST runs.
+    /// Messages assembled: ONLY packets, and FIRST … LAST runs (retransmitted and
+    /// duplicate packets left out, so a message re-sent counts once).
     pub messages: u64,
     /// MIDDLE or LAST packets with no FIRST before them.
     pub partial_messages: u64,
@@ -433,7 +434,9 @@ impl FlowTable {
                     f.unique_bytes += payload;
                 }
                 f.points.push(PsnPoint { t, psn, kind });
-                message(f, op);
+                if kind != PointKind::Retransmission {
+                    message(f, op);
+                }
                 if matches!(op.transport(), Transport::Rc) {
                     self.pair.insert((key.0, key.1), i);
                 }

@@ -235,7 +235,7 @@ svg{border:1px solid #ddd;margin:.3em 0;background:#fff}.note{color:#666;font-si
     let tmax = a.totals.duration;
     let _ = write!(out, "<h2>Summary</h2><pre>{}</pre>", esc(&super::report_text::render(a)));
     let mut busiest: Vec<&Flow> = a.flows.flows.iter().filter(|f| !f.points.items.is_empty()).collect();
-    busiest.sort_by(|x, y| y.packets.cmp(&x.packets));
+    busiest.sort_by_key(|f| std::cmp::Reverse(f.packets));
     busiest.truncate(MAX_PLOTTED_FLOWS);
     out.push_str(
         "<h2>PSN over time</h2><p class=legend><span style=color:#1f4e99>&#9679; send</span><span style=color:#c00>&#10005; retransmission / duplicate</span><span style=color:#e69500>&#9632; out of order</span><span style=color:#2a9d2a>&#8212; ACK</span><span style=color:#b000b0>&#9650; NAK</span></p>",
@@ -252,7 +252,7 @@ svg{border:1px solid #ddd;margin:.3em 0;background:#fff}.note{color:#666;font-si
     }
     out.push_str("<h2>Throughput over time</h2>");
     let mut top: Vec<&Flow> = a.flows.flows.iter().collect();
-    top.sort_by(|x, y| y.bytes.cmp(&x.bytes));
+    top.sort_by_key(|f| std::cmp::Reverse(f.bytes));
     top.truncate(6);
     throughput_plot(&mut out, &top, tmax);
     out.push_str("<h2>CM and SA ladder</h2>");

@@ -33,7 +33,7 @@ impl<T> Points<T> {
             self.stride = 1;
         }
         self.seen += 1;
-        if (self.seen - 1) % self.stride != 0 {
+        if !(self.seen - 1).is_multiple_of(self.stride) {
             return;
         }
         if self.items.len() == MAX_POINTS {
@@ -43,7 +43,7 @@ impl<T> Points<T> {
                 i % 2 == 1
             });
             self.stride *= 2;
-            if (self.seen - 1) % self.stride != 0 {
+            if !(self.seen - 1).is_multiple_of(self.stride) {
                 return;
             }
         }
@@ -72,8 +72,8 @@ pub struct Buckets {
 
 impl Default for Buckets {
     fn default() -> Self {
-        // 1 ms to start: a short capture gets fine slots, a long one doubles its way up.
-        Buckets { width: 1e-3, bytes: Vec::new() }
+        // 10 µs to start: a short capture gets fine slots, a long one doubles its way up.
+        Buckets { width: 1e-5, bytes: Vec::new() }
     }
 }
 
