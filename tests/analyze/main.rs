@@ -10,3 +10,4 @@ mod common;
 mod captures;
 mod html;
 mod oracle;
+mod schema;

@@ -2,7 +2,8 @@
 //! streaming pcap/pcapng reader and a pcap writer), the frame decoder that `roce decode`
 //! prints ([`decode`]: one summary line and one JSON object per frame, the JSON of
 //! spec/decode.schema.json, built by [`json_out`]), the way back from that JSON to frame bytes
-//! ([`encode`]), and sample frames ([`samples`], [`samples_mixed`]).
+//! ([`encode`]), the analysis of a whole capture that `roce analyze` reports ([`analyze`]), and
+//! sample frames ([`samples`], [`samples_mixed`], [`samples_flows`]).
 //!
 //! It reads bytes and writes bytes: no sockets, no command line (the `roce` binary adds both).
 //!
@@ -34,4 +35,5 @@ pub mod encode;
 pub mod fuzz_targets;
 pub mod json_out;
 pub mod samples;
+pub mod samples_flows;
 pub mod samples_mixed;
