@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 
-const SUBCOMMANDS: [&str; 13] = [
+const SUBCOMMANDS: [&str; 14] = [
     "mckey",
     "sa-query",
     "sa-server",
@@ -22,13 +22,14 @@ const SUBCOMMANDS: [&str; 13] = [
     "rping",
     "demo",
     "decode",
+    "analyze",
     "encode",
     "send",
     "bench",
     "fuzz-peer",
 ];
 
-const OPTIONS: [&str; 54] = [
+const OPTIONS: [&str; 57] = [
     "--peer",
     "--out",
     "-o",
@@ -83,6 +84,9 @@ const OPTIONS: [&str; 54] = [
     "--reset-cmd",
     "--max-resets",
     "--reset-timeout",
+    "--html",
+    "--annotate",
+    "--max-flows",
 ];
 
 fn hostile_values() -> Vec<OsString> {

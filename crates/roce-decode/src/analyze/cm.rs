@@ -73,7 +73,7 @@ pub struct CmTable {
     /// Connections, in REQ order.
     pub connections: Vec<Connection>,
     ids: HashMap<(IpAddr, u32), usize>,
-    /// Connections past [`MAX_CONNECTIONS`].
+    /// Connections (and SIDR requests waiting) past [`MAX_CONNECTIONS`].
     pub connections_dropped: u64,
     /// CM messages whose connection was not found (its REQ is before the capture).
     pub unmatched: u64,
@@ -155,7 +155,11 @@ impl CmTable {
             }
             attr::SIDR_REQ => {
                 self.sidr_requests += 1;
-                self.sidr_open.insert((src, local), t);
+                if self.sidr_open.len() < MAX_CONNECTIONS {
+                    self.sidr_open.insert((src, local), t);
+                } else {
+                    self.connections_dropped += 1;
+                }
             }
             attr::SIDR_REP => {
                 let status = d[4];

@@ -15,6 +15,9 @@ use super::Note;
 
 /// Open transactions kept; beyond, new requests are counted in [`MadTable::open_full`].
 pub const MAX_OPEN: usize = 65_536;
+/// Rows (class, method, attribute) kept; MADs of further rows are counted in
+/// [`MadTable::rows_dropped`].
+pub const MAX_ROWS: usize = 4096;
 
 /// A row of the MAD table.
 #[derive(Debug, Clone, Default)]
@@ -74,6 +77,8 @@ pub struct MadTable {
     pub unmatched_responses: u64,
     /// MADs in total.
     pub mads: u64,
+    /// MADs not analysed because [`MAX_ROWS`] rows were there.
+    pub rows_dropped: u64,
 }
 
 /// Names for a row: class, method, attribute.
@@ -94,6 +99,10 @@ impl MadTable {
         let tid = u64::from_be_bytes([m[8], m[9], m[10], m[11], m[12], m[13], m[14], m[15]]);
         let attr = u16::from_be_bytes([m[16], m[17]]);
         let row_key = (class, method, attr);
+        if self.rows.len() >= MAX_ROWS && !self.rows.contains_key(&row_key) {
+            self.rows_dropped += 1;
+            return None;
+        }
         // RMPP header (MAD bytes 24..36), when active [IBA 13.6.2].
         let mut rmpp_type = 0;
         if has_rmpp(class) && m.len() >= 36 && m[26] & 1 != 0 {

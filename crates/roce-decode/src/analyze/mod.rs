@@ -234,3 +234,71 @@ impl Analyzer {
         self.mads.finish();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::samples::sample_frames;
+    use proptest::prelude::*;
+
+    /// Sequences of sample frames with bytes changed, cut, or plain junk, on any link type:
+    /// the analysis and every report never panic, and the JSON document is one line.
+    fn run(frames: &[(u32, Vec<u8>)]) {
+        let mut a = Analyzer::new(8);
+        let mut w = annotate::PcapngWriter::new(Vec::new()).unwrap();
+        for (i, (lt, f)) in frames.iter().enumerate() {
+            let t = Duration::from_micros(i as u64 * 3);
+            a.frame(t, *lt, f);
+            w.write(t, *lt, f.len() as u32, f, a.note()).unwrap();
+        }
+        a.finish();
+        assert!(!report_json::document(&a).to_string().contains('\n'));
+        let _ = report_text::render(&a);
+        assert!(report_html::render(&a).ends_with("</html>\n"));
+        let bytes = w.finish().unwrap();
+        let mut r = crate::capture::Reader::new(&bytes[..]).unwrap();
+        let mut n = 0;
+        while r.next_frame().unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, frames.len());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+        #[test]
+        fn any_frames_any_link_never_panic(
+            picks in proptest::collection::vec((0usize..64, any::<u16>(), any::<u8>(), 0usize..400, 0u8..6), 1..40),
+        ) {
+            let samples = sample_frames();
+            const LINKS: [u32; 6] = [1, 1, 1, 101, 113, 276];
+            let frames: Vec<(u32, Vec<u8>)> = picks
+                .iter()
+                .map(|&(k, at, v, cut, lt)| {
+                    let mut f = samples[k % samples.len()].bytes.clone();
+                    if !f.is_empty() {
+                        let i = usize::from(at) % f.len();
+                        f[i] ^= v;
+                    }
+                    if cut < f.len() && cut % 3 == 0 {
+                        f.truncate(cut);
+                    }
+                    (LINKS[usize::from(lt)], f)
+                })
+                .collect();
+            run(&frames);
+        }
+    }
+
+    #[test]
+    fn every_sample_frame_through_every_report() {
+        let frames: Vec<(u32, Vec<u8>)> = sample_frames().into_iter().map(|s| (1, s.bytes)).collect();
+        run(&frames);
+        let mut a = Analyzer::default();
+        for (lt, f) in &frames {
+            a.frame(Duration::ZERO, *lt, f);
+        }
+        assert_eq!(a.totals.frames, frames.len() as u64);
+        assert!(!a.flows.flows.is_empty() && !a.mads.rows.is_empty());
+    }
+}

@@ -186,6 +186,7 @@ pub fn document(a: &Analyzer) -> Value {
             "requests_not_timed": a.flows.pending_full,
             "requests_unanswered": a.flows.unanswered(),
             "mad_transactions_not_tracked": a.mads.open_full,
+            "mad_rows_dropped": a.mads.rows_dropped,
             "connections_dropped": cm.connections_dropped,
             "groups_dropped": a.mcast.groups_dropped,
             "ladder_dropped": a.ladder.dropped,
