@@ -2,7 +2,6 @@
 //! (tests/validate_json.py, the venv's jsonschema), and `roce bench analyze` run once small.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use super::captures::{self, roce};
 use super::common;
@@ -23,17 +22,7 @@ fn every_document_matches_the_schema() {
         std::fs::write(&f, &out.stdout).unwrap();
         files.push(f);
     }
-    let python = std::env::var_os("ROCE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
-    let schema = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("spec/analyze.schema.json");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/validate_json.py");
-    let out = Command::new(&python).arg(&script).arg(&schema).args(&files).output().unwrap_or_else(|e| {
-        panic!("{}: {e}: the schema check needs the venv with jsonschema (run tests/setup.sh)", python.display())
-    });
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains(&format!("{} lines, 0 invalid", files.len())), "{text}");
+    common::validate_json("analyze.schema.json", &files, files.len());
 }
 
 /// The benchmark's code path, small: it runs, compares with tshark and reports both RSS

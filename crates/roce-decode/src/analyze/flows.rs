@@ -416,12 +416,9 @@ impl FlowTable {
         }
         use Opcode::*;
         match op {
-            RcAcknowledge
-            | RcAtomicAcknowledge
-            | RcRdmaReadResponseFirst
-            | RcRdmaReadResponseMiddle
-            | RcRdmaReadResponseLast
-            | RcRdmaReadResponseOnly => {
+            // READ responses (0x0d–0x10), ACK (0x11) and ATOMIC ACK (0x12): what a responder
+            // sends back [IBA table 38].
+            _ if matches!(u8::from(op), 0x0d..=0x12) => {
                 f.unique_bytes += payload;
                 self.response(i, fp, op, psn, t, note);
             }
