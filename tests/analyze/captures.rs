@@ -181,3 +181,84 @@ pub fn receiver_tap(dir: &Path, sender: &Path, seed: u64) -> PathBuf {
     w.finish().unwrap();
     path
 }
+
+/// A connection through the CM on the simulated link (2 % loss both ways, so some CM
+/// messages are re-sent): rdma_resolve_addr/route (ARP), REQ, REP, RTU, then SENDs and
+/// RDMA READs from the client, then a disconnect (DREQ, DREP). Returns the pcap.
+pub fn cm_rc(dir: &Path, seed: u64) -> PathBuf {
+    use roce_cm::{EventKind, PortSpace, QpType};
+    use std::net::SocketAddr;
+    let link = LinkConfig {
+        latency: Duration::from_micros(30),
+        jitter: Duration::from_micros(10),
+        loss: 0.02,
+        reorder: 0.05,
+        reorder_delay: Duration::from_micros(80),
+        ..LinkConfig::default()
+    };
+    let mut net = SimNet::new(seed);
+    net.set_capture(true);
+    let mut ca = StackConfig::new(MAC_A, A, 24);
+    ca.seed = seed;
+    let mut cb = StackConfig::new(MAC_B, B, 24);
+    cb.seed = seed + 1;
+    let srv = net.add(Stack::new(ca), link.clone());
+    let cli = net.add(Stack::new(cb), link);
+    let s = net.node_mut::<Stack>(srv);
+    let l = s.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    let addr = SocketAddr::new(IpAddr::V4(A), 7471);
+    s.bind_addr(l, addr).unwrap();
+    s.listen(l, 1).unwrap();
+    let cid = net.node_mut::<Stack>(cli).create_id(PortSpace::Tcp, QpType::Rc).unwrap();
+    let now = net.now();
+    net.node_mut::<Stack>(cli).resolve_addr(now, cid, None, addr, Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(100));
+    let now = net.now();
+    net.node_mut::<Stack>(cli).resolve_route(now, cid, Duration::from_secs(2)).unwrap();
+    net.run_for(Duration::from_millis(10));
+    let cq = net.node_mut::<Stack>(cli).create_qp_for_id(cid).unwrap();
+    let param = roce_cm::ConnectParam {
+        responder_resources: 4,
+        initiator_depth: 4,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        ..Default::default()
+    };
+    let now = net.now();
+    net.node_mut::<Stack>(cli).connect(now, cid, &param).unwrap();
+    let mut sid = None;
+    for _ in 0..100 {
+        net.run_for(Duration::from_millis(20));
+        let s = net.node_mut::<Stack>(srv);
+        if let Some(e) = std::iter::from_fn(|| s.poll_event()).find(|e| e.kind == EventKind::ConnectRequest) {
+            sid = Some(e.id);
+            break;
+        }
+    }
+    let sid = sid.expect("CONNECT_REQUEST");
+    let now = net.now();
+    let s = net.node_mut::<Stack>(srv);
+    let sq = s.create_qp_for_id(sid).unwrap();
+    s.accept(now, sid, &param).unwrap();
+    net.run_for(Duration::from_secs(1));
+    let s = net.node_mut::<Stack>(srv).rc_mut();
+    let sbuf = s.reg_mr(1 << 16, Access::ALL).unwrap();
+    for i in 0..12u64 {
+        s.post_recv(sq, RecvWr { wr_id: i, sg_list: vec![sge(&sbuf, 0, 4096)] }).unwrap();
+    }
+    let now = net.now();
+    let c = net.node_mut::<Stack>(cli).rc_mut();
+    let cbuf = c.reg_mr(1 << 16, Access::ALL).unwrap();
+    for i in 0..12u64 {
+        c.post_send(now, cq, wr(i, SendOp::Send, vec![sge(&cbuf, 0, 3000)])).unwrap();
+        let read = SendOp::Read { remote_addr: sbuf.addr + 4096 * (i % 8), rkey: sbuf.rkey };
+        c.post_send(now, cq, wr(100 + i, read, vec![sge(&cbuf, 8192, 2048)])).unwrap();
+    }
+    net.run_for(Duration::from_millis(500));
+    let now = net.now();
+    net.node_mut::<Stack>(cli).disconnect(now, cid).unwrap();
+    net.run_for(Duration::from_secs(2));
+    let path = dir.join("cm-rc.pcap");
+    std::fs::write(&path, net.pcap_bytes()).unwrap();
+    path
+}

@@ -26,8 +26,8 @@ fn headless(dir: &Path) -> Command {
 #[test]
 fn html_report_renders_in_chromium_with_its_plots() {
     let dir = common::artefact_dir("analyze-html");
-    let (pcap, _, _) = captures::lossy_rc(&dir, 11);
-    // One report of RC flows, one of CM and SA exchanges.
+    let pcap = captures::cm_rc(&dir, 3);
+    // One report of an RC connection made through the CM, one of CM and SA exchanges.
     for (name, cap) in [("rc", pcap.as_path()), ("sample", sample().as_path())] {
         let html = dir.join(format!("{name}.html"));
         let st = captures::roce()
@@ -59,13 +59,14 @@ fn html_report_renders_in_chromium_with_its_plots() {
             assert!(dom.contains("class=\"nak\""), "NAKs marked");
             assert!(dom.contains("class=\"ack\""), "ACKs marked");
             assert!(dom.contains("class=\"bar\""), "latency histogram bars");
+            assert!(dom.matches("class=\"rung\"").count() >= 5, "REQ, REP, RTU, DREQ, DREP");
         } else {
             assert!(dom.matches("class=\"rung\"").count() >= 10, "CM and SA ladder rungs");
         }
         if let Some(shot) = std::env::var_os("ROCE_SCREENSHOT").filter(|_| name == "rc") {
             let st = headless(&dir)
                 .arg(format!("--screenshot={}", Path::new(&shot).display()))
-                .arg("--window-size=1000,1400")
+                .arg("--window-size=1000,2700")
                 .arg(&url)
                 .status()
                 .unwrap();

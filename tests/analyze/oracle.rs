@@ -326,21 +326,46 @@ fn ecn_marks_and_cnps_match_tshark() {
     assert_eq!(cnp["dest_qp"], qa);
 }
 
+/// CM messages by attribute name, from tshark's fields.
+fn cm_messages(path: &Path) -> BTreeMap<String, u64> {
+    let rows = fields(path, &["infiniband.mad.mgmtclass", "infiniband.mad.attributeid"]);
+    let mut cm: BTreeMap<String, u64> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r[0] == "0x07") {
+        *cm.entry(roce_wire::cm::attr::name(num(&r[1]) as u16).to_owned()).or_default() += 1;
+    }
+    cm
+}
+
+fn got_cm_messages(doc: &Value) -> BTreeMap<String, u64> {
+    doc["cm"]["messages"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect()
+}
+
+#[test]
+fn cm_connected_rc_matches_tshark() {
+    let dir = common::artefact_dir("analyze-cm-rc");
+    let pcap = captures::cm_rc(&dir, 3);
+    let doc = check_flows(&pcap, &[]);
+    assert_eq!(got_cm_messages(&doc), cm_messages(&pcap));
+    let conns = doc["cm"]["connections"].as_array().unwrap();
+    assert_eq!(conns.len(), 1, "{}", doc["cm"]);
+    let c = &conns[0];
+    assert_eq!(c["state"], "closed", "{c}");
+    assert_eq!((c["active"].as_str(), c["passive"].as_str()), (Some("198.18.0.2"), Some("198.18.0.1")));
+    for k in ["req_rep", "rep_rtu", "dreq_drep"] {
+        assert_eq!(doc["cm"][k]["count"], 1, "{k}: {}", doc["cm"]);
+    }
+    let flows = doc["flows"].as_array().unwrap();
+    let reads: u64 = flows.iter().map(|f| f["reads"]["latency"]["count"].as_u64().unwrap()).sum();
+    assert!(reads >= 12, "READs timed: {reads}");
+}
+
 #[test]
 fn sample_capture_flows_mads_cm_and_multicast_match_tshark() {
     // Frame 44's IPv4 total length is wrong: tshark dissects it anyway, we count it malformed.
     let doc = check_flows(&sample(), &[44]);
     assert_eq!(doc["capture"]["malformed"]["IPv4: ip_length"], 1);
     check_mads(&sample(), &doc);
-    // CM messages by attribute.
-    let rows = fields(&sample(), &["infiniband.mad.mgmtclass", "infiniband.mad.attributeid"]);
-    let mut cm: BTreeMap<String, u64> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r[0] == "0x07") {
-        *cm.entry(roce_wire::cm::attr::name(num(&r[1]) as u16).to_owned()).or_default() += 1;
-    }
-    let got: BTreeMap<String, u64> =
-        doc["cm"]["messages"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect();
-    assert_eq!(got, cm);
+    assert_eq!(got_cm_messages(&doc), cm_messages(&sample()));
     // IGMP/MLD: reports and leaves per group address.
     let rows = fields(
         &sample(),

@@ -187,7 +187,7 @@ pub struct Flow {
     pub bad_icrc: u64,
     /// The PSN-over-time plot (bounded).
     pub points: Points<PsnPoint>,
-    /// Payload bytes over time (bounded).
+    /// Payload bytes over time from the flow's first packet (bounded).
     pub throughput: Buckets,
 }
 
@@ -405,7 +405,7 @@ impl FlowTable {
         f.bytes += payload;
         f.last_psn = psn;
         f.last_time = t;
-        f.throughput.add(t, payload);
+        f.throughput.add(t - f.first_time, payload);
         if !fp.icrc_ok() {
             f.bad_icrc += 1;
             note.add("ICRC bad");

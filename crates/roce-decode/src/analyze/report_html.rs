@@ -12,6 +12,8 @@ use super::Analyzer;
 
 /// Flows that get their own PSN plot (the busiest).
 pub const MAX_PLOTTED_FLOWS: usize = 24;
+/// Points a flow needs for a plot of its own.
+pub const MIN_PLOTTED_POINTS: usize = 4;
 
 const W: f64 = 720.0;
 const H: f64 = 260.0;
@@ -22,8 +24,9 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-fn x_of(t: f64, tmax: f64) -> f64 {
-    L + (W - L - 10.0) * if tmax > 0.0 { t / tmax } else { 0.0 }
+/// The x of time `t` on an axis from `t0` to `t1`.
+fn x_of(t: f64, (t0, t1): (f64, f64)) -> f64 {
+    L + (W - L - 10.0) * if t1 > t0 { (t - t0) / (t1 - t0) } else { 0.0 }
 }
 
 fn y_of(v: f64, vmin: f64, vmax: f64) -> f64 {
@@ -32,7 +35,7 @@ fn y_of(v: f64, vmin: f64, vmax: f64) -> f64 {
 }
 
 /// The frame of a plot: axes, end labels, the SVG's open tag (closed by the caller).
-fn axes(out: &mut String, class: &str, title: &str, x: (f64, f64, &str), y: (f64, f64, &str)) {
+fn axes(out: &mut String, class: &str, title: &str, x: (f64, f64, &str), y: (String, String, &str)) {
     let _ = write!(
         out,
         r#"<svg class="{class}" xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img"><title>{}</title>"#,
@@ -44,18 +47,20 @@ fn axes(out: &mut String, class: &str, title: &str, x: (f64, f64, &str), y: (f64
         b = H - B,
         r = W - 10.0
     );
+    if !x.2.is_empty() {
+        let _ = write!(
+            out,
+            r#"<text x="{L}" y="{ty}" font-size="11">{:.6}</text><text x="{rx}" y="{ty}" font-size="11" text-anchor="end">{:.6} {}</text>"#,
+            x.0,
+            x.1,
+            esc(x.2),
+            ty = H - 12.0,
+            rx = W - 10.0
+        );
+    }
     let _ = write!(
         out,
-        r#"<text x="{L}" y="{ty}" font-size="11">{:.6}</text><text x="{rx}" y="{ty}" font-size="11" text-anchor="end">{:.6} {}</text>"#,
-        x.0,
-        x.1,
-        esc(x.2),
-        ty = H - 12.0,
-        rx = W - 10.0
-    );
-    let _ = write!(
-        out,
-        r#"<text x="{lx}" y="{yb}" font-size="11" text-anchor="end">{}</text><text x="{lx}" y="20" font-size="11" text-anchor="end">{} {}</text>"#,
+        r#"<text x="{lx}" y="{yb}" font-size="10" text-anchor="end">{}</text><text x="{lx}" y="20" font-size="10" text-anchor="end">{}</text><text x="{lx}" y="32" font-size="10" text-anchor="end">{}</text>"#,
         y.0,
         y.1,
         esc(y.2),
@@ -64,8 +69,10 @@ fn axes(out: &mut String, class: &str, title: &str, x: (f64, f64, &str), y: (f64
     );
 }
 
-fn psn_plot(out: &mut String, f: &Flow, tmax: f64) {
+fn psn_plot(out: &mut String, f: &Flow) {
     let pts = &f.points.items;
+    // The flow's own time span (tcptrace's axis), ACKs from the reverse flow included.
+    let span = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.t), b.max(p.t)));
     let rel = |p: u32| f64::from(serial(p, f.first_psn));
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     for p in pts {
@@ -74,9 +81,11 @@ fn psn_plot(out: &mut String, f: &Flow, tmax: f64) {
     }
     let title = format!("PSN over time: {} -> {} QP 0x{:06x}", f.src, f.dst, f.dest_qp);
     let _ = write!(out, "<h3>{}</h3>", esc(&title));
-    axes(out, "psn-plot", &title, (0.0, tmax, "s"), (lo + f64::from(f.first_psn), hi + f64::from(f.first_psn), "PSN"));
+    // The axis ends as PSNs again (24 bits: they may wrap inside a plot).
+    let psn_at = |v: f64| ((i64::from(f.first_psn) + v as i64) & 0xff_ffff).to_string();
+    axes(out, "psn-plot", &title, (span.0, span.1, "s"), (psn_at(lo), psn_at(hi), "PSN"));
     for p in pts {
-        let (x, y) = (x_of(p.t, tmax), y_of(rel(p.psn), lo, hi));
+        let (x, y) = (x_of(p.t, span), y_of(rel(p.psn), lo, hi));
         let _ = match p.kind {
             PointKind::Send => {
                 write!(out, r##"<circle class="send" cx="{x:.1}" cy="{y:.1}" r="1.6" fill="#1f4e99"/>"##)
@@ -113,7 +122,7 @@ fn psn_plot(out: &mut String, f: &Flow, tmax: f64) {
     }
 }
 
-fn throughput_plot(out: &mut String, flows: &[&Flow], tmax: f64) {
+fn throughput_plot(out: &mut String, flows: &[&Flow]) {
     const COLORS: [&str; 6] = ["#1f4e99", "#c00", "#2a9d2a", "#e69500", "#b000b0", "#555"];
     let mut ymax = 1.0f64;
     for f in flows {
@@ -121,17 +130,21 @@ fn throughput_plot(out: &mut String, flows: &[&Flow], tmax: f64) {
             ymax = ymax.max(b as f64 * 8.0 / f.throughput.width);
         }
     }
-    axes(out, "throughput-plot", "Throughput over time", (0.0, tmax, "s"), (0.0, ymax, "b/s"));
+    // The span the charted flows were active in.
+    let span = flows.iter().fold((f64::MAX, f64::MIN), |(a, b), f| (a.min(f.first_time), b.max(f.last_time)));
+    let span = if flows.is_empty() { (0.0, 0.0) } else { span };
+    let y = (String::from("0"), super::report_text::rate(ymax), "");
+    axes(out, "throughput-plot", "Throughput over time", (span.0, span.1, "s"), y);
     for (i, f) in flows.iter().enumerate() {
         let tp = &f.throughput;
         let mut d = String::new();
         for (k, &b) in tp.bytes.iter().enumerate() {
-            let t = (k as f64 + 0.5) * tp.width;
+            let t = f.first_time + (k as f64 + 0.5) * tp.width;
             let _ = write!(
                 d,
                 "{}{:.1} {:.1}",
                 if k == 0 { "M" } else { "L" },
-                x_of(t.min(tmax), tmax),
+                x_of(t.min(span.1), span),
                 y_of(b as f64 * 8.0 / tp.width, 0.0, ymax)
             );
         }
@@ -204,7 +217,7 @@ fn histogram(out: &mut String, title: &str, l: &Latency) {
     let last = l.bins.iter().rposition(|&c| c > 0).unwrap_or(0);
     let n = (last - first + 1) as f64;
     let ymax = *l.bins.iter().max().unwrap_or(&1) as f64;
-    axes(out, "histogram", title, (0.0, 0.0, ""), (0.0, ymax, "samples"));
+    axes(out, "histogram", title, (0.0, 0.0, ""), (String::from("0"), ymax.to_string(), "samples"));
     let bw = (W - L - 10.0) / n;
     for (k, i) in (first..=last).enumerate() {
         let c = l.bins[i] as f64;
@@ -232,29 +245,30 @@ body{font-family:sans-serif;margin:1.5em;color:#222}pre{font-size:11px;backgroun
 svg{border:1px solid #ddd;margin:.3em 0;background:#fff}.note{color:#666;font-size:12px}h3{font-size:14px;margin:.8em 0 .2em}\
 .legend span{margin-right:1.2em;font-size:12px}</style></head><body><h1>roce analyze</h1>",
     );
-    let tmax = a.totals.duration;
     let _ = write!(out, "<h2>Summary</h2><pre>{}</pre>", esc(&super::report_text::render(a)));
-    let mut busiest: Vec<&Flow> = a.flows.flows.iter().filter(|f| !f.points.items.is_empty()).collect();
+    // Flows of a few requests (MADs on QP 1) say little as a plot: the table has them.
+    let plotted = |f: &&Flow| f.points.items.len() >= MIN_PLOTTED_POINTS;
+    let mut busiest: Vec<&Flow> = a.flows.flows.iter().filter(plotted).collect();
     busiest.sort_by_key(|f| std::cmp::Reverse(f.packets));
     busiest.truncate(MAX_PLOTTED_FLOWS);
     out.push_str(
         "<h2>PSN over time</h2><p class=legend><span style=color:#1f4e99>&#9679; send</span><span style=color:#c00>&#10005; retransmission / duplicate</span><span style=color:#e69500>&#9632; out of order</span><span style=color:#2a9d2a>&#8212; ACK</span><span style=color:#b000b0>&#9650; NAK</span></p>",
     );
     if busiest.is_empty() {
-        out.push_str("<p class=note>no flows with requests</p>");
+        out.push_str("<p class=note>no flow with enough requests to plot</p>");
     }
     for f in &busiest {
-        psn_plot(&mut out, f, tmax);
+        psn_plot(&mut out, f);
     }
     let hidden = a.flows.flows.iter().filter(|f| !f.points.items.is_empty()).count().saturating_sub(busiest.len());
     if hidden > 0 {
-        let _ = write!(out, "<p class=note>{hidden} smaller flows not plotted.</p>");
+        let _ = write!(out, "<p class=note>{hidden} smaller flows not plotted (see the tables).</p>");
     }
     out.push_str("<h2>Throughput over time</h2>");
-    let mut top: Vec<&Flow> = a.flows.flows.iter().collect();
+    let mut top: Vec<&Flow> = a.flows.flows.iter().filter(|f| f.packets >= MIN_PLOTTED_POINTS as u64).collect();
     top.sort_by_key(|f| std::cmp::Reverse(f.bytes));
     top.truncate(6);
-    throughput_plot(&mut out, &top, tmax);
+    throughput_plot(&mut out, &top);
     out.push_str("<h2>CM and SA ladder</h2>");
     ladder(&mut out, a);
     out.push_str("<h2>Latency histograms</h2>");

@@ -66,7 +66,7 @@ impl<T> Points<T> {
 pub struct Buckets {
     /// Slot width in seconds.
     pub width: f64,
-    /// Bytes per slot, from time 0 of the capture.
+    /// Bytes per slot, from the series' time 0 (a flow's first packet).
     pub bytes: Vec<u64>,
 }
 
@@ -78,7 +78,7 @@ impl Default for Buckets {
 }
 
 impl Buckets {
-    /// Add `n` bytes at `t` seconds since the capture's first frame.
+    /// Add `n` bytes at `t` seconds since the series' time 0.
     pub fn add(&mut self, t: f64, n: u64) {
         let t = if t.is_finite() && t > 0.0 { t } else { 0.0 };
         let mut slot = (t / self.width) as usize;
