@@ -262,3 +262,51 @@ pub fn cm_rc(dir: &Path, seed: u64) -> PathBuf {
     std::fs::write(&path, net.pcap_bytes()).unwrap();
     path
 }
+
+/// Multicast through the in-process SA on the simulated link (A's cable loses 10 %, so SA
+/// requests are re-sent): A joins three groups (one twice, as two ids), leaves two, destroys
+/// the id holding the third; SA Set/Delete on QP 1 and IGMPv3 reports (both paths). Returns
+/// the pcap.
+pub fn multicast(dir: &Path, seed: u64) -> PathBuf {
+    use roce_cm::{MulticastPaths, PortSpace, QpType};
+    use roce_wire::mcmember::JoinState;
+    use std::net::SocketAddr;
+    let sa_ip = B;
+    let mut net = SimNet::new(seed);
+    net.set_capture(true);
+    let mut cfg = StackConfig::new(MAC_A, A, 24);
+    cfg.sa = Some(IpAddr::V4(sa_ip));
+    cfg.seed = seed;
+    cfg.multicast_paths = MulticastPaths::BOTH;
+    let lossy = LinkConfig { latency: Duration::from_micros(100), loss: 0.1, ..LinkConfig::default() };
+    let a = net.add(Stack::new(cfg), lossy);
+    let mut scfg = StackConfig::new(MAC_B, sa_ip, 24);
+    scfg.seed = seed ^ 0xffff;
+    net.add(roce_net::SaHost::with_defaults(scfg), LinkConfig::default());
+    let g: [IpAddr; 3] = [1, 2, 3].map(|x| IpAddr::V4(Ipv4Addr::new(239, x, 2, 3)));
+    let now = net.now();
+    let s = net.node_mut::<Stack>(a);
+    let ids: Vec<_> = (0..3)
+        .map(|_| {
+            let id = s.create_id(PortSpace::Udp, QpType::Ud).unwrap();
+            s.bind_addr(id, SocketAddr::new(IpAddr::V4(A), 0)).unwrap();
+            id
+        })
+        .collect();
+    s.join_multicast(now, ids[0], g[0], JoinState::FULL_MEMBER).unwrap();
+    s.join_multicast(now, ids[1], g[0], JoinState::SEND_ONLY_FULL_MEMBER).unwrap();
+    s.join_multicast(now, ids[1], g[1], JoinState::FULL_MEMBER).unwrap();
+    s.join_multicast(now, ids[2], g[2], JoinState::FULL_MEMBER).unwrap();
+    net.run_for(Duration::from_secs(8));
+    let now = net.now();
+    let s = net.node_mut::<Stack>(a);
+    while s.poll_event().is_some() {}
+    let _ = s.leave_multicast(now, ids[0], g[0]);
+    let _ = s.leave_multicast(now, ids[1], g[0]);
+    let _ = s.leave_multicast(now, ids[1], g[1]);
+    s.destroy_id(now, ids[2]).unwrap();
+    net.run_for(Duration::from_secs(15));
+    let path = dir.join("multicast.pcap");
+    std::fs::write(&path, net.pcap_bytes()).unwrap();
+    path
+}

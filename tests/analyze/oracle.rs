@@ -359,6 +359,78 @@ fn cm_connected_rc_matches_tshark() {
     assert!(reads >= 12, "READs timed: {reads}");
 }
 
+/// SA joins and leaves per MGID from tshark's fields: a Set or Delete of an MCMemberRecord
+/// opens (requester, TID); the first answer with status 0 counts a join or a leave.
+fn sa_membership(path: &Path) -> BTreeMap<String, (u64, u64, u64, u64)> {
+    let rows = fields(
+        path,
+        &[
+            "ip.src",
+            "ip.dst",
+            "infiniband.mad.method",
+            "infiniband.mad.transactionid",
+            "infiniband.mad.status",
+            "infiniband.mcmemberrecord.mgid",
+        ],
+    );
+    let mut open: HashMap<(String, u64), u64> = HashMap::new();
+    let mut per: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
+    for r in rows.iter().filter(|r| !r[5].is_empty()) {
+        let (method, tid, status) = (num(&r[2]), num(&r[3]), num(&r[4]));
+        let e = per.entry(r[5].clone()).or_default();
+        match method {
+            0x02 | 0x15 => {
+                if method == 0x02 {
+                    e.0 += 1;
+                } else {
+                    e.1 += 1;
+                }
+                open.entry((r[0].clone(), tid)).or_insert(method);
+            }
+            m if m & 0x80 != 0 => {
+                if let Some(req) = open.remove(&(r[1].clone(), tid)) {
+                    if status == 0 && req == 0x02 {
+                        e.2 += 1;
+                    } else if status == 0 && req == 0x15 {
+                        e.3 += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    per
+}
+
+#[test]
+fn multicast_joins_and_leaves_through_the_sa_match_tshark() {
+    let dir = common::artefact_dir("analyze-multicast");
+    let pcap = captures::multicast(&dir, 21);
+    let doc = check_flows(&pcap, &[]);
+    check_mads(&pcap, &doc);
+    let mut got: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
+    for g in doc["multicast"]["groups"].as_array().unwrap().iter().filter(|g| g["kind"] == "mgid") {
+        let u = |k: &str| g[k].as_u64().unwrap();
+        got.insert(
+            g["group"].as_str().unwrap().to_owned(),
+            (u("join_requests"), u("leave_requests"), u("joins"), u("leaves")),
+        );
+    }
+    // The requests resent under loss are counted once per copy on the wire, as tshark sees them.
+    let want: BTreeMap<String, (u64, u64, u64, u64)> = sa_membership(&pcap);
+    assert_eq!(got, want);
+    assert_eq!(got.len(), 3, "three groups");
+    let resends: u64 =
+        doc["mads"]["transactions"].as_array().unwrap().iter().map(|t| t["resends"].as_u64().unwrap()).sum();
+    assert!(resends > 0, "SA requests re-sent under loss");
+    // IGMP reports per group address, as tshark counts the records.
+    let rows = fields(&pcap, &["igmp.type", "igmp.record_type"]);
+    let reports = rows.iter().filter(|r| r[0] == "0x22").count() as u64;
+    let groups = doc["multicast"]["groups"].as_array().unwrap();
+    let sum = |k: &str| groups.iter().map(|g| g[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("reports") + sum("report_leaves"), reports, "one record per IGMPv3 report here");
+}
+
 #[test]
 fn sample_capture_flows_mads_cm_and_multicast_match_tshark() {
     // Frame 44's IPv4 total length is wrong: tshark dissects it anyway, we count it malformed.
