@@ -163,6 +163,11 @@ impl Analyzer {
             LinkHeader::parse(LinkType::from(linktype), data).and_then(|h| Sliced::after_link(h, data, Checks::Lax));
         let sliced = match sliced {
             Ok(s) => s,
+            Err(e) if e.reason() == "link_type" => {
+                // A link type the demux does not read (as `roce decode`'s `unsupported_link`).
+                *tot.other.entry("unsupported_link").or_default() += 1;
+                return;
+            }
             Err(e) => {
                 *tot.malformed.entry(format!("{}: {}", e.layer().name(), e.reason())).or_default() += 1;
                 let _ = std::fmt::Write::write_fmt(self.note.text(), format_args!("malformed: {e}"));
@@ -300,5 +305,8 @@ mod tests {
         }
         assert_eq!(a.totals.frames, frames.len() as u64);
         assert!(!a.flows.flows.is_empty() && !a.mads.rows.is_empty());
+        // A link type the demux does not read is counted apart, not as malformed.
+        a.frame(Duration::ZERO, 247, &frames[0].1);
+        assert_eq!((a.totals.other["unsupported_link"], a.totals.malformed.len()), (1, 1));
     }
 }
