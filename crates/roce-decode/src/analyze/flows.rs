@@ -17,10 +17,9 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use roce_wire::bth::{Opcode, Transport};
-use roce_wire::frame::FramePacket;
 
 use super::series::{Buckets, Latency, Points};
-use super::Note;
+use super::{Note, Packet};
 
 /// Gaps a flow remembers (to tell a late packet from a retransmission); beyond, the oldest
 /// is forgotten and counted in [`Flow::holes_forgotten`].
@@ -364,17 +363,6 @@ pub struct FlowTable {
     pub max_flows: usize,
 }
 
-/// The ECN bits of the IP header.
-fn ecn(fp: &FramePacket<'_>) -> u8 {
-    let b = fp.as_bytes();
-    let ip = fp.offsets.ip;
-    if fp.is_ipv6() {
-        (b[ip + 1] >> 4) & 3
-    } else {
-        b[ip + 1] & 3
-    }
-}
-
 impl FlowTable {
     /// A table of at most `max_flows` flows.
     pub fn new(max_flows: usize) -> FlowTable {
@@ -382,11 +370,11 @@ impl FlowTable {
     }
 
     /// Account one RoCEv2 frame.
-    pub fn frame(&mut self, fp: &FramePacket<'_>, t: f64, frame: u64, note: &mut Note) {
-        let bth = fp.bth();
-        let op = fp.opcode();
+    pub fn frame(&mut self, fp: &Packet<'_>, t: f64, frame: u64, note: &mut Note) {
+        let bth = fp.bth;
+        let op = bth.opcode();
         let psn = bth.psn();
-        let key = (fp.src_ip(), fp.dst_ip(), bth.dest_qp());
+        let key = (fp.src, fp.dst, bth.dest_qp());
         let i = match self.index.get(&key) {
             Some(&i) => i,
             None => {
@@ -399,18 +387,18 @@ impl FlowTable {
                 self.flows.len() - 1
             }
         };
-        let payload = fp.payload().len() as u64;
+        let payload = fp.payload.len() as u64;
         let f = &mut self.flows[i];
         f.packets += 1;
         f.bytes += payload;
         f.last_psn = psn;
         f.last_time = t;
         f.throughput.add(t - f.first_time, payload);
-        if !fp.icrc_ok() {
+        if !fp.icrc_ok {
             f.bad_icrc += 1;
             note.add("ICRC bad");
         }
-        if ecn(fp) == 3 {
+        if fp.ecn_ce {
             f.ecn_ce += 1;
             note.add("ECN CE");
         }
@@ -463,11 +451,10 @@ impl FlowTable {
     }
 
     /// An ACK, ATOMIC ACK or READ response on flow `i`.
-    fn response(&mut self, i: usize, fp: &FramePacket<'_>, op: Opcode, psn: u32, t: f64, note: &mut Note) {
+    fn response(&mut self, i: usize, fp: &Packet<'_>, op: Opcode, psn: u32, t: f64, note: &mut Note) {
         use Opcode::*;
-        let b = fp.as_bytes();
-        let has_aeth = !matches!(op, RcRdmaReadResponseMiddle);
-        let syndrome = has_aeth.then(|| b[fp.offsets.ext]);
+        // The AETH comes first among the extension headers of every opcode here but MIDDLE.
+        let syndrome = fp.ext.first().copied().filter(|_| op != RcRdmaReadResponseMiddle);
         let f = &mut self.flows[i];
         let mut kind = PointKind::Ack;
         match op {

@@ -27,7 +27,9 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use roce_wire::bth;
 use roce_wire::demux::{Checks, LinkHeader, LinkType, Payload, Sliced};
+use roce_wire::frame::FramePacket;
 use roce_wire::l2::L2Packet;
 
 /// Ladder rungs (CM and SA messages) kept for the HTML report; beyond, counted in
@@ -62,6 +64,46 @@ impl Note {
     }
 }
 
+/// One transport packet as the analysis sees it, whatever link carried it: RoCEv2 frames are
+/// read into it from the demux ([`Packet::from_roce`]); a native InfiniBand packet can be read
+/// into it from its LRH/GRH (the GIDs as the endpoints) and handed to [`Analyzer::packet`].
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<'a> {
+    /// The source endpoint (IP address; a GID is an IPv6 address).
+    pub src: IpAddr,
+    /// The destination endpoint.
+    pub dst: IpAddr,
+    /// The BTH.
+    pub bth: bth::Packet<&'a [u8]>,
+    /// The extension headers the opcode carries, in wire order.
+    pub ext: &'a [u8],
+    /// The payload (pad and ICRC excluded).
+    pub payload: &'a [u8],
+    /// Whether the ICRC is right.
+    pub icrc_ok: bool,
+    /// Whether the packet carries a congestion mark (IP ECN bits 11).
+    pub ecn_ce: bool,
+}
+
+impl<'a> Packet<'a> {
+    /// The packet of a RoCEv2 frame the demux checked.
+    pub fn from_roce(fp: &FramePacket<'a>) -> Packet<'a> {
+        let b = fp.as_bytes();
+        let ip = fp.offsets.ip;
+        // ECN: the low two bits of the IPv4 TOS, or of the IPv6 traffic class.
+        let ecn = if fp.is_ipv6() { (b[ip + 1] >> 4) & 3 } else { b[ip + 1] & 3 };
+        Packet {
+            src: fp.src_ip(),
+            dst: fp.dst_ip(),
+            bth: fp.bth(),
+            ext: &b[fp.offsets.ext..fp.offsets.payload],
+            payload: fp.payload(),
+            icrc_ok: fp.icrc_ok(),
+            ecn_ce: ecn == 3,
+        }
+    }
+}
+
 /// One message of the ladder diagram.
 #[derive(Debug, Clone)]
 pub struct Rung {
@@ -93,7 +135,7 @@ pub struct Totals {
     pub frames: u64,
     /// Captured bytes.
     pub bytes: u64,
-    /// RoCEv2 frames.
+    /// RoCEv2 frames (and transport packets handed to [`Analyzer::packet`]).
     pub roce: u64,
     /// IGMP and MLD messages.
     pub multicast_reports: u64,
@@ -149,16 +191,39 @@ impl Analyzer {
         self.note.as_str()
     }
 
-    /// Analyse one frame (`linktype`: see [`crate::capture::linktype`]).
-    pub fn frame(&mut self, timestamp: Duration, linktype: u32, data: &[u8]) {
+    /// Count a frame of `len` captured bytes at `timestamp`: its number and its time since
+    /// the first frame.
+    fn start(&mut self, timestamp: Duration, len: usize) -> (u64, f64) {
         self.note.text.clear();
         let tot = &mut self.totals;
         tot.frames += 1;
-        tot.bytes += data.len() as u64;
+        tot.bytes += len as u64;
         let start = *tot.start.get_or_insert(timestamp);
         let t = timestamp.saturating_sub(start).as_secs_f64();
         tot.duration = tot.duration.max(t);
-        let n = tot.frames;
+        (tot.frames, t)
+    }
+
+    /// Analyse one transport packet whose link the caller read (from a frame of `cap_len`
+    /// captured bytes), as [`Analyzer::frame`] analyses a RoCEv2 frame.
+    pub fn packet(&mut self, timestamp: Duration, cap_len: usize, p: &Packet<'_>) {
+        let (n, t) = self.start(timestamp, cap_len);
+        self.transport(p, t, n);
+    }
+
+    fn transport(&mut self, p: &Packet<'_>, t: f64, n: u64) {
+        self.totals.roce += 1;
+        self.flows.frame(p, t, n, &mut self.note);
+        let m = p.payload;
+        if p.bth.dest_qp() <= 1 && m.len() >= roce_wire::MAD_SIZE {
+            self.mad(p.src, p.dst, &m[..roce_wire::MAD_SIZE], t, n);
+        }
+    }
+
+    /// Analyse one frame (`linktype`: see [`crate::capture::linktype`]).
+    pub fn frame(&mut self, timestamp: Duration, linktype: u32, data: &[u8]) {
+        let (n, t) = self.start(timestamp, data.len());
+        let tot = &mut self.totals;
         let sliced =
             LinkHeader::parse(LinkType::from(linktype), data).and_then(|h| Sliced::after_link(h, data, Checks::Lax));
         let sliced = match sliced {
@@ -175,16 +240,7 @@ impl Analyzer {
             }
         };
         match sliced.payload {
-            Payload::RoceV2 { packet, .. } => {
-                tot.roce += 1;
-                self.flows.frame(&packet, t, n, &mut self.note);
-                let qp = packet.bth().dest_qp();
-                let m = packet.payload();
-                if qp <= 1 && m.len() >= roce_wire::MAD_SIZE {
-                    let (src, dst) = (packet.src_ip(), packet.dst_ip());
-                    self.mad(src, dst, &m[..roce_wire::MAD_SIZE], t, n);
-                }
-            }
+            Payload::RoceV2 { packet, .. } => self.transport(&Packet::from_roce(&packet), t, n),
             Payload::NotRoce { packet: Ok(p), .. } => match p {
                 L2Packet::Igmp { ip, msg } => {
                     tot.multicast_reports += 1;
@@ -293,6 +349,24 @@ mod tests {
                 .collect();
             run(&frames);
         }
+    }
+
+    /// A caller that reads the link itself and hands the packets over gets the same flows.
+    #[test]
+    fn packets_handed_over_give_the_same_flows() {
+        let mut by_frame = Analyzer::default();
+        let mut by_packet = Analyzer::default();
+        for (i, s) in crate::samples_mixed::mixed_frames(600, 3).enumerate() {
+            let t = Duration::from_micros(i as u64);
+            if let Ok(Sliced { payload: Payload::RoceV2 { packet, .. }, .. }) = Sliced::from_ethernet(&s, Checks::Lax) {
+                by_frame.frame(t, 1, &s);
+                by_packet.packet(t, s.len(), &Packet::from_roce(&packet));
+            }
+        }
+        let flows = |a: &Analyzer| report_json::document(a)["flows"].clone();
+        assert!(by_frame.totals.roce > 300);
+        assert_eq!(flows(&by_frame), flows(&by_packet));
+        assert_eq!(by_frame.mads.mads, by_packet.mads.mads);
     }
 
     #[test]
