@@ -19,6 +19,19 @@ pub fn roce() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roce"))
 }
 
+/// Stacks A (`link_a`) and B (`link_b`) on a simulated link that captures every frame sent.
+fn two_stacks(seed: u64, link_a: LinkConfig, link_b: LinkConfig) -> (SimNet, roce_net::NodeId, roce_net::NodeId) {
+    let mut net = SimNet::new(seed);
+    net.set_capture(true);
+    let mut ca = StackConfig::new(MAC_A, A, 24);
+    ca.seed = seed;
+    let mut cb = StackConfig::new(MAC_B, B, 24);
+    cb.seed = seed ^ 0xbeef;
+    let a = net.add(Stack::new(ca), link_a);
+    let b = net.add(Stack::new(cb), link_b);
+    (net, a, b)
+}
+
 fn sge(m: &MrInfo, off: u64, len: u32) -> Sge {
     Sge { addr: m.addr + off, length: len, lkey: m.lkey }
 }
@@ -40,14 +53,7 @@ pub fn lossy_rc(dir: &Path, seed: u64) -> (PathBuf, u32, u32) {
         reorder_delay: Duration::from_micros(100),
         ..LinkConfig::default()
     };
-    let mut net = SimNet::new(seed);
-    net.set_capture(true);
-    let mut ca = StackConfig::new(MAC_A, A, 24);
-    ca.seed = seed;
-    let mut cb = StackConfig::new(MAC_B, B, 24);
-    cb.seed = seed ^ 0xbeef;
-    let a = net.add(Stack::new(ca), link);
-    let b = net.add(Stack::new(cb), LinkConfig::with_latency(Duration::from_micros(20)));
+    let (mut net, a, b) = two_stacks(seed, link, LinkConfig::with_latency(Duration::from_micros(20)));
     let qa = net.node_mut::<Stack>(a).create_qp_with(QpInit::default()).unwrap();
     let qb = net.node_mut::<Stack>(b).create_qp_with(QpInit::default()).unwrap();
     let now = net.now();
@@ -196,26 +202,14 @@ pub fn cm_rc(dir: &Path, seed: u64) -> PathBuf {
         reorder_delay: Duration::from_micros(80),
         ..LinkConfig::default()
     };
-    let mut net = SimNet::new(seed);
-    net.set_capture(true);
-    let mut ca = StackConfig::new(MAC_A, A, 24);
-    ca.seed = seed;
-    let mut cb = StackConfig::new(MAC_B, B, 24);
-    cb.seed = seed + 1;
-    let srv = net.add(Stack::new(ca), link.clone());
-    let cli = net.add(Stack::new(cb), link);
+    let (mut net, srv, cli) = two_stacks(seed, link.clone(), link);
     let s = net.node_mut::<Stack>(srv);
     let l = s.create_id(PortSpace::Tcp, QpType::Rc).unwrap();
     let addr = SocketAddr::new(IpAddr::V4(A), 7471);
     s.bind_addr(l, addr).unwrap();
     s.listen(l, 1).unwrap();
     let cid = net.node_mut::<Stack>(cli).create_id(PortSpace::Tcp, QpType::Rc).unwrap();
-    let now = net.now();
-    net.node_mut::<Stack>(cli).resolve_addr(now, cid, None, addr, Duration::from_secs(2)).unwrap();
-    net.run_for(Duration::from_millis(100));
-    let now = net.now();
-    net.node_mut::<Stack>(cli).resolve_route(now, cid, Duration::from_secs(2)).unwrap();
-    net.run_for(Duration::from_millis(10));
+    super::common::sim::resolve(&mut net, cli, cid, addr);
     let cq = net.node_mut::<Stack>(cli).create_qp_for_id(cid).unwrap();
     let param = roce_cm::ConnectParam {
         responder_resources: 4,
@@ -229,8 +223,8 @@ pub fn cm_rc(dir: &Path, seed: u64) -> PathBuf {
     let mut sid = None;
     for _ in 0..100 {
         net.run_for(Duration::from_millis(20));
-        let s = net.node_mut::<Stack>(srv);
-        if let Some(e) = std::iter::from_fn(|| s.poll_event()).find(|e| e.kind == EventKind::ConnectRequest) {
+        let ev = super::common::sim::events(&mut net, srv);
+        if let Some(e) = ev.iter().find(|e| e.kind == EventKind::ConnectRequest) {
             sid = Some(e.id);
             break;
         }
@@ -293,17 +287,20 @@ pub fn multicast(dir: &Path, seed: u64) -> PathBuf {
             id
         })
         .collect();
-    s.join_multicast(now, ids[0], g[0], JoinState::FULL_MEMBER).unwrap();
-    s.join_multicast(now, ids[1], g[0], JoinState::SEND_ONLY_FULL_MEMBER).unwrap();
-    s.join_multicast(now, ids[1], g[1], JoinState::FULL_MEMBER).unwrap();
-    s.join_multicast(now, ids[2], g[2], JoinState::FULL_MEMBER).unwrap();
+    // (id, group, join state): group 0 twice from one port, as two ids.
+    let joins =
+        [(0, 0, JoinState::FULL_MEMBER), (1, 0, JoinState::SEND_ONLY_FULL_MEMBER), (1, 1, JoinState::FULL_MEMBER)];
+    for &(id, group, state) in joins.iter().chain([(2, 2, JoinState::FULL_MEMBER)].iter()) {
+        s.join_multicast(now, ids[id], g[group], state).unwrap();
+    }
     net.run_for(Duration::from_secs(8));
     let now = net.now();
     let s = net.node_mut::<Stack>(a);
     while s.poll_event().is_some() {}
-    let _ = s.leave_multicast(now, ids[0], g[0]);
-    let _ = s.leave_multicast(now, ids[1], g[0]);
-    let _ = s.leave_multicast(now, ids[1], g[1]);
+    for &(id, group, _) in &joins {
+        // A join the SA never answered under loss has nothing to leave: that is fine here.
+        let _ = s.leave_multicast(now, ids[id], g[group]);
+    }
     s.destroy_id(now, ids[2]).unwrap();
     net.run_for(Duration::from_secs(15));
     let path = dir.join("multicast.pcap");

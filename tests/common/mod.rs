@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod netns;
+pub mod sim;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
