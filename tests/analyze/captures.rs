@@ -211,13 +211,7 @@ pub fn cm_rc(dir: &Path, seed: u64) -> PathBuf {
     let cid = net.node_mut::<Stack>(cli).create_id(PortSpace::Tcp, QpType::Rc).unwrap();
     super::common::sim::resolve(&mut net, cli, cid, addr);
     let cq = net.node_mut::<Stack>(cli).create_qp_for_id(cid).unwrap();
-    let param = roce_cm::ConnectParam {
-        responder_resources: 4,
-        initiator_depth: 4,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        ..Default::default()
-    };
+    let param = super::common::sim::rc_connect_param();
     let now = net.now();
     net.node_mut::<Stack>(cli).connect(now, cid, &param).unwrap();
     let mut sid = None;

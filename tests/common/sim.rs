@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use roce_cm::{CmId, EventKind, Stack};
+use roce_cm::{CmId, ConnectParam, EventKind, Stack};
 use roce_net::{NodeId, SimNet};
 
 /// The events node `n`'s stack has queued.
@@ -23,4 +23,16 @@ pub fn resolve(net: &mut SimNet, cli: NodeId, cid: CmId, dst: SocketAddr) {
     net.node_mut::<Stack>(cli).resolve_route(now, cid, Duration::from_secs(2)).unwrap();
     net.run_for(Duration::from_millis(10));
     assert_eq!(events(net, cli)[0].kind, EventKind::RouteResolved);
+}
+
+/// The connection parameters of the RC tests: 4 responder resources and initiator depth, 7
+/// retries and RNR retries.
+pub fn rc_connect_param() -> ConnectParam {
+    ConnectParam {
+        responder_resources: 4,
+        initiator_depth: 4,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        ..Default::default()
+    }
 }

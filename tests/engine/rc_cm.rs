@@ -43,13 +43,7 @@ fn connect(seed: u64, link: LinkConfig) -> Pair {
     let c = net.node_mut::<Stack>(cli);
     let cq = c.create_qp_for_id(cid).unwrap();
     assert_eq!(c.rc().qp_state(cq), Some(QpState::Init));
-    let param = ConnectParam {
-        responder_resources: 4,
-        initiator_depth: 4,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        ..Default::default()
-    };
+    let param = super::common::sim::rc_connect_param();
     let now = net.now();
     net.node_mut::<Stack>(cli).connect(now, cid, &param).unwrap();
     net.run_for(Duration::from_millis(50));
