@@ -62,6 +62,7 @@ fn html_report_renders_in_chromium_with_its_plots() {
             assert!(dom.matches("class=\"rung\"").count() >= 5, "REQ, REP, RTU, DREQ, DREP");
         } else {
             assert!(dom.matches("class=\"rung\"").count() >= 10, "CM and SA ladder rungs");
+            assert!(dom.matches("class=\"members\"").count() >= 2, "members over time of the SA and IGMP groups");
         }
         if let Some(shot) = std::env::var_os("ROCE_SCREENSHOT").filter(|_| name == "rc") {
             let st = headless(&dir)

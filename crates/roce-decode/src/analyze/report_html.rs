@@ -1,7 +1,8 @@
 //! `--html`: one self-contained file (inline CSS and SVG, no script, nothing fetched): the
 //! text report's tables, a PSN-over-time plot per flow in tcptrace's style (sends as dots,
 //! retransmissions and late packets marked, ACKs and NAKs from the reverse flow), throughput
-//! over time, a ladder diagram of the CM and SA messages, and latency histograms.
+//! over time, a ladder diagram of the CM and SA messages, multicast members over time, and
+//! latency histograms.
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
@@ -173,14 +174,14 @@ fn ladder(out: &mut String, a: &Analyzer) {
             }
         }
     }
-    let col = 180.0;
-    let w = 140.0 + col * hosts.len().max(1) as f64;
+    let col = 260.0;
+    let w = 160.0 + col * hosts.len().max(1) as f64;
     let h = 50.0 + 22.0 * rungs.len() as f64;
     let _ = write!(
         out,
         r#"<svg class="ladder" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}"><title>CM and SA ladder</title><defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto-start-reverse"><path d="M0 0L10 5L0 10z"/></marker></defs>"#
     );
-    let hx = |ip: IpAddr| 160.0 + col * hosts.iter().position(|&x| x == ip).unwrap_or(0) as f64;
+    let hx = |ip: IpAddr| 200.0 + col * hosts.iter().position(|&x| x == ip).unwrap_or(0) as f64;
     for &ip in &hosts {
         let x = hx(ip);
         let _ = write!(
@@ -204,6 +205,50 @@ fn ladder(out: &mut String, a: &Analyzer) {
     out.push_str("</svg>");
     if a.ladder.dropped > 0 {
         let _ = write!(out, "<p class=note>{} later messages not drawn.</p>", a.ladder.dropped);
+    }
+}
+
+/// Groups that get a members-over-time plot.
+pub const MAX_PLOTTED_GROUPS: usize = 12;
+
+/// Members of each multicast group over time, as steps.
+fn members_plot(out: &mut String, a: &Analyzer) {
+    use super::mcast::GroupId;
+    let groups: Vec<_> = a.mcast.groups.iter().filter(|(_, g)| !g.over_time.items.is_empty()).collect();
+    if groups.is_empty() {
+        out.push_str("<p class=note>no membership changes</p>");
+        return;
+    }
+    let span = (0.0, a.totals.duration);
+    let ymax = groups.iter().map(|(_, g)| g.max_members).max().unwrap_or(1).max(1) as f64;
+    let y = (String::from("0"), format!("{ymax}"), "members");
+    axes(out, "members-plot", "Multicast members over time", (span.0, span.1, "s"), y);
+    const COLORS: [&str; 6] = ["#1f4e99", "#c00", "#2a9d2a", "#e69500", "#b000b0", "#555"];
+    for (i, (id, g)) in groups.iter().take(MAX_PLOTTED_GROUPS).enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        let mut d = format!("M{:.1} {:.1}", x_of(0.0, span), y_of(0.0, 0.0, ymax));
+        let mut last = 0.0;
+        for &(t, n) in &g.over_time.items {
+            let x = x_of(t, span);
+            let _ = write!(d, "L{x:.1} {:.1}L{x:.1} {:.1}", y_of(last, 0.0, ymax), y_of(f64::from(n), 0.0, ymax));
+            last = f64::from(n);
+        }
+        let _ = write!(d, "L{:.1} {:.1}", x_of(span.1, span), y_of(last, 0.0, ymax));
+        let name = match id {
+            GroupId::Mgid(m) => format!("MGID {}", std::net::Ipv6Addr::from(*m)),
+            GroupId::Ip(ip) => format!("IP {ip}"),
+        };
+        let _ = write!(
+            out,
+            r#"<path class="members" d="{d}" fill="none" stroke="{c}" stroke-width="1.2"/><text x="{}" y="{}" font-size="10" fill="{c}">{}</text>"#,
+            L + 8.0,
+            22.0 + 12.0 * i as f64,
+            esc(&name)
+        );
+    }
+    out.push_str("</svg>");
+    if groups.len() > MAX_PLOTTED_GROUPS {
+        let _ = write!(out, "<p class=note>{} more groups in the tables.</p>", groups.len() - MAX_PLOTTED_GROUPS);
     }
 }
 
@@ -271,6 +316,8 @@ svg{border:1px solid #ddd;margin:.3em 0;background:#fff}.note{color:#666;font-si
     throughput_plot(&mut out, &top);
     out.push_str("<h2>CM and SA ladder</h2>");
     ladder(&mut out, a);
+    out.push_str("<h2>Multicast members over time</h2>");
+    members_plot(&mut out, a);
     out.push_str("<h2>Latency histograms</h2>");
     let mut reads = Latency::default();
     let mut atomics = Latency::default();
