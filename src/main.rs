@@ -18,6 +18,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Decode(cmd::decode::Args),
+    Analyze(cmd::analyze::Args),
     Bench(cmd::bench::Args),
     Encode(cmd::encode::Args),
     Send(cmd::send::Args),
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Decode(a) => cmd::decode::run(a),
+        Command::Analyze(a) => cmd::analyze::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Encode(a) => cmd::encode::run(a),
         Command::Send(a) => cmd::send::run(a),

@@ -5,6 +5,7 @@
 #   - netsniff-ng's trafgen (the transmit anchor of crates/roce-net/benches/rawsock.rs)
 #   - ethtool (veth's offloads off for rc_veth's per-MTU-packet TCP anchor)
 #   - zip/unzip and cargo-fuzz (tests/clusterfuzzlite.sh runs ClusterFuzzLite's build.sh)
+#   - chromium (tests/analyze opens `roce analyze --html` reports in it, headless)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,7 @@ command -v trafgen >/dev/null 2>&1 || need_apt+=(netsniff-ng)
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 command -v zip >/dev/null 2>&1 || need_apt+=(zip)
 command -v unzip >/dev/null 2>&1 || need_apt+=(unzip)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "setup: need root to install: ${need_apt[*]}" >&2

@@ -3,6 +3,7 @@
 //! own code lives in its file; what several commands share lives in [`crate::plumbing`], so
 //! that no command imports another.
 
+pub mod analyze;
 pub mod bench;
 pub mod cmatose;
 pub mod decode;

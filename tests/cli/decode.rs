@@ -575,17 +575,7 @@ fn every_json_line_matches_the_schema() {
         std::fs::write(&f, &out.stdout).unwrap();
         files.push(f);
     }
-    let python = std::env::var_os("ROCE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
-    let schema = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("spec/decode.schema.json");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/validate_json.py");
-    let out = Command::new(&python).arg(&script).arg(&schema).args(&files).output().unwrap_or_else(|e| {
-        panic!("{}: {e}: the schema check needs the venv with jsonschema (run tests/setup.sh)", python.display())
-    });
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains(&format!("{lines} lines, 0 invalid")), "{text}");
+    common::validate_json("decode.schema.json", &files, lines);
 }
 
 /// `roce decode -i veth1 ARGS OUT` in `ns`, started: the socket is bound once "listening" is

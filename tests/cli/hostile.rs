@@ -23,13 +23,14 @@ const SUBCOMMANDS: [&str; 14] = [
     "pingpong",
     "demo",
     "decode",
+    "analyze",
     "encode",
     "send",
     "bench",
     "fuzz-peer",
 ];
 
-const OPTIONS: [&str; 54] = [
+const OPTIONS: [&str; 57] = [
     "--peer",
     "--out",
     "-o",
@@ -84,6 +85,9 @@ const OPTIONS: [&str; 54] = [
     "--reset-cmd",
     "--max-resets",
     "--reset-timeout",
+    "--html",
+    "--annotate",
+    "--max-flows",
 ];
 
 fn hostile_values() -> Vec<OsString> {

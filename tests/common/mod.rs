@@ -5,6 +5,7 @@
 
 pub mod netns;
 pub mod sa_fill;
+pub mod sim;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -156,4 +157,22 @@ pub fn artefact_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// Check JSON files (one JSON value per line) against a schema in spec/ with
+/// tests/validate_json.py and the venv's jsonschema (ROCE_PYTHON, else .venv); `lines`: how
+/// many lines the files hold in all.
+#[allow(dead_code)] // (not every test binary validates JSON)
+pub fn validate_json(schema: &str, files: &[PathBuf], lines: usize) {
+    let python = std::env::var_os("ROCE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+    let schema = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("spec").join(schema);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/validate_json.py");
+    let out = Command::new(&python).arg(&script).arg(&schema).args(files).output().unwrap_or_else(|e| {
+        panic!("{}: {e}: the schema check needs the venv with jsonschema (run tests/setup.sh)", python.display())
+    });
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(&format!("{lines} lines, 0 invalid")), "{text}");
 }

@@ -24,22 +24,7 @@ struct Pair {
     cq: u32,
 }
 
-pub(crate) fn events(net: &mut SimNet, n: NodeId) -> Vec<roce_cm::CmEvent> {
-    let s = net.node_mut::<Stack>(n);
-    std::iter::from_fn(|| s.poll_event()).collect()
-}
-
-/// rdma_resolve_addr and rdma_resolve_route of `cid` on node `cli` towards `dst`.
-pub(crate) fn resolve(net: &mut SimNet, cli: NodeId, cid: CmId, dst: SocketAddr) {
-    let now = net.now();
-    net.node_mut::<Stack>(cli).resolve_addr(now, cid, None, dst, Duration::from_secs(2)).unwrap();
-    net.run_for(Duration::from_millis(100));
-    assert_eq!(events(net, cli)[0].kind, EventKind::AddrResolved);
-    let now = net.now();
-    net.node_mut::<Stack>(cli).resolve_route(now, cid, Duration::from_secs(2)).unwrap();
-    net.run_for(Duration::from_millis(10));
-    assert_eq!(events(net, cli)[0].kind, EventKind::RouteResolved);
-}
+pub(crate) use crate::common::sim::{events, resolve};
 
 fn connect(seed: u64, link: LinkConfig) -> Pair {
     let mut net = SimNet::new(seed);
@@ -58,13 +43,7 @@ fn connect(seed: u64, link: LinkConfig) -> Pair {
     let c = net.node_mut::<Stack>(cli);
     let cq = c.create_qp_for_id(cid).unwrap();
     assert_eq!(c.rc().qp_state(cq), Some(QpState::Init));
-    let param = ConnectParam {
-        responder_resources: 4,
-        initiator_depth: 4,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        ..Default::default()
-    };
+    let param = super::common::sim::rc_connect_param();
     let now = net.now();
     net.node_mut::<Stack>(cli).connect(now, cid, &param).unwrap();
     net.run_for(Duration::from_millis(50));

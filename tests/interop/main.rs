@@ -10,6 +10,7 @@
 mod common;
 mod harness;
 
+mod analyze;
 mod cm;
 mod fuzz;
 mod guest;

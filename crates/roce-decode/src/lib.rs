@@ -2,7 +2,8 @@
 //! streaming pcap/pcapng reader and a pcap writer), the frame decoder that `roce decode`
 //! prints ([`decode`]: one summary line and one JSON object per frame, the JSON of
 //! spec/decode.schema.json, built by [`json_out`]), the way back from that JSON to frame bytes
-//! ([`encode`]), and sample frames ([`samples`], [`samples_mixed`]).
+//! ([`encode`]), the analysis of a whole capture that `roce analyze` reports ([`analyze`]), and
+//! sample frames ([`samples`], [`samples_mixed`], [`samples_flows`]).
 //!
 //! It reads bytes and writes bytes: no sockets, no command line (the `roce` binary adds both).
 //!
@@ -25,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+pub mod analyze;
 pub mod capture;
 pub mod decode;
 pub mod encode;
@@ -33,5 +35,6 @@ pub mod encode;
 pub mod fuzz_targets;
 pub mod json_out;
 pub mod samples;
+pub mod samples_flows;
 pub mod samples_ib;
 pub mod samples_mixed;

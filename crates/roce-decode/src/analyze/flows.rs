@@ -1,0 +1,593 @@
+//! Flows: one per (IP source, IP destination, BTH destination QP), the PSN analysis of the
+//! requests they carry, and the RC acknowledgement side (ACKs, NAKs, READ responses, atomics).
+//!
+//! The PSN verdicts, per packet of a flow in capture order (24-bit serial arithmetic):
+//! - *gap*: the PSN is ahead of the expected next one (highest seen + 1); `missing` adds the
+//!   PSNs skipped. After a READ request the next jump is not a gap: the READ's responses use
+//!   those PSNs (how many, the capture alone does not say).
+//! - *out of order*: behind the expected one and never seen (it fills a gap);
+//! - *duplicate*: the same PSN as the flow's previous packet;
+//! - *retransmission*: a PSN seen before (not the previous packet's).
+//!
+//! ACKs, ATOMIC ACKs and READ responses travel on the reverse flow and are counted there
+//! (the acknowledgement side); they are not part of its PSN analysis.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+use roce_wire::bth::{Opcode, Transport};
+
+use super::series::{Buckets, Latency, Points};
+use super::{Note, Packet};
+
+/// Gaps a flow remembers (to tell a late packet from a retransmission); beyond, the oldest
+/// is forgotten and counted in [`Flow::holes_forgotten`].
+pub const MAX_HOLES: usize = 64;
+/// READ and atomic requests waiting for their response, over the whole capture; beyond,
+/// new ones are not timed and counted in [`FlowTable::pending_full`].
+pub const MAX_PENDING: usize = 65_536;
+
+/// What a flow is keyed by.
+pub type FlowKey = (IpAddr, IpAddr, u32);
+
+/// The kind of a point in a flow's PSN-over-time plot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PointKind {
+    /// A request in order (or after a gap).
+    Send,
+    /// A retransmission or duplicate.
+    Retransmission,
+    /// A late packet filling a gap.
+    OutOfOrder,
+    /// An ACK (on the reverse flow) for this PSN.
+    Ack,
+    /// A NAK (on the reverse flow) for this PSN.
+    Nak,
+}
+
+/// A point of the PSN plot: time since the capture's start, PSN, kind.
+#[derive(Debug, Clone, Copy)]
+pub struct PsnPoint {
+    /// Seconds since the first frame.
+    pub t: f64,
+    /// The PSN.
+    pub psn: u32,
+    /// What it was.
+    pub kind: PointKind,
+}
+
+/// NAKs by kind [IBA 9.7.5.2.2, table 44].
+#[derive(Debug, Clone, Default)]
+pub struct Naks {
+    /// NAK code 0: PSN sequence error.
+    pub psn_sequence_error: u64,
+    /// NAK code 1: invalid request.
+    pub invalid_request: u64,
+    /// NAK code 2: remote access error.
+    pub remote_access_error: u64,
+    /// NAK code 3: remote operational error.
+    pub remote_operational_error: u64,
+    /// NAK code 4: invalid RD request.
+    pub invalid_rd_request: u64,
+    /// Reserved codes.
+    pub other: u64,
+    /// RNR NAKs.
+    pub rnr: u64,
+    /// RNR NAKs per encoded timer value (0..31).
+    pub rnr_timers: [u64; 32],
+}
+
+impl Naks {
+    /// Every NAK (RNR included).
+    pub fn total(&self) -> u64 {
+        self.psn_sequence_error
+            + self.invalid_request
+            + self.remote_access_error
+            + self.remote_operational_error
+            + self.invalid_rd_request
+            + self.other
+            + self.rnr
+    }
+}
+
+/// The RNR NAK timer in milliseconds for its 5-bit code [IBA table 45; rxe's rnrnak_usec].
+pub fn rnr_timer_ms(code: u8) -> f64 {
+    const US: [u32; 32] = [
+        655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560, 3_840, 5_120, 7_680,
+        10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880, 163_840, 245_760, 327_680, 491_520,
+    ];
+    f64::from(US[usize::from(code & 0x1f)]) / 1000.0
+}
+
+/// The name of a NAK code (syndrome bits 4:0 with bits 6:5 = 11).
+pub fn nak_name(code: u8) -> &'static str {
+    match code {
+        0 => "PSN sequence error",
+        1 => "invalid request",
+        2 => "remote access error",
+        3 => "remote operational error",
+        4 => "invalid RD request",
+        _ => "reserved NAK code",
+    }
+}
+
+/// One flow.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    /// IP source.
+    pub src: IpAddr,
+    /// IP destination.
+    pub dst: IpAddr,
+    /// BTH destination QP.
+    pub dest_qp: u32,
+    /// The transport of its first packet.
+    pub transport: Transport,
+    /// Frames.
+    pub packets: u64,
+    /// Payload bytes (pad and ICRC excluded).
+    pub bytes: u64,
+    /// Payload bytes of packets that were not retransmissions or duplicates.
+    pub unique_bytes: u64,
+    /// PSN of the first packet (capture order).
+    pub first_psn: u32,
+    /// PSN of the last packet (capture order).
+    pub last_psn: u32,
+    /// Time of the first packet (seconds since the capture's first frame).
+    pub first_time: f64,
+    /// Time of the last packet.
+    pub last_time: f64,
+    /// The capture's frame number of the first packet.
+    pub first_frame: u64,
+    /// Messages assembled: ONLY packets, and FIRST … LAST runs (retransmitted and
+    /// duplicate packets left out, so a message re-sent counts once).
+    pub messages: u64,
+    /// MIDDLE or LAST packets with no FIRST before them.
+    pub partial_messages: u64,
+    in_message: bool,
+    /// PSN gaps (jumps ahead).
+    pub gaps: u64,
+    /// PSNs skipped by gaps.
+    pub missing: u64,
+    /// Late packets that filled a gap.
+    pub out_of_order: u64,
+    /// Back-to-back repeats of the same PSN.
+    pub duplicates: u64,
+    /// PSNs seen before (not back to back).
+    pub retransmissions: u64,
+    /// Gaps forgotten to stay bounded (a later fill of one counts as a retransmission).
+    pub holes_forgotten: u64,
+    next_psn: Option<u32>,
+    prev_psn: Option<u32>,
+    read_span: bool,
+    holes: VecDeque<(u32, u32)>,
+    /// RC ACKs (syndrome ACK) travelling on this flow.
+    pub acks: u64,
+    /// NAKs travelling on this flow.
+    pub naks: Naks,
+    /// PSNs acknowledged by this flow's ACKs (the serial advance from one ACK to the next).
+    pub acked_psns: u64,
+    last_ack_psn: Option<u32>,
+    /// READ requests sent on this flow.
+    pub read_requests: u64,
+    /// READ response packets travelling on this flow.
+    pub read_responses: u64,
+    /// From each READ request to its first response packet.
+    pub read_latency: Latency,
+    /// Atomic requests (CmpSwap, FetchAdd) sent on this flow.
+    pub atomics: u64,
+    /// ATOMIC ACKs travelling on this flow.
+    pub atomic_acks: u64,
+    /// From each atomic request to its ATOMIC ACK.
+    pub atomic_latency: Latency,
+    /// Frames with ECN CE (IP ECN bits 11).
+    pub ecn_ce: u64,
+    /// Frames whose ICRC is wrong.
+    pub bad_icrc: u64,
+    /// The PSN-over-time plot (bounded).
+    pub points: Points<PsnPoint>,
+    /// Payload bytes over time from the flow's first packet (bounded).
+    pub throughput: Buckets,
+}
+
+impl Flow {
+    fn new(key: FlowKey, transport: Transport, psn: u32, t: f64, frame: u64) -> Flow {
+        Flow {
+            src: key.0,
+            dst: key.1,
+            dest_qp: key.2,
+            transport,
+            packets: 0,
+            bytes: 0,
+            unique_bytes: 0,
+            first_psn: psn,
+            last_psn: psn,
+            first_time: t,
+            last_time: t,
+            first_frame: frame,
+            messages: 0,
+            partial_messages: 0,
+            in_message: false,
+            gaps: 0,
+            missing: 0,
+            out_of_order: 0,
+            duplicates: 0,
+            retransmissions: 0,
+            holes_forgotten: 0,
+            next_psn: None,
+            prev_psn: None,
+            read_span: false,
+            holes: VecDeque::new(),
+            acks: 0,
+            naks: Naks::default(),
+            acked_psns: 0,
+            last_ack_psn: None,
+            read_requests: 0,
+            read_responses: 0,
+            read_latency: Latency::default(),
+            atomics: 0,
+            atomic_acks: 0,
+            atomic_latency: Latency::default(),
+            ecn_ce: 0,
+            bad_icrc: 0,
+            points: Points::default(),
+            throughput: Buckets::default(),
+        }
+    }
+
+    /// Seconds from the first packet to the last.
+    pub fn duration(&self) -> f64 {
+        self.last_time - self.first_time
+    }
+
+    /// Unique payload bits per second over the flow's duration (0 for a single instant).
+    pub fn goodput_bps(&self) -> f64 {
+        let d = self.duration();
+        if d > 0.0 {
+            self.unique_bytes as f64 * 8.0 / d
+        } else {
+            0.0
+        }
+    }
+
+    /// PSNs acknowledged per ACK (ACK coalescing), 0 without ACKs.
+    pub fn coalescing(&self) -> f64 {
+        if self.acks == 0 {
+            0.0
+        } else {
+            self.acked_psns as f64 / self.acks as f64
+        }
+    }
+
+    /// The PSN verdict of a request packet, with its note.
+    fn psn(&mut self, psn: u32, t: f64, note: &mut Note) -> PointKind {
+        let prev = self.prev_psn.replace(psn);
+        let Some(next) = self.next_psn else {
+            self.next_psn = Some(psn.wrapping_add(1) & PSN_MASK);
+            return PointKind::Send;
+        };
+        let ahead = serial(psn, next);
+        if ahead == 0 {
+            self.next_psn = Some(psn.wrapping_add(1) & PSN_MASK);
+            return PointKind::Send;
+        }
+        if ahead > 0 {
+            self.next_psn = Some(psn.wrapping_add(1) & PSN_MASK);
+            if std::mem::take(&mut self.read_span) {
+                return PointKind::Send;
+            }
+            self.gaps += 1;
+            self.missing += ahead as u64;
+            if self.holes.len() == MAX_HOLES {
+                self.holes.pop_front();
+                self.holes_forgotten += 1;
+            }
+            self.holes.push_back((next, psn));
+            let _ = write!(note.text(), "PSN gap: {ahead} PSN(s) missing before {psn} (expected {next})");
+            return PointKind::Send;
+        }
+        let _ = t;
+        if prev == Some(psn) {
+            self.duplicates += 1;
+            let _ = write!(note.text(), "duplicate of PSN {psn}");
+            return PointKind::Retransmission;
+        }
+        if let Some(i) = self.holes.iter().position(|&(a, b)| serial(psn, a) >= 0 && serial(psn, b) < 0) {
+            let (a, b) = self.holes[i];
+            // Split the hole around the PSN that arrived.
+            let after = psn.wrapping_add(1) & PSN_MASK;
+            match (a == psn, after == b) {
+                (true, true) => {
+                    self.holes.remove(i);
+                }
+                (true, false) => self.holes[i].0 = after,
+                (false, true) => self.holes[i].1 = psn,
+                (false, false) => {
+                    self.holes[i].1 = psn;
+                    if self.holes.len() == MAX_HOLES {
+                        self.holes.pop_front();
+                        self.holes_forgotten += 1;
+                    }
+                    self.holes.push_back((after, b));
+                }
+            }
+            self.out_of_order += 1;
+            let _ = write!(
+                note.text(),
+                "out of order: PSN {psn} after PSN {}",
+                self.next_psn.unwrap_or(0).wrapping_sub(1) & PSN_MASK
+            );
+            return PointKind::OutOfOrder;
+        }
+        self.retransmissions += 1;
+        let _ = write!(note.text(), "retransmission of PSN {psn}");
+        PointKind::Retransmission
+    }
+}
+
+/// PSNs are 24 bits.
+pub const PSN_MASK: u32 = 0xff_ffff;
+
+/// `a - b` in 24-bit serial arithmetic, in (-2^23, 2^23].
+pub fn serial(a: u32, b: u32) -> i32 {
+    let d = a.wrapping_sub(b) & PSN_MASK;
+    if d > 0x80_0000 {
+        d as i32 - 0x100_0000
+    } else {
+        d as i32
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    flow: usize,
+    t: f64,
+    frame: u64,
+}
+
+/// Every flow, in order of first appearance, and what links them.
+#[derive(Debug, Default)]
+pub struct FlowTable {
+    /// The flows.
+    pub flows: Vec<Flow>,
+    index: HashMap<FlowKey, usize>,
+    /// Requests waiting for a response, by (requester, responder, PSN).
+    pending: HashMap<(IpAddr, IpAddr, u32), Pending>,
+    /// The last RC request flow from a source to a destination (to put ACKs on its plot).
+    pair: HashMap<(IpAddr, IpAddr), usize>,
+    /// Requests not timed because [`MAX_PENDING`] were waiting.
+    pub pending_full: u64,
+    /// Flows not created because `max_flows` were there (their frames counted here).
+    pub flow_table_full: u64,
+    /// The most flows kept.
+    pub max_flows: usize,
+}
+
+impl FlowTable {
+    /// A table of at most `max_flows` flows.
+    pub fn new(max_flows: usize) -> FlowTable {
+        FlowTable { max_flows, ..FlowTable::default() }
+    }
+
+    /// Account one RoCEv2 frame.
+    pub fn frame(&mut self, fp: &Packet<'_>, t: f64, frame: u64, note: &mut Note) {
+        let bth = fp.bth;
+        let op = bth.opcode();
+        let psn = bth.psn();
+        let key = (fp.src, fp.dst, bth.dest_qp());
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                if self.flows.len() >= self.max_flows {
+                    self.flow_table_full += 1;
+                    return;
+                }
+                self.flows.push(Flow::new(key, op.transport(), psn, t, frame));
+                self.index.insert(key, self.flows.len() - 1);
+                self.flows.len() - 1
+            }
+        };
+        let payload = fp.payload.len() as u64;
+        let f = &mut self.flows[i];
+        f.packets += 1;
+        f.bytes += payload;
+        f.last_psn = psn;
+        f.last_time = t;
+        f.throughput.add(t - f.first_time, payload);
+        if !fp.icrc_ok {
+            f.bad_icrc += 1;
+            note.add("ICRC bad");
+        }
+        if fp.ecn_ce {
+            f.ecn_ce += 1;
+            note.add("ECN CE");
+        }
+        use Opcode::*;
+        match op {
+            // READ responses (0x0d–0x10), ACK (0x11) and ATOMIC ACK (0x12): what a responder
+            // sends back [IBA table 38].
+            _ if matches!(u8::from(op), 0x0d..=0x12) => {
+                f.unique_bytes += payload;
+                self.response(i, fp, op, psn, t, note);
+            }
+            Cnp => {
+                note.add("CNP");
+            }
+            _ => {
+                let kind = f.psn(psn, t, note);
+                if kind != PointKind::Retransmission {
+                    f.unique_bytes += payload;
+                }
+                f.points.push(PsnPoint { t, psn, kind });
+                if kind != PointKind::Retransmission {
+                    message(f, op);
+                }
+                if matches!(op.transport(), Transport::Rc) {
+                    self.pair.insert((key.0, key.1), i);
+                }
+                let timed = match op {
+                    RcRdmaReadRequest => {
+                        f.read_requests += 1;
+                        f.read_span = true;
+                        true
+                    }
+                    RcCompareSwap | RcFetchAdd => {
+                        f.atomics += 1;
+                        true
+                    }
+                    _ => false,
+                };
+                if timed {
+                    let pkey = (key.0, key.1, psn);
+                    if self.pending.len() < MAX_PENDING || self.pending.contains_key(&pkey) {
+                        // A re-sent request is timed from its last copy.
+                        self.pending.insert(pkey, Pending { flow: i, t, frame });
+                    } else {
+                        self.pending_full += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// An ACK, ATOMIC ACK or READ response on flow `i`.
+    fn response(&mut self, i: usize, fp: &Packet<'_>, op: Opcode, psn: u32, t: f64, note: &mut Note) {
+        use Opcode::*;
+        // The AETH comes first among the extension headers of every opcode here but MIDDLE.
+        let syndrome = fp.ext.first().copied().filter(|_| op != RcRdmaReadResponseMiddle);
+        let f = &mut self.flows[i];
+        let mut kind = PointKind::Ack;
+        match op {
+            RcAcknowledge | RcAtomicAcknowledge => {
+                let s = syndrome.unwrap_or(0);
+                match (s >> 5) & 3 {
+                    0 => {
+                        f.acks += 1;
+                        let adv = match f.last_ack_psn {
+                            None => 1,
+                            Some(last) => serial(psn, last).max(0) as u64,
+                        };
+                        f.acked_psns += adv;
+                        f.last_ack_psn = Some(psn);
+                    }
+                    1 => {
+                        kind = PointKind::Nak;
+                        let code = s & 0x1f;
+                        f.naks.rnr += 1;
+                        f.naks.rnr_timers[usize::from(code)] += 1;
+                        let _ = write!(note.text(), "RNR NAK for PSN {psn}, timer {code} ({} ms)", rnr_timer_ms(code));
+                    }
+                    3 => {
+                        kind = PointKind::Nak;
+                        let code = s & 0x1f;
+                        let n = &mut f.naks;
+                        match code {
+                            0 => n.psn_sequence_error += 1,
+                            1 => n.invalid_request += 1,
+                            2 => n.remote_access_error += 1,
+                            3 => n.remote_operational_error += 1,
+                            4 => n.invalid_rd_request += 1,
+                            _ => n.other += 1,
+                        }
+                        let _ = write!(note.text(), "NAK {}: PSN {psn}", nak_name(code));
+                    }
+                    _ => f.naks.other += 1,
+                }
+                if op == RcAtomicAcknowledge {
+                    f.atomic_acks += 1;
+                }
+            }
+            _ => f.read_responses += 1,
+        }
+        let (src, dst) = (f.src, f.dst);
+        // The request this answers: READ's first response or the ATOMIC ACK carry its PSN.
+        let answers = matches!(op, RcRdmaReadResponseFirst | RcRdmaReadResponseOnly | RcAtomicAcknowledge);
+        if answers {
+            if let Some(p) = self.pending.remove(&(dst, src, psn)) {
+                let dt = t - p.t;
+                let req = &mut self.flows[p.flow];
+                if op == RcAtomicAcknowledge {
+                    req.atomic_latency.add(dt);
+                } else {
+                    req.read_latency.add(dt);
+                }
+                let _ = write!(note.text(), "response to frame {} after {:.1} µs", p.frame, dt * 1e6);
+            }
+        }
+        if let Some(&r) = self.pair.get(&(dst, src)) {
+            self.flows[r].points.push(PsnPoint { t, psn, kind });
+        }
+    }
+
+    /// Requests still waiting for a response at the end.
+    pub fn unanswered(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+/// Message assembly: ONLY is one message; FIRST opens, LAST closes.
+fn message(f: &mut Flow, op: Opcode) {
+    use Opcode::*;
+    match op {
+        RcSendFirst | RcRdmaWriteFirst | UcSendFirst | UcRdmaWriteFirst => f.in_message = true,
+        RcSendMiddle | RcRdmaWriteMiddle | UcSendMiddle | UcRdmaWriteMiddle => {
+            if !f.in_message {
+                f.partial_messages += 1;
+            }
+        }
+        RcSendLast
+        | RcSendLastWithImmediate
+        | RcSendLastWithInvalidate
+        | RcRdmaWriteLast
+        | RcRdmaWriteLastWithImmediate
+        | UcSendLast
+        | UcSendLastWithImmediate
+        | UcRdmaWriteLast
+        | UcRdmaWriteLastWithImmediate => {
+            if std::mem::take(&mut f.in_message) {
+                f.messages += 1;
+            } else {
+                f.partial_messages += 1;
+            }
+        }
+        _ => f.messages += 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdicts(psns: &[u32]) -> Flow {
+        let k: FlowKey = ([1, 1, 1, 1].into(), [2, 2, 2, 2].into(), 5);
+        let mut f = Flow::new(k, Transport::Rc, psns[0], 0.0, 1);
+        let mut n = Note::default();
+        for &p in psns {
+            f.psn(p, 0.0, &mut n);
+        }
+        f
+    }
+
+    #[test]
+    fn gaps_late_packets_duplicates_and_retransmissions() {
+        // 3 is late, 5..6 lost, 4 repeated back to back, 2 sent again later.
+        let f = verdicts(&[0, 1, 2, 4, 3, 7, 8, 8, 2]);
+        assert_eq!((f.gaps, f.missing), (2, 3));
+        assert_eq!(f.out_of_order, 1);
+        assert_eq!(f.duplicates, 1);
+        assert_eq!(f.retransmissions, 1);
+    }
+
+    #[test]
+    fn psns_wrap() {
+        let f = verdicts(&[0xff_fffe, 0xff_ffff, 0, 1]);
+        assert_eq!((f.gaps, f.retransmissions, f.out_of_order), (0, 0, 0));
+        assert_eq!(serial(0, 0xff_ffff), 1);
+    }
+
+    #[test]
+    fn rnr_timer_codes() {
+        assert_eq!(rnr_timer_ms(12), 0.64);
+        assert_eq!(rnr_timer_ms(0), 655.36);
+    }
+}
