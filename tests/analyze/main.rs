@@ -9,5 +9,6 @@ mod common;
 
 mod captures;
 mod html;
+mod native_ib;
 mod oracle;
 mod schema;

@@ -104,6 +104,35 @@ impl<'a> Packet<'a> {
     }
 }
 
+impl<'a> Packet<'a> {
+    /// The packet of a native InfiniBand transport packet (`buf` from the LRH on, parsed as
+    /// `ib`): the endpoints are the GRH's GIDs as IPv6 addresses, or, for a packet routed by
+    /// LID alone (no GRH), its LIDs as the IPv4 addresses 0.0.HH.LL (LID 0x0001 is 0.0.0.1);
+    /// the congestion mark is the BTH's FECN; the ICRC verdict is the VCRC's and the ICRC's
+    /// together (a port drops a packet for either). `None` for a raw packet (no BTH).
+    pub fn from_infiniband(buf: &'a [u8], ib: &roce_wire::ib_frame::IbFrame<'a>) -> Option<Packet<'a>> {
+        let t = ib.transport()?;
+        let (src, dst) = match &ib.grh {
+            Some(g) => (IpAddr::V6(std::net::Ipv6Addr::from(g.sgid)), IpAddr::V6(std::net::Ipv6Addr::from(g.dgid))),
+            None => (
+                IpAddr::V4(std::net::Ipv4Addr::from(u32::from(ib.lrh.slid))),
+                IpAddr::V4(std::net::Ipv4Addr::from(u32::from(ib.lrh.dlid))),
+            ),
+        };
+        let bth_at = ib.offsets.bth;
+        let bth = bth::Packet::new_unchecked(buf.get(bth_at..bth_at + bth::BTH_LEN)?);
+        Some(Packet {
+            src,
+            dst,
+            ecn_ce: bth.fecn(),
+            bth,
+            ext: buf.get(bth_at + bth::BTH_LEN..ib.offsets.payload)?,
+            payload: t.payload,
+            icrc_ok: t.icrc_ok() && ib.vcrc_ok(),
+        })
+    }
+}
+
 /// One message of the ladder diagram.
 #[derive(Debug, Clone)]
 pub struct Rung {
@@ -135,7 +164,8 @@ pub struct Totals {
     pub frames: u64,
     /// Captured bytes.
     pub bytes: u64,
-    /// RoCEv2 frames (and transport packets handed to [`Analyzer::packet`]).
+    /// Transport packets: RoCEv2 frames, native InfiniBand packets (link types 247 and 197)
+    /// and packets handed to [`Analyzer::packet`].
     pub roce: u64,
     /// IGMP and MLD messages.
     pub multicast_reports: u64,
@@ -220,9 +250,38 @@ impl Analyzer {
         }
     }
 
+    /// A native InfiniBand packet (from the LRH on).
+    fn infiniband(&mut self, data: &[u8], t: f64, n: u64) {
+        match roce_wire::ib_frame::parse(data) {
+            Ok(ib) => match Packet::from_infiniband(data, &ib) {
+                Some(p) => self.transport(&p, t, n),
+                None => *self.totals.other.entry("infiniband_raw").or_default() += 1,
+            },
+            Err(e) => {
+                *self.totals.malformed.entry(format!("{}: {}", e.layer().name(), e.reason())).or_default() += 1;
+                let _ = std::fmt::Write::write_fmt(self.note.text(), format_args!("malformed: {e}"));
+            }
+        }
+    }
+
     /// Analyse one frame (`linktype`: see [`crate::capture::linktype`]).
     pub fn frame(&mut self, timestamp: Duration, linktype: u32, data: &[u8]) {
         let (n, t) = self.start(timestamp, data.len());
+        // Native InfiniBand: the packet itself (247), or inside an ERF record (197).
+        if linktype == crate::capture::linktype::INFINIBAND {
+            return self.infiniband(data, t, n);
+        }
+        if linktype == crate::capture::linktype::ERF {
+            use roce_wire::erf::{parse_record, RecordType};
+            match parse_record(data) {
+                Ok(r) if r.header.record_type == RecordType::Infiniband => return self.infiniband(r.frame, t, n),
+                Ok(_) => *self.totals.other.entry("erf_not_infiniband").or_default() += 1,
+                Err(e) => {
+                    *self.totals.malformed.entry(format!("{}: {}", e.layer().name(), e.reason())).or_default() += 1
+                }
+            }
+            return;
+        }
         let tot = &mut self.totals;
         let sliced =
             LinkHeader::parse(LinkType::from(linktype), data).and_then(|h| Sliced::after_link(h, data, Checks::Lax));

@@ -86,7 +86,7 @@ pub fn render(a: &Analyzer) -> String {
     section(&mut out, "RoCE analysis");
     let _ = writeln!(
         out,
-        "Frames: {}  RoCEv2: {}  IGMP/MLD: {}  other: {}  malformed: {}  duration: {:.6} s",
+        "Frames: {}  transport (RoCEv2, IB): {}  IGMP/MLD: {}  other: {}  malformed: {}  duration: {:.6} s",
         t.frames,
         t.roce,
         t.multicast_reports,
