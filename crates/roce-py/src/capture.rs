@@ -1,0 +1,335 @@
+//! Captures: `read` (an iterator of the CLI's objects, one frame in memory at a time) and
+//! `read_columns` (the flat fields of every frame as typed columns, for `roce.dataframe`).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyOSError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use roce_decode::capture::{ReadError, Reader};
+use roce_decode::decode::{Decoder, Meta};
+use serde_json::{Map, Value};
+
+use crate::convert::{object_to_py, to_py, type_name};
+use crate::CaptureError;
+
+/// A binary file object (anything with `read(n) -> bytes`) as a `Read`.
+struct PyFile(Py<PyAny>);
+
+impl Read for PyFile {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        Python::attach(|py| {
+            let got = self.0.call_method1(py, "read", (buf.len(),)).map_err(io::Error::other)?;
+            let got = got.bind(py);
+            let b = got.cast::<PyBytes>().map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("read() returned {}, not bytes: open the file in binary mode", type_name(got)),
+                )
+            })?;
+            let b = b.as_bytes();
+            let n = b.len().min(buf.len());
+            buf[..n].copy_from_slice(&b[..n]);
+            Ok(n)
+        })
+    }
+}
+
+/// Open a path (str or os.PathLike) or wrap a binary file object.
+fn open(source: &Bound<'_, PyAny>) -> PyResult<(Box<dyn Read>, String)> {
+    let py = source.py();
+    if source.is_instance_of::<PyString>() || source.hasattr("__fspath__")? {
+        let p: std::path::PathBuf = py.import("os")?.getattr("fspath")?.call1((source,))?.extract()?;
+        let f = File::open(&p).map_err(|e| {
+            PyOSError::new_err((e.raw_os_error().unwrap_or(0), format!("cannot open {}: {e}", p.display())))
+        })?;
+        return Ok((Box::new(BufReader::with_capacity(1 << 16, f)), p.display().to_string()));
+    }
+    if source.hasattr("read")? {
+        let name = source.getattr("name").map(|n| n.to_string()).unwrap_or_else(|_| "<file>".into());
+        return Ok((Box::new(BufReader::with_capacity(1 << 16, PyFile(source.clone().unbind()))), name));
+    }
+    Err(PyTypeError::new_err(format!(
+        "expected a path (str or os.PathLike) or a binary file object, found {}",
+        type_name(source)
+    )))
+}
+
+fn capture_error(name: &str, e: &ReadError, frames: u64) -> PyErr {
+    CaptureError::new_err(format!("{name}: {e} (after {frames} frames)"))
+}
+
+/// The streaming decoder behind `read` and `read_columns`: numbers and relative times as
+/// `roce decode` gives them.
+struct Frames {
+    reader: Reader<Box<dyn Read>>,
+    dec: Decoder,
+    name: String,
+    n: u64,
+    t0: Option<Duration>,
+}
+
+impl Frames {
+    fn new(source: &Bound<'_, PyAny>) -> PyResult<Frames> {
+        let (r, name) = open(source)?;
+        let reader = Reader::new(r).map_err(|e| CaptureError::new_err(format!("cannot read {name}: {e}")))?;
+        let mut dec = Decoder::new();
+        dec.summary.off = true;
+        Ok(Frames { reader, dec, name, n: 0, t0: None })
+    }
+
+    /// Decode the next frame into `dec.json`; `false` at the end.
+    fn next(&mut self) -> PyResult<bool> {
+        match self.reader.next_frame() {
+            Ok(Some((rec, data))) => {
+                self.n += 1;
+                let t0 = *self.t0.get_or_insert(rec.timestamp);
+                let meta = Meta {
+                    number: self.n,
+                    timestamp: rec.timestamp,
+                    relative: rec.timestamp.saturating_sub(t0),
+                    linktype: rec.linktype,
+                    interface: rec.interface,
+                    orig_len: rec.orig_len,
+                };
+                self.dec.decode(&meta, data);
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(ReadError::Io(e)) if e.get_ref().is_some_and(|i| i.is::<PyErr>()) => {
+                // The file object's own exception, as it raised it.
+                Err(e.into_inner().and_then(|i| i.downcast::<PyErr>().ok()).map(|b| *b).unwrap_or_else(|| {
+                    CaptureError::new_err(format!("{}: read failed (after {} frames)", self.name, self.n))
+                }))
+            }
+            Err(e) => Err(capture_error(&self.name, &e, self.n)),
+        }
+    }
+
+    fn value(&self) -> PyResult<Map<String, Value>> {
+        serde_json::from_slice(&self.dec.json.buf)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("internal: the decoder's JSON: {e}")))
+    }
+}
+
+/// read(path_or_binary_file) -> iterator of dict
+///
+/// Every frame of a pcap or pcapng capture (any link type `roce decode` reads) as exactly the
+/// object `roce decode --json` prints for it, one frame in memory at a time. A capture cut
+/// short raises CaptureError after the last complete frame.
+#[pyclass(unsendable, module = "roce")]
+struct CaptureReader {
+    frames: Option<Frames>,
+}
+
+#[pymethods]
+impl CaptureReader {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(f) = self.frames.as_mut() else { return Ok(None) };
+        let more = f.next();
+        match more {
+            Ok(true) => object_to_py(py, &f.value()?).map(Some),
+            Ok(false) => {
+                self.frames = None;
+                Ok(None)
+            }
+            Err(e) => {
+                self.frames = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// Frames read so far.
+    #[getter]
+    fn frames_read(&self) -> u64 {
+        self.frames.as_ref().map_or(0, |f| f.n)
+    }
+}
+
+#[pyfunction]
+fn read(source: &Bound<'_, PyAny>) -> PyResult<CaptureReader> {
+    Ok(CaptureReader { frames: Some(Frames::new(source)?) })
+}
+
+/// One column of flat values; it widens as values arrive (int ▶ float ▶ object).
+enum Column {
+    Int(Vec<i64>, Vec<bool>),
+    Float(Vec<f64>),
+    Bool(Vec<u8>, Vec<bool>),
+    Object(Vec<Py<PyAny>>),
+}
+
+impl Column {
+    fn len(&self) -> usize {
+        match self {
+            Column::Int(v, _) => v.len(),
+            Column::Float(v) => v.len(),
+            Column::Bool(v, _) => v.len(),
+            Column::Object(v) => v.len(),
+        }
+    }
+
+    fn push_missing(&mut self, py: Python<'_>) {
+        match self {
+            Column::Int(v, m) => {
+                v.push(0);
+                m.push(false)
+            }
+            Column::Float(v) => v.push(f64::NAN),
+            Column::Bool(v, m) => {
+                v.push(0);
+                m.push(false)
+            }
+            Column::Object(v) => v.push(py.None()),
+        }
+    }
+
+    /// This column as Python objects (for a value that fits no typed column).
+    fn into_objects(self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        Ok(match self {
+            Column::Int(v, m) => v
+                .into_iter()
+                .zip(m)
+                .map(|(x, ok)| if ok { Ok::<_, PyErr>(x.into_pyobject(py)?.into_any().unbind()) } else { Ok(py.None()) })
+                .collect::<PyResult<_>>()?,
+            Column::Float(v) => v.into_iter().map(|x| Ok::<_, PyErr>(x.into_pyobject(py)?.into_any().unbind())).collect::<PyResult<_>>()?,
+            Column::Bool(v, m) => v
+                .into_iter()
+                .zip(m)
+                .map(|(x, ok)| if ok { Ok(pyo3::types::PyBool::new(py, x != 0).to_owned().into_any().unbind()) } else { Ok(py.None()) })
+                .collect::<PyResult<_>>()?,
+            Column::Object(v) => v,
+        })
+    }
+
+    fn push(&mut self, py: Python<'_>, v: &Value) -> PyResult<()> {
+        match (&mut *self, v) {
+            (_, Value::Null) => self.push_missing(py),
+            (Column::Int(c, m), Value::Number(n)) if n.as_i64().is_some() => {
+                c.push(n.as_i64().unwrap_or(0));
+                m.push(true)
+            }
+            (Column::Float(c), Value::Number(n)) => c.push(n.as_f64().unwrap_or(f64::NAN)),
+            (Column::Bool(c, m), Value::Bool(b)) => {
+                c.push(u8::from(*b));
+                m.push(true)
+            }
+            (Column::Object(c), v) => c.push(to_py(py, v)?.unbind()),
+            (Column::Int(c, m), Value::Number(n)) if m.iter().all(|x| *x) => {
+                // A float in an int column (a time of 0 then 0.001): widen to floats.
+                let mut f: Vec<f64> = c.iter().map(|x| *x as f64).collect();
+                f.push(n.as_f64().unwrap_or(f64::NAN));
+                *self = Column::Float(f);
+            }
+            _ => {
+                let old = std::mem::replace(self, Column::Object(Vec::new()));
+                let mut objs = old.into_objects(py)?;
+                objs.push(to_py(py, v)?.unbind());
+                *self = Column::Object(objs);
+            }
+        }
+        Ok(())
+    }
+
+    fn new_for(v: &Value) -> Column {
+        match v {
+            Value::Number(n) if n.as_i64().is_some() => Column::Int(Vec::new(), Vec::new()),
+            Value::Number(_) => Column::Float(Vec::new()),
+            Value::Bool(_) => Column::Bool(Vec::new(), Vec::new()),
+            _ => Column::Object(Vec::new()),
+        }
+    }
+
+    /// ("i", int64 bytes, valid mask bytes) | ("f", float64 bytes, None) | ("b", bytes, mask) | ("o", list, None)
+    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        fn mask(py: Python<'_>, m: &[bool]) -> Py<PyAny> {
+            let b: Vec<u8> = m.iter().map(|x| u8::from(*x)).collect();
+            PyBytes::new(py, &b).into_any().unbind()
+        }
+        let t = match self {
+            Column::Int(v, m) => {
+                let b: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                ("i", PyBytes::new(py, &b).into_any().unbind(), mask(py, &m))
+            }
+            Column::Float(v) => {
+                let b: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                ("f", PyBytes::new(py, &b).into_any().unbind(), py.None())
+            }
+            Column::Bool(v, m) => ("b", PyBytes::new(py, &v).into_any().unbind(), mask(py, &m)),
+            Column::Object(v) => ("o", PyList::new(py, v)?.into_any().unbind(), py.None()),
+        };
+        Ok(t.into_pyobject(py)?.into_any().unbind())
+    }
+}
+
+/// Flatten an object's leaves as `a.b.c` names (arrays stay one value).
+fn flatten<'v>(prefix: &str, m: &'v Map<String, Value>, out: &mut Vec<(String, &'v Value)>) {
+    for (k, v) in m {
+        let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        match v {
+            Value::Object(sub) => flatten(&name, sub, out),
+            _ => out.push((name, v)),
+        }
+    }
+}
+
+/// read_columns(path_or_binary_file) -> dict[str, tuple]
+///
+/// Every frame's flat fields (`bth.psn`, `ip.src`, …) as typed columns, in the order they
+/// first appear: ("i", int64 bytes, valid-mask bytes), ("f", float64 bytes, None),
+/// ("b", bool bytes, valid-mask bytes) or ("o", list, None). roce.dataframe builds on this.
+#[pyfunction]
+fn read_columns<'py>(py: Python<'py>, source: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let mut f = Frames::new(source)?;
+    let mut cols: Vec<(String, Column)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut rows = 0usize;
+    while f.next()? {
+        let v = f.value()?;
+        let mut leaves = Vec::new();
+        flatten("", &v, &mut leaves);
+        for (name, x) in &leaves {
+            let i = match index.get(name) {
+                Some(i) => *i,
+                None => {
+                    let mut c = Column::new_for(x);
+                    for _ in 0..rows {
+                        c.push_missing(py);
+                    }
+                    cols.push((name.clone(), c));
+                    index.insert(name.clone(), cols.len() - 1);
+                    cols.len() - 1
+                }
+            };
+            let c = &mut cols[i].1;
+            while c.len() < rows {
+                c.push_missing(py);
+            }
+            c.push(py, x)?;
+        }
+        rows += 1;
+    }
+    let d = PyDict::new(py);
+    for (name, mut c) in cols {
+        while c.len() < rows {
+            c.push_missing(py);
+        }
+        d.set_item(name, c.into_py(py)?)?;
+    }
+    Ok(d)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<CaptureReader>()?;
+    m.add_function(wrap_pyfunction!(read, m)?)?;
+    m.add_function(wrap_pyfunction!(read_columns, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! JSON values to Python objects and back: the one bridge every function goes through, so the
+//! Python dicts are exactly the objects `roce decode --json` prints (same keys, same values,
+//! 64-bit identifiers as the same `"0x…"` strings).
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMemoryView, PyString, PyTuple};
+use serde_json::{Map, Number, Value};
+use std::borrow::Cow;
+
+/// A JSON value as the Python object `json.loads` would give.
+pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                u.into_pyobject(py)?.into_any()
+            } else if let Some(i) = n.as_i64() {
+                i.into_pyobject(py)?.into_any()
+            } else {
+                PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any()
+            }
+        }
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(a) => {
+            let items = a.iter().map(|x| to_py(py, x)).collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, items)?.into_any()
+        }
+        Value::Object(m) => object_to_py(py, m)?.into_any(),
+    })
+}
+
+/// A JSON object as a dict, keys in the JSON's order.
+pub fn object_to_py<'py>(py: Python<'py>, m: &Map<String, Value>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, x) in m {
+        // Keys repeat on every frame: interned strings make the dicts cheaper to build and use.
+        d.set_item(PyString::intern(py, k), to_py(py, x)?)?;
+    }
+    Ok(d)
+}
+
+/// A Python object (dict, list, str, int, float, bool, None; bytes as hex) as a JSON value;
+/// anything else is a TypeError naming where it was found.
+pub fn from_py(o: &Bound<'_, PyAny>, path: &str) -> PyResult<Value> {
+    if o.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = o.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if o.is_instance_of::<PyInt>() {
+        if let Ok(u) = o.extract::<u64>() {
+            return Ok(Value::from(u));
+        }
+        if let Ok(i) = o.extract::<i64>() {
+            return Ok(Value::from(i));
+        }
+        return Err(PyValueError::new_err(format!("{}: {} does not fit in 64 bits", show(path), o)));
+    }
+    if let Ok(f) = o.cast::<PyFloat>() {
+        let x = f.value();
+        return Number::from_f64(x)
+            .map(Value::Number)
+            .ok_or_else(|| PyValueError::new_err(format!("{}: {x} is not a finite number", show(path))));
+    }
+    if let Ok(s) = o.cast::<PyString>() {
+        return Ok(Value::String(s.to_cow()?.into_owned()));
+    }
+    if o.is_instance_of::<PyBytes>() || o.is_instance_of::<PyByteArray>() || o.is_instance_of::<PyMemoryView>() {
+        return Ok(Value::String(hex(&bytes_of(o, path)?)));
+    }
+    if let Ok(d) = o.cast::<PyDict>() {
+        let mut m = Map::with_capacity(d.len());
+        for (k, x) in d.iter() {
+            let key: String = k.extract().map_err(|_| {
+                PyTypeError::new_err(format!("{}: keys must be str, found {}", show(path), type_name(&k)))
+            })?;
+            let sub = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+            let v = from_py(&x, &sub)?;
+            m.insert(key, v);
+        }
+        return Ok(Value::Object(m));
+    }
+    if o.is_instance_of::<PyList>() || o.is_instance_of::<PyTuple>() {
+        let mut a = Vec::new();
+        for (i, x) in o.try_iter()?.enumerate() {
+            a.push(from_py(&x?, &format!("{path}[{i}]"))?);
+        }
+        return Ok(Value::Array(a));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{}: expected dict, list, str, int, float, bool, bytes or None, found {}",
+        show(path),
+        type_name(o)
+    )))
+}
+
+fn show(path: &str) -> &str {
+    if path.is_empty() {
+        "record"
+    } else {
+        path
+    }
+}
+
+/// The name of an object's type, for messages.
+pub fn type_name(o: &Bound<'_, PyAny>) -> String {
+    o.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+/// Lowercase hex, as the JSON writes bytes.
+pub fn hex(b: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        s.push(HEX[usize::from(x >> 4)] as char);
+        s.push(HEX[usize::from(x & 15)] as char);
+    }
+    s
+}
+
+/// The bytes of a bytes, bytearray or memoryview argument (borrowed from bytes, copied
+/// otherwise); anything else is a TypeError naming the argument.
+pub fn bytes_of<'a>(o: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'a, [u8]>> {
+    if let Ok(b) = o.cast::<PyBytes>() {
+        return Ok(Cow::Borrowed(b.as_bytes()));
+    }
+    if let Ok(b) = o.cast::<PyByteArray>() {
+        return Ok(Cow::Owned(b.to_vec()));
+    }
+    if o.is_instance_of::<PyMemoryView>() {
+        let b = o.py().import("builtins")?.getattr("bytes")?.call1((o,))?;
+        return Ok(Cow::Owned(b.cast::<PyBytes>()?.as_bytes().to_vec()));
+    }
+    Err(PyTypeError::new_err(format!("{what}: expected bytes, bytearray or memoryview, found {}", type_name(o))))
+}
