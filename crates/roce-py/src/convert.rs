@@ -35,10 +35,32 @@ pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
 pub fn object_to_py<'py>(py: Python<'py>, m: &Map<String, Value>) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (k, x) in m {
-        // Keys repeat on every frame: interned strings make the dicts cheaper to build and use.
-        d.set_item(PyString::intern(py, k), to_py(py, x)?)?;
+        d.set_item(key(py, k), to_py(py, x)?)?;
     }
     Ok(d)
+}
+
+/// The string object of a key: keys repeat on every frame, so each name is made once.
+fn key<'py>(py: Python<'py>, k: &str) -> Bound<'py, PyString> {
+    KEYS.with(|keys| {
+        let mut keys = keys.borrow_mut();
+        if let Some(s) = keys.get(k) {
+            return s.bind(py).clone();
+        }
+        let s = PyString::intern(py, k);
+        if keys.len() < MAX_CACHED_KEYS {
+            keys.insert(k.to_owned(), s.clone().unbind());
+        }
+        s
+    })
+}
+
+/// The schema has a few hundred names; a bound keeps odd input from growing the cache.
+const MAX_CACHED_KEYS: usize = 4096;
+
+thread_local! {
+    static KEYS: std::cell::RefCell<std::collections::HashMap<String, Py<PyString>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
 /// A Python object (dict, list, str, int, float, bool, None; bytes as hex) as a JSON value;
