@@ -1,7 +1,6 @@
 //! Captures: `read` (an iterator of the CLI's objects, one frame in memory at a time) and
 //! `read_columns` (the flat fields of every frame as typed columns, for `roce.dataframe`).
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::time::Duration;
@@ -13,7 +12,7 @@ use roce_decode::capture::{ReadError, Reader};
 use roce_decode::decode::{Decoder, Meta};
 use serde_json::{Map, Value};
 
-use crate::convert::{object_to_py, to_py, type_name};
+use crate::convert::{json_text_to_py, to_py, type_name};
 use crate::CaptureError;
 
 /// A binary file object (anything with `read(n) -> bytes`) as a `Read`.
@@ -115,11 +114,7 @@ impl Frames {
     }
 }
 
-/// read(path_or_binary_file) -> iterator of dict
-///
-/// Every frame of a pcap or pcapng capture (any link type `roce decode` reads) as exactly the
-/// object `roce decode --json` prints for it, one frame in memory at a time. A capture cut
-/// short raises CaptureError after the last complete frame.
+/// The iterator `read` returns: the capture's frames as `roce decode --json` objects.
 #[pyclass(unsendable, module = "roce")]
 struct CaptureReader {
     frames: Option<Frames>,
@@ -135,7 +130,7 @@ impl CaptureReader {
         let Some(f) = self.frames.as_mut() else { return Ok(None) };
         let more = f.next();
         match more {
-            Ok(true) => object_to_py(py, &f.value()?).map(Some),
+            Ok(true) => Ok(Some(json_text_to_py(py, &f.dec.json.buf, &[])?.cast_into::<PyDict>()?)),
             Ok(false) => {
                 self.frames = None;
                 Ok(None)
@@ -154,6 +149,11 @@ impl CaptureReader {
     }
 }
 
+/// read(path_or_binary_file) -> iterator of dict
+///
+/// Every frame of a pcap or pcapng capture (any link type `roce decode` reads) as exactly the
+/// object `roce decode --json` prints for it, one frame in memory at a time. A capture cut
+/// short raises CaptureError after the last complete frame.
 #[pyfunction]
 fn read(source: &Bound<'_, PyAny>) -> PyResult<CaptureReader> {
     Ok(CaptureReader { frames: Some(Frames::new(source)?) })
@@ -198,13 +198,24 @@ impl Column {
             Column::Int(v, m) => v
                 .into_iter()
                 .zip(m)
-                .map(|(x, ok)| if ok { Ok::<_, PyErr>(x.into_pyobject(py)?.into_any().unbind()) } else { Ok(py.None()) })
+                .map(
+                    |(x, ok)| if ok { Ok::<_, PyErr>(x.into_pyobject(py)?.into_any().unbind()) } else { Ok(py.None()) },
+                )
                 .collect::<PyResult<_>>()?,
-            Column::Float(v) => v.into_iter().map(|x| Ok::<_, PyErr>(x.into_pyobject(py)?.into_any().unbind())).collect::<PyResult<_>>()?,
+            Column::Float(v) => v
+                .into_iter()
+                .map(|x| Ok::<_, PyErr>(x.into_pyobject(py)?.into_any().unbind()))
+                .collect::<PyResult<_>>()?,
             Column::Bool(v, m) => v
                 .into_iter()
                 .zip(m)
-                .map(|(x, ok)| if ok { Ok(pyo3::types::PyBool::new(py, x != 0).to_owned().into_any().unbind()) } else { Ok(py.None()) })
+                .map(|(x, ok)| {
+                    if ok {
+                        Ok(pyo3::types::PyBool::new(py, x != 0).to_owned().into_any().unbind())
+                    } else {
+                        Ok(py.None())
+                    }
+                })
                 .collect::<PyResult<_>>()?,
             Column::Object(v) => v,
         })
@@ -270,13 +281,74 @@ impl Column {
     }
 }
 
-/// Flatten an object's leaves as `a.b.c` names (arrays stay one value).
-fn flatten<'v>(prefix: &str, m: &'v Map<String, Value>, out: &mut Vec<(String, &'v Value)>) {
-    for (k, v) in m {
-        let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-        match v {
-            Value::Object(sub) => flatten(&name, sub, out),
-            _ => out.push((name, v)),
+/// A column's last string and its object, reused while the value repeats.
+type LastString = Option<(String, Py<PyAny>)>;
+
+/// The columns being built: one per flat name (`a.b.c`), in the order names first appear.
+struct Columns<'py> {
+    py: Python<'py>,
+    cols: Vec<(String, Column, LastString)>,
+    index: crate::convert::FastMap<usize>,
+    rows: usize,
+    name: String,
+}
+
+impl<'py> Columns<'py> {
+    /// Add one frame's object as a row.
+    fn row(&mut self, m: &Map<String, Value>) -> PyResult<()> {
+        self.name.clear();
+        self.walk(m)?;
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn walk(&mut self, m: &Map<String, Value>) -> PyResult<()> {
+        for (k, v) in m {
+            let len = self.name.len();
+            if len > 0 {
+                self.name.push('.');
+            }
+            self.name.push_str(k);
+            match v {
+                Value::Object(sub) => self.walk(sub)?,
+                _ => self.leaf(v)?,
+            }
+            self.name.truncate(len);
+        }
+        Ok(())
+    }
+
+    fn leaf(&mut self, v: &Value) -> PyResult<()> {
+        let py = self.py;
+        let i = match self.index.get(self.name.as_str()) {
+            Some(i) => *i,
+            None => {
+                let mut c = Column::new_for(v);
+                for _ in 0..self.rows {
+                    c.push_missing(py);
+                }
+                self.cols.push((self.name.clone(), c, None));
+                self.index.insert(self.name.clone(), self.cols.len() - 1);
+                self.cols.len() - 1
+            }
+        };
+        let (_, c, last) = &mut self.cols[i];
+        while c.len() < self.rows {
+            c.push_missing(py);
+        }
+        match (v, &mut *c) {
+            // Captures repeat their strings (addresses, names): one object per run of them.
+            (Value::String(s), Column::Object(objs)) => {
+                if let Some((_, obj)) = last.as_ref().filter(|(text, _)| text == s) {
+                    objs.push(obj.clone_ref(py));
+                } else {
+                    let obj = PyString::new(py, s).into_any().unbind();
+                    objs.push(obj.clone_ref(py));
+                    *last = Some((s.clone(), obj));
+                }
+                Ok(())
+            }
+            _ => c.push(py, v),
         }
     }
 }
@@ -289,37 +361,13 @@ fn flatten<'v>(prefix: &str, m: &'v Map<String, Value>, out: &mut Vec<(String, &
 #[pyfunction]
 fn read_columns<'py>(py: Python<'py>, source: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     let mut f = Frames::new(source)?;
-    let mut cols: Vec<(String, Column)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut rows = 0usize;
+    let mut t = Columns { py, cols: Vec::new(), index: Default::default(), rows: 0, name: String::new() };
     while f.next()? {
-        let v = f.value()?;
-        let mut leaves = Vec::new();
-        flatten("", &v, &mut leaves);
-        for (name, x) in &leaves {
-            let i = match index.get(name) {
-                Some(i) => *i,
-                None => {
-                    let mut c = Column::new_for(x);
-                    for _ in 0..rows {
-                        c.push_missing(py);
-                    }
-                    cols.push((name.clone(), c));
-                    index.insert(name.clone(), cols.len() - 1);
-                    cols.len() - 1
-                }
-            };
-            let c = &mut cols[i].1;
-            while c.len() < rows {
-                c.push_missing(py);
-            }
-            c.push(py, x)?;
-        }
-        rows += 1;
+        t.row(&f.value()?)?;
     }
     let d = PyDict::new(py);
-    for (name, mut c) in cols {
-        while c.len() < rows {
+    for (name, mut c, _) in t.cols {
+        while c.len() < t.rows {
             c.push_missing(py);
         }
         d.set_item(name, c.into_py(py)?)?;

@@ -58,9 +58,31 @@ fn key<'py>(py: Python<'py>, k: &str) -> Bound<'py, PyString> {
 /// The schema has a few hundred names; a bound keeps odd input from growing the cache.
 const MAX_CACHED_KEYS: usize = 4096;
 
+/// FNV-1a: the keys are short and trusted (the decoder's own names), SipHash's cost is not
+/// needed here.
+#[derive(Default, Clone, Copy)]
+pub struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for b in bytes {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+/// A map keyed by short trusted names (FNV-hashed).
+pub type FastMap<V> = std::collections::HashMap<String, V, std::hash::BuildHasherDefault<Fnv>>;
+
+type KeyCache = FastMap<Py<PyString>>;
+
 thread_local! {
-    static KEYS: std::cell::RefCell<std::collections::HashMap<String, Py<PyString>>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+    static KEYS: std::cell::RefCell<KeyCache> = std::cell::RefCell::new(KeyCache::default());
 }
 
 /// A Python object (dict, list, str, int, float, bool, None; bytes as hex) as a JSON value;
@@ -157,4 +179,172 @@ pub fn bytes_of<'a>(o: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'a, [u8
         return Ok(Cow::Owned(b.cast::<PyBytes>()?.as_bytes().to_vec()));
     }
     Err(PyTypeError::new_err(format!("{what}: expected bytes, bytearray or memoryview, found {}", type_name(o))))
+}
+
+/// The decoder's JSON text straight into Python objects (what `json.loads` would give), with
+/// no intermediate tree: the text is the one the CLI prints, read generically (no schema).
+/// Members of the top-level object named in `skip` are left out.
+pub fn json_text_to_py<'py>(py: Python<'py>, text: &[u8], skip: &[&str]) -> PyResult<Bound<'py, PyAny>> {
+    let mut p = TextParser { b: text, i: 0 };
+    let v = p.value(py, skip)?;
+    p.ws();
+    if p.i != text.len() {
+        return Err(p.fail("trailing bytes"));
+    }
+    Ok(v)
+}
+
+struct TextParser<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> TextParser<'a> {
+    fn fail(&self, what: &str) -> PyErr {
+        PyValueError::new_err(format!("internal: the decoder's JSON at byte {}: {what}", self.i))
+    }
+
+    fn ws(&mut self) {
+        while self.i < self.b.len() && matches!(self.b[self.i], b' ' | b'\n' | b'\r' | b'\t') {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn expect(&mut self, c: u8) -> PyResult<()> {
+        self.ws();
+        if self.peek() != Some(c) {
+            return Err(self.fail(&format!("expected {:?}", c as char)));
+        }
+        self.i += 1;
+        Ok(())
+    }
+
+    fn literal(&mut self, word: &[u8]) -> PyResult<()> {
+        if self.b.get(self.i..self.i + word.len()) != Some(word) {
+            return Err(self.fail("bad literal"));
+        }
+        self.i += word.len();
+        Ok(())
+    }
+
+    fn value<'py>(&mut self, py: Python<'py>, skip: &[&str]) -> PyResult<Bound<'py, PyAny>> {
+        self.ws();
+        match self.peek() {
+            Some(b'{') => self.object(py, skip).map(Bound::into_any),
+            Some(b'[') => {
+                self.i += 1;
+                let l = PyList::empty(py);
+                self.ws();
+                if self.peek() == Some(b']') {
+                    self.i += 1;
+                    return Ok(l.into_any());
+                }
+                loop {
+                    l.append(self.value(py, &[])?)?;
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.i += 1,
+                        Some(b']') => {
+                            self.i += 1;
+                            return Ok(l.into_any());
+                        }
+                        _ => return Err(self.fail("expected ',' or ']'")),
+                    }
+                }
+            }
+            Some(b'"') => Ok(PyString::new(py, &self.string()?).into_any()),
+            Some(b't') => self.literal(b"true").map(|()| PyBool::new(py, true).to_owned().into_any()),
+            Some(b'f') => self.literal(b"false").map(|()| PyBool::new(py, false).to_owned().into_any()),
+            Some(b'n') => self.literal(b"null").map(|()| py.None().into_bound(py)),
+            Some(_) => self.number(py),
+            None => Err(self.fail("unexpected end")),
+        }
+    }
+
+    fn object<'py>(&mut self, py: Python<'py>, skip: &[&str]) -> PyResult<Bound<'py, PyDict>> {
+        self.i += 1;
+        let d = PyDict::new(py);
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.i += 1;
+            return Ok(d);
+        }
+        loop {
+            self.ws();
+            if self.peek() != Some(b'"') {
+                return Err(self.fail("expected a key"));
+            }
+            let k = self.string()?;
+            self.expect(b':')?;
+            let v = self.value(py, &[])?;
+            if !skip.contains(&k.as_ref()) {
+                d.set_item(key(py, &k), v)?;
+            }
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b'}') => {
+                    self.i += 1;
+                    return Ok(d);
+                }
+                _ => return Err(self.fail("expected ',' or '}'")),
+            }
+        }
+    }
+
+    /// A string token; escapes are rare (messages), and left to serde_json.
+    fn string(&mut self) -> PyResult<Cow<'a, str>> {
+        let b: &'a [u8] = self.b;
+        let start = self.i;
+        self.i += 1;
+        let mut escaped = false;
+        loop {
+            match self.peek() {
+                Some(b'"') => break,
+                Some(b'\\') => {
+                    escaped = true;
+                    self.i += 2;
+                }
+                Some(_) => self.i += 1,
+                None => return Err(self.fail("unterminated string")),
+            }
+        }
+        self.i += 1;
+        let token = &b[start..self.i];
+        if escaped {
+            let s: String = serde_json::from_slice(token).map_err(|e| self.fail(&e.to_string()))?;
+            Ok(Cow::Owned(s))
+        } else {
+            std::str::from_utf8(&token[1..token.len() - 1]).map(Cow::Borrowed).map_err(|e| self.fail(&e.to_string()))
+        }
+    }
+
+    fn number<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let start = self.i;
+        let mut float = false;
+        while let Some(c) = self.peek() {
+            match c {
+                b'0'..=b'9' | b'-' | b'+' => {}
+                b'.' | b'e' | b'E' => float = true,
+                _ => break,
+            }
+            self.i += 1;
+        }
+        let t = std::str::from_utf8(&self.b[start..self.i]).map_err(|e| self.fail(&e.to_string()))?;
+        if !float {
+            if let Ok(u) = t.parse::<u64>() {
+                return Ok(u.into_pyobject(py)?.into_any());
+            }
+            if let Ok(i) = t.parse::<i64>() {
+                return Ok(i.into_pyobject(py)?.into_any());
+            }
+        }
+        // Correctly rounded, as json.loads reads the CLI's text.
+        let f: f64 = t.parse().map_err(|_| self.fail("bad number"))?;
+        Ok(PyFloat::new(py, f).into_any())
+    }
 }

@@ -31,7 +31,8 @@ fn seconds(t: Instant) -> f64 {
 }
 
 fn duration(s: f64, what: &str) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(s).map_err(|_| PyValueError::new_err(format!("{what}: {s} is not a duration in seconds")))
+    Duration::try_from_secs_f64(s)
+        .map_err(|_| PyValueError::new_err(format!("{what}: {s} is not a duration in seconds")))
 }
 
 fn parse_mac(s: &str) -> PyResult<[u8; 6]> {
@@ -120,7 +121,13 @@ impl UdDestination {
         format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
     }
     fn __repr__(&self) -> String {
-        format!("UdDestination(dgid={}, dmac={}, qp_num=0x{:06x}, qkey=0x{:08x})", self.dgid(), self.dmac(), self.qp_num(), self.qkey())
+        format!(
+            "UdDestination(dgid={}, dmac={}, qp_num=0x{:06x}, qkey=0x{:08x})",
+            self.dgid(),
+            self.dmac(),
+            self.qp_num(),
+            self.qkey()
+        )
     }
 }
 
@@ -163,15 +170,11 @@ fn event_dict<'py>(py: Python<'py>, e: &CmEvent) -> PyResult<Bound<'py, PyDict>>
     Ok(d)
 }
 
-fn config(
-    mac: &str,
-    ipv4: &str,
-    ipv6: Option<&str>,
-    sa: Option<&str>,
-    seed: u64,
-) -> PyResult<StackConfig> {
+fn config(mac: &str, ipv4: &str, ipv6: Option<&str>, sa: Option<&str>, seed: u64) -> PyResult<StackConfig> {
     let (v4, prefix) = match ipv4.split_once('/') {
-        Some((a, p)) => (a, p.parse::<u8>().map_err(|_| PyValueError::new_err(format!("ipv4: bad prefix in {ipv4:?}")))?),
+        Some((a, p)) => {
+            (a, p.parse::<u8>().map_err(|_| PyValueError::new_err(format!("ipv4: bad prefix in {ipv4:?}")))?)
+        }
         None => (ipv4, 24),
     };
     let v4: Ipv4Addr = v4.parse().map_err(|_| PyValueError::new_err(format!("ipv4: {ipv4:?} is not an address")))?;
@@ -238,7 +241,9 @@ impl PyStack {
     fn own(&mut self, what: &str) -> PyResult<(&mut roce_cm::Stack, &mut Instant)> {
         match &mut self.home {
             Home::Own { stack, now } => Ok((stack, now)),
-            Home::Net { .. } => Err(PyRuntimeError::new_err(format!("{what}: this Stack lives on a SimNet, which drives it"))),
+            Home::Net { .. } => {
+                Err(PyRuntimeError::new_err(format!("{what}: this Stack lives on a SimNet, which drives it")))
+            }
         }
     }
 }
@@ -345,14 +350,26 @@ impl PyStack {
 
     /// connect(id, private_data=b"", now=None): rdma_connect.
     #[pyo3(signature = (id, private_data = None, now = None))]
-    fn connect(&mut self, py: Python<'_>, id: u32, private_data: Option<&Bound<'_, PyAny>>, now: Option<f64>) -> PyResult<()> {
+    fn connect(
+        &mut self,
+        py: Python<'_>,
+        id: u32,
+        private_data: Option<&Bound<'_, PyAny>>,
+        now: Option<f64>,
+    ) -> PyResult<()> {
         let p = conn_param(private_data)?;
         self.with(py, now, |s, t| s.connect(t, CmId(id), &p))
     }
 
     /// accept(id, private_data=b"", now=None): rdma_accept.
     #[pyo3(signature = (id, private_data = None, now = None))]
-    fn accept(&mut self, py: Python<'_>, id: u32, private_data: Option<&Bound<'_, PyAny>>, now: Option<f64>) -> PyResult<()> {
+    fn accept(
+        &mut self,
+        py: Python<'_>,
+        id: u32,
+        private_data: Option<&Bound<'_, PyAny>>,
+        now: Option<f64>,
+    ) -> PyResult<()> {
         let p = conn_param(private_data)?;
         self.with(py, now, |s, t| s.accept(t, CmId(id), &p))
     }
@@ -366,7 +383,14 @@ impl PyStack {
     /// join(id, group, join_state="FullMember", now=None): rdma_join_multicast (an SA Set
     /// and an IGMP/MLD report; MULTICAST_JOIN or MULTICAST_ERROR follows).
     #[pyo3(signature = (id, group, join_state = None, now = None))]
-    fn join(&mut self, py: Python<'_>, id: u32, group: &str, join_state: Option<&Bound<'_, PyAny>>, now: Option<f64>) -> PyResult<()> {
+    fn join(
+        &mut self,
+        py: Python<'_>,
+        id: u32,
+        group: &str,
+        join_state: Option<&Bound<'_, PyAny>>,
+        now: Option<f64>,
+    ) -> PyResult<()> {
         let g = parse_ip(group, "group")?;
         let js = join_state.map(self::join_state).transpose()?.unwrap_or(JoinState::FULL_MEMBER);
         self.with(py, now, |s, t| s.join_multicast(t, CmId(id), g, js))
@@ -388,7 +412,14 @@ impl PyStack {
 
     /// post_send(qp, dest: UdDestination, payload: bytes, imm_data=None): a UD send.
     #[pyo3(signature = (qp, dest, payload, imm_data = None))]
-    fn post_send(&mut self, py: Python<'_>, qp: u32, dest: &UdDestination, payload: &Bound<'_, PyAny>, imm_data: Option<u32>) -> PyResult<()> {
+    fn post_send(
+        &mut self,
+        py: Python<'_>,
+        qp: u32,
+        dest: &UdDestination,
+        payload: &Bound<'_, PyAny>,
+        imm_data: Option<u32>,
+    ) -> PyResult<()> {
         let p = bytes_of(payload, "payload")?;
         let d = dest.dest;
         self.with(py, None, |s, _| s.post_send(qp, &d, &p, imm_data))
@@ -435,7 +466,13 @@ impl PyStack {
 
 fn conn_param(private_data: Option<&Bound<'_, PyAny>>) -> PyResult<ConnectParam> {
     let pd = private_data.map(|p| bytes_of(p, "private_data").map(|b| b.to_vec())).transpose()?.unwrap_or_default();
-    Ok(ConnectParam { private_data: pd, responder_resources: 1, initiator_depth: 1, retry_count: 7, rnr_retry_count: 7 })
+    Ok(ConnectParam {
+        private_data: pd,
+        responder_resources: 1,
+        initiator_depth: 1,
+        retry_count: 7,
+        rnr_retry_count: 7,
+    })
 }
 
 /// SimNet(seed=1)

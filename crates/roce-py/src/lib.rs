@@ -41,8 +41,8 @@ thread_local! {
 const CAPTURE_MEMBERS: [&str; 4] = ["frame", "time", "time_epoch", "interface"];
 
 /// Decode into a fresh decoder (no RMPP state carried between unrelated frames) that reuses
-/// this thread's JSON buffer; returns the parsed object.
-fn decode_value(frame: &[u8], link_type: u32) -> PyResult<Map<String, Value>> {
+/// this thread's JSON buffer, and hand the JSON text to `f`.
+fn with_decoded<R>(frame: &[u8], link_type: u32, f: impl FnOnce(&[u8]) -> R) -> R {
     let mut d = Decoder::new();
     d.summary.off = true;
     JSON_BUF.with(|b| d.json.buf = std::mem::take(&mut *b.borrow_mut()));
@@ -55,19 +55,25 @@ fn decode_value(frame: &[u8], link_type: u32) -> PyResult<Map<String, Value>> {
         orig_len: u32::try_from(frame.len()).unwrap_or(u32::MAX),
     };
     d.decode(&meta, frame);
-    let parsed = serde_json::from_slice::<Map<String, Value>>(&d.json.buf);
+    let r = f(&d.json.buf);
     JSON_BUF.with(|b| *b.borrow_mut() = std::mem::take(&mut d.json.buf));
-    parsed.map_err(|e| PyValueError::new_err(format!("internal: the decoder's JSON does not parse: {e}")))
+    r
 }
 
 /// The error object of a record that stopped at its first layer, as a DecodeError.
-fn not_even_link(py: Python<'_>, m: &Map<String, Value>, link_type: u32) -> Option<PyErr> {
-    let link_member = match link_type {
-        1 => "eth",
-        113 => "sll",
-        276 => "sll2",
+fn not_even_link(py: Python<'_>, text: &[u8], link_type: u32, frame_len: usize) -> Option<PyErr> {
+    let (link_member, header_len) = match link_type {
+        1 => ("eth", 14),
+        113 => ("sll", 16),
+        276 => ("sll2", 20),
         _ => return None,
     };
+    // Only a frame shorter than its link header can lack it: only such a frame is parsed
+    // twice (here, for its error).
+    if frame_len >= header_len {
+        return None;
+    }
+    let m: Map<String, Value> = serde_json::from_slice(text).ok()?;
     if m.contains_key(link_member) {
         return None;
     }
@@ -96,14 +102,11 @@ fn not_even_link(py: Python<'_>, m: &Map<String, Value>, link_type: u32) -> Opti
 #[pyo3(signature = (frame, link_type = 1))]
 fn decode<'py>(py: Python<'py>, frame: &Bound<'py, PyAny>, link_type: u32) -> PyResult<Bound<'py, PyDict>> {
     let bytes = convert::bytes_of(frame, "frame")?;
-    let mut m = decode_value(&bytes, link_type)?;
-    if let Some(e) = not_even_link(py, &m, link_type) {
-        return Err(e);
-    }
-    for k in CAPTURE_MEMBERS {
-        m.shift_remove(k);
-    }
-    convert::object_to_py(py, &m)
+    let v = with_decoded(&bytes, link_type, |text| match not_even_link(py, text, link_type, bytes.len()) {
+        Some(e) => Err(e),
+        None => convert::json_text_to_py(py, text, &CAPTURE_MEMBERS),
+    })?;
+    Ok(v.cast_into::<PyDict>()?)
 }
 
 /// summary(frame: bytes, link_type: int = 1) -> str
@@ -177,7 +180,12 @@ fn icrc(py: Python<'_>, frame: &Bound<'_, PyAny>) -> PyResult<u32> {
         err
     };
     let short = |layer: &str, at: usize, need: usize| {
-        fail(layer, at, "too_short", format!("{layer}: needs {need} bytes at byte offset {at}, the frame has {}", b.len()))
+        fail(
+            layer,
+            at,
+            "too_short",
+            format!("{layer}: needs {need} bytes at byte offset {at}, the frame has {}", b.len()),
+        )
     };
     if b.len() < 14 {
         return Err(short("ethernet", 0, 14));
@@ -217,8 +225,7 @@ fn icrc(py: Python<'_>, frame: &Bound<'_, PyAny>) -> PyResult<u32> {
     if end < udp_off + 8 + 12 + 4 {
         return Err(short("bth", udp_off + 8, 16));
     }
-    compute(&b[ip_off..end - 4], version, ip_len)
-        .map_err(|e| fail("icrc", ip_off, "invalid", format!("icrc: {e}")))
+    compute(&b[ip_off..end - 4], version, ip_len).map_err(|e| fail("icrc", ip_off, "invalid", format!("icrc: {e}")))
 }
 
 /// opcode_headers(opcode: int) -> list[str]
