@@ -10,7 +10,9 @@
 3. read: roce.dataframe of a capture of --capture-frames frames vs scapy's rdpcap; scapy reads
    only the first --scapy-read frames and its time is scaled to the whole capture.
 
-Run it with a release build of the package (pip install ./crates/roce-py builds one).
+Run it with a release build of the package (pip install ./crates/roce-py builds one). Times
+are this process's CPU time (time.process_time), so other programs on the machine do not
+skew one side.
 """
 
 import argparse
@@ -51,9 +53,11 @@ def mix(n):
 
 
 def timed(f):
-    t = time.perf_counter()
+    # CPU time of this process: the machine is shared, and wall time would charge one side
+    # for the other programs' turns.
+    t = time.process_time()
     f()
-    return time.perf_counter() - t
+    return time.process_time() - t
 
 
 def row(what, n_roce, t_roce, n_scapy, t_scapy, note=""):
@@ -142,7 +146,7 @@ def main():
             f"(rdpcap of {min(a.scapy_read, a.capture_frames)} frames, scaled; {len(df.columns)} columns)")
         t_it = timed(lambda: sum(1 for _ in roce.read(path)))
         row("  (roce.read: the dicts, no DataFrame)", a.capture_frames, t_it, a.capture_frames, scaled)
-        print(f"roce.dataframe: {a.capture_frames} frames in {t_df:.1f} s; rdpcap: {t_rd:.1f} s for {min(a.scapy_read, a.capture_frames)}")
+        print(f"CPU time: roce.dataframe {a.capture_frames} frames {t_df:.1f} s; rdpcap {min(a.scapy_read, a.capture_frames)} frames {t_rd:.1f} s")
 
 
 if __name__ == "__main__":

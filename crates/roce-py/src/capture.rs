@@ -10,9 +10,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use roce_decode::capture::{ReadError, Reader};
 use roce_decode::decode::{Decoder, Meta};
-use serde_json::{Map, Value};
 
-use crate::convert::{json_text_to_py, to_py, type_name};
+use crate::convert::{json_text_to_py, type_name, Leaf, TextParser};
 use crate::CaptureError;
 
 /// A binary file object (anything with `read(n) -> bytes`) as a `Read`.
@@ -106,11 +105,6 @@ impl Frames {
             }
             Err(e) => Err(capture_error(&self.name, &e, self.n)),
         }
-    }
-
-    fn value(&self) -> PyResult<Map<String, Value>> {
-        serde_json::from_slice(&self.dec.json.buf)
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("internal: the decoder's JSON: {e}")))
     }
 }
 
@@ -221,40 +215,41 @@ impl Column {
         })
     }
 
-    fn push(&mut self, py: Python<'_>, v: &Value) -> PyResult<()> {
+    fn push(&mut self, py: Python<'_>, v: Leaf<'_>) -> PyResult<()> {
         match (&mut *self, v) {
-            (_, Value::Null) => self.push_missing(py),
-            (Column::Int(c, m), Value::Number(n)) if n.as_i64().is_some() => {
-                c.push(n.as_i64().unwrap_or(0));
+            (_, Leaf::Null) => self.push_missing(py),
+            (Column::Int(c, m), Leaf::Int(n)) => {
+                c.push(n);
                 m.push(true)
             }
-            (Column::Float(c), Value::Number(n)) => c.push(n.as_f64().unwrap_or(f64::NAN)),
-            (Column::Bool(c, m), Value::Bool(b)) => {
-                c.push(u8::from(*b));
+            (Column::Float(c), Leaf::Int(n)) => c.push(n as f64),
+            (Column::Float(c), Leaf::Float(x)) => c.push(x),
+            (Column::Bool(c, m), Leaf::Bool(b)) => {
+                c.push(u8::from(b));
                 m.push(true)
             }
-            (Column::Object(c), v) => c.push(to_py(py, v)?.unbind()),
-            (Column::Int(c, m), Value::Number(n)) if m.iter().all(|x| *x) => {
+            (Column::Object(c), v) => c.push(v.into_py(py)?),
+            (Column::Int(c, m), Leaf::Float(x)) if m.iter().all(|ok| *ok) => {
                 // A float in an int column (a time of 0 then 0.001): widen to floats.
-                let mut f: Vec<f64> = c.iter().map(|x| *x as f64).collect();
-                f.push(n.as_f64().unwrap_or(f64::NAN));
+                let mut f: Vec<f64> = c.iter().map(|n| *n as f64).collect();
+                f.push(x);
                 *self = Column::Float(f);
             }
-            _ => {
+            (_, v) => {
                 let old = std::mem::replace(self, Column::Object(Vec::new()));
                 let mut objs = old.into_objects(py)?;
-                objs.push(to_py(py, v)?.unbind());
+                objs.push(v.into_py(py)?);
                 *self = Column::Object(objs);
             }
         }
         Ok(())
     }
 
-    fn new_for(v: &Value) -> Column {
+    fn new_for(v: &Leaf<'_>) -> Column {
         match v {
-            Value::Number(n) if n.as_i64().is_some() => Column::Int(Vec::new(), Vec::new()),
-            Value::Number(_) => Column::Float(Vec::new()),
-            Value::Bool(_) => Column::Bool(Vec::new(), Vec::new()),
+            Leaf::Int(_) => Column::Int(Vec::new(), Vec::new()),
+            Leaf::Float(_) => Column::Float(Vec::new()),
+            Leaf::Bool(_) => Column::Bool(Vec::new(), Vec::new()),
             _ => Column::Object(Vec::new()),
         }
     }
@@ -294,36 +289,63 @@ struct Columns<'py> {
 }
 
 impl<'py> Columns<'py> {
-    /// Add one frame's object as a row.
-    fn row(&mut self, m: &Map<String, Value>) -> PyResult<()> {
+    /// Add one frame's JSON object (the decoder's text) as a row.
+    fn row(&mut self, text: &[u8]) -> PyResult<()> {
         self.name.clear();
-        self.walk(m)?;
+        let mut p = TextParser::new(text);
+        self.object(&mut p)?;
         self.rows += 1;
         Ok(())
     }
 
-    fn walk(&mut self, m: &Map<String, Value>) -> PyResult<()> {
-        for (k, v) in m {
+    fn object(&mut self, p: &mut TextParser<'_>) -> PyResult<()> {
+        p.expect(b'{')?;
+        p.ws();
+        if p.peek() == Some(b'}') {
+            p.advance();
+            return Ok(());
+        }
+        loop {
+            p.ws();
+            let k = p.string()?;
+            p.expect(b':')?;
             let len = self.name.len();
             if len > 0 {
                 self.name.push('.');
             }
-            self.name.push_str(k);
-            match v {
-                Value::Object(sub) => self.walk(sub)?,
-                _ => self.leaf(v)?,
+            self.name.push_str(&k);
+            p.ws();
+            match p.peek() {
+                Some(b'{') => self.object(p)?,
+                // Arrays stay one value (a list) in their column.
+                Some(b'[') => {
+                    let list = p.value(self.py, &[])?.unbind();
+                    self.leaf(Leaf::Object(list))?
+                }
+                _ => {
+                    let leaf = p.scalar()?;
+                    self.leaf(leaf)?
+                }
             }
             self.name.truncate(len);
+            p.ws();
+            match p.peek() {
+                Some(b',') => p.advance(),
+                Some(b'}') => {
+                    p.advance();
+                    return Ok(());
+                }
+                _ => return Err(p.fail("expected ',' or '}'")),
+            }
         }
-        Ok(())
     }
 
-    fn leaf(&mut self, v: &Value) -> PyResult<()> {
+    fn leaf(&mut self, v: Leaf<'_>) -> PyResult<()> {
         let py = self.py;
         let i = match self.index.get(self.name.as_str()) {
             Some(i) => *i,
             None => {
-                let mut c = Column::new_for(v);
+                let mut c = Column::new_for(&v);
                 for _ in 0..self.rows {
                     c.push_missing(py);
                 }
@@ -338,17 +360,17 @@ impl<'py> Columns<'py> {
         }
         match (v, &mut *c) {
             // Captures repeat their strings (addresses, names): one object per run of them.
-            (Value::String(s), Column::Object(objs)) => {
-                if let Some((_, obj)) = last.as_ref().filter(|(text, _)| text == s) {
+            (Leaf::Str(s), Column::Object(objs)) => {
+                if let Some((_, obj)) = last.as_ref().filter(|(text, _)| *text == s) {
                     objs.push(obj.clone_ref(py));
                 } else {
-                    let obj = PyString::new(py, s).into_any().unbind();
+                    let obj = PyString::new(py, &s).into_any().unbind();
                     objs.push(obj.clone_ref(py));
-                    *last = Some((s.clone(), obj));
+                    *last = Some((s.into_owned(), obj));
                 }
                 Ok(())
             }
-            _ => c.push(py, v),
+            (v, c) => c.push(py, v),
         }
     }
 }
@@ -363,7 +385,7 @@ fn read_columns<'py>(py: Python<'py>, source: &Bound<'py, PyAny>) -> PyResult<Bo
     let mut f = Frames::new(source)?;
     let mut t = Columns { py, cols: Vec::new(), index: Default::default(), rows: 0, name: String::new() };
     while f.next()? {
-        t.row(&f.value()?)?;
+        t.row(&f.dec.json.buf)?;
     }
     let d = PyDict::new(py);
     for (name, mut c, _) in t.cols {

@@ -1,44 +1,14 @@
-//! JSON values to Python objects and back: the one bridge every function goes through, so the
-//! Python dicts are exactly the objects `roce decode --json` prints (same keys, same values,
-//! 64-bit identifiers as the same `"0x…"` strings).
+//! JSON to Python objects and back: the one bridge every function goes through, so the Python
+//! dicts are exactly the objects `roce decode --json` prints (same keys, same values, 64-bit
+//! identifiers as the same `"0x…"` strings). The way in reads the decoder's JSON text
+//! ([`json_text_to_py`], [`TextParser`]); the way out ([`from_py`]) makes the serde value the
+//! encoder reads.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMemoryView, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
 use std::borrow::Cow;
-
-/// A JSON value as the Python object `json.loads` would give.
-pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match v {
-        Value::Null => py.None().into_bound(py),
-        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
-        Value::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                u.into_pyobject(py)?.into_any()
-            } else if let Some(i) = n.as_i64() {
-                i.into_pyobject(py)?.into_any()
-            } else {
-                PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any()
-            }
-        }
-        Value::String(s) => PyString::new(py, s).into_any(),
-        Value::Array(a) => {
-            let items = a.iter().map(|x| to_py(py, x)).collect::<PyResult<Vec<_>>>()?;
-            PyList::new(py, items)?.into_any()
-        }
-        Value::Object(m) => object_to_py(py, m)?.into_any(),
-    })
-}
-
-/// A JSON object as a dict, keys in the JSON's order.
-pub fn object_to_py<'py>(py: Python<'py>, m: &Map<String, Value>) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    for (k, x) in m {
-        d.set_item(key(py, k), to_py(py, x)?)?;
-    }
-    Ok(d)
-}
 
 /// The string object of a key: keys repeat on every frame, so each name is made once.
 fn key<'py>(py: Python<'py>, k: &str) -> Bound<'py, PyString> {
@@ -185,7 +155,7 @@ pub fn bytes_of<'a>(o: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'a, [u8
 /// no intermediate tree: the text is the one the CLI prints, read generically (no schema).
 /// Members of the top-level object named in `skip` are left out.
 pub fn json_text_to_py<'py>(py: Python<'py>, text: &[u8], skip: &[&str]) -> PyResult<Bound<'py, PyAny>> {
-    let mut p = TextParser { b: text, i: 0 };
+    let mut p = TextParser::new(text);
     let v = p.value(py, skip)?;
     p.ws();
     if p.i != text.len() {
@@ -194,27 +164,93 @@ pub fn json_text_to_py<'py>(py: Python<'py>, text: &[u8], skip: &[&str]) -> PyRe
     Ok(v)
 }
 
-struct TextParser<'a> {
+/// A scalar of the JSON text (or an already-built object), for the column builder.
+pub enum Leaf<'a> {
+    /// `null`.
+    Null,
+    /// `true` / `false`.
+    Bool(bool),
+    /// An integer that fits i64 (every number the decoder writes as a number does).
+    Int(i64),
+    /// A number with a fraction or exponent, or an integer too wide for i64.
+    Float(f64),
+    /// A string.
+    Str(Cow<'a, str>),
+    /// Anything else, as its Python object (an array).
+    Object(Py<PyAny>),
+}
+
+impl Leaf<'_> {
+    /// The Python object `json.loads` would give.
+    pub fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(match self {
+            Leaf::Null => py.None(),
+            Leaf::Bool(b) => PyBool::new(py, b).to_owned().into_any().unbind(),
+            Leaf::Int(n) => n.into_pyobject(py)?.into_any().unbind(),
+            Leaf::Float(x) => PyFloat::new(py, x).into_any().unbind(),
+            Leaf::Str(s) => PyString::new(py, &s).into_any().unbind(),
+            Leaf::Object(o) => o,
+        })
+    }
+}
+
+/// A reader of the decoder's JSON text (well formed, generic: no schema).
+pub struct TextParser<'a> {
     b: &'a [u8],
     i: usize,
 }
 
 impl<'a> TextParser<'a> {
-    fn fail(&self, what: &str) -> PyErr {
+    /// A reader at the start of `b`.
+    pub fn new(b: &'a [u8]) -> Self {
+        TextParser { b, i: 0 }
+    }
+
+    /// Step over one byte (the one `peek` gave).
+    pub fn advance(&mut self) {
+        self.i += 1;
+    }
+
+    /// A number, string, `true`, `false` or `null`.
+    pub fn scalar(&mut self) -> PyResult<Leaf<'a>> {
+        self.ws();
+        match self.peek() {
+            Some(b'"') => self.string().map(Leaf::Str),
+            Some(b't') => self.literal(b"true").map(|()| Leaf::Bool(true)),
+            Some(b'f') => self.literal(b"false").map(|()| Leaf::Bool(false)),
+            Some(b'n') => self.literal(b"null").map(|()| Leaf::Null),
+            Some(_) => {
+                let (t, float) = self.number_token()?;
+                if !float {
+                    if let Ok(n) = t.parse::<i64>() {
+                        return Ok(Leaf::Int(n));
+                    }
+                }
+                t.parse().map(Leaf::Float).map_err(|_| self.fail("bad number"))
+            }
+            None => Err(self.fail("unexpected end")),
+        }
+    }
+
+    /// An error at the current byte.
+    pub fn fail(&self, what: &str) -> PyErr {
         PyValueError::new_err(format!("internal: the decoder's JSON at byte {}: {what}", self.i))
     }
 
-    fn ws(&mut self) {
+    /// Skip white space.
+    pub fn ws(&mut self) {
         while self.i < self.b.len() && matches!(self.b[self.i], b' ' | b'\n' | b'\r' | b'\t') {
             self.i += 1;
         }
     }
 
-    fn peek(&self) -> Option<u8> {
+    /// The next byte.
+    pub fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
     }
 
-    fn expect(&mut self, c: u8) -> PyResult<()> {
+    /// Skip white space and one `c`.
+    pub fn expect(&mut self, c: u8) -> PyResult<()> {
         self.ws();
         if self.peek() != Some(c) {
             return Err(self.fail(&format!("expected {:?}", c as char)));
@@ -231,7 +267,8 @@ impl<'a> TextParser<'a> {
         Ok(())
     }
 
-    fn value<'py>(&mut self, py: Python<'py>, skip: &[&str]) -> PyResult<Bound<'py, PyAny>> {
+    /// Any value as its Python object; `skip` names members of an object to leave out.
+    pub fn value<'py>(&mut self, py: Python<'py>, skip: &[&str]) -> PyResult<Bound<'py, PyAny>> {
         self.ws();
         match self.peek() {
             Some(b'{') => self.object(py, skip).map(Bound::into_any),
@@ -297,7 +334,7 @@ impl<'a> TextParser<'a> {
     }
 
     /// A string token; escapes are rare (messages), and left to serde_json.
-    fn string(&mut self) -> PyResult<Cow<'a, str>> {
+    pub fn string(&mut self) -> PyResult<Cow<'a, str>> {
         let b: &'a [u8] = self.b;
         let start = self.i;
         self.i += 1;
@@ -323,7 +360,9 @@ impl<'a> TextParser<'a> {
         }
     }
 
-    fn number<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// The text of a number, and whether it has a fraction or exponent.
+    fn number_token(&mut self) -> PyResult<(&'a str, bool)> {
+        let b: &'a [u8] = self.b;
         let start = self.i;
         let mut float = false;
         while let Some(c) = self.peek() {
@@ -334,7 +373,12 @@ impl<'a> TextParser<'a> {
             }
             self.i += 1;
         }
-        let t = std::str::from_utf8(&self.b[start..self.i]).map_err(|e| self.fail(&e.to_string()))?;
+        let t = std::str::from_utf8(&b[start..self.i]).map_err(|e| self.fail(&e.to_string()))?;
+        Ok((t, float))
+    }
+
+    fn number<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let (t, float) = self.number_token()?;
         if !float {
             if let Ok(u) = t.parse::<u64>() {
                 return Ok(u.into_pyobject(py)?.into_any());

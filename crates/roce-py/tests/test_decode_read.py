@@ -109,3 +109,32 @@ def test_dataframe():
     psn = [x["bth"]["psn"] for x in cli if "bth" in x]
     assert [int(v) for v in df["bth.psn"].dropna()] == psn
     assert str(df["frame"].dtype) == "int64"
+
+
+def flat(obj, prefix=""):
+    out = {}
+    for k, v in obj.items():
+        name = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict):
+            out.update(flat(v, name))
+        else:
+            out[name] = v
+    return out
+
+
+def test_dataframe_holds_every_flat_field_of_the_cli(capture):
+    import math
+
+    rows = [flat(x) for x in cli_json(capture)]
+    df = roce.dataframe(capture)
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    assert list(df.columns) == names
+    for name in names:
+        got = df[name].tolist()
+        for i, r in enumerate(rows):
+            want, have = r.get(name), got[i]
+            missing = have is None or (isinstance(have, float) and math.isnan(have)) or have is getattr(__import__("pandas"), "NA")
+            if want is None:
+                assert missing, (capture.name, name, i, have)
+            else:
+                assert not missing and have == want, (capture.name, name, i, have, want)

@@ -85,8 +85,8 @@ class Layer:
 
     def __init__(self, **values: Any) -> None:
         fields = self.fields
-        for k in values:
-            if k not in fields and k not in self.top_level:
+        for k in values.keys() - fields.keys():
+            if k not in self.top_level:
                 raise TypeError(
                     f"{type(self).__name__}: no field {k!r}; its fields: {', '.join(fields)}"
                     + (f", {', '.join(self.top_level)}" if self.top_level else "")
@@ -120,6 +120,8 @@ class Layer:
             record[self.member] = self.values
 
     def __truediv__(self, other: Union["Layer", "Packet", bytes, bytearray]) -> "Packet":
+        if isinstance(other, Layer):
+            return _packet([self, other], b"")
         return Packet([self]) / other
 
     def __bytes__(self) -> bytes:
@@ -152,13 +154,15 @@ class Packet:
         if isinstance(other, Layer):
             if self.payload:
                 raise ValueError(f"{type(other).__name__}: a layer cannot follow the payload bytes")
-            return Packet(self.layers + [other], self.payload)
+            return _packet(self.layers + [other], b"")
+        if isinstance(other, bytes):
+            return _packet(self.layers, self.payload + other)
         if isinstance(other, Packet):
             if self.payload and other.layers:
                 raise ValueError("a layer cannot follow the payload bytes")
-            return Packet(self.layers + other.layers, self.payload + other.payload)
-        if isinstance(other, (bytes, bytearray, memoryview)):
-            return Packet(self.layers, self.payload + bytes(other))
+            return _packet(self.layers + other.layers, self.payload + other.payload)
+        if isinstance(other, (bytearray, memoryview)):
+            return _packet(self.layers, self.payload + bytes(other))
         return NotImplemented
 
     def __getitem__(self, cls: Type[Layer]) -> Layer:
@@ -173,19 +177,19 @@ class Packet:
     def record(self) -> Dict[str, Any]:
         """The JSON record (what ``roce encode`` reads) that these layers describe."""
         record: Dict[str, Any] = {"kind": "rocev2"}
-        seen = set()
         opcode = _DEFAULT_OPCODE
-        has_bth = has_mad = False
-        hand_lengths = False
+        has_bth = has_mad = hand_lengths = False
+        ext = None
         for layer in self.layers:
             m = layer.member
-            if m in seen and m != "cm":
+            if m in record and m != "cm":
                 raise ValueError(f"{type(layer).__name__}: two layers for the same header ({m})")
-            seen.add(m)
             layer._apply(record)
             if m == "bth":
                 has_bth = True
                 opcode = layer.values.get("opcode", _DEFAULT_OPCODE)
+            elif m in _EXT_MEMBERS:
+                ext = (ext or []) + [m]
             elif m in _MAD_MEMBERS:
                 has_mad = True
             if layer.by_hand and not hand_lengths:
@@ -194,13 +198,14 @@ class Packet:
             raise ValueError("roce builds RoCEv2 frames: add a BTH layer")
         if "ip" not in record:
             raise ValueError("an IPv4 or IPv6 layer is needed (its src and dst)")
-        carried = _ext_headers(opcode)
-        for m in _EXT_MEMBERS:
-            if m in seen and m not in carried:
-                raise ValueError(
-                    f"{_EXT_MEMBERS[m]}: BTH opcode 0x{opcode:02x} carries no {_EXT_MEMBERS[m]}"
-                    + (f" (it carries {', '.join(_EXT_MEMBERS[c] for c in carried)})" if carried else " (no extension header)")
-                )
+        if ext:
+            carried = _ext_headers(opcode)
+            for m in ext:
+                if m not in carried:
+                    raise ValueError(
+                        f"{_EXT_MEMBERS[m]}: BTH opcode 0x{opcode:02x} carries no {_EXT_MEMBERS[m]}"
+                        + (f" (it carries {', '.join(_EXT_MEMBERS[c] for c in carried)})" if carried else " (no extension header)")
+                    )
         if self.payload:
             record["payload"] = self.payload
         if hand_lengths:
@@ -219,6 +224,14 @@ class Packet:
         if self.payload:
             parts.append(repr(self.payload))
         return " / ".join(parts)
+
+
+def _packet(layers: List[Layer], payload: bytes) -> Packet:
+    """A Packet that takes `layers` as is (every `/` makes a new list): no copy."""
+    p = object.__new__(Packet)
+    p.layers = layers
+    p.payload = payload
+    return p
 
 
 def _layer(name: str, member: str, fields: Dict[str, str], doc: str, by_hand: Tuple[str, ...] = (),
