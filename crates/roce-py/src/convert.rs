@@ -57,7 +57,50 @@ thread_local! {
 
 /// A Python object (dict, list, str, int, float, bool, None; bytes as hex) as a JSON value;
 /// anything else is a TypeError naming where it was found.
-pub fn from_py(o: &Bound<'_, PyAny>, path: &str) -> PyResult<Value> {
+pub fn from_py(o: &Bound<'_, PyAny>) -> PyResult<Value> {
+    value_from_py(o, &Path::Root)
+}
+
+/// Where a value sits in the record, rendered only for an error message.
+enum Path<'a> {
+    Root,
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root => f.write_str("record"),
+            Path::Key(Path::Root, k) => f.write_str(k),
+            Path::Key(p, k) => write!(f, "{p}.{k}"),
+            Path::Index(p, i) => write!(f, "{p}[{i}]"),
+        }
+    }
+}
+
+fn value_from_py(o: &Bound<'_, PyAny>, path: &Path<'_>) -> PyResult<Value> {
+    // The common types first, by exact type (a bool is an int subclass: it is not exact).
+    if let Ok(s) = o.cast_exact::<PyString>() {
+        return Ok(Value::String(s.to_cow()?.into_owned()));
+    }
+    if o.is_exact_instance_of::<PyInt>() {
+        if let Ok(u) = o.extract::<u64>() {
+            return Ok(Value::from(u));
+        }
+    }
+    if let Ok(d) = o.cast::<PyDict>() {
+        let mut m = Map::with_capacity(d.len());
+        for (k, x) in d.iter() {
+            let Ok(key) = k.cast::<PyString>() else {
+                return Err(PyTypeError::new_err(format!("{path}: keys must be str, found {}", type_name(&k))));
+            };
+            let key = key.to_cow()?;
+            let v = value_from_py(&x, &Path::Key(path, &key))?;
+            m.insert(key.into_owned(), v);
+        }
+        return Ok(Value::Object(m));
+    }
     if o.is_none() {
         return Ok(Value::Null);
     }
@@ -71,52 +114,31 @@ pub fn from_py(o: &Bound<'_, PyAny>, path: &str) -> PyResult<Value> {
         if let Ok(i) = o.extract::<i64>() {
             return Ok(Value::from(i));
         }
-        return Err(PyValueError::new_err(format!("{}: {} does not fit in 64 bits", show(path), o)));
+        return Err(PyValueError::new_err(format!("{path}: {o} does not fit in 64 bits")));
     }
     if let Ok(f) = o.cast::<PyFloat>() {
         let x = f.value();
         return Number::from_f64(x)
             .map(Value::Number)
-            .ok_or_else(|| PyValueError::new_err(format!("{}: {x} is not a finite number", show(path))));
+            .ok_or_else(|| PyValueError::new_err(format!("{path}: {x} is not a finite number")));
     }
     if let Ok(s) = o.cast::<PyString>() {
         return Ok(Value::String(s.to_cow()?.into_owned()));
     }
     if o.is_instance_of::<PyBytes>() || o.is_instance_of::<PyByteArray>() || o.is_instance_of::<PyMemoryView>() {
-        return Ok(Value::String(hex(&bytes_of(o, path)?)));
-    }
-    if let Ok(d) = o.cast::<PyDict>() {
-        let mut m = Map::with_capacity(d.len());
-        for (k, x) in d.iter() {
-            let key: String = k.extract().map_err(|_| {
-                PyTypeError::new_err(format!("{}: keys must be str, found {}", show(path), type_name(&k)))
-            })?;
-            let sub = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-            let v = from_py(&x, &sub)?;
-            m.insert(key, v);
-        }
-        return Ok(Value::Object(m));
+        return Ok(Value::String(hex(&bytes_of(o, &path.to_string())?)));
     }
     if o.is_instance_of::<PyList>() || o.is_instance_of::<PyTuple>() {
         let mut a = Vec::new();
         for (i, x) in o.try_iter()?.enumerate() {
-            a.push(from_py(&x?, &format!("{path}[{i}]"))?);
+            a.push(value_from_py(&x?, &Path::Index(path, i))?);
         }
         return Ok(Value::Array(a));
     }
     Err(PyTypeError::new_err(format!(
-        "{}: expected dict, list, str, int, float, bool, bytes or None, found {}",
-        show(path),
+        "{path}: expected dict, list, str, int, float, bool, bytes or None, found {}",
         type_name(o)
     )))
-}
-
-fn show(path: &str) -> &str {
-    if path.is_empty() {
-        "record"
-    } else {
-        path
-    }
 }
 
 /// The name of an object's type, for messages.

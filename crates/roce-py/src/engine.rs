@@ -238,6 +238,18 @@ impl PyStack {
         }
     }
 
+    /// `with`, for the calls that take `rdma_conn_param` (connect, accept).
+    fn with_conn_param(
+        &mut self,
+        py: Python<'_>,
+        private_data: Option<&Bound<'_, PyAny>>,
+        now: Option<f64>,
+        f: impl FnOnce(&mut roce_cm::Stack, Instant, &ConnectParam) -> Result<(), Errno>,
+    ) -> PyResult<()> {
+        let p = conn_param(private_data)?;
+        self.with(py, now, |s, t| f(s, t, &p))
+    }
+
     fn own(&mut self, what: &str) -> PyResult<(&mut roce_cm::Stack, &mut Instant)> {
         match &mut self.home {
             Home::Own { stack, now } => Ok((stack, now)),
@@ -357,8 +369,7 @@ impl PyStack {
         private_data: Option<&Bound<'_, PyAny>>,
         now: Option<f64>,
     ) -> PyResult<()> {
-        let p = conn_param(private_data)?;
-        self.with(py, now, |s, t| s.connect(t, CmId(id), &p))
+        self.with_conn_param(py, private_data, now, |s, t, p| s.connect(t, CmId(id), p))
     }
 
     /// accept(id, private_data=b"", now=None): rdma_accept.
@@ -370,8 +381,7 @@ impl PyStack {
         private_data: Option<&Bound<'_, PyAny>>,
         now: Option<f64>,
     ) -> PyResult<()> {
-        let p = conn_param(private_data)?;
-        self.with(py, now, |s, t| s.accept(t, CmId(id), &p))
+        self.with_conn_param(py, private_data, now, |s, t, p| s.accept(t, CmId(id), p))
     }
 
     /// disconnect(id, now=None): rdma_disconnect.

@@ -40,21 +40,25 @@ thread_local! {
 /// The capture's own members, which `decode` leaves out (a lone frame has no capture).
 const CAPTURE_MEMBERS: [&str; 4] = ["frame", "time", "time_epoch", "interface"];
 
+/// What a lone frame's capture would say of it: frame 1 at time 0, captured whole.
+fn lone_frame(link_type: u32, len: usize) -> Meta {
+    Meta {
+        number: 1,
+        timestamp: Duration::ZERO,
+        relative: Duration::ZERO,
+        linktype: link_type,
+        interface: 0,
+        orig_len: u32::try_from(len).unwrap_or(u32::MAX),
+    }
+}
+
 /// Decode into a fresh decoder (no RMPP state carried between unrelated frames) that reuses
 /// this thread's JSON buffer, and hand the JSON text to `f`.
 fn with_decoded<R>(frame: &[u8], link_type: u32, f: impl FnOnce(&[u8]) -> R) -> R {
     let mut d = Decoder::new();
     d.summary.off = true;
     JSON_BUF.with(|b| d.json.buf = std::mem::take(&mut *b.borrow_mut()));
-    let meta = Meta {
-        number: 1,
-        timestamp: Duration::ZERO,
-        relative: Duration::ZERO,
-        linktype: link_type,
-        interface: 0,
-        orig_len: u32::try_from(frame.len()).unwrap_or(u32::MAX),
-    };
-    d.decode(&meta, frame);
+    d.decode(&lone_frame(link_type, frame.len()), frame);
     let r = f(&d.json.buf);
     JSON_BUF.with(|b| *b.borrow_mut() = std::mem::take(&mut d.json.buf));
     r
@@ -118,15 +122,7 @@ fn summary(frame: &Bound<'_, PyAny>, link_type: u32) -> PyResult<String> {
     let bytes = convert::bytes_of(frame, "frame")?;
     let mut d = Decoder::new();
     d.json.off = true;
-    let meta = Meta {
-        number: 1,
-        timestamp: Duration::ZERO,
-        relative: Duration::ZERO,
-        linktype: link_type,
-        interface: 0,
-        orig_len: u32::try_from(bytes.len()).unwrap_or(u32::MAX),
-    };
-    d.decode(&meta, &bytes);
+    d.decode(&lone_frame(link_type, bytes.len()), &bytes);
     Ok(d.summary.text.clone())
 }
 
@@ -145,7 +141,7 @@ fn encode<'py>(py: Python<'py>, record: &Bound<'py, PyAny>) -> PyResult<Bound<'p
             convert::type_name(record)
         )));
     }
-    let v = convert::from_py(record, "")?;
+    let v = convert::from_py(record)?;
     let f = roce_decode::encode::encode_value(&v).map_err(|e| PyValueError::new_err(e.0))?;
     if !f.overrides.is_empty() {
         let msg = format!(

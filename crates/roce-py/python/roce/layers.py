@@ -78,6 +78,8 @@ class Layer:
     fields: ClassVar[Dict[str, str]] = {}
     #: Fields that, given by hand, replace a computed value (kept as given even when wrong).
     by_hand: ClassVar[Tuple[str, ...]] = ()
+    #: The lengths among `by_hand` (given by hand, the record needs `payload_len` to keep them).
+    length_fields: ClassVar[frozenset] = frozenset()
     #: Fields that go to the record's top level instead of the member.
     top_level: ClassVar[Dict[str, str]] = {}
 
@@ -192,8 +194,8 @@ class Packet:
                 ext = (ext or []) + [m]
             elif m in _MAD_MEMBERS:
                 has_mad = True
-            if layer.by_hand and not hand_lengths:
-                hand_lengths = any(k in layer.values for k in layer.by_hand if k.endswith("len") or k == "length")
+            if layer.length_fields and not hand_lengths:
+                hand_lengths = not layer.length_fields.isdisjoint(layer.values)
         if not has_bth:
             raise ValueError("roce builds RoCEv2 frames: add a BTH layer")
         if "ip" not in record:
@@ -247,6 +249,7 @@ def _layer(name: str, member: str, fields: Dict[str, str], doc: str, by_hand: Tu
         "member": member,
         "fields": fields,
         "by_hand": by_hand,
+        "length_fields": frozenset(k for k in by_hand if k.endswith("len") or k == "length"),
         "top_level": top_level or {},
         "__module__": __name__,
     })
