@@ -25,3 +25,5 @@ ROCE_KERNEL=sid cargo test --locked --test interop
 bash tests/clusterfuzzlite.sh
 # Benchmarks compile and run once each in test mode (no timing): they cannot rot either.
 cargo test --locked --workspace --benches
+# The Python package (crates/roce-py, its own cargo workspace): a fresh venv, pip install, pytest.
+bash tests/python.sh

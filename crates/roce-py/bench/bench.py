@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""roce vs scapy, side by side in one run (a benchmark, not a test).
+
+    python bench/bench.py [--frames 20000] [--capture-frames 1000000] [--scapy-read 20000]
+
+1. dissect: roce.decode(b) vs scapy's Ether(b) on the same frames (a mix of RC SEND, RDMA
+   WRITE, ACK, UD SEND and SA MCMemberRecord frames, as a RoCE capture holds);
+2. build: RDMA WRITE frames with their ICRC, roce's layers (and roce.encode of a record) vs
+   scapy's Ether()/IP()/UDP()/BTH()/Raw(RETH + payload) (scapy.contrib.roce has no RETH);
+3. read: roce.dataframe of a capture of --capture-frames frames vs scapy's rdpcap; scapy reads
+   only the first --scapy-read frames and its time is scaled to the whole capture.
+
+Run it with a release build of the package (pip install ./crates/roce-py builds one). Times
+are this process's CPU time (time.process_time), so other programs on the machine do not
+skew one side.
+"""
+
+import argparse
+import json
+import logging
+import os
+import struct
+import sys
+import tempfile
+import time
+
+logging.getLogger("scapy.runtime").setLevel(logging.ERROR)
+
+import roce  # noqa: E402
+from roce import BTH, DETH, MAD, RETH, SA, UDP, AETH, Ether, IPv4, MCMemberRecord  # noqa: E402
+from scapy.contrib.roce import BTH as SBTH  # noqa: E402
+from scapy.layers.inet import IP as SIP  # noqa: E402
+from scapy.layers.inet import UDP as SUDP  # noqa: E402
+from scapy.layers.l2 import Ether as SEther  # noqa: E402
+from scapy.packet import Raw  # noqa: E402
+from scapy.utils import rdpcap  # noqa: E402
+
+L2 = Ether(src="02:00:00:00:00:01", dst="52:54:00:12:34:56")
+V4 = IPv4(src="198.18.0.1", dst="198.18.0.2")
+
+
+def mix(n):
+    """n frames of a typical RoCE capture."""
+    kinds = [
+        lambda i: L2 / V4 / UDP() / BTH(opcode=0x04, dest_qp=0x11, psn=i & 0xFFFFFF) / (b"s" * 64),
+        lambda i: L2 / V4 / UDP() / BTH(opcode=0x0A, dest_qp=0x11, psn=i & 0xFFFFFF) / RETH(va=0x7F0000001000 + i, r_key=0x1234, dma_len=256) / (b"w" * 256),
+        lambda i: L2 / V4 / UDP() / BTH(opcode=0x11, dest_qp=0x12, psn=i & 0xFFFFFF) / AETH(syndrome=0x1F, msn=i & 0xFFFFFF),
+        lambda i: L2 / V4 / UDP() / BTH(opcode=0x64, dest_qp=0x20) / DETH(q_key=0x11111111, src_qp=0x21) / (b"u" * 100),
+        lambda i: L2 / V4 / UDP() / BTH(dest_qp=1, ack_req=True) / DETH(q_key=0x80010000, src_qp=1) / MAD(method=2, tid=i)
+        / SA(component_mask=0x130C7) / MCMemberRecord(mgid="ff12:401b:ffff::ef01:203", port_gid="::ffff:198.18.0.1", join_state=1),
+    ]
+    return [bytes(kinds[i % len(kinds)](i)) for i in range(n)]
+
+
+def timed(f):
+    # CPU time of this process: the machine is shared, and wall time would charge one side
+    # for the other programs' turns.
+    t = time.process_time()
+    f()
+    return time.process_time() - t
+
+
+def row(what, n_roce, t_roce, n_scapy, t_scapy, note=""):
+    r_rate, s_rate = n_roce / t_roce, n_scapy / t_scapy
+    print(f"{what:<44} {r_rate:>14,.0f}/s {s_rate:>12,.0f}/s {r_rate / s_rate:>8.0f}x  {note}")
+    return r_rate / s_rate
+
+
+def write_capture(path, frames, n):
+    """A pcap of n frames cycling through `frames` (1 us apart)."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        recs = []
+        for fr in frames:
+            recs.append((struct.pack("<IIII", 0, 0, len(fr), len(fr)), fr))
+        buf = bytearray()
+        for i in range(n):
+            h, fr = recs[i % len(recs)]
+            buf += struct.pack("<II", 1_700_000_000 + i // 1_000_000, i % 1_000_000) + h[8:] + fr
+            if len(buf) > 1 << 22:
+                f.write(buf)
+                buf.clear()
+        f.write(buf)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--frames", type=int, default=20_000)
+    ap.add_argument("--capture-frames", type=int, default=1_000_000)
+    ap.add_argument("--scapy-read", type=int, default=20_000)
+    a = ap.parse_args()
+    n = a.frames
+    print(f"python {sys.version.split()[0]}, roce {roce.__version__}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    print(f"{'':<44} {'roce':>16} {'scapy':>14} {'ratio':>9}")
+
+    frames = mix(n)
+    t_roce = timed(lambda: [roce.decode(b) for b in frames])
+    t_scapy = timed(lambda: [SEther(b) for b in frames])
+    row(f"dissect {n} frames (decode vs Ether(b))", n, t_roce, n, t_scapy)
+    # The floor of any dict-returning dissector: json.loads of the CLI's own lines.
+    lines = [json.dumps(roce.decode(b)) for b in frames]
+    row("  (json.loads of the same records, for scale)", n, timed(lambda: [json.loads(x) for x in lines]), n, t_scapy)
+    t_sum = timed(lambda: [roce.summary(b) for b in frames])
+    row("  (roce.summary: the one-line text only)", n, t_sum, n, t_scapy)
+
+    payload = b"w" * 256
+
+    def roce_layers():
+        for i in range(n):
+            bytes(L2 / V4 / UDP() / BTH(opcode=0x0A, dest_qp=0x11, psn=i, ack_req=True)
+                  / RETH(va=0x7F0000001000, r_key=0x1234, dma_len=256) / payload)
+
+    def roce_records():
+        for i in range(n):
+            roce.encode({"kind": "rocev2", "eth": {"src": "02:00:00:00:00:01", "dst": "52:54:00:12:34:56"},
+                         "ip": {"src": "198.18.0.1", "dst": "198.18.0.2"},
+                         "bth": {"opcode": 0x0A, "dest_qp": 0x11, "psn": i, "ack_req": True},
+                         "reth": {"va": 0x7F0000001000, "r_key": 0x1234, "dma_len": 256}, "payload": payload})
+
+    reth = struct.pack(">QII", 0x7F0000001000, 0x1234, 256)
+
+    def scapy_build():
+        for i in range(n):
+            bytes(SEther(src="02:00:00:00:00:01", dst="52:54:00:12:34:56") / SIP(src="198.18.0.1", dst="198.18.0.2", flags="DF", id=0)
+                  / SUDP(sport=0xC000, dport=4791, chksum=0) / SBTH(opcode=0x0A, dqpn=0x11, psn=i, ackreq=1) / Raw(reth + payload))
+
+    # The same frame from both (scapy's BTH computes the ICRC): checked before timing.
+    a1 = bytes(L2 / V4 / UDP() / BTH(opcode=0x0A, dest_qp=0x11, psn=0, ack_req=True) / RETH(va=0x7F0000001000, r_key=0x1234, dma_len=256) / payload)
+    b1 = bytes(SEther(src="02:00:00:00:00:01", dst="52:54:00:12:34:56") / SIP(src="198.18.0.1", dst="198.18.0.2", flags="DF", id=0)
+               / SUDP(sport=0xC000, dport=4791, chksum=0) / SBTH(opcode=0x0A, dqpn=0x11, psn=0, ackreq=1) / Raw(reth + payload))
+    assert a1 == b1, (a1.hex(), b1.hex())
+    t_scapy = timed(scapy_build)
+    row(f"build {n} RDMA WRITE frames + ICRC (layers)", n, timed(roce_layers), n, t_scapy)
+    row("  (roce.encode of a dict, no layer objects)", n, timed(roce_records), n, t_scapy)
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "big.pcap")
+        write_capture(path, frames[:50], a.capture_frames)
+        small = os.path.join(d, "small.pcap")
+        write_capture(small, frames[:50], min(a.scapy_read, a.capture_frames))
+        t_df = timed(lambda: roce.dataframe(path))
+        df = roce.dataframe(small)
+        t_rd = timed(lambda: rdpcap(small))
+        scaled = t_rd * a.capture_frames / min(a.scapy_read, a.capture_frames)
+        row(f"read {a.capture_frames} frames into a DataFrame", a.capture_frames, t_df, a.capture_frames, scaled,
+            f"(rdpcap of {min(a.scapy_read, a.capture_frames)} frames, scaled; {len(df.columns)} columns)")
+        t_it = timed(lambda: sum(1 for _ in roce.read(path)))
+        row("  (roce.read: the dicts, no DataFrame)", a.capture_frames, t_it, a.capture_frames, scaled)
+        print(f"CPU time: roce.dataframe {a.capture_frames} frames {t_df:.1f} s; rdpcap {min(a.scapy_read, a.capture_frames)} frames {t_rd:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
