@@ -28,6 +28,7 @@ enum Command {
     Udaddy(cmd::udaddy::Args),
     Cmatose(cmd::cmatose::Args),
     Rping(cmd::rping::Args),
+    Perftest(cmd::perftest::Args),
     SaServer(cmd::sa_server::Args),
     FuzzPeer(cmd::fuzz_peer::Args),
 }
@@ -51,6 +52,7 @@ fn main() -> ExitCode {
         Command::Udaddy(a) => cmd::udaddy::run(a),
         Command::Cmatose(a) => cmd::cmatose::run(a),
         Command::Rping(a) => cmd::rping::run(a),
+        Command::Perftest(a) => cmd::perftest::run(a),
         Command::SaServer(a) => cmd::sa_server::run(a),
         Command::FuzzPeer(a) => cmd::fuzz_peer::run(a),
     }

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod encode;
 pub mod fuzz_peer;
 pub mod mckey;
+pub mod perftest;
 pub mod rping;
 pub mod sa_agent;
 pub mod sa_query;

@@ -14,6 +14,7 @@ mod cm;
 mod fuzz;
 mod guest;
 mod kernel;
+mod perftest;
 mod rc;
 mod rmpp;
 mod signals;
