@@ -8,6 +8,7 @@
 //! of the engine moved to RTR/RTS by hand with the peer's QPN, PSN and GID from its key
 //! message ([`run`]); the output is perftest's own ([`report`]).
 
+mod cm;
 pub mod oob;
 pub mod report;
 mod run;
@@ -247,6 +248,8 @@ pub fn run(args: Args) -> ExitCode {
         Err(code) => return ExitCode::from(code),
     };
     crate::plumbing::port::set_port_mtu_from(&mut d, &a.iface);
+    // perftest prints no CM events: the shared CM steps' progress lines stay quiet.
+    crate::plumbing::out::set_quiet(!a.debug);
     let mut res = run::Resources::default();
     let r = run::perftest(&mut d, &params, &mut res);
     // Every QP and MR of the test destroyed on every path, a stop's included.

@@ -11,6 +11,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpStream};
 use std::time::{Duration, Instant as WallInstant};
 
+use roce_cm::rc::WorkCompletion;
 use roce_net::driver::Driver;
 
 use crate::plumbing::port::CliDevice;
@@ -286,6 +287,15 @@ pub trait Channel {
     fn write_only(&mut self, d: &mut Driver<CliDevice>, bytes: &[u8]) -> Result<(), String>;
     /// The key message exchange (`ctx_hand_shake`).
     fn hand_shake(&mut self, d: &mut Driver<CliDevice>, my: &Dest) -> Result<Dest, String>;
+    /// A completion the test polled: the channel keeps its own QP's (rdma_cm mode) and
+    /// gives back the rest.
+    fn claim(&mut self, wc: WorkCompletion) -> Option<WorkCompletion> {
+        Some(wc)
+    }
+    /// Completions of the test's QPs the channel met while it waited.
+    fn take_others(&mut self) -> Vec<WorkCompletion> {
+        Vec::new()
+    }
 }
 
 /// Exchange the five report values in turn, each an 8-byte big-endian value.

@@ -117,7 +117,15 @@ pub fn test_info(i: &Info) -> String {
         s.push_str(" Max inline data : 0[B]\n");
     }
     s.push_str(&format!(" rdma_cm QPs\t : {}\n", if i.rdma_cm { "ON" } else { "OFF" }));
-    s.push_str(&format!(" Data ex. method : {}\n", if i.rdma_cm { "rdma_cm" } else { "Ethernet" }));
+    s.push_str(&format!(" Data ex. method : {}", if i.rdma_cm { "rdma_cm" } else { "Ethernet" }));
+    if i.rdma_cm && !i.client {
+        s.push('\n');
+        s.push_str(RESULT_LINE);
+        s.push_str(
+            "\n Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP",
+        );
+    }
+    s.push('\n');
     s.push_str(RESULT_LINE);
     s
 }

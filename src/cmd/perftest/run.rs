@@ -12,6 +12,7 @@ use roce_cm::rc::{Access, MrInfo, QpAttr, QpCap, QpInit, QpState, RecvWr, SendOp
 use roce_cm::rc::{WcOpcode, WcStatus, WorkCompletion};
 use roce_net::driver::Driver;
 
+use super::cm::{self, CmChannel};
 use super::oob::{self, BwReport, Channel, Dest, Tcp};
 use super::report::{self, BwTimes, Info, Verb};
 use super::{Args, AtomicType, Conn};
@@ -321,18 +322,17 @@ struct Test<'a> {
 
 /// Run the test: connect the channel, exchange, connect the QPs, run, report.
 pub fn perftest(d: &mut Driver<CliDevice>, p: &Params, res: &mut Resources) -> Result<(), String> {
-    if p.rdma_cm {
-        return Err(" rdma_cm mode (-R) is not supported yet".into());
+    if p.server.is_none() {
+        out!("{}", report::WAITING);
     }
-    let ch: Box<dyn Channel> = match p.server {
-        Some(s) => Box::new(
+    let ch: Box<dyn Channel> = match (p.server, p.rdma_cm) {
+        (Some(s), false) => Box::new(
             Tcp::connect(s, p.port, p.timeout)
                 .map_err(|e| format!("{e}\n Unable to open file descriptor for socket connection"))?,
         ),
-        None => {
-            out!("{}", report::WAITING);
-            Box::new(Tcp::accept(d, p.local, p.port, p.timeout, p.accept_timeout)?)
-        }
+        (None, false) => Box::new(Tcp::accept(d, p.local, p.port, p.timeout, p.accept_timeout)?),
+        (Some(s), true) => Box::new(CmChannel::connect(d, p.local, s, p.port, p.timeout)?),
+        (None, true) => Box::new(CmChannel::accept(d, p.local, p.port, p.timeout, p.accept_timeout)?),
     };
     let mut t = Test {
         d,
@@ -425,7 +425,18 @@ impl Test<'_> {
         let out_reads = if matches!(p.kind.verb(), Verb::Read | Verb::Atomic) { OUT_READS } else { 1 };
         let gid = oob::gid_of(p.local);
         for i in 0..nq as usize {
-            let qpn = if p.conn == Conn::Ud {
+            let qpn = if p.rdma_cm {
+                let (_id, q) = cm::connect_test_qp(
+                    self.d,
+                    self.ch.as_mut(),
+                    p.local,
+                    p.server,
+                    p.port,
+                    out_reads as u8,
+                    p.timeout,
+                )?;
+                q
+            } else if p.conn == Conn::Ud {
                 let q = self.d.stack.create_qp(DEF_QKEY);
                 res.ud_qps.push(q);
                 q
@@ -503,7 +514,7 @@ impl Test<'_> {
         for i in 0..nq {
             self.hand_shake(i)?;
         }
-        if oob::gid_is_v4(&self.my[0].gid) != oob::gid_is_v4(&self.rem[0].gid) {
+        if !self.p.rdma_cm && oob::gid_is_v4(&self.my[0].gid) != oob::gid_is_v4(&self.rem[0].gid) {
             return Err(
                 "\n Found Incompatibility issue with GID types.\n Please Try to use a different IP version.\n".into()
             );
@@ -513,11 +524,11 @@ impl Test<'_> {
             self.hand_shake(0)?;
         }
         for i in 0..nq {
-            out!("{}", report::address_lines("local", &self.my[i], k.verb()));
+            out!("{}", report::address_lines("local", &self.my[i], self.shown_verb()));
         }
         for i in 0..nq {
             self.hand_shake(i)?;
-            out!("{}", report::address_lines("remote", &self.rem[i], k.verb()));
+            out!("{}", report::address_lines("remote", &self.rem[i], self.shown_verb()));
         }
         if !send {
             self.hand_shake(0)?;
@@ -599,6 +610,16 @@ impl Test<'_> {
         }
     }
 
+    /// The verb the address lines are printed for: in rdma_cm mode perftest prints them with
+    /// the control channel's parameters (verb SEND), so without RKey, VAddr and OUT.
+    fn shown_verb(&self) -> Verb {
+        if self.p.rdma_cm {
+            Verb::Send
+        } else {
+            self.p.kind.verb()
+        }
+    }
+
     fn bw_header(&self) {
         out!("{}", report::RESULT_LINE);
         out!("{}", if self.p.gbits { report::BW_HEADER_GB } else { report::BW_HEADER_MB });
@@ -622,7 +643,8 @@ impl Test<'_> {
         let now = self.d.now();
         let dest_ip = oob::ip_of_gid(&self.rem[0].gid);
         self.rem_ip = Some(dest_ip);
-        if p.conn == Conn::Ud {
+        // rdma_cm mode: the CM moved the QPs to RTR and RTS.
+        if p.conn == Conn::Ud || p.rdma_cm {
             return Ok(());
         }
         for i in 0..self.qpns.len() {
@@ -737,8 +759,9 @@ impl Test<'_> {
     fn poll(&mut self, last_progress: &mut WallInstant) -> Result<Vec<WorkCompletion>, String> {
         self.d.turn(Duration::ZERO).map_err(|e| format!("{e}"))?;
         let mut v = std::mem::take(&mut self.ud_done);
+        v.extend(self.ch.take_others());
         while let Some(wc) = self.d.stack.rc_mut().poll_cq() {
-            v.push(wc);
+            v.extend(self.ch.claim(wc));
         }
         if self.p.conn == Conn::Ud {
             // A datagram is a receive completion: the GRH's 40 bytes and the payload.
