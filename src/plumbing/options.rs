@@ -105,6 +105,43 @@ pub struct RawPortArgs {
     pub stack: StackArgs,
 }
 
+/// Where `rping` and `perftest` run (their `-q` and `-v` are their own): an interface, how
+/// frames travel, the prefix, a capture.
+#[derive(clap::Args, Debug, Clone)]
+pub struct IfacePortArgs {
+    /// The interface to run on (a raw AF_PACKET socket, or see --transport).
+    #[arg(long)]
+    pub iface: String,
+    /// How frames travel: raw (an AF_PACKET socket, needs CAP_NET_RAW) or udp (a kernel UDP
+    /// socket on port 4791, no privilege). Default: raw with CAP_NET_RAW, else udp.
+    #[arg(long, value_enum, value_name = "raw|udp")]
+    pub transport: Option<Transport>,
+    /// Prefix length of the stack's address (default: the interface's subnet, else 24/64).
+    #[arg(long)]
+    pub prefix: Option<u8>,
+    /// Write every frame to this pcap file.
+    #[arg(long)]
+    pub pcap: Option<PathBuf>,
+}
+
+impl IfacePortArgs {
+    /// The port at `local`, every frame printed with `verbose`; no SA, IGMP/MLD only.
+    pub fn options(&self, local: IpAddr, verbose: bool) -> PortOptions {
+        PortOptions {
+            iface: self.iface.clone(),
+            ibsim: None,
+            local,
+            prefix: self.prefix,
+            mac: None,
+            sa: None,
+            pcap: self.pcap.clone(),
+            verbose,
+            paths: roce_cm::MulticastPaths::IGMP_MLD_ONLY,
+            transport: self.transport,
+        }
+    }
+}
+
 /// How the stack runs on its interface, in both [`SaPortArgs`] and [`RawPortArgs`]: its
 /// prefix, its own MAC, a capture, `-v` and `-q`.
 #[derive(clap::Args, Debug, Clone)]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 
-const SUBCOMMANDS: [&str; 13] = [
+const SUBCOMMANDS: [&str; 14] = [
     "mckey",
     "sa-query",
     "sa-server",
@@ -20,6 +20,7 @@ const SUBCOMMANDS: [&str; 13] = [
     "udaddy",
     "cmatose",
     "rping",
+    "perftest",
     "demo",
     "decode",
     "encode",

@@ -125,6 +125,21 @@ fn iters_arg(args: &str) -> String {
     }
 }
 
+/// The run's one-line verdict in the report: test, options, roles, mode, transport, and
+/// the row the guest printed.
+fn result_line(report: &mut String, c: &Case, roles: &str, ok: bool, glog: &str) {
+    let _ = writeln!(
+        report,
+        "RESULT {} {} {roles} mode={} transport={}: {} guest row: {}",
+        c.test,
+        c.args,
+        if c.args.contains("-R") { "rdma_cm" } else { "tcp" },
+        c.transport,
+        if ok { "PASS" } else { "FAIL" },
+        result_row(glog).map(|r| r.2).unwrap_or_else(|| "(none)".into())
+    );
+}
+
 /// The guest's server, our client. Returns whether the run passed.
 fn guest_server(g: &mut Guest, c: &Case, report: &mut String) -> bool {
     let test = c.test;
@@ -151,15 +166,7 @@ fn guest_server(g: &mut Guest, c: &Case, report: &mut String) -> bool {
     let glog = g.wait_for_output(&format!("cat {log}"), "rc=", Duration::from_secs(90), T, Duration::from_millis(300));
     let ok = rc == 0 && glog.contains("rc=0") && row_is(&glog, c.server_row) && row_is(&our_out, Some(c.client_row));
     let _ = writeln!(report, "=== roce {ours}: exit {rc}\n{our_out}\n--- guest {gcmd} (server):\n{glog}");
-    let _ = writeln!(
-        report,
-        "RESULT {test} {} roce=client guest=server mode={} transport={}: {} guest row: {}",
-        c.args,
-        if c.args.contains("-R") { "rdma_cm" } else { "tcp" },
-        c.transport,
-        if ok { "PASS" } else { "FAIL" },
-        result_row(&glog).map(|r| r.2).unwrap_or_else(|| "(none)".into())
-    );
+    result_line(report, c, "roce=client guest=server", ok, &glog);
     ok
 }
 
@@ -190,15 +197,7 @@ fn guest_client(g: &mut Guest, c: &Case, report: &mut String) -> bool {
     let ok = rc == 0 && glog.contains("rc=0") && row_is(&glog, Some(c.client_row)) && row_is(&our_out, c.server_row);
     let _ =
         writeln!(report, "=== roce {ours}: exit {rc}\n{our_out}\n--- guest {gcmd} (client, exec rc {grc}):\n{glog}");
-    let _ = writeln!(
-        report,
-        "RESULT {test} {} roce=server guest=client mode={} transport={}: {} guest row: {}",
-        c.args,
-        if c.args.contains("-R") { "rdma_cm" } else { "tcp" },
-        c.transport,
-        if ok { "PASS" } else { "FAIL" },
-        result_row(&glog).map(|r| r.2).unwrap_or_else(|| "(none)".into())
-    );
+    result_line(report, c, "roce=server guest=client", ok, &glog);
     ok
 }
 

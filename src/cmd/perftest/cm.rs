@@ -123,7 +123,7 @@ impl CmChannel {
                 if wc.status != WcStatus::Success {
                     return Err(format!(
                         "Bad wc status -- {} ({}) -- {}",
-                        super::run::wc_status_code(wc.status),
+                        super::report::wc_status_code(wc.status),
                         wc.status.as_str(),
                         wc.wr_id
                     ));
@@ -184,15 +184,16 @@ impl CmChannel {
 }
 
 impl Channel for CmChannel {
-    fn xchg(&mut self, d: &mut Driver<CliDevice>, mine: &[u8]) -> Result<Vec<u8>, String> {
-        if self.client {
-            self.write(d, mine)?;
-            self.read(d, mine.len())
-        } else {
-            let r = self.read(d, mine.len())?;
-            self.write(d, mine)?;
-            Ok(r)
-        }
+    fn is_client(&self) -> bool {
+        self.client
+    }
+
+    fn send_msg(&mut self, d: &mut Driver<CliDevice>, bytes: &[u8]) -> Result<(), String> {
+        self.write(d, bytes)
+    }
+
+    fn recv_msg(&mut self, d: &mut Driver<CliDevice>, n: usize) -> Result<Vec<u8>, String> {
+        self.read(d, n)
     }
 
     /// Nothing follows the last handshake in rdma_cm mode.

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::plumbing::exit;
-use crate::plumbing::port::{open_port_or_exit, PortOptions};
+use crate::plumbing::port::open_port_or_exit;
 
 /// perftest's test names.
 pub const TESTS: [&str; 8] =
@@ -189,19 +189,9 @@ pub struct Args {
     /// Local ACK timeout exponent of RC QPs (4.096 us * 2^N).
     #[arg(short = 'u', long = "qp-timeout", default_value_t = 14, value_parser = clap::value_parser!(u8).range(0..32))]
     pub qp_timeout: u8,
-    /// The interface to run on.
-    #[arg(long)]
-    pub iface: String,
-    /// How frames travel: raw (an AF_PACKET socket, needs CAP_NET_RAW) or udp (a kernel UDP
-    /// socket on port 4791, no privilege). Default: raw with CAP_NET_RAW, else udp.
-    #[arg(long, value_enum, value_name = "raw|udp")]
-    pub transport: Option<crate::plumbing::port::Transport>,
-    /// Prefix length of the stack's address (default: the interface's subnet, else 24/64).
-    #[arg(long)]
-    pub prefix: Option<u8>,
-    /// Write every frame to this pcap file.
-    #[arg(long)]
-    pub pcap: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub net: crate::plumbing::options::IfacePortArgs,
     /// Seconds to wait for the peer at each step (its messages, a completion) before failing.
     #[arg(long, default_value_t = 30.0, value_parser = parse_timeout)]
     pub timeout: f64,
@@ -231,23 +221,12 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
     }
-    let po = PortOptions {
-        iface: a.iface.clone(),
-        ibsim: None,
-        local: a.source,
-        prefix: a.prefix,
-        mac: None,
-        sa: None,
-        pcap: a.pcap.clone(),
-        verbose: a.debug,
-        paths: roce_cm::MulticastPaths::IGMP_MLD_ONLY,
-        transport: a.transport,
-    };
+    let po = a.net.options(a.source, a.debug);
     let mut d = match open_port_or_exit("roce perftest", &po) {
         Ok(d) => d,
         Err(code) => return ExitCode::from(code),
     };
-    crate::plumbing::port::set_port_mtu_from(&mut d, &a.iface);
+    crate::plumbing::port::set_port_mtu_from(&mut d, &a.net.iface);
     // perftest prints no CM events: the shared CM steps' progress lines stay quiet.
     crate::plumbing::out::set_quiet(!a.debug);
     let mut res = run::Resources::default();

@@ -281,8 +281,24 @@ pub struct BwReport {
 
 /// One side of the out-of-band channel: TCP (this file) or rdma_cm SENDs.
 pub trait Channel {
-    /// Exchange `mine` for the peer's message of the same length: the client writes first.
-    fn xchg(&mut self, d: &mut Driver<CliDevice>, mine: &[u8]) -> Result<Vec<u8>, String>;
+    /// Whether this side writes first (the client).
+    fn is_client(&self) -> bool;
+    /// Write one message.
+    fn send_msg(&mut self, d: &mut Driver<CliDevice>, bytes: &[u8]) -> Result<(), String>;
+    /// Read one message of `n` bytes.
+    fn recv_msg(&mut self, d: &mut Driver<CliDevice>, n: usize) -> Result<Vec<u8>, String>;
+    /// Exchange `mine` for the peer's message of the same length, lockstep: the client
+    /// writes then reads, the server reads then writes.
+    fn xchg(&mut self, d: &mut Driver<CliDevice>, mine: &[u8]) -> Result<Vec<u8>, String> {
+        if self.is_client() {
+            self.send_msg(d, mine)?;
+            self.recv_msg(d, mine.len())
+        } else {
+            let r = self.recv_msg(d, mine.len())?;
+            self.send_msg(d, mine)?;
+            Ok(r)
+        }
+    }
     /// Write bytes that nobody reads (the closing "done").
     fn write_only(&mut self, d: &mut Driver<CliDevice>, bytes: &[u8]) -> Result<(), String>;
     /// The key message exchange (`ctx_hand_shake`).
@@ -425,15 +441,16 @@ impl Tcp {
 }
 
 impl Channel for Tcp {
-    fn xchg(&mut self, d: &mut Driver<CliDevice>, mine: &[u8]) -> Result<Vec<u8>, String> {
-        if self.client {
-            self.write_all(d, mine)?;
-            self.read_exact(d, mine.len())
-        } else {
-            let r = self.read_exact(d, mine.len())?;
-            self.write_all(d, mine)?;
-            Ok(r)
-        }
+    fn is_client(&self) -> bool {
+        self.client
+    }
+
+    fn send_msg(&mut self, d: &mut Driver<CliDevice>, bytes: &[u8]) -> Result<(), String> {
+        self.write_all(d, bytes)
+    }
+
+    fn recv_msg(&mut self, d: &mut Driver<CliDevice>, n: usize) -> Result<Vec<u8>, String> {
+        self.read_exact(d, n)
     }
 
     fn write_only(&mut self, d: &mut Driver<CliDevice>, bytes: &[u8]) -> Result<(), String> {

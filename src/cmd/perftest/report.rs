@@ -4,6 +4,8 @@
 //! reads `roce perftest`. Times are nanoseconds where perftest has CPU cycles: the formulas
 //! are perftest's with 1000 cycles per microsecond.
 
+use roce_cm::rc::WcStatus;
+
 use super::oob::{BwReport, Dest};
 
 /// `RESULT_LINE`.
@@ -297,6 +299,23 @@ pub fn lat_dur_row(size: u64, iters: u64, elapsed_ns: u64, round_trip: bool) -> 
     let lat = if iters == 0 { 0.0 } else { us / rtt / iters as f64 };
     let tps = if us == 0.0 { 0.0 } else { iters as f64 / (us / 1e6) };
     format!(" {size:<7}       {iters}            {lat:<7.2}        {tps:<7.2}")
+}
+
+/// `enum ibv_wc_status`'s numbers.
+pub fn wc_status_code(s: WcStatus) -> u32 {
+    match s {
+        WcStatus::Success => 0,
+        WcStatus::LocLenErr => 1,
+        WcStatus::LocQpOpErr => 2,
+        WcStatus::LocProtErr => 4,
+        WcStatus::WrFlushErr => 5,
+        WcStatus::BadRespErr => 8,
+        WcStatus::RemInvReqErr => 9,
+        WcStatus::RemAccessErr => 10,
+        WcStatus::RemOpErr => 11,
+        WcStatus::RetryExcErr => 12,
+        WcStatus::RnrRetryExcErr => 13,
+    }
 }
 
 #[cfg(test)]

@@ -226,10 +226,10 @@ impl Params {
             port: a.port,
             rdma_cm: a.rdma_cm,
             gbits: a.report_gbits,
-            device: a.device.clone().unwrap_or_else(|| a.iface.clone()),
+            device: a.device.clone().unwrap_or_else(|| a.net.iface.clone()),
             gid_index: a.gid_index,
             qp_timeout: a.qp_timeout,
-            iface: a.iface.clone(),
+            iface: a.net.iface.clone(),
             timeout: Duration::from_secs_f64(a.timeout),
             accept_timeout: Duration::from_secs_f64(a.accept_timeout),
             no_peak,
@@ -1085,7 +1085,7 @@ fn mtu_code(m: u32) -> u8 {
 fn comp_error(side: &str, wc: &WorkCompletion, counts: Option<(u64, u64)>) -> String {
     let mut s = format!(
         " Completion with error at {side}\n Failed status {}: wr_id {} syndrom 0x0 ({})",
-        wc_status_code(wc.status),
+        report::wc_status_code(wc.status),
         wc.wr_id,
         wc.status.as_str()
     );
@@ -1093,21 +1093,4 @@ fn comp_error(side: &str, wc: &WorkCompletion, counts: Option<(u64, u64)>) -> St
         s.push_str(&format!("\nscnt={scnt}, ccnt={ccnt}"));
     }
     s
-}
-
-/// `enum ibv_wc_status`'s numbers.
-pub fn wc_status_code(s: WcStatus) -> u32 {
-    match s {
-        WcStatus::Success => 0,
-        WcStatus::LocLenErr => 1,
-        WcStatus::LocQpOpErr => 2,
-        WcStatus::LocProtErr => 4,
-        WcStatus::WrFlushErr => 5,
-        WcStatus::BadRespErr => 8,
-        WcStatus::RemInvReqErr => 9,
-        WcStatus::RemAccessErr => 10,
-        WcStatus::RemOpErr => 11,
-        WcStatus::RetryExcErr => 12,
-        WcStatus::RnrRetryExcErr => 13,
-    }
 }
