@@ -318,6 +318,8 @@ struct Test<'a> {
     sizes: Vec<u64>,
     /// Completions of UD sends (the engine completes a UD send when it is queued).
     ud_done: Vec<WorkCompletion>,
+    /// Since when no turn brought a completion.
+    idle: Option<WallInstant>,
 }
 
 /// Run the test: connect the channel, exchange, connect the QPs, run, report.
@@ -349,6 +351,7 @@ pub fn perftest(d: &mut Driver<CliDevice>, p: &Params, res: &mut Resources) -> R
         rem_ip: None,
         sizes: p.sizes.clone(),
         ud_done: Vec::new(),
+        idle: None,
     };
     t.prelude()?;
     t.setup(res)?;
@@ -757,7 +760,15 @@ impl Test<'_> {
 
     /// One turn of the driver, then the completions; a stop or a quiet `timeout` ends it.
     fn poll(&mut self, last_progress: &mut WallInstant) -> Result<Vec<WorkCompletion>, String> {
-        self.d.turn(Duration::ZERO).map_err(|e| format!("{e}"))?;
+        // Busy while completions come and for SPIN after the last one (a latency test's round
+        // trip); then sleep in poll() until a frame (or 1 ms): a side spinning longer takes the
+        // CPU its peer and the kernel's veth need.
+        const SPIN: Duration = Duration::from_micros(100);
+        let wait = match self.idle {
+            Some(t) if t.elapsed() > SPIN => Duration::from_millis(1),
+            _ => Duration::ZERO,
+        };
+        self.d.turn(wait).map_err(|e| format!("{e}"))?;
         let mut v = std::mem::take(&mut self.ud_done);
         v.extend(self.ch.take_others());
         while let Some(wc) = self.d.stack.rc_mut().poll_cq() {
@@ -777,6 +788,11 @@ impl Test<'_> {
                     });
                 }
             }
+        }
+        if v.is_empty() {
+            self.idle.get_or_insert_with(WallInstant::now);
+        } else {
+            self.idle = None;
         }
         if !v.is_empty() {
             *last_progress = WallInstant::now();
