@@ -33,14 +33,17 @@ fn text(o: &Output) -> String {
 
 /// The server on veth1 (198.18.6.2), the client on veth0 (198.18.6.1); both outputs.
 fn run_pair(ns: &Netns, test: &str, args: &str) -> (Output, Output) {
-    let srv = perftest(ns, &format!("{test} --iface veth1 -I 198.18.6.2 --timeout 10 --accept-timeout 10 {args}"))
-        .spawn()
-        .unwrap();
+    // -u 18: a side off the CPU of a loaded machine past 67 ms must not end the run.
+    let srv =
+        perftest(ns, &format!("{test} --iface veth1 -I 198.18.6.2 -u 18 --timeout 10 --accept-timeout 10 {args}"))
+            .spawn()
+            .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     // TCP reaches the server's kernel address; rdma_cm (-R) reaches its stack's.
     let server = if args.contains("-R") { "198.18.6.2" } else { "198.18.6.12" };
-    let cli =
-        perftest(ns, &format!("{test} --iface veth0 -I 198.18.6.1 --timeout 10 {args} {server}")).output().unwrap();
+    let cli = perftest(ns, &format!("{test} --iface veth0 -I 198.18.6.1 -u 18 --timeout 10 {args} {server}"))
+        .output()
+        .unwrap();
     (cli, srv.wait_with_output().unwrap())
 }
 
