@@ -760,12 +760,14 @@ impl Test<'_> {
 
     /// One turn of the driver, then the completions; a stop or a quiet `timeout` ends it.
     fn poll(&mut self, last_progress: &mut WallInstant) -> Result<Vec<WorkCompletion>, String> {
-        // Busy while completions come and for SPIN after the last one (a latency test's round
-        // trip); then sleep in poll() until a frame (or 1 ms): a side spinning longer takes the
-        // CPU its peer and the kernel's veth need.
+        // Bandwidth tests: busy while completions come and for SPIN after the last one, then
+        // asleep in poll() until a frame (or 1 ms): a side spinning longer takes the CPU its
+        // peer and the kernel's veth need. Latency tests always spin, as perftest: a sleeping
+        // side wakes only when its raw socket's receive block is handed over, and both sides
+        // of a ping-pong would end up waiting on each other's wake-up (125 us instead of 10).
         const SPIN: Duration = Duration::from_micros(100);
         let wait = match self.idle {
-            Some(t) if t.elapsed() > SPIN => Duration::from_millis(1),
+            Some(t) if self.p.kind.bw() && t.elapsed() > SPIN => Duration::from_millis(1),
             _ => Duration::ZERO,
         };
         self.d.turn(wait).map_err(|e| format!("{e}"))?;
