@@ -30,6 +30,7 @@ enum Command {
     Cmatose(cmd::cmatose::Args),
     Rping(cmd::rping::Args),
     Pingpong(cmd::pingpong::Args),
+    Perftest(cmd::perftest::Args),
     SaServer(cmd::sa_server::Args),
     FuzzPeer(cmd::fuzz_peer::Args),
 }
@@ -55,6 +56,7 @@ fn main() -> ExitCode {
         Command::Cmatose(a) => cmd::cmatose::run(a),
         Command::Rping(a) => cmd::rping::run(a),
         Command::Pingpong(a) => cmd::pingpong::run(a),
+        Command::Perftest(a) => cmd::perftest::run(a),
         Command::SaServer(a) => cmd::sa_server::run(a),
         Command::FuzzPeer(a) => cmd::fuzz_peer::run(a),
     }

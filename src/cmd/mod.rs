@@ -11,6 +11,7 @@ pub mod demo;
 pub mod encode;
 pub mod fuzz_peer;
 pub mod mckey;
+pub mod perftest;
 pub mod pingpong;
 pub mod rping;
 pub mod sa_agent;

@@ -25,7 +25,7 @@ use roce_net::driver::Driver;
 use crate::plumbing::cm_steps::first_connect_request;
 use crate::plumbing::exit;
 use crate::plumbing::out::out;
-use crate::plumbing::port::{open_port_or_exit, CliDevice, PortOptions};
+use crate::plumbing::port::{open_port_or_exit, CliDevice};
 
 /// The smallest ping (rping's RPING_MIN_BUFSIZE: room for "rdma-ping-2147483647: ").
 pub const MIN_SIZE: usize = 26;
@@ -92,19 +92,9 @@ pub struct Args {
     /// Quiet: no progress lines (ping data, results and errors stay).
     #[arg(short = 'q')]
     pub quiet: bool,
-    /// The interface to run on (a raw AF_PACKET socket).
-    #[arg(long)]
-    pub iface: String,
-    /// How frames travel: raw (an AF_PACKET socket, needs CAP_NET_RAW) or udp (a kernel UDP
-    /// socket on port 4791, no privilege). Default: raw with CAP_NET_RAW, else udp.
-    #[arg(long, value_enum, value_name = "raw|udp")]
-    pub transport: Option<crate::plumbing::port::Transport>,
-    /// Prefix length of the stack's address (default: the interface's subnet, else 24/64).
-    #[arg(long)]
-    pub prefix: Option<u8>,
-    /// Write every frame to this pcap file.
-    #[arg(long)]
-    pub pcap: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub net: crate::plumbing::options::IfacePortArgs,
     /// Seconds to wait for each step (0 to 3600).
     #[arg(long, default_value_t = 20.0, value_parser = parse_timeout)]
     pub timeout: f64,
@@ -430,25 +420,14 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!("roce rping: -I and -a must be of one address family");
         return ExitCode::from(exit::USAGE);
     }
-    let po = PortOptions {
-        iface: a.iface.clone(),
-        ibsim: None,
-        local,
-        prefix: a.prefix,
-        mac: None,
-        sa: None,
-        pcap: a.pcap.clone(),
-        verbose: a.debug,
-        paths: roce_cm::MulticastPaths::IGMP_MLD_ONLY,
-        transport: a.transport,
-    };
+    let po = a.net.options(local, a.debug);
     crate::plumbing::out::set_quiet(a.quiet);
     let mut d = match open_port_or_exit("roce rping", &po) {
         Ok(d) => d,
         Err(code) => return ExitCode::from(code),
     };
     // The path MTU RDMA-CM uses on Ethernet (iboe_get_mtu): 1024 for the usual 1500.
-    crate::plumbing::port::set_port_mtu_from(&mut d, &a.iface);
+    crate::plumbing::port::set_port_mtu_from(&mut d, &a.net.iface);
     let role = if a.server { "server" } else { "client" };
     let r = if a.server {
         match server(&mut d, &a) {

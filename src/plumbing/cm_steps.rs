@@ -73,6 +73,18 @@ pub fn wait_for(
     timeout: Duration,
     what: &str,
 ) -> Result<CmEvent, String> {
+    wait_for_event(d, id, kinds, timeout, what, true)
+}
+
+/// [`wait_for`], the event printed or not (`roce perftest` prints none, as perftest).
+pub fn wait_for_event(
+    d: &mut Driver<CliDevice>,
+    id: CmId,
+    kinds: &[EventKind],
+    timeout: Duration,
+    what: &str,
+    print: bool,
+) -> Result<CmEvent, String> {
     const FAIL: [EventKind; 7] = [
         EventKind::AddrError,
         EventKind::RouteError,
@@ -86,7 +98,9 @@ pub fn wait_for(
     all.extend(FAIL.iter().filter(|k| !kinds.contains(k)));
     match d.wait_event(id, &all, timeout) {
         Ok(Some(e)) => {
-            print_event(&e, "");
+            if print {
+                print_event(&e, "");
+            }
             if kinds.contains(&e.kind) {
                 Ok(e)
             } else {
@@ -110,16 +124,28 @@ pub fn resolved_id(
     dst: SocketAddr,
     timeout: Duration,
 ) -> Result<(CmId, SocketAddr), String> {
-    let id = d.stack.create_id(ps, qp_type(ps)).map_err(|e| format!("create_id: {e}"))?;
     status!("{tool}: connecting");
+    resolve_id(d, ps, local, dst, timeout, true)
+}
+
+/// [`resolved_id`]'s steps, the events printed or not (`roce perftest` prints none).
+pub fn resolve_id(
+    d: &mut Driver<CliDevice>,
+    ps: PortSpace,
+    local: IpAddr,
+    dst: SocketAddr,
+    timeout: Duration,
+    print: bool,
+) -> Result<(CmId, SocketAddr), String> {
+    let id = d.stack.create_id(ps, qp_type(ps)).map_err(|e| format!("create_id: {e}"))?;
     let now = d.now();
     d.stack
         .resolve_addr(now, id, Some(SocketAddr::new(local, 0)), dst, Duration::from_millis(2000))
         .map_err(|e| format!("resolve_addr: {e}"))?;
-    wait_for(d, id, &[EventKind::AddrResolved], timeout, "resolve_addr")?;
+    wait_for_event(d, id, &[EventKind::AddrResolved], timeout, "resolve_addr", print)?;
     let now = d.now();
     d.stack.resolve_route(now, id, Duration::from_millis(2000)).map_err(|e| format!("resolve_route: {e}"))?;
-    wait_for(d, id, &[EventKind::RouteResolved], timeout, "resolve_route")?;
+    wait_for_event(d, id, &[EventKind::RouteResolved], timeout, "resolve_route", print)?;
     Ok((id, dst))
 }
 

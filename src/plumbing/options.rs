@@ -105,6 +105,25 @@ pub struct RawPortArgs {
     pub stack: StackArgs,
 }
 
+/// Where `rping` and `perftest` run (their `-q` and `-v` are their own): an interface and the
+/// link options (how frames travel, the prefix, our MAC, a capture).
+#[derive(clap::Args, Debug, Clone)]
+pub struct IfacePortArgs {
+    /// The interface to run on (a raw AF_PACKET socket, or see --transport).
+    #[arg(long)]
+    pub iface: String,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub link: LinkArgs,
+}
+
+impl IfacePortArgs {
+    /// The port at `local`, every frame printed with `verbose`; no SA, IGMP/MLD only.
+    pub fn options(&self, local: IpAddr, verbose: bool) -> PortOptions {
+        self.link.options(self.iface.clone(), None, local, None, roce_cm::MulticastPaths::IGMP_MLD_ONLY, verbose)
+    }
+}
+
 /// How the stack runs on its interface, in both [`SaPortArgs`] and [`RawPortArgs`]: the link
 /// options, `-v` and `-q`.
 #[derive(clap::Args, Debug, Clone)]

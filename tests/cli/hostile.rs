@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 
-const SUBCOMMANDS: [&str; 15] = [
+const SUBCOMMANDS: [&str; 16] = [
     "mckey",
     "sa-query",
     "sa-server",
@@ -21,6 +21,7 @@ const SUBCOMMANDS: [&str; 15] = [
     "cmatose",
     "rping",
     "pingpong",
+    "perftest",
     "demo",
     "decode",
     "analyze",

@@ -13,6 +13,7 @@ mod decode;
 mod demo;
 mod encode;
 mod hostile;
+mod perftest;
 mod pingpong;
 mod rping;
 mod send;

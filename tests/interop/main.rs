@@ -15,6 +15,7 @@ mod cm;
 mod fuzz;
 mod guest;
 mod kernel;
+mod perftest;
 mod pingpong;
 mod rc;
 mod rmpp;

@@ -58,7 +58,7 @@ libibumad3 libnl-3-200 libnl-route-3-200 libpci3"
 # Tools copied into the guest (found in the unpacked packages, or on the host for `rdma`).
 GUEST_TOOLS="ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ibv_uc_pingpong ibv_srq_pingpong
 rping ucmatose udaddy mckey cmtime rdma_client rdma_server rdma_xclient rdma_xserver rstream riostream
-ib_send_bw ib_send_lat ib_write_bw ib_write_lat ib_read_bw ib_read_lat"
+ib_send_bw ib_send_lat ib_write_bw ib_write_lat ib_read_bw ib_read_lat ib_atomic_bw ib_atomic_lat"
 
 # Stamp: a change of this script, the /init or the module list rebuilds the initramfs.
 STAMP_KEY="$( (cat "$0" "$HERE/init.sh" "$HERE/guest-lib.sh"; echo "$ROCE_KERNEL") | sha256sum | cut -c1-16)"

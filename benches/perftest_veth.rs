@@ -1,0 +1,128 @@
+//! `roce perftest` against `roce perftest` on a veth pair between two network namespaces this
+//! bench creates (198.18.5.0/24 only; needs root), beside one kernel TCP stream (iperf3,
+//! default offloads) on the same veth, measured in the same run (issue 22 item 7):
+//! write_bw, send_bw and read_bw at 64 KiB (BW average, MB/s = 2^20 bytes/s) and send_lat and
+//! write_lat at 2 bytes (t_typical, µs), each bandwidth also as a ratio of the TCP stream's.
+//! The stacks run on addresses of their own (198.18.5.1 and .2) beside the kernel's (.11 and
+//! .12, which carry perftest's TCP exchange and iperf3), so the kernels drop the RoCE frames
+//! as another host's instead of answering them.
+//!
+//! The QPs' local ACK timeout is 1.07 s (`-u 18`) instead of perftest's 67 ms (`-u 14`): on a
+//! loaded machine a busy-polling side can be off the CPU longer than 67 ms, and seven timeouts
+//! in a row end an RC run with "transport retry counter exceeded".
+//!
+//! `cargo bench --bench perftest_veth` (every figure the median of three rounds); under
+//! `cargo test --benches` (no `--bench` argument) one round with 100 messages and a 1 s TCP
+//! stream, so that it cannot rot.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+#[path = "../crates/roce-net/benches/veth/mod.rs"]
+mod veth;
+use veth::Nets;
+
+const STACK_A: &str = "198.18.5.1";
+const STACK_B: &str = "198.18.5.2";
+const KERNEL_B: &str = "198.18.5.12";
+
+fn netns(ns: &str, cmd: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, "sh", "-c", cmd]);
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// The row under perftest's " #bytes" header, split at blanks.
+fn row(out: &str) -> Vec<f64> {
+    let mut lines = out.lines().skip_while(|l| !l.trim_start().starts_with("#bytes"));
+    lines.next();
+    lines.next().map(|r| r.split_whitespace().filter_map(|f| f.parse().ok()).collect()).unwrap_or_default()
+}
+
+/// One perftest run; the client's figure: BW average (MB/s) for bandwidth tests, t_typical
+/// (µs) for latency tests.
+fn perftest(nets: &Nets, test: &str, size: u64, iters: u64) -> f64 {
+    let roce = env!("CARGO_BIN_EXE_roce");
+    let server: Child = netns(
+        &nets.1,
+        &format!(
+            "{roce} perftest {test} --iface v2 -I {STACK_B} -s {size} -n {iters} -u 18 --timeout 20 --accept-timeout 20"
+        ),
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("roce perftest server");
+    std::thread::sleep(Duration::from_millis(300));
+    let client = netns(
+        &nets.0,
+        &format!("{roce} perftest {test} --iface v1 -I {STACK_A} -s {size} -n {iters} -u 18 --timeout 20 {KERNEL_B}"),
+    )
+    .output()
+    .expect("roce perftest client");
+    let s = server.wait_with_output().expect("server output");
+    let out = text(&client);
+    assert!(client.status.success() && s.status.success(), "{test}:\nclient:\n{out}\nserver:\n{}", text(&s));
+    let r = row(&out);
+    let figure = if test.ends_with("_bw") { r.get(3) } else { r.get(4) };
+    *figure.unwrap_or_else(|| panic!("{test}: no result row:\n{out}"))
+}
+
+/// One iperf3 stream for `secs`: the receiver's MB/s (2^20 bytes/s).
+fn iperf3(nets: &Nets, secs: u32) -> f64 {
+    let server = netns(&nets.1, &format!("iperf3 -s -1 -B {KERNEL_B}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("iperf3 -s (tests/setup.sh installs iperf3)");
+    std::thread::sleep(Duration::from_millis(300));
+    let c = netns(&nets.0, &format!("iperf3 -c {KERNEL_B} -t {secs} -J")).output().expect("iperf3 -c");
+    let _ = server.wait_with_output();
+    let out = String::from_utf8_lossy(&c.stdout).to_string();
+    assert!(c.status.success(), "iperf3:\n{}", text(&c));
+    let json: serde_json::Value = serde_json::from_str(&out).expect("iperf3 -J output");
+    let bps = json["end"]["sum_received"]["bits_per_second"].as_f64().expect("bits_per_second");
+    bps / 8.0 / 1048576.0
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let (rounds, bw_iters, lat_iters, tcp_secs) = if full { (3, 5000, 10000, 5) } else { (1, 100, 100, 1) };
+    let nets = Nets::pair("ptb", None, "198.18.5.11".parse().expect("ip"), KERNEL_B.parse().expect("ip"));
+    let cases: [(&str, u64, u64); 5] = [
+        ("write_bw", 65536, bw_iters),
+        ("send_bw", 65536, bw_iters),
+        ("read_bw", 65536, bw_iters),
+        ("send_lat", 2, lat_iters),
+        ("write_lat", 2, lat_iters),
+    ];
+    let mut figures: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    let mut tcp = Vec::new();
+    for _ in 0..rounds {
+        tcp.push(iperf3(&nets, tcp_secs));
+        for (i, (test, size, iters)) in cases.iter().enumerate() {
+            figures[i].push(perftest(&nets, test, *size, *iters));
+        }
+    }
+    let tcp = median(tcp);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("perftest_veth: veth MTU 1500 (RoCE path MTU 1024), {rounds} round(s), medians; load {}", load.trim());
+    println!("  kernel TCP (iperf3, 1 stream)      {tcp:>10.2} MB/s");
+    for (i, (test, size, iters)) in cases.iter().enumerate() {
+        let m = median(figures[i].clone());
+        if test.ends_with("_bw") {
+            println!("  roce perftest {test:<9} {size:>6} B {m:>10.2} MB/s  {:.3} of TCP  (-n {iters})", m / tcp);
+        } else {
+            println!("  roce perftest {test:<9} {size:>6} B {m:>10.2} us t_typical  (-n {iters})");
+        }
+    }
+}

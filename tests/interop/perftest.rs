@@ -1,0 +1,250 @@
+//! perftest interop with a real Linux kernel rxe peer (Debian 12's perftest 4.5-0.17 in the
+//! guest, version "6.06"), both roles:
+//! a. the guest's `ib_<test> -d rxe0 -x 1 -n 100 [args]` server ▶ `roce perftest <test> ...
+//!    [args] 198.18.0.2`;
+//! b. `roce perftest <test> [args]` as the server ▶ the guest's `ib_<test> ... 198.18.0.1`.
+//! `perftest_rc_tcp_*`: the eight tests over RC with the TCP exchange, one boot per role.
+//! `perftest_modes_both_roles`: rdma_cm mode (`-R`) for send_bw and write_bw, UC (send_bw,
+//! write_bw), UD (send_bw), `-q 4` and `-a` for write_bw, in both roles on one boot.
+//! Each run asserts what the guest saw: its tool's exit status and its result row (size and
+//! iterations; the bandwidth servers print the client's report, so our report exchange is
+//! checked too); each boot ends with its rxe counters (no retry exhausted, no sequence error,
+//! packets sent and received). report.txt has one `RESULT` line per run.
+//!
+//! Needs root, qemu and `bash tests/interop/setup.sh`. Artefacts:
+//! target/interop/artefacts/<kernel>/interop_perftest_*/report.txt.
+
+use std::fmt::Write as _;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::harness::{self, roce, Guest, GuestBuilder};
+
+const T: Duration = Duration::from_secs(120);
+/// Iterations: TCG is slow.
+const N: u64 = 100;
+/// Our QPs' local ACK timeout, 1.07 s instead of perftest's 67 ms (`-u 14`): a TCG guest on a
+/// loaded host answers later than that (seven timeouts in a row, seen with `-q 4` at a host
+/// load of 60, end the run with "transport retry counter exceeded"). Only our requester waits
+/// longer; the wire is the same.
+const PATIENT: &str = "-u 18";
+
+/// One run: the test, the options both sides take, and the row each side's tool prints.
+struct Case {
+    test: &'static str,
+    args: &'static str,
+    /// (size, iterations) of the client's first row.
+    client_row: (u64, u64),
+    /// (size, iterations) of the server's row (None: it prints none).
+    server_row: Option<(u64, u64)>,
+    /// The transport named in the report.
+    transport: &'static str,
+}
+
+const fn rc(test: &'static str, size: u64, server_prints: bool) -> Case {
+    Case {
+        test,
+        args: "",
+        client_row: (size, N),
+        server_row: if server_prints { Some((size, N)) } else { None },
+        transport: "RC",
+    }
+}
+
+/// The eight tests over RC with the TCP exchange (ib_read_lat and ib_atomic_lat servers
+/// close right after the setup: no row).
+const RC_TCP: [Case; 8] = [
+    rc("send_bw", 65536, true),
+    rc("write_bw", 65536, true),
+    rc("read_bw", 65536, true),
+    rc("atomic_bw", 8, true),
+    rc("send_lat", 2, true),
+    rc("write_lat", 2, true),
+    rc("read_lat", 2, false),
+    rc("atomic_lat", 8, false),
+];
+
+/// The other modes and transports.
+const MODES: [Case; 7] = [
+    Case { test: "send_bw", args: "-R", client_row: (65536, N), server_row: Some((65536, N)), transport: "RC" },
+    Case { test: "write_bw", args: "-R", client_row: (65536, N), server_row: Some((65536, N)), transport: "RC" },
+    // UC loses what the guest drops under TCG: one packet per message keeps the burst small.
+    Case {
+        test: "send_bw",
+        args: "-c UC -s 1024",
+        client_row: (1024, N),
+        server_row: Some((1024, N)),
+        transport: "UC",
+    },
+    Case { test: "write_bw", args: "-c UC", client_row: (65536, N), server_row: Some((65536, N)), transport: "UC" },
+    // UD: the size is capped at the MTU (1024 for the 1500-byte netdev).
+    Case { test: "send_bw", args: "-c UD", client_row: (1024, N), server_row: Some((1024, N)), transport: "UD" },
+    // Four QPs: the report counts every QP's messages.
+    Case {
+        test: "write_bw",
+        args: "-q 4",
+        client_row: (65536, 4 * N),
+        server_row: Some((65536, 4 * N)),
+        transport: "RC",
+    },
+    // Every size from 2 to 2^23; the server prints the last one's report.
+    Case { test: "write_bw", args: "-a -n 5", client_row: (2, 5), server_row: Some((8388608, 5)), transport: "RC" },
+];
+
+/// The row under perftest's " #bytes" header: (size, iterations, the row).
+fn result_row(out: &str) -> Option<(u64, u64, String)> {
+    let mut lines = out.lines().skip_while(|l| !l.trim_start().starts_with("#bytes"));
+    lines.next()?;
+    let row = lines.next()?;
+    let mut f = row.split_whitespace();
+    let size = f.next()?.parse().ok()?;
+    let iters = f.next()?.parse().ok()?;
+    Some((size, iters, row.to_string()))
+}
+
+fn row_is(out: &str, want: Option<(u64, u64)>) -> bool {
+    match want {
+        None => true,
+        Some((s, n)) => result_row(out).is_some_and(|(rs, rn, _)| rs == s && rn == n),
+    }
+}
+
+fn counter(stats: &str, name: &str) -> u64 {
+    let mut it = stats.split_whitespace().skip_while(|w| *w != name);
+    it.nth(1).and_then(|v| v.parse().ok()).unwrap_or(u64::MAX)
+}
+
+/// The guest's rxe counters stayed clean and moved.
+fn assert_counters(before: &str, after: &str) {
+    assert_eq!(counter(after, "retry_exceeded_err"), 0, "{after}");
+    assert_eq!(counter(after, "rcvd_seq_err"), 0, "{after}");
+    assert!(counter(after, "sent_pkts") > counter(before, "sent_pkts"), "before:\n{before}\nafter:\n{after}");
+    assert!(counter(after, "rcvd_pkts") > counter(before, "rcvd_pkts"), "before:\n{before}\nafter:\n{after}");
+}
+
+fn iters_arg(args: &str) -> String {
+    if args.contains("-n ") {
+        String::new()
+    } else {
+        format!("-n {N}")
+    }
+}
+
+/// The run's one-line verdict in the report: test, options, roles, mode, transport, and
+/// the row the guest printed.
+fn result_line(report: &mut String, c: &Case, roles: &str, ok: bool, glog: &str) {
+    let _ = writeln!(
+        report,
+        "RESULT {} {} {roles} mode={} transport={}: {} guest row: {}",
+        c.test,
+        c.args,
+        if c.args.contains("-R") { "rdma_cm" } else { "tcp" },
+        c.transport,
+        if ok { "PASS" } else { "FAIL" },
+        result_row(glog).map(|r| r.2).unwrap_or_else(|| "(none)".into())
+    );
+}
+
+/// The guest's server, our client. Returns whether the run passed.
+fn guest_server(g: &mut Guest, c: &Case, report: &mut String) -> bool {
+    let test = c.test;
+    let log = format!("/tmp/ib_{test}.log");
+    let gcmd = format!("ib_{test} -d rxe0 -x 1 {} {}", iters_arg(c.args), c.args);
+    let (rc, out) = g.guest_exec(&format!("({gcmd}; echo rc=$?) > {log} 2>&1 &"), T);
+    assert_eq!(rc, 0, "{out}");
+    // Listening: on TCP 18515 (0x4853), or an rdma_cm id with -R.
+    let (cmd, needle) = if c.args.contains("-R") {
+        ("rdma res show cm_id", "LISTEN")
+    } else {
+        ("cat /proc/net/tcp", ":4853 00000000:0000 0A")
+    };
+    let l = g.wait_for_output(cmd, needle, Duration::from_secs(60), T, Duration::from_millis(300));
+    assert!(l.contains(needle), "{gcmd} does not listen:\n{l}");
+    let pcap = g.artefacts.join(format!("{test}{}_client.pcap", c.args.replace([' ', '-'], "")));
+    let ours = format!(
+        "perftest {test} --iface tap0 -I 198.18.0.1 {} {} {PATIENT} --timeout 60 --pcap {} 198.18.0.2",
+        iters_arg(c.args),
+        c.args,
+        pcap.display()
+    );
+    let (rc, our_out) = g.run_in_netns(&roce(&ours));
+    let glog = g.wait_for_output(&format!("cat {log}"), "rc=", Duration::from_secs(90), T, Duration::from_millis(300));
+    let ok = rc == 0 && glog.contains("rc=0") && row_is(&glog, c.server_row) && row_is(&our_out, Some(c.client_row));
+    let _ = writeln!(report, "=== roce {ours}: exit {rc}\n{our_out}\n--- guest {gcmd} (server):\n{glog}");
+    result_line(report, c, "roce=client guest=server", ok, &glog);
+    ok
+}
+
+/// Our server, the guest's client. Returns whether the run passed.
+fn guest_client(g: &mut Guest, c: &Case, report: &mut String) -> bool {
+    let test = c.test;
+    let pcap = g.artefacts.join(format!("{test}{}_server.pcap", c.args.replace([' ', '-'], "")));
+    let ours = format!(
+        "perftest {test} --iface tap0 -I 198.18.0.1 {} {} {PATIENT} --timeout 60 --accept-timeout 90 --pcap {}",
+        iters_arg(c.args),
+        c.args,
+        pcap.display()
+    );
+    let child = Command::new("ip")
+        .args(["netns", "exec", &g.ns, "sh", "-c"])
+        .arg(roce(&ours))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("roce perftest server");
+    std::thread::sleep(Duration::from_millis(700));
+    let gcmd = format!("ib_{test} -d rxe0 -x 1 {} {} 198.18.0.1", iters_arg(c.args), c.args);
+    let (grc, glog) = g.guest_exec(&format!("{gcmd} 2>&1; echo rc=$?"), T);
+    let o = child.wait_with_output().expect("roce perftest server output");
+    let our_out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    harness::assert_no_send_errors(&ours, &our_out);
+    let rc = o.status.code().unwrap_or(-1);
+    let ok = rc == 0 && glog.contains("rc=0") && row_is(&glog, Some(c.client_row)) && row_is(&our_out, c.server_row);
+    let _ =
+        writeln!(report, "=== roce {ours}: exit {rc}\n{our_out}\n--- guest {gcmd} (client, exec rc {grc}):\n{glog}");
+    result_line(report, c, "roce=server guest=client", ok, &glog);
+    ok
+}
+
+/// One boot, `cases` run in the roles asked; the RESULT lines and the counters asserted.
+fn run_cases(name: &str, cases: &[Case], roce_client: bool, roce_server: bool) {
+    let mut g = GuestBuilder::new(name).scenario("serve\n").boot();
+    let art = g.artefacts.clone();
+    let mut report = format!("boot_time_s {:.2}\n", g.boot_time.as_secs_f64());
+    let (_, before) = g.guest_exec("rdma statistic show 2>&1", T);
+    let mut failures = Vec::new();
+    for c in cases {
+        if roce_client && !guest_server(&mut g, c, &mut report) {
+            failures.push(format!("{} {} (roce client)", c.test, c.args));
+        }
+        std::fs::write(art.join("report.txt"), &report).unwrap();
+        if roce_server && !guest_client(&mut g, c, &mut report) {
+            failures.push(format!("{} {} (roce server)", c.test, c.args));
+        }
+        std::fs::write(art.join("report.txt"), &report).unwrap();
+    }
+    let (_, after) = g.guest_exec("rdma statistic show 2>&1", T);
+    let _ = writeln!(report, "guest rxe counters before:\n{before}\nafter:\n{after}");
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    g.signal("end");
+    g.finish();
+    let results: Vec<&str> = report.lines().filter(|l| l.starts_with("RESULT")).collect();
+    println!("{}", results.join("\n"));
+    assert!(failures.is_empty(), "failed: {failures:?} (see {})", art.join("report.txt").display());
+    assert_counters(&before, &after);
+}
+
+#[test]
+fn perftest_rc_tcp_guest_server_roce_client() {
+    run_cases("interop_perftest_client", &RC_TCP, true, false);
+}
+
+#[test]
+fn perftest_rc_tcp_roce_server_guest_client() {
+    run_cases("interop_perftest_server", &RC_TCP, false, true);
+}
+
+#[test]
+fn perftest_modes_both_roles() {
+    run_cases("interop_perftest_modes", &MODES, true, true);
+}
