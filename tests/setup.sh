@@ -3,7 +3,8 @@
 #   - tshark (Wireshark's dissectors: the oracle for every byte we emit)
 #   - python3-venv and a venv at .venv with scapy (an independent ICRC implementation)
 #   - netsniff-ng's trafgen (the transmit anchor of crates/roce-net/benches/rawsock.rs)
-#   - ethtool (veth's offloads off for rc_veth's per-MTU-packet TCP anchor)
+#   - ethtool (veth's UDP segmentation offload off in tests/cli/udp.rs, so a capture sees each GSO segment)
+#   - iperf3 (rc_veth's cross-check of its TCP stream, ROCE_BENCH_IPERF3=1)
 #   - zip/unzip and cargo-fuzz (tests/clusterfuzzlite.sh runs ClusterFuzzLite's build.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,7 @@ command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v trafgen >/dev/null 2>&1 || need_apt+=(netsniff-ng)
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
+command -v iperf3 >/dev/null 2>&1 || need_apt+=(iperf3)
 command -v zip >/dev/null 2>&1 || need_apt+=(zip)
 command -v unzip >/dev/null 2>&1 || need_apt+=(unzip)
 if [ ${#need_apt[@]} -gt 0 ]; then
