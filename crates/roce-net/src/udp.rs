@@ -474,7 +474,7 @@ pub struct RoceUdpSocket {
     stats: UdpStats,
     /// Send runs of datagrams with UDP_SEGMENT (until the kernel refuses it).
     gso: bool,
-    rx: Reads,
+    rx: Box<Reads>,
 }
 
 impl RoceUdpSocket {
@@ -524,7 +524,7 @@ impl RoceUdpSocket {
             mac,
             stats: UdpStats::default(),
             gso: true,
-            rx: Reads::new(),
+            rx: Box::new(Reads::new()),
         };
         s.watch(raw, true)?;
         Ok(s)
