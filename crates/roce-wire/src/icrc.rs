@@ -382,11 +382,7 @@ mod tests {
         let mut rng = crate::rng::SplitMix64::stream(7, 0);
         for len in [40usize, 41, 64, 300, 1100, 4200] {
             let mut whole = [0u8; 4200];
-            let p = &mut whole[..len];
-            for b in p.iter_mut() {
-                *b = rng.next_u64() as u8;
-            }
-            p[0] = 0x45;
+            let p = random_ipv4_packet(&mut rng, &mut whole[..len]);
             let id = rng.next_u64() as u16;
             p[4..6].copy_from_slice(&id.to_be_bytes());
             let icrc = compute(p, IpVersion::V4, 20).unwrap();
@@ -398,6 +394,15 @@ mod tests {
         assert!(solve_ipv4_identification(&pkt[..30], icrc).is_err());
     }
 
+    /// `p` filled with random bytes behind an IPv4 version/IHL byte.
+    fn random_ipv4_packet<'a>(rng: &mut crate::rng::SplitMix64, p: &'a mut [u8]) -> &'a mut [u8] {
+        for b in p.iter_mut() {
+            *b = rng.next_u64() as u8;
+        }
+        p[0] = 0x45;
+        p
+    }
+
     /// A GSO segment's ICRC corrected for the ID its kernel gives it equals the ICRC hashed
     /// with that ID, at every length, for IDs 1 … 63 and any.
     #[test]
@@ -405,11 +410,7 @@ mod tests {
         let mut rng = crate::rng::SplitMix64::stream(9, 0);
         for len in [40usize, 41, 64, 1052, 4124, 9000] {
             let mut whole = [0u8; 9000];
-            let p = &mut whole[..len];
-            for b in p.iter_mut() {
-                *b = rng.next_u64() as u8;
-            }
-            p[0] = 0x45;
+            let p = random_ipv4_packet(&mut rng, &mut whole[..len]);
             p[4..6].copy_from_slice(&[0, 0]);
             let at_zero = compute(p, IpVersion::V4, 20).unwrap();
             let shift = Ipv4IdentificationShift::new(len).unwrap();
