@@ -111,8 +111,8 @@ pub struct UdpStats {
     /// Reads from the unicast socket: a GRO-coalesced read carries several datagrams, so
     /// `received / reads` is about the datagrams per read.
     pub reads: u64,
-    /// Whether the kernel refused UDP_SEGMENT (EIO or EINVAL: no GSO on this kernel or route)
-    /// and datagrams now go out one per message.
+    /// Whether the kernel refused UDP_SEGMENT (EIO: no checksum offload on the route) and
+    /// datagrams now go out one per message.
     pub gso_disabled: bool,
     not_sent: [u64; NotSent::ALL.len()],
 }
@@ -474,6 +474,8 @@ pub struct RoceUdpSocket {
     stats: UdpStats,
     /// Send runs of datagrams with UDP_SEGMENT (until the kernel refuses it).
     gso: bool,
+    /// The ICRC shift for the last IPv4 segment length corrected.
+    id_shift: Option<(usize, icrc::Ipv4IdentificationShift)>,
     rx: Box<Reads>,
 }
 
@@ -524,6 +526,7 @@ impl RoceUdpSocket {
             mac,
             stats: UdpStats::default(),
             gso: true,
+            id_shift: None,
             rx: Box::new(Reads::new()),
         };
         s.watch(raw, true)?;
@@ -785,7 +788,7 @@ impl RoceUdpSocket {
     /// message with UDP_SEGMENT, each segment's ICRC corrected for the IPv4 ID the kernel gives
     /// it. Returns how many frames the kernel took, or the error of the first message if it
     /// took none.
-    fn send_datagrams(&mut self, frames: &[&[u8]], dgrams: &[Datagram]) -> Result<usize, SendError> {
+    fn send_datagrams(&mut self, frames: &[&[u8]], dgrams: &[Datagram], gso: bool) -> Result<usize, SendError> {
         let n = frames.len().min(TX_FRAMES);
         // Messages: (first frame, frames).
         let mut runs = [(0usize, 0usize); TX_FRAMES];
@@ -795,7 +798,7 @@ impl RoceUdpSocket {
             let d = &dgrams[i];
             let seg = d.payload.len();
             let mut k = 1;
-            if self.gso {
+            if gso {
                 let mut bytes = seg;
                 while i + k < n && k < GSO_MAX_SEGMENTS {
                     let e = &dgrams[i + k];
@@ -828,7 +831,8 @@ impl RoceUdpSocket {
         let mut msgs: [libc::mmsghdr; TX_FRAMES] = unsafe { std::mem::zeroed() };
         // First every ICRC, then the iovecs pointing at them, then the messages pointing at the
         // iovecs: no buffer is written once a pointer into it is taken.
-        let mut shift: Option<(usize, icrc::Ipv4IdentificationShift)> = None;
+        // (The shift for the last length, kept across calls: a window's segments share it.)
+        let mut shift = self.id_shift;
         for &(first, k) in &runs[..n_runs] {
             for j in 0..k {
                 let (f, d) = (frames[first + j], &dgrams[first + j]);
@@ -852,6 +856,7 @@ impl RoceUdpSocket {
                 icrcs[first + j] = icrc::to_wire(c);
             }
         }
+        self.id_shift = shift;
         for (i, (f, d)) in frames[..n].iter().zip(&dgrams[..n]).enumerate() {
             let body = &f[d.payload.start..d.payload.end.saturating_sub(icrc::ICRC_LEN).max(d.payload.start)];
             let tail = (d.payload.len() - body.len()).min(icrc::ICRC_LEN);
@@ -884,12 +889,21 @@ impl RoceUdpSocket {
                     continue;
                 }
                 let (first, k) = runs[sent_msgs];
-                // A kernel or route without UDP GSO (EIO: no checksum offload; EINVAL):
-                // send datagrams one by one from here on.
-                if k > 1 && matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL)) && self.gso {
-                    self.gso = false;
-                    self.stats.gso_disabled = true;
-                    return self.send_datagrams(&frames[first..n], &dgrams[first..n]).map(|m| taken + m);
+                // A route without UDP GSO (EIO: no checksum offload) sends datagrams one by
+                // one from here on; a run the kernel finds invalid (EINVAL: a segment beyond
+                // the path MTU) goes one by one this time, each then failing on its own.
+                if k > 1 && matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL)) {
+                    if e.raw_os_error() == Some(libc::EIO) {
+                        self.gso = false;
+                        self.stats.gso_disabled = true;
+                    }
+                    self.stats.sent += taken as u64;
+                    let rest = self.send_datagrams(&frames[first..n], &dgrams[first..n], false);
+                    return match rest {
+                        Ok(m) => Ok(taken + m),
+                        Err(_) if taken > 0 => Ok(taken),
+                        Err(e) => Err(e),
+                    };
                 }
                 if taken > 0 {
                     break;
@@ -1094,7 +1108,8 @@ impl Device for RoceUdpSocket {
                 }
             }
             if k > 0 {
-                match self.send_datagrams(&rest[..k], &dgrams[..k]) {
+                let gso = self.gso;
+                match self.send_datagrams(&rest[..k], &dgrams[..k], gso) {
                     Ok(m) => {
                         taken += m;
                         if m < k {
