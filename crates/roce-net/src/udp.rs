@@ -102,8 +102,9 @@ pub struct UdpStats {
     /// IPv4 datagrams whose IP Identification was not 0 and was taken from the ICRC (a
     /// kernel rxe sends `__ip_select_ident`'s; see [`icrc::solve_ipv4_identification`]).
     pub ipv4_id_from_icrc: u64,
-    /// Datagrams the kernel dropped because the receive buffer was full (SO_RXQ_OVFL: the
-    /// socket's drop count, as of the last datagram received).
+    /// What the kernel dropped because the receive buffer was full (SO_RXQ_OVFL: the socket's
+    /// drop count, stamped on each datagram as it is queued, so drops show with the next one
+    /// received; a GRO-coalesced run dropped counts once).
     pub receive_queue_overflow: u64,
     /// Messages the kernel took (`sendmmsg` entries): a UDP_SEGMENT message carries up to 64
     /// datagrams, so `sent / send_messages` is the datagrams per message.
@@ -1317,6 +1318,37 @@ mod tests {
             assert_eq!((from_icrc, u16::from_be_bytes([buf[18], buf[19]])), (i != 0, i), "datagram {i}");
             assert!(roce_wire::frame::parse(&buf[..len]).is_ok());
         }
+    }
+
+    /// A burst beyond a small receive buffer: the kernel's drops come back counted
+    /// (SO_RXQ_OVFL, stamped on the next datagram queued after them), never silent.
+    #[test]
+    fn receive_queue_drops_are_counted() {
+        let pick = std::process::id();
+        let net = |host: u8| IpAddr::V4(Ipv4Addr::new(127, 90 + (pick % 100) as u8, (pick >> 8) as u8, host));
+        let (a, b) = (net(11), net(12));
+        let mut tx = RoceUdpSocket::open(a, 1, MAC).unwrap();
+        let mut rx = RoceUdpSocket::open(b, 1, MAC).unwrap();
+        rx.set_buffer_sizes(4096, 4096).unwrap();
+        let frame = engine_frame(a, b, ROCEV2_UDP_PORT, &[3; 1000]);
+        // One message each (no run): one skb, one drop, per datagram.
+        let mut sent = 0u64;
+        for _ in 0..100 {
+            sent += u64::from(tx.send(&frame).is_ok());
+        }
+        let mut batch = RecvBatch::new(64, 9216).unwrap();
+        while rx.recv_batch(&mut batch).unwrap() > 0 {}
+        // The next datagram carries the count.
+        tx.send(&frame).unwrap();
+        for _ in 0..200 {
+            if rx.recv_batch(&mut batch).unwrap() > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let st = rx.stats();
+        assert!(st.receive_queue_overflow > 0, "{st:?}");
+        assert_eq!(st.received + st.receive_queue_overflow, sent + 1, "{st:?}");
     }
 
     /// What the socket cannot send, or the kernel does itself, is named.
