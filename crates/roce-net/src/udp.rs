@@ -1267,6 +1267,18 @@ mod tests {
         assert!(roce_wire::frame::parse(&buf[..n]).is_err(), "a damaged datagram fails the ICRC");
     }
 
+    /// An address of 127/8 of this test process's own (port 4791 stays free for others).
+    fn net(host: u8) -> IpAddr {
+        let pick = std::process::id();
+        IpAddr::V4(Ipv4Addr::new(127, 90 + (pick % 100) as u8, (pick >> 8) as u8, host))
+    }
+
+    /// Two sockets on loopback addresses `net(a)` and `net(b)` (interface 1: lo).
+    fn loopback_pair(a: u8, b: u8) -> (IpAddr, IpAddr, RoceUdpSocket, RoceUdpSocket) {
+        let (a, b) = (net(a), net(b));
+        (a, b, RoceUdpSocket::open(a, 1, MAC).unwrap(), RoceUdpSocket::open(b, 1, MAC).unwrap())
+    }
+
     /// A batch of equal datagrams leaves in one UDP_SEGMENT message (the shorter last one
     /// too), each segment's ICRC corrected for the IPv4 ID the kernel numbers it with; a
     /// GRO socket reads them coalesced and splits them back into frames whose ICRC holds; a
@@ -1274,11 +1286,7 @@ mod tests {
     /// the ID its place in the run gives it. Over loopback, on addresses of 127/8 of its own.
     #[test]
     fn a_run_of_datagrams_goes_out_in_one_gso_send_and_comes_back_split() {
-        let pick = std::process::id();
-        let net = |host: u8| IpAddr::V4(Ipv4Addr::new(127, 90 + (pick % 100) as u8, (pick >> 8) as u8, host));
-        let (a, b) = (net(1), net(2));
-        let mut tx = RoceUdpSocket::open(a, 1, MAC).unwrap();
-        let mut rx = RoceUdpSocket::open(b, 1, MAC).unwrap();
+        let (a, b, mut tx, mut rx) = loopback_pair(1, 2);
         let mut frames: Vec<Vec<u8>> = (0..10u8).map(|i| engine_frame(a, b, ROCEV2_UDP_PORT, &[i; 1000])).collect();
         frames.push(engine_frame(a, b, ROCEV2_UDP_PORT, &[0xee; 300]));
         let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
@@ -1324,11 +1332,7 @@ mod tests {
     /// (SO_RXQ_OVFL, stamped on the next datagram queued after them), never silent.
     #[test]
     fn receive_queue_drops_are_counted() {
-        let pick = std::process::id();
-        let net = |host: u8| IpAddr::V4(Ipv4Addr::new(127, 90 + (pick % 100) as u8, (pick >> 8) as u8, host));
-        let (a, b) = (net(11), net(12));
-        let mut tx = RoceUdpSocket::open(a, 1, MAC).unwrap();
-        let mut rx = RoceUdpSocket::open(b, 1, MAC).unwrap();
+        let (a, b, mut tx, mut rx) = loopback_pair(11, 12);
         rx.set_buffer_sizes(4096, 4096).unwrap();
         let frame = engine_frame(a, b, ROCEV2_UDP_PORT, &[3; 1000]);
         // One message each (no run): one skb, one drop, per datagram.
