@@ -3,8 +3,9 @@
 #   - tshark (Wireshark's dissectors: the oracle for every byte we emit)
 #   - python3-venv and a venv at .venv with scapy (an independent ICRC implementation)
 #   - netsniff-ng's trafgen (the transmit anchor of crates/roce-net/benches/rawsock.rs)
-#   - ethtool (veth's offloads off for rc_veth's per-MTU-packet TCP anchor)
-#   - iperf3 (the kernel TCP stream beside `roce perftest` in benches/perftest_veth.rs)
+#   - ethtool (veth's UDP segmentation offload off in tests/cli/udp.rs, so a capture sees each GSO segment)
+#   - iperf3 (the kernel TCP stream beside `roce perftest` in benches/perftest_veth.rs, and
+#     rc_veth's ROCE_BENCH_IPERF3=1 cross-check)
 #   - zip/unzip and cargo-fuzz (tests/clusterfuzzlite.sh runs ClusterFuzzLite's build.sh)
 #   - chromium (tests/analyze opens `roce analyze --html` reports in it, headless)
 set -euo pipefail

@@ -150,8 +150,15 @@ pub fn print_udp_counters(u: &roce_net::udp::UdpStats, verbose: bool) {
 
 fn udp_counters_text(u: &roce_net::udp::UdpStats, verbose: bool) -> String {
     let mut s = format!(
-        "  udp socket: sent {} received {} truncated {} ipv4_id_from_icrc {}",
-        u.sent, u.received, u.truncated, u.ipv4_id_from_icrc
+        "  udp socket: sent {} received {} truncated {} ipv4_id_from_icrc {} receive_queue_overflow {} send_messages {} reads {}{}",
+        u.sent,
+        u.received,
+        u.truncated,
+        u.ipv4_id_from_icrc,
+        u.receive_queue_overflow,
+        u.send_messages,
+        u.reads,
+        if u.gso_disabled { " (UDP_SEGMENT refused: one datagram per message)" } else { "" }
     );
     for (reason, n) in u.not_sent_all() {
         if n > 0 || verbose {

@@ -1,37 +1,41 @@
 //! RC goodput between two engines on a veth pair between two network namespaces this bench
-//! creates (198.18.4.0/24 only; needs root), against kernel TCP on the same veth, measured in
-//! the same run and printed as ratios, at veth MTU 9000 (RC path MTU 4096) and 1500 (1024),
-//! the same MTU for RC and TCP, each figure against TCP twice: with veth's offloads (a 64 KiB
-//! write crosses veth as one GSO segment) and with GSO/TSO/GRO off on both ends (`ethtool -K`:
-//! TCP then crosses veth in MTU-sized packets, as RC does, the equal-packet anchor):
-//! - RC SEND and RC RDMA WRITE goodput with 64 KiB messages against one TCP connection
-//!   writing 64 KiB at a time;
-//! - messages per second at 64 B: RC SENDs against 64-byte TCP writes (TCP_NODELAY);
-//! - CPU per message on each side (getrusage per thread);
+//! creates (198.18.4.0/24 only; needs root), against one kernel TCP stream on the same veth in
+//! the same run, printed as ratios: RC SEND and RC RDMA WRITE of 64 KiB messages, on one QP and
+//! on four, at veth MTU 9000 (RC path MTU 4096) and 1500 (1024), on both transports:
+//! - raw: an AF_PACKET socket with a PACKET_TX_RING and `recvmmsg` (what the CLI tools open);
+//! - udp: the kernel UDP socket on port 4791 (`RoceUdpSocket`: UDP_SEGMENT on send, UDP_GRO and
+//!   `recvmmsg` on receive).
 //!
-//! each through the `Driver` loop (the stack's frames drained into `send_batch`, received
-//! through `recv_batch`) on a raw socket with three kinds of I/O: `sendmmsg`/`recvmmsg`; a
-//! PACKET_TX_RING with `recvmmsg` (what the CLI tools use), also with the engines on MACs of
-//! their own (the receiving kernel then drops their frames at once as another host's instead
-//! of routing each to an address it does not own); both PACKET_MMAP rings (a TPACKET_V3
-//! receive block is handed over when full or after 1 ms, which stalls ACKs). Everything takes
-//! turns three times; each figure is its median round.
+//! Each figure: goodput (Mbit/s of message bytes) and CPU seconds per GB moved (user + system,
+//! both sides' threads, getrusage per thread), and both as ratios to the TCP stream's.
 //!
-//! The QPs are connected by hand (attributes exchanged in memory, as ibv_rc_pingpong does over
-//! its socket); the CM is not in the measured path. `cargo bench -p roce-net --bench rc_veth`;
-//! `ROCE_BENCH_MTU=9000` (or 1500) runs one MTU. Under `cargo test --benches` (no `--bench`
-//! argument) it runs once with 20 and 500 messages, as root, so that it cannot rot.
+//! The TCP stream is the bench's own (one connection, 64 KiB writes, veth's default offloads,
+//! Nagle on: what `iperf3 -c` does by default), not iperf3 itself: its CPU is then measured the
+//! same way as RC's (per thread, both ends in this process), where iperf3 reports its own
+//! process's percentages. `ROCE_BENCH_IPERF3=1` also runs `iperf3 -c` on the same veth as a
+//! cross-check of the stream's goodput.
+//!
+//! Everything runs through the `Driver` loop (the stack's frames drained into `send_batch`,
+//! received through `recv_batch`). The QPs are connected by hand (attributes exchanged in
+//! memory, as ibv_rc_pingpong does over its socket); the CM is not in the measured path.
+//! `cargo bench -p roce-net --bench rc_veth`; `ROCE_BENCH_MTU=9000` (or 1500) runs one MTU,
+//! `ROCE_BENCH_TRANSPORT=udp` (or raw) one transport, `ROCE_BENCH_MSGS` sets the messages per
+//! run (2000) — for profiling. Everything takes turns three times; each figure is its median
+//! round. Under `cargo test --benches` (no `--bench` argument) it runs once with 20 messages, as
+//! root, so that it cannot rot.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use roce_cm::rc::{Access, QpAttr, QpCap, QpState, RecvWr, SendOp, SendWr, Sge, WcStatus};
-use roce_cm::{Stack, StackConfig};
-use roce_net::driver::Driver;
+use roce_cm::{NeighborResolution, Stack, StackConfig, KERNEL_NEIGHBOR_MAC};
+use roce_net::device::{Device, RecvBatch};
+use roce_net::driver::{Driver, MulticastFilter};
 use roce_net::raw::RawSocket;
 use roce_net::ring::RingConfig;
+use roce_net::udp::RoceUdpSocket;
 
 mod veth;
 use veth::{enter, sh, thread_cpu, Nets};
@@ -44,49 +48,138 @@ fn spawn<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'static) 
 /// The veth pair, with fixed MACs.
 fn nets() -> Nets {
     let macs = ("02:00:00:00:04:01", "02:00:00:00:04:02");
-    Nets::pair("rcb", Some(macs), Ipv4Addr::new(198, 18, 4, 11), Ipv4Addr::new(198, 18, 4, 12))
+    Nets::pair("rcb", Some(macs), VETH_A, VETH_B)
 }
 
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 4, 1];
 const MAC_B: [u8; 6] = [2, 0, 0, 0, 4, 2];
-/// The engines' own MACs, other than the veth ends' (for `Setup::own_macs`).
-const OWN_MAC_A: [u8; 6] = [2, 0, 0, 0, 4, 0xa1];
-const OWN_MAC_B: [u8; 6] = [2, 0, 0, 0, 4, 0xa2];
+/// The veth ends' addresses (the udp transport binds them: a UDP socket sends from the
+/// kernel's own addresses).
+const VETH_A: Ipv4Addr = Ipv4Addr::new(198, 18, 4, 11);
+const VETH_B: Ipv4Addr = Ipv4Addr::new(198, 18, 4, 12);
+/// The raw transport's engines' own addresses.
 const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 4, 1);
 const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 4, 2);
+/// Messages in flight, over all QPs.
 const WINDOW: usize = 64;
+/// Socket buffers: a window of 64 KiB messages in MTU-sized packets (the kernel counts each
+/// packet's truesize, about twice its length at MTU 1500), beyond rmem_max as root.
+const RCVBUF: usize = 32 << 20;
+const SNDBUF: usize = 8 << 20;
 
-/// One measured run: (messages, seconds, sender CPU µs/msg, receiver CPU µs/msg).
+/// The transport under the engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    Raw,
+    Udp,
+}
+
+impl Transport {
+    fn name(self) -> &'static str {
+        match self {
+            Transport::Raw => "raw (TX ring, recvmmsg)",
+            Transport::Udp => "udp (GSO, GRO, recvmmsg)",
+        }
+    }
+}
+
+/// Either transport's device, as the CLI's port holds it.
+enum BenchDev {
+    Raw(RawSocket),
+    Udp(RoceUdpSocket),
+}
+
+impl Device for BenchDev {
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        match self {
+            BenchDev::Raw(d) => d.send(frame),
+            BenchDev::Udp(d) => d.send(frame),
+        }
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        match self {
+            BenchDev::Raw(d) => d.recv(buf),
+            BenchDev::Udp(d) => d.recv(buf),
+        }
+    }
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        match self {
+            BenchDev::Raw(d) => d.raw_fd(),
+            BenchDev::Udp(d) => d.raw_fd(),
+        }
+    }
+    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        match self {
+            BenchDev::Raw(d) => d.send_batch(frames),
+            BenchDev::Udp(d) => d.send_batch(frames),
+        }
+    }
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        match self {
+            BenchDev::Raw(d) => d.recv_batch(batch),
+            BenchDev::Udp(d) => d.recv_batch(batch),
+        }
+    }
+}
+
+impl MulticastFilter for BenchDev {}
+
+/// One measured run: bytes moved, seconds, CPU seconds of the sender's and the receiver's thread.
 #[derive(Debug, Clone, Copy)]
 struct Run {
-    msgs: u64,
+    bytes: u64,
     secs: f64,
-    tx_us: f64,
-    rx_us: f64,
+    tx_cpu: f64,
+    rx_cpu: f64,
+}
+
+impl Run {
+    fn mbps(self) -> f64 {
+        self.bytes as f64 * 8.0 / self.secs / 1e6
+    }
+    /// CPU seconds (both sides) per GB moved.
+    fn cpu_per_gb(self) -> f64 {
+        (self.tx_cpu + self.rx_cpu) / (self.bytes as f64 / 1e9)
+    }
 }
 
 /// The conditions of one set of runs: the IB path MTU RDMA-CM picks for the veth's MTU
-/// (iboe_get_mtu: the largest IB MTU below link MTU − headers), and the raw socket's I/O.
+/// (iboe_get_mtu: the largest IB MTU below link MTU − headers), the transport, the QPs.
 #[derive(Debug, Clone, Copy)]
 struct Setup {
     path_mtu: u32,
-    /// The engines use MACs of their own instead of the veth ends' (as on a VF or macvlan
-    /// with its own address): the receiving kernel drops their frames at once as another
-    /// host's instead of routing each to an address it does not own.
-    own_macs: bool,
-    rings: RingConfig,
+    transport: Transport,
+    qps: usize,
 }
 
-fn engine(ns: &str, iface: &str, mac: [u8; 6], ip: Ipv4Addr, seed: u64, setup: Setup) -> Driver<RawSocket> {
+/// One side: `(ns, iface, veth MAC, veth address, raw transport's address)`.
+type Side = (String, &'static str, [u8; 6], Ipv4Addr, Ipv4Addr);
+
+fn engine(side: &Side, seed: u64, setup: Setup) -> Driver<BenchDev> {
+    let (ns, iface, mac, veth_ip, raw_ip) = side;
     enter(ns);
-    let mut raw = RawSocket::open_with(iface, setup.rings).expect("raw socket");
-    assert!(raw.ring_fallback().is_none(), "ring set-up: {:?}", raw.ring_fallback());
-    // A window of packets arrives in one burst: give the socket room for it (rxe has the
-    // NIC's ring; the kernel's TCP has its own buffers and congestion control).
-    raw.set_buffer_sizes(32 << 20, 8 << 20).expect("socket buffers");
-    let mut cfg = StackConfig::new(mac, ip, 24);
+    let (dev, cfg) = match setup.transport {
+        Transport::Raw => {
+            let tx_ring = RingConfig { qdisc_bypass: true, ..RingConfig::tx_only() };
+            let mut raw = RawSocket::open_with(iface, tx_ring).expect("raw socket");
+            assert!(raw.ring_fallback().is_none(), "ring set-up: {:?}", raw.ring_fallback());
+            // A window of packets arrives in one burst: give the socket room for it.
+            raw.set_buffer_sizes(RCVBUF, SNDBUF).expect("socket buffers");
+            (BenchDev::Raw(raw), StackConfig::new(*mac, *raw_ip, 24))
+        }
+        Transport::Udp => {
+            let info = roce_net::raw::interface(iface).expect("interface");
+            let mut udp = RoceUdpSocket::open(IpAddr::V4(*veth_ip), info.index, *mac).expect("udp socket");
+            udp.set_buffer_sizes(RCVBUF, SNDBUF).expect("socket buffers");
+            let mut cfg = StackConfig::new(*mac, *veth_ip, 24);
+            cfg.neighbors = NeighborResolution::Kernel;
+            cfg.udp_source_port = Some(roce_wire::ROCEV2_UDP_PORT);
+            (BenchDev::Udp(udp), cfg)
+        }
+    };
+    let mut cfg = cfg;
     cfg.seed = seed;
-    let mut d = Driver::new(raw, Stack::new(cfg));
+    let mut d = Driver::new(dev, Stack::new(cfg));
     d.stack.set_port_mtu(match setup.path_mtu {
         4096 => 5,
         _ => 3,
@@ -94,20 +187,16 @@ fn engine(ns: &str, iface: &str, mac: [u8; 6], ip: Ipv4Addr, seed: u64, setup: S
     d
 }
 
-fn connect(
-    d: &mut Driver<RawSocket>,
-    qpn: u32,
-    peer: Ipv4Addr,
-    peer_mac: [u8; 6],
-    peer_qpn: u32,
-    (sq, rq): (u32, u32),
-    setup: Setup,
-) {
-    let mut at = QpAttr::new(IpAddr::V4(peer), peer_qpn);
+fn connect(d: &mut Driver<BenchDev>, qpn: u32, peer: &Side, peer_qpn: u32, (sq, rq): (u32, u32), setup: Setup) {
+    let (ip, dmac) = match setup.transport {
+        Transport::Raw => (peer.4, peer.2),
+        Transport::Udp => (peer.3, KERNEL_NEIGHBOR_MAC),
+    };
+    let mut at = QpAttr::new(IpAddr::V4(ip), peer_qpn);
     at.path_mtu = setup.path_mtu;
     at.sq_psn = sq;
     at.rq_psn = rq;
-    at.dmac = Some(peer_mac);
+    at.dmac = Some(dmac);
     at.timeout = 14;
     let now = d.now();
     for s in [QpState::Init, QpState::Rtr, QpState::Rts] {
@@ -115,39 +204,45 @@ fn connect(
     }
 }
 
-/// RC: `n` messages of `size` bytes, SEND (`write` false) or RDMA WRITE, `WINDOW` in flight.
+/// RC: `n` messages of `size` bytes, SEND (`write` false) or RDMA WRITE, over `setup.qps` QPs
+/// taken in turn, `WINDOW` in flight in all.
 fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
-    let (a, b) = (nets.0.clone(), nets.1.clone());
-    let (rkey_tx, rkey_rx) = mpsc::channel::<(u64, u32)>();
+    let a: Side = (nets.0.clone(), "v1", MAC_A, VETH_A, IP_A);
+    let b: Side = (nets.1.clone(), "v2", MAC_B, VETH_B, IP_B);
+    let (a2, b2) = (a.clone(), b.clone());
+    let (rkey_tx, rkey_rx) = mpsc::channel::<Vec<(u32, u64, u32)>>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
+    let qps = setup.qps;
     let rx = spawn("rc-recv", move || {
-        let (mac_a, mac_b) = if setup.own_macs { (OWN_MAC_A, OWN_MAC_B) } else { (MAC_A, MAC_B) };
-        let mut d = engine(&b, "v2", mac_b, IP_B, 2, setup);
-        let q = d.stack.create_rc_qp(QpCap { max_send_wr: 1024, max_recv_wr: 4096 }).unwrap();
-        connect(&mut d, q, IP_A, mac_a, q, (200, 100), setup);
-        let mr = d.stack.rc_mut().reg_mr(size.max(8), Access::ALL).unwrap();
-        let post = |d: &mut Driver<RawSocket>| {
-            let wr = RecvWr { wr_id: 0, sg_list: vec![Sge { addr: mr.addr, length: size as u32, lkey: mr.lkey }] };
+        let mut d = engine(&b, 2, setup);
+        let mut keys = Vec::new();
+        for _ in 0..qps {
+            let q = d.stack.create_rc_qp(QpCap { max_send_wr: 1024, max_recv_wr: 4096 }).unwrap();
+            connect(&mut d, q, &a2, q, (200, 100), setup);
+            let mr = d.stack.rc_mut().reg_mr(size.max(8), Access::ALL).unwrap();
+            keys.push((q, mr.addr, mr.rkey, mr.lkey));
+        }
+        let post = |d: &mut Driver<BenchDev>, (q, addr, _, lkey): (u32, u64, u32, u32)| {
+            let wr = RecvWr { wr_id: u64::from(q), sg_list: vec![Sge { addr, length: size as u32, lkey }] };
             d.stack.rc_mut().post_recv(q, wr).unwrap();
         };
         if !write {
-            for _ in 0..4 * WINDOW {
-                post(&mut d);
+            for &k in &keys {
+                for _ in 0..2 * WINDOW {
+                    post(&mut d, k);
+                }
             }
         }
-        rkey_tx.send((mr.addr, mr.rkey)).unwrap();
+        rkey_tx.send(keys.iter().map(|&(q, addr, rkey, _)| (q, addr, rkey)).collect()).unwrap();
         let c0 = thread_cpu();
         let mut got = 0u64;
-        let mut t_first = None;
-        let mut t_last = Instant::now();
         let _ = d.run_until(Duration::from_secs(120), |d| {
             while let Some(wc) = d.stack.rc_mut().poll_cq() {
                 assert_eq!(wc.status, WcStatus::Success);
                 got += 1;
-                t_last = Instant::now();
-                t_first.get_or_insert(t_last);
                 if !write {
-                    post(d);
+                    let k = keys.iter().copied().find(|k| u64::from(k.0) == wc.wr_id).expect("a QP of ours");
+                    post(d, k);
                 }
             }
             if write {
@@ -160,15 +255,18 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
         }
         let cpu = thread_cpu() - c0;
         let _ = d.run_for(Duration::from_millis(20)); // the last ACKs
-        (got, cpu, t_first, t_last)
+        (got, cpu)
     });
     let tx = spawn("rc-send", move || {
-        let (mac_a, mac_b) = if setup.own_macs { (OWN_MAC_A, OWN_MAC_B) } else { (MAC_A, MAC_B) };
-        let mut d = engine(&a, "v1", mac_a, IP_A, 1, setup);
-        let q = d.stack.create_rc_qp(QpCap { max_send_wr: 1024, max_recv_wr: 16 }).unwrap();
-        connect(&mut d, q, IP_B, mac_b, q, (100, 200), setup);
+        let mut d = engine(&a, 1, setup);
+        let mut qs = Vec::new();
+        for _ in 0..qps {
+            let q = d.stack.create_rc_qp(QpCap { max_send_wr: 1024, max_recv_wr: 16 }).unwrap();
+            connect(&mut d, q, &b2, q, (100, 200), setup);
+            qs.push(q);
+        }
         let mr = d.stack.rc_mut().reg_mr(size.max(8), Access::ALL).unwrap();
-        let (raddr, rkey) = rkey_rx.recv().unwrap();
+        let remote = rkey_rx.recv().unwrap();
         std::thread::sleep(Duration::from_millis(20));
         let c0 = thread_cpu();
         let t0 = Instant::now();
@@ -180,10 +278,12 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
             }
             let now = d.now();
             while posted < n && (posted - done) < WINDOW as u64 {
+                let i = posted as usize % qps;
+                let (_, raddr, rkey) = remote[i];
                 let op = if write { SendOp::Write { remote_addr: raddr, rkey } } else { SendOp::Send };
                 let sg = vec![Sge { addr: mr.addr, length: size as u32, lkey: mr.lkey }];
                 let wr = SendWr { wr_id: posted, op, sg_list: sg, signaled: true, solicited: false };
-                d.stack.rc_mut().post_send(now, q, wr).unwrap();
+                d.stack.rc_mut().post_send(now, qs[i], wr).unwrap();
                 posted += 1;
             }
             done >= n
@@ -191,32 +291,41 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
         let secs = t0.elapsed().as_secs_f64();
         let cpu = thread_cpu() - c0;
         let c = d.stack.rc().counters();
-        if c.completer_retry_err > 0 || c.rcvd_seq_err > 0 {
+        if c.completer_retry_err > 0 || c.rcvd_seq_err > 0 || c.local_ack_timeout_err > 0 {
             println!(
-                "  (sender: {} retries, {} sequence NAKs, {} local ACK timeouts, {} packets resent)",
+                "    (sender: {} retries, {} sequence NAKs, {} local ACK timeouts, {} packets resent)",
                 c.completer_retry_err, c.rcvd_seq_err, c.local_ack_timeout_err, c.retransmitted_pkts
             );
+        }
+        if let BenchDev::Udp(u) = &d.dev {
+            let s = u.stats();
+            let lost: Vec<String> =
+                s.not_sent_all().filter(|(_, k)| *k > 0).map(|(r, k)| format!("{k} {}", r.name())).collect();
+            if !lost.is_empty() {
+                println!("    (udp sender: not sent: {})", lost.join(", "));
+            }
         }
         done_tx.send(()).unwrap();
         (done, secs, cpu)
     });
     let (done, secs, tx_cpu) = tx.join().unwrap();
-    let (got, rx_cpu, _, _) = rx.join().unwrap();
+    let (got, rx_cpu) = rx.join().unwrap();
     assert_eq!((done, got), (n, n), "every message completed on both sides");
-    Run { msgs: n, secs, tx_us: tx_cpu.as_secs_f64() * 1e6 / n as f64, rx_us: rx_cpu.as_secs_f64() * 1e6 / n as f64 }
+    Run { bytes: n * size as u64, secs, tx_cpu: tx_cpu.as_secs_f64(), rx_cpu: rx_cpu.as_secs_f64() }
 }
 
-/// Kernel TCP on the same veth: `n` writes of `size` bytes on one connection.
+/// One kernel TCP stream on the same veth: `n` writes of `size` bytes on one connection,
+/// default offloads and Nagle (as `iperf3 -c`).
 fn tcp_run(nets: &Nets, n: u64, size: usize) -> Run {
     let (a, b) = (nets.0.clone(), nets.1.clone());
     let (ready_tx, ready_rx) = mpsc::channel::<()>();
     let rx = spawn("tcp-recv", move || {
         enter(&b);
-        let l = TcpListener::bind("198.18.4.12:9471").unwrap();
+        let l = TcpListener::bind((VETH_B, 9471)).unwrap();
         ready_tx.send(()).unwrap();
         let (mut s, _) = l.accept().unwrap();
         let c0 = thread_cpu();
-        let mut buf = vec![0u8; 1 << 16];
+        let mut buf = vec![0u8; 1 << 17];
         let mut left = n * size as u64;
         while left > 0 {
             let k = s.read(&mut buf).unwrap();
@@ -229,8 +338,7 @@ fn tcp_run(nets: &Nets, n: u64, size: usize) -> Run {
     let tx = spawn("tcp-send", move || {
         enter(&a);
         ready_rx.recv().unwrap();
-        let mut s = TcpStream::connect("198.18.4.12:9471").unwrap();
-        s.set_nodelay(true).unwrap();
+        let mut s = TcpStream::connect((VETH_B, 9471)).unwrap();
         let msg = vec![7u8; size];
         let c0 = thread_cpu();
         let t0 = Instant::now();
@@ -243,7 +351,43 @@ fn tcp_run(nets: &Nets, n: u64, size: usize) -> Run {
     });
     let (secs, tx_cpu) = tx.join().unwrap();
     let rx_cpu = rx.join().unwrap();
-    Run { msgs: n, secs, tx_us: tx_cpu.as_secs_f64() * 1e6 / n as f64, rx_us: rx_cpu.as_secs_f64() * 1e6 / n as f64 }
+    Run { bytes: n * size as u64, secs, tx_cpu: tx_cpu.as_secs_f64(), rx_cpu: rx_cpu.as_secs_f64() }
+}
+
+/// `iperf3 -c` for 2 s on the same veth (a cross-check of the stream): Mbit/s received.
+fn iperf3_mbps(nets: &Nets) -> Option<f64> {
+    let server = std::process::Command::new("ip")
+        .args(["netns", "exec", &nets.1, "iperf3", "-s", "-1", "-B", &VETH_B.to_string()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut server = Reaped(server);
+    std::thread::sleep(Duration::from_millis(300));
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &nets.0, "iperf3", "-c", &VETH_B.to_string(), "-t", "2", "-J"])
+        .output()
+        .ok()?;
+    let _ = server.0.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "sum_received": { ... "bits_per_second": N ... }
+    let at = text.find("\"sum_received\"")?;
+    let rest = &text[at..];
+    let b = rest.find("\"bits_per_second\":")? + "\"bits_per_second\":".len();
+    let num: String = rest[b..]
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == 'e' || *c == '+')
+        .collect();
+    num.parse::<f64>().ok().map(|v| v / 1e6)
+}
+
+/// A child process killed when dropped (a failed client leaves no server behind).
+struct Reaped(std::process::Child);
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// The run with the median duration.
@@ -252,129 +396,73 @@ fn median(mut v: Vec<Run>) -> Run {
     v[v.len() / 2]
 }
 
-/// Prints `r` against kernel TCP with veth's offloads (`base`: a 64 KiB write crosses veth as
-/// one GSO segment) and with them off (`per_mtu`: MTU-sized packets, as RC sends them).
-fn report(what: &str, size: usize, r: Run, base: Run, per_mtu: Run) {
-    let mbps = |r: Run| r.msgs as f64 * size as f64 * 8.0 / r.secs / 1e6;
-    let mps = |r: Run| r.msgs as f64 / r.secs;
-    let cpu = |r: Run| r.tx_us + r.rx_us;
+/// Prints `r` beside the TCP stream's `tcp`, with the ratios.
+fn report(what: &str, r: Run, tcp: Run) {
     println!(
-        "{what}: {:.0} Mbit/s, {:.0} msg/s, CPU {:.2} µs/msg sending, {:.2} µs/msg receiving | kernel TCP {:.0} Mbit/s, {:.0} msg/s, {:.2} / {:.2} µs/msg | TCP per-MTU packet {:.0} Mbit/s, {:.0} msg/s, {:.2} / {:.2} µs/msg | ratio vs TCP: goodput {:.2}, msg/s {:.2}, CPU/msg (send+recv) {:.2} | vs TCP per-MTU packet: goodput {:.2}, msg/s {:.2}, CPU/msg {:.2}",
-        mbps(r),
-        mps(r),
-        r.tx_us,
-        r.rx_us,
-        mbps(base),
-        mps(base),
-        base.tx_us,
-        base.rx_us,
-        mbps(per_mtu),
-        mps(per_mtu),
-        per_mtu.tx_us,
-        per_mtu.rx_us,
-        mbps(r) / mbps(base),
-        mps(r) / mps(base),
-        cpu(r) / cpu(base),
-        mbps(r) / mbps(per_mtu),
-        mps(r) / mps(per_mtu),
-        cpu(r) / cpu(per_mtu),
+        "  {what}: {:.0} Mbit/s, {:.2} CPU s/GB (send {:.2} + recv {:.2}) | ratio to TCP: goodput {:.2}, CPU/GB {:.2}",
+        r.mbps(),
+        r.cpu_per_gb(),
+        r.tx_cpu / (r.bytes as f64 / 1e9),
+        r.rx_cpu / (r.bytes as f64 / 1e9),
+        r.mbps() / tcp.mbps(),
+        r.cpu_per_gb() / tcp.cpu_per_gb(),
     );
-}
-
-/// Packets `dev` in `ns` has received (its own count, from sysfs).
-fn rx_packets(ns: &str, dev: &str) -> u64 {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "exec", ns, "cat", &format!("/sys/class/net/{dev}/statistics/rx_packets")])
-        .output()
-        .expect("ip netns exec");
-    String::from_utf8_lossy(&out.stdout).trim().parse().expect("rx_packets")
-}
-
-/// veth's segmentation offloads on both ends: on (the default: TCP hands veth 64 KiB GSO
-/// segments and GRO merges on receipt) or off (TCP crosses veth in MTU-sized packets, as RC
-/// does). Needs ethtool (tests/setup.sh installs it).
-fn tcp_offloads(nets: &Nets, on: bool) {
-    let v = if on { "on" } else { "off" };
-    for (ns, dev) in [(&nets.0, "v1"), (&nets.1, "v2")] {
-        sh(&format!("ip netns exec {ns} ethtool -K {dev} gso {v} tso {v} gro {v}"));
-    }
 }
 
 fn main() {
     // `cargo bench` passes --bench: the full figures. `cargo test --benches` does not: one
     // short run of the same code (as root), so that the bench cannot rot.
     let full = std::env::args().any(|a| a == "--bench");
-    let (n_big, n_small, rounds) = if full { (2000, 100_000, 3) } else { (20, 500, 1) };
-    // ROCE_BENCH_MTU=9000 (or 1500): only that MTU (for profiling).
-    let only: Option<u32> = std::env::var("ROCE_BENCH_MTU").ok().and_then(|v| v.parse().ok());
+    let env = |k: &str| std::env::var(k).ok();
+    let n_big: u64 = env("ROCE_BENCH_MSGS").and_then(|v| v.parse().ok()).unwrap_or(if full { 2000 } else { 20 });
+    let rounds = if full { 3 } else { 1 };
+    // For profiling: one MTU, one transport.
+    let only_mtu: Option<u32> = env("ROCE_BENCH_MTU").and_then(|v| v.parse().ok());
+    let only_transport = env("ROCE_BENCH_TRANSPORT");
     if !full {
-        println!(
-            "rc_veth in test mode ({n_big} × 64 KiB, {n_small} × 64 B; figures not meaningful: `cargo bench` measures)"
-        );
+        println!("rc_veth in test mode ({n_big} × 64 KiB; figures not meaningful: `cargo bench` measures)");
     }
     let nets = nets();
     let big = 1 << 16;
-    let plain = RingConfig::NONE;
-    for (link_mtu, path_mtu) in [(9000, 4096), (1500, 1024)] {
-        if only.is_some_and(|m| m != link_mtu) {
+    let transports: Vec<Transport> = [Transport::Raw, Transport::Udp]
+        .into_iter()
+        .filter(|t| only_transport.as_deref().is_none_or(|o| o == if *t == Transport::Raw { "raw" } else { "udp" }))
+        .collect();
+    for (link_mtu, path_mtu) in [(1500, 1024), (9000, 4096)] {
+        if only_mtu.is_some_and(|m| m != link_mtu) {
             continue;
         }
         sh(&format!("ip -n {} link set v1 mtu {link_mtu} && ip -n {} link set v2 mtu {link_mtu}", nets.0, nets.1));
-        println!("veth MTU {link_mtu} on both sides (RC path MTU {path_mtu}; TCP MSS from the same MTU), median of {rounds} rounds:");
-        let tx_ring = RingConfig { qdisc_bypass: true, ..RingConfig::tx_only() };
-        let both = RingConfig { qdisc_bypass: true, ..RingConfig::default() };
-        let ios = [
-            ("sendmmsg/recvmmsg", plain, false),
-            ("TX ring, recvmmsg", tx_ring, false),
-            ("TX ring, recvmmsg, engines' own MACs", tx_ring, true),
-            ("TX ring, V3 RX ring", both, false),
-        ];
+        println!(
+            "veth MTU {link_mtu} on both sides (RC path MTU {path_mtu}; TCP MSS from the same MTU), 64 KiB messages, median of {rounds} rounds:"
+        );
         // Everything takes turns, `rounds` times; each figure is its median round (other
         // processes share the machine: one round alone is noisy).
-        let (mut tcp_big, mut tcp_small) = (Vec::new(), Vec::new());
-        let (mut mtu_big, mut mtu_small) = (Vec::new(), Vec::new());
-        // Packets v2 received per 64 KiB write (the peer's count: data, and the connection's
-        // few handshake packets), to show what crossed the veth.
-        let (mut gso_pkts, mut mtu_pkts) = (Vec::new(), Vec::new());
-        let mut rc: Vec<[Vec<Run>; 3]> = ios.iter().map(|_| Default::default()).collect();
+        let mut tcp = Vec::new();
+        let cases: Vec<(Transport, usize, bool)> =
+            transports.iter().flat_map(|&t| [(t, 1, false), (t, 1, true), (t, 4, false), (t, 4, true)]).collect();
+        let mut rc: Vec<Vec<Run>> = cases.iter().map(|_| Vec::new()).collect();
         for _ in 0..rounds {
-            let p0 = rx_packets(&nets.1, "v2");
-            tcp_big.push(tcp_run(&nets, n_big, big));
-            let p1 = rx_packets(&nets.1, "v2");
-            gso_pkts.push((p1 - p0) as f64 / n_big as f64);
-            tcp_small.push(tcp_run(&nets, n_small, 64));
-            tcp_offloads(&nets, false);
-            let p0 = rx_packets(&nets.1, "v2");
-            mtu_big.push(tcp_run(&nets, n_big, big));
-            let p1 = rx_packets(&nets.1, "v2");
-            mtu_pkts.push((p1 - p0) as f64 / n_big as f64);
-            mtu_small.push(tcp_run(&nets, n_small, 64));
-            tcp_offloads(&nets, true);
-            for (&(_, rings, own_macs), runs) in ios.iter().zip(rc.iter_mut()) {
-                let setup = Setup { path_mtu, rings, own_macs };
-                runs[0].push(rc_run(&nets, n_big, big, false, setup));
-                runs[1].push(rc_run(&nets, n_big, big, true, setup));
-                runs[2].push(rc_run(&nets, n_small, 64, false, setup));
+            tcp.push(tcp_run(&nets, n_big, big));
+            for (&(transport, qps, write), runs) in cases.iter().zip(rc.iter_mut()) {
+                runs.push(rc_run(&nets, n_big, big, write, Setup { path_mtu, transport, qps }));
             }
         }
-        let (tcp_big, tcp_small) = (median(tcp_big), median(tcp_small));
-        let (mtu_big, mtu_small) = (median(mtu_big), median(mtu_small));
-        let mid = |mut v: Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        println!(
-            "  packets v2 received per 64 KiB TCP write: {:.1} with offloads, {:.1} with gso/tso/gro off (RC: {} per message)",
-            mid(gso_pkts),
-            mid(mtu_pkts),
-            big as u32 / path_mtu
-        );
-        report("  kernel TCP per-MTU packet (gso/tso/gro off): 64 KiB", big, mtu_big, tcp_big, mtu_big);
-        for (&(io, _, _), runs) in ios.iter().zip(rc) {
-            let [send_big, write_big, send_small] = runs.map(median);
-            report(&format!("  {io}: RC SEND 64 KiB"), big, send_big, tcp_big, mtu_big);
-            report(&format!("  {io}: RC RDMA WRITE 64 KiB"), big, write_big, tcp_big, mtu_big);
-            report(&format!("  {io}: RC SEND 64 B"), 64, send_small, tcp_small, mtu_small);
+        let tcp = median(tcp);
+        report("kernel TCP, one stream (default offloads)", tcp, tcp);
+        if full && env("ROCE_BENCH_IPERF3").is_some() {
+            match iperf3_mbps(&nets) {
+                Some(m) => println!("  iperf3 -c (2 s, cross-check): {m:.0} Mbit/s"),
+                None => println!("  iperf3 -c: no figure (is iperf3 installed?)"),
+            }
+        }
+        for (&(transport, qps, write), runs) in cases.iter().zip(rc) {
+            let op = if write { "RDMA WRITE" } else { "SEND" };
+            report(
+                &format!("RC {op}, {qps} QP{}, {}", if qps > 1 { "s" } else { "" }, transport.name()),
+                median(runs),
+                tcp,
+            );
         }
     }
 }

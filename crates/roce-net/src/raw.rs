@@ -297,33 +297,39 @@ impl RawSocket {
     /// Set the kernel's receive and send buffer sizes (bytes, up to 256 MiB each): beyond
     /// `net.core.rmem_max`/`wmem_max` with CAP_NET_ADMIN (SO_RCVBUFFORCE), else capped by them.
     pub fn set_buffer_sizes(&mut self, rcv: usize, snd: usize) -> io::Result<()> {
-        const MAX: usize = 256 << 20;
-        if rcv > MAX || snd > MAX {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("socket buffers are at most {MAX} bytes (asked: receive {rcv}, send {snd})"),
-            ));
-        }
-        for (force, plain, v) in
-            [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, rcv), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, snd)]
-        {
-            let v = v as libc::c_int;
-            // SAFETY: the option value points at a live c_int.
-            let set = |opt| unsafe {
-                libc::setsockopt(
-                    self.fd.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    opt,
-                    &v as *const libc::c_int as *const libc::c_void,
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            if set(force) < 0 && set(plain) < 0 {
-                return Err(last_err("setsockopt(SO_RCVBUF/SO_SNDBUF)"));
-            }
-        }
-        Ok(())
+        set_buffer_sizes(self.fd.as_raw_fd(), rcv, snd)
     }
+}
+
+/// Set `fd`'s receive and send buffer sizes (bytes, up to 256 MiB each): beyond
+/// `net.core.rmem_max`/`wmem_max` with CAP_NET_ADMIN (SO_RCVBUFFORCE), else capped by them.
+pub(crate) fn set_buffer_sizes(fd: std::os::fd::RawFd, rcv: usize, snd: usize) -> io::Result<()> {
+    const MAX: usize = 256 << 20;
+    if rcv > MAX || snd > MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("socket buffers are at most {MAX} bytes (asked: receive {rcv}, send {snd})"),
+        ));
+    }
+    for (force, plain, v) in
+        [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, rcv), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, snd)]
+    {
+        let v = v as libc::c_int;
+        // SAFETY: the option value points at a live c_int.
+        let set = |opt| unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                &v as *const libc::c_int as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if set(force) < 0 && set(plain) < 0 {
+            return Err(last_err("setsockopt(SO_RCVBUF/SO_SNDBUF)"));
+        }
+    }
+    Ok(())
 }
 
 /// Frames per `sendmmsg`/`recvmmsg` call (the headers live on the stack: no allocation).

@@ -21,7 +21,7 @@ use roce_cm::KERNEL_NEIGHBOR_MAC;
 use roce_wire::icrc;
 use roce_wire::ROCEV2_UDP_PORT;
 
-use crate::device::Device;
+use crate::device::{Device, RecvBatch};
 
 /// Why an engine frame was not sent on the udp transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -102,6 +102,19 @@ pub struct UdpStats {
     /// IPv4 datagrams whose IP Identification was not 0 and was taken from the ICRC (a
     /// kernel rxe sends `__ip_select_ident`'s; see [`icrc::solve_ipv4_identification`]).
     pub ipv4_id_from_icrc: u64,
+    /// What the kernel dropped because the receive buffer was full (SO_RXQ_OVFL: the socket's
+    /// drop count, stamped on each datagram as it is queued, so drops show with the next one
+    /// received; a GRO-coalesced run dropped counts once).
+    pub receive_queue_overflow: u64,
+    /// Messages the kernel took (`sendmmsg` entries): a UDP_SEGMENT message carries up to 64
+    /// datagrams, so `sent / send_messages` is the datagrams per message.
+    pub send_messages: u64,
+    /// Reads from the unicast socket: a GRO-coalesced read carries several datagrams, so
+    /// `received / reads` is about the datagrams per read.
+    pub reads: u64,
+    /// Whether the kernel refused UDP_SEGMENT (EIO: no checksum offload on the route) and
+    /// datagrams now go out one per message.
+    pub gso_disabled: bool,
     not_sent: [u64; NotSent::ALL.len()],
 }
 
@@ -128,6 +141,12 @@ pub struct Datagram {
     pub hop_limit: u8,
     /// Where the UDP payload (BTH … ICRC) sits in the frame.
     pub payload: Range<usize>,
+}
+
+impl Datagram {
+    /// A placeholder (for arrays filled as frames are classified).
+    const EMPTY: Datagram =
+        Datagram { dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED), traffic_class: 0, hop_limit: 0, payload: 0..0 };
 }
 
 const ETH_LEN: usize = 14;
@@ -223,11 +242,13 @@ pub struct Arrival {
 }
 
 /// Write the Ethernet, IP and UDP headers of a received datagram of `len` bytes that sits at
-/// `buf[header_len(..)..]`, as the sender's kernel wrote them on the wire (IPv4: DF, ID 0;
-/// IPv6: flow label 0; UDP checksum 0 — the ICRC masks what is unknown here, and an IPv4 ID
-/// that was not 0 is taken from the ICRC). `mac` is the stack's. Returns the frame's length
-/// and whether the IPv4 ID came from the ICRC.
-pub fn frame_datagram(buf: &mut [u8], len: usize, arrival: &Arrival, mac: [u8; 6]) -> (usize, bool) {
+/// `buf[header_len(..)..]`, as the sender's kernel wrote them on the wire (IPv4: DF, ID
+/// `id_hint`; IPv6: flow label 0; UDP checksum 0 — the ICRC masks what is unknown here, and an
+/// IPv4 ID the hint does not match is taken from the ICRC). The hint is 0 for a datagram read
+/// alone (an unconnected DF socket's ID) and its index for the `i`th segment of a coalesced
+/// read (a GSO send's segments count up from 0). `mac` is the stack's. Returns the frame's
+/// length and whether its IPv4 ID is not 0 and came from the ICRC (hint or solution).
+pub fn frame_datagram(buf: &mut [u8], len: usize, arrival: &Arrival, mac: [u8; 6], id_hint: u16) -> (usize, bool) {
     let ipv4 = arrival.dst.is_ipv4();
     let hdr = header_len(ipv4);
     let dst_mac = match arrival.dst {
@@ -249,7 +270,8 @@ pub fn frame_datagram(buf: &mut [u8], len: usize, arrival: &Arrival, mac: [u8; 6
             ip[0] = 0x45;
             ip[1] = arrival.traffic_class;
             ip[2..4].copy_from_slice(&(udp_len + 20).to_be_bytes());
-            ip[4..8].copy_from_slice(&[0, 0, 0x40, 0]); // ID 0, DF
+            ip[4..6].copy_from_slice(&id_hint.to_be_bytes());
+            ip[6..8].copy_from_slice(&[0x40, 0]); // DF
             ip[8] = arrival.hop_limit;
             ip[9] = 17;
             ip[10..12].copy_from_slice(&[0, 0]);
@@ -277,11 +299,15 @@ pub fn frame_datagram(buf: &mut [u8], len: usize, arrival: &Arrival, mac: [u8; 6
     if ipv4 && len >= roce_wire::bth::BTH_LEN + icrc::ICRC_LEN {
         let wire = icrc::from_wire([buf[end - 4], buf[end - 3], buf[end - 2], buf[end - 1]]);
         let packet = &buf[ETH_LEN..end - icrc::ICRC_LEN];
-        if icrc::compute(packet, icrc::IpVersion::V4, 20).is_ok_and(|c| c != wire) {
-            if let Ok(Some(id)) = icrc::solve_ipv4_identification(packet, wire) {
-                buf[ETH_LEN + 4..ETH_LEN + 6].copy_from_slice(&id.to_be_bytes());
-                id_from_icrc = true;
+        match icrc::compute(packet, icrc::IpVersion::V4, 20) {
+            Ok(c) if c == wire => id_from_icrc = id_hint != 0,
+            Ok(_) => {
+                if let Ok(Some(id)) = icrc::solve_ipv4_identification(packet, wire) {
+                    buf[ETH_LEN + 4..ETH_LEN + 6].copy_from_slice(&id.to_be_bytes());
+                    id_from_icrc = id != 0;
+                }
             }
+            Err(_) => {}
         }
     }
     if ipv4 {
@@ -447,6 +473,11 @@ pub struct RoceUdpSocket {
     ifindex: u32,
     mac: [u8; 6],
     stats: UdpStats,
+    /// Send runs of datagrams with UDP_SEGMENT (until the kernel refuses it).
+    gso: bool,
+    /// The ICRC shift for the last IPv4 segment length corrected.
+    id_shift: Option<(usize, icrc::Ipv4IdentificationShift)>,
+    rx: Box<Reads>,
 }
 
 impl RoceUdpSocket {
@@ -480,8 +511,25 @@ impl RoceUdpSocket {
         }
         // SAFETY: a fresh descriptor we own from here on.
         let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
-        let s =
-            RoceUdpSocket { unicast, groups: BTreeMap::new(), epoll, local, ifindex, mac, stats: UdpStats::default() };
+        // Receive runs of datagrams coalesced (UDP_GRO: one read, its segment size in a cmsg;
+        // a kernel without it delivers them one by one), with the socket's drop count
+        // (SO_RXQ_OVFL), into buffers sized for a window of packets (capped by
+        // net.core.rmem_max/wmem_max without CAP_NET_ADMIN).
+        let _ = set_int(raw, libc::SOL_UDP, UDP_GRO, 1, "UDP_GRO");
+        set_int(raw, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1, "SO_RXQ_OVFL")?;
+        let _ = crate::raw::set_buffer_sizes(raw, DEFAULT_RCVBUF, DEFAULT_SNDBUF);
+        let s = RoceUdpSocket {
+            unicast,
+            groups: BTreeMap::new(),
+            epoll,
+            local,
+            ifindex,
+            mac,
+            stats: UdpStats::default(),
+            gso: true,
+            id_shift: None,
+            rx: Box::new(Reads::new()),
+        };
         s.watch(raw, true)?;
         Ok(s)
     }
@@ -494,6 +542,14 @@ impl RoceUdpSocket {
             return Err(os_err("epoll_ctl"));
         }
         Ok(())
+    }
+
+    /// Set the kernel's receive and send buffer sizes of the unicast socket (bytes, up to 256
+    /// MiB each): beyond `net.core.rmem_max`/`wmem_max` with CAP_NET_ADMIN (SO_RCVBUFFORCE),
+    /// else capped by them. Size them for a window of packets: a burst beyond the receive
+    /// buffer is dropped by the kernel (counted: [`UdpStats::receive_queue_overflow`]).
+    pub fn set_buffer_sizes(&mut self, rcv: usize, snd: usize) -> io::Result<()> {
+        crate::raw::set_buffer_sizes(self.unicast.as_raw_fd(), rcv, snd)
     }
 
     /// The counters.
@@ -594,7 +650,8 @@ impl RoceUdpSocket {
         ))
     }
 
-    /// Receive one datagram from `fd` (bound to `dst`) into `buf` as a frame.
+    /// Receive one datagram from `fd` (a group's socket, bound to `dst`: no GRO) into `buf` as a
+    /// frame.
     fn recv_from(&mut self, fd: RawFd, dst: IpAddr, buf: &mut [u8]) -> io::Result<Option<usize>> {
         let hdr = header_len(dst.is_ipv4());
         if buf.len() < hdr {
@@ -605,7 +662,7 @@ impl RoceUdpSocket {
             let mut iov = libc::iovec { iov_base: room.as_mut_ptr() as *mut libc::c_void, iov_len: room.len() };
             // SAFETY: plain data.
             let mut from: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-            let mut control = [0u64; 16];
+            let mut control = [0u64; CONTROL_WORDS];
             // SAFETY: msghdr is plain data; zeroed is valid.
             let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
             msg.msg_name = &mut from as *mut libc::sockaddr_storage as *mut libc::c_void;
@@ -629,102 +686,493 @@ impl RoceUdpSocket {
                 continue;
             }
             let Some(src) = from_sockaddr(&from) else { continue };
-            let (mut traffic_class, mut hop_limit) = (0u8, 64u8);
-            // SAFETY: the kernel filled `msg_controllen` bytes of `control` with cmsgs.
-            unsafe {
-                let mut c = libc::CMSG_FIRSTHDR(&msg);
-                while !c.is_null() {
-                    let data = libc::CMSG_DATA(c);
-                    let (level, kind) = ((*c).cmsg_level, (*c).cmsg_type);
-                    if level == libc::IPPROTO_IP && kind == libc::IP_TOS {
-                        traffic_class = *data; // one byte
-                    } else if level == libc::IPPROTO_IP && kind == libc::IP_TTL {
-                        hop_limit = std::ptr::read_unaligned(data as *const libc::c_int) as u8;
-                    } else if level == libc::IPPROTO_IPV6 && kind == libc::IPV6_TCLASS {
-                        traffic_class = std::ptr::read_unaligned(data as *const libc::c_int) as u8;
-                    } else if level == libc::IPPROTO_IPV6 && kind == libc::IPV6_HOPLIMIT {
-                        hop_limit = std::ptr::read_unaligned(data as *const libc::c_int) as u8;
-                    }
-                    c = libc::CMSG_NXTHDR(&msg, c);
-                }
-            }
-            let arrival = Arrival { src, dst, traffic_class, hop_limit };
-            let (n, id_from_icrc) = frame_datagram(buf, len, &arrival, self.mac);
+            let c = ReadControl::parse(&msg);
+            self.note_overflow(c.overflow);
+            let arrival = Arrival { src, dst, traffic_class: c.traffic_class, hop_limit: c.hop_limit };
+            let (n, id_from_icrc) = frame_datagram(buf, len, &arrival, self.mac, 0);
             self.stats.received += 1;
             self.stats.ipv4_id_from_icrc += u64::from(id_from_icrc);
             return Ok(Some(n));
+        }
+    }
+
+    fn note_overflow(&mut self, dropped: Option<u32>) {
+        if let Some(d) = dropped {
+            self.stats.receive_queue_overflow = u64::from(d);
+        }
+    }
+
+    /// The next datagram of the unicast socket into `out` as a frame: the next segment of the
+    /// reads already taken, or new reads (one `recvmmsg`, each read a GRO-coalesced run of
+    /// datagrams). A frame longer than `out` is an `InvalidInput` error and stays next.
+    fn next_unicast(&mut self, out: &mut [u8]) -> io::Result<Option<usize>> {
+        if self.rx.is_drained() && self.fill_reads()? == 0 {
+            return Ok(None);
+        }
+        let hdr = header_len(self.local.is_ipv4());
+        let Some((range, arrival, index)) = self.rx.peek() else { return Ok(None) };
+        if out.len() < hdr + range.len() {
+            return Err(crate::device::too_small(hdr + range.len(), out.len()));
+        }
+        let len = range.len();
+        out[hdr..hdr + len].copy_from_slice(&self.rx.buf[range]);
+        self.rx.advance();
+        // Segment `index` of a GSO send carries ID `index` (inet_gso_segment counts up).
+        let (n, id_from_icrc) = frame_datagram(out, len, &arrival, self.mac, index as u16);
+        self.stats.received += 1;
+        self.stats.ipv4_id_from_icrc += u64::from(id_from_icrc);
+        Ok(Some(n))
+    }
+
+    /// Read what the unicast socket holds, up to [`RX_READS`] reads in one `recvmmsg`: returns
+    /// how many reads (0: nothing waiting).
+    fn fill_reads(&mut self) -> io::Result<usize> {
+        let rx = &mut self.rx;
+        rx.clear();
+        // SAFETY: plain data; zeroed is valid for each.
+        let mut from: [libc::sockaddr_storage; RX_READS] = unsafe { std::mem::zeroed() };
+        let mut control = [[0u64; CONTROL_WORDS]; RX_READS];
+        let mut iovs: [libc::iovec; RX_READS] = unsafe { std::mem::zeroed() };
+        let mut msgs: [libc::mmsghdr; RX_READS] = unsafe { std::mem::zeroed() };
+        for (i, room) in rx.buf.chunks_exact_mut(RX_READ_LEN).enumerate() {
+            iovs[i] = libc::iovec { iov_base: room.as_mut_ptr() as *mut libc::c_void, iov_len: RX_READ_LEN };
+            let h = &mut msgs[i].msg_hdr;
+            h.msg_name = &mut from[i] as *mut libc::sockaddr_storage as *mut libc::c_void;
+            h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_iov = &mut iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_control = control[i].as_mut_ptr() as *mut libc::c_void;
+            h.msg_controllen = std::mem::size_of_val(&control[i]);
+        }
+        loop {
+            // SAFETY: every message points at live buffers of the lengths given.
+            let r = unsafe {
+                libc::recvmmsg(
+                    self.unicast.as_raw_fd(),
+                    msgs.as_mut_ptr(),
+                    RX_READS as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                return match e.raw_os_error() {
+                    Some(libc::EAGAIN) => Ok(0),
+                    Some(libc::EINTR) => continue,
+                    _ => Err(io::Error::new(e.kind(), format!("recvmmsg: {e}"))),
+                };
+            }
+            let mut overflow = None;
+            for (i, m) in msgs[..r as usize].iter().enumerate() {
+                let len = m.msg_len as usize;
+                if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                    self.stats.truncated += 1; // consumed already: dropped, counted
+                    continue;
+                }
+                let Some(src) = from_sockaddr(&from[i]) else { continue };
+                let c = ReadControl::parse(&m.msg_hdr);
+                overflow = c.overflow.or(overflow);
+                let arrival = Arrival { src, dst: self.local, traffic_class: c.traffic_class, hop_limit: c.hop_limit };
+                // A read without a UDP_GRO cmsg is one datagram.
+                let segment = c.gso_size.filter(|g| *g > 0).unwrap_or(len.max(1));
+                self.rx.push(i * RX_READ_LEN, len, segment, arrival);
+            }
+            self.note_overflow(overflow);
+            self.stats.reads += r as u64;
+            return Ok(r as usize);
+        }
+    }
+
+    /// Send `frames[..]` (all datagrams, classified in `dgrams`) in one `sendmmsg`: runs of
+    /// datagrams to one destination with one payload length (the last may be shorter) as one
+    /// message with UDP_SEGMENT, each segment's ICRC corrected for the IPv4 ID the kernel gives
+    /// it. Returns how many frames the kernel took, or the error of the first message if it
+    /// took none.
+    fn send_datagrams(&mut self, frames: &[&[u8]], dgrams: &[Datagram], gso: bool) -> Result<usize, SendError> {
+        let n = frames.len().min(TX_FRAMES);
+        // Messages: (first frame, frames).
+        let mut runs = [(0usize, 0usize); TX_FRAMES];
+        let mut n_runs = 0;
+        let mut i = 0;
+        while i < n {
+            let d = &dgrams[i];
+            let seg = d.payload.len();
+            let mut k = 1;
+            if gso {
+                let mut bytes = seg;
+                while i + k < n && k < GSO_MAX_SEGMENTS {
+                    let e = &dgrams[i + k];
+                    let len = e.payload.len();
+                    if e.dst != d.dst
+                        || e.traffic_class != d.traffic_class
+                        || e.hop_limit != d.hop_limit
+                        || len > seg
+                        || bytes + len > GSO_MAX_BYTES
+                    {
+                        break;
+                    }
+                    bytes += len;
+                    k += 1;
+                    if len < seg {
+                        break; // a shorter one ends the run
+                    }
+                }
+            }
+            runs[n_runs] = (i, k);
+            n_runs += 1;
+            i += k;
+        }
+        // Each frame: its payload without the ICRC, then the ICRC (corrected or as it is).
+        let mut icrcs = [[0u8; 4]; TX_FRAMES];
+        let mut iovs: [libc::iovec; 2 * TX_FRAMES] = unsafe { std::mem::zeroed() };
+        // SAFETY: plain data; zeroed is valid for each.
+        let mut addrs: [(libc::sockaddr_storage, libc::socklen_t); TX_FRAMES] = unsafe { std::mem::zeroed() };
+        let mut control = [[0u64; CONTROL_WORDS]; TX_FRAMES];
+        let mut msgs: [libc::mmsghdr; TX_FRAMES] = unsafe { std::mem::zeroed() };
+        // First every ICRC, then the iovecs pointing at them, then the messages pointing at the
+        // iovecs: no buffer is written once a pointer into it is taken.
+        // (The shift for the last length, kept across calls: a window's segments share it.)
+        let mut shift = self.id_shift;
+        for &(first, k) in &runs[..n_runs] {
+            for j in 0..k {
+                let (f, d) = (frames[first + j], &dgrams[first + j]);
+                let Some(tail) = f.get(d.payload.end.saturating_sub(icrc::ICRC_LEN)..d.payload.end) else { continue };
+                icrcs[first + j].copy_from_slice(tail);
+                // The kernel writes ID 0 for the message and inet_gso_segment counts up: the
+                // jth segment goes out with ID j.
+                let (have, want) = (u16::from_be_bytes([f[ETH_LEN + 4], f[ETH_LEN + 5]]), j as u16);
+                if !d.dst.is_ipv4() || have == want || d.payload.len() < icrc::ICRC_LEN {
+                    continue;
+                }
+                let len = d.payload.end - icrc::ICRC_LEN - ETH_LEN;
+                let s = match shift {
+                    Some((l, s)) if l == len => s,
+                    _ => match icrc::Ipv4IdentificationShift::new(len) {
+                        Ok(s) => shift.insert((len, s)).1,
+                        Err(_) => continue,
+                    },
+                };
+                let c = icrc::from_wire(icrcs[first + j]) ^ s.icrc_change(have, want);
+                icrcs[first + j] = icrc::to_wire(c);
+            }
+        }
+        self.id_shift = shift;
+        for (i, (f, d)) in frames[..n].iter().zip(&dgrams[..n]).enumerate() {
+            let body = &f[d.payload.start..d.payload.end.saturating_sub(icrc::ICRC_LEN).max(d.payload.start)];
+            let tail = (d.payload.len() - body.len()).min(icrc::ICRC_LEN);
+            iovs[2 * i] = libc::iovec { iov_base: body.as_ptr() as *mut libc::c_void, iov_len: body.len() };
+            iovs[2 * i + 1] = libc::iovec { iov_base: icrcs[i].as_mut_ptr() as *mut libc::c_void, iov_len: tail };
+        }
+        for (r, &(first, _)) in runs[..n_runs].iter().enumerate() {
+            addrs[r] = sockaddr(dgrams[first].dst, ROCEV2_UDP_PORT, self.ifindex);
+        }
+        for (r, &(first, k)) in runs[..n_runs].iter().enumerate() {
+            let d = &dgrams[first];
+            let h = &mut msgs[r].msg_hdr;
+            h.msg_name = &addrs[r].0 as *const libc::sockaddr_storage as *mut libc::c_void;
+            h.msg_namelen = addrs[r].1;
+            h.msg_iov = &mut iovs[2 * first];
+            h.msg_iovlen = 2 * k;
+            let gso = (k > 1).then_some(d.payload.len() as u16);
+            write_send_control(h, &mut control[r], d, gso);
+        }
+        let fd = self.unicast.as_raw_fd();
+        let mut sent_msgs = 0;
+        let mut taken = 0;
+        while sent_msgs < n_runs {
+            // SAFETY: every message points at live buffers: address, iovecs, control data.
+            let r =
+                unsafe { libc::sendmmsg(fd, msgs[sent_msgs..].as_mut_ptr(), (n_runs - sent_msgs) as libc::c_uint, 0) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                let (first, k) = runs[sent_msgs];
+                // A route without UDP GSO (EIO: no checksum offload) sends datagrams one by
+                // one from here on; a run the kernel finds invalid (EINVAL: a segment beyond
+                // the path MTU) goes one by one this time, each then failing on its own.
+                if k > 1 && matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL)) {
+                    if e.raw_os_error() == Some(libc::EIO) {
+                        self.gso = false;
+                        self.stats.gso_disabled = true;
+                    }
+                    self.stats.sent += taken as u64;
+                    let rest = self.send_datagrams(&frames[first..n], &dgrams[first..n], false);
+                    return match rest {
+                        Ok(m) => Ok(taken + m),
+                        Err(_) if taken > 0 => Ok(taken),
+                        Err(e) => Err(e),
+                    };
+                }
+                if taken > 0 {
+                    break;
+                }
+                return Err(SendError { dst: dgrams[first].dst, error: e });
+            }
+            for &(_, k) in &runs[sent_msgs..sent_msgs + r as usize] {
+                taken += k;
+            }
+            sent_msgs += r as usize;
+            self.stats.send_messages += r as u64;
+        }
+        self.stats.sent += taken as u64;
+        Ok(taken)
+    }
+
+    /// The device's answer to a failed send: counted under its reason.
+    fn send_failed(&mut self, e: SendError) -> io::Error {
+        match e.error.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::ENOBUFS) => self.not_sent(NotSent::SendBufferFull).err().unwrap_or(e.error),
+            Some(libc::EMSGSIZE) => self.not_sent(NotSent::TooLong).err().unwrap_or(e.error),
+            _ => io::Error::new(e.error.kind(), format!("sendmsg to {}: {}", e.dst, e.error)),
+        }
+    }
+}
+
+/// A send the kernel refused.
+struct SendError {
+    dst: IpAddr,
+    error: io::Error,
+}
+
+/// Control data of one message: room for three int-sized cmsgs (send: TOS, TTL,
+/// UDP_SEGMENT; receive: TOS, TTL, UDP_GRO, SO_RXQ_OVFL, each CMSG_SPACE(4) = 16 bytes).
+const CONTROL_WORDS: usize = 10;
+/// Frames per `sendmmsg` (the driver's batch).
+const TX_FRAMES: usize = 64;
+/// Segments per UDP_SEGMENT send: the kernel's UDP_MAX_SEGMENTS (include/linux/udp.h).
+const GSO_MAX_SEGMENTS: usize = 64;
+/// Payload bytes per UDP_SEGMENT send: an IPv4 datagram's most (65535 − 20 − 8).
+const GSO_MAX_BYTES: usize = 65_507;
+/// Socket buffers a new socket asks for: a window of 64 KiB messages.
+const DEFAULT_RCVBUF: usize = 8 << 20;
+const DEFAULT_SNDBUF: usize = 4 << 20;
+/// Reads per `recvmmsg`, each up to a GRO-coalesced 64 KiB.
+const RX_READS: usize = 8;
+const RX_READ_LEN: usize = 1 << 16;
+/// UDP_SEGMENT and UDP_GRO (linux/udp.h), at SOL_UDP.
+const UDP_SEGMENT: libc::c_int = 103;
+const UDP_GRO: libc::c_int = 104;
+
+/// Write the cmsgs of one send: TOS (or traffic class), TTL (hop limit) unless 0, and the GSO
+/// segment size for a run of segments.
+fn write_send_control(msg: &mut libc::msghdr, control: &mut [u64; CONTROL_WORDS], d: &Datagram, gso: Option<u16>) {
+    let (level, tc_opt, hop_opt) = if d.dst.is_ipv4() {
+        (libc::IPPROTO_IP, libc::IP_TOS, libc::IP_TTL)
+    } else {
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS, libc::IPV6_HOPLIMIT)
+    };
+    let mut cmsgs = [(level, tc_opt, libc::c_int::from(d.traffic_class)); 3];
+    let mut n = 1;
+    if d.hop_limit != 0 {
+        cmsgs[n] = (level, hop_opt, libc::c_int::from(d.hop_limit));
+        n += 1;
+    }
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(control);
+    // SAFETY: the control buffer holds three int cmsgs (3 × CMSG_SPACE(4) = 48 of 80 bytes) and
+    // a u16 one in the same room; the headers are written through the CMSG macros over it.
+    unsafe {
+        let space = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as usize;
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        for &(level, kind, value) in &cmsgs[..n] {
+            (*c).cmsg_level = level;
+            (*c).cmsg_type = kind;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut libc::c_int, value);
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+        let mut used = space * n;
+        if let Some(size) = gso {
+            (*c).cmsg_level = libc::SOL_UDP;
+            (*c).cmsg_type = UDP_SEGMENT;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, size);
+            used += libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) as usize;
+        }
+        msg.msg_controllen = used;
+    }
+}
+
+/// What a read's cmsgs report.
+#[derive(Debug, Clone, Copy)]
+struct ReadControl {
+    traffic_class: u8,
+    hop_limit: u8,
+    /// UDP_GRO: the size of each coalesced datagram but the last.
+    gso_size: Option<usize>,
+    /// SO_RXQ_OVFL: datagrams the socket dropped so far (receive buffer full).
+    overflow: Option<u32>,
+}
+
+impl ReadControl {
+    fn parse(msg: &libc::msghdr) -> ReadControl {
+        let mut out = ReadControl { traffic_class: 0, hop_limit: 64, gso_size: None, overflow: None };
+        // SAFETY: the kernel filled `msg_controllen` bytes of the control buffer with cmsgs.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(msg);
+            while !c.is_null() {
+                let data = libc::CMSG_DATA(c);
+                let int = || std::ptr::read_unaligned(data as *const libc::c_int);
+                match ((*c).cmsg_level, (*c).cmsg_type) {
+                    (libc::IPPROTO_IP, libc::IP_TOS) => out.traffic_class = *data, // one byte
+                    (libc::IPPROTO_IP, libc::IP_TTL) => out.hop_limit = int() as u8,
+                    (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => out.traffic_class = int() as u8,
+                    (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => out.hop_limit = int() as u8,
+                    (libc::SOL_UDP, UDP_GRO) => out.gso_size = usize::try_from(int()).ok(),
+                    (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
+                        out.overflow = Some(std::ptr::read_unaligned(data as *const u32))
+                    }
+                    _ => {}
+                }
+                c = libc::CMSG_NXTHDR(msg, c);
+            }
+        }
+        out
+    }
+}
+
+/// The reads of one `recvmmsg` and where their splitting has got to: allocated once.
+#[derive(Debug)]
+struct Reads {
+    buf: Vec<u8>,
+    /// (offset in `buf`, length, segment size, arrival) per read.
+    reads: [(usize, usize, usize, Option<Arrival>); RX_READS],
+    n: usize,
+    /// The read being split, and the next segment's index in it.
+    at: usize,
+    segment: usize,
+}
+
+impl Reads {
+    fn new() -> Reads {
+        Reads { buf: vec![0; RX_READS * RX_READ_LEN], reads: [(0, 0, 0, None); RX_READS], n: 0, at: 0, segment: 0 }
+    }
+
+    fn clear(&mut self) {
+        (self.n, self.at, self.segment) = (0, 0, 0);
+    }
+
+    fn push(&mut self, offset: usize, len: usize, segment: usize, arrival: Arrival) {
+        self.reads[self.n] = (offset, len, segment, Some(arrival));
+        self.n += 1;
+    }
+
+    fn is_drained(&self) -> bool {
+        self.at >= self.n
+    }
+
+    /// The next segment: its bytes in `buf`, how it arrived, its index in its read.
+    fn peek(&self) -> Option<(Range<usize>, Arrival, usize)> {
+        let &(offset, len, size, arrival) = self.reads.get(self.at).filter(|_| self.at < self.n)?;
+        let start = self.segment * size;
+        let end = (start + size).min(len);
+        Some((offset + start..offset + end, arrival?, self.segment))
+    }
+
+    fn advance(&mut self) {
+        let (_, len, size, _) = self.reads[self.at];
+        self.segment += 1;
+        if self.segment * size >= len {
+            (self.at, self.segment) = (self.at + 1, 0);
         }
     }
 }
 
 impl Device for RoceUdpSocket {
     fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        let d = match classify(frame, self.local, self.mac) {
-            Ok(d) => d,
-            Err(reason) => return self.not_sent(reason),
-        };
-        let payload = &frame[d.payload.clone()];
-        let (sa, salen) = sockaddr(d.dst, ROCEV2_UDP_PORT, self.ifindex);
-        let mut iov = libc::iovec { iov_base: payload.as_ptr() as *mut libc::c_void, iov_len: payload.len() };
-        // The engine's TOS/traffic class and TTL/hop limit, per datagram (the ICRC masks them;
-        // they carry DSCP and ECN).
-        let mut control = [0u64; 8];
-        // SAFETY: msghdr is plain data.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_name = &sa as *const libc::sockaddr_storage as *mut libc::c_void;
-        msg.msg_namelen = salen;
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = std::mem::size_of_val(&control);
-        let (level, tc_opt, hop_opt) = if d.dst.is_ipv4() {
-            (libc::IPPROTO_IP, libc::IP_TOS, libc::IP_TTL)
-        } else {
-            (libc::IPPROTO_IPV6, libc::IPV6_TCLASS, libc::IPV6_HOPLIMIT)
-        };
-        let mut cmsgs: [(libc::c_int, libc::c_int); 2] = [(tc_opt, libc::c_int::from(d.traffic_class)), (hop_opt, 0)];
-        let n_cmsgs = if d.hop_limit == 0 {
-            1
-        } else {
-            cmsgs[1].1 = libc::c_int::from(d.hop_limit);
-            2
-        };
-        // SAFETY: the control buffer holds two int cmsgs (2 × CMSG_SPACE(4) = 32 of 64 bytes);
-        // the headers are written through the CMSG macros over it.
-        unsafe {
-            let space = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as usize;
-            msg.msg_controllen = space * n_cmsgs;
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            for &(kind, value) in &cmsgs[..n_cmsgs] {
-                if c.is_null() {
-                    break;
+        self.send_batch(&[frame]).map(|_| ())
+    }
+
+    /// Datagrams in one `sendmmsg`, runs of them in one UDP_SEGMENT message each; frames the
+    /// kernel's job (ARP, IGMP …) taken and counted.
+    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        let mut dgrams: [Datagram; TX_FRAMES] = std::array::from_fn(|_| Datagram::EMPTY);
+        let mut taken = 0;
+        while taken < frames.len() {
+            // The next run of datagrams, up to TX_FRAMES, up to the first frame that is not one.
+            let rest = &frames[taken..frames.len().min(taken + TX_FRAMES)];
+            let mut k = 0;
+            let mut refused = None;
+            for f in rest {
+                match classify(f, self.local, self.mac) {
+                    Ok(d) => {
+                        dgrams[k] = d;
+                        k += 1;
+                    }
+                    Err(reason) => {
+                        refused = Some(reason);
+                        break;
+                    }
                 }
-                (*c).cmsg_level = level;
-                (*c).cmsg_type = kind;
-                (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
-                std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut libc::c_int, value);
-                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+            if k > 0 {
+                let gso = self.gso;
+                match self.send_datagrams(&rest[..k], &dgrams[..k], gso) {
+                    Ok(m) => {
+                        taken += m;
+                        if m < k {
+                            return Ok(taken);
+                        }
+                    }
+                    Err(e) if taken == 0 => return Err(self.send_failed(e)),
+                    Err(_) => return Ok(taken),
+                }
+            }
+            if let Some(reason) = refused {
+                match self.not_sent(reason) {
+                    Ok(()) => taken += 1,
+                    Err(e) if taken == 0 => return Err(e),
+                    Err(_) => return Ok(taken),
+                }
             }
         }
-        // SAFETY: `msg` points at live buffers: the address, the payload, the control data.
-        let r = unsafe { libc::sendmsg(self.unicast.as_raw_fd(), &msg, 0) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => self.not_sent(NotSent::SendBufferFull),
-                Some(libc::EMSGSIZE) => self.not_sent(NotSent::TooLong),
-                _ => Err(io::Error::new(e.kind(), format!("sendmsg to {}: {e}", d.dst))),
-            };
-        }
-        self.stats.sent += 1;
-        Ok(())
+        Ok(taken)
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        let fd = self.unicast.as_raw_fd();
-        if let Some(n) = self.recv_from(fd, self.local, buf)? {
+        if let Some(n) = self.next_unicast(buf)? {
             return Ok(Some(n));
         }
+        self.recv_group(buf)
+    }
+
+    /// The unicast socket's datagrams split out of GRO-coalesced reads (one `recvmmsg` for
+    /// several), then the groups' one by one.
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        batch.clear();
+        let mut slot = 0;
+        while slot < batch.capacity() {
+            match self.next_unicast(batch.slot_mut(slot)) {
+                Ok(Some(n)) => batch.push(slot, n),
+                Ok(None) => break,
+                Err(e) if batch.is_empty() => return Err(e),
+                Err(_) => return Ok(batch.len()),
+            }
+            slot += 1;
+        }
+        while slot < batch.capacity() && !self.groups.is_empty() {
+            match self.recv_group(batch.slot_mut(slot)) {
+                Ok(Some(n)) => batch.push(slot, n),
+                Ok(None) => break,
+                Err(e) if batch.is_empty() => return Err(e),
+                Err(_) => break,
+            }
+            slot += 1;
+        }
+        Ok(batch.len())
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.epoll.as_raw_fd())
+    }
+}
+
+impl RoceUdpSocket {
+    /// One datagram from any group's socket.
+    fn recv_group(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
         // (By position, so that receiving needs no copy of the group list.)
         for i in 0..self.groups.len() {
             let Some((g, fd)) = self.groups.iter().nth(i).map(|(g, fd)| (*g, fd.as_raw_fd())) else { break };
@@ -733,10 +1181,6 @@ impl Device for RoceUdpSocket {
             }
         }
         Ok(None)
-    }
-
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(self.epoll.as_raw_fd())
     }
 }
 
@@ -788,7 +1232,7 @@ mod tests {
             let arrival =
                 Arrival { src: SocketAddr::new(a, ROCEV2_UDP_PORT), dst: b, traffic_class: 0x0a, hop_limit: 64 };
             let peer_mac = [2, 0, 0, 0, 0, 2];
-            let (n, from_icrc) = frame_datagram(&mut buf, payload.len(), &arrival, peer_mac);
+            let (n, from_icrc) = frame_datagram(&mut buf, payload.len(), &arrival, peer_mac, 0);
             assert!(!from_icrc);
             assert_eq!(n, f.len());
             assert_eq!(&buf[..6], &peer_mac);
@@ -813,14 +1257,102 @@ mod tests {
         let arrival = Arrival { src: SocketAddr::new(a, 0xc123), dst: b, traffic_class: 0, hop_limit: 63 };
         let mut buf = vec![0u8; 2048];
         buf[42..42 + payload.len()].copy_from_slice(&payload);
-        let (n, from_icrc) = frame_datagram(&mut buf, payload.len(), &arrival, MAC);
+        let (n, from_icrc) = frame_datagram(&mut buf, payload.len(), &arrival, MAC, 0);
         assert!(from_icrc);
         assert_eq!(&buf[18..20], &[0x3c, 0x1f]);
         assert!(roce_wire::frame::parse(&buf[..n]).is_ok(), "the ICRC and the IPv4 checksum hold");
         buf[42 + 30] ^= 1;
-        let (n, from_icrc) = frame_datagram(&mut buf, payload.len(), &arrival, MAC);
+        let (n, from_icrc) = frame_datagram(&mut buf, payload.len(), &arrival, MAC, 0);
         assert!(!from_icrc);
         assert!(roce_wire::frame::parse(&buf[..n]).is_err(), "a damaged datagram fails the ICRC");
+    }
+
+    /// An address of 127/8 of this test process's own (port 4791 stays free for others).
+    fn net(host: u8) -> IpAddr {
+        let pick = std::process::id();
+        IpAddr::V4(Ipv4Addr::new(127, 90 + (pick % 100) as u8, (pick >> 8) as u8, host))
+    }
+
+    /// Two sockets on loopback addresses `net(a)` and `net(b)` (interface 1: lo).
+    fn loopback_pair(a: u8, b: u8) -> (IpAddr, IpAddr, RoceUdpSocket, RoceUdpSocket) {
+        let (a, b) = (net(a), net(b));
+        (a, b, RoceUdpSocket::open(a, 1, MAC).unwrap(), RoceUdpSocket::open(b, 1, MAC).unwrap())
+    }
+
+    /// A batch of equal datagrams leaves in one UDP_SEGMENT message (the shorter last one
+    /// too), each segment's ICRC corrected for the IPv4 ID the kernel numbers it with; a
+    /// GRO socket reads them coalesced and splits them back into frames whose ICRC holds; a
+    /// socket without GRO gets them segmented by the kernel, and each one's ICRC holds with
+    /// the ID its place in the run gives it. Over loopback, on addresses of 127/8 of its own.
+    #[test]
+    fn a_run_of_datagrams_goes_out_in_one_gso_send_and_comes_back_split() {
+        let (a, b, mut tx, mut rx) = loopback_pair(1, 2);
+        let mut frames: Vec<Vec<u8>> = (0..10u8).map(|i| engine_frame(a, b, ROCEV2_UDP_PORT, &[i; 1000])).collect();
+        frames.push(engine_frame(a, b, ROCEV2_UDP_PORT, &[0xee; 300]));
+        let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+        assert_eq!(tx.send_batch(&refs).unwrap(), 11);
+        let st = tx.stats();
+        assert_eq!((st.sent, st.send_messages, st.gso_disabled), (11, 1, false), "{st:?}");
+        let mut batch = RecvBatch::new(64, 9216).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..200 {
+            rx.recv_batch(&mut batch).unwrap();
+            got.extend(batch.iter().map(|f| f.to_vec()));
+            if got.len() >= 11 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(got.len(), 11);
+        for (i, f) in got.iter().enumerate() {
+            let parsed = roce_wire::frame::parse(f).unwrap_or_else(|e| panic!("frame {i}: {e}"));
+            let want: &[u8] = if i < 10 { &[i as u8; 1000] } else { &[0xee; 300] };
+            assert_eq!(parsed.repr.payload, want);
+            assert_eq!(u16::from_be_bytes([f[18], f[19]]), i as u16, "segment {i}'s ID");
+        }
+        let rs = rx.stats();
+        assert!(rs.reads < 11 && rs.received == 11, "GRO coalesced them: {rs:?}");
+        // A socket without GRO: the kernel segments, with the IDs the sender predicted.
+        let plain = std::net::UdpSocket::bind(SocketAddr::new(net(3), ROCEV2_UDP_PORT)).unwrap();
+        plain.set_read_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
+        let frames: Vec<Vec<u8>> = (0..5u8).map(|i| engine_frame(a, net(3), ROCEV2_UDP_PORT, &[i; 512])).collect();
+        let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+        assert_eq!(tx.send_batch(&refs).unwrap(), 5);
+        for i in 0..5u16 {
+            let mut buf = vec![0u8; 2048];
+            let (n, from) = plain.recv_from(&mut buf[42..]).unwrap();
+            let arrival = Arrival { src: from, dst: net(3), traffic_class: 0, hop_limit: 64 };
+            let (len, from_icrc) = frame_datagram(&mut buf, n, &arrival, MAC, 0);
+            assert_eq!((from_icrc, u16::from_be_bytes([buf[18], buf[19]])), (i != 0, i), "datagram {i}");
+            assert!(roce_wire::frame::parse(&buf[..len]).is_ok());
+        }
+    }
+
+    /// A burst beyond a small receive buffer: the kernel's drops come back counted
+    /// (SO_RXQ_OVFL, stamped on the next datagram queued after them), never silent.
+    #[test]
+    fn receive_queue_drops_are_counted() {
+        let (a, b, mut tx, mut rx) = loopback_pair(11, 12);
+        rx.set_buffer_sizes(4096, 4096).unwrap();
+        let frame = engine_frame(a, b, ROCEV2_UDP_PORT, &[3; 1000]);
+        // One message each (no run): one skb, one drop, per datagram.
+        let mut sent = 0u64;
+        for _ in 0..100 {
+            sent += u64::from(tx.send(&frame).is_ok());
+        }
+        let mut batch = RecvBatch::new(64, 9216).unwrap();
+        while rx.recv_batch(&mut batch).unwrap() > 0 {}
+        // The next datagram carries the count.
+        tx.send(&frame).unwrap();
+        for _ in 0..200 {
+            if rx.recv_batch(&mut batch).unwrap() > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let st = rx.stats();
+        assert!(st.receive_queue_overflow > 0, "{st:?}");
+        assert_eq!(st.received + st.receive_queue_overflow, sent + 1, "{st:?}");
     }
 
     /// What the socket cannot send, or the kernel does itself, is named.

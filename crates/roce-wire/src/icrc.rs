@@ -183,6 +183,39 @@ pub fn solve_ipv4_identification(packet: &[u8], icrc: u32) -> Result<Option<u16>
     Ok(Some(u16::from_be_bytes([packet[4], packet[5]]) ^ delta))
 }
 
+/// How the ICRC of an IPv4 packet of one length changes with its Identification: for a sender
+/// whose kernel numbers the IDs (UDP GSO segments count up from the first's), so that each
+/// segment's ICRC can be corrected without hashing the segment again.
+///
+/// The ICRC is linear in the ID: changing it by `delta` changes the ICRC by the CRC (zero
+/// register) of `delta` followed by the `len − 6` bytes after it, that is `delta` times
+/// x^(8·(len − 6) + 32) modulo the CRC polynomial; the power depends only on the length, so it
+/// is computed once here and each change costs one GF(2) product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4IdentificationShift {
+    factor: u32,
+}
+
+impl Ipv4IdentificationShift {
+    /// For packets of `len` bytes as [`compute`] takes them (IP header to the last pad byte,
+    /// IPv4 without options). A length shorter than the IPv4, UDP and BTH headers is an error.
+    pub fn new(len: usize) -> Result<Self> {
+        let min = 20 + UDP_LEN + BTH_LEN;
+        if len < min {
+            return Err(Error::len(Layer::Icrc, 0, min, len));
+        }
+        Ok(Ipv4IdentificationShift { factor: gf2_pow(1 << 30, 8 * (len as u64 - 6) + 32) })
+    }
+
+    /// What to XOR into the ICRC of a packet of this length when its Identification goes from
+    /// `from` to `to`.
+    pub fn icrc_change(&self, from: u16, to: u16) -> u32 {
+        let [hi, lo] = (from ^ to).to_be_bytes();
+        // Reflected: the first byte's bits are x^15 … x^8 in bits 16–23, the second's in 24–31.
+        gf2_mul((u32::from(hi) << 16) | (u32::from(lo) << 24), self.factor)
+    }
+}
+
 /// The reflected CRC-32 polynomial (x^32 implied).
 const POLY_REFLECTED: u32 = 0xEDB8_8320;
 /// x^−1 modulo the polynomial, reflected: the y with y·x = 1 (x^0 is bit 31).
@@ -388,11 +421,7 @@ mod tests {
         let mut rng = crate::rng::SplitMix64::stream(7, 0);
         for len in [40usize, 41, 64, 300, 1100, 4200] {
             let mut whole = [0u8; 4200];
-            let p = &mut whole[..len];
-            for b in p.iter_mut() {
-                *b = rng.next_u64() as u8;
-            }
-            p[0] = 0x45;
+            let p = random_ipv4_packet(&mut rng, &mut whole[..len]);
             let id = rng.next_u64() as u16;
             p[4..6].copy_from_slice(&id.to_be_bytes());
             let icrc = compute(p, IpVersion::V4, 20).unwrap();
@@ -402,6 +431,36 @@ mod tests {
             assert_eq!(solve_ipv4_identification(p, icrc).unwrap(), None, "length {len}, damaged");
         }
         assert!(solve_ipv4_identification(&pkt[..30], icrc).is_err());
+    }
+
+    /// `p` filled with random bytes behind an IPv4 version/IHL byte.
+    fn random_ipv4_packet<'a>(rng: &mut crate::rng::SplitMix64, p: &'a mut [u8]) -> &'a mut [u8] {
+        for b in p.iter_mut() {
+            *b = rng.next_u64() as u8;
+        }
+        p[0] = 0x45;
+        p
+    }
+
+    /// A GSO segment's ICRC corrected for the ID its kernel gives it equals the ICRC hashed
+    /// with that ID, at every length, for IDs 1 … 63 and any.
+    #[test]
+    fn an_identification_change_shifts_the_icrc() {
+        let mut rng = crate::rng::SplitMix64::stream(9, 0);
+        for len in [40usize, 41, 64, 1052, 4124, 9000] {
+            let mut whole = [0u8; 9000];
+            let p = random_ipv4_packet(&mut rng, &mut whole[..len]);
+            p[4..6].copy_from_slice(&[0, 0]);
+            let at_zero = compute(p, IpVersion::V4, 20).unwrap();
+            let shift = Ipv4IdentificationShift::new(len).unwrap();
+            for id in (1u16..64).chain([0x1234, 0xffff, rng.next_u64() as u16]) {
+                p[4..6].copy_from_slice(&id.to_be_bytes());
+                let want = compute(p, IpVersion::V4, 20).unwrap();
+                assert_eq!(at_zero ^ shift.icrc_change(0, id), want, "length {len}, ID {id}");
+                assert_eq!(want ^ shift.icrc_change(id, 7), at_zero ^ shift.icrc_change(0, 7));
+            }
+        }
+        assert!(Ipv4IdentificationShift::new(39).is_err());
     }
 
     #[test]
