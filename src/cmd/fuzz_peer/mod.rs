@@ -21,7 +21,7 @@ use roce_net::device::Device;
 use roce_net::pcap::PcapFileWriter;
 use roce_net::raw::RawSocket;
 use roce_wire::bth::{self, Opcode};
-use roce_wire::cm::{self, cma_hdr, CmMessage};
+use roce_wire::cm::{self as wire_cm, cma_hdr, CmMessage};
 use roce_wire::ext::ExtHeaders;
 use roce_wire::frame::{self, rxe_udp_sport, FrameRepr};
 use roce_wire::mad::Method;
@@ -33,6 +33,19 @@ use roce_wire::{Gid, GSI_QKEY, MULTICAST_QPN};
 
 use crate::plumbing::exit;
 
+pub mod cm;
+
+/// What `roce fuzz-peer` fuzzes.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Target {
+    /// Frames of every opcode, QPN and length, mutated below RoCE (rxe's receive path).
+    #[default]
+    Frames,
+    /// The kernel's CM through REQ/REP/RTU/DREQ/DREP/REJ/MRA/LAP/APR/SIDR sequences
+    /// (`--service`).
+    Cm,
+}
+
 /// The longest campaign `--duration` accepts (one week).
 pub const MAX_DURATION_S: f64 = 7.0 * 86_400.0;
 
@@ -40,6 +53,24 @@ pub const MAX_DURATION_S: f64 = 7.0 * 86_400.0;
 /// whether rxe counts it, and probing the peer's liveness.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
+    /// What to fuzz: `frames` (rxe's receive path) or `cm` (the kernel's CM, stateful).
+    #[arg(long, value_enum, default_value_t = Target::Frames)]
+    pub target: Target,
+    /// With `--target cm`: a listening rdma_cm service in the peer to aim REQs (tcp) and
+    /// SIDR_REQs (udp) at, as PS:PORT (tcp:7174, udp:7174); repeatable. Default: tcp:7471
+    /// (ucmatose) and udp:7174 (udaddy).
+    #[arg(long, value_name = "PS:PORT")]
+    pub service: Vec<cm::Service>,
+    /// With `--target cm`: a shell command (sh -c) that prints the peer kernel's new log
+    /// lines (e.g. `ssh guest dmesg -c`); run before the campaign, every --log-every seconds
+    /// and at the end, its lines scanned for BUG/WARNING/Oops/general protection/soft
+    /// lockup/KASAN/Kernel panic. Each such finding is kept (finding-N.pcap in --out) and,
+    /// with --reset-cmd, minimised (finding-N-min.pcap).
+    #[arg(long)]
+    pub log_cmd: Option<String>,
+    /// Seconds between two --log-cmd runs.
+    #[arg(long, default_value_t = 10.0)]
+    pub log_every: f64,
     /// The interface the peer is reachable on (raw frames: CAP_NET_RAW).
     #[arg(long)]
     pub iface: String,
@@ -208,7 +239,7 @@ impl Generator {
                 m
             }
             _ => {
-                let mut r = cm::ReqRepr { local_comm_id: self.rng.next_u64() as u32, ..Default::default() };
+                let mut r = wire_cm::ReqRepr { local_comm_id: self.rng.next_u64() as u32, ..Default::default() };
                 r.service_id = self.rng.next_u64();
                 r.partition_key = 0xffff;
                 CmMessage::Req(r).to_mad(tid).to_bytes().to_vec()
@@ -492,7 +523,7 @@ impl Generator {
     pub fn cm_probe(&mut self) -> (u32, Vec<u8>) {
         self.tid += 1;
         let comm = (self.rng.next_u64() as u32) | 1;
-        let mut m = cm::ReqRepr {
+        let mut m = wire_cm::ReqRepr {
             local_comm_id: comm,
             service_id: cma_hdr::service_id(cma_hdr::RDMA_PS_TCP, 1),
             local_ca_guid: 0x0252_00ff_fe00_0001,
@@ -531,6 +562,35 @@ impl Generator {
         let mut b = bth::Repr::new(Opcode::UdSendOnly, 1, self.psn);
         b.ack_req = true;
         (comm, self.repr_frame(b, ExtHeaders::deth(GSI_QKEY, 1), &mad, true))
+    }
+}
+
+/// Send `f`, count it (sent, the predictor's verdict) and keep it in `pcap`; a send error is
+/// counted, never reported as sent. True when sent.
+fn send_counted(
+    f: &[u8],
+    s: &mut Summary,
+    sock: &mut RawSocket,
+    pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>,
+    ep: Endpoints,
+    t0: Instant,
+) -> bool {
+    match sock.send(f) {
+        Ok(()) => {
+            s.sent += 1;
+            match ep.predict(f) {
+                Ok(_) => s.predicted_accept += 1,
+                Err(d) => *s.predicted_drop.entry(d.name().to_string()).or_default() += 1,
+            }
+            if let Some(w) = pcap.as_mut() {
+                let _ = w.write(t0.elapsed(), f);
+            }
+            true
+        }
+        Err(_) => {
+            s.send_errors += 1;
+            false
+        }
     }
 }
 
@@ -629,7 +689,7 @@ fn answers(frame_bytes: &[u8], probe: &Probe) -> bool {
         Probe::Sa(tid) => SaMad::parse(payload).is_ok_and(|m| m.header.response && m.header.transaction_id == tid),
         Probe::Cm(comm) => {
             let Ok(m) = roce_wire::mad::MadRepr::parse_bytes(payload) else { return false };
-            m.header.attribute_id == cm::attr::REJ
+            m.header.attribute_id == wire_cm::attr::REJ
                 && payload.len() >= 24 + 8
                 && u32::from_be_bytes([payload[28], payload[29], payload[30], payload[31]]) == comm
         }
@@ -669,6 +729,10 @@ pub struct Summary {
     pub minimised: Vec<Minimised>,
     /// Why the last `--reset-cmd` failed (the run ended there).
     pub reset_error: Option<String>,
+    /// `--target cm`: what the CM fuzzer sent and the kernel answered.
+    pub cm: Option<cm::CmStats>,
+    /// `--log-cmd` runs that failed (exit status, time out).
+    pub log_errors: u64,
 }
 
 /// One liveness loss minimised against the peer.
@@ -688,6 +752,15 @@ pub struct Minimised {
 impl Summary {
     /// The summary as one JSON object.
     pub fn to_json(&self) -> serde_json::Value {
+        let mut v = self.frames_json();
+        if let (Some(cm), Some(o)) = (&self.cm, v.as_object_mut()) {
+            o.insert("cm".to_string(), cm.to_json());
+            o.insert("log_errors".to_string(), self.log_errors.into());
+        }
+        v
+    }
+
+    fn frames_json(&self) -> serde_json::Value {
         serde_json::json!({
             "sent": self.sent,
             "send_errors": self.send_errors,
@@ -925,6 +998,18 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!("roce fuzz-peer: --reset-cmd is empty");
         return code(exit::USAGE);
     }
+    if a.target == Target::Frames && (!a.service.is_empty() || a.log_cmd.is_some()) {
+        eprintln!("roce fuzz-peer: --service and --log-cmd go with --target cm");
+        return code(exit::USAGE);
+    }
+    if a.log_cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
+        eprintln!("roce fuzz-peer: --log-cmd is empty");
+        return code(exit::USAGE);
+    }
+    if !a.log_every.is_finite() || a.log_every <= 0.0 || a.log_every > 86_400.0 {
+        eprintln!("roce fuzz-peer: --log-every must be above 0 and at most 86400 s, not {}", a.log_every);
+        return code(exit::USAGE);
+    }
     if a.bind.is_ipv4() != a.peer.is_ipv4() {
         eprintln!("roce fuzz-peer: -b {} and --peer {} are of different address families", a.bind, a.peer);
         return code(exit::USAGE);
@@ -989,29 +1074,18 @@ pub fn run(args: Args) -> ExitCode {
     let mut last_status = t0;
     let mut n_probe = 0u64;
     let mut next_send = Instant::now();
-    let send = |f: &[u8],
-                s: &mut Summary,
-                sock: &mut RawSocket,
-                pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>| {
-        match sock.send(f) {
-            Ok(()) => {
-                s.sent += 1;
-                match ep.predict(f) {
-                    Ok(_) => s.predicted_accept += 1,
-                    Err(d) => *s.predicted_drop.entry(d.name().to_string()).or_default() += 1,
-                }
-                if let Some(w) = pcap.as_mut() {
-                    let _ = w.write(t0.elapsed(), f);
-                }
-                true
-            }
-            Err(_) => {
-                s.send_errors += 1;
-                false
-            }
+    let send =
+        |f: &[u8],
+         s: &mut Summary,
+         sock: &mut RawSocket,
+         pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>| send_counted(f, s, sock, pcap, ep, t0);
+    if a.target == Target::Cm {
+        if let Err(e) = cm::run(a, &mut sock, ep, &mut pcap, &mut s) {
+            eprintln!("roce fuzz-peer: {e}");
+            return code(exit::ENVIRONMENT);
         }
-    };
-    while Instant::now() < end && SIGNALLED.load(Ordering::Relaxed) == 0 {
+    }
+    while a.target == Target::Frames && Instant::now() < end && SIGNALLED.load(Ordering::Relaxed) == 0 {
         let f = gen.next_frame();
         let now = Instant::now();
         if next_send > now {
@@ -1113,6 +1187,9 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(w) = pcap.take() {
         let _ = w.finish();
     }
+    if let (Target::Cm, Some(dir)) = (a.target, &a.out) {
+        cm::write_report(dir, a, &s);
+    }
     let out = if a.json {
         s.to_json().to_string()
     } else {
@@ -1138,6 +1215,15 @@ pub fn run(args: Args) -> ExitCode {
                     m.resets
                 ))
                 .chain(s.reset_error.iter().map(|e| format!("\nreset failed: {e}")))
+                .chain(s.cm.iter().map(|c| format!(
+                    "\ncm: sequences {} handshakes_answered {} sent {:?} answers {:?} log_checks {} findings {}",
+                    c.sequences,
+                    c.handshakes_answered,
+                    c.sent,
+                    c.answers,
+                    c.log_checks,
+                    c.findings.len()
+                )))
                 .collect::<String>()
         )
     };
@@ -1150,6 +1236,7 @@ pub fn run(args: Args) -> ExitCode {
         return code(exit::signal_status(sig));
     }
     if s.peer_unresponsive > 0
+        || s.cm.as_ref().is_some_and(|c| !c.findings.is_empty())
         || s.reset_error.is_some()
         || s.send_errors > 0
         || s.probes_answered < s.probes_sent.min(1)
