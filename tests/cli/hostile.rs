@@ -29,7 +29,7 @@ const SUBCOMMANDS: [&str; 14] = [
     "fuzz-peer",
 ];
 
-const OPTIONS: [&str; 54] = [
+const OPTIONS: [&str; 58] = [
     "--peer",
     "--out",
     "-o",
@@ -84,6 +84,10 @@ const OPTIONS: [&str; 54] = [
     "--reset-cmd",
     "--max-resets",
     "--reset-timeout",
+    "--target",
+    "--service",
+    "--log-cmd",
+    "--log-every",
 ];
 
 fn hostile_values() -> Vec<OsString> {
@@ -217,6 +221,62 @@ fn the_cases_seen_are_refused_with_the_bound() {
         (
             &["fuzz-peer", "--iface", "nope0", "-b", "198.18.1.1", "--peer", "198.18.1.2", "--reset-timeout", "inf"],
             "--reset-timeout must be above 0 and at most 3600 s, not inf",
+        ),
+        (
+            &["fuzz-peer", "--iface", "nope0", "-b", "198.18.1.1", "--peer", "198.18.1.2", "--service", "tcp:7174"],
+            "--service and --log-cmd go with --target cm",
+        ),
+        (
+            &[
+                "fuzz-peer",
+                "--target",
+                "cm",
+                "--iface",
+                "nope0",
+                "-b",
+                "198.18.1.1",
+                "--peer",
+                "198.18.1.2",
+                "--service",
+                "sctp:1",
+            ],
+            "port space 'sctp' is neither tcp nor udp",
+        ),
+        (
+            &[
+                "fuzz-peer",
+                "--target",
+                "cm",
+                "--iface",
+                "nope0",
+                "-b",
+                "198.18.1.1",
+                "--peer",
+                "198.18.1.2",
+                "--log-cmd",
+                " ",
+            ],
+            "--log-cmd is empty",
+        ),
+        (
+            &[
+                "fuzz-peer",
+                "--target",
+                "cm",
+                "--iface",
+                "nope0",
+                "-b",
+                "198.18.1.1",
+                "--peer",
+                "198.18.1.2",
+                "--log-every",
+                "0",
+            ],
+            "--log-every must be above 0",
+        ),
+        (
+            &["fuzz-peer", "--target", "nope", "--iface", "nope0", "-b", "198.18.1.1", "--peer", "198.18.1.2"],
+            "frames, cm",
         ),
         (&["demo", "-C", "1025"], "0..=1024"),
         (&["demo", "-C", "4294967295"], "0..=1024"),
