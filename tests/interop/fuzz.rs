@@ -687,8 +687,13 @@ fn fuzz_peer_reset_cmd_minimises_a_gsi_loss() {
 /// asks, this test runs `dmesg` in the guest and answers). Asserted: the kernel answered REQs
 /// (REP or REJ) and SIDR_REQs (SIDR_REP), every liveness probe was answered, the log checks
 /// ran and found nothing, and (the harness's `finish`) the console shows no kernel trouble.
+/// `ROCE_FUZZ_CM_SECS` (default 20) and `ROCE_FUZZ_CM_SEED` (26003) make it a campaign of any
+/// length (spec/kernel-findings.md, Campaigns): its findings are then in
+/// target/interop/artefacts/<kernel>/interop_fuzz_cm/fuzz_peer_cm/report.txt.
 #[test]
 fn fuzz_peer_cm_target_drives_the_kernel_cm() {
+    let secs: f64 = std::env::var("ROCE_FUZZ_CM_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20.0);
+    let seed: u64 = std::env::var("ROCE_FUZZ_CM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(26_003);
     let mut g = GuestBuilder::new("interop_fuzz_cm").scenario(SCENARIO).boot();
     let ep = endpoints(&g, false);
     let servers = "(rping -s -a 198.18.0.2 -P > /tmp/rping.log 2>&1 &); \
@@ -705,10 +710,9 @@ fn fuzz_peer_cm_target_drives_the_kernel_cm() {
         assert!(st.success(), "mkfifo {}", p.display());
     }
     let log_cmd = format!("echo l > {}; cat < {}", req.display(), ans.display());
-    let seed = 26_003u64;
     let child = g.spawn_in_netns(&format!(
         "{} fuzz-peer --target cm --service tcp:7174 --service tcp:7471 --service udp:7174 --iface tap0 -b {} --peer {} \
-         --duration 20 --seed {seed} --kernel {} --rate 200 --probe-every 40 --json -q --out {} --log-cmd '{}' --log-every 5",
+         --duration {secs} --seed {seed} --kernel {} --rate 200 --probe-every 40 --json -q --out {} --log-cmd '{}' --log-every 5",
         env!("CARGO_BIN_EXE_roce"),
         ep.src,
         ep.dst,
