@@ -31,7 +31,7 @@ use roce_wire::ext::ExtHeaders;
 use roce_wire::mad::{MadRepr, Method, MgmtClass};
 use roce_wire::{Gid, GSI_QKEY};
 
-use super::{answers, ddmin, minimise_loss, reset_peer, write_pcap, Args, Endpoints, Generator, Probe, Rng, Summary};
+use super::{ddmin, reset_peer, write_pcap, Args, Endpoints, Generator, Rng, Summary};
 
 /// An rdma_cm port space a `--service` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -900,60 +900,18 @@ pub(super) fn run(
         }
         if since_probe.len() as u64 >= u64::from(a.probe_every) {
             n_probe += 1;
-            let mut alive = false;
-            for _attempt in 0..2 {
-                let (probe, f) = if n_probe % 2 == 1 {
-                    let (t, f) = probes.sa_probe();
-                    (Probe::Sa(t), f)
-                } else {
-                    let (c, f) = probes.cm_probe();
-                    (Probe::Cm(c), f)
-                };
-                if !super::send_counted(&f, s, sock, pcap, ep, t0) {
-                    continue;
-                }
-                s.probes_sent += 1;
-                let t = Instant::now();
-                while t.elapsed() < Duration::from_secs(3) && !alive {
-                    match sock.recv(&mut buf).map_err(|e| format!("receive on {}: {e}", a.iface))? {
-                        Some(n) if answers(&buf[..n], &probe) => alive = true,
-                        Some(n) => {
-                            count_answer(&mut st, None, &buf[..n]);
-                        }
-                        None => std::thread::sleep(Duration::from_millis(1)),
+            let ctx = super::SendCtx { ep, t0, gap };
+            let mut other = |f: &[u8]| {
+                count_answer(&mut st, None, f);
+            };
+            match super::check_liveness(a, sock, pcap, ctx, &mut probes, n_probe, &since_probe, s, &mut other)? {
+                super::Liveness::Alive => {}
+                super::Liveness::Lost => {
+                    if a.reset_cmd.is_some() {
+                        next_send = Instant::now();
                     }
                 }
-                if alive {
-                    s.probes_answered += 1;
-                    break;
-                }
-            }
-            if !alive {
-                s.peer_unresponsive += 1;
-                eprintln!(
-                    "roce fuzz-peer: liveness lost after frame {} (no answer to two probes); {} frames since the last good probe",
-                    s.sent,
-                    since_probe.len()
-                );
-                if let Some(dir) = &a.out {
-                    write_pcap(&dir.join(format!("loss-{}.pcap", s.peer_unresponsive)), &since_probe);
-                }
-                if let Some(cmd) = &a.reset_cmd {
-                    match minimise_loss(a, cmd, sock, &mut probes, &since_probe, gap, s) {
-                        Ok(Some(min)) => {
-                            if let Some(dir) = &a.out {
-                                write_pcap(&dir.join(format!("loss-{}-min.pcap", s.peer_unresponsive)), &min);
-                            }
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            eprintln!("roce fuzz-peer: {e}; the run ends here");
-                            s.reset_error = Some(e);
-                            break 'run;
-                        }
-                    }
-                    next_send = Instant::now();
-                }
+                super::Liveness::RunEnds => break 'run,
             }
             since_probe.clear();
         }

@@ -565,6 +565,100 @@ impl Generator {
     }
 }
 
+/// What a liveness check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Liveness {
+    /// A probe was answered.
+    Alive,
+    /// Two probes went unanswered (loss-N.pcap written, minimised with --reset-cmd).
+    Lost,
+    /// A --reset-cmd failed: the run ends.
+    RunEnds,
+}
+
+/// What sending a frame needs besides the socket: the peer (for the predictor), the run's
+/// start (pcap timestamps) and the gap between frames (replays).
+#[derive(Debug, Clone, Copy)]
+struct SendCtx {
+    ep: Endpoints,
+    t0: Instant,
+    gap: Duration,
+}
+
+/// Probe the peer (probe `n_probe`: odd an SA Get, even a CM REQ to a closed service; one
+/// retry, 3 s each); every other frame received meanwhile goes to `other`. On a loss keep
+/// loss-N.pcap (the frames since the last good probe) and, with --reset-cmd, minimise it.
+/// Err: receiving failed.
+#[allow(clippy::too_many_arguments)]
+fn check_liveness(
+    a: &Args,
+    sock: &mut RawSocket,
+    pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>,
+    ctx: SendCtx,
+    gen: &mut Generator,
+    n_probe: u64,
+    since_probe: &[Vec<u8>],
+    s: &mut Summary,
+    other: &mut dyn FnMut(&[u8]),
+) -> Result<Liveness, String> {
+    let mut buf = vec![0u8; roce_net::device::MAX_FRAME_LEN];
+    for _attempt in 0..2 {
+        let (probe, f) = if n_probe % 2 == 1 {
+            let (t, f) = gen.sa_probe();
+            (Probe::Sa(t), f)
+        } else {
+            let (c, f) = gen.cm_probe();
+            (Probe::Cm(c), f)
+        };
+        if !send_counted(&f, s, sock, pcap, ctx.ep, ctx.t0) {
+            continue;
+        }
+        s.probes_sent += 1;
+        let answered = wait_answer_or(sock, &probe, Duration::from_secs(3), &mut buf, other)
+            .map_err(|e| format!("receive on {}: {e}", a.iface))?;
+        if answered {
+            s.probes_answered += 1;
+            return Ok(Liveness::Alive);
+        }
+    }
+    s.peer_unresponsive += 1;
+    eprintln!(
+        "roce fuzz-peer: liveness lost after frame {} (no answer to two probes); {} frames since the last good probe",
+        s.sent,
+        since_probe.len()
+    );
+    if let Some(dir) = &a.out {
+        write_pcap(&dir.join(format!("loss-{}.pcap", s.peer_unresponsive)), since_probe);
+    }
+    let Some(cmd) = &a.reset_cmd else { return Ok(Liveness::Lost) };
+    let r = minimise_loss(a, cmd, sock, gen, since_probe, ctx.gap, s);
+    if let Some(m) = s.minimised.last() {
+        if !a.quiet {
+            eprintln!(
+                "roce fuzz-peer: loss {} minimised: {} frames -> {} with {} resets",
+                m.loss,
+                m.frames,
+                m.min_frames.map_or("not reproduced".to_string(), |n| n.to_string()),
+                m.resets
+            );
+        }
+    }
+    match r {
+        Ok(Some(min)) => {
+            if let Some(dir) = &a.out {
+                write_pcap(&dir.join(format!("loss-{}-min.pcap", s.peer_unresponsive)), &min);
+            }
+            Ok(Liveness::Lost)
+        }
+        Ok(None) => Ok(Liveness::Lost),
+        Err(e) => {
+            eprintln!("roce fuzz-peer: {e}; the run ends here");
+            s.reset_error = Some(e);
+            Ok(Liveness::RunEnds)
+        }
+    }
+}
+
 /// Send `f`, count it (sent, the predictor's verdict) and keep it in `pcap`; a send error is
 /// counted, never reported as sent. True when sent.
 fn send_counted(
@@ -832,11 +926,22 @@ fn resolve_mac(sock: &mut RawSocket, our_mac: [u8; 6], src: IpAddr, dst: IpAddr)
 }
 
 fn wait_answer(sock: &mut RawSocket, probe: &Probe, timeout: Duration, buf: &mut [u8]) -> io::Result<bool> {
+    wait_answer_or(sock, probe, timeout, buf, &mut |_| {})
+}
+
+/// [`wait_answer`], handing every other frame received meanwhile to `other`.
+fn wait_answer_or(
+    sock: &mut RawSocket,
+    probe: &Probe,
+    timeout: Duration,
+    buf: &mut [u8],
+    other: &mut dyn FnMut(&[u8]),
+) -> io::Result<bool> {
     let t0 = Instant::now();
     while t0.elapsed() < timeout {
         match sock.recv(buf)? {
             Some(n) if answers(&buf[..n], probe) => return Ok(true),
-            Some(_) => {}
+            Some(n) => other(&buf[..n]),
             None => std::thread::sleep(Duration::from_millis(1)),
         }
     }
@@ -1099,70 +1204,21 @@ pub fn run(args: Args) -> ExitCode {
         while let Ok(Some(_)) = sock.recv(&mut buf) {}
         if since_probe.len() as u64 >= u64::from(a.probe_every) {
             n_probe += 1;
-            let mut alive = false;
-            for _attempt in 0..2 {
-                let (probe, f) = if n_probe % 2 == 1 {
-                    let (t, f) = gen.sa_probe();
-                    (Probe::Sa(t), f)
-                } else {
-                    let (c, f) = gen.cm_probe();
-                    (Probe::Cm(c), f)
-                };
-                if !send(&f, &mut s, &mut sock, &mut pcap) {
-                    continue;
-                }
-                s.probes_sent += 1;
-                match wait_answer(&mut sock, &probe, Duration::from_secs(3), &mut buf) {
-                    Ok(true) => {
-                        s.probes_answered += 1;
-                        alive = true;
-                        break;
-                    }
-                    Ok(false) => {}
-                    Err(e) => {
-                        eprintln!("roce fuzz-peer: receive on {}: {e}", a.iface);
-                        return code(exit::ENVIRONMENT);
+            let ctx = SendCtx { ep, t0, gap };
+            match check_liveness(a, &mut sock, &mut pcap, ctx, &mut gen, n_probe, &since_probe, &mut s, &mut |_| {}) {
+                Ok(Liveness::Alive) => {}
+                Ok(Liveness::Lost) => {
+                    if a.reset_cmd.is_some() {
+                        next_send = Instant::now();
                     }
                 }
-            }
-            if !alive {
-                s.peer_unresponsive += 1;
-                eprintln!(
-                    "roce fuzz-peer: liveness lost after frame {} (no answer to two probes); {} frames since the last good probe",
-                    s.sent,
-                    since_probe.len()
-                );
-                if let Some(dir) = &a.out {
-                    write_pcap(&dir.join(format!("loss-{}.pcap", s.peer_unresponsive)), &since_probe);
+                Ok(Liveness::RunEnds) => {
+                    since_probe.clear();
+                    break;
                 }
-                if let Some(cmd) = &a.reset_cmd {
-                    let r = minimise_loss(a, cmd, &mut sock, &mut gen, &since_probe, gap, &mut s);
-                    if let Some(m) = s.minimised.last() {
-                        if !a.quiet {
-                            eprintln!(
-                                "roce fuzz-peer: loss {} minimised: {} frames -> {} with {} resets",
-                                m.loss,
-                                m.frames,
-                                m.min_frames.map_or("not reproduced".to_string(), |n| n.to_string()),
-                                m.resets
-                            );
-                        }
-                    }
-                    match r {
-                        Ok(Some(min)) => {
-                            if let Some(dir) = &a.out {
-                                write_pcap(&dir.join(format!("loss-{}-min.pcap", s.peer_unresponsive)), &min);
-                            }
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            eprintln!("roce fuzz-peer: {e}; the run ends here");
-                            s.reset_error = Some(e);
-                            since_probe.clear();
-                            break;
-                        }
-                    }
-                    next_send = Instant::now();
+                Err(e) => {
+                    eprintln!("roce fuzz-peer: {e}");
+                    return code(exit::ENVIRONMENT);
                 }
             }
             since_probe.clear();
