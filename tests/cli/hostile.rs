@@ -183,6 +183,10 @@ fn os(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
 }
 
+/// `roce fuzz-peer --target cm` with every value it needs, on an interface that does not exist.
+const FUZZ_CM_ON_NOPE0: [&str; 9] =
+    ["fuzz-peer", "--target", "cm", "--iface", "nope0", "-b", "198.18.1.1", "--peer", "198.18.1.2"];
+
 /// `roce mckey` with every value it needs, on an interface that does not exist.
 const MCKEY_ON_NOPE0: [&str; 9] =
     ["mckey", "-m", "239.1.2.3", "-b", "198.18.1.1", "--iface", "nope0", "--sa", "198.18.1.2"];
@@ -227,54 +231,6 @@ fn the_cases_seen_are_refused_with_the_bound() {
             "--service and --log-cmd go with --target cm",
         ),
         (
-            &[
-                "fuzz-peer",
-                "--target",
-                "cm",
-                "--iface",
-                "nope0",
-                "-b",
-                "198.18.1.1",
-                "--peer",
-                "198.18.1.2",
-                "--service",
-                "sctp:1",
-            ],
-            "port space 'sctp' is neither tcp nor udp",
-        ),
-        (
-            &[
-                "fuzz-peer",
-                "--target",
-                "cm",
-                "--iface",
-                "nope0",
-                "-b",
-                "198.18.1.1",
-                "--peer",
-                "198.18.1.2",
-                "--log-cmd",
-                " ",
-            ],
-            "--log-cmd is empty",
-        ),
-        (
-            &[
-                "fuzz-peer",
-                "--target",
-                "cm",
-                "--iface",
-                "nope0",
-                "-b",
-                "198.18.1.1",
-                "--peer",
-                "198.18.1.2",
-                "--log-every",
-                "0",
-            ],
-            "--log-every must be above 0",
-        ),
-        (
             &["fuzz-peer", "--target", "nope", "--iface", "nope0", "-b", "198.18.1.1", "--peer", "198.18.1.2"],
             "frames, cm",
         ),
@@ -295,6 +251,14 @@ fn the_cases_seen_are_refused_with_the_bound() {
         (&["sa-query", "--ibsim", "--resolve", "--delete", "--service-id", "1"], "cannot be used with"),
     ] {
         refused(args, want);
+    }
+    // fuzz-peer --target cm with addresses and an interface, and one value it refuses.
+    for (bad, want) in [
+        (&["--service", "sctp:1"][..], "port space 'sctp' is neither tcp nor udp"),
+        (&["--log-cmd", " "], "--log-cmd is empty"),
+        (&["--log-every", "0"], "--log-every must be above 0"),
+    ] {
+        refused(&[&FUZZ_CM_ON_NOPE0[..], bad].concat(), want);
     }
     // mckey with a group, an address, an interface and an SA, and one value out of bounds.
     for (bad, want) in [
