@@ -14,6 +14,9 @@
 //! 3. the guest console shows no BUG/WARNING/Oops/GP fault/soft lockup (the harness's
 //!    `finish`); every frame sent is kept in the artefacts (oracle_sent.pcap, fuzz_peer/).
 //!
+//! `fuzz_peer_cm_target_drives_the_kernel_cm` runs `roce fuzz-peer --target cm` against the
+//! guest's rdma_cm listeners (issue 26 item 3), the guest's dmesg relayed as its `--log-cmd`.
+//!
 //! Needs root, qemu and `bash tests/interop/setup.sh`. Artefacts:
 //! target/interop/artefacts/<kernel>/interop_fuzz/.
 
