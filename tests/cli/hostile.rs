@@ -31,7 +31,7 @@ const SUBCOMMANDS: [&str; 16] = [
     "fuzz-peer",
 ];
 
-const OPTIONS: [&str; 57] = [
+const OPTIONS: [&str; 61] = [
     "--peer",
     "--out",
     "-o",
@@ -89,6 +89,10 @@ const OPTIONS: [&str; 57] = [
     "--html",
     "--annotate",
     "--max-flows",
+    "--target",
+    "--service",
+    "--log-cmd",
+    "--log-every",
 ];
 
 fn hostile_values() -> Vec<OsString> {
@@ -184,6 +188,10 @@ fn os(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
 }
 
+/// `roce fuzz-peer --target cm` with every value it needs, on an interface that does not exist.
+const FUZZ_CM_ON_NOPE0: [&str; 9] =
+    ["fuzz-peer", "--target", "cm", "--iface", "nope0", "-b", "198.18.1.1", "--peer", "198.18.1.2"];
+
 /// `roce mckey` with every value it needs, on an interface that does not exist.
 const MCKEY_ON_NOPE0: [&str; 9] =
     ["mckey", "-m", "239.1.2.3", "-b", "198.18.1.1", "--iface", "nope0", "--sa", "198.18.1.2"];
@@ -223,6 +231,14 @@ fn the_cases_seen_are_refused_with_the_bound() {
             &["fuzz-peer", "--iface", "nope0", "-b", "198.18.1.1", "--peer", "198.18.1.2", "--reset-timeout", "inf"],
             "--reset-timeout must be above 0 and at most 3600 s, not inf",
         ),
+        (
+            &["fuzz-peer", "--iface", "nope0", "-b", "198.18.1.1", "--peer", "198.18.1.2", "--service", "tcp:7174"],
+            "--service and --log-cmd go with --target cm",
+        ),
+        (
+            &["fuzz-peer", "--target", "nope", "--iface", "nope0", "-b", "198.18.1.1", "--peer", "198.18.1.2"],
+            "frames, cm",
+        ),
         (&["demo", "-C", "1025"], "0..=1024"),
         (&["demo", "-C", "4294967295"], "0..=1024"),
         (&["demo", "--loss", "nan"], "probability from 0 to 1, not nan"),
@@ -240,6 +256,14 @@ fn the_cases_seen_are_refused_with_the_bound() {
         (&["sa-query", "--ibsim", "--resolve", "--delete", "--service-id", "1"], "cannot be used with"),
     ] {
         refused(args, want);
+    }
+    // fuzz-peer --target cm with addresses and an interface, and one value it refuses.
+    for (bad, want) in [
+        (&["--service", "sctp:1"][..], "port space 'sctp' is neither tcp nor udp"),
+        (&["--log-cmd", " "], "--log-cmd is empty"),
+        (&["--log-every", "0"], "--log-every must be above 0"),
+    ] {
+        refused(&[&FUZZ_CM_ON_NOPE0[..], bad].concat(), want);
     }
     // mckey with a group, an address, an interface and an SA, and one value out of bounds.
     for (bad, want) in [

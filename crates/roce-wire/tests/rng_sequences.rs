@@ -1,5 +1,5 @@
 //! The one PRNG (`roce_wire::rng::SplitMix64`) draws exactly the sequences of the three it
-//! replaced (roce-cm's ctx.rs `Rng`, roce-net's rng.rs `Rng`, src/fuzz_peer.rs `Rng`), and
+//! replaced (roce-cm's ctx.rs `Rng`, roce-net's rng.rs `Rng`, src/cmd/fuzz_peer/mod.rs `Rng`), and
 //! `XorShift64Star` those of the two xorshift64* copies it replaced (roce-decode's
 //! samples_mixed.rs, tests/common), so runs recorded with a seed (README, tests, the mixed
 //! sample capture) are unchanged. The old generators are kept here, verbatim in behaviour, as

@@ -21,7 +21,7 @@ use roce_net::device::Device;
 use roce_net::pcap::PcapFileWriter;
 use roce_net::raw::RawSocket;
 use roce_wire::bth::{self, Opcode};
-use roce_wire::cm::{self, cma_hdr, CmMessage};
+use roce_wire::cm::{self as wire_cm, cma_hdr, CmMessage};
 use roce_wire::ext::ExtHeaders;
 use roce_wire::frame::{self, rxe_udp_sport, FrameRepr};
 use roce_wire::mad::Method;
@@ -33,6 +33,19 @@ use roce_wire::{Gid, GSI_QKEY, MULTICAST_QPN};
 
 use crate::plumbing::exit;
 
+pub mod cm;
+
+/// What `roce fuzz-peer` fuzzes.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Target {
+    /// Frames of every opcode, QPN and length, mutated below RoCE (rxe's receive path).
+    #[default]
+    Frames,
+    /// The kernel's CM through REQ/REP/RTU/DREQ/DREP/REJ/MRA/LAP/APR/SIDR sequences
+    /// (`--service`).
+    Cm,
+}
+
 /// The longest campaign `--duration` accepts (one week).
 pub const MAX_DURATION_S: f64 = 7.0 * 86_400.0;
 
@@ -40,6 +53,24 @@ pub const MAX_DURATION_S: f64 = 7.0 * 86_400.0;
 /// whether rxe counts it, and probing the peer's liveness.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
+    /// What to fuzz: `frames` (rxe's receive path) or `cm` (the kernel's CM, stateful).
+    #[arg(long, value_enum, default_value_t = Target::Frames)]
+    pub target: Target,
+    /// With `--target cm`: a listening rdma_cm service in the peer to aim REQs (tcp) and
+    /// SIDR_REQs (udp) at, as PS:PORT (tcp:7174, udp:7174); repeatable. Default: tcp:7471
+    /// (ucmatose) and udp:7174 (udaddy).
+    #[arg(long, value_name = "PS:PORT")]
+    pub service: Vec<cm::Service>,
+    /// With `--target cm`: a shell command (sh -c) that prints the peer kernel's new log
+    /// lines (e.g. `ssh guest dmesg -c`); run before the campaign, every --log-every seconds
+    /// and at the end, its lines scanned for BUG/WARNING/Oops/general protection/soft
+    /// lockup/KASAN/Kernel panic. Each such finding is kept (finding-N.pcap in --out) and,
+    /// with --reset-cmd, minimised (finding-N-min.pcap).
+    #[arg(long)]
+    pub log_cmd: Option<String>,
+    /// Seconds between two --log-cmd runs.
+    #[arg(long, default_value_t = 10.0)]
+    pub log_every: f64,
     /// The interface the peer is reachable on (raw frames: CAP_NET_RAW).
     #[arg(long)]
     pub iface: String,
@@ -208,7 +239,7 @@ impl Generator {
                 m
             }
             _ => {
-                let mut r = cm::ReqRepr { local_comm_id: self.rng.next_u64() as u32, ..Default::default() };
+                let mut r = wire_cm::ReqRepr { local_comm_id: self.rng.next_u64() as u32, ..Default::default() };
                 r.service_id = self.rng.next_u64();
                 r.partition_key = 0xffff;
                 CmMessage::Req(r).to_mad(tid).to_bytes().to_vec()
@@ -492,7 +523,7 @@ impl Generator {
     pub fn cm_probe(&mut self) -> (u32, Vec<u8>) {
         self.tid += 1;
         let comm = (self.rng.next_u64() as u32) | 1;
-        let mut m = cm::ReqRepr {
+        let mut m = wire_cm::ReqRepr {
             local_comm_id: comm,
             service_id: cma_hdr::service_id(cma_hdr::RDMA_PS_TCP, 1),
             local_ca_guid: 0x0252_00ff_fe00_0001,
@@ -531,6 +562,129 @@ impl Generator {
         let mut b = bth::Repr::new(Opcode::UdSendOnly, 1, self.psn);
         b.ack_req = true;
         (comm, self.repr_frame(b, ExtHeaders::deth(GSI_QKEY, 1), &mad, true))
+    }
+}
+
+/// What a liveness check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Liveness {
+    /// A probe was answered.
+    Alive,
+    /// Two probes went unanswered (loss-N.pcap written, minimised with --reset-cmd).
+    Lost,
+    /// A --reset-cmd failed: the run ends.
+    RunEnds,
+}
+
+/// What sending a frame needs besides the socket: the peer (for the predictor), the run's
+/// start (pcap timestamps) and the gap between frames (replays).
+#[derive(Debug, Clone, Copy)]
+struct SendCtx {
+    ep: Endpoints,
+    t0: Instant,
+    gap: Duration,
+}
+
+/// Probe the peer (probe `n_probe`: odd an SA Get, even a CM REQ to a closed service; one
+/// retry, 3 s each); every other frame received meanwhile goes to `other`. On a loss keep
+/// loss-N.pcap (the frames since the last good probe) and, with --reset-cmd, minimise it.
+/// Err: receiving failed.
+#[allow(clippy::too_many_arguments)]
+fn check_liveness(
+    a: &Args,
+    sock: &mut RawSocket,
+    pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>,
+    ctx: SendCtx,
+    gen: &mut Generator,
+    n_probe: u64,
+    since_probe: &[Vec<u8>],
+    s: &mut Summary,
+    other: &mut dyn FnMut(&[u8]),
+) -> Result<Liveness, String> {
+    let mut buf = vec![0u8; roce_net::device::MAX_FRAME_LEN];
+    for _attempt in 0..2 {
+        let (probe, f) = if n_probe % 2 == 1 {
+            let (t, f) = gen.sa_probe();
+            (Probe::Sa(t), f)
+        } else {
+            let (c, f) = gen.cm_probe();
+            (Probe::Cm(c), f)
+        };
+        if !send_counted(&f, s, sock, pcap, ctx.ep, ctx.t0) {
+            continue;
+        }
+        s.probes_sent += 1;
+        let answered = wait_answer_or(sock, &probe, Duration::from_secs(3), &mut buf, other)
+            .map_err(|e| format!("receive on {}: {e}", a.iface))?;
+        if answered {
+            s.probes_answered += 1;
+            return Ok(Liveness::Alive);
+        }
+    }
+    s.peer_unresponsive += 1;
+    eprintln!(
+        "roce fuzz-peer: liveness lost after frame {} (no answer to two probes); {} frames since the last good probe",
+        s.sent,
+        since_probe.len()
+    );
+    if let Some(dir) = &a.out {
+        write_pcap(&dir.join(format!("loss-{}.pcap", s.peer_unresponsive)), since_probe);
+    }
+    let Some(cmd) = &a.reset_cmd else { return Ok(Liveness::Lost) };
+    let r = minimise_loss(a, cmd, sock, gen, since_probe, ctx.gap, s);
+    if let Some(m) = s.minimised.last() {
+        if !a.quiet {
+            eprintln!(
+                "roce fuzz-peer: loss {} minimised: {} frames -> {} with {} resets",
+                m.loss,
+                m.frames,
+                m.min_frames.map_or("not reproduced".to_string(), |n| n.to_string()),
+                m.resets
+            );
+        }
+    }
+    match r {
+        Ok(Some(min)) => {
+            if let Some(dir) = &a.out {
+                write_pcap(&dir.join(format!("loss-{}-min.pcap", s.peer_unresponsive)), &min);
+            }
+            Ok(Liveness::Lost)
+        }
+        Ok(None) => Ok(Liveness::Lost),
+        Err(e) => {
+            eprintln!("roce fuzz-peer: {e}; the run ends here");
+            s.reset_error = Some(e);
+            Ok(Liveness::RunEnds)
+        }
+    }
+}
+
+/// Send `f`, count it (sent, the predictor's verdict) and keep it in `pcap`; a send error is
+/// counted, never reported as sent. True when sent.
+fn send_counted(
+    f: &[u8],
+    s: &mut Summary,
+    sock: &mut RawSocket,
+    pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>,
+    ep: Endpoints,
+    t0: Instant,
+) -> bool {
+    match sock.send(f) {
+        Ok(()) => {
+            s.sent += 1;
+            match ep.predict(f) {
+                Ok(_) => s.predicted_accept += 1,
+                Err(d) => *s.predicted_drop.entry(d.name().to_string()).or_default() += 1,
+            }
+            if let Some(w) = pcap.as_mut() {
+                let _ = w.write(t0.elapsed(), f);
+            }
+            true
+        }
+        Err(_) => {
+            s.send_errors += 1;
+            false
+        }
     }
 }
 
@@ -629,7 +783,7 @@ fn answers(frame_bytes: &[u8], probe: &Probe) -> bool {
         Probe::Sa(tid) => SaMad::parse(payload).is_ok_and(|m| m.header.response && m.header.transaction_id == tid),
         Probe::Cm(comm) => {
             let Ok(m) = roce_wire::mad::MadRepr::parse_bytes(payload) else { return false };
-            m.header.attribute_id == cm::attr::REJ
+            m.header.attribute_id == wire_cm::attr::REJ
                 && payload.len() >= 24 + 8
                 && u32::from_be_bytes([payload[28], payload[29], payload[30], payload[31]]) == comm
         }
@@ -669,6 +823,10 @@ pub struct Summary {
     pub minimised: Vec<Minimised>,
     /// Why the last `--reset-cmd` failed (the run ended there).
     pub reset_error: Option<String>,
+    /// `--target cm`: what the CM fuzzer sent and the kernel answered.
+    pub cm: Option<cm::CmStats>,
+    /// `--log-cmd` runs that failed (exit status, time out).
+    pub log_errors: u64,
 }
 
 /// One liveness loss minimised against the peer.
@@ -688,6 +846,15 @@ pub struct Minimised {
 impl Summary {
     /// The summary as one JSON object.
     pub fn to_json(&self) -> serde_json::Value {
+        let mut v = self.frames_json();
+        if let (Some(cm), Some(o)) = (&self.cm, v.as_object_mut()) {
+            o.insert("cm".to_string(), cm.to_json());
+            o.insert("log_errors".to_string(), self.log_errors.into());
+        }
+        v
+    }
+
+    fn frames_json(&self) -> serde_json::Value {
         serde_json::json!({
             "sent": self.sent,
             "send_errors": self.send_errors,
@@ -759,11 +926,22 @@ fn resolve_mac(sock: &mut RawSocket, our_mac: [u8; 6], src: IpAddr, dst: IpAddr)
 }
 
 fn wait_answer(sock: &mut RawSocket, probe: &Probe, timeout: Duration, buf: &mut [u8]) -> io::Result<bool> {
+    wait_answer_or(sock, probe, timeout, buf, &mut |_| {})
+}
+
+/// [`wait_answer`], handing every other frame received meanwhile to `other`.
+fn wait_answer_or(
+    sock: &mut RawSocket,
+    probe: &Probe,
+    timeout: Duration,
+    buf: &mut [u8],
+    other: &mut dyn FnMut(&[u8]),
+) -> io::Result<bool> {
     let t0 = Instant::now();
     while t0.elapsed() < timeout {
         match sock.recv(buf)? {
             Some(n) if answers(&buf[..n], probe) => return Ok(true),
-            Some(_) => {}
+            Some(n) => other(&buf[..n]),
             None => std::thread::sleep(Duration::from_millis(1)),
         }
     }
@@ -925,6 +1103,18 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!("roce fuzz-peer: --reset-cmd is empty");
         return code(exit::USAGE);
     }
+    if a.target == Target::Frames && (!a.service.is_empty() || a.log_cmd.is_some()) {
+        eprintln!("roce fuzz-peer: --service and --log-cmd go with --target cm");
+        return code(exit::USAGE);
+    }
+    if a.log_cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
+        eprintln!("roce fuzz-peer: --log-cmd is empty");
+        return code(exit::USAGE);
+    }
+    if !a.log_every.is_finite() || a.log_every <= 0.0 || a.log_every > 86_400.0 {
+        eprintln!("roce fuzz-peer: --log-every must be above 0 and at most 86400 s, not {}", a.log_every);
+        return code(exit::USAGE);
+    }
     if a.bind.is_ipv4() != a.peer.is_ipv4() {
         eprintln!("roce fuzz-peer: -b {} and --peer {} are of different address families", a.bind, a.peer);
         return code(exit::USAGE);
@@ -989,29 +1179,18 @@ pub fn run(args: Args) -> ExitCode {
     let mut last_status = t0;
     let mut n_probe = 0u64;
     let mut next_send = Instant::now();
-    let send = |f: &[u8],
-                s: &mut Summary,
-                sock: &mut RawSocket,
-                pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>| {
-        match sock.send(f) {
-            Ok(()) => {
-                s.sent += 1;
-                match ep.predict(f) {
-                    Ok(_) => s.predicted_accept += 1,
-                    Err(d) => *s.predicted_drop.entry(d.name().to_string()).or_default() += 1,
-                }
-                if let Some(w) = pcap.as_mut() {
-                    let _ = w.write(t0.elapsed(), f);
-                }
-                true
-            }
-            Err(_) => {
-                s.send_errors += 1;
-                false
-            }
+    let send =
+        |f: &[u8],
+         s: &mut Summary,
+         sock: &mut RawSocket,
+         pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>| send_counted(f, s, sock, pcap, ep, t0);
+    if a.target == Target::Cm {
+        if let Err(e) = cm::run(a, &mut sock, ep, &mut pcap, &mut s) {
+            eprintln!("roce fuzz-peer: {e}");
+            return code(exit::ENVIRONMENT);
         }
-    };
-    while Instant::now() < end && SIGNALLED.load(Ordering::Relaxed) == 0 {
+    }
+    while a.target == Target::Frames && Instant::now() < end && SIGNALLED.load(Ordering::Relaxed) == 0 {
         let f = gen.next_frame();
         let now = Instant::now();
         if next_send > now {
@@ -1025,70 +1204,21 @@ pub fn run(args: Args) -> ExitCode {
         while let Ok(Some(_)) = sock.recv(&mut buf) {}
         if since_probe.len() as u64 >= u64::from(a.probe_every) {
             n_probe += 1;
-            let mut alive = false;
-            for _attempt in 0..2 {
-                let (probe, f) = if n_probe % 2 == 1 {
-                    let (t, f) = gen.sa_probe();
-                    (Probe::Sa(t), f)
-                } else {
-                    let (c, f) = gen.cm_probe();
-                    (Probe::Cm(c), f)
-                };
-                if !send(&f, &mut s, &mut sock, &mut pcap) {
-                    continue;
-                }
-                s.probes_sent += 1;
-                match wait_answer(&mut sock, &probe, Duration::from_secs(3), &mut buf) {
-                    Ok(true) => {
-                        s.probes_answered += 1;
-                        alive = true;
-                        break;
-                    }
-                    Ok(false) => {}
-                    Err(e) => {
-                        eprintln!("roce fuzz-peer: receive on {}: {e}", a.iface);
-                        return code(exit::ENVIRONMENT);
+            let ctx = SendCtx { ep, t0, gap };
+            match check_liveness(a, &mut sock, &mut pcap, ctx, &mut gen, n_probe, &since_probe, &mut s, &mut |_| {}) {
+                Ok(Liveness::Alive) => {}
+                Ok(Liveness::Lost) => {
+                    if a.reset_cmd.is_some() {
+                        next_send = Instant::now();
                     }
                 }
-            }
-            if !alive {
-                s.peer_unresponsive += 1;
-                eprintln!(
-                    "roce fuzz-peer: liveness lost after frame {} (no answer to two probes); {} frames since the last good probe",
-                    s.sent,
-                    since_probe.len()
-                );
-                if let Some(dir) = &a.out {
-                    write_pcap(&dir.join(format!("loss-{}.pcap", s.peer_unresponsive)), &since_probe);
+                Ok(Liveness::RunEnds) => {
+                    since_probe.clear();
+                    break;
                 }
-                if let Some(cmd) = &a.reset_cmd {
-                    let r = minimise_loss(a, cmd, &mut sock, &mut gen, &since_probe, gap, &mut s);
-                    if let Some(m) = s.minimised.last() {
-                        if !a.quiet {
-                            eprintln!(
-                                "roce fuzz-peer: loss {} minimised: {} frames -> {} with {} resets",
-                                m.loss,
-                                m.frames,
-                                m.min_frames.map_or("not reproduced".to_string(), |n| n.to_string()),
-                                m.resets
-                            );
-                        }
-                    }
-                    match r {
-                        Ok(Some(min)) => {
-                            if let Some(dir) = &a.out {
-                                write_pcap(&dir.join(format!("loss-{}-min.pcap", s.peer_unresponsive)), &min);
-                            }
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            eprintln!("roce fuzz-peer: {e}; the run ends here");
-                            s.reset_error = Some(e);
-                            since_probe.clear();
-                            break;
-                        }
-                    }
-                    next_send = Instant::now();
+                Err(e) => {
+                    eprintln!("roce fuzz-peer: {e}");
+                    return code(exit::ENVIRONMENT);
                 }
             }
             since_probe.clear();
@@ -1112,6 +1242,9 @@ pub fn run(args: Args) -> ExitCode {
     s.duration_s = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
     if let Some(w) = pcap.take() {
         let _ = w.finish();
+    }
+    if let (Target::Cm, Some(dir)) = (a.target, &a.out) {
+        cm::write_report(dir, a, &s);
     }
     let out = if a.json {
         s.to_json().to_string()
@@ -1138,6 +1271,15 @@ pub fn run(args: Args) -> ExitCode {
                     m.resets
                 ))
                 .chain(s.reset_error.iter().map(|e| format!("\nreset failed: {e}")))
+                .chain(s.cm.iter().map(|c| format!(
+                    "\ncm: sequences {} handshakes_answered {} sent {:?} answers {:?} log_checks {} findings {}",
+                    c.sequences,
+                    c.handshakes_answered,
+                    c.sent,
+                    c.answers,
+                    c.log_checks,
+                    c.findings.len()
+                )))
                 .collect::<String>()
         )
     };
@@ -1150,6 +1292,7 @@ pub fn run(args: Args) -> ExitCode {
         return code(exit::signal_status(sig));
     }
     if s.peer_unresponsive > 0
+        || s.cm.as_ref().is_some_and(|c| !c.findings.is_empty())
         || s.reset_error.is_some()
         || s.send_errors > 0
         || s.probes_answered < s.probes_sent.min(1)
