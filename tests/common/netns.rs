@@ -2,6 +2,7 @@
 //! a missing capability fails the test.
 
 use std::ffi::OsStr;
+use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -39,9 +40,15 @@ impl Netns {
 
     /// `program` to run in the namespace (`ip netns exec` execs it: the child's pid is the
     /// program's).
+    ///
+    /// SIGINT, SIGTERM and SIGHUP are set back to their default action in the child: a test
+    /// run started in the background of a shell without job control inherits SIGINT ignored,
+    /// and the tools keep a signal ignored at start (as nohup expects), so the tests that
+    /// stop a tool with a signal would see it ignored.
     pub fn cmd(&self, program: impl AsRef<OsStr>) -> Command {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.0]).arg(program);
+        default_signals(&mut c);
         c
     }
 
@@ -50,6 +57,20 @@ impl Netns {
         let mut c = self.cmd(env!("CARGO_BIN_EXE_roce"));
         c.args(args);
         c
+    }
+}
+
+/// Have `cmd`'s child start with SIGINT, SIGTERM and SIGHUP at their default action, whatever
+/// this test process inherited.
+pub fn default_signals(cmd: &mut Command) {
+    // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            Ok(())
+        });
     }
 }
 

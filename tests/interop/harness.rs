@@ -697,8 +697,9 @@ impl Guest {
 
     /// Run `sh -c cmd` inside the namespace (our host-side tools on tap0).
     pub fn exec_in_netns(&self, cmd: &str) -> Output {
-        Command::new(tool("ip"))
-            .args(["netns", "exec", &self.ns, "sh", "-c", cmd])
+        let mut c = Command::new(tool("ip"));
+        crate::common::netns::default_signals(&mut c);
+        c.args(["netns", "exec", &self.ns, "sh", "-c", cmd])
             .output()
             .unwrap_or_else(|e| panic!("ip netns exec {}: {e}", self.ns))
     }
@@ -706,8 +707,9 @@ impl Guest {
     /// A host-side shell command started in the namespace (stdout and stderr piped), for a
     /// test that must serve it while it runs.
     pub fn spawn_in_netns(&self, cmd: &str) -> Child {
-        Command::new(tool("ip"))
-            .args(["netns", "exec", &self.ns, "sh", "-c", cmd])
+        let mut c = Command::new(tool("ip"));
+        crate::common::netns::default_signals(&mut c);
+        c.args(["netns", "exec", &self.ns, "sh", "-c", cmd])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -45,7 +45,10 @@ fn sigint_leaves_through_the_kernel_peer() {
     let _ = writeln!(report, "--- sa-query before:\n{before}");
 
     let pcap = art.join("mckey_sigint.pcap");
-    let mut child = Command::new("ip")
+    let mut cmd = Command::new("ip");
+    // SIGINT at its default action in the child, whatever this test process inherited.
+    crate::common::netns::default_signals(&mut cmd);
+    let mut child = cmd
         .args(["netns", "exec", &g.ns, roce])
         .args(["mckey", "-m", "239.1.2.3", "-b", "198.18.0.1", "--iface", "tap0", "--sa", "198.18.0.2"])
         .args(["--leave-after", "60", "--pcap"])
