@@ -291,6 +291,35 @@ pub fn open_agent(device: &str, mgmt_class: u8, methods: &[u8]) -> io::Result<(O
     Ok((fd, u32::from_ne_bytes([req[0], req[1], req[2], req[3]]), path))
 }
 
+/// Wait up to `ms` for one umad message on `fd` (a signal wakes the wait at once) and read it
+/// into `buf`: its header and length, or `None` when nothing came, a signal woke the wait, or
+/// the read was shorter than a header (said on stderr with `tool`'s name). A read error is
+/// returned.
+pub(crate) fn read_umad(fd: &OwnedFd, buf: &mut [u8], ms: i32, tool: &str) -> io::Result<Option<(UmadHdr, usize)>> {
+    let mut pfds = [
+        libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: shutdown::wake_fd(), events: libc::POLLIN, revents: 0 },
+    ];
+    // SAFETY: two valid pollfds.
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) };
+    if r <= 0 || pfds[0].revents == 0 {
+        return Ok(None);
+    }
+    // SAFETY: reading into our buffer with its length.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(err("read"));
+    }
+    let n = n as usize;
+    if n < UMAD_HDR_LEN {
+        eprintln!("{tool}: short read of {n} bytes ignored");
+        return Ok(None);
+    }
+    let mut hb = [0u8; UMAD_HDR_LEN];
+    hb.copy_from_slice(&buf[..UMAD_HDR_LEN]);
+    Ok(Some((UmadHdr::parse(&hb), n)))
+}
+
 /// Run the agent on `device` (`umad0`) for `duration` (until a stop — a signal, a closed
 /// stdout — if `None`). Prints one line per MAD in each direction. An error opening or
 /// registering is returned; a stop ends the loop (the status is [`shutdown::requested`]).
@@ -316,29 +345,7 @@ pub fn serve(device: &str, duration: Option<Duration>, sa_config: SaConfig) -> i
             return Ok(());
         }
         let ms = left.map_or(1000, |l| l.as_millis().min(1000) as i32);
-        // The signal self-pipe wakes the wait at once.
-        let mut pfds = [
-            libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: shutdown::wake_fd(), events: libc::POLLIN, revents: 0 },
-        ];
-        // SAFETY: two valid pollfds.
-        let r = unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) };
-        if r <= 0 || pfds[0].revents == 0 {
-            continue;
-        }
-        // SAFETY: reading into our buffer with its length.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
-        if n < 0 {
-            return Err(err("read"));
-        }
-        let n = n as usize;
-        if n < UMAD_HDR_LEN {
-            eprintln!("sa-agent: short read of {n} bytes ignored");
-            continue;
-        }
-        let mut hb = [0u8; UMAD_HDR_LEN];
-        hb.copy_from_slice(&buf[..UMAD_HDR_LEN]);
-        let hdr = UmadHdr::parse(&hb);
+        let Some((hdr, n)) = read_umad(&fd, &mut buf, ms, "sa-agent")? else { continue };
         if hdr.status != 0 {
             // A send of ours the kernel gave up on (its MAD header follows, 24 bytes).
             let tid = MadHeader::parse_bytes(&buf[UMAD_HDR_LEN..n]).map_or(0, |h| h.transaction_id);

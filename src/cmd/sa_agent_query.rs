@@ -21,7 +21,7 @@ use roce_wire::sa::{attr, SaData, SaMad, SA_DATA_OFFSET};
 use roce_wire::service_record::{ServiceRecord, SERVICE_RECORD_LEN};
 use roce_wire::{Gid, MAD_SIZE};
 
-use super::{err, open_agent, Table, UmadHdr, UMAD_HDR_LEN};
+use super::{err, open_agent, read_umad, Table, UmadHdr, UMAD_HDR_LEN};
 use crate::plumbing::exit;
 use crate::plumbing::out::{errno_name, out, status};
 use crate::plumbing::shutdown;
@@ -143,28 +143,8 @@ fn query(device: &str, table: Table, sa: IpAddr, bind: Option<IpAddr>) -> io::Re
         if shutdown::requested().is_some() {
             return Ok(shutdown::requested().unwrap_or(exit::FAILED));
         }
-        let mut pfds = [
-            libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: shutdown::wake_fd(), events: libc::POLLIN, revents: 0 },
-        ];
-        // SAFETY: two valid pollfds.
-        let r = unsafe { libc::poll(pfds.as_mut_ptr(), 2, left.as_millis().min(1000) as i32) };
-        if r <= 0 || pfds[0].revents == 0 {
-            continue;
-        }
-        // SAFETY: reading into our buffer with its length.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            return Err(err("read"));
-        }
-        let n = n as usize;
-        if n < UMAD_HDR_LEN {
-            eprintln!("{TOOL}: short read of {n} bytes ignored");
-            continue;
-        }
-        let mut hb = [0u8; UMAD_HDR_LEN];
-        hb.copy_from_slice(&buf[..UMAD_HDR_LEN]);
-        let h = UmadHdr::parse(&hb);
+        let ms = left.as_millis().min(1000) as i32;
+        let Some((h, n)) = read_umad(&fd, &mut buf, ms, TOOL)? else { continue };
         if h.status != 0 {
             // Our send, given up on: no response matched it within the retries.
             let errno = h.status as i32;
