@@ -179,6 +179,13 @@ pub struct Totals {
     pub duration: f64,
 }
 
+impl Totals {
+    /// Count a frame that does not parse, under its layer and reason.
+    fn count_malformed(&mut self, e: &roce_wire::Error) {
+        *self.malformed.entry(format!("{}: {}", e.layer().name(), e.reason())).or_default() += 1;
+    }
+}
+
 /// The analysis state.
 pub struct Analyzer {
     /// Frame counts.
@@ -258,7 +265,7 @@ impl Analyzer {
                 None => *self.totals.other.entry("infiniband_raw").or_default() += 1,
             },
             Err(e) => {
-                *self.totals.malformed.entry(format!("{}: {}", e.layer().name(), e.reason())).or_default() += 1;
+                self.totals.count_malformed(&e);
                 let _ = std::fmt::Write::write_fmt(self.note.text(), format_args!("malformed: {e}"));
             }
         }
@@ -276,9 +283,7 @@ impl Analyzer {
             match parse_record(data) {
                 Ok(r) if r.header.record_type == RecordType::Infiniband => return self.infiniband(r.frame, t, n),
                 Ok(_) => *self.totals.other.entry("erf_not_infiniband").or_default() += 1,
-                Err(e) => {
-                    *self.totals.malformed.entry(format!("{}: {}", e.layer().name(), e.reason())).or_default() += 1
-                }
+                Err(e) => self.totals.count_malformed(&e),
             }
             return;
         }
@@ -293,7 +298,7 @@ impl Analyzer {
                 return;
             }
             Err(e) => {
-                *tot.malformed.entry(format!("{}: {}", e.layer().name(), e.reason())).or_default() += 1;
+                tot.count_malformed(&e);
                 let _ = std::fmt::Write::write_fmt(self.note.text(), format_args!("malformed: {e}"));
                 return;
             }
@@ -314,7 +319,7 @@ impl Analyzer {
                 L2Packet::Other { .. } => *tot.other.entry("other").or_default() += 1,
             },
             Payload::NotRoce { packet: Err(e), .. } => {
-                *tot.malformed.entry(format!("{}: {}", e.layer().name(), e.reason())).or_default() += 1;
+                tot.count_malformed(&e);
             }
         }
     }
