@@ -355,23 +355,9 @@ pub(crate) fn ack_mad(hdr: &[u8], seg_num: u32, newwin: u32) -> [u8; MAD_SIZE] {
 }
 
 /// An ABORT (or a STOP) with `status`: as an ACK, version 1, SegmentNumber and
-/// NewWindowLast 0 [`nack_recv`].
+/// NewWindowLast 0 [`nack_recv`] (roce-wire's [`roce_wire::sa::rmpp_stop_or_abort`]).
 pub(crate) fn abort_mad(hdr: &[u8], kind: RmppType, st: u8) -> [u8; MAD_SIZE] {
-    let mut m = [0u8; MAD_SIZE];
-    m[..SA_DATA_OFFSET].copy_from_slice(&hdr[..SA_DATA_OFFSET]);
-    m[METHOD] ^= 0x80;
-    let r = header(&m);
-    let r = RmppRepr {
-        version: RMPP_VERSION,
-        rmpp_type: kind,
-        resp_time: r.resp_time,
-        flags: RmppFlags::ACTIVE,
-        status: st,
-        data1: 0,
-        data2: 0,
-    };
-    r.emit_bytes(&mut m[RMPP_AT..]);
-    m
+    roce_wire::sa::rmpp_stop_or_abort(hdr, kind, st)
 }
 
 #[cfg(test)]

@@ -28,8 +28,8 @@
 use core::time::Duration;
 
 use roce_wire::mad::{field, MadStatus, MAD_HEADER_LEN, METHOD_RESPONSE_BIT};
-use roce_wire::rmpp::{self, status, RmppFlags, RmppRepr, RmppType, RMPP_VERSION};
-use roce_wire::sa::{SA_DATA_OFFSET, SA_HEADER_OFFSET};
+use roce_wire::rmpp::{status, RmppFlags, RmppRepr, RmppType};
+use roce_wire::sa::{rmpp_stop_or_abort, SA_HEADER_OFFSET};
 use roce_wire::MAD_SIZE;
 
 use crate::reply::error_mad_bytes;
@@ -264,7 +264,7 @@ impl RmppSender {
         if let Some(st) = bad {
             self.stats.aborted_bad_ack += 1;
             let to = t.to;
-            self.control.push((to, abort_mad(ack, st)));
+            self.control.push((to, rmpp_stop_or_abort(ack, RmppType::Abort, st)));
             self.transfers.swap_remove(i);
             return;
         }
@@ -330,7 +330,7 @@ impl RmppSender {
             }
             if t.retries_left == 0 {
                 self.stats.timed_out += 1;
-                let mut abort = abort_mad(&t.segments[0], status::TMR);
+                let mut abort = rmpp_stop_or_abort(&t.segments[0], RmppType::Abort, status::TMR);
                 // Made from our own DATA segment: the sender's ABORT keeps its response method.
                 abort[field::METHOD] |= METHOD_RESPONSE_BIT;
                 let to = t.to;
@@ -351,26 +351,6 @@ fn tid_of(mad: &[u8; MAD_SIZE]) -> u64 {
     let mut tid = [0u8; 8];
     tid.copy_from_slice(&mad[field::TRANSACTION_ID]);
     u64::from_be_bytes(tid)
-}
-
-/// An ABORT answering `mad` with `st`: its MAD, RMPP and SA headers, the method's response bit
-/// flipped, RMPPType ABORT, Active, SegmentNumber and NewWindowLast 0 [mad_rmpp.c `nack_recv`].
-fn abort_mad(mad: &[u8; MAD_SIZE], st: u8) -> [u8; MAD_SIZE] {
-    let mut m = [0u8; MAD_SIZE];
-    m[..SA_DATA_OFFSET].copy_from_slice(&mad[..SA_DATA_OFFSET]);
-    m[field::METHOD] ^= METHOD_RESPONSE_BIT;
-    let resp_time = rmpp::Packet::new_unchecked(&mad[MAD_HEADER_LEN..SA_HEADER_OFFSET]).resp_time();
-    RmppRepr {
-        version: RMPP_VERSION,
-        rmpp_type: RmppType::Abort,
-        resp_time,
-        flags: RmppFlags::ACTIVE,
-        status: st,
-        data1: 0,
-        data2: 0,
-    }
-    .emit_bytes(&mut m[MAD_HEADER_LEN..SA_HEADER_OFFSET]);
-    m
 }
 
 #[cfg(test)]

@@ -569,6 +569,28 @@ impl SaMad {
     }
 }
 
+/// An RMPP STOP or ABORT (`kind`) with `status` answering the SA MAD `mad` (at least its MAD,
+/// RMPP and SA headers, [`SA_DATA_OFFSET`] bytes): those headers, the method's response bit
+/// flipped, RMPPVersion 1, RRespTime kept, RMPPFlags Active, SegmentNumber and NewWindowLast 0,
+/// no data [mad_rmpp.c `nack_recv`]. Shared by the engine's RMPP receiver and the SA's sender.
+pub fn rmpp_stop_or_abort(mad: &[u8], kind: rmpp::RmppType, status: u8) -> [u8; crate::MAD_SIZE] {
+    let mut m = [0u8; crate::MAD_SIZE];
+    m[..SA_DATA_OFFSET].copy_from_slice(&mad[..SA_DATA_OFFSET]);
+    m[mad::field::METHOD] ^= mad::METHOD_RESPONSE_BIT;
+    let resp_time = rmpp::Packet::new_unchecked(&m[MAD_HEADER_LEN..SA_HEADER_OFFSET]).resp_time();
+    RmppRepr {
+        version: rmpp::RMPP_VERSION,
+        rmpp_type: kind,
+        resp_time,
+        flags: rmpp::RmppFlags::ACTIVE,
+        status,
+        data1: 0,
+        data2: 0,
+    }
+    .emit_bytes(&mut m[MAD_HEADER_LEN..SA_HEADER_OFFSET]);
+    m
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
