@@ -16,6 +16,7 @@ use roce_net::{LinkConfig, NodeId, SaHost, SimNet};
 use roce_wire::mcmember::JoinState;
 
 use crate::plumbing::exit;
+use crate::plumbing::options::probability;
 use crate::plumbing::out::{out, status};
 
 /// The most datagrams the demo sends: B's UD QP queues at most this many
@@ -53,15 +54,6 @@ pub struct Args {
     /// Quiet: only the verdict and the failed steps.
     #[arg(short = 'q', long)]
     pub quiet: bool,
-}
-
-/// A `--loss` probability: finite, 0 to 1.
-fn probability(s: &str) -> Result<f64, String> {
-    let v: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number"))?;
-    if !v.is_finite() || !(0.0..=1.0).contains(&v) {
-        return Err(format!("must be a probability from 0 to 1, not {s}"));
-    }
-    Ok(v)
 }
 
 /// Run `roce demo`: the simulation, its timeline (unless `-q`) and the verdict.

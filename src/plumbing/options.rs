@@ -9,6 +9,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use roce_net::FaultConfig;
+
 use crate::plumbing::port::{PortOptions, Transport};
 
 /// The longest wait a `--leave-after` or `--timeout` takes: one day.
@@ -38,6 +40,74 @@ pub fn wait_secs(s: &str) -> Result<Duration, String> {
 /// A `--duration` value: seconds, finite, 0 to [`MAX_DURATION_SECS`].
 pub fn duration_secs(s: &str) -> Result<Duration, String> {
     secs(s, MAX_DURATION_SECS)
+}
+
+/// A probability: a number from 0 to 1 (`--loss`, and each rate of `--fault`).
+pub fn probability(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number"))?;
+    if !v.is_finite() || !(0.0..=1.0).contains(&v) {
+        return Err(format!("must be a probability from 0 to 1, not {s}"));
+    }
+    Ok(v)
+}
+
+/// The most receive polls a reordered frame is held (`--fault hold=N`).
+pub const MAX_FAULT_HOLD: u32 = 1_000;
+
+/// A `--fault` value: roce-net's [`FaultConfig`] for our own frames, its seed and the
+/// directions it applies to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultSpec {
+    /// Drop, reorder (hold back) and duplicate rates.
+    pub config: FaultConfig,
+    /// The seed of every random decision (the same seed, the same faults for the same frames).
+    pub seed: u64,
+    /// Apply to the frames we send.
+    pub tx: bool,
+    /// Apply to the frames we receive.
+    pub rx: bool,
+}
+
+/// The keys `--fault` takes, in its messages.
+const FAULT_KEYS: &str = "drop, reorder, dup, hold, seed, dir";
+
+/// A `--fault` value: comma-separated `KEY=VALUE`s: `drop=P`, `reorder=P`, `dup=P` (each a
+/// [`probability`]), `hold=N` (receive polls a reordered frame is held back, 1 to
+/// [`MAX_FAULT_HOLD`], default 3), `seed=N` (default 1), `dir=tx|rx|both` (default tx).
+pub fn fault_spec(s: &str) -> Result<FaultSpec, String> {
+    let mut spec =
+        FaultSpec { config: FaultConfig { delay_polls: 3, ..FaultConfig::default() }, seed: 1, tx: true, rx: false };
+    for part in s.split(',') {
+        let Some((key, value)) = part.split_once('=') else {
+            return Err(format!("'{part}' is not KEY=VALUE (keys: {FAULT_KEYS})"));
+        };
+        let rate = || probability(value).map_err(|e| format!("{key}: {e}"));
+        match key.trim() {
+            "drop" => spec.config.drop = rate()?,
+            "reorder" => spec.config.delay = rate()?,
+            "dup" => spec.config.duplicate = rate()?,
+            "hold" => {
+                spec.config.delay_polls =
+                    value.trim().parse().ok().filter(|n| (1..=MAX_FAULT_HOLD).contains(n)).ok_or_else(|| {
+                        format!("hold must be a number of polls from 1 to {MAX_FAULT_HOLD}, not {value}")
+                    })?
+            }
+            "seed" => {
+                spec.seed =
+                    value.trim().parse().map_err(|_| format!("seed must be a 64-bit unsigned number, not {value}"))?
+            }
+            "dir" => {
+                (spec.tx, spec.rx) = match value.trim() {
+                    "tx" => (true, false),
+                    "rx" => (false, true),
+                    "both" => (true, true),
+                    _ => return Err(format!("dir must be tx, rx or both, not {value}")),
+                }
+            }
+            other => return Err(format!("unknown key '{other}' (keys: {FAULT_KEYS})")),
+        }
+    }
+    Ok(spec)
 }
 
 /// A MAC address: six hex bytes (one or two digits each) separated by colons.
@@ -72,7 +142,7 @@ pub struct SaPortArgs {
     /// Talk to OpenSM's SA through ibsim instead (attach to the simulated HCA NODE, default:
     /// the sim's default port); the SA MADs are the same, without the RoCE framing.
     #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "NODE",
-          conflicts_with_all = ["iface", "sa", "prefix", "pcap", "mac", "transport"])]
+          conflicts_with_all = ["iface", "sa", "prefix", "pcap", "mac", "transport", "fault"])]
     pub ibsim: Option<String>,
     /// The SA's address (its QP1 answers SA MADs).
     #[arg(long, value_name = "ADDR")]
@@ -159,6 +229,12 @@ pub struct LinkArgs {
     /// Write every frame to this pcap file.
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
+    /// Faults on our own frames, from a seed: drop=P,reorder=P,dup=P (probabilities),
+    /// hold=N (receive polls a reordered frame is held, default 3), seed=N (default 1),
+    /// dir=tx|rx|both (default tx). Counted at exit (`fault sent: dropped N, reordered N,
+    /// duplicated N`); a dropped frame is never counted as sent, and --pcap holds what passed.
+    #[arg(long, value_parser = fault_spec, value_name = "SPEC")]
+    pub fault: Option<FaultSpec>,
 }
 
 impl LinkArgs {
@@ -184,6 +260,7 @@ impl LinkArgs {
             verbose,
             paths,
             transport: self.transport,
+            fault: self.fault.clone(),
         }
     }
 }
@@ -209,6 +286,35 @@ impl RawPortArgs {
         crate::plumbing::out::set_quiet(self.stack.quiet);
         let paths = roce_cm::MulticastPaths::IGMP_MLD_ONLY;
         self.stack.link.options(self.iface.clone(), None, local, None, paths, self.stack.verbose)
+    }
+}
+
+#[cfg(test)]
+mod fault_tests {
+    use super::*;
+
+    #[test]
+    fn fault_values() {
+        let f = fault_spec("drop=0.02,reorder=0.01,dup=0.005,seed=7").unwrap();
+        assert_eq!((f.config.drop, f.config.delay, f.config.duplicate), (0.02, 0.01, 0.005));
+        assert_eq!((f.config.delay_polls, f.seed, f.tx, f.rx), (3, 7, true, false));
+        let f = fault_spec("hold=5,dir=both").unwrap();
+        assert_eq!((f.config.delay_polls, f.config.drop, f.tx, f.rx), (5, 0.0, true, true));
+        assert_eq!((fault_spec("dir=rx").unwrap().tx, fault_spec("drop=1").unwrap().config.drop), (false, 1.0));
+        for (bad, want) in [
+            ("drop=1.5", "drop: must be a probability from 0 to 1, not 1.5"),
+            ("drop=nan", "not nan"),
+            ("reorder=-0.1", "not -0.1"),
+            ("dup=x", "'x' is not a number"),
+            ("loss=0.1", "unknown key 'loss'"),
+            ("drop", "is not KEY=VALUE"),
+            ("", "is not KEY=VALUE"),
+            ("hold=0", "from 1 to 1000, not 0"),
+            ("seed=-1", "64-bit unsigned"),
+            ("dir=up", "tx, rx or both"),
+        ] {
+            assert!(fault_spec(bad).unwrap_err().contains(want), "{bad}: {:?}", fault_spec(bad));
+        }
     }
 }
 

@@ -16,10 +16,11 @@ use roce_net::device::Device;
 use roce_net::driver::{Direction, Driver, MulticastFilter, NoFrames};
 use roce_net::raw::{InterfaceInfo, RawSocket};
 use roce_net::udp::{RoceUdpSocket, UdpStats};
-use roce_net::PcapDevice;
+use roce_net::{FaultConfig, FaultDevice, FaultStats, PcapDevice};
 use roce_wire::MacAddr;
 
 use crate::plumbing::exit;
+use crate::plumbing::options::FaultSpec;
 use crate::plumbing::out::{errno_name, print_counters_raw, status};
 use crate::plumbing::shutdown::{self, GRACE};
 
@@ -36,6 +37,9 @@ pub enum CliDevice {
     UdpPcap(PcapDevice<RoceUdpSocket>),
     /// No Ethernet: the SA MADs go over the driver's SA link (ibsim).
     NoFrames(NoFrames),
+    /// `--fault`: one of the others behind roce-net's fault transport (outside the pcap, so a
+    /// capture holds what passed).
+    Fault(FaultDevice<Box<CliDevice>>),
 }
 
 /// The device behind a [`CliDevice`], for the calls every variant answers alike.
@@ -47,6 +51,7 @@ macro_rules! each_device {
             CliDevice::Udp($d) => $body,
             CliDevice::UdpPcap($d) => $body,
             CliDevice::NoFrames($d) => $body,
+            CliDevice::Fault($d) => $body,
         }
     };
 }
@@ -77,6 +82,7 @@ impl CliDevice {
         match self {
             CliDevice::Raw(d) => Some(d.stats()),
             CliDevice::Pcap(d) => Some(d.inner_mut().stats()),
+            CliDevice::Fault(d) => d.inner_mut().raw_stats(),
             _ => None,
         }
     }
@@ -86,8 +92,38 @@ impl CliDevice {
         match self {
             CliDevice::Udp(d) => Some(d.stats()),
             CliDevice::UdpPcap(d) => Some(d.inner_mut().stats()),
+            CliDevice::Fault(d) => d.inner_mut().udp_stats(),
             _ => None,
         }
+    }
+
+    /// What `--fault` did to the frames sent and received, if it is set.
+    pub fn fault_stats(&self) -> Option<(FaultStats, FaultStats)> {
+        match self {
+            CliDevice::Fault(d) => Some((d.tx_stats(), d.rx_stats())),
+            _ => None,
+        }
+    }
+
+    /// Put `self` behind the fault transport `spec` describes.
+    fn with_fault(self, spec: &FaultSpec) -> CliDevice {
+        let mut dev = FaultDevice::new(Box::new(self), spec.seed);
+        if spec.tx {
+            dev.set_tx(spec.config.clone());
+        }
+        if spec.rx {
+            dev.set_rx(spec.config.clone());
+        }
+        CliDevice::Fault(dev)
+    }
+}
+
+impl MulticastFilter for Box<CliDevice> {
+    fn set_multicast(&mut self, m: &std::collections::BTreeSet<[u8; 6]>) -> io::Result<()> {
+        MulticastFilter::set_multicast(&mut **self, m)
+    }
+    fn set_ip_groups(&mut self, g: &std::collections::BTreeSet<IpAddr>) -> io::Result<()> {
+        MulticastFilter::set_ip_groups(&mut **self, g)
     }
 }
 
@@ -156,6 +192,8 @@ pub struct PortOptions {
     pub paths: MulticastPaths,
     /// How frames travel (`None`: [`Transport::default_here`]).
     pub transport: Option<Transport>,
+    /// Faults on our own frames (`--fault`).
+    pub fault: Option<FaultSpec>,
 }
 
 /// Why a port could not be opened: the exit status (2 usage, 3 cannot run here) and the message.
@@ -307,6 +345,24 @@ pub fn open_port(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
         (None, Transport::Raw) => open_raw(o)?,
         (None, Transport::Udp) => open_udp(o)?,
     };
+    if let (Some(spec), None) = (&o.fault, &o.ibsim) {
+        let dev = std::mem::replace(&mut d.dev, CliDevice::NoFrames(NoFrames));
+        d.dev = dev.with_fault(spec);
+        let c = &spec.config;
+        let dir = match (spec.tx, spec.rx) {
+            (true, true) => "sent and received",
+            (false, true) => "received",
+            _ => "sent",
+        };
+        status!(
+            "fault on {dir} frames: drop {} reorder {} (held {} polls) dup {}, seed {}",
+            c.drop,
+            c.delay,
+            c.delay_polls,
+            c.duplicate,
+            spec.seed
+        );
+    }
     if o.verbose {
         d.set_tap(Box::new(|dir, now, f| {
             let s = roce_decode::decode::decode_ethernet(f).summary;
@@ -599,12 +655,62 @@ pub fn destroy_ids<D: Device + MulticastFilter>(tool: &str, d: &mut Driver<D>, i
 /// was asked, else `code`.
 pub fn finish(tool: &str, d: &mut Driver<CliDevice>, ids: &[CmId], verbose: bool, code: u8) -> u8 {
     destroy_ids(tool, d, ids);
+    let fault = release_faults(d);
     let raw = d.dev.raw_stats();
-    print_counters_raw(d.stack.counters(), d.send_errors, raw, verbose);
+    let mut counters = d.stack.counters().clone();
+    if let Some((tx, _)) = fault {
+        // `tx` counts what left: a frame the fault layer dropped never did, a copy did.
+        counters.tx_frames = frames_sent(counters.tx_frames, &tx);
+    }
+    print_counters_raw(&counters, d.send_errors, raw, verbose);
     if let Some(u) = d.dev.udp_stats() {
         crate::plumbing::out::print_udp_counters(&u, verbose);
     }
+    if let Some(text) = fault_text(d) {
+        crate::plumbing::out::line(format_args!("{text}"));
+    }
     shutdown::requested().unwrap_or(code)
+}
+
+/// `--fault`: the frames still held back go out now (late, as reordered frames do), so
+/// nothing is left unsent at exit; returns what the fault layer did (sent, received).
+pub fn release_faults(d: &mut Driver<CliDevice>) -> Option<(FaultStats, FaultStats)> {
+    if let CliDevice::Fault(f) = &mut d.dev {
+        if f.release_all().is_err() {
+            d.send_errors += 1;
+        }
+    }
+    d.dev.fault_stats()
+}
+
+/// The `--fault` counts, a line per direction faulted: `fault sent: dropped N, reordered N,
+/// duplicated N`; `None` without `--fault`.
+pub fn fault_text(d: &Driver<CliDevice>) -> Option<String> {
+    let CliDevice::Fault(f) = &d.dev else { return None };
+    Some(fault_lines((f.tx_config(), f.tx_stats()), (f.rx_config(), f.rx_stats())))
+}
+
+/// The lines of [`fault_text`] for what was configured and done each way (sent, received):
+/// a direction with faults configured has its line; with none at all, the sent one.
+fn fault_lines(tx: (&FaultConfig, FaultStats), rx: (&FaultConfig, FaultStats)) -> String {
+    let none = FaultConfig::default();
+    let line = |dir: &str, s: FaultStats| {
+        format!("  fault {dir}: dropped {}, reordered {}, duplicated {}", s.dropped, s.delayed, s.duplicated)
+    };
+    let mut lines = Vec::new();
+    if tx.0 != &none || rx.0 == &none {
+        lines.push(line("sent", tx.1));
+    }
+    if rx.0 != &none {
+        lines.push(line("received", rx.1));
+    }
+    lines.join("\n")
+}
+
+/// The frames that left through the fault layer, for the `tx` count: the stack's `tx_frames`
+/// less those dropped, plus the copies.
+fn frames_sent(tx_frames: u64, tx: &FaultStats) -> u64 {
+    tx_frames.saturating_sub(tx.dropped) + tx.duplicated
 }
 
 /// [`finish`] for the tools with RC QPs: with `verbose`, the RC engine's counters after the
@@ -615,4 +721,40 @@ pub fn finish_rc(tool: &str, d: &mut Driver<CliDevice>, ids: &[CmId], verbose: b
         crate::plumbing::out::line(format_args!("{:?}", d.stack.rc().counters()));
     }
     code
+}
+
+#[cfg(test)]
+mod fault_tests {
+    use super::*;
+
+    #[test]
+    fn fault_counts_name_each_direction_faulted() {
+        let on = FaultConfig { drop: 0.1, ..FaultConfig::default() };
+        let off = FaultConfig::default();
+        let s = FaultStats { dropped: 3, delayed: 2, duplicated: 1, passed: 40, ..FaultStats::default() };
+        let z = FaultStats::default();
+        assert_eq!(fault_lines((&on, s), (&off, z)), "  fault sent: dropped 3, reordered 2, duplicated 1");
+        assert_eq!(
+            fault_lines((&on, s), (&on, s)),
+            "  fault sent: dropped 3, reordered 2, duplicated 1\n  fault received: dropped 3, reordered 2, duplicated 1"
+        );
+        assert_eq!(fault_lines((&off, z), (&on, s)), "  fault received: dropped 3, reordered 2, duplicated 1");
+        assert_eq!(fault_lines((&off, z), (&off, z)), "  fault sent: dropped 0, reordered 0, duplicated 0");
+        // A dropped frame never left; a copy did.
+        assert_eq!(frames_sent(100, &s), 98);
+        assert_eq!(frames_sent(2, &FaultStats { dropped: 5, ..z }), 0);
+    }
+
+    /// The fault layer sits outside the device: what it drops never reaches it.
+    #[test]
+    fn a_fault_wrapped_device_counts_its_drops() {
+        let spec = crate::plumbing::options::fault_spec("drop=1,seed=3").unwrap();
+        let mut dev = CliDevice::NoFrames(NoFrames).with_fault(&spec);
+        for _ in 0..5 {
+            dev.send(&[0u8; 60]).unwrap();
+        }
+        let (tx, rx) = dev.fault_stats().unwrap();
+        assert_eq!((tx.dropped, tx.passed, rx.dropped), (5, 0, 0));
+        assert!(dev.raw_stats().is_none() && dev.udp_stats().is_none());
+    }
 }

@@ -31,7 +31,7 @@ const SUBCOMMANDS: [&str; 16] = [
     "fuzz-peer",
 ];
 
-const OPTIONS: [&str; 61] = [
+const OPTIONS: [&str; 62] = [
     "--peer",
     "--out",
     "-o",
@@ -93,6 +93,7 @@ const OPTIONS: [&str; 61] = [
     "--service",
     "--log-cmd",
     "--log-every",
+    "--fault",
 ];
 
 fn hostile_values() -> Vec<OsString> {
@@ -133,6 +134,9 @@ fn hostile_values() -> Vec<OsString> {
         "sendonly",
         "/nonexistent/x",
         "umad99",
+        "drop=0.02,reorder=0.01,dup=0.005,seed=3",
+        "drop=2",
+        "reorder=nan,dir=up",
     ]
     .iter()
     .map(OsString::from)
@@ -254,6 +258,10 @@ fn the_cases_seen_are_refused_with_the_bound() {
         (&["sa-query", "--ibsim", "-S", "--service-name", &"n".repeat(64)], "at most 63"),
         (&["sa-query", "--ibsim", "--register"], "--service-id"),
         (&["sa-query", "--ibsim", "--resolve", "--delete", "--service-id", "1"], "cannot be used with"),
+        (&["rping", "-c", "-a", "198.18.1.2", "--iface", "nope0", "--fault", "drop=1.5"], "not 1.5"),
+        (&["perftest", "send_bw", "-I", "198.18.1.1", "--iface", "nope0", "--fault", "loss=0.1"], "unknown key 'loss'"),
+        (&["udaddy", "-b", "198.18.1.1", "--iface", "nope0", "--fault", "dup=-1"], "not -1"),
+        (&["mckey", "-m", "239.1.2.3", "--ibsim", "--fault", "drop=0.1"], "cannot be used with"),
     ] {
         refused(args, want);
     }

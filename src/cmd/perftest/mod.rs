@@ -251,6 +251,11 @@ pub fn run(args: Args) -> ExitCode {
         code
     } else {
         crate::plumbing::port::destroy_ids("perftest", &mut d, &ids);
+        // Off stdout, which ends with perftest's own table.
+        crate::plumbing::port::release_faults(&mut d);
+        if let Some(text) = crate::plumbing::port::fault_text(&d) {
+            eprintln!("{text}");
+        }
         crate::plumbing::shutdown::requested().unwrap_or(code)
     };
     ExitCode::from(code)
