@@ -103,8 +103,12 @@ pub fn lossy_rc(dir: &Path, seed: u64) -> (PathBuf, u32, u32) {
     (path, qa, qb)
 }
 
-/// The lossy capture with ECN CE set on every 7th frame from A and a CNP from B to A's QP
-/// after every 11th, crafted with `roce decode --json | … | roce encode`.
+/// The QP the crafted CNPs of [`with_ecn_and_cnps`] go to when they answer nothing.
+pub const UNKNOWN_QP: u32 = 0xabcdef;
+
+/// The lossy capture with ECN CE set on every 7th frame from A, a CNP from B to A's QP
+/// after every 11th, and one from B to [`UNKNOWN_QP`] after every 13th, crafted with
+/// `roce decode --json | … | roce encode`.
 pub fn with_ecn_and_cnps(dir: &Path, lossy: &Path, qa: u32) -> PathBuf {
     let out = roce().args(["decode", "--json"]).arg(lossy).output().unwrap();
     assert!(out.status.success());
@@ -127,14 +131,14 @@ pub fn with_ecn_and_cnps(dir: &Path, lossy: &Path, qa: u32) -> PathBuf {
         }
         let time = v["time_epoch"].clone();
         lines.push(v.to_string());
-        if i % 11 == 0 {
+        for qp in [(i % 11 == 0).then_some(qa), (i % 13 == 0).then_some(UNKNOWN_QP)].into_iter().flatten() {
             let mut c = cnp.clone();
             c["ip"]["src"] = B.to_string().into();
             c["ip"]["dst"] = A.to_string().into();
             c["ip"]["ecn"] = 0.into();
-            c["dest_qp"] = qa.into();
-            c["bth"]["dest_qp"] = qa.into();
-            c["time_epoch"] = time;
+            c["dest_qp"] = qp.into();
+            c["bth"]["dest_qp"] = qp.into();
+            c["time_epoch"] = time.clone();
             for k in ["checksum", "checksum_ok"] {
                 c["ip"].as_object_mut().unwrap().remove(k);
             }

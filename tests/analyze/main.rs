@@ -8,6 +8,7 @@
 mod common;
 
 mod captures;
+mod flow_oracle;
 mod html;
 mod native_ib;
 mod oracle;

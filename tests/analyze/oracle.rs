@@ -2,297 +2,31 @@
 //! (`tshark -T fields -e infiniband.bth.psn …`), with the definitions of
 //! crates/roce-decode/src/analyze/flows.rs written again over plain sets and maps.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
 use super::captures::{self, roce};
 use super::common;
+pub use super::flow_oracle::{analyze_json, fields};
+use super::flow_oracle::{check_flows, num, SourceQp};
 
 pub fn sample() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sample.pcap")
 }
 
-/// tshark's fields, one row per frame.
-pub fn fields(path: &Path, names: &[&str]) -> Vec<Vec<String>> {
-    let mut c = Command::new(common::tshark());
-    c.arg("-r").arg(path).args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"]);
-    for n in names {
-        c.args(["-e", n]);
-    }
-    let out = c.output().unwrap();
-    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().map(|l| l.split('|').map(str::to_owned).collect()).collect()
-}
-
-pub fn analyze_json(path: &Path) -> Value {
-    let out = roce().args(["analyze", "--json"]).arg(path).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn num(s: &str) -> u64 {
-    let s = s.trim();
-    match s.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).unwrap(),
-        None => s.parse().unwrap_or_else(|_| panic!("not a number: {s:?}")),
-    }
-}
-
-/// Extension-header bytes per opcode [IBA table 38], written out here on purpose.
-fn ext_len(op: u64) -> u64 {
-    let base = if (0x20..0x40).contains(&op) { op - 0x20 } else { op };
-    match op {
-        0x64 => 8,
-        0x65 => 12,
-        0x81 => 0,
-        _ => match base {
-            0x03 | 0x05 | 0x09 => 4,
-            0x06 | 0x0a | 0x0c => 16,
-            0x0b => 20,
-            0x0d | 0x0f | 0x10 | 0x11 => 4,
-            0x12 => 12,
-            0x13 | 0x14 => 28,
-            0x16 | 0x17 => 4,
-            0x1c => 20,
-            0x1d => 16,
-            _ => 0,
-        },
-    }
-}
-
-#[derive(Default, Debug, PartialEq)]
-struct Expect {
-    packets: u64,
-    bytes: u64,
-    first_psn: u64,
-    last_psn: u64,
-    messages: u64,
-    gaps: u64,
-    missing: u64,
-    out_of_order: u64,
-    duplicates: u64,
-    retransmissions: u64,
-    acks: u64,
-    naks: BTreeMap<&'static str, u64>,
-    read_requests: u64,
-    read_responses: u64,
-    atomics: u64,
-    atomic_acks: u64,
-    ecn_ce: u64,
-}
-
-#[derive(Default)]
-struct PsnState {
-    seen: HashSet<u64>,
-    skipped: HashSet<u64>,
-    next: Option<u64>,
-    prev: Option<u64>,
-    read_span: bool,
-    in_message: bool,
-}
-
-fn ahead(a: u64, b: u64) -> i64 {
-    let d = a.wrapping_sub(b) & 0xff_ffff;
-    if d > 0x80_0000 {
-        d as i64 - 0x100_0000
-    } else {
-        d as i64
-    }
-}
-
-/// The flows as the definitions say, from tshark's fields; `skip`: frame numbers left out.
-fn expected(path: &Path, skip: &[u64]) -> BTreeMap<(String, String, u64), Expect> {
-    let rows = fields(
-        path,
-        &[
-            "frame.number",
-            "ip.src",
-            "ipv6.src",
-            "ip.dst",
-            "ipv6.dst",
-            "infiniband.bth.opcode",
-            "infiniband.bth.destqp",
-            "infiniband.bth.psn",
-            "infiniband.bth.padcnt",
-            "udp.length",
-            "ip.dsfield.ecn",
-            "ipv6.tclass.ecn",
-            "infiniband.aeth.syndrome",
-        ],
-    );
-    let mut flows: BTreeMap<(String, String, u64), Expect> = BTreeMap::new();
-    let mut state: HashMap<(String, String, u64), PsnState> = HashMap::new();
-    for r in rows {
-        if r[5].is_empty() || skip.contains(&num(&r[0])) {
-            continue;
-        }
-        let src = if r[1].is_empty() { r[2].clone() } else { r[1].clone() };
-        let dst = if r[3].is_empty() { r[4].clone() } else { r[3].clone() };
-        let (op, qp, psn) = (num(&r[5]), num(&r[6]), num(&r[7]));
-        let key = (src, dst, qp);
-        let f = flows.entry(key.clone()).or_default();
-        let s = state.entry(key).or_default();
-        if f.packets == 0 {
-            f.first_psn = psn;
-        }
-        f.packets += 1;
-        f.last_psn = psn;
-        f.bytes += num(&r[9]) - 8 - 12 - ext_len(op) - num(&r[8]) - 4;
-        let ecn = if r[10].is_empty() { &r[11] } else { &r[10] };
-        if num(ecn) == 3 {
-            f.ecn_ce += 1;
-        }
-        match op {
-            0x11 | 0x12 => {
-                let syn = num(&r[12]);
-                match (syn >> 5) & 3 {
-                    0 => f.acks += 1,
-                    1 => *f.naks.entry("rnr").or_default() += 1,
-                    3 => {
-                        let k = [
-                            "psn_sequence_error",
-                            "invalid_request",
-                            "remote_access_error",
-                            "remote_operational_error",
-                        ];
-                        *f.naks.entry(k.get((syn & 0x1f) as usize).copied().unwrap_or("other")).or_default() += 1;
-                    }
-                    _ => *f.naks.entry("other").or_default() += 1,
-                }
-                if op == 0x12 {
-                    f.atomic_acks += 1;
-                }
-            }
-            0x0d..=0x10 => f.read_responses += 1,
-            0x81 => {}
-            _ => {
-                if op == 0x0c {
-                    f.read_requests += 1;
-                }
-                if op == 0x13 || op == 0x14 {
-                    f.atomics += 1;
-                }
-                let prev = s.prev.replace(psn);
-                let mut resent = false;
-                match s.next {
-                    None => {}
-                    Some(next) if ahead(psn, next) >= 0 => {
-                        let gap = ahead(psn, next) as u64;
-                        if gap > 0 && !std::mem::take(&mut s.read_span) {
-                            f.gaps += 1;
-                            f.missing += gap;
-                            for k in 0..gap {
-                                s.skipped.insert((next + k) & 0xff_ffff);
-                            }
-                        } else if gap > 0 {
-                            for k in 0..gap {
-                                s.seen.insert((next + k) & 0xff_ffff);
-                            }
-                        }
-                    }
-                    Some(_) => {
-                        if prev == Some(psn) {
-                            f.duplicates += 1;
-                            resent = true;
-                        } else if s.skipped.remove(&psn) {
-                            f.out_of_order += 1;
-                        } else {
-                            assert!(s.seen.contains(&psn));
-                            f.retransmissions += 1;
-                            resent = true;
-                        }
-                    }
-                }
-                if s.next.is_none() || ahead(psn, s.next.unwrap()) >= 0 {
-                    s.next = Some((psn + 1) & 0xff_ffff);
-                }
-                s.seen.insert(psn);
-                if op == 0x0c {
-                    s.read_span = true;
-                }
-                if !resent {
-                    // Messages: ONLY packets, FIRST … LAST runs.
-                    let b = if (0x20..0x40).contains(&op) { op - 0x20 } else { op };
-                    match b {
-                        0x00 | 0x06 => s.in_message = true,
-                        0x01 | 0x07 => {}
-                        0x02 | 0x03 | 0x08 | 0x09 | 0x16 => {
-                            if std::mem::take(&mut s.in_message) {
-                                f.messages += 1;
-                            }
-                        }
-                        _ => f.messages += 1,
-                    }
-                }
-            }
-        }
-    }
-    flows
-}
-
-fn got(f: &Value) -> Expect {
-    let n = &f["ack"]["naks"];
-    let mut naks = BTreeMap::new();
-    for k in
-        ["psn_sequence_error", "invalid_request", "remote_access_error", "remote_operational_error", "other", "rnr"]
-    {
-        let v = n[k].as_u64().unwrap();
-        if v > 0 {
-            naks.insert(k, v);
-        }
-    }
-    let u = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("{v}"));
-    Expect {
-        packets: u(&f["packets"]),
-        bytes: u(&f["bytes"]),
-        first_psn: u(&f["first_psn"]),
-        last_psn: u(&f["last_psn"]),
-        messages: u(&f["messages"]),
-        gaps: u(&f["psn"]["gaps"]),
-        missing: u(&f["psn"]["missing"]),
-        out_of_order: u(&f["psn"]["out_of_order"]),
-        duplicates: u(&f["psn"]["duplicates"]),
-        retransmissions: u(&f["psn"]["retransmissions"]),
-        acks: u(&f["ack"]["acks"]),
-        naks,
-        read_requests: u(&f["reads"]["requests"]),
-        read_responses: u(&f["reads"]["responses"]),
-        atomics: u(&f["atomics"]["requests"]),
-        atomic_acks: u(&f["atomics"]["acks"]),
-        ecn_ce: u(&f["ecn_ce"]),
-    }
-}
-
-fn check_flows(path: &Path, skip: &[u64]) -> Value {
-    let doc = analyze_json(path);
-    let want = expected(path, skip);
-    let flows = doc["flows"].as_array().unwrap();
-    assert_eq!(flows.len(), want.len(), "flows: {:#?}", want.keys().collect::<Vec<_>>());
-    for f in flows {
-        let key = (
-            f["src"].as_str().unwrap().to_owned(),
-            f["dst"].as_str().unwrap().to_owned(),
-            f["dest_qp"].as_u64().unwrap(),
-        );
-        let w = want.get(&key).unwrap_or_else(|| panic!("flow {key:?} not in tshark's"));
-        assert_eq!(&got(f), w, "flow {key:?}");
-    }
-    doc
-}
-
 /// The flow from `src` to QP `qp`.
 fn flow(doc: &Value, src: std::net::Ipv4Addr, qp: u32) -> &Value {
-    doc["flows"].as_array().unwrap().iter().find(|f| f["dest_qp"] == qp && f["src"] == src.to_string()).unwrap()
+    let flows = doc["flows"].as_array().unwrap();
+    flows.iter().find(|f| f["dest_qp"] == qp && f["src"] == src.to_string() && f["transport"] != "CNP").unwrap()
 }
 
 #[test]
 fn lossy_rc_flows_match_tshark() {
     let dir = common::artefact_dir("analyze-lossy-rc");
     let (pcap, qa, qb) = captures::lossy_rc(&dir, 11);
-    let doc = check_flows(&pcap, &[]);
+    let doc = check_flows(&pcap, &[], &[]);
     // The scenario made every kind of event the analysis names.
     let req = flow(&doc, captures::A, qb);
     let ack = flow(&doc, captures::B, qa);
@@ -305,7 +39,7 @@ fn lossy_rc_flows_match_tshark() {
     assert!(req["atomics"]["latency"]["count"].as_u64().unwrap() > 0, "{req}");
     // The same traffic as a tap behind the faulty link sees it.
     let tap = captures::receiver_tap(&dir, &pcap, 5);
-    let doc = check_flows(&tap, &[]);
+    let doc = check_flows(&tap, &[], &[]);
     let req = flow(&doc, captures::A, qb);
     for k in ["gaps", "out_of_order", "duplicates", "retransmissions"] {
         assert!(req["psn"][k].as_u64().unwrap() > 0, "{k}: {req}");
@@ -315,15 +49,32 @@ fn lossy_rc_flows_match_tshark() {
 #[test]
 fn ecn_marks_and_cnps_match_tshark() {
     let dir = common::artefact_dir("analyze-ecn-cnp");
-    let (pcap, qa, _) = captures::lossy_rc(&dir, 12);
+    let (pcap, qa, qb) = captures::lossy_rc(&dir, 12);
     let crafted = captures::with_ecn_and_cnps(&dir, &pcap, qa);
-    let doc = check_flows(&crafted, &[]);
+    // A's requests to B's QP come from A's QP: the CNPs B sends to it answer them; the
+    // CNPs to a QP nothing in the capture comes from stay a CNP-only flow.
+    let a_to_b: SourceQp = ((captures::A.to_string(), captures::B.to_string(), u64::from(qb)), u64::from(qa));
+    let doc = check_flows(&crafted, &[], &[a_to_b]);
     let flows = doc["flows"].as_array().unwrap();
     let ce: u64 = flows.iter().map(|f| f["ecn_ce"].as_u64().unwrap()).sum();
     assert!(ce > 10, "{ce} CE marks");
-    let cnp = flows.iter().find(|f| f["transport"] == "CNP").expect("a CNP flow");
-    assert!(cnp["packets"].as_u64().unwrap() > 10, "{cnp}");
-    assert_eq!(cnp["dest_qp"], qa);
+    let req = flow(&doc, captures::A, qb);
+    assert!(req["cnps"].as_u64().unwrap() > 10, "{req}");
+    assert_eq!(req["src_qp"], qa, "learned from the READ responses and ACKs");
+    let ack = flow(&doc, captures::B, qa);
+    assert_eq!((&ack["transport"], &ack["cnps"]), (&"RC".into(), &0.into()), "{ack}");
+    let cnp_only: Vec<&Value> = flows.iter().filter(|f| f["transport"] == "CNP").collect();
+    assert_eq!(cnp_only.len(), 1, "{cnp_only:?}");
+    assert_eq!(cnp_only[0]["dest_qp"], captures::UNKNOWN_QP);
+    assert!(cnp_only[0]["packets"].as_u64().unwrap() > 5, "{}", cnp_only[0]);
+    // The text report has the column, the HTML the line over the request flow's plot.
+    let out = roce().arg("analyze").arg(&crafted).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("CNPs"), "{text}");
+    let html = dir.join("ecn-cnp.html");
+    assert!(roce().args(["analyze", "--html"]).arg(&html).arg(&crafted).status().unwrap().success());
+    let cnps = req["cnps"].as_u64().unwrap();
+    assert!(std::fs::read_to_string(&html).unwrap().contains(&format!("CNPs back to the source {cnps}")));
 }
 
 /// CM messages by attribute name, from tshark's fields.
@@ -344,7 +95,7 @@ fn got_cm_messages(doc: &Value) -> BTreeMap<String, u64> {
 fn cm_connected_rc_matches_tshark() {
     let dir = common::artefact_dir("analyze-cm-rc");
     let pcap = captures::cm_rc(&dir, 3);
-    let doc = check_flows(&pcap, &[]);
+    let doc = check_flows(&pcap, &[], &[]);
     assert_eq!(got_cm_messages(&doc), cm_messages(&pcap));
     let conns = doc["cm"]["connections"].as_array().unwrap();
     assert_eq!(conns.len(), 1, "{}", doc["cm"]);
@@ -406,7 +157,7 @@ fn sa_membership(path: &Path) -> BTreeMap<String, (u64, u64, u64, u64)> {
 fn multicast_joins_and_leaves_through_the_sa_match_tshark() {
     let dir = common::artefact_dir("analyze-multicast");
     let pcap = captures::multicast(&dir, 21);
-    let doc = check_flows(&pcap, &[]);
+    let doc = check_flows(&pcap, &[], &[]);
     check_mads(&pcap, &doc);
     let mut got: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
     for g in doc["multicast"]["groups"].as_array().unwrap().iter().filter(|g| g["kind"] == "mgid") {
@@ -434,7 +185,7 @@ fn multicast_joins_and_leaves_through_the_sa_match_tshark() {
 #[test]
 fn sample_capture_flows_mads_cm_and_multicast_match_tshark() {
     // Frame 44's IPv4 total length is wrong: tshark dissects it anyway, we count it malformed.
-    let doc = check_flows(&sample(), &[44]);
+    let doc = check_flows(&sample(), &[44], &[]);
     assert_eq!(doc["capture"]["malformed"]["IPv4: ip_length"], 1);
     check_mads(&sample(), &doc);
     assert_eq!(got_cm_messages(&doc), cm_messages(&sample()));

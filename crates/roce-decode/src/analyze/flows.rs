@@ -11,6 +11,13 @@
 //!
 //! ACKs, ATOMIC ACKs and READ responses travel on the reverse flow and are counted there
 //! (the acknowledgement side); they are not part of its PSN analysis.
+//!
+//! CNPs: a CNP goes to the QP that sent the CE-marked traffic (its BTH destination QP is the
+//! data flow's *source* QP, which the data packets' BTH does not carry). A flow's source QP is
+//! learned from the capture: a UD packet's DETH, a READ response or ATOMIC ACK answering one of
+//! the flow's requests, or an ACK/NAK whose PSN lies in exactly one RC request flow's PSN range
+//! between the two endpoints. [`FlowTable::finish`] counts each CNP on the data flow it
+//! answers (`cnps`); CNPs whose data flow stays unknown keep a CNP-only flow of their own.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -158,6 +165,8 @@ pub struct Flow {
     /// Gaps forgotten to stay bounded (a later fill of one counts as a retransmission).
     pub holes_forgotten: u64,
     next_psn: Option<u32>,
+    /// The PSN of the first request (the flow may start with ACKs in the other PSN space).
+    first_request_psn: u32,
     prev_psn: Option<u32>,
     read_span: bool,
     holes: VecDeque<(u32, u32)>,
@@ -184,6 +193,12 @@ pub struct Flow {
     pub ecn_ce: u64,
     /// Frames whose ICRC is wrong.
     pub bad_icrc: u64,
+    /// CNPs answering this flow's traffic (sent back to its source QP).
+    pub cnps: u64,
+    /// The QP this flow's packets come from, when the capture tells (see the module docs).
+    pub src_qp: Option<u32>,
+    /// Carries RC requests (a candidate for the ACKs coming back).
+    rc_requester: bool,
     /// The PSN-over-time plot (bounded).
     pub points: Points<PsnPoint>,
     /// Payload bytes over time from the flow's first packet (bounded).
@@ -215,6 +230,7 @@ impl Flow {
             retransmissions: 0,
             holes_forgotten: 0,
             next_psn: None,
+            first_request_psn: psn,
             prev_psn: None,
             read_span: false,
             holes: VecDeque::new(),
@@ -230,6 +246,9 @@ impl Flow {
             atomic_latency: Latency::default(),
             ecn_ce: 0,
             bad_icrc: 0,
+            cnps: 0,
+            src_qp: None,
+            rc_requester: false,
             points: Points::default(),
             throughput: Buckets::default(),
         }
@@ -263,6 +282,7 @@ impl Flow {
     fn psn(&mut self, psn: u32, t: f64, note: &mut Note) -> PointKind {
         let prev = self.prev_psn.replace(psn);
         let Some(next) = self.next_psn else {
+            self.first_request_psn = psn;
             self.next_psn = Some(psn.wrapping_add(1) & PSN_MASK);
             return PointKind::Send;
         };
@@ -355,6 +375,12 @@ pub struct FlowTable {
     pending: HashMap<(IpAddr, IpAddr, u32), Pending>,
     /// The last RC request flow from a source to a destination (to put ACKs on its plot).
     pair: HashMap<(IpAddr, IpAddr), usize>,
+    /// CNP-only flows (CNPs never join an ACK or data flow of the same key).
+    cnp_index: HashMap<FlowKey, usize>,
+    /// Data flows by (source, destination, source QP): where a CNP to that QP belongs.
+    by_src_qp: HashMap<FlowKey, usize>,
+    /// Flows carrying RC requests, by (source, destination): the candidates for an ACK.
+    rc_requesters: HashMap<(IpAddr, IpAddr), Vec<usize>>,
     /// Requests not timed because [`MAX_PENDING`] were waiting.
     pub pending_full: u64,
     /// Flows not created because `max_flows` were there (their frames counted here).
@@ -375,7 +401,8 @@ impl FlowTable {
         let op = bth.opcode();
         let psn = bth.psn();
         let key = (fp.src, fp.dst, bth.dest_qp());
-        let i = match self.index.get(&key) {
+        let index = if op.transport() == Transport::Cnp { &mut self.cnp_index } else { &mut self.index };
+        let i = match index.get(&key) {
             Some(&i) => i,
             None => {
                 if self.flows.len() >= self.max_flows {
@@ -383,7 +410,7 @@ impl FlowTable {
                     return;
                 }
                 self.flows.push(Flow::new(key, op.transport(), psn, t, frame));
-                self.index.insert(key, self.flows.len() - 1);
+                index.insert(key, self.flows.len() - 1);
                 self.flows.len() - 1
             }
         };
@@ -424,6 +451,9 @@ impl FlowTable {
                 }
                 if matches!(op.transport(), Transport::Rc) {
                     self.pair.insert((key.0, key.1), i);
+                    if !std::mem::replace(&mut f.rc_requester, true) {
+                        self.rc_requesters.entry((key.0, key.1)).or_default().push(i);
+                    }
                 }
                 let timed = match op {
                     RcRdmaReadRequest => {
@@ -445,6 +475,11 @@ impl FlowTable {
                     } else {
                         self.pending_full += 1;
                     }
+                }
+                // The DETH (Q_Key, reserved byte, source QP) names where UD packets come from.
+                if matches!(op, UdSendOnly | UdSendOnlyWithImmediate) && fp.ext.len() >= 8 {
+                    let src_qp = u32::from_be_bytes([0, fp.ext[5], fp.ext[6], fp.ext[7]]);
+                    self.learn_src_qp(i, src_qp);
                 }
             }
         }
@@ -502,8 +537,14 @@ impl FlowTable {
         let (src, dst) = (f.src, f.dst);
         // The request this answers: READ's first response or the ATOMIC ACK carry its PSN.
         let answers = matches!(op, RcRdmaReadResponseFirst | RcRdmaReadResponseOnly | RcAtomicAcknowledge);
+        let requester_qp = f.dest_qp;
+        if op == RcAcknowledge {
+            self.ack_names_requester(src, dst, requester_qp, psn);
+        }
         if answers {
             if let Some(p) = self.pending.remove(&(dst, src, psn)) {
+                // The response goes back to the requester's QP: the request flow's source.
+                self.learn_src_qp(p.flow, requester_qp);
                 let dt = t - p.t;
                 let req = &mut self.flows[p.flow];
                 if op == RcAtomicAcknowledge {
@@ -522,6 +563,88 @@ impl FlowTable {
     /// Requests still waiting for a response at the end.
     pub fn unanswered(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Flow `i`'s packets come from QP `src_qp`.
+    fn learn_src_qp(&mut self, i: usize, src_qp: u32) {
+        let f = &mut self.flows[i];
+        if let Some(old) = f.src_qp.replace(src_qp) {
+            if old == src_qp {
+                return;
+            }
+            self.by_src_qp.remove(&(f.src, f.dst, old));
+        }
+        self.by_src_qp.insert((f.src, f.dst, src_qp), i);
+    }
+
+    /// An ACK or NAK from `responder` to `requester`'s QP `requester_qp` for `psn`: when
+    /// exactly one RC request flow from `requester` to `responder` whose source is not known
+    /// to be another QP has sent that PSN (between its first PSN and its next expected one),
+    /// that flow comes from `requester_qp`.
+    fn ack_names_requester(&mut self, responder: IpAddr, requester: IpAddr, requester_qp: u32, psn: u32) {
+        if self.by_src_qp.contains_key(&(requester, responder, requester_qp)) {
+            return;
+        }
+        let Some(flows) = self.rc_requesters.get(&(requester, responder)) else { return };
+        let mut found = None;
+        for &j in flows {
+            let f = &self.flows[j];
+            let sent = f.next_psn.is_some_and(|next| serial(psn, f.first_request_psn) >= 0 && serial(psn, next) <= 0);
+            if sent && f.src_qp.is_none_or(|q| q == requester_qp) {
+                if found.is_some() {
+                    return; // ambiguous: say nothing
+                }
+                found = Some(j);
+            }
+        }
+        if let Some(j) = found {
+            self.learn_src_qp(j, requester_qp);
+        }
+    }
+
+    /// At the end: each CNP-only flow whose data flow is now known (the flow from the CNP's
+    /// destination to its source, coming from the QP the CNPs go to) is counted in that
+    /// flow's `cnps` and removed; the others stay, transport CNP.
+    pub fn finish(&mut self) {
+        let mut gone = vec![false; self.flows.len()];
+        for (&(src, dst, qp), &c) in &self.cnp_index {
+            if let Some(&j) = self.by_src_qp.get(&(dst, src, qp)) {
+                self.flows[j].cnps += self.flows[c].packets;
+                gone[c] = true;
+            }
+        }
+        if !gone.contains(&true) {
+            return;
+        }
+        // Renumber what stays, in the same order.
+        let mut new_index = vec![None; self.flows.len()];
+        let mut n = 0;
+        for (i, g) in gone.iter().enumerate() {
+            if !g {
+                new_index[i] = Some(n);
+                n += 1;
+            }
+        }
+        let mut i = 0;
+        self.flows.retain(|_| {
+            i += 1;
+            !gone[i - 1]
+        });
+        let map = |i: &mut usize| match new_index[*i] {
+            Some(n) => {
+                *i = n;
+                true
+            }
+            None => false,
+        };
+        self.index.retain(|_, i| map(i));
+        self.cnp_index.retain(|_, i| map(i));
+        self.by_src_qp.retain(|_, i| map(i));
+        self.pair.retain(|_, i| map(i));
+        self.pending.retain(|_, p| map(&mut p.flow));
+        for v in self.rc_requesters.values_mut() {
+            v.retain_mut(|i| map(i));
+        }
     }
 }
 
@@ -583,6 +706,95 @@ mod tests {
         let f = verdicts(&[0xff_fffe, 0xff_ffff, 0, 1]);
         assert_eq!((f.gaps, f.retransmissions, f.out_of_order), (0, 0, 0));
         assert_eq!(serial(0, 0xff_ffff), 1);
+    }
+
+    const A: [u8; 4] = [198, 18, 0, 1];
+    const B: [u8; 4] = [198, 18, 0, 2];
+
+    /// Hand `table` one packet: `opcode` from `src` to `dst`'s QP `qp`, PSN `psn`, `ext` bytes.
+    fn packet(table: &mut FlowTable, src: [u8; 4], dst: [u8; 4], opcode: u8, qp: u32, psn: u32, ext: &[u8]) {
+        let mut b = [0u8; 12];
+        b[0] = opcode;
+        b[4..8].copy_from_slice(&qp.to_be_bytes());
+        b[8..12].copy_from_slice(&psn.to_be_bytes());
+        let p = Packet {
+            src: src.into(),
+            dst: dst.into(),
+            bth: roce_wire::bth::Packet::new_unchecked(&b[..]),
+            ext,
+            payload: &[],
+            icrc_ok: true,
+            ecn_ce: false,
+        };
+        let n = table.flows.iter().map(|f| f.packets).sum::<u64>();
+        table.frame(&p, 0.0, n + 1, &mut Note::default());
+    }
+
+    fn flow(table: &FlowTable, src: [u8; 4], qp: u32, transport: Transport) -> Option<&Flow> {
+        table.flows.iter().find(|f| f.src == IpAddr::from(src) && f.dest_qp == qp && f.transport == transport)
+    }
+
+    #[test]
+    fn a_cnp_counts_on_the_ud_flow_its_deth_names() {
+        let mut t = FlowTable::new(16);
+        // UD SEND ONLY from A's QP 0x11 to B's QP 0x22: DETH = Q_Key, reserved, source QP.
+        let deth = [0x11, 0x11, 0x11, 0x11, 0, 0, 0, 0x11];
+        for psn in 0..3 {
+            packet(&mut t, A, B, 0x64, 0x22, psn, &deth);
+        }
+        packet(&mut t, B, A, 0x81, 0x11, 0, &[]);
+        packet(&mut t, B, A, 0x81, 0x11, 0, &[]);
+        packet(&mut t, B, A, 0x81, 0x99, 0, &[]); // to a QP no flow comes from
+        t.finish();
+        let ud = flow(&t, A, 0x22, Transport::Ud).unwrap();
+        assert_eq!((ud.cnps, ud.src_qp, ud.packets), (2, Some(0x11), 3));
+        let orphan = flow(&t, B, 0x99, Transport::Cnp).expect("the CNP-only flow stays");
+        assert_eq!((orphan.packets, orphan.cnps), (1, 0));
+        assert_eq!(t.flows.len(), 2);
+        assert!(flow(&t, B, 0x11, Transport::Cnp).is_none());
+    }
+
+    #[test]
+    fn a_cnp_before_the_ack_that_names_the_rc_requester_is_counted_at_the_end() {
+        let mut t = FlowTable::new(16);
+        packet(&mut t, B, A, 0x81, 0x0a, 0, &[]); // B's CNP to A's QP 0x0a, first in the capture
+                                                  // A's flow to B's QP starts with an ACK of B's own requests (B's PSN space).
+        packet(&mut t, A, B, 0x11, 0x0b, 9_000, &[0x1f, 0, 0, 1]);
+        for psn in 100..105 {
+            packet(&mut t, A, B, 0x04, 0x0b, psn, &[]); // RC SEND ONLY to B's QP 0x0b
+        }
+        for psn in 7..9 {
+            packet(&mut t, A, B, 0x04, 0x0c, psn, &[]); // another QP, other PSNs
+        }
+        packet(&mut t, B, A, 0x11, 0x0a, 104, &[0x1f, 0, 0, 1]); // ACK of PSN 104 to QP 0x0a
+        packet(&mut t, B, A, 0x81, 0x0a, 0, &[]);
+        t.finish();
+        let req = flow(&t, A, 0x0b, Transport::Rc).unwrap();
+        assert_eq!((req.cnps, req.src_qp), (2, Some(0x0a)));
+        let ack = flow(&t, B, 0x0a, Transport::Rc).unwrap();
+        assert_eq!((ack.packets, ack.acks, ack.cnps), (1, 1, 0), "a CNP never joins the ACK flow");
+        assert_eq!((req.packets, req.acks), (6, 1));
+        assert_eq!(t.flows.len(), 3);
+        // Indices stay right after the CNP-only flow went: the ACK still finds its request flow.
+        assert_eq!(t.index.len(), 3);
+        for (k, &i) in &t.index {
+            assert_eq!((t.flows[i].src, t.flows[i].dst, t.flows[i].dest_qp), *k);
+        }
+    }
+
+    #[test]
+    fn an_ack_two_request_flows_could_answer_names_neither() {
+        let mut t = FlowTable::new(16);
+        for qp in [0x0b, 0x0c] {
+            for psn in 0..4 {
+                packet(&mut t, A, B, 0x04, qp, psn, &[]);
+            }
+        }
+        packet(&mut t, B, A, 0x11, 0x0a, 3, &[0x1f, 0, 0, 1]);
+        packet(&mut t, B, A, 0x81, 0x0a, 0, &[]);
+        t.finish();
+        assert!(t.flows.iter().all(|f| f.cnps == 0 && f.src_qp.is_none()));
+        assert_eq!(flow(&t, B, 0x0a, Transport::Cnp).unwrap().packets, 1);
     }
 
     #[test]

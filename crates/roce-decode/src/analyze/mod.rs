@@ -354,9 +354,11 @@ impl Analyzer {
         }
     }
 
-    /// Close what is still open (transactions never answered).
+    /// Close what is still open (transactions never answered) and put each CNP on the data
+    /// flow it answers, where the capture tells which.
     pub fn finish(&mut self) {
         self.mads.finish();
+        self.flows.finish();
     }
 }
 

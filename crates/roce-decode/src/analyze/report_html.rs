@@ -82,6 +82,10 @@ fn psn_plot(out: &mut String, f: &Flow) {
     }
     let title = format!("PSN over time: {} -> {} QP 0x{:06x}", f.src, f.dst, f.dest_qp);
     let _ = write!(out, "<h3>{}</h3>", esc(&title));
+    if f.ecn_ce + f.cnps > 0 {
+        // Congestion: the marks on this flow and the CNPs its source QP got back.
+        let _ = write!(out, "<p class=congestion>ECN CE {}, CNPs back to the source {}</p>", f.ecn_ce, f.cnps);
+    }
     // The axis ends as PSNs again (24 bits: they may wrap inside a plot).
     let psn_at = |v: f64| ((i64::from(f.first_psn) + v as i64) & 0xff_ffff).to_string();
     axes(out, "psn-plot", &title, (span.0, span.1, "s"), (psn_at(lo), psn_at(hi), "PSN"));

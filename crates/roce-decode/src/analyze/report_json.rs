@@ -77,6 +77,8 @@ fn flow(f: &Flow) -> Value {
         "reads": { "requests": f.read_requests, "responses": f.read_responses, "latency": latency(&f.read_latency) },
         "atomics": { "requests": f.atomics, "acks": f.atomic_acks, "latency": latency(&f.atomic_latency) },
         "ecn_ce": f.ecn_ce,
+        "cnps": f.cnps,
+        "src_qp": f.src_qp,
         "bad_icrc": f.bad_icrc,
         "plot": {
             "points": f.points.items.len(),

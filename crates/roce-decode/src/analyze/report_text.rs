@@ -118,6 +118,7 @@ pub fn render(a: &Analyzer) -> String {
             "Dup",
             "Retx",
             "ECN-CE",
+            "CNPs",
             "BadICRC",
         ],
         2,
@@ -141,6 +142,7 @@ pub fn render(a: &Analyzer) -> String {
             f.duplicates.to_string(),
             f.retransmissions.to_string(),
             f.ecn_ce.to_string(),
+            f.cnps.to_string(),
             f.bad_icrc.to_string(),
         ]);
     }
