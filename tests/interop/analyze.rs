@@ -1,9 +1,17 @@
-//! `roce analyze` on a capture of a real conversation with a Linux kernel rxe peer: the
-//! guest's `rping -s` ▶ `roce rping -c -C 10 --pcap`. The CM section shows the one connection
-//! the kernel accepted (REQ, REP, RTU, with REP after REQ), the flows show the kernel's ten
-//! RDMA READs of our buffer with their response latency and its ten RDMA WRITEs, no PSN gap or
-//! retransmission on a clean link, and every flow's packets and first/last PSN agree with
-//! tshark's fields.
+//! `roce analyze` on captures of real conversations with a Linux kernel rxe peer.
+//!
+//! `analyze_a_kernel_rping_capture`: the guest's `rping -s` ▶ `roce rping -c -C 10 --pcap`.
+//! The CM section shows the one connection the kernel accepted (REQ, REP, RTU, with REP after
+//! REQ), the flows show the kernel's ten RDMA READs of our buffer with their response latency
+//! and its ten RDMA WRITEs, no PSN gap or retransmission on a clean link, and every flow's
+//! packets and first/last PSN agree with tshark's fields.
+//!
+//! `analyze_a_lossy_kernel_write_lat_capture`: the guest's `ib_write_lat -s 8192` ▶ `roce
+//! perftest write_lat -s 8192 --fault …,dir=both`: our side drops, holds back and duplicates
+//! frames both ways, so both sides' 8-packet WRITEs lose packets; the kernel NAKs our gaps
+//! (PSN sequence error) and we retransmit, we NAK its gaps and it retransmits. tap0's capture
+//! (tcpdump) is analysed and every flow count checked against tshark's fields
+//! (tests/analyze/flow_oracle.rs); the guest's rxe counters agree with what the capture shows.
 //!
 //! Needs root, qemu and `bash tests/interop/setup.sh`. Artefacts: target/interop/artefacts/interop_analyze/.
 
@@ -11,6 +19,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::flow_oracle::check_flows;
 use crate::harness::{roce, GuestBuilder};
 
 const T: Duration = Duration::from_secs(90);
@@ -96,4 +105,101 @@ fn analyze_a_kernel_rping_capture() {
         .collect();
     assert_eq!(got, want);
     assert!(std::fs::read_to_string(&html).unwrap().contains("class=\"psn-plot\""));
+}
+
+/// The frames we drop, hold back and duplicate, both ways (seeded: the same decisions for the
+/// same sequence of frames).
+const FAULT: &str = "drop=0.03,reorder=0.02,dup=0.01,seed=25,dir=both";
+
+#[test]
+fn analyze_a_lossy_kernel_write_lat_capture() {
+    let mut g = GuestBuilder::new("interop_analyze_loss").scenario("serve\n").boot();
+    let before = g.read_counters("before", T);
+    let gcmd = "ib_write_lat -d rxe0 -x 1 -n 100 -s 8192";
+    let (rc, out) = g.guest_exec(&format!("({gcmd}; echo rc=$?) > /tmp/write_lat.log 2>&1 &"), T);
+    assert_eq!(rc, 0, "{out}");
+    let needle = ":4853 00000000:0000 0A"; // perftest's TCP port 18515, listening
+    let l = g.wait_for_output("cat /proc/net/tcp", needle, Duration::from_secs(60), T, Duration::from_millis(300));
+    assert!(l.contains(needle), "{gcmd} does not listen:\n{l}");
+    // Our requester waits 268 ms (-u 16) for an ACK: a TCG guest answers late.
+    let ours = format!(
+        "perftest write_lat --iface tap0 -I 198.18.0.1 -n 100 -s 8192 -u 16 --timeout 60 --fault {FAULT} 198.18.0.2"
+    );
+    let (rc, our_out) = g.run_in_netns(&roce(&ours));
+    let glog =
+        g.wait_for_output("cat /tmp/write_lat.log", "rc=", Duration::from_secs(90), T, Duration::from_millis(300));
+    let after = g.read_counters("after", T);
+    let art = g.artefacts.clone();
+    let pcap = g.pcap_path();
+    std::fs::write(art.join("roce.log"), format!("{ours}\n{our_out}\n--- guest {gcmd}:\n{glog}")).unwrap();
+    g.signal("end");
+    g.finish();
+    assert_eq!(rc, 0, "roce {ours}:\n{our_out}");
+    assert!(glog.contains("rc=0"), "guest {gcmd}:\n{glog}");
+
+    // What our fault layer did, as the tool counted it.
+    let fault = |dir: &str| -> u64 {
+        let l = our_out
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("fault {dir}:")))
+            .unwrap_or_else(|| panic!("no `fault {dir}:` line:\n{our_out}"));
+        l.split("dropped ").nth(1).and_then(|r| r.split(',').next()).and_then(|n| n.parse().ok()).unwrap()
+    };
+    assert!(fault("sent") > 0 && fault("received") > 0, "{our_out}");
+
+    // Every flow count against tshark's fields.
+    let doc = check_flows(&pcap, &[], &[]);
+    std::fs::write(art.join("analyze.json"), doc.to_string()).unwrap();
+    let flows = doc["flows"].as_array().unwrap();
+    let rc_from = |src: &str| -> Vec<&serde_json::Value> {
+        flows.iter().filter(|f| f["transport"] == "RC" && f["src"] == src).collect()
+    };
+    let sum = |fs: &[&serde_json::Value], path: &[&str]| -> u64 {
+        fs.iter().map(|f| path.iter().fold(*f, |v, k| &v[k]).as_u64().unwrap()).sum()
+    };
+    let (ours, kernel) = (rc_from("198.18.0.1"), rc_from("198.18.0.2"));
+    let seq_naks = |fs: &[&serde_json::Value]| sum(fs, &["ack", "naks", "psn_sequence_error"]);
+    let (our_naks, kernel_naks) = (seq_naks(&ours), seq_naks(&kernel));
+    let (our_retx, kernel_retx) = (sum(&ours, &["psn", "retransmissions"]), sum(&kernel, &["psn", "retransmissions"]));
+    let summary = format!(
+        "ours: retransmissions {our_retx}, PSN-sequence NAKs {our_naks}, duplicates {}, out of order {}; \
+         kernel: retransmissions {kernel_retx}, PSN-sequence NAKs {kernel_naks}",
+        sum(&ours, &["psn", "duplicates"]),
+        sum(&ours, &["psn", "out_of_order"]),
+    );
+    std::fs::write(art.join("summary.txt"), &summary).unwrap();
+    println!("{summary}");
+    assert!(kernel_naks > 0 && our_retx > 0, "the kernel NAKs our gaps and we resend: {summary}");
+    assert!(our_naks > 0 && kernel_retx > 0, "we NAK its gaps and the kernel resends: {summary}");
+    assert!(sum(&ours, &["psn", "duplicates"]) > 0, "our duplicated frames: {summary}");
+    // Each side's requests come from the QP the other side's go to (learned from the ACKs).
+    let data = |fs: &[&serde_json::Value]| {
+        let f = fs.iter().find(|f| f["psn"]["retransmissions"].as_u64() > Some(0)).copied().unwrap();
+        (f["dest_qp"].clone(), f["src_qp"].clone())
+    };
+    let ((our_dest, our_src), (kernel_dest, kernel_src)) = (data(&ours), data(&kernel));
+    assert_eq!((our_src, kernel_src), (kernel_dest, our_dest));
+
+    // The peer's view: its responder NAKed once per gap (out_of_seq_request counts the NAKs
+    // it sent, rxe_resp.c check_psn), it saw requests again (duplicate_request), its
+    // requester took our NAKs (rcvd_seq_err counts those that acknowledged something new,
+    // so at most the NAKs on the wire) and retried (completer_retry_err).
+    let delta = |k: &str| after[k] - before[k];
+    let peer = format!(
+        "out_of_seq_request {} duplicate_request {} rcvd_seq_err {} completer_retry_err {} retry_exceeded_err {}",
+        delta("out_of_seq_request"),
+        delta("duplicate_request"),
+        delta("rcvd_seq_err"),
+        delta("completer_retry_err"),
+        delta("retry_exceeded_err")
+    );
+    std::fs::write(art.join("summary.txt"), format!("{summary}\nguest rxe: {peer}\n")).unwrap();
+    assert_eq!(delta("out_of_seq_request"), kernel_naks, "{peer}; {summary}");
+    assert!(delta("duplicate_request") > 0, "{peer}");
+    assert!((1..=our_naks).contains(&delta("rcvd_seq_err")), "{peer}; {summary}");
+    assert!(delta("completer_retry_err") >= delta("rcvd_seq_err"), "{peer}");
+    assert_eq!(delta("retry_exceeded_err"), 0, "{peer}");
+    // Every packet the kernel sent is on tap0; it received at most what we let through.
+    assert_eq!(delta("sent_pkts"), sum(&kernel, &["packets"]), "{peer}; {summary}");
+    assert!(delta("rcvd_pkts") <= sum(&ours, &["packets"]), "{peer}; {summary}");
 }

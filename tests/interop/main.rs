@@ -8,6 +8,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../analyze/flow_oracle.rs"]
+mod flow_oracle;
 mod harness;
 
 mod analyze;
