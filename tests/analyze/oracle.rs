@@ -97,6 +97,10 @@ fn cm_connected_rc_matches_tshark() {
     let pcap = captures::cm_rc(&dir, 3);
     let doc = check_flows(&pcap, &[], &[]);
     assert_eq!(got_cm_messages(&doc), cm_messages(&pcap));
+    // The REQ and REP name both QPs: each RC flow comes from the QP the other one goes to.
+    let rc: Vec<&Value> = doc["flows"].as_array().unwrap().iter().filter(|f| f["transport"] == "RC").collect();
+    assert_eq!(rc.len(), 2, "{rc:?}");
+    assert_eq!((&rc[0]["src_qp"], &rc[1]["src_qp"]), (&rc[1]["dest_qp"], &rc[0]["dest_qp"]), "{rc:?}");
     let conns = doc["cm"]["connections"].as_array().unwrap();
     assert_eq!(conns.len(), 1, "{}", doc["cm"]);
     let c = &conns[0];

@@ -28,6 +28,10 @@ pub struct Connection {
     pub passive_comm_id: Option<u32>,
     /// The REQ's service ID.
     pub service_id: u64,
+    /// The REQ's local QPN (the active side's QP).
+    pub active_qpn: u32,
+    /// The REP's local QPN (the passive side's QP).
+    pub passive_qpn: Option<u32>,
     /// Frame number of the REQ.
     pub frame: u64,
     /// Times (seconds since the capture's start) of the first of each message.
@@ -100,6 +104,13 @@ fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+fn be24(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([0, b[at], b[at + 1], b[at + 2]])
+}
+
+/// The two QPs a REQ and its REP connected: (active side, its QPN, passive side, its QPN).
+pub type QpPair = (IpAddr, u32, IpAddr, u32);
+
 /// The REJ reason's name.
 pub fn rej_reason_name(code: u16) -> String {
     format!("{:?}", RejReason::from(code))
@@ -116,23 +127,25 @@ fn first(slot: &mut Option<f64>, t: f64, resends: &mut u64) -> bool {
 }
 
 impl CmTable {
-    /// Account one CM MAD (256 bytes: the caller checks) from `src` to `dst`.
-    pub fn mad(&mut self, src: IpAddr, dst: IpAddr, m: &[u8], t: f64, frame: u64, note: &mut Note) {
+    /// Account one CM MAD (256 bytes: the caller checks) from `src` to `dst`; the first REP
+    /// of a connection returns the QPs it connected.
+    pub fn mad(&mut self, src: IpAddr, dst: IpAddr, m: &[u8], t: f64, frame: u64, note: &mut Note) -> Option<QpPair> {
         let a = u16::from_be_bytes([m[16], m[17]]);
         *self.messages.entry(attr::name(a)).or_default() += 1;
         let d = &m[24..];
         let (local, remote) = (be32(d, 0), be32(d, 4));
         let find = |s: &Self| s.ids.get(&(src, local)).or_else(|| s.ids.get(&(dst, remote))).copied();
+        let mut connected = None;
         match a {
             attr::REQ => {
                 if let Some(&i) = self.ids.get(&(src, local)) {
                     self.connections[i].resends += 1;
                     note.add("REQ re-sent");
-                    return;
+                    return None;
                 }
                 if self.connections.len() >= MAX_CONNECTIONS {
                     self.connections_dropped += 1;
-                    return;
+                    return None;
                 }
                 let service_id = u64::from_be_bytes(d[8..16].try_into().unwrap_or([0; 8]));
                 self.connections.push(Connection {
@@ -141,6 +154,8 @@ impl CmTable {
                     active_comm_id: local,
                     passive_comm_id: None,
                     service_id,
+                    active_qpn: be24(d, roce_wire::cm::req::field::LOCAL_QPN.start),
+                    passive_qpn: None,
                     frame,
                     req: t,
                     rep: None,
@@ -172,13 +187,16 @@ impl CmTable {
             attr::REP | attr::RTU | attr::DREQ | attr::DREP | attr::REJ | attr::MRA => {
                 let Some(i) = find(self) else {
                     self.unmatched += 1;
-                    return;
+                    return None;
                 };
                 let c = &mut self.connections[i];
                 match a {
                     attr::REP => {
                         if first(&mut c.rep, t, &mut c.resends) {
                             c.passive_comm_id = Some(local);
+                            let qpn = be24(d, roce_wire::cm::rep::field::LOCAL_QPN.start);
+                            c.passive_qpn = Some(qpn);
+                            connected = Some((c.active, c.active_qpn, c.passive, qpn));
                             self.ids.insert((src, local), i);
                             self.req_rep.add(t - c.req);
                             let _ =
@@ -218,5 +236,6 @@ impl CmTable {
             }
             _ => {}
         }
+        connected
     }
 }

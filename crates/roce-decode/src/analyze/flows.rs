@@ -14,9 +14,9 @@
 //!
 //! CNPs: a CNP goes to the QP that sent the CE-marked traffic (its BTH destination QP is the
 //! data flow's *source* QP, which the data packets' BTH does not carry). A flow's source QP is
-//! learned from the capture: a UD packet's DETH, a READ response or ATOMIC ACK answering one of
-//! the flow's requests, or an ACK/NAK whose PSN lies in exactly one RC request flow's PSN range
-//! between the two endpoints. [`FlowTable::finish`] counts each CNP on the data flow it
+//! learned from the capture: the CM's REQ and REP (each side's local QPN), a UD packet's DETH,
+//! a READ response or ATOMIC ACK answering one of the flow's requests, or an ACK/NAK whose PSN
+//! lies in exactly one RC request flow's PSN range between the two endpoints. [`FlowTable::finish`] counts each CNP on the data flow it
 //! answers (`cnps`); CNPs whose data flow stays unknown keep a CNP-only flow of their own.
 
 use std::collections::{HashMap, VecDeque};
@@ -381,8 +381,13 @@ pub struct FlowTable {
     by_src_qp: HashMap<FlowKey, usize>,
     /// Flows carrying RC requests, by (source, destination): the candidates for an ACK.
     rc_requesters: HashMap<(IpAddr, IpAddr), Vec<usize>>,
+    /// Source QPs the CM told before the flow's first packet, by flow key (at most
+    /// [`MAX_PENDING`]; beyond, counted in `pending_full`).
+    cm_src_qps: HashMap<FlowKey, u32>,
     /// Requests not timed because [`MAX_PENDING`] were waiting.
     pub pending_full: u64,
+    /// Source QPs from the CM not kept for a flow yet to come, because [`MAX_PENDING`] were.
+    pub cm_src_qps_full: u64,
     /// Flows not created because `max_flows` were there (their frames counted here).
     pub flow_table_full: u64,
     /// The most flows kept.
@@ -411,7 +416,11 @@ impl FlowTable {
                 }
                 self.flows.push(Flow::new(key, op.transport(), psn, t, frame));
                 index.insert(key, self.flows.len() - 1);
-                self.flows.len() - 1
+                let i = self.flows.len() - 1;
+                if let Some(src_qp) = self.cm_src_qps.remove(&key) {
+                    self.learn_src_qp(i, src_qp);
+                }
+                i
             }
         };
         let payload = fp.payload.len() as u64;
@@ -563,6 +572,20 @@ impl FlowTable {
     /// Requests still waiting for a response at the end.
     pub fn unanswered(&self) -> usize {
         self.pending.len()
+    }
+
+    /// A CM REQ and its REP connected `(a, qa)` with `(b, qb)`: the flow from a to QP qb comes
+    /// from QP qa, and the other way round (now, or when the flow's first packet comes).
+    pub fn connected(&mut self, (a, qa, b, qb): super::cm::QpPair) {
+        for (key, src_qp) in [((a, b, qb), qa), ((b, a, qa), qb)] {
+            match self.index.get(&key) {
+                Some(&i) => self.learn_src_qp(i, src_qp),
+                None if self.cm_src_qps.len() < MAX_PENDING => {
+                    self.cm_src_qps.insert(key, src_qp);
+                }
+                None => self.cm_src_qps_full += 1,
+            }
+        }
     }
 
     /// Flow `i`'s packets come from QP `src_qp`.
@@ -780,6 +803,22 @@ mod tests {
         for (k, &i) in &t.index {
             assert_eq!((t.flows[i].src, t.flows[i].dst, t.flows[i].dest_qp), *k);
         }
+    }
+
+    #[test]
+    fn the_cm_names_both_sides_qps_before_and_after_their_first_packet() {
+        let mut t = FlowTable::new(16);
+        packet(&mut t, A, B, 0x04, 0x0b, 1, &[]); // A's flow to B's QP exists before the REP
+        t.connected((A.into(), 0x0a, B.into(), 0x0b));
+        packet(&mut t, B, A, 0x04, 0x0a, 50, &[]); // B's flow to A's QP comes after
+        packet(&mut t, A, B, 0x81, 0x0b, 0, &[]); // A's CNP to B's QP: B's flow
+        packet(&mut t, B, A, 0x81, 0x0a, 0, &[]); // B's CNP to A's QP: A's flow
+        t.finish();
+        let a_to_b = flow(&t, A, 0x0b, Transport::Rc).unwrap();
+        let b_to_a = flow(&t, B, 0x0a, Transport::Rc).unwrap();
+        assert_eq!((a_to_b.src_qp, a_to_b.cnps), (Some(0x0a), 1));
+        assert_eq!((b_to_a.src_qp, b_to_a.cnps), (Some(0x0b), 1));
+        assert_eq!((t.flows.len(), t.cm_src_qps.len(), t.cm_src_qps_full), (2, 0, 0));
     }
 
     #[test]

@@ -330,7 +330,9 @@ impl Analyzer {
         let attr = u16::from_be_bytes([m[16], m[17]]);
         let closed = self.mads.mad(src, dst, m, t, frame, &mut self.note);
         if m[1] == roce_wire::cm::MGMT_CLASS {
-            self.cm.mad(src, dst, m, t, frame, &mut self.note);
+            if let Some(pair) = self.cm.mad(src, dst, m, t, frame, &mut self.note) {
+                self.flows.connected(pair);
+            }
         }
         if m[1] == 0x03 && attr == roce_wire::sa::attr::MC_MEMBER_RECORD {
             self.mcast.sa(m, closed.map(|c| (c.method, c.status)), t, &mut self.note);

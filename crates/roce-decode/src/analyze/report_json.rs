@@ -186,6 +186,7 @@ pub fn document(a: &Analyzer) -> Value {
         "limits": {
             "flows_dropped_frames": a.flows.flow_table_full,
             "requests_not_timed": a.flows.pending_full,
+            "cm_source_qps_not_kept": a.flows.cm_src_qps_full,
             "requests_unanswered": a.flows.unanswered(),
             "mad_transactions_not_tracked": a.mads.open_full,
             "mad_rows_dropped": a.mads.rows_dropped,

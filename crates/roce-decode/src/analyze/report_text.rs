@@ -324,9 +324,10 @@ pub fn render(a: &Analyzer) -> String {
     let dec = a.flows.flows.iter().filter(|f| f.points.decimated()).count();
     let _ = writeln!(
         out,
-        "{RULE}\nLimits: flows not kept: {} frames; requests not timed: {}; plots decimated: {dec} flows (at most {} points each)",
+        "{RULE}\nLimits: flows not kept: {} frames; requests not timed: {}; CM source QPs not kept: {}; plots decimated: {dec} flows (at most {} points each)",
         a.flows.flow_table_full,
         a.flows.pending_full,
+        a.flows.cm_src_qps_full,
         super::series::MAX_POINTS
     );
     out.push_str(RULE);
