@@ -231,6 +231,9 @@ pub fn run(args: Args) -> ExitCode {
     crate::plumbing::out::set_quiet(!a.debug);
     let mut res = run::Resources::default();
     let r = run::perftest(&mut d, &params, &mut res);
+    if r.is_ok() && !res.qps.is_empty() && crate::plumbing::shutdown::requested().is_none() {
+        run::linger(&mut d);
+    }
     // Every QP and MR of the test destroyed on every path, a stop's included.
     res.destroy(&mut d);
     let code = match r {

@@ -242,6 +242,31 @@ impl Params {
     }
 }
 
+/// How long the peer must have been quiet before the test's RC QPs go, and the most the
+/// tool waits for that.
+const LINGER_QUIET: Duration = Duration::from_millis(300);
+const LINGER_MAX: Duration = Duration::from_secs(3);
+
+/// Keep the test's RC QPs answering until the peer has sent nothing for [`LINGER_QUIET`] (at
+/// most [`LINGER_MAX`]), as TCP's TIME_WAIT keeps a connection for the last ACK: the latency
+/// tests end without a closing handshake, so when the ACK of the peer's last WRITE is lost (a
+/// real link, `--fault`) the peer retransmits after its ACK timeout to a QP that is gone, and
+/// rxe retries for ever at perftest's retry_cnt 7 (rxe_comp.c decrements only below 7): its
+/// ib_write_lat never ends. Lingering, our responder ACKs the duplicate and the peer completes.
+pub fn linger(d: &mut Driver<CliDevice>) {
+    let start = WallInstant::now();
+    let mut last = (d.stack.counters().rx_frames, WallInstant::now());
+    while start.elapsed() < LINGER_MAX && last.1.elapsed() < LINGER_QUIET && !d.stopped() {
+        if d.turn(Duration::from_millis(10)).is_err() {
+            return;
+        }
+        let rx = d.stack.counters().rx_frames;
+        if rx != last.0 {
+            last = (rx, WallInstant::now());
+        }
+    }
+}
+
 /// What a test holds in the engine, destroyed on every exit path.
 #[derive(Debug, Default)]
 pub struct Resources {
