@@ -1031,6 +1031,15 @@ pub fn as_nobody(cmd: &str) -> String {
     format!("setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all {cmd}")
 }
 
+/// (exit code, stdout+stderr) of a tool started with [`Guest::spawn_in_netns`] as `cmd`, once
+/// it has ended; its counters must say `send_errors 0`, as for [`Guest::run_in_netns`].
+pub fn wait_tool(cmd: &str, child: Child) -> (i32, String) {
+    let o = child.wait_with_output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_no_send_errors(cmd, &out);
+    (o.status.code().unwrap_or(-1), out)
+}
+
 /// Fail when a tool's output reports device send errors (`send_errors N`, N > 0).
 pub fn assert_no_send_errors(cmd: &str, out: &str) {
     for (at, _) in out.match_indices("send_errors ") {

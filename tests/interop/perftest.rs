@@ -16,7 +16,6 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::harness::{self, rdma_stat as counter, roce, Guest, GuestBuilder};
@@ -197,20 +196,11 @@ pub(crate) fn guest_client(g: &mut Guest, c: &Case, how: &How, report: &mut Stri
         how.options,
         pcap.display()
     );
-    let child = Command::new("ip")
-        .args(["netns", "exec", &g.ns, "sh", "-c"])
-        .arg((how.wrap)(roce(&ours)))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("roce perftest server");
+    let child = g.spawn_in_netns(&(how.wrap)(roce(&ours)));
     std::thread::sleep(Duration::from_millis(700));
     let gcmd = format!("ib_{test} -d rxe0 -x 1 {} {} 198.18.0.1", iters_arg(c.args), c.args);
     let (grc, glog) = g.guest_exec(&format!("{gcmd} 2>&1; echo rc=$?"), T);
-    let o = child.wait_with_output().expect("roce perftest server output");
-    let our_out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    harness::assert_no_send_errors(&ours, &our_out);
-    let rc = o.status.code().unwrap_or(-1);
+    let (rc, our_out) = harness::wait_tool(&ours, child);
     let ok = rc == 0 && glog.contains("rc=0") && row_is(&glog, Some(c.client_row)) && row_is(&our_out, c.server_row);
     let _ =
         writeln!(report, "=== roce {ours}: exit {rc}\n{our_out}\n--- guest {gcmd} (client, exec rc {grc}):\n{glog}");

@@ -114,10 +114,7 @@ fn our_unprivileged_udp_rping_server_and_the_kernel_rxe_client() {
     // (listening before the guest connects, as rc.rs case b)
     std::thread::sleep(Duration::from_millis(700));
     let (grc, glog) = g.guest_exec("rping -c -a 198.18.0.1 -C 10 -V -v 2>&1; echo rc=$?", T);
-    let o = child.wait_with_output().expect("roce rping server output");
-    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    harness::assert_no_send_errors(&cmd, &out);
-    let rc = o.status.code().unwrap_or(-1);
+    let (rc, out) = harness::wait_tool(&cmd, child);
     let after = rxe_stats(&mut g);
     let _ = writeln!(
         report,

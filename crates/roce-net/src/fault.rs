@@ -205,6 +205,20 @@ impl<D: Device> FaultDevice<D> {
         (Some(frame), copy, delay)
     }
 
+    /// Apply the receive faults to a frame the inner device returned: what to pass on now
+    /// (the frame and a copy, if duplicated), or `None` when it was dropped or held back.
+    fn fault_received(&mut self, frame: Vec<u8>) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+        let (first, copy, delay) = Self::apply(&mut self.rng, &self.rx_config, &mut self.rx_stats, frame);
+        let first = first?;
+        if delay {
+            let release = self.release_tick(&self.rx_config);
+            self.rx_held.push_back((release, first));
+            self.rx_held.extend(copy.map(|c| (release, c)));
+            return None;
+        }
+        Some((first, copy))
+    }
+
     fn release_tick(&self, config: &FaultConfig) -> u64 {
         self.tick + u64::from(config.delay_polls.max(1))
     }
@@ -242,17 +256,10 @@ impl<D: Device> FaultDevice<D> {
 
 impl<D: Device> Device for FaultDevice<D> {
     fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        let (first, copy, delay) = Self::apply(&mut self.rng, &self.tx_config, &mut self.tx_stats, frame.to_vec());
-        let release = self.release_tick(&self.tx_config);
-        for f in first.into_iter().chain(copy) {
-            if delay {
-                self.tx_held.push_back((release, f));
-            } else {
-                self.inner.send(&f)?;
-                self.tx_stats.passed += 1;
-            }
+        match self.send_batch(&[frame])? {
+            1 => Ok(()),
+            _ => Err(io::Error::new(io::ErrorKind::WouldBlock, "the device took no frame")),
         }
-        Ok(())
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
@@ -262,15 +269,7 @@ impl<D: Device> Device for FaultDevice<D> {
         }
         loop {
             let Some(n) = self.inner.recv(buf)? else { return Ok(None) };
-            let (first, copy, delay) =
-                Self::apply(&mut self.rng, &self.rx_config, &mut self.rx_stats, buf[..n].to_vec());
-            let Some(first) = first else { continue };
-            if delay {
-                let release = self.release_tick(&self.rx_config);
-                self.rx_held.push_back((release, first));
-                self.rx_held.extend(copy.map(|c| (release, c)));
-                continue;
-            }
+            let Some((first, copy)) = self.fault_received(buf[..n].to_vec()) else { continue };
             // `first` has `n` bytes, so it fits.
             buf[..n].copy_from_slice(&first);
             self.rx_stats.passed += 1;
@@ -366,13 +365,8 @@ impl<D: Device> Device for FaultDevice<D> {
             return if batch.is_empty() { Err(e) } else { Ok(batch.len()) };
         }
         for f in scratch.iter() {
-            let (first, copy, delay) = Self::apply(&mut self.rng, &self.rx_config, &mut self.rx_stats, f.to_vec());
-            if delay {
-                let release = self.release_tick(&self.rx_config);
-                self.rx_held.extend(first.into_iter().chain(copy).map(|c| (release, c)));
-                continue;
-            }
-            for c in first.into_iter().chain(copy) {
+            let Some((first, copy)) = self.fault_received(f.to_vec()) else { continue };
+            for c in std::iter::once(first).chain(copy) {
                 // A frame beyond the batch's slots comes out of the next call.
                 if batch.len() < slots && self.rx_ready.is_empty() {
                     let slot = batch.len();
