@@ -753,6 +753,16 @@ impl Guest {
         self.artefacts.join("tap0.pcap")
     }
 
+    /// The end of a test that reads tap0's capture afterwards: `end` signalled to the
+    /// scenario, [`Guest::finish`], and the complete capture's path and tap0's MAC (the
+    /// source of our frames) returned.
+    pub fn end_and_finish(mut self) -> (PathBuf, [u8; 6]) {
+        self.signal("end");
+        let (tap, mac) = (self.pcap_path(), self.tap_mac);
+        self.finish();
+        (tap, mac)
+    }
+
     /// Wait for the scenario's end (`@@DONE`) and qemu's exit, then tear down. Panics when
     /// the guest does not finish within 60 s, or when the kernel printed one of
     /// [`KERNEL_TROUBLE`] (the artefacts keep the console and the capture).
@@ -996,6 +1006,38 @@ impl Guest {
             std::thread::sleep(every);
         }
     }
+}
+
+/// The fields `fields` (tab-separated, one line a frame) of the frames of `pcap` that match
+/// the display filter `filter`, as tshark decodes them.
+pub fn tshark_fields(pcap: &Path, filter: &str, fields: &[&str]) -> String {
+    let mut c = Command::new(crate::common::tshark());
+    c.args(["-n", "-r"]).arg(pcap).args(["-Y", filter, "-T", "fields"]);
+    for f in fields {
+        c.args(["-e", f]);
+    }
+    String::from_utf8_lossy(&c.output().unwrap_or_else(|e| panic!("tshark: {e}")).stdout).to_string()
+}
+
+/// A counter of the guest's `rdma statistic show` output (`u64::MAX` when missing).
+pub fn rdma_stat(stats: &str, name: &str) -> u64 {
+    let mut it = stats.split_whitespace().skip_while(|w| *w != name);
+    it.nth(1).and_then(|v| v.parse().ok()).unwrap_or(u64::MAX)
+}
+
+/// `cmd` as `nobody` without any capability or supplementary group (the udp transport's
+/// tests: what a user without privilege can do).
+pub fn as_nobody(cmd: &str) -> String {
+    format!("setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all {cmd}")
+}
+
+/// (exit code, stdout+stderr) of a tool started with [`Guest::spawn_in_netns`] as `cmd`, once
+/// it has ended; its counters must say `send_errors 0`, as for [`Guest::run_in_netns`].
+pub fn wait_tool(cmd: &str, child: Child) -> (i32, String) {
+    let o = child.wait_with_output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_no_send_errors(cmd, &out);
+    (o.status.code().unwrap_or(-1), out)
 }
 
 /// Fail when a tool's output reports device send errors (`send_errors N`, N > 0).

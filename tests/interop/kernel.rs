@@ -289,10 +289,7 @@ delivered to us: {late}; counted unknown_group: {dropped}"
     assert_eq!(d.send_errors, 0, "device send errors in case e");
     assert!(dropped >= 1, "the guest's datagrams after our leave are counted, not lost silently");
 
-    g.signal("end");
-    let tap = g.pcap_path();
-    let tap_mac = g.tap_mac;
-    g.finish();
+    let (tap, tap_mac) = g.end_and_finish();
     // tshark on tap0, only frames from our MAC (tap0's: the guest's mckey sends IGMP too): the
     // SA Delete of case b (MGID ::ffff:239.1.2.3) and our IGMP leave of 239.1.2.3.
     let tshark = common::tshark();

@@ -15,10 +15,10 @@
 //! target/interop/artefacts/<kernel>/interop_perftest_*/report.txt.
 
 use std::fmt::Write as _;
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
-use crate::harness::{self, roce, Guest, GuestBuilder};
+use crate::harness::{self, rdma_stat as counter, roce, Guest, GuestBuilder};
 
 const T: Duration = Duration::from_secs(120);
 /// Iterations: TCG is slow.
@@ -30,18 +30,32 @@ const N: u64 = 100;
 const PATIENT: &str = "-u 18";
 
 /// One run: the test, the options both sides take, and the row each side's tool prints.
-struct Case {
-    test: &'static str,
-    args: &'static str,
+pub(crate) struct Case {
+    pub test: &'static str,
+    pub args: &'static str,
     /// (size, iterations) of the client's first row.
-    client_row: (u64, u64),
+    pub client_row: (u64, u64),
     /// (size, iterations) of the server's row (None: it prints none).
-    server_row: Option<(u64, u64)>,
+    pub server_row: Option<(u64, u64)>,
     /// The transport named in the report.
-    transport: &'static str,
+    pub transport: &'static str,
 }
 
-const fn rc(test: &'static str, size: u64, server_prints: bool) -> Case {
+/// How our `roce perftest` runs: options added to its command line, a wrapper around the
+/// whole command (the udp tests run it as nobody), and where its `--pcap` goes.
+pub(crate) struct How<'a> {
+    pub options: &'a str,
+    pub wrap: &'a dyn Fn(String) -> String,
+    pub pcap_dir: &'a Path,
+}
+
+/// What a run gives back: whether it passed, and our tool's output.
+pub(crate) struct Ran {
+    pub ok: bool,
+    pub ours: String,
+}
+
+pub(crate) const fn rc(test: &'static str, size: u64, server_prints: bool) -> Case {
     Case {
         test,
         args: "",
@@ -109,11 +123,6 @@ fn row_is(out: &str, want: Option<(u64, u64)>) -> bool {
     }
 }
 
-fn counter(stats: &str, name: &str) -> u64 {
-    let mut it = stats.split_whitespace().skip_while(|w| *w != name);
-    it.nth(1).and_then(|v| v.parse().ok()).unwrap_or(u64::MAX)
-}
-
 /// The guest's rxe counters stayed clean and moved.
 fn assert_counters(before: &str, after: &str) {
     assert_eq!(counter(after, "retry_exceeded_err"), 0, "{after}");
@@ -145,8 +154,8 @@ fn result_line(report: &mut String, c: &Case, roles: &str, ok: bool, glog: &str)
     );
 }
 
-/// The guest's server, our client. Returns whether the run passed.
-fn guest_server(g: &mut Guest, c: &Case, report: &mut String) -> bool {
+/// The guest's server, our client.
+pub(crate) fn guest_server(g: &mut Guest, c: &Case, how: &How, report: &mut String) -> Ran {
     let test = c.test;
     let log = format!("/tmp/ib_{test}.log");
     let gcmd = format!("ib_{test} -d rxe0 -x 1 {} {}", iters_arg(c.args), c.args);
@@ -160,50 +169,43 @@ fn guest_server(g: &mut Guest, c: &Case, report: &mut String) -> bool {
     };
     let l = g.wait_for_output(cmd, needle, Duration::from_secs(60), T, Duration::from_millis(300));
     assert!(l.contains(needle), "{gcmd} does not listen:\n{l}");
-    let pcap = g.artefacts.join(format!("{test}{}_client.pcap", c.args.replace([' ', '-'], "")));
+    let pcap = how.pcap_dir.join(format!("{test}{}_client.pcap", c.args.replace([' ', '-'], "")));
     let ours = format!(
-        "perftest {test} --iface tap0 -I 198.18.0.1 {} {} {PATIENT} --timeout 60 --pcap {} 198.18.0.2",
+        "perftest {test} --iface tap0 -I 198.18.0.1 {} {} {} {PATIENT} --timeout 60 --pcap {} 198.18.0.2",
         iters_arg(c.args),
         c.args,
+        how.options,
         pcap.display()
     );
-    let (rc, our_out) = g.run_in_netns(&roce(&ours));
+    let (rc, our_out) = g.run_in_netns(&(how.wrap)(roce(&ours)));
     let glog = g.wait_for_output(&format!("cat {log}"), "rc=", Duration::from_secs(90), T, Duration::from_millis(300));
     let ok = rc == 0 && glog.contains("rc=0") && row_is(&glog, c.server_row) && row_is(&our_out, Some(c.client_row));
     let _ = writeln!(report, "=== roce {ours}: exit {rc}\n{our_out}\n--- guest {gcmd} (server):\n{glog}");
     result_line(report, c, "roce=client guest=server", ok, &glog);
-    ok
+    Ran { ok, ours: our_out }
 }
 
-/// Our server, the guest's client. Returns whether the run passed.
-fn guest_client(g: &mut Guest, c: &Case, report: &mut String) -> bool {
+/// Our server, the guest's client.
+pub(crate) fn guest_client(g: &mut Guest, c: &Case, how: &How, report: &mut String) -> Ran {
     let test = c.test;
-    let pcap = g.artefacts.join(format!("{test}{}_server.pcap", c.args.replace([' ', '-'], "")));
+    let pcap = how.pcap_dir.join(format!("{test}{}_server.pcap", c.args.replace([' ', '-'], "")));
     let ours = format!(
-        "perftest {test} --iface tap0 -I 198.18.0.1 {} {} {PATIENT} --timeout 60 --accept-timeout 90 --pcap {}",
+        "perftest {test} --iface tap0 -I 198.18.0.1 {} {} {} {PATIENT} --timeout 60 --accept-timeout 90 --pcap {}",
         iters_arg(c.args),
         c.args,
+        how.options,
         pcap.display()
     );
-    let child = Command::new("ip")
-        .args(["netns", "exec", &g.ns, "sh", "-c"])
-        .arg(roce(&ours))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("roce perftest server");
+    let child = g.spawn_in_netns(&(how.wrap)(roce(&ours)));
     std::thread::sleep(Duration::from_millis(700));
     let gcmd = format!("ib_{test} -d rxe0 -x 1 {} {} 198.18.0.1", iters_arg(c.args), c.args);
     let (grc, glog) = g.guest_exec(&format!("{gcmd} 2>&1; echo rc=$?"), T);
-    let o = child.wait_with_output().expect("roce perftest server output");
-    let our_out = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    harness::assert_no_send_errors(&ours, &our_out);
-    let rc = o.status.code().unwrap_or(-1);
+    let (rc, our_out) = harness::wait_tool(&ours, child);
     let ok = rc == 0 && glog.contains("rc=0") && row_is(&glog, Some(c.client_row)) && row_is(&our_out, c.server_row);
     let _ =
         writeln!(report, "=== roce {ours}: exit {rc}\n{our_out}\n--- guest {gcmd} (client, exec rc {grc}):\n{glog}");
     result_line(report, c, "roce=server guest=client", ok, &glog);
-    ok
+    Ran { ok, ours: our_out }
 }
 
 /// One boot, `cases` run in the roles asked; the RESULT lines and the counters asserted.
@@ -213,12 +215,13 @@ fn run_cases(name: &str, cases: &[Case], roce_client: bool, roce_server: bool) {
     let mut report = format!("boot_time_s {:.2}\n", g.boot_time.as_secs_f64());
     let (_, before) = g.guest_exec("rdma statistic show 2>&1", T);
     let mut failures = Vec::new();
+    let how = How { options: "", wrap: &|cmd| cmd, pcap_dir: &art };
     for c in cases {
-        if roce_client && !guest_server(&mut g, c, &mut report) {
+        if roce_client && !guest_server(&mut g, c, &how, &mut report).ok {
             failures.push(format!("{} {} (roce client)", c.test, c.args));
         }
         std::fs::write(art.join("report.txt"), &report).unwrap();
-        if roce_server && !guest_client(&mut g, c, &mut report) {
+        if roce_server && !guest_client(&mut g, c, &how, &mut report).ok {
             failures.push(format!("{} {} (roce server)", c.test, c.args));
         }
         std::fs::write(art.join("report.txt"), &report).unwrap();

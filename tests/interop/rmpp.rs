@@ -24,7 +24,6 @@ use crate::common;
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::process::Command;
 use std::time::Duration;
 
 use crate::harness::{roce, static_roce, GuestBuilder};
@@ -36,16 +35,6 @@ use roce_wire::sa::{attr, SaData, SaMad};
 
 const T: Duration = Duration::from_secs(60);
 const GROUPS: u8 = 12;
-
-/// tshark's fields `f` of the frames of `pcap` that `filter` selects, tab-separated, a line each.
-fn tshark_fields(pcap: &std::path::Path, filter: &str, f: &[&str]) -> String {
-    let mut c = Command::new(common::tshark());
-    c.args(["-n", "-r"]).arg(pcap).args(["-Y", filter, "-T", "fields"]);
-    for x in f {
-        c.args(["-e", x]);
-    }
-    String::from_utf8_lossy(&c.output().unwrap().stdout).to_string()
-}
 
 fn wait_guest_log(g: &mut harness::Guest, path: &str, needle: &str, timeout: Duration) -> String {
     g.wait_for_output(&format!("cat {path} 2>/dev/null"), needle, timeout, T, Duration::from_millis(300))
@@ -212,7 +201,7 @@ fn kernel_rmpp_sender_and_our_receiver() {
     let tap = g.pcap_path();
     let ours = harness::mac_string(&g.tap_mac);
     g.finish();
-    let fields = |filter: &str, f: &[&str]| tshark_fields(&tap, filter, f);
+    let fields = |filter: &str, f: &[&str]| harness::tshark_fields(&tap, filter, f);
     let data = fields(
         &format!("eth.dst == {ours} && infiniband.rmpp.rmpptype == 1"),
         &[
@@ -342,7 +331,7 @@ fn our_rmpp_sender_and_the_kernels_receiver() {
     let tap = g.pcap_path();
     let ours = harness::mac_string(&g.tap_mac);
     g.finish();
-    let fields = |filter: &str, f: &[&str]| tshark_fields(&tap, filter, f);
+    let fields = |filter: &str, f: &[&str]| harness::tshark_fields(&tap, filter, f);
     // Every RMPP frame of the IPv6 exchanges in capture order: who sent it, type, segment
     // number, NewWindowLast (ACKs) and the attribute.
     let rmpp = fields(

@@ -20,7 +20,9 @@
 //! memory, as ibv_rc_pingpong does over its socket); the CM is not in the measured path.
 //! `cargo bench -p roce-net --bench rc_veth`; `ROCE_BENCH_MTU=9000` (or 1500) runs one MTU,
 //! `ROCE_BENCH_TRANSPORT=udp` (or raw) one transport, `ROCE_BENCH_MSGS` sets the messages per
-//! run (2000) — for profiling. Everything takes turns three times; each figure is its median
+//! run (2000) — for profiling. `ROCE_BENCH_TRANSPORT=udp-pcap` runs the udp transport plain and
+//! behind a capture (`--pcap`'s `PcapDevice`, writing to a sink), with its batches passed on and,
+//! as before they were, frame by frame. Everything takes turns three times; each figure is its median
 //! round. Under `cargo test --benches` (no `--bench` argument) it runs once with 20 messages, as
 //! root, so that it cannot rot.
 
@@ -33,9 +35,11 @@ use roce_cm::rc::{Access, QpAttr, QpCap, QpState, RecvWr, SendOp, SendWr, Sge, W
 use roce_cm::{NeighborResolution, Stack, StackConfig, KERNEL_NEIGHBOR_MAC};
 use roce_net::device::{Device, RecvBatch};
 use roce_net::driver::{Driver, MulticastFilter};
+use roce_net::pcap::PcapFileWriter;
 use roce_net::raw::RawSocket;
 use roce_net::ring::RingConfig;
 use roce_net::udp::RoceUdpSocket;
+use roce_net::PcapDevice;
 
 mod veth;
 use veth::{enter, sh, thread_cpu, Nets};
@@ -72,6 +76,11 @@ const SNDBUF: usize = 8 << 20;
 enum Transport {
     Raw,
     Udp,
+    /// udp behind a capture that passes batches on.
+    UdpPcap,
+    /// udp behind a capture that sends and receives frame by frame (`--pcap` before
+    /// `PcapDevice` had `send_batch`/`recv_batch`).
+    UdpPcapFrameByFrame,
 }
 
 impl Transport {
@@ -79,45 +88,82 @@ impl Transport {
         match self {
             Transport::Raw => "raw (TX ring, recvmmsg)",
             Transport::Udp => "udp (GSO, GRO, recvmmsg)",
+            Transport::UdpPcap => "udp behind a capture, batches passed on",
+            Transport::UdpPcapFrameByFrame => "udp behind a capture, frame by frame",
+        }
+    }
+
+    /// The `ROCE_BENCH_TRANSPORT` value that runs it.
+    fn selected_by(self) -> &'static str {
+        match self {
+            Transport::Raw => "raw",
+            Transport::Udp => "udp",
+            Transport::UdpPcap | Transport::UdpPcapFrameByFrame => "udp-pcap",
         }
     }
 }
 
-/// Either transport's device, as the CLI's port holds it.
+/// A device seen only through `send` and `recv` (the trait's one-by-one batches).
+struct FrameByFrame<D>(D);
+
+impl<D: Device> Device for FrameByFrame<D> {
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        self.0.send(frame)
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        self.0.recv(buf)
+    }
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.0.raw_fd()
+    }
+}
+
+/// Either transport's device, as the CLI's port holds it (a capture's to a sink).
 enum BenchDev {
     Raw(RawSocket),
     Udp(RoceUdpSocket),
+    UdpPcap(PcapDevice<RoceUdpSocket, io::Sink>),
+    UdpPcapFrameByFrame(PcapDevice<FrameByFrame<RoceUdpSocket>, io::Sink>),
+}
+
+/// The device behind a [`BenchDev`].
+macro_rules! each_device {
+    ($dev:expr, $d:ident => $body:expr) => {
+        match $dev {
+            BenchDev::Raw($d) => $body,
+            BenchDev::Udp($d) => $body,
+            BenchDev::UdpPcap($d) => $body,
+            BenchDev::UdpPcapFrameByFrame($d) => $body,
+        }
+    };
 }
 
 impl Device for BenchDev {
     fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        match self {
-            BenchDev::Raw(d) => d.send(frame),
-            BenchDev::Udp(d) => d.send(frame),
-        }
+        each_device!(self, d => d.send(frame))
     }
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        match self {
-            BenchDev::Raw(d) => d.recv(buf),
-            BenchDev::Udp(d) => d.recv(buf),
-        }
+        each_device!(self, d => d.recv(buf))
     }
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
-        match self {
-            BenchDev::Raw(d) => d.raw_fd(),
-            BenchDev::Udp(d) => d.raw_fd(),
-        }
+        each_device!(self, d => d.raw_fd())
     }
     fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
-        match self {
-            BenchDev::Raw(d) => d.send_batch(frames),
-            BenchDev::Udp(d) => d.send_batch(frames),
-        }
+        each_device!(self, d => d.send_batch(frames))
     }
     fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        each_device!(self, d => d.recv_batch(batch))
+    }
+}
+
+impl BenchDev {
+    /// The UDP socket's counts, on the udp transports.
+    fn udp_stats(&self) -> Option<roce_net::udp::UdpStats> {
         match self {
-            BenchDev::Raw(d) => d.recv_batch(batch),
-            BenchDev::Udp(d) => d.recv_batch(batch),
+            BenchDev::Raw(_) => None,
+            BenchDev::Udp(u) => Some(u.stats()),
+            BenchDev::UdpPcap(p) => Some(p.inner().stats()),
+            BenchDev::UdpPcapFrameByFrame(p) => Some(p.inner().0.stats()),
         }
     }
 }
@@ -167,14 +213,22 @@ fn engine(side: &Side, seed: u64, setup: Setup) -> Driver<BenchDev> {
             raw.set_buffer_sizes(RCVBUF, SNDBUF).expect("socket buffers");
             (BenchDev::Raw(raw), StackConfig::new(*mac, *raw_ip, 24))
         }
-        Transport::Udp => {
+        Transport::Udp | Transport::UdpPcap | Transport::UdpPcapFrameByFrame => {
             let info = roce_net::raw::interface(iface).expect("interface");
             let mut udp = RoceUdpSocket::open(IpAddr::V4(*veth_ip), info.index, *mac).expect("udp socket");
             udp.set_buffer_sizes(RCVBUF, SNDBUF).expect("socket buffers");
             let mut cfg = StackConfig::new(*mac, *veth_ip, 24);
             cfg.neighbors = NeighborResolution::Kernel;
             cfg.udp_source_port = Some(roce_wire::ROCEV2_UDP_PORT);
-            (BenchDev::Udp(udp), cfg)
+            let capture = || PcapFileWriter::new(io::sink()).expect("pcap header");
+            let dev = match setup.transport {
+                Transport::UdpPcap => BenchDev::UdpPcap(PcapDevice::new(udp, capture())),
+                Transport::UdpPcapFrameByFrame => {
+                    BenchDev::UdpPcapFrameByFrame(PcapDevice::new(FrameByFrame(udp), capture()))
+                }
+                _ => BenchDev::Udp(udp),
+            };
+            (dev, cfg)
         }
     };
     let mut cfg = cfg;
@@ -190,7 +244,7 @@ fn engine(side: &Side, seed: u64, setup: Setup) -> Driver<BenchDev> {
 fn connect(d: &mut Driver<BenchDev>, qpn: u32, peer: &Side, peer_qpn: u32, (sq, rq): (u32, u32), setup: Setup) {
     let (ip, dmac) = match setup.transport {
         Transport::Raw => (peer.4, peer.2),
-        Transport::Udp => (peer.3, KERNEL_NEIGHBOR_MAC),
+        _ => (peer.3, KERNEL_NEIGHBOR_MAC),
     };
     let mut at = QpAttr::new(IpAddr::V4(ip), peer_qpn);
     at.path_mtu = setup.path_mtu;
@@ -297,8 +351,7 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
                 c.completer_retry_err, c.rcvd_seq_err, c.local_ack_timeout_err, c.retransmitted_pkts
             );
         }
-        if let BenchDev::Udp(u) = &d.dev {
-            let s = u.stats();
+        if let Some(s) = d.dev.udp_stats() {
             let lost: Vec<String> =
                 s.not_sent_all().filter(|(_, k)| *k > 0).map(|(r, k)| format!("{k} {}", r.name())).collect();
             if !lost.is_empty() {
@@ -424,10 +477,12 @@ fn main() {
     }
     let nets = nets();
     let big = 1 << 16;
-    let transports: Vec<Transport> = [Transport::Raw, Transport::Udp]
-        .into_iter()
-        .filter(|t| only_transport.as_deref().is_none_or(|o| o == if *t == Transport::Raw { "raw" } else { "udp" }))
-        .collect();
+    let transports: Vec<Transport> = match only_transport.as_deref() {
+        Some("udp-pcap") => vec![Transport::Udp, Transport::UdpPcap, Transport::UdpPcapFrameByFrame],
+        only => {
+            [Transport::Raw, Transport::Udp].into_iter().filter(|t| only.is_none_or(|o| o == t.selected_by())).collect()
+        }
+    };
     for (link_mtu, path_mtu) in [(1500, 1024), (9000, 4096)] {
         if only_mtu.is_some_and(|m| m != link_mtu) {
             continue;

@@ -249,6 +249,52 @@ impl Device for MemoryDevice {
     }
 }
 
+/// A device for tests of wrappers and drivers: a [`MemoryDevice`] end that records the batch
+/// calls made on it and takes at most `room` more frames, refusing the rest with
+/// [`io::ErrorKind::WouldBlock`] as a full socket buffer does.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct Batching {
+    pub inner: MemoryDevice,
+    /// The length of each `send_batch` call, in order.
+    pub send_batches: Vec<usize>,
+    /// `recv_batch` calls.
+    pub recv_batches: usize,
+    /// Frames it still takes.
+    pub room: usize,
+}
+
+#[cfg(test)]
+impl Batching {
+    /// Around `inner`, taking every frame.
+    pub fn new(inner: MemoryDevice) -> Batching {
+        Batching { inner, send_batches: Vec::new(), recv_batches: 0, room: usize::MAX }
+    }
+}
+
+#[cfg(test)]
+impl Device for Batching {
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        self.send_batch(&[frame]).map(|_| ())
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        self.inner.recv(buf)
+    }
+    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        self.send_batches.push(frames.len());
+        let take = frames.len().min(self.room);
+        if take == 0 && !frames.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::WouldBlock, "no room"));
+        }
+        self.room -= take;
+        self.inner.send_batch(&frames[..take])
+    }
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        self.recv_batches += 1;
+        self.inner.recv_batch(batch)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

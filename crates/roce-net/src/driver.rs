@@ -508,30 +508,8 @@ mod tests {
         assert!(reply >= 42);
     }
 
-    /// A device that counts the batch calls the driver makes.
-    struct Counting {
-        inner: MemoryDevice,
-        send_batches: Vec<usize>,
-        recv_batches: usize,
-    }
-
-    impl Device for Counting {
-        fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-            self.inner.send(frame)
-        }
-        fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-            self.inner.recv(buf)
-        }
-        fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
-            self.send_batches.push(frames.len());
-            self.inner.send_batch(frames)
-        }
-        fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
-            self.recv_batches += 1;
-            self.inner.recv_batch(batch)
-        }
-    }
-    impl MulticastFilter for Counting {}
+    use crate::device::Batching;
+    impl MulticastFilter for Batching {}
 
     /// Frames that arrive together are taken in one receive batch, and the answers leave in
     /// one send batch: 100 ARP requests, 100 replies, in order, in two batches each way.
@@ -539,7 +517,7 @@ mod tests {
     fn frames_move_in_batches() {
         let (a, mut peer) = MemoryDevice::pair();
         let cfg = StackConfig::new([2, 0, 0, 0, 0, 2], "192.168.100.2".parse().unwrap(), 24);
-        let dev = Counting { inner: a, send_batches: Vec::new(), recv_batches: 0 };
+        let dev = Batching::new(a);
         let mut d = Driver::new(dev, Stack::new(cfg));
         for i in 0..100u8 {
             let arp = roce_wire::arp::request(

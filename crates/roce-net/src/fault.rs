@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::io;
 
 use crate::corrupt::{corrupt, CorruptScope};
-use crate::device::{too_small, Device};
+use crate::device::{too_small, Device, RecvBatch};
 use crate::rng::Rng;
 
 /// The faults applied to one direction of a [`FaultDevice`]. Each frame goes through, in
@@ -62,11 +62,17 @@ pub struct FaultStats {
 
 /// Wraps a device and applies [`FaultConfig`]s to what is received and what is sent.
 ///
-/// Time, for delays, is counted in receive polls: every `recv` call is one tick. Delayed
+/// Time, for delays, is counted in receive polls: every `recv` or `recv_batch` call is one
+/// tick. Delayed
 /// received frames come out of a later `recv`; delayed sent frames go to the inner device
 /// during a later `recv` (or [`FaultDevice::release_all`]). A poll loop must therefore keep
 /// calling `recv` while [`FaultDevice::held`] is not zero, even when the inner device's file
 /// descriptor is not readable.
+///
+/// Batches stay batches: the frames of a `send_batch` that pass at once go to the inner
+/// device in one `send_batch` (a frame it does not take is not counted as passed, and its
+/// faults are drawn again when it is sent again), and a `recv_batch` takes the inner
+/// device's frames with one `recv_batch`.
 #[derive(Debug)]
 pub struct FaultDevice<D> {
     inner: D,
@@ -82,6 +88,8 @@ pub struct FaultDevice<D> {
     rx_ready: VecDeque<Vec<u8>>,
     /// Sent frames held back, with the tick they are released at.
     tx_held: VecDeque<(u64, Vec<u8>)>,
+    /// Where `recv_batch` takes the inner device's frames (the caller's batch's shape).
+    rx_scratch: Option<RecvBatch>,
 }
 
 impl<D: Device> FaultDevice<D> {
@@ -98,6 +106,7 @@ impl<D: Device> FaultDevice<D> {
             rx_held: VecDeque::new(),
             rx_ready: VecDeque::new(),
             tx_held: VecDeque::new(),
+            rx_scratch: None,
         }
     }
 
@@ -196,8 +205,41 @@ impl<D: Device> FaultDevice<D> {
         (Some(frame), copy, delay)
     }
 
+    /// Apply the receive faults to a frame the inner device returned: what to pass on now
+    /// (the frame and a copy, if duplicated), or `None` when it was dropped or held back.
+    fn fault_received(&mut self, frame: Vec<u8>) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+        let (first, copy, delay) = Self::apply(&mut self.rng, &self.rx_config, &mut self.rx_stats, frame);
+        let first = first?;
+        if delay {
+            let release = self.release_tick(&self.rx_config);
+            self.rx_held.push_back((release, first));
+            self.rx_held.extend(copy.map(|c| (release, c)));
+            return None;
+        }
+        Some((first, copy))
+    }
+
     fn release_tick(&self, config: &FaultConfig) -> u64 {
         self.tick + u64::from(config.delay_polls.max(1))
+    }
+
+    /// One receive poll: the tick advances, received frames due become ready, sent frames due
+    /// go to the inner device.
+    fn poll_tick(&mut self) -> io::Result<()> {
+        self.tick += 1;
+        while self.rx_held.front().is_some_and(|(t, _)| *t <= self.tick) {
+            let (_, f) = self.rx_held.pop_front().expect("front exists");
+            self.rx_ready.push_back(f);
+        }
+        while let Some((t, f)) = self.tx_held.front() {
+            if *t > self.tick {
+                break;
+            }
+            self.inner.send(f)?;
+            self.tx_held.pop_front();
+            self.tx_stats.passed += 1;
+        }
+        Ok(())
     }
 
     fn pop_ready(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
@@ -214,47 +256,20 @@ impl<D: Device> FaultDevice<D> {
 
 impl<D: Device> Device for FaultDevice<D> {
     fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        let (first, copy, delay) = Self::apply(&mut self.rng, &self.tx_config, &mut self.tx_stats, frame.to_vec());
-        let release = self.release_tick(&self.tx_config);
-        for f in first.into_iter().chain(copy) {
-            if delay {
-                self.tx_held.push_back((release, f));
-            } else {
-                self.inner.send(&f)?;
-                self.tx_stats.passed += 1;
-            }
+        match self.send_batch(&[frame])? {
+            1 => Ok(()),
+            _ => Err(io::Error::new(io::ErrorKind::WouldBlock, "the device took no frame")),
         }
-        Ok(())
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        self.tick += 1;
-        while self.rx_held.front().is_some_and(|(t, _)| *t <= self.tick) {
-            let (_, f) = self.rx_held.pop_front().expect("front exists");
-            self.rx_ready.push_back(f);
-        }
-        while let Some((t, f)) = self.tx_held.front() {
-            if *t > self.tick {
-                break;
-            }
-            self.inner.send(f)?;
-            self.tx_held.pop_front();
-            self.tx_stats.passed += 1;
-        }
+        self.poll_tick()?;
         if !self.rx_ready.is_empty() {
             return self.pop_ready(buf);
         }
         loop {
             let Some(n) = self.inner.recv(buf)? else { return Ok(None) };
-            let (first, copy, delay) =
-                Self::apply(&mut self.rng, &self.rx_config, &mut self.rx_stats, buf[..n].to_vec());
-            let Some(first) = first else { continue };
-            if delay {
-                let release = self.release_tick(&self.rx_config);
-                self.rx_held.push_back((release, first));
-                self.rx_held.extend(copy.map(|c| (release, c)));
-                continue;
-            }
+            let Some((first, copy)) = self.fault_received(buf[..n].to_vec()) else { continue };
             // `first` has `n` bytes, so it fits.
             buf[..n].copy_from_slice(&first);
             self.rx_stats.passed += 1;
@@ -267,12 +282,111 @@ impl<D: Device> Device for FaultDevice<D> {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         self.inner.raw_fd()
     }
+
+    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        // Every frame's fate first, remembering the state before each: what the inner device
+        // does not take is undone, so that sending it again draws the same faults.
+        let mut before = Vec::with_capacity(frames.len());
+        let mut now: Vec<(usize, Vec<u8>)> = Vec::with_capacity(frames.len());
+        for (i, frame) in frames.iter().enumerate() {
+            before.push((self.rng.clone(), self.tx_stats, self.tx_held.len()));
+            let (first, copy, delay) = Self::apply(&mut self.rng, &self.tx_config, &mut self.tx_stats, frame.to_vec());
+            let release = self.release_tick(&self.tx_config);
+            for f in first.into_iter().chain(copy) {
+                if delay {
+                    self.tx_held.push_back((release, f));
+                } else {
+                    now.push((i, f));
+                }
+            }
+        }
+        if now.is_empty() {
+            return Ok(frames.len());
+        }
+        let refs: Vec<&[u8]> = now.iter().map(|(_, f)| f.as_slice()).collect();
+        let (passed, error) = match self.inner.send_batch(&refs) {
+            Ok(m) => (m.min(refs.len()), None),
+            Err(e) => (0, Some(e)),
+        };
+        let Some(&(stopped_at, _)) = now.get(passed) else {
+            self.tx_stats.passed += passed as u64;
+            return Ok(frames.len());
+        };
+        // The inner device stopped at a copy of frame `stopped_at`: the frames before it are
+        // done (dropped, held or passed); it is too when its first copy passed (only its
+        // duplicate was refused, and is no longer one).
+        let first_passed = passed > 0 && now[passed - 1].0 == stopped_at;
+        let taken = stopped_at + usize::from(first_passed);
+        if let Some((rng, stats, held)) = before.get(taken) {
+            self.rng = rng.clone();
+            self.tx_stats = *stats;
+            self.tx_held.truncate(*held);
+        }
+        if first_passed {
+            self.tx_stats.duplicated -= 1;
+        }
+        self.tx_stats.passed += passed as u64;
+        match error {
+            Some(e) if taken == 0 => Err(e),
+            _ => Ok(taken),
+        }
+    }
+
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        batch.clear();
+        self.poll_tick()?;
+        let (slots, slot_len) = (batch.capacity(), batch.slot_len());
+        // Frames due first, in order; nothing new is read while one is still waiting.
+        while batch.len() < slots {
+            let Some(f) = self.rx_ready.front() else { break };
+            if f.len() > slot_len {
+                if batch.is_empty() {
+                    return Err(too_small(f.len(), slot_len));
+                }
+                break;
+            }
+            let f = self.rx_ready.pop_front().expect("front exists");
+            let slot = batch.len();
+            batch.slot_mut(slot)[..f.len()].copy_from_slice(&f);
+            batch.push(slot, f.len());
+            self.rx_stats.passed += 1;
+        }
+        if !self.rx_ready.is_empty() || batch.len() == slots {
+            return Ok(batch.len());
+        }
+        // (The caller's shape, allocated once: what does not fit waits in `rx_ready`.)
+        let mut scratch = match self.rx_scratch.take() {
+            Some(b) if b.capacity() == slots && b.slot_len() == slot_len => b,
+            _ => RecvBatch::new(slots, slot_len)?,
+        };
+        let got = self.inner.recv_batch(&mut scratch);
+        if let Err(e) = got {
+            self.rx_scratch = Some(scratch);
+            return if batch.is_empty() { Err(e) } else { Ok(batch.len()) };
+        }
+        for f in scratch.iter() {
+            let Some((first, copy)) = self.fault_received(f.to_vec()) else { continue };
+            for c in std::iter::once(first).chain(copy) {
+                // A frame beyond the batch's slots comes out of the next call.
+                if batch.len() < slots && self.rx_ready.is_empty() {
+                    let slot = batch.len();
+                    batch.slot_mut(slot)[..c.len()].copy_from_slice(&c);
+                    batch.push(slot, c.len());
+                    self.rx_stats.passed += 1;
+                } else {
+                    self.rx_ready.push_back(c);
+                }
+            }
+        }
+        self.rx_scratch = Some(scratch);
+        Ok(batch.len())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::MemoryDevice;
+    use crate::device::{Batching, MemoryDevice};
     use roce_wire::{frame, golden, ContentError, Error};
 
     fn frame_n(i: u32) -> Vec<u8> {
@@ -413,6 +527,151 @@ mod tests {
         assert_eq!(got[20], [0u8; 60]);
         let s = dev.rx_stats();
         assert_eq!((s.corrupted, s.corrupt_skipped), (20, 1));
+    }
+
+    fn batch_refs(frames: &[Vec<u8>]) -> Vec<&[u8]> {
+        frames.iter().map(Vec::as_slice).collect()
+    }
+
+    /// What reaches the peer when `frames` go through a FaultDevice (seed 3, `config` on
+    /// send): frame by frame with `send`, or with `send_batch` in batches of 16 into a device
+    /// that takes `room` frames per call (the rest sent again); and the send stats.
+    fn sent_through(config: &FaultConfig, frames: &[Vec<u8>], room: Option<usize>) -> (Vec<Vec<u8>>, FaultStats) {
+        let (a, b) = MemoryDevice::pair();
+        let mut dev = FaultDevice::new(Batching::new(a), 3);
+        dev.set_tx(config.clone());
+        match room {
+            None => frames.iter().for_each(|f| dev.send(f).unwrap()),
+            Some(room) => {
+                let mut at = 0;
+                while at < frames.len() {
+                    dev.inner_mut().room = room;
+                    let end = frames.len().min(at + 16);
+                    at += dev.send_batch(&batch_refs(&frames[at..end])).unwrap();
+                }
+            }
+        }
+        let mut peer = FaultDevice::new(b, 0);
+        (drain(&mut peer), dev.tx_stats())
+    }
+
+    #[test]
+    fn send_batch_is_one_inner_batch_and_counts_what_was_taken() {
+        let (a, b) = MemoryDevice::pair();
+        let mut inner = Batching::new(a);
+        inner.room = 3;
+        let mut dev = FaultDevice::new(inner, 1);
+        let frames: Vec<Vec<u8>> = (0..5).map(frame_n).collect();
+        assert_eq!(dev.send_batch(&batch_refs(&frames)).unwrap(), 3);
+        assert_eq!(dev.send_batch(&batch_refs(&frames[3..])).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(dev.inner().send_batches, [5, 2]);
+        assert_eq!((b.pending(), dev.tx_stats()), (3, FaultStats { passed: 3, ..FaultStats::default() }));
+        // Frames all held (delayed) are taken without a call to the inner device.
+        dev.set_tx(FaultConfig { delay: 1.0, delay_polls: 1, ..FaultConfig::default() });
+        assert_eq!(dev.send_batch(&batch_refs(&frames[3..])).unwrap(), 2);
+        assert_eq!((dev.inner().send_batches.len(), dev.held()), (2, 2));
+    }
+
+    /// Batches, whole or cut short by the inner device, put on the wire what frame-by-frame
+    /// sends put there, with the same counts: a frame not taken draws its faults again.
+    #[test]
+    fn send_batch_faults_match_frame_by_frame() {
+        let frames: Vec<Vec<u8>> = (0..300).map(frame_n).collect();
+        let lossy = FaultConfig { drop: 0.3, corrupt: 0.3, ..FaultConfig::default() };
+        let one_by_one = sent_through(&lossy, &frames, None);
+        assert!(one_by_one.1.dropped > 50 && one_by_one.1.corrupted > 50, "{:?}", one_by_one.1);
+        assert_eq!(sent_through(&lossy, &frames, Some(usize::MAX)), one_by_one);
+        assert_eq!(sent_through(&lossy, &frames, Some(5)), one_by_one);
+        let dup = FaultConfig { drop: 0.2, duplicate: 0.3, ..FaultConfig::default() };
+        assert_eq!(sent_through(&dup, &frames, Some(usize::MAX)), sent_through(&dup, &frames, None));
+    }
+
+    /// A duplicate the inner device refuses after it took the original: the frame is taken,
+    /// the copy is not counted as made.
+    #[test]
+    fn send_batch_refused_duplicate_is_not_counted() {
+        let (a, b) = MemoryDevice::pair();
+        let mut inner = Batching::new(a);
+        inner.room = 3;
+        let mut dev = FaultDevice::new(inner, 1);
+        dev.set_tx(FaultConfig { duplicate: 1.0, ..FaultConfig::default() });
+        let frames: Vec<Vec<u8>> = (0..2).map(frame_n).collect();
+        assert_eq!(dev.send_batch(&batch_refs(&frames)).unwrap(), 2);
+        assert_eq!(b.pending(), 3);
+        let s = dev.tx_stats();
+        assert_eq!((s.passed, s.duplicated), (3, 1));
+    }
+
+    #[test]
+    fn recv_batch_is_one_inner_batch_and_one_poll() {
+        let (mut a, b) = MemoryDevice::pair();
+        let mut dev = FaultDevice::new(Batching::new(b), 1);
+        dev.set_rx(FaultConfig { duplicate: 1.0, ..FaultConfig::default() });
+        for i in 0..10 {
+            a.send(&frame_n(i)).unwrap();
+        }
+        let mut batch = RecvBatch::new(8, 128).unwrap();
+        let mut got = Vec::new();
+        let mut calls = Vec::new();
+        loop {
+            let n = dev.recv_batch(&mut batch).unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend(batch.iter().map(<[u8]>::to_vec));
+            calls.push((n, dev.inner().recv_batches));
+        }
+        // 8 read (16 copies): 8 returned, 8 waiting; then the 8 waiting without a read; then 2.
+        assert_eq!(calls, [(8, 1), (8, 1), (4, 2)]);
+        let want: Vec<Vec<u8>> = (0..10).flat_map(|i| [frame_n(i), frame_n(i)]).collect();
+        assert_eq!(got, want);
+        assert_eq!(dev.rx_stats(), FaultStats { passed: 20, duplicated: 10, ..FaultStats::default() });
+        // A delay counts batch calls as polls.
+        dev.set_rx(FaultConfig { delay: 1.0, delay_polls: 2, ..FaultConfig::default() });
+        for i in 0..3 {
+            a.send(&frame_n(i)).unwrap();
+        }
+        assert_eq!(dev.recv_batch(&mut batch).unwrap(), 0);
+        assert_eq!(dev.recv_batch(&mut batch).unwrap(), 0);
+        dev.set_rx(FaultConfig::default());
+        assert_eq!(dev.recv_batch(&mut batch).unwrap(), 3);
+        assert_eq!(dev.held(), 0);
+        // A waiting frame longer than a slot: an error when it comes first, as for recv.
+        dev.set_rx(FaultConfig { duplicate: 1.0, ..FaultConfig::default() });
+        a.send(&[7; 100]).unwrap();
+        let mut small = RecvBatch::new(1, 100).unwrap();
+        assert_eq!(dev.recv_batch(&mut small).unwrap(), 1);
+        assert_eq!(
+            dev.recv_batch(&mut RecvBatch::new(1, 10).unwrap()).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(dev.recv_batch(&mut small).unwrap(), 1);
+    }
+
+    /// Received batches see the faults frame-by-frame receives see (no delay: ticks differ).
+    #[test]
+    fn recv_batch_faults_match_frame_by_frame() {
+        let lossy = FaultConfig { drop: 0.2, corrupt: 0.2, duplicate: 0.2, ..FaultConfig::default() };
+        let run = |batched: bool| {
+            let (mut a, b) = MemoryDevice::pair();
+            let mut dev = FaultDevice::new(b, 9);
+            dev.set_rx(lossy.clone());
+            for i in 0..300 {
+                a.send(&frame_n(i)).unwrap();
+            }
+            let got = if batched {
+                let mut batch = RecvBatch::new(7, 128).unwrap();
+                let mut got = Vec::new();
+                while dev.recv_batch(&mut batch).unwrap() > 0 {
+                    got.extend(batch.iter().map(<[u8]>::to_vec));
+                }
+                got
+            } else {
+                drain(&mut dev)
+            };
+            (got, dev.rx_stats())
+        };
+        assert_eq!(run(true), run(false));
     }
 
     #[test]

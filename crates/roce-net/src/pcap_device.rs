@@ -7,7 +7,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::device::Device;
+use crate::device::{Device, RecvBatch};
 use crate::pcap::PcapFileWriter;
 
 /// Where a [`PcapDevice`] takes its timestamps from.
@@ -21,8 +21,9 @@ pub fn system_clock() -> Clock {
 /// Writes every frame sent through it and every frame received from it to a pcap (Ethernet,
 /// nanosecond timestamps), then passes it on unchanged.
 ///
-/// A frame is written after the inner device accepted (send) or returned (receive) it. A
-/// capture write error never fails or loses a frame: the first one is kept
+/// A frame is written after the inner device accepted (send) or returned (receive) it; a
+/// batch goes to the inner device as one batch (the udp transport's GSO runs, the raw
+/// socket's sendmmsg), and only the frames it took are written. A capture write error never fails or loses a frame: the first one is kept
 /// ([`PcapDevice::capture_error`]), capturing stops, and [`PcapDevice::finish`] returns it.
 pub struct PcapDevice<D, W: Write = BufWriter<File>> {
     inner: D,
@@ -91,13 +92,23 @@ impl<D: Device, W: Write> PcapDevice<D, W> {
     }
 
     fn capture(&mut self, frame: &[u8]) {
+        self.capture_all(std::iter::once(frame));
+    }
+
+    /// Write `frames`, all with one timestamp (they left or arrived in one call).
+    fn capture_all<'f>(&mut self, frames: impl Iterator<Item = &'f [u8]>) {
         if self.error.is_some() {
             return;
         }
         let t = (self.clock)();
-        match self.writer.write(t, frame) {
-            Ok(()) => self.written += 1,
-            Err(e) => self.error = Some(e),
+        for frame in frames {
+            match self.writer.write(t, frame) {
+                Ok(()) => self.written += 1,
+                Err(e) => {
+                    self.error = Some(e);
+                    return;
+                }
+            }
         }
     }
 }
@@ -121,12 +132,26 @@ impl<D: Device, W: Write> Device for PcapDevice<D, W> {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         self.inner.raw_fd()
     }
+
+    // The inner device's own batches: without them the udp transport would send one
+    // datagram per sendmsg (no GSO) whenever a capture is on.
+    fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        let taken = self.inner.send_batch(frames)?.min(frames.len());
+        self.capture_all(frames[..taken].iter().copied());
+        Ok(taken)
+    }
+
+    fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        let n = self.inner.recv_batch(batch)?;
+        self.capture_all(batch.iter());
+        Ok(n)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::MemoryDevice;
+    use crate::device::{Batching, MemoryDevice};
     use crate::pcap::read_bytes;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
@@ -152,6 +177,61 @@ mod tests {
         assert_eq!((frames[0].timestamp, &frames[0].data[..]), (Duration::from_nanos(1_000), &[1; 60][..]));
         assert_eq!((frames[1].timestamp, &frames[1].data[..]), (Duration::from_nanos(2_500), &[2; 64][..]));
         assert_eq!(b.recv(&mut buf).unwrap(), Some(60));
+    }
+
+    /// A batch reaches the inner device as one batch, and only the frames it took are
+    /// captured as sent; a received batch is captured whole, in order.
+    #[test]
+    fn batches_pass_whole_and_capture_what_the_device_took() {
+        let (a, mut b) = MemoryDevice::pair();
+        let mut inner = Batching::new(a);
+        inner.room = 3;
+        let mut dev = PcapDevice::new(inner, PcapFileWriter::new(Vec::new()).unwrap());
+        let frames: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 60]).collect();
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        assert_eq!(dev.send_batch(&refs).unwrap(), 3);
+        assert_eq!(dev.send_batch(&refs[3..]).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(dev.inner().send_batches, [5, 2]);
+        assert_eq!((dev.written(), b.pending()), (3, 3));
+        for i in 10..14u8 {
+            b.send(&[i; 64]).unwrap();
+        }
+        let mut batch = RecvBatch::new(8, 128).unwrap();
+        assert_eq!(dev.recv_batch(&mut batch).unwrap(), 4);
+        assert_eq!(dev.recv_batch(&mut batch).unwrap(), 0);
+        assert_eq!((dev.inner().recv_batches, dev.written()), (2, 7));
+        let (_, bytes) = dev.finish().unwrap();
+        let captured: Vec<Vec<u8>> = read_bytes(&bytes).unwrap().into_iter().map(|f| f.data).collect();
+        let want: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 60]).chain((10..14u8).map(|i| vec![i; 64])).collect();
+        assert_eq!(captured, want);
+    }
+
+    /// The udp transport behind a capture keeps its GSO runs and GRO reads: ten datagrams
+    /// leave in one UDP_SEGMENT message and are read back coalesced, all twenty captured.
+    /// Over loopback, on addresses of 127/8 of this process's own.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_udp_transport_behind_a_capture_still_sends_gso_runs() {
+        use crate::udp::tests::{engine_frame, loopback_pair};
+        let (a, b, tx, rx) = loopback_pair(21, 22);
+        let mut tx = PcapDevice::new(tx, PcapFileWriter::new(Vec::new()).unwrap());
+        let mut rx = PcapDevice::new(rx, PcapFileWriter::new(Vec::new()).unwrap());
+        let frames: Vec<Vec<u8>> =
+            (0..10u8).map(|i| engine_frame(a, b, roce_wire::ROCEV2_UDP_PORT, &[i; 1000])).collect();
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        assert_eq!(tx.send_batch(&refs).unwrap(), 10);
+        let st = tx.inner().stats();
+        assert_eq!((st.sent, st.send_messages, tx.written()), (10, 1, 10), "{st:?}");
+        let mut batch = RecvBatch::new(64, 9216).unwrap();
+        for _ in 0..200 {
+            if rx.recv_batch(&mut batch).unwrap() == 0 && rx.written() >= 10 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let rs = rx.inner().stats();
+        assert!(rs.received == 10 && rs.reads < 10, "GRO coalesced them: {rs:?}");
+        assert_eq!(rx.written(), 10);
     }
 
     /// A writer that accepts the pcap header and then fails.

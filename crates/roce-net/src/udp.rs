@@ -1185,14 +1185,14 @@ impl RoceUdpSocket {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use roce_wire::frame::RoceHeaders;
 
     const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 
     /// An engine frame: a UD SEND_ONLY from QP 1 with source port `sport`.
-    fn engine_frame(src: IpAddr, dst: IpAddr, sport: u16, payload: &[u8]) -> Vec<u8> {
+    pub(crate) fn engine_frame(src: IpAddr, dst: IpAddr, sport: u16, payload: &[u8]) -> Vec<u8> {
         // The BTH and DETH of a real UD SEND_ONLY to QP1 (the golden SA Delete).
         let golden = roce_wire::frame::parse(&roce_wire::golden::SA_DELETE_MCMEMBER).unwrap();
         let (bth, ext) = (golden.repr.bth, golden.repr.ext);
@@ -1274,7 +1274,7 @@ mod tests {
     }
 
     /// Two sockets on loopback addresses `net(a)` and `net(b)` (interface 1: lo).
-    fn loopback_pair(a: u8, b: u8) -> (IpAddr, IpAddr, RoceUdpSocket, RoceUdpSocket) {
+    pub(crate) fn loopback_pair(a: u8, b: u8) -> (IpAddr, IpAddr, RoceUdpSocket, RoceUdpSocket) {
         let (a, b) = (net(a), net(b));
         (a, b, RoceUdpSocket::open(a, 1, MAC).unwrap(), RoceUdpSocket::open(b, 1, MAC).unwrap())
     }
