@@ -233,8 +233,10 @@ pub struct LinkArgs {
     /// hold=N (receive polls a reordered frame is held, default 3), seed=N (default 1),
     /// dir=tx|rx|both (default tx). Counted at exit (`fault sent: dropped N, reordered N,
     /// duplicated N`); a dropped frame is never counted as sent, and --pcap holds what passed.
-    #[arg(long, value_parser = fault_spec, value_name = "SPEC")]
-    pub fault: Option<FaultSpec>,
+    /// Repeatable, for other faults each way (`--fault drop=0.03,dir=rx --fault reorder=0.02,dir=tx`):
+    /// a later one replaces an earlier one's faults for its direction; the seed is the first's.
+    #[arg(long, value_parser = fault_spec, value_name = "SPEC", action = clap::ArgAction::Append)]
+    pub fault: Vec<FaultSpec>,
 }
 
 impl LinkArgs {

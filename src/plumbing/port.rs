@@ -105,14 +105,17 @@ impl CliDevice {
         }
     }
 
-    /// Put `self` behind the fault transport `spec` describes.
-    fn with_fault(self, spec: &FaultSpec) -> CliDevice {
-        let mut dev = FaultDevice::new(Box::new(self), spec.seed);
-        if spec.tx {
-            dev.set_tx(spec.config.clone());
-        }
-        if spec.rx {
-            dev.set_rx(spec.config.clone());
+    /// Put `self` behind the fault transport the `specs` describe: each sets the faults of its
+    /// direction(s), a later one those of an earlier one; the seed is the first's.
+    fn with_fault(self, specs: &[FaultSpec]) -> CliDevice {
+        let mut dev = FaultDevice::new(Box::new(self), specs.first().map_or(1, |s| s.seed));
+        for spec in specs {
+            if spec.tx {
+                dev.set_tx(spec.config.clone());
+            }
+            if spec.rx {
+                dev.set_rx(spec.config.clone());
+            }
         }
         CliDevice::Fault(dev)
     }
@@ -193,7 +196,7 @@ pub struct PortOptions {
     /// How frames travel (`None`: [`Transport::default_here`]).
     pub transport: Option<Transport>,
     /// Faults on our own frames (`--fault`).
-    pub fault: Option<FaultSpec>,
+    pub fault: Vec<FaultSpec>,
 }
 
 /// Why a port could not be opened: the exit status (2 usage, 3 cannot run here) and the message.
@@ -345,23 +348,25 @@ pub fn open_port(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
         (None, Transport::Raw) => open_raw(o)?,
         (None, Transport::Udp) => open_udp(o)?,
     };
-    if let (Some(spec), None) = (&o.fault, &o.ibsim) {
+    if !o.fault.is_empty() && o.ibsim.is_none() {
         let dev = std::mem::replace(&mut d.dev, CliDevice::NoFrames(NoFrames));
-        d.dev = dev.with_fault(spec);
-        let c = &spec.config;
-        let dir = match (spec.tx, spec.rx) {
-            (true, true) => "sent and received",
-            (false, true) => "received",
-            _ => "sent",
-        };
-        status!(
-            "fault on {dir} frames: drop {} reorder {} (held {} polls) dup {}, seed {}",
-            c.drop,
-            c.delay,
-            c.delay_polls,
-            c.duplicate,
-            spec.seed
-        );
+        d.dev = dev.with_fault(&o.fault);
+        for spec in &o.fault {
+            let c = &spec.config;
+            let dir = match (spec.tx, spec.rx) {
+                (true, true) => "sent and received",
+                (false, true) => "received",
+                _ => "sent",
+            };
+            status!(
+                "fault on {dir} frames: drop {} reorder {} (held {} polls) dup {}, seed {}",
+                c.drop,
+                c.delay,
+                c.delay_polls,
+                c.duplicate,
+                o.fault[0].seed
+            );
+        }
     }
     if o.verbose {
         d.set_tap(Box::new(|dir, now, f| {

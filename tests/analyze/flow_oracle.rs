@@ -218,7 +218,13 @@ pub fn expected(path: &Path, skip: &[u64], src_qps: &[SourceQp]) -> BTreeMap<Flo
                         } else if s.skipped.remove(&psn) {
                             f.out_of_order += 1;
                         } else {
-                            assert!(s.seen.contains(&psn));
+                            assert!(
+                                s.seen.contains(&psn),
+                                "frame {}: PSN {psn} behind {:?}, neither seen nor skipped, QP {qp:#x} from {}",
+                                r[0],
+                                s.next,
+                                if r[1].is_empty() { &r[2] } else { &r[1] }
+                            );
                             f.retransmissions += 1;
                             resent = true;
                         }

@@ -107,9 +107,12 @@ fn analyze_a_kernel_rping_capture() {
     assert!(std::fs::read_to_string(&html).unwrap().contains("class=\"psn-plot\""));
 }
 
-/// The frames we drop, hold back and duplicate, both ways (seeded: the same decisions for the
-/// same sequence of frames).
-const FAULT: &str = "drop=0.03,reorder=0.02,dup=0.01,seed=25,dir=both";
+/// The faults (seeded: the same decisions for the same sequence of frames): the kernel's frames
+/// dropped, ours held back and duplicated, but none of ours dropped. A lost ACK of ours makes
+/// the kernel's requester retransmit a WRITE by timeout; an ACK of the whole WRITE that reaches
+/// it during that retransmission left 7.2.13's ib_write_lat stalled for good in one run of
+/// five (spec/kernel-findings.md §4): loss that way is a finding under study, not this test's.
+const FAULT: [&str; 2] = ["drop=0.04,seed=25,dir=rx", "reorder=0.03,dup=0.01,dir=tx"];
 
 #[test]
 fn analyze_a_lossy_kernel_write_lat_capture() {
@@ -123,7 +126,9 @@ fn analyze_a_lossy_kernel_write_lat_capture() {
     assert!(l.contains(needle), "{gcmd} does not listen:\n{l}");
     // Our requester waits 268 ms (-u 16) for an ACK: a TCG guest answers late.
     let ours = format!(
-        "perftest write_lat --iface tap0 -I 198.18.0.1 -n 100 -s 8192 -u 16 --timeout 60 --fault {FAULT} 198.18.0.2"
+        "perftest write_lat --iface tap0 -I 198.18.0.1 -n 100 -s 8192 -u 16 --timeout 60 --fault {} --fault {} 198.18.0.2",
+        FAULT[0],
+        FAULT[1]
     );
     let (rc, our_out) = g.run_in_netns(&roce(&ours));
     let glog =
@@ -138,14 +143,16 @@ fn analyze_a_lossy_kernel_write_lat_capture() {
     assert!(glog.contains("rc=0"), "guest {gcmd}:\n{glog}");
 
     // What our fault layer did, as the tool counted it.
-    let fault = |dir: &str| -> u64 {
+    let fault = |dir: &str, what: &str| -> u64 {
         let l = our_out
             .lines()
             .find(|l| l.trim_start().starts_with(&format!("fault {dir}:")))
             .unwrap_or_else(|| panic!("no `fault {dir}:` line:\n{our_out}"));
-        l.split("dropped ").nth(1).and_then(|r| r.split(',').next()).and_then(|n| n.parse().ok()).unwrap()
+        l.split(&format!("{what} ")).nth(1).and_then(|r| r.split(',').next()).and_then(|n| n.parse().ok()).unwrap()
     };
-    assert!(fault("sent") > 0 && fault("received") > 0, "{our_out}");
+    assert!(fault("received", "dropped") > 0, "{our_out}");
+    assert!(fault("sent", "reordered") > 0 && fault("sent", "duplicated") > 0, "{our_out}");
+    assert_eq!(fault("sent", "dropped"), 0, "{our_out}");
 
     // Every flow count against tshark's fields.
     let doc = check_flows(&pcap, &[], &[]);
