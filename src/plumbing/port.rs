@@ -754,7 +754,7 @@ mod fault_tests {
     #[test]
     fn a_fault_wrapped_device_counts_its_drops() {
         let spec = crate::plumbing::options::fault_spec("drop=1,seed=3").unwrap();
-        let mut dev = CliDevice::NoFrames(NoFrames).with_fault(&spec);
+        let mut dev = CliDevice::NoFrames(NoFrames).with_fault(std::slice::from_ref(&spec));
         for _ in 0..5 {
             dev.send(&[0u8; 60]).unwrap();
         }
