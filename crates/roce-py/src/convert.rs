@@ -355,6 +355,98 @@ impl<'a> TextParser<'a> {
         }
     }
 
+    /// A reader at byte `at` of `b`.
+    pub fn at(b: &'a [u8], at: usize) -> Self {
+        TextParser { b, i: at }
+    }
+
+    /// Step over one value of any kind (nothing is made).
+    pub fn skip_value(&mut self) -> PyResult<()> {
+        self.ws();
+        match self.peek() {
+            Some(b'"') => {
+                self.i += 1;
+                loop {
+                    match self.peek() {
+                        Some(b'"') => break,
+                        Some(b'\\') => self.i += 2,
+                        Some(_) => self.i += 1,
+                        None => return Err(self.fail("unterminated string")),
+                    }
+                }
+                self.i += 1;
+                Ok(())
+            }
+            Some(open @ (b'{' | b'[')) => {
+                let close = if open == b'{' { b'}' } else { b']' };
+                self.i += 1;
+                self.ws();
+                if self.peek() == Some(close) {
+                    self.i += 1;
+                    return Ok(());
+                }
+                loop {
+                    if open == b'{' {
+                        self.ws();
+                        self.skip_value()?;
+                        self.expect(b':')?;
+                    }
+                    self.skip_value()?;
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.i += 1,
+                        Some(c) if c == close => {
+                            self.i += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(self.fail("expected ',' or a closing bracket")),
+                    }
+                }
+            }
+            Some(_) => {
+                while let Some(c) = self.peek() {
+                    if matches!(c, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t') {
+                        break;
+                    }
+                    self.i += 1;
+                }
+                Ok(())
+            }
+            None => Err(self.fail("unexpected end")),
+        }
+    }
+
+    /// The members of the object at the reader, as (key, where its value starts and ends);
+    /// `f` sees each and returns true to stop there. Keys come as their raw bytes (the
+    /// decoder's names need no escapes).
+    pub fn members(&mut self, mut f: impl FnMut(&'a [u8], usize, usize) -> bool) -> PyResult<()> {
+        let b: &'a [u8] = self.b;
+        self.expect(b'{')?;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            return Ok(());
+        }
+        loop {
+            self.ws();
+            let key_start = self.i + 1;
+            self.skip_value()?;
+            let key = b.get(key_start..self.i - 1).ok_or_else(|| self.fail("expected a key"))?;
+            self.expect(b':')?;
+            self.ws();
+            let start = self.i;
+            self.skip_value()?;
+            if f(key, start, self.i) {
+                return Ok(());
+            }
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b'}') => return Ok(()),
+                _ => return Err(self.fail("expected ',' or '}'")),
+            }
+        }
+    }
+
     /// A string token; escapes are rare (messages), and left to serde_json.
     pub fn string(&mut self) -> PyResult<Cow<'a, str>> {
         let b: &'a [u8] = self.b;

@@ -17,6 +17,7 @@ use std::time::Duration;
 mod capture;
 mod convert;
 mod engine;
+mod frame;
 
 create_exception!(
     _roce,
@@ -263,5 +264,6 @@ fn _roce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(opcode_headers, m)?)?;
     capture::register(m)?;
     engine::register(m)?;
+    frame::register(m)?;
     Ok(())
 }
