@@ -365,17 +365,19 @@ impl<'a> TextParser<'a> {
         self.ws();
         match self.peek() {
             Some(b'"') => {
-                self.i += 1;
+                // To the closing quote, over escaped characters.
+                let mut at = self.i + 1;
                 loop {
-                    match self.peek() {
-                        Some(b'"') => break,
-                        Some(b'\\') => self.i += 2,
-                        Some(_) => self.i += 1,
+                    let rest = self.b.get(at..).unwrap_or_default();
+                    match rest.iter().position(|c| matches!(c, b'"' | b'\\')) {
+                        Some(n) if rest[n] == b'"' => {
+                            self.i = at + n + 1;
+                            return Ok(());
+                        }
+                        Some(n) => at += n + 2,
                         None => return Err(self.fail("unterminated string")),
                     }
                 }
-                self.i += 1;
-                Ok(())
             }
             Some(open @ (b'{' | b'[')) => {
                 let close = if open == b'{' { b'}' } else { b']' };
@@ -404,12 +406,10 @@ impl<'a> TextParser<'a> {
                 }
             }
             Some(_) => {
-                while let Some(c) = self.peek() {
-                    if matches!(c, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t') {
-                        break;
-                    }
-                    self.i += 1;
-                }
+                // A number or a literal: to the next delimiter.
+                let rest = &self.b[self.i..];
+                let n = rest.iter().position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t'));
+                self.i += n.unwrap_or(rest.len());
                 Ok(())
             }
             None => Err(self.fail("unexpected end")),

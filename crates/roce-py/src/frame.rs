@@ -64,7 +64,7 @@ fn clean_transport(data: &[u8], link_type: u32, mad_too: bool) -> Option<Transpo
 }
 
 /// A JSON text shared by a frame and its views.
-type Text = Arc<[u8]>;
+type Text = Arc<Vec<u8>>;
 
 /// Where the member `name` of the object at `at` of `text` sits (its value's start and end).
 fn find(text: &[u8], at: usize, name: &str) -> PyResult<Option<(usize, usize)>> {
@@ -195,7 +195,7 @@ impl Frame {
                 j.begin("");
                 transport_json(&mut j, &t.bth, &t.ext);
                 j.end();
-                j.buf.into()
+                Arc::new(j.buf)
             });
             if let Some((a, _)) = find(text, 0, n)? {
                 return Ok(Some((text.clone(), a)));
@@ -221,7 +221,7 @@ fn run(dec: &mut Decoder, meta: &Meta, data: &[u8]) -> (Text, String) {
     dec.json.off = false;
     dec.summary.off = false;
     dec.decode(meta, data);
-    (dec.json.buf.as_slice().into(), dec.summary.text.clone())
+    (Arc::new(dec.json.buf.clone()), dec.summary.text.clone())
 }
 
 /// The attribute as Python finds it without our `__getattribute__` (methods, properties).

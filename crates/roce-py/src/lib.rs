@@ -18,6 +18,7 @@ mod capture;
 mod convert;
 mod engine;
 mod frame;
+mod l2;
 
 create_exception!(
     _roce,
@@ -265,5 +266,6 @@ fn _roce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     capture::register(m)?;
     engine::register(m)?;
     frame::register(m)?;
+    l2::register(m)?;
     Ok(())
 }

@@ -7,7 +7,8 @@ import pytest
 import roce
 from roce import AETH, BTH, DETH, MAD, RETH, SA, UDP, Ether, IPv4, MCMemberRecord, ServiceRecord
 
-from test_decode_read import CAPTURE_MEMBERS, raw_frames
+from conftest import CAPTURES
+from test_decode_read import raw_frames
 
 L3 = Ether() / IPv4(src="198.18.0.1", dst="198.18.0.2") / UDP()
 WRITE = bytes(L3 / BTH(opcode=0x0A, dest_qp=0x11, psn=7) / RETH(va=0x7F00, r_key=0x1234, dma_len=4) / b"abcd")
@@ -100,3 +101,57 @@ def test_service_name_text_alone_names_the_service():
     with pytest.warns(roce.EncodeWarning, match="service_name bytes are kept"):
         b = frame(service_name_text="other", service_name=(b"roce-svc" + bytes(56)).hex())
     assert roce.decode(b)["service_record"]["service_name_text"] == "roce-svc"
+
+
+def _layer_args(cls, values):
+    return {k: v for k, v in values.items() if k in cls.fields}
+
+
+def rebuild_non_roce(capture):
+    """ARP, IGMP, MLD and NS/NA records of a capture, rebuilt from their members with `/`,
+    give the captured bytes; returns how many."""
+    kinds = {"arp": roce.ARP, "igmp": roce.IGMP, "mld": roce.MLD, "ndisc": roce.NDisc}
+    rebuilt = 0
+    for d in roce.read(capture):
+        cls = kinds.get(d["kind"])
+        if cls is None or "error" in d:
+            continue
+        # A capture without Ethernet header (Linux cooked) has `raw` from the network layer on.
+        ethernet = "eth" in d
+        pkt = Ether(**_layer_args(Ether, d["eth"] if ethernet else {}))
+        if "vlan" in d:
+            pkt = pkt / roce.Dot1Q(**_layer_args(roce.Dot1Q, d["vlan"]))
+        if "ip" in d:
+            ip_cls = IPv4 if d["ip"]["version"] == 4 else roce.IPv6
+            pkt = pkt / ip_cls(**_layer_args(ip_cls, {k: v for k, v in d["ip"].items() if k not in ("total_len", "payload_len", "checksum")}))
+        msg = dict(d[d["kind"]])
+        if "hop_by_hop" in d:
+            msg["hop_by_hop"] = d["hop_by_hop"]
+        pkt = pkt / cls(**{k: v for k, v in msg.items() if k in cls.fields or k in cls.top_level})
+        built = bytes(pkt) if ethernet else bytes(pkt)[14:]
+        assert built.hex() == d["raw"], (capture.name, d["frame"], d)
+        rebuilt += 1
+    return rebuilt
+
+
+def test_every_non_roce_record_is_rebuilt_with_layers():
+    assert sum(rebuild_non_roce(c) for c in CAPTURES) >= 20
+
+
+def test_non_roce_layers_build_what_the_decoder_reads():
+    arp = roce.decode(bytes(Ether() / roce.ARP(sender_ip="198.18.0.1", target_ip="198.18.0.2")))
+    assert arp["kind"] == "arp" and arp["arp"]["operation"] == "request" and arp["eth"]["dst"] == "ff:ff:ff:ff:ff:ff"
+    igmp = roce.decode(bytes(Ether() / IPv4(src="198.18.0.1") / roce.IGMP(version=3, records=[
+        {"record_type": 4, "group": "239.1.2.3", "sources": ["198.18.0.9"]}])))
+    assert "error" not in igmp and igmp["igmp"]["records"][0]["sources"] == ["198.18.0.9"]
+    leave = roce.decode(bytes(Ether() / IPv4(src="198.18.0.1") / roce.IGMP(type="LeaveGroup", group="239.1.2.3")))
+    assert leave["igmp"]["type"] == "LeaveGroup" and leave["ip"]["dst"] == "224.0.0.2"
+    mld = roce.decode(bytes(Ether() / roce.IPv6(src="fe80::1") / roce.MLD(records=[{"record_type": 3, "group": "ff0e::1"}])))
+    assert mld["kind"] == "mld" and "error" not in mld and mld["mld"]["records"][0]["group"] == "ff0e::1"
+    na = roce.decode(bytes(Ether() / roce.IPv6(src="fd00::2") / roce.NDisc(type="NeighborAdvert", target="fd00::2",
+                                                                          target_lladdr="02:00:00:00:00:02", flags=0x60000000)))
+    assert na["kind"] == "ndisc" and na["ndisc"]["flags"] == 0x60000000 and "error" not in na
+    with pytest.raises(ValueError, match="carries no"):
+        bytes(Ether() / roce.ARP() / BTH())
+    with pytest.raises(ValueError, match="igmp.group"):
+        bytes(Ether() / IPv4(src="198.18.0.1") / roce.IGMP(group="nope"))

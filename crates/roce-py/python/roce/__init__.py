@@ -17,8 +17,8 @@ The decoder, encoder and engine of the ``roce`` tool (Rust), with scapy-style la
   (or ``read(path_or_file, lazy=True)``) yields them for a capture.
 - ``encode(record) -> bytes``: the way back, byte-identical.
 - ``icrc(frame) -> int``; ``summary(frame) -> str``.
-- layers (``Ether``, ``IPv4``, ``BTH``, ``RETH``, ``MAD``, ``MCMemberRecord``, ``CM_REQ`` …)
-  composed with ``/``.
+- layers (``Ether``, ``IPv4``, ``BTH``, ``RETH``, ``MAD``, ``MCMemberRecord``, ``CM_REQ`` …,
+  and ``ARP``, ``IGMP``, ``MLD``, ``NDisc``) composed with ``/``.
 - ``Stack`` (the sans-IO engine) and ``SimNet`` (hosts and an SA on a simulated link).
 - ``dataframe(path)``: a pandas DataFrame of every frame's flat fields.
 """

@@ -28,6 +28,10 @@ def summary(frame: _Bytes, link_type: int = 1) -> str:
 def encode(record: Dict[str, Any]) -> bytes:
     """The frame of a record, as ``roce encode`` writes it (byte-identical for decode's records)."""
 
+def encode_l2(record: Dict[str, Any]) -> bytes:
+    """The frame of an arp, igmp, mld or ndisc record, built from its fields (the layers ARP,
+    IGMP, MLD and NDisc use it)."""
+
 def icrc(frame: _Bytes) -> int:
     """rxe's ICRC of a RoCEv2 Ethernet frame."""
 
