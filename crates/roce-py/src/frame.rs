@@ -146,12 +146,18 @@ impl Frame {
 
     /// The member names, in the decoder's order.
     fn names(&mut self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.names_where(py, |_, _| true)
+    }
+
+    /// The names of the members that `keep` keeps (given a name and whether its value is an
+    /// object), in the decoder's order; the capture's own left out of a lone frame's.
+    fn names_where(&mut self, py: Python<'_>, keep: impl Fn(&str, bool) -> bool) -> PyResult<Vec<String>> {
         let skip = self.skip();
         let (text, _) = self.text(py);
         let mut out = Vec::new();
-        TextParser::new(text).members(|k, _, _| {
+        TextParser::new(text).members(|k, a, _| {
             let k = String::from_utf8_lossy(k);
-            if !skip.contains(&k.as_ref()) {
+            if !skip.contains(&k.as_ref()) && keep(&k, text[a] == b'{') {
                 out.push(k.into_owned());
             }
             false
@@ -222,6 +228,12 @@ fn run(dec: &mut Decoder, meta: &Meta, data: &[u8]) -> (Text, String) {
     dec.summary.off = false;
     dec.decode(meta, data);
     (Arc::new(dec.json.buf.clone()), dec.summary.text.clone())
+}
+
+/// The values of (name, value) pairs.
+fn values_of<'py>(py: Python<'py>, items: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    let v = items.iter().map(|t| t.get_item(1)).collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, v)
 }
 
 /// The attribute as Python finds it without our `__getattribute__` (methods, properties).
@@ -313,9 +325,7 @@ impl Frame {
 
     /// The members' values (objects as LayerViews), in the decoder's order.
     fn values<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let items = self.items(py)?;
-        let v = items.iter().map(|t| t.get_item(1)).collect::<PyResult<Vec<_>>>()?;
-        PyList::new(py, v)
+        values_of(py, &self.items(py)?)
     }
 
     /// (name, value) pairs (objects as LayerViews), in the decoder's order.
@@ -346,17 +356,7 @@ impl Frame {
     /// wire order.
     #[getter]
     fn layers(&mut self, py: Python<'_>) -> PyResult<Vec<String>> {
-        let skip = self.skip();
-        let (text, _) = self.text(py);
-        let mut out = Vec::new();
-        TextParser::new(text).members(|k, a, _| {
-            let k = String::from_utf8_lossy(k);
-            if text[a] == b'{' && !skip.contains(&k.as_ref()) && k != "error" && k != "mad_error" {
-                out.push(k.into_owned());
-            }
-            false
-        })?;
-        Ok(out)
+        self.names_where(py, |k, object| object && k != "error" && k != "mad_error")
     }
 
     /// The frame's bytes.
@@ -459,9 +459,7 @@ impl LayerView {
 
     /// The fields' values (objects as LayerViews).
     fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let items = self.items(py)?;
-        let v = items.iter().map(|t| t.get_item(1)).collect::<PyResult<Vec<_>>>()?;
-        PyList::new(py, v)
+        values_of(py, &self.items(py)?)
     }
 
     /// (name, value) pairs (objects as LayerViews).

@@ -16,7 +16,7 @@ use roce_wire::arp::{self, ArpOperation};
 use roce_wire::igmp::{self, IgmpMessage};
 use roce_wire::l2::{BROADCAST_MAC, IPV4_ROUTER_ALERT, MLD_HOP_BY_HOP};
 use roce_wire::mld::{self, MldMessage};
-use roce_wire::multicast::{ipv4_multicast_mac, ipv6_multicast_mac};
+use roce_wire::multicast::{ipv4_multicast_mac, ipv6_multicast_mac, List};
 use roce_wire::ndisc::{NdiscMessage, NeighborFlags};
 use serde_json::Value;
 
@@ -145,7 +145,9 @@ fn named<T: From<u8> + std::fmt::Debug>(v: Option<&Value>, all: &[u8], what: &st
     }
 }
 
-fn records<T>(msg: &Obj<'_>, mut make: impl FnMut(u8, &str, &Obj<'_>) -> R<T>) -> R<Vec<T>> {
+/// The `records` of an IGMPv3 / MLDv2 report, each made by `make` from its type, group and
+/// object.
+fn records<T, A: std::str::FromStr>(msg: &Obj<'_>, mut make: impl FnMut(u8, A, &Obj<'_>) -> R<T>) -> R<Vec<T>> {
     let Some(v) = msg.get("records") else { return Ok(Vec::new()) };
     let Value::Array(a) = v else { return Err(format!("{}.records: not a list", msg.path)) };
     a.iter()
@@ -153,10 +155,18 @@ fn records<T>(msg: &Obj<'_>, mut make: impl FnMut(u8, &str, &Obj<'_>) -> R<T>) -
             let Value::Object(m) = r else { return Err(format!("{}.records: an item is not an object", msg.path)) };
             let o = Obj { v: Some(m), path: "record" };
             let t = o.num("record_type", 0u8)?;
-            let g = o.text("group").ok_or_else(|| format!("{}.records: a record without group", msg.path))?;
+            let g = o.parsed("group")?.ok_or_else(|| format!("{}.records: a record without group", msg.path))?;
             make(t, g, &o)
         })
         .collect()
+}
+
+/// Put `items` into a bounded list of the wire crate.
+fn fill<T: Clone, const N: usize>(list: &mut List<T, N>, items: Vec<T>, what: &str) -> R<()> {
+    for x in items {
+        list.push(x).map_err(|_| format!("{what}: more than {N}"))?;
+    }
+    Ok(())
 }
 
 /// The Ethernet header (and 802.1Q tag) in front of `ether_type`'s payload.
@@ -274,23 +284,17 @@ fn igmp_frame(v: &Value) -> R<Vec<u8>> {
                 qqic: m.num("qqic", 0)?,
                 sources: Default::default(),
             };
-            for s in m.list::<Ipv4Addr>("sources")? {
-                q.sources.push(s).map_err(|_| "igmp.sources: too many".to_string())?;
-            }
+            fill(&mut q.sources, m.list("sources")?, "igmp.sources")?;
             IgmpMessage::V3Query(q)
         }
         (3, _) => {
             let mut r = igmp::V3ReportRepr { reserved1: 0, reserved2: 0, records: Default::default() };
-            for rec in records(&m, |t, g, o| {
-                let g: Ipv4Addr = g.parse().map_err(|_| format!("igmp.records: {g:?} is not an address"))?;
+            let recs = records(&m, |t, g: Ipv4Addr, o| {
                 let mut rec = igmp::GroupRecordRepr::new(igmp::RecordType::from(t), g);
-                for s in o.list::<Ipv4Addr>("sources")? {
-                    rec.sources.push(s).map_err(|_| "igmp.records: too many sources".to_string())?;
-                }
+                fill(&mut rec.sources, o.list("sources")?, "igmp.records.sources")?;
                 Ok(rec)
-            })? {
-                r.records.push(rec).map_err(|_| "igmp.records: too many".to_string())?;
-            }
+            })?;
+            fill(&mut r.records, recs, "igmp.records")?;
             IgmpMessage::V3Report(r)
         }
         _ => {
@@ -325,23 +329,17 @@ fn mld_frame(v: &Value) -> R<Vec<u8>> {
                 qqic: m.num("qqic", 0)?,
                 sources: Default::default(),
             };
-            for s in m.list::<Ipv6Addr>("sources")? {
-                q.sources.push(s).map_err(|_| "mld.sources: too many".to_string())?;
-            }
+            fill(&mut q.sources, m.list("sources")?, "mld.sources")?;
             MldMessage::Query(q)
         }
         (2, _) => {
             let mut r = mld::ReportRepr { code: 0, reserved: 0, records: Default::default() };
-            for rec in records(&m, |t, g, o| {
-                let g: Ipv6Addr = g.parse().map_err(|_| format!("mld.records: {g:?} is not an address"))?;
+            let recs = records(&m, |t, g: Ipv6Addr, o| {
                 let mut rec = mld::AddressRecordRepr::new(mld::RecordType::from(t), g);
-                for s in o.list::<Ipv6Addr>("sources")? {
-                    rec.sources.push(s).map_err(|_| "mld.records: too many sources".to_string())?;
-                }
+                fill(&mut rec.sources, o.list("sources")?, "mld.records.sources")?;
                 Ok(rec)
-            })? {
-                r.records.push(rec).map_err(|_| "mld.records: too many".to_string())?;
-            }
+            })?;
+            fill(&mut r.records, recs, "mld.records")?;
             MldMessage::Report(r)
         }
         _ => {
