@@ -416,10 +416,10 @@ impl<'a> TextParser<'a> {
         }
     }
 
-    /// The members of the object at the reader, as (key, where its value starts and ends);
-    /// `f` sees each and returns true to stop there. Keys come as their raw bytes (the
-    /// decoder's names need no escapes).
-    pub fn members(&mut self, mut f: impl FnMut(&'a [u8], usize, usize) -> bool) -> PyResult<()> {
+    /// The members of the object at the reader, as (key, where its value starts); `f` sees
+    /// each and returns true to stop there (the value is not read then). Keys come as their
+    /// raw bytes (the decoder's names need no escapes).
+    pub fn members(&mut self, mut f: impl FnMut(&'a [u8], usize) -> bool) -> PyResult<()> {
         let b: &'a [u8] = self.b;
         self.expect(b'{')?;
         self.ws();
@@ -433,11 +433,10 @@ impl<'a> TextParser<'a> {
             let key = b.get(key_start..self.i - 1).ok_or_else(|| self.fail("expected a key"))?;
             self.expect(b':')?;
             self.ws();
-            let start = self.i;
-            self.skip_value()?;
-            if f(key, start, self.i) {
+            if f(key, self.i) {
                 return Ok(());
             }
+            self.skip_value()?;
             self.ws();
             match self.peek() {
                 Some(b',') => self.i += 1,

@@ -66,13 +66,13 @@ fn clean_transport(data: &[u8], link_type: u32, mad_too: bool) -> Option<Transpo
 /// A JSON text shared by a frame and its views.
 type Text = Arc<Vec<u8>>;
 
-/// Where the member `name` of the object at `at` of `text` sits (its value's start and end).
-fn find(text: &[u8], at: usize, name: &str) -> PyResult<Option<(usize, usize)>> {
+/// Where the value of member `name` of the object at `at` of `text` starts.
+fn find(text: &[u8], at: usize, name: &str) -> PyResult<Option<usize>> {
     let mut found = None;
-    TextParser::at(text, at).members(|k, a, b| {
+    TextParser::at(text, at).members(|k, a| {
         let hit = k == name.as_bytes();
         if hit {
-            found = Some((a, b));
+            found = Some(a);
         }
         hit
     })?;
@@ -111,8 +111,8 @@ pub struct Frame {
     transport: Option<(Transport, Option<Text>)>,
     /// The decoder's JSON text and summary (made at once unless `transport`, else on demand).
     text: Option<(Text, String)>,
-    /// Members read so far (name ▶ value).
-    cache: Py<PyDict>,
+    /// Members read so far (name ▶ value), from the first read on.
+    cache: Option<Py<PyDict>>,
 }
 
 impl Frame {
@@ -121,7 +121,7 @@ impl Frame {
     pub fn make(py: Python<'_>, data: Py<PyBytes>, meta: Meta, lone: bool, dec: &mut Decoder) -> Frame {
         let transport = clean_transport(data.as_bytes(py), meta.linktype, lone).map(|t| (t, None));
         let text = transport.is_none().then(|| run(dec, &meta, data.as_bytes(py)));
-        Frame { data, meta, lone, transport, text, cache: PyDict::new(py).unbind() }
+        Frame { data, meta, lone, transport, text, cache: None }
     }
 
     fn text(&mut self, py: Python<'_>) -> &(Text, String) {
@@ -155,7 +155,7 @@ impl Frame {
         let skip = self.skip();
         let (text, _) = self.text(py);
         let mut out = Vec::new();
-        TextParser::new(text).members(|k, a, _| {
+        TextParser::new(text).members(|k, a| {
             let k = String::from_utf8_lossy(k);
             if !skip.contains(&k.as_ref()) && keep(&k, text[a] == b'{') {
                 out.push(k.into_owned());
@@ -168,11 +168,18 @@ impl Frame {
     /// A member's value (an object as its LayerView), or None when the frame has no such
     /// member; kept for the next read.
     fn member<'py>(&mut self, py: Python<'py>, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let cache = self.cache.bind(py).clone();
-        if let Some(v) = cache.get_item(name)? {
+        if let Some(v) = self.cached(py, name)? {
             return Ok(Some(v));
         }
-        self.member_named(py, name, &name.to_cow()?)
+        with_name(name, |n| self.member_named(py, name, n))
+    }
+
+    /// A member read before.
+    fn cached<'py>(&self, py: Python<'py>, name: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match &self.cache {
+            Some(c) => c.bind(py).get_item(name),
+            None => Ok(None),
+        }
     }
 
     /// `member`, past the cache, with the name as text too.
@@ -182,7 +189,7 @@ impl Frame {
         name: &Bound<'py, PyString>,
         n: &str,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let cache = self.cache.bind(py).clone();
+        let cache = self.cache.get_or_insert_with(|| PyDict::new(py).unbind()).bind(py).clone();
         let v = match self.locate(py, n)? {
             Some((text, at)) => value_at(py, &text, at)?,
             None => return Ok(None),
@@ -203,7 +210,7 @@ impl Frame {
                 j.end();
                 Arc::new(j.buf)
             });
-            if let Some((a, _)) = find(text, 0, n)? {
+            if let Some(a) = find(text, 0, n)? {
                 return Ok(Some((text.clone(), a)));
             }
             if EXT_MEMBERS.contains(&n) || n == "error" {
@@ -214,7 +221,7 @@ impl Frame {
             return Ok(None);
         }
         let text = self.text(py).0.clone();
-        Ok(find(&text, 0, n)?.map(|(a, _)| (text, a)))
+        Ok(find(&text, 0, n)?.map(|a| (text, a)))
     }
 
     fn missing(name: &Bound<'_, PyAny>) -> PyErr {
@@ -228,6 +235,39 @@ fn run(dec: &mut Decoder, meta: &Meta, data: &[u8]) -> (Text, String) {
     dec.summary.off = false;
     dec.decode(meta, data);
     (Arc::new(dec.json.buf.clone()), dec.summary.text.clone())
+}
+
+thread_local! {
+    /// The text of the attribute names seen, by the name object (held, so that its address
+    /// stays its own): converting a name to UTF-8 makes a bytes object under the 3.9 limited
+    /// API, and scripts read the same few names again and again.
+    static NAMES: std::cell::RefCell<NameTexts> = std::cell::RefCell::new(NameTexts::new());
+}
+
+/// Name object's address ▶ the object and its text.
+type NameTexts = std::collections::HashMap<usize, (Py<PyString>, std::rc::Rc<str>)>;
+
+/// The names kept (an attribute name is interned: a script has a few dozen).
+const MAX_NAMES: usize = 1024;
+
+/// `f` with the text of `name`.
+fn with_name<R>(name: &Bound<'_, PyString>, f: impl FnOnce(&str) -> PyResult<R>) -> PyResult<R> {
+    let key = name.as_ptr() as usize;
+    let known = NAMES.with(|m| m.borrow().get(&key).map(|(_, t)| t.clone()));
+    let text = match known {
+        Some(t) => t,
+        None => {
+            let t: std::rc::Rc<str> = name.to_cow()?.into();
+            NAMES.with(|m| {
+                let mut m = m.borrow_mut();
+                if m.len() < MAX_NAMES {
+                    m.insert(key, (name.clone().unbind(), t.clone()));
+                }
+            });
+            t
+        }
+    };
+    f(&text)
 }
 
 /// The values of (name, value) pairs.
@@ -272,17 +312,18 @@ impl Frame {
     fn __getattribute__<'py>(slf: &Bound<'py, Self>, name: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         // A member read before: the common case, without converting the name.
-        if let Some(v) = slf.borrow().cache.bind(py).get_item(name)? {
+        if let Some(v) = slf.borrow().cached(py, name)? {
             return Ok(v);
         }
-        let n = name.to_cow()?;
-        if n.starts_with('_') || METHODS.contains(&n.as_ref()) {
-            return generic_getattr(slf.as_any(), name);
-        }
-        match slf.borrow_mut().member_named(py, name, &n)? {
-            Some(v) => Ok(v),
-            None => Err(PyAttributeError::new_err(format!("this frame has no member {n:?}"))),
-        }
+        with_name(name, |n| {
+            if n.starts_with('_') || METHODS.contains(&n) {
+                return generic_getattr(slf.as_any(), name);
+            }
+            match slf.borrow_mut().member_named(py, name, n)? {
+                Some(v) => Ok(v),
+                None => Err(PyAttributeError::new_err(format!("this frame has no member {n:?}"))),
+            }
+        })
     }
 
     fn __getitem__<'py>(&mut self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -404,8 +445,8 @@ pub struct LayerView {
 impl LayerView {
     fn field<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let Ok(name) = key.cast::<PyString>() else { return Ok(None) };
-        match find(&self.text, self.at, &name.to_cow()?)? {
-            Some((a, _)) => value_at(py, &self.text, a).map(Some),
+        match with_name(name, |n| find(&self.text, self.at, n))? {
+            Some(a) => value_at(py, &self.text, a).map(Some),
             None => Ok(None),
         }
     }
@@ -465,7 +506,7 @@ impl LayerView {
     /// (name, value) pairs (objects as LayerViews).
     fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
-        TextParser::at(&self.text, self.at).members(|k, a, _| {
+        TextParser::at(&self.text, self.at).members(|k, a| {
             out.push((String::from_utf8_lossy(k).into_owned(), a));
             false
         })?;
