@@ -426,6 +426,17 @@ pub(crate) fn bth_top_json(j: &mut Json, b: &roce_wire::bth::Repr) {
     bth_json(j, b);
 }
 
+/// The transport members of a RoCEv2 frame's object as [`Decoder::decode`] writes them (`opcode`,
+/// `opcode_name`, `dest_qp`, `psn`, `p_key`, `bth`, then each extension header present), into
+/// an open object of `j`: for a caller that parsed the frame itself and renders only these
+/// (the Python package's lazy `Frame`), so that it gives the same values without a second
+/// schema.
+pub fn transport_json(j: &mut Json, bth: &roce_wire::bth::Repr, ext: &roce_wire::ext::ExtHeaders) {
+    bth_top_json(j, bth);
+    let mut off = Summary { off: true, ..Summary::default() };
+    ext_json(j, &mut off, ext);
+}
+
 /// The BTH in the summary: opcode, QP, PSN, P_Key, FECN/BECN when set.
 pub(crate) fn bth_summary(s: &mut Summary, b: &roce_wire::bth::Repr) {
     s.push_str(b.opcode.name());
@@ -607,4 +618,31 @@ pub fn decode_captured(f: &crate::capture::CapturedFrame) -> Decoded {
     };
     d.decode(&meta, &f.data);
     to_decoded(&d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `transport_json` writes exactly the decoder's transport members, for every sample frame
+    /// that the decoder reads as a whole RoCEv2 frame.
+    #[test]
+    fn transport_json_is_the_decoders() {
+        let mut checked = 0;
+        for sample in crate::samples::sample_frames() {
+            let Ok(f) = roce_wire::frame::parse_lax(&sample.bytes) else { continue };
+            let whole = decode_ethernet(&sample.bytes).json;
+            let mut j = Json::default();
+            j.begin("");
+            transport_json(&mut j, &f.repr.bth, &f.repr.ext);
+            j.end();
+            let Ok(Value::Object(part)) = serde_json::from_slice::<Value>(&j.buf) else { panic!("bad JSON") };
+            assert!(part.len() >= 6);
+            for (k, v) in &part {
+                assert_eq!(whole.get(k), Some(v), "{}: member {k}", sample.name);
+            }
+            checked += 1;
+        }
+        assert!(checked > 3, "only {checked} samples checked");
+    }
 }

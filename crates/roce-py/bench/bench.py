@@ -4,7 +4,9 @@
     python bench/bench.py [--frames 20000] [--capture-frames 1000000] [--scapy-read 20000]
 
 1. dissect: roce.decode(b) vs scapy's Ether(b) on the same frames (a mix of RC SEND, RDMA
-   WRITE, ACK, UD SEND and SA MCMemberRecord frames, as a RoCE capture holds);
+   WRITE, ACK, UD SEND and SA MCMemberRecord frames, as a RoCE capture holds); then dissect
+   and read two fields, as scripts do: roce.Frame(b).bth.psn and .opcode vs scapy's
+   Ether(b)[BTH].psn and .opcode (and roce.decode(b)["bth"] for the same two);
 2. build: RDMA WRITE frames with their ICRC, roce's layers (and roce.encode of a record) vs
    scapy's Ether()/IP()/UDP()/BTH()/Raw(RETH + payload) (scapy.contrib.roce has no RETH);
 3. read: roce.dataframe of a capture of --capture-frames frames vs scapy's rdpcap; scapy reads
@@ -97,6 +99,38 @@ def main():
     t_roce = timed(lambda: [roce.decode(b) for b in frames])
     t_scapy = timed(lambda: [SEther(b) for b in frames])
     row(f"dissect {n} frames (decode vs Ether(b))", n, t_roce, n, t_scapy)
+
+    # Dissect and read two fields, as scripts do: scapy's pkt[BTH].psn and .opcode.
+    def scapy_read():
+        for b in frames:
+            p = SEther(b)
+            p[SBTH].psn
+            p[SBTH].opcode
+
+    def frame_read():
+        for b in frames:
+            f = roce.Frame(b)
+            f.bth.psn
+            f.bth.opcode
+
+    def decode_read():
+        for b in frames:
+            d = roce.decode(b)["bth"]
+            d["psn"]
+            d["opcode"]
+
+    def frame_only():
+        for b in frames:
+            roce.Frame(b)
+
+    t_scapy_read = timed(scapy_read)
+    row("dissect + read bth.psn, opcode: roce.Frame(b)", n, timed(frame_read), n, t_scapy_read)
+    row("  (roce.decode(b)['bth'] and the same two)", n, timed(decode_read), n, t_scapy_read)
+    row("  (roce.Frame(b) alone: checked, nothing read)", n, timed(frame_only), n, t_scapy)
+    data_frames = [b for i, b in enumerate(frames) if i % 5 != 4]
+    t_scapy_data = timed(lambda: [SEther(b)[SBTH].psn for b in data_frames])
+    row("  (no MAD frames: Frame(b).bth.psn vs Ether(b)[BTH].psn)", len(data_frames),
+        timed(lambda: [roce.Frame(b).bth.psn for b in data_frames]), len(data_frames), t_scapy_data)
     # The floor of any dict-returning dissector: json.loads of the CLI's own lines.
     lines = [json.dumps(roce.decode(b)) for b in frames]
     row("  (json.loads of the same records, for scale)", n, timed(lambda: [json.loads(x) for x in lines]), n, t_scapy)
@@ -146,6 +180,8 @@ def main():
             f"(rdpcap of {min(a.scapy_read, a.capture_frames)} frames, scaled; {len(df.columns)} columns)")
         t_it = timed(lambda: sum(1 for _ in roce.read(path)))
         row("  (roce.read: the dicts, no DataFrame)", a.capture_frames, t_it, a.capture_frames, scaled)
+        t_fr = timed(lambda: [f.bth.psn for f in roce.frames(path)])
+        row("  (roce.frames: a Frame each, bth.psn read)", a.capture_frames, t_fr, a.capture_frames, scaled)
         print(f"CPU time: roce.dataframe {a.capture_frames} frames {t_df:.1f} s; rdpcap {min(a.scapy_read, a.capture_frames)} frames {t_rd:.1f} s")
 
 

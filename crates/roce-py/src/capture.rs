@@ -12,6 +12,7 @@ use roce_decode::capture::{ReadError, Reader};
 use roce_decode::decode::{Decoder, Meta};
 
 use crate::convert::{json_text_to_py, type_name, Leaf, TextParser};
+use crate::frame::Frame;
 use crate::CaptureError;
 
 /// A binary file object (anything with `read(n) -> bytes`) as a `Read`.
@@ -81,6 +82,11 @@ impl Frames {
 
     /// Decode the next frame into `dec.json`; `false` at the end.
     fn next(&mut self) -> PyResult<bool> {
+        Ok(self.next_with(|dec, meta, data| dec.decode(meta, data))?.is_some())
+    }
+
+    /// Hand the next frame (the decoder, its capture facts, its bytes) to `f`; `None` at the end.
+    fn next_with<R>(&mut self, f: impl FnOnce(&mut Decoder, &Meta, &[u8]) -> R) -> PyResult<Option<R>> {
         match self.reader.next_frame() {
             Ok(Some((rec, data))) => {
                 self.n += 1;
@@ -93,10 +99,9 @@ impl Frames {
                     interface: rec.interface,
                     orig_len: rec.orig_len,
                 };
-                self.dec.decode(&meta, data);
-                Ok(true)
+                Ok(Some(f(&mut self.dec, &meta, data)))
             }
-            Ok(None) => Ok(false),
+            Ok(None) => Ok(None),
             Err(ReadError::Io(e)) if e.get_ref().is_some_and(|i| i.is::<PyErr>()) => {
                 // The file object's own exception, as it raised it.
                 Err(e.into_inner().and_then(|i| i.downcast::<PyErr>().ok()).map(|b| *b).unwrap_or_else(|| {
@@ -108,10 +113,12 @@ impl Frames {
     }
 }
 
-/// The iterator `read` returns: the capture's frames as `roce decode --json` objects.
+/// The iterator `read` returns: the capture's frames as `roce decode --json` objects (dicts),
+/// or as `roce.Frame`s (`read(..., lazy=True)`, `frames(...)`).
 #[pyclass(unsendable, module = "roce")]
 struct CaptureReader {
     frames: Option<Frames>,
+    lazy: bool,
 }
 
 #[pymethods]
@@ -120,12 +127,20 @@ impl CaptureReader {
         slf
     }
 
-    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let Some(f) = self.frames.as_mut() else { return Ok(None) };
-        let more = f.next();
-        match more {
-            Ok(true) => Ok(Some(json_text_to_py(py, &f.dec.json.buf, &[])?.cast_into::<PyDict>()?)),
-            Ok(false) => {
+        let lazy = self.lazy;
+        let next = f.next_with(|dec, meta, data| {
+            if lazy {
+                let data = PyBytes::new(py, data).unbind();
+                return Ok(Bound::new(py, Frame::make(py, data, *meta, false, dec))?.into_any());
+            }
+            dec.decode(meta, data);
+            json_text_to_py(py, &dec.json.buf, &[])
+        });
+        match next {
+            Ok(Some(v)) => v.map(Some),
+            Ok(None) => {
                 self.frames = None;
                 Ok(None)
             }
@@ -143,14 +158,24 @@ impl CaptureReader {
     }
 }
 
-/// read(path_or_binary_file) -> iterator of dict
+/// read(path_or_binary_file, lazy=False) -> iterator of dict (or of Frame)
 ///
 /// Every frame of a pcap or pcapng capture (any link type `roce decode` reads) as exactly the
-/// object `roce decode --json` prints for it, one frame in memory at a time. A capture cut
-/// short raises CaptureError after the last complete frame.
+/// object `roce decode --json` prints for it, one frame in memory at a time. With lazy=True,
+/// each as a `roce.Frame` (checked at once, its values made when read; `to_dict()` is that
+/// object). A capture cut short raises CaptureError after the last complete frame.
 #[pyfunction]
-fn read(source: &Bound<'_, PyAny>) -> PyResult<CaptureReader> {
-    Ok(CaptureReader { frames: Some(Frames::new(source)?) })
+#[pyo3(signature = (source, lazy = false))]
+fn read(source: &Bound<'_, PyAny>, lazy: bool) -> PyResult<CaptureReader> {
+    Ok(CaptureReader { frames: Some(Frames::new(source)?), lazy })
+}
+
+/// frames(path_or_binary_file) -> iterator of Frame
+///
+/// `read(path_or_binary_file, lazy=True)`: every frame of a capture as a `roce.Frame`.
+#[pyfunction]
+fn frames(source: &Bound<'_, PyAny>) -> PyResult<CaptureReader> {
+    read(source, true)
 }
 
 /// One column of flat values; it widens as values arrive (int ▶ float ▶ object).
@@ -400,6 +425,7 @@ fn read_columns<'py>(py: Python<'py>, source: &Bound<'py, PyAny>) -> PyResult<Bo
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CaptureReader>()?;
     m.add_function(wrap_pyfunction!(read, m)?)?;
+    m.add_function(wrap_pyfunction!(frames, m)?)?;
     m.add_function(wrap_pyfunction!(read_columns, m)?)?;
     Ok(())
 }

@@ -355,6 +355,97 @@ impl<'a> TextParser<'a> {
         }
     }
 
+    /// A reader at byte `at` of `b`.
+    pub fn at(b: &'a [u8], at: usize) -> Self {
+        TextParser { b, i: at }
+    }
+
+    /// Step over one value of any kind (nothing is made).
+    pub fn skip_value(&mut self) -> PyResult<()> {
+        self.ws();
+        match self.peek() {
+            Some(b'"') => {
+                // To the closing quote, over escaped characters.
+                let mut at = self.i + 1;
+                loop {
+                    let rest = self.b.get(at..).unwrap_or_default();
+                    match rest.iter().position(|c| matches!(c, b'"' | b'\\')) {
+                        Some(n) if rest[n] == b'"' => {
+                            self.i = at + n + 1;
+                            return Ok(());
+                        }
+                        Some(n) => at += n + 2,
+                        None => return Err(self.fail("unterminated string")),
+                    }
+                }
+            }
+            Some(open @ (b'{' | b'[')) => {
+                let close = if open == b'{' { b'}' } else { b']' };
+                self.i += 1;
+                self.ws();
+                if self.peek() == Some(close) {
+                    self.i += 1;
+                    return Ok(());
+                }
+                loop {
+                    if open == b'{' {
+                        self.ws();
+                        self.skip_value()?;
+                        self.expect(b':')?;
+                    }
+                    self.skip_value()?;
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.i += 1,
+                        Some(c) if c == close => {
+                            self.i += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(self.fail("expected ',' or a closing bracket")),
+                    }
+                }
+            }
+            Some(_) => {
+                // A number or a literal: to the next delimiter.
+                let rest = &self.b[self.i..];
+                let n = rest.iter().position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t'));
+                self.i += n.unwrap_or(rest.len());
+                Ok(())
+            }
+            None => Err(self.fail("unexpected end")),
+        }
+    }
+
+    /// The members of the object at the reader, as (key, where its value starts); `f` sees
+    /// each and returns true to stop there (the value is not read then). Keys come as their
+    /// raw bytes (the decoder's names need no escapes).
+    pub fn members(&mut self, mut f: impl FnMut(&'a [u8], usize) -> bool) -> PyResult<()> {
+        let b: &'a [u8] = self.b;
+        self.expect(b'{')?;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            return Ok(());
+        }
+        loop {
+            self.ws();
+            let key_start = self.i + 1;
+            self.skip_value()?;
+            let key = b.get(key_start..self.i - 1).ok_or_else(|| self.fail("expected a key"))?;
+            self.expect(b':')?;
+            self.ws();
+            if f(key, self.i) {
+                return Ok(());
+            }
+            self.skip_value()?;
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b'}') => return Ok(()),
+                _ => return Err(self.fail("expected ',' or '}'")),
+            }
+        }
+    }
+
     /// A string token; escapes are rare (messages), and left to serde_json.
     pub fn string(&mut self) -> PyResult<Cow<'a, str>> {
         let b: &'a [u8] = self.b;

@@ -459,8 +459,25 @@ impl PyStack {
         self.with(py, None, |s, _| Ok(s.sa_transactions()))
     }
 
-    /// The drop counters and the rest (the engine's named counters, as its Debug text).
-    fn counters(&mut self, py: Python<'_>) -> PyResult<String> {
+    /// counters() -> dict: the engine's frame counters, `{"rx_frames": n, "rx_accepted": n,
+    /// "tx_frames": n, "dropped": {reason: n}}`, each dropped frame under its named reason
+    /// (`not_for_us`, `bad_icrc`, `malformed_udp` …, as the engine counts them).
+    fn counters<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = self.with(py, None, |s, _| Ok(s.counters().clone()))?;
+        let d = PyDict::new(py);
+        d.set_item("rx_frames", c.rx_frames)?;
+        d.set_item("rx_accepted", c.rx_accepted)?;
+        d.set_item("tx_frames", c.tx_frames)?;
+        let dropped = PyDict::new(py);
+        for (reason, n) in &c.dropped {
+            dropped.set_item(reason.name(), n)?;
+        }
+        d.set_item("dropped", dropped)?;
+        Ok(d)
+    }
+
+    /// counters_text() -> str: the same counters as the engine's Debug text.
+    fn counters_text(&mut self, py: Python<'_>) -> PyResult<String> {
         self.with(py, None, |s, _| Ok(format!("{:?}", s.counters())))
     }
 

@@ -17,6 +17,8 @@ use std::time::Duration;
 mod capture;
 mod convert;
 mod engine;
+mod frame;
+mod l2;
 
 create_exception!(
     _roce,
@@ -263,5 +265,7 @@ fn _roce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(opcode_headers, m)?)?;
     capture::register(m)?;
     engine::register(m)?;
+    frame::register(m)?;
+    l2::register(m)?;
     Ok(())
 }

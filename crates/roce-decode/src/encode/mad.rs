@@ -487,6 +487,7 @@ fn build_sa(
         }
         (SaData::Service { record, .. }, Some((key, obj))) => {
             let m = member(obj, key)?.unwrap_or_default_ref();
+            let name_given = m.get("service_name").is_some_and(|v| !v.is_null());
             let base = *record;
             let mut o = Overlay::new(m, key, from_payload);
             service_record(&mut o, record)?;
@@ -495,13 +496,31 @@ fn build_sa(
             let current = String::from_utf8_lossy(record.name_bytes()).into_owned();
             let was = String::from_utf8_lossy(base.name_bytes()).into_owned();
             let text = text.transpose()?;
-            let apply = restated(
-                text,
-                current,
-                from_payload.then_some(was),
-                "service_record.service_name_text",
-                "service_record.service_name",
-            )?;
+            let apply = if !name_given {
+                // The text alone names the service.
+                text.filter(|t| *t != current)
+            } else {
+                let (given, bytes) = (text.clone(), current.clone());
+                match restated(
+                    text,
+                    current,
+                    from_payload.then_some(was),
+                    "service_record.service_name_text",
+                    "service_record.service_name",
+                ) {
+                    Ok(apply) => apply,
+                    // Both given, and nothing says which was edited: the bytes (the structured
+                    // field) win, and the encoder says so.
+                    Err(_) => {
+                        note = Some(format!(
+                            "service_record.service_name_text ({:?}) disagrees with service_record.service_name \
+                             ({bytes:?}): the service_name bytes are kept",
+                            given.unwrap_or_default()
+                        ));
+                        None
+                    }
+                }
+            };
             if let Some(t) = apply {
                 if t.len() > record.service_name.len() {
                     return Err(EncodeError(format!(
@@ -776,6 +795,34 @@ mod tests {
     /// The decoder's line for a frame.
     fn line(bytes: &[u8]) -> Map<String, Value> {
         decode_ethernet(bytes).json
+    }
+
+    /// A ServiceRecord Set named by its text alone: the text is the 64-byte NUL-padded name;
+    /// given with bytes that disagree, the bytes win and the encoder says so.
+    #[test]
+    fn service_name_text_alone_names_the_service() {
+        let record = |sr: Value| {
+            serde_json::json!({
+                "kind": "rocev2", "ip": {"src": "198.18.0.1", "dst": "198.18.0.2"},
+                "bth": {"opcode": 0x64, "dest_qp": 1}, "deth": {"q_key": 0x8001_0000u32, "src_qp": 1},
+                "mad": {"mgmt_class": 3, "method": 2, "attribute_id": 0x31}, "sa": {},
+                "service_record": sr,
+            })
+        };
+        let f = encode_value(&record(serde_json::json!({"service_name_text": "roce-svc"}))).expect("encodes");
+        let l = line(&f.data);
+        assert_eq!(l["service_record"]["service_name_text"], "roce-svc");
+        assert!(f.notes.is_empty(), "{:?}", f.notes);
+        let both = serde_json::json!({"service_name_text": "other", "service_name": hex_name("roce-svc")});
+        let f = encode_value(&record(both)).expect("encodes");
+        assert_eq!(line(&f.data)["service_record"]["service_name_text"], "roce-svc");
+        assert!(f.notes.iter().any(|n| n.contains("service_name bytes are kept")), "{:?}", f.notes);
+    }
+
+    fn hex_name(t: &str) -> String {
+        let mut b = [0u8; 64];
+        b[..t.len()].copy_from_slice(t.as_bytes());
+        b.iter().map(|x| format!("{x:02x}")).collect()
     }
 
     /// The line without the bytes the structured members describe.

@@ -12,10 +12,13 @@ The decoder, encoder and engine of the ``roce`` tool (Rust), with scapy-style la
 
 - ``decode(frame, link_type=1) -> dict``: one ``roce decode --json`` object.
 - ``read(path_or_file)``: an iterator of those objects for a pcap/pcapng capture.
+- ``Frame(frame, link_type=1)``: a frame checked at once whose values are made when read
+  (``f.bth.psn``, ``f["reth"]``, ``f.to_dict() == decode(frame)``); ``frames(path_or_file)``
+  (or ``read(path_or_file, lazy=True)``) yields them for a capture.
 - ``encode(record) -> bytes``: the way back, byte-identical.
 - ``icrc(frame) -> int``; ``summary(frame) -> str``.
-- layers (``Ether``, ``IPv4``, ``BTH``, ``RETH``, ``MAD``, ``MCMemberRecord``, ``CM_REQ`` …)
-  composed with ``/``.
+- layers (``Ether``, ``IPv4``, ``BTH``, ``RETH``, ``MAD``, ``MCMemberRecord``, ``CM_REQ`` …,
+  and ``ARP``, ``IGMP``, ``MLD``, ``NDisc``) composed with ``/``.
 - ``Stack`` (the sans-IO engine) and ``SimNet`` (hosts and an SA on a simulated link).
 - ``dataframe(path)``: a pandas DataFrame of every frame's flat fields.
 """
@@ -25,11 +28,14 @@ from ._roce import (  # noqa: F401
     CaptureReader,
     DecodeError,
     EncodeWarning,
+    Frame,
+    LayerView,
     SimNet,
     Stack,
     UdDestination,
     decode,
     encode,
+    frames,
     icrc,
     opcode_headers,
     read,
@@ -40,17 +46,26 @@ from .layers import *  # noqa: F401,F403
 from .layers import __all__ as _layer_names
 from .frame import dataframe
 
+import collections.abc as _abc
+
+# A Frame and its LayerViews are read-only mappings: code written for decode's dicts works.
+_abc.Mapping.register(Frame)
+_abc.Mapping.register(LayerView)
+
 __all__ = [
     "CaptureError",
     "CaptureReader",
     "DecodeError",
     "EncodeWarning",
+    "Frame",
+    "LayerView",
     "SimNet",
     "Stack",
     "UdDestination",
     "dataframe",
     "decode",
     "encode",
+    "frames",
     "icrc",
     "opcode_headers",
     "read",

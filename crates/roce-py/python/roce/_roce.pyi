@@ -1,7 +1,7 @@
 """Type stubs of the native module roce._roce (re-exported by ``roce``)."""
 
 import os
-from typing import IO, Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import IO, Any, Dict, Iterator, List, Literal, Mapping, Optional, Tuple, Union, overload
 
 _Bytes = Union[bytes, bytearray, memoryview]
 _Source = Union[str, os.PathLike, IO[bytes]]
@@ -28,6 +28,10 @@ def summary(frame: _Bytes, link_type: int = 1) -> str:
 def encode(record: Dict[str, Any]) -> bytes:
     """The frame of a record, as ``roce encode`` writes it (byte-identical for decode's records)."""
 
+def encode_l2(record: Dict[str, Any]) -> bytes:
+    """The frame of an arp, igmp, mld or ndisc record, built from its fields (the layers ARP,
+    IGMP, MLD and NDisc use it)."""
+
 def icrc(frame: _Bytes) -> int:
     """rxe's ICRC of a RoCEv2 Ethernet frame."""
 
@@ -42,8 +46,52 @@ class CaptureReader(Iterator[Dict[str, Any]]):
     def __iter__(self) -> "CaptureReader": ...
     def __next__(self) -> Dict[str, Any]: ...
 
-def read(source: _Source) -> CaptureReader:
+@overload
+def read(source: _Source, lazy: Literal[False] = False) -> CaptureReader:
     """Every frame of a pcap/pcapng capture as the CLI's JSON object, streaming."""
+
+@overload
+def read(source: _Source, lazy: Literal[True]) -> Iterator["Frame"]:
+    """Every frame of a capture as a Frame (checked at once, values made when read)."""
+
+def frames(source: _Source) -> Iterator["Frame"]:
+    """``read(source, lazy=True)``: every frame of a capture as a Frame."""
+
+class LayerView(Mapping[str, Any]):
+    """A member of a frame that is an object (``bth``, ``reth``, ``mcmember``, ``error`` …):
+    a read-only mapping of its fields, also read as attributes (``f.bth.psn``; a field named
+    like a method is the field). Objects inside come as LayerViews. Equal to decode's dict."""
+
+    def __getattr__(self, name: str) -> Any: ...
+    def __getitem__(self, key: str) -> Any: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[str]: ...
+    def to_dict(self) -> Dict[str, Any]:
+        """The fields as a new dict (nested objects as dicts)."""
+
+class Frame(Mapping[str, Any]):
+    """One frame, checked at once (decode's verdict and ``error``), values made when read.
+
+    ``f.bth.psn``, ``f["bth"]["psn"]``, ``"reth" in f``, ``f.layers``, ``f.summary()``;
+    ``f.to_dict() == roce.decode(frame)`` and ``f == roce.decode(frame)``. Members that are
+    objects come as LayerViews. Raises DecodeError when the frame is not even Ethernet."""
+
+    def __init__(self, frame: _Bytes, link_type: int = 1) -> None: ...
+    def __getattr__(self, name: str) -> Any: ...
+    def __getitem__(self, key: str) -> Any: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[str]: ...
+    def __bytes__(self) -> bytes: ...
+    @property
+    def layers(self) -> List[str]:
+        """The members that are objects (``error``, ``mad_error`` aside), in wire order."""
+    @property
+    def data(self) -> bytes:
+        """The frame's bytes."""
+    def summary(self) -> str:
+        """The one-line summary ``roce decode`` prints."""
+    def to_dict(self) -> Dict[str, Any]:
+        """The whole object as a new dict, equal to ``roce.decode(frame)``."""
 
 def read_columns(source: _Source) -> Dict[str, Tuple[str, Any, Optional[bytes]]]:
     """Every frame's flat fields as typed columns (roce.dataframe builds on it)."""
@@ -94,7 +142,10 @@ class Stack:
     def poll_recv(self, qp: int) -> Optional[Dict[str, Any]]: ...
     def groups(self) -> List[str]: ...
     def sa_transactions(self) -> int: ...
-    def counters(self) -> str: ...
+    def counters(self) -> Dict[str, Any]:
+        """{"rx_frames", "rx_accepted", "tx_frames": int, "dropped": {reason: int}}."""
+    def counters_text(self) -> str:
+        """The same counters as the engine's Debug text."""
 
 class SimNet:
     """Hosts and an SA on a simulated link with a virtual clock (float seconds)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type, Union
 
 from ._roce import encode as _encode
+from ._roce import encode_l2 as _encode_l2
 from ._roce import opcode_headers as _opcode_headers
 
 __all__ = [
@@ -55,6 +56,10 @@ __all__ = [
     "CM_SIDR_REP",
     "CM_LAP",
     "CM_APR",
+    "ARP",
+    "IGMP",
+    "MLD",
+    "NDisc",
 ]
 
 # The default BTH opcode of `roce encode`: UD SEND Only.
@@ -178,6 +183,9 @@ class Packet:
 
     def record(self) -> Dict[str, Any]:
         """The JSON record (what ``roce encode`` reads) that these layers describe."""
+        for layer in self.layers:
+            if layer.member in _L2_MEMBERS:
+                return self._l2_record(layer.member)
         record: Dict[str, Any] = {"kind": "rocev2"}
         opcode = _DEFAULT_OPCODE
         has_bth = has_mad = hand_lengths = False
@@ -215,8 +223,26 @@ class Packet:
             record["payload_len"] = max(256, len(self.payload)) if has_mad else len(self.payload)
         return record
 
+    def _l2_record(self, kind: str) -> Dict[str, Any]:
+        """The record of an ARP, IGMP, MLD or NS/NA frame (no RoCE layer in it)."""
+        record: Dict[str, Any] = {"kind": kind}
+        allowed = ("eth", "vlan", kind) if kind == "arp" else ("eth", "vlan", "ip", kind)
+        for layer in self.layers:
+            m = layer.member
+            if m not in allowed:
+                raise ValueError(f"{type(layer).__name__}: an {kind} frame carries no {m} (only {', '.join(allowed)})")
+            if m in record:
+                raise ValueError(f"{type(layer).__name__}: two layers for the same header ({m})")
+            layer._apply(record)
+        if self.payload:
+            raise ValueError(f"an {kind} frame carries no payload bytes")
+        return record
+
     def __bytes__(self) -> bytes:
-        return _encode(self.record())
+        record = self.record()
+        if record["kind"] in _L2_MEMBERS:
+            return _encode_l2(record)
+        return _encode(record)
 
     def __len__(self) -> int:
         return len(bytes(self))
@@ -487,3 +513,53 @@ _EXT_MEMBERS = {
     "deth": "DETH", "reth": "RETH", "aeth": "AETH", "atomic_eth": "AtomicETH",
     "atomic_ack_eth": "AtomicAckETH", "immdt": "ImmDt", "ieth": "IETH", "feth": "FETH",
 }
+
+# The frames the decoder reads besides RoCEv2: built by the native encode_l2 from the same
+# fields the decoder writes (so any decoded arp/igmp/mld/ndisc record is rebuilt with `/`).
+ARP = _layer("ARP", "arp", {
+    "operation": "'request' (default) or 'reply' (or the number)",
+    "sender_mac": "sender hardware address (default 02:00:00:00:00:01; also the frame's source MAC)",
+    "sender_ip": "sender protocol address",
+    "target_mac": "target hardware address (default 00:00:00:00:00:00)",
+    "target_ip": "target protocol address",
+}, "ARP packet (Ethernet/IPv4); the frame goes to the broadcast MAC, a reply to its target MAC.")
+
+IGMP = _layer("IGMP", "igmp", {
+    "version": "2 (default; v1/v2 messages) or 3",
+    "type": "v2: 'V2MembershipReport' (default), 'LeaveGroup', 'MembershipQuery', 'V1MembershipReport'; "
+            "v3: 'Report' (default) or 'Query'",
+    "max_resp_code": "max response code (queries)",
+    "group": "group address",
+    "s_flag": "v3 query: suppress router-side processing",
+    "qrv": "v3 query: querier's robustness variable",
+    "qqic": "v3 query: querier's query interval code",
+    "sources": "v3 query: source addresses",
+    "records": "v3 report: [{'record_type': 4, 'group': '239.1.2.3', 'sources': []}, ...]",
+}, "IGMP message; the IPv4 header defaults as Linux sends it (TTL 1, DSCP CS6, Router Alert, "
+   "to the message's destination group).")
+
+MLD = _layer("MLD", "mld", {
+    "version": "1 or 2 (default)",
+    "type": "v1: 'V1Report', 'V1Done', 'Query'; v2: 'Report' (default) or 'Query'",
+    "max_resp_delay": "v1: maximum response delay",
+    "max_resp_code": "v2 query: maximum response code",
+    "group": "multicast address",
+    "s_flag": "v2 query: suppress router-side processing",
+    "qrv": "v2 query: querier's robustness variable",
+    "qqic": "v2 query: querier's query interval code",
+    "sources": "v2 query: source addresses",
+    "records": "v2 report: [{'record_type': 4, 'group': 'ff0e::1', 'sources': []}, ...]",
+}, "MLD message (ICMPv6, checksum computed); the IPv6 header defaults as Linux sends it "
+   "(hop limit 1, a Hop-by-Hop Router Alert, to the message's destination).",
+   top_level={"hop_by_hop": "hop_by_hop"})
+
+NDisc = _layer("NDisc", "ndisc", {
+    "type": "'NeighborSolicit' (default) or 'NeighborAdvert'",
+    "target": "target address",
+    "source_lladdr": "NS: Source Link-Layer Address option (None: no option)",
+    "target_lladdr": "NA: Target Link-Layer Address option (None: no option)",
+    "flags": "NA: flags as a 32-bit word (0x40000000 Solicited, 0x20000000 Override)",
+}, "IPv6 Neighbor Solicitation or Advertisement (ICMPv6, checksum computed; hop limit 255).",
+   top_level={"hop_by_hop": "hop_by_hop"})
+
+_L2_MEMBERS = frozenset(["arp", "igmp", "mld", "ndisc"])
