@@ -290,8 +290,25 @@ impl Stack {
                     // (No RC QP: skip rc/'s round-robin set-up, which costs a frame's worth
                     // of header work on every SA MAD.)
                     if let Some(p) = (!self.rc.is_empty()).then(|| self.rc.poll_transmit(now)).flatten() {
-                        self.out.push(crate::rc::outgoing(p));
-                        continue;
+                        // Framed here, straight from the QP's packet (no queueing, no shared
+                        // buffer), its payload buffer given back for the next packet; parked
+                        // like any packet while the neighbour is unknown.
+                        let Some(mac) = p.dst_mac.or_else(|| self.neighbor_mac(&p.dst)) else {
+                            self.out.push(crate::rc::outgoing(p));
+                            continue;
+                        };
+                        let framed = self.frame_rc(&p, mac, buf);
+                        self.rc.recycle_payload(p.payload);
+                        match framed {
+                            Some(n) => {
+                                self.counters.tx_frames += 1;
+                                return Some(n);
+                            }
+                            None => {
+                                self.counters.drop(DropReason::TransmitBufferTooSmall);
+                                continue;
+                            }
+                        }
                     }
                     if self.cfg.sa_transport == crate::config::SaTransport::External {
                         return None; // SA MADs leave through poll_sa_mad
@@ -350,6 +367,22 @@ impl Stack {
 
     fn frame_roce(&self, p: &RocePacket, dst_mac: [u8; 6], buf: &mut [u8]) -> Option<usize> {
         let h = self.roce_headers(p, dst_mac)?;
+        frame::emit_roce(&h, buf, Some(&p.payload), p.payload.len()).ok()
+    }
+
+    /// [`Stack::frame_roce`] for an RC/UC packet as its QP made it.
+    fn frame_rc(&self, p: &crate::rc::RcPacket, dst_mac: [u8; 6], buf: &mut [u8]) -> Option<usize> {
+        let h = RoceHeaders {
+            src_mac: self.cfg.mac,
+            dst_mac,
+            src: self.source_for(&p.dst)?,
+            dst: p.dst,
+            hop_limit: p.hop_limit,
+            traffic_class: p.traffic_class,
+            udp_source_port: self.cfg.udp_source_port.unwrap_or(rxe_udp_sport(p.src_qp)),
+            bth: &p.bth,
+            ext: &p.ext,
+        };
         frame::emit_roce(&h, buf, Some(&p.payload), p.payload.len()).ok()
     }
 
@@ -458,6 +491,20 @@ impl Stack {
     /// Handle one received Ethernet frame. Every frame ends accepted or counted as dropped
     /// with its reason.
     pub fn handle_frame(&mut self, now: Instant, bytes: &[u8]) {
+        self.receive_frame(now, bytes, false);
+    }
+
+    /// [`Stack::handle_frame`] for a frame whose ICRC the transport already computed over
+    /// these very bytes and found right (the udp transport does, to recover the IPv4 ID the
+    /// kernel does not report): every other check as `handle_frame`, the ICRC not computed a
+    /// second time. A frame nobody verified so (the raw transport's, a fault injector's, a
+    /// capture's) goes to `handle_frame`, where a bad ICRC is counted as `bad_icrc`.
+    pub fn handle_frame_icrc_verified(&mut self, now: Instant, bytes: &[u8]) {
+        self.receive_frame(now, bytes, true);
+    }
+
+    #[inline(always)]
+    fn receive_frame(&mut self, now: Instant, bytes: &[u8], icrc_verified: bool) {
         self.now = self.now.max(now);
         self.counters.rx_frames += 1;
         if bytes.len() < 14 {
@@ -473,7 +520,12 @@ impl Stack {
         // One walk (roce_wire's demux, strict as rxe): RoCEv2 as the zero-copy view, nothing
         // copied (the owned headers are built only for the UD QPs that hand a datagram to the
         // application); ARP, IGMP, MLD and NS/NA parsed from where the walk found them.
-        match Sliced::from_ethernet(bytes, Checks::Strict) {
+        let walked = if icrc_verified {
+            Sliced::from_ethernet_icrc_verified(bytes)
+        } else {
+            Sliced::from_ethernet(bytes, Checks::Strict)
+        };
+        match walked {
             Ok(Sliced { payload: Payload::RoceV2 { packet, .. }, .. }) => self.handle_roce(now, &packet),
             Ok(Sliced { link, payload: Payload::NotRoce { packet, .. }, .. }) => match packet {
                 Ok(packet) => self.handle_l2(now, link.source_mac().unwrap_or([0; 6]), &packet),
@@ -519,13 +571,13 @@ impl Stack {
             return;
         }
         if matches!(op.transport(), bth::Transport::Rc | bth::Transport::Uc) && self.rc.has_qp(qpn) {
-            // RC and UC packets go to rc/ in their owned header form (no copy of the payload);
-            // rc/ drops one whose transport is not its QP's.
-            match p.to_frame() {
-                Ok(f) => {
+            // RC and UC packets go to rc/ with their BTH and extension headers owned (the
+            // rest read from the view, no copy of the payload); rc/ drops one whose transport
+            // is not its QP's.
+            match p.transport_headers() {
+                Ok((bth, ext)) => {
                     self.counters.rx_accepted += 1;
-                    let r = &f.repr;
-                    self.rc.handle_packet(now, r.ip.source(), &r.bth, &r.ext, r.payload);
+                    self.rc.handle_packet(now, p.src_ip(), &bth, &ext, p.payload());
                 }
                 Err(e) => self.counters.drop(DropReason::Malformed(e.layer())),
             }

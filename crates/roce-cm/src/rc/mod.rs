@@ -601,7 +601,13 @@ pub struct Rc {
     counters: RcCounters,
     rr: u32,
     key_seed: u64,
+    /// Payload buffers of packets already framed, for the next request packets to gather
+    /// into (no allocation per packet in steady state).
+    spare_payloads: Vec<Vec<u8>>,
 }
+
+/// Payload buffers kept for reuse: a transmit batch's worth.
+const SPARE_PAYLOADS: usize = 64;
 
 /// Mutable pieces of the engine a QP's handlers work on beside the QP itself.
 pub(crate) struct Ctx<'a> {
@@ -611,6 +617,16 @@ pub(crate) struct Ctx<'a> {
     pub mrs: &'a mut MrTable,
     pub cq: &'a mut VecDeque<WorkCompletion>,
     pub c: &'a mut RcCounters,
+    pub spare_payloads: &'a mut Vec<Vec<u8>>,
+}
+
+impl Ctx<'_> {
+    /// An empty payload buffer, reused if one was given back ([`Rc::recycle_payload`]).
+    pub fn payload_buffer(&mut self) -> Vec<u8> {
+        let mut v = self.spare_payloads.pop().unwrap_or_default();
+        v.clear();
+        v
+    }
 }
 
 impl Rc {
@@ -628,6 +644,7 @@ impl Rc {
             mrs: &mut self.mrs,
             cq: &mut self.cq,
             c: &mut self.counters,
+            spare_payloads: &mut self.spare_payloads,
         };
         Some((qp, ctx))
     }
@@ -893,8 +910,22 @@ impl Rc {
 
     /// The next packet to send, QPs served in turn: responses first, then requests.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<RcPacket> {
-        let keys: Vec<u32> = self.qps.range(self.rr..).chain(self.qps.range(..self.rr)).map(|(k, _)| *k).collect();
-        for k in keys {
+        // The QPs from `rr` on, then those before it, looked up one by one (no list of keys
+        // collected per packet).
+        let start = self.rr;
+        let mut next = Some(start);
+        let mut wrapped = false;
+        loop {
+            let k = match next.and_then(|from| self.qps.range(from..).next().map(|(k, _)| *k)) {
+                Some(k) if wrapped && k >= start => return None,
+                Some(k) => k,
+                None if wrapped || start == 0 => return None,
+                None => {
+                    (wrapped, next) = (true, Some(0));
+                    continue;
+                }
+            };
+            next = k.checked_add(1);
             let Some((qp, mut ctx)) = self.ctx_qp(now, k) else { continue };
             if let Some(p) = qp.poll_transmit(&mut ctx) {
                 self.counters.sent_pkts += 1;
@@ -902,7 +933,14 @@ impl Rc {
                 return Some(p);
             }
         }
-        None
+    }
+
+    /// Give back the payload buffer of a packet from [`Rc::poll_transmit`] once it is framed:
+    /// the next request packets gather into it instead of a new allocation.
+    pub fn recycle_payload(&mut self, payload: Vec<u8>) {
+        if self.spare_payloads.len() < SPARE_PAYLOADS && payload.capacity() > 0 {
+            self.spare_payloads.push(payload);
+        }
     }
 
     /// When `handle_timeout` is next due.

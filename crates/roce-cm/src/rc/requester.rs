@@ -58,7 +58,7 @@ impl RcQp {
         let last = k + 1 == w.npkts;
         let off = u64::from(k) * mtu;
         let mut ext = ExtHeaders::default();
-        let mut payload = Vec::new();
+        let mut payload = ctx.payload_buffer();
         let (op, consumed) = match w.wr.op {
             SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write { .. } | SendOp::WriteWithImm { .. } => {
                 let n = (w.len - off).min(mtu) as usize;
