@@ -289,11 +289,25 @@ impl Stack {
                     release_burst_capacity(&mut self.out.mads);
                     // (No RC QP: skip rc/'s round-robin set-up, which costs a frame's worth
                     // of header work on every SA MAD.)
-                    if let Some(p) = (!self.rc.is_empty()).then(|| self.rc.poll_transmit(now)).flatten() {
+                    // A request's payload is gathered straight into `buf` behind the headers
+                    // its frame will have (when its source address is known).
+                    let cfg = &self.cfg;
+                    let header_len = |dst: IpAddr, ext: &roce_wire::ext::ExtHeaders| {
+                        let v4 = dst.is_ipv4() && cfg.source_for(&dst)?.is_ipv4();
+                        Some(14 + if v4 { 20 } else { 40 } + 8 + roce_wire::bth::BTH_LEN + ext.buffer_len())
+                    };
+                    let rc_packet =
+                        (!self.rc.is_empty()).then(|| self.rc.poll_transmit_into(now, buf, &header_len)).flatten();
+                    if let Some(mut p) = rc_packet {
                         // Framed here, straight from the QP's packet (no queueing, no shared
                         // buffer), its payload buffer given back for the next packet; parked
                         // like any packet while the neighbour is unknown.
                         let Some(mac) = p.dst_mac.or_else(|| self.neighbor_mac(&p.dst)) else {
+                            if let Some(n) = p.payload_in_place.take() {
+                                // (Rare: an RC peer whose MAC is not known.)
+                                let at = header_len(p.dst, &p.ext).unwrap_or(0);
+                                p.payload = buf[at..at + n].to_vec();
+                            }
                             self.out.push(crate::rc::outgoing(p));
                             continue;
                         };
@@ -383,7 +397,11 @@ impl Stack {
             bth: &p.bth,
             ext: &p.ext,
         };
-        frame::emit_roce(&h, buf, Some(&p.payload), p.payload.len()).ok()
+        match p.payload_in_place {
+            // (Gathered where `h.header_len()` puts it: the headers go around it.)
+            Some(n) => frame::emit_roce(&h, buf, None, n).ok(),
+            None => frame::emit_roce(&h, buf, Some(&p.payload), p.payload.len()).ok(),
+        }
     }
 
     /// The headers of a RoCE packet's frame (written by `frame::emit_roce` straight from

@@ -144,9 +144,11 @@ struct UdpBatching {
     send_messages: u64,
     /// `sendmmsg` system calls.
     send_calls: u64,
-    /// Datagrams received, and the reads (GRO-coalesced) they came in.
+    /// Datagrams received, the reads (GRO-coalesced) they came in, and those the receiving
+    /// kernel dropped for a full receive buffer.
     received: u64,
     reads: u64,
+    overflow: u64,
 }
 
 impl Run {
@@ -272,8 +274,8 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
         let cpu = thread_cpu() - c0;
         let _ = d.run_for(Duration::from_millis(20)); // the last ACKs
         let reads = match &d.dev {
-            BenchDev::Udp(u) => (u.stats().received, u.stats().reads),
-            BenchDev::Raw(_) => (0, 0),
+            BenchDev::Udp(u) => (u.stats().received, u.stats().reads, u.stats().receive_queue_overflow),
+            BenchDev::Raw(_) => (0, 0, 0),
         };
         (got, cpu, reads)
     });
@@ -336,10 +338,10 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
         (done, secs, cpu, batching)
     });
     let (done, secs, tx_cpu, mut udp) = tx.join().unwrap();
-    let (got, rx_cpu, (received, reads)) = rx.join().unwrap();
+    let (got, rx_cpu, (received, reads, overflow)) = rx.join().unwrap();
     assert_eq!((done, got), (n, n), "every message completed on both sides");
     if let Some(u) = udp.as_mut() {
-        (u.received, u.reads) = (received, reads);
+        (u.received, u.reads, u.overflow) = (received, reads, overflow);
     }
     Run { bytes: n * size as u64, secs, tx_cpu: tx_cpu.as_secs_f64(), rx_cpu: rx_cpu.as_secs_f64(), udp }
 }
@@ -442,11 +444,12 @@ fn report(what: &str, r: Run, tcp: Run) {
         let msgs = (r.bytes >> 16).max(1) as f64;
         println!(
             "      udp batching per 64 KiB message: {:.1} datagrams in {:.2} sendmsg messages ({:.2} sendmmsg calls); \
-             receiver: {:.1} datagrams per read",
+             receiver: {:.1} datagrams per read, {} dropped (receive buffer full)",
             u.sent as f64 / msgs,
             u.send_messages as f64 / msgs,
             u.send_calls as f64 / msgs,
             u.received as f64 / u.reads.max(1) as f64,
+            u.overflow,
         );
     }
 }

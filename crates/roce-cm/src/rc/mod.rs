@@ -510,9 +510,24 @@ pub struct RcPacket {
     pub bth: bth::Repr,
     /// Extension headers.
     pub ext: ExtHeaders,
-    /// Payload.
+    /// Payload (empty when it was gathered in place: `payload_in_place`).
     pub payload: Vec<u8>,
+    /// From [`Rc::poll_transmit_into`]: the payload's length, when it was gathered straight
+    /// into the transmit buffer where the frame's headers end (not into `payload`).
+    pub payload_in_place: Option<usize>,
 }
+
+/// Where a request packet's payload may be gathered straight into the frame
+/// ([`Rc::poll_transmit_into`]): the transmit buffer, and the frame's header length for a
+/// destination and extension headers (`None`: not framable here, gathered as usual).
+pub(crate) struct InPlace<'a> {
+    pub buf: &'a mut [u8],
+    pub header_len: &'a HeaderLen<'a>,
+}
+
+/// The header length of a frame to a destination with these extension headers (see
+/// [`Rc::poll_transmit_into`]).
+pub type HeaderLen<'a> = dyn Fn(IpAddr, &ExtHeaders) -> Option<usize> + 'a;
 
 /// One outstanding send work request.
 #[derive(Debug, Clone)]
@@ -618,6 +633,8 @@ pub(crate) struct Ctx<'a> {
     pub cq: &'a mut VecDeque<WorkCompletion>,
     pub c: &'a mut RcCounters,
     pub spare_payloads: &'a mut Vec<Vec<u8>>,
+    /// Where the requester may gather a payload in place (see [`InPlace`]).
+    pub in_place: Option<InPlace<'a>>,
 }
 
 impl Ctx<'_> {
@@ -645,6 +662,7 @@ impl Rc {
             cq: &mut self.cq,
             c: &mut self.counters,
             spare_payloads: &mut self.spare_payloads,
+            in_place: None,
         };
         Some((qp, ctx))
     }
@@ -910,6 +928,19 @@ impl Rc {
 
     /// The next packet to send, QPs served in turn: responses first, then requests.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<RcPacket> {
+        self.transmit(now, None)
+    }
+
+    /// [`Rc::poll_transmit`], with a request packet's payload gathered from its memory region
+    /// straight into `buf` at `header_len(dst, ext)` (the frame's header length; `None` if
+    /// the packet cannot be framed there): such a packet comes with `payload_in_place` set
+    /// and an empty `payload`, and the caller writes the headers around it (one copy of the
+    /// payload fewer than gathering it and framing it).
+    pub fn poll_transmit_into(&mut self, now: Instant, buf: &mut [u8], header_len: &HeaderLen<'_>) -> Option<RcPacket> {
+        self.transmit(now, Some((buf, header_len)))
+    }
+
+    fn transmit(&mut self, now: Instant, mut in_place: Option<(&mut [u8], &HeaderLen<'_>)>) -> Option<RcPacket> {
         // The QPs from `rr` on, then those before it, looked up one by one (no list of keys
         // collected per packet).
         let start = self.rr;
@@ -927,6 +958,9 @@ impl Rc {
             };
             next = k.checked_add(1);
             let Some((qp, mut ctx)) = self.ctx_qp(now, k) else { continue };
+            if let Some((buf, header_len)) = in_place.as_mut() {
+                ctx.in_place = Some(InPlace { buf, header_len: *header_len });
+            }
             if let Some(p) = qp.poll_transmit(&mut ctx) {
                 self.counters.sent_pkts += 1;
                 self.rr = k.wrapping_add(1);
@@ -1127,6 +1161,7 @@ impl RcQp {
             bth,
             ext,
             payload,
+            payload_in_place: None,
         }
     }
 }
