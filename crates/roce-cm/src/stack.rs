@@ -271,24 +271,16 @@ impl Stack {
                     .gsi_headers(&bth, m.dst, mac)
                     .and_then(|h| frame::emit_roce(&h, buf, Some(&mad[..]), MAD_SIZE).ok());
                 self.out.mads.pop_front();
-                match framed {
-                    Some(n) => {
-                        self.counters.tx_frames += 1;
-                        return Some(n);
-                    }
-                    None => {
-                        self.counters.drop(DropReason::TransmitBufferTooSmall);
-                        continue;
-                    }
+                if let Some(n) = self.count_framed(framed) {
+                    return Some(n);
                 }
+                continue;
             }
             let out = match self.out.tx.pop_front() {
                 Some(o) => o,
                 None => {
                     release_burst_capacity(&mut self.out.tx);
                     release_burst_capacity(&mut self.out.mads);
-                    // (No RC QP: skip rc/'s round-robin set-up, which costs a frame's worth
-                    // of header work on every SA MAD.)
                     // A request's payload is gathered straight into `buf` behind the headers
                     // its frame will have (when its source address is known).
                     let cfg = &self.cfg;
@@ -296,6 +288,8 @@ impl Stack {
                         let v4 = dst.is_ipv4() && cfg.source_for(&dst)?.is_ipv4();
                         Some(14 + if v4 { 20 } else { 40 } + 8 + roce_wire::bth::BTH_LEN + ext.buffer_len())
                     };
+                    // (No RC QP: skip rc/'s round-robin set-up, which costs a frame's worth
+                    // of header work on every SA MAD.)
                     let rc_packet =
                         (!self.rc.is_empty()).then(|| self.rc.poll_transmit_into(now, buf, &header_len)).flatten();
                     if let Some(mut p) = rc_packet {
@@ -313,16 +307,10 @@ impl Stack {
                         };
                         let framed = self.frame_rc(&p, mac, buf);
                         self.rc.recycle_payload(p.payload);
-                        match framed {
-                            Some(n) => {
-                                self.counters.tx_frames += 1;
-                                return Some(n);
-                            }
-                            None => {
-                                self.counters.drop(DropReason::TransmitBufferTooSmall);
-                                continue;
-                            }
+                        if let Some(n) = self.count_framed(framed) {
+                            return Some(n);
                         }
+                        continue;
                     }
                     if self.cfg.sa_transport == crate::config::SaTransport::External {
                         return None; // SA MADs leave through poll_sa_mad
@@ -364,19 +352,23 @@ impl Stack {
                             continue;
                         }
                     };
-                    match self.frame_roce(&p, mac, buf) {
-                        Some(n) => {
-                            self.counters.tx_frames += 1;
-                            return Some(n);
-                        }
-                        None => {
-                            self.counters.drop(DropReason::TransmitBufferTooSmall);
-                            continue;
-                        }
+                    let framed = self.frame_roce(&p, mac, buf);
+                    if let Some(n) = self.count_framed(framed) {
+                        return Some(n);
                     }
                 }
             }
         }
+    }
+
+    /// Count a frame built for `poll_transmit` (`Some(length)`), or one that did not fit the
+    /// buffer (`None`, dropped); passes the length on.
+    fn count_framed(&mut self, framed: Option<usize>) -> Option<usize> {
+        match framed {
+            Some(_) => self.counters.tx_frames += 1,
+            None => self.counters.drop(DropReason::TransmitBufferTooSmall),
+        }
+        framed
     }
 
     fn frame_roce(&self, p: &RocePacket, dst_mac: [u8; 6], buf: &mut [u8]) -> Option<usize> {
@@ -386,17 +378,7 @@ impl Stack {
 
     /// [`Stack::frame_roce`] for an RC/UC packet as its QP made it.
     fn frame_rc(&self, p: &crate::rc::RcPacket, dst_mac: [u8; 6], buf: &mut [u8]) -> Option<usize> {
-        let h = RoceHeaders {
-            src_mac: self.cfg.mac,
-            dst_mac,
-            src: self.source_for(&p.dst)?,
-            dst: p.dst,
-            hop_limit: p.hop_limit,
-            traffic_class: p.traffic_class,
-            udp_source_port: self.cfg.udp_source_port.unwrap_or(rxe_udp_sport(p.src_qp)),
-            bth: &p.bth,
-            ext: &p.ext,
-        };
+        let h = self.roce_headers(p, dst_mac)?;
         match p.payload_in_place {
             // (Gathered where `h.header_len()` puts it: the headers go around it.)
             Some(n) => frame::emit_roce(&h, buf, None, n).ok(),
@@ -406,18 +388,19 @@ impl Stack {
 
     /// The headers of a RoCE packet's frame (written by `frame::emit_roce` straight from
     /// these parts: the same bytes as a `FrameRepr` would give, without building one).
-    fn roce_headers<'p>(&self, p: &'p RocePacket, dst_mac: [u8; 6]) -> Option<RoceHeaders<'p>> {
-        let src = self.source_for(&p.dst)?;
+    fn roce_headers<'p>(&self, p: &'p impl RoceParts, dst_mac: [u8; 6]) -> Option<RoceHeaders<'p>> {
+        let (dst, src_qp, hop_limit, traffic_class, bth, ext) = p.parts();
+        let src = self.source_for(&dst)?;
         Some(RoceHeaders {
             src_mac: self.cfg.mac,
             dst_mac,
             src,
-            dst: p.dst,
-            hop_limit: p.hop_limit,
-            traffic_class: p.traffic_class,
-            udp_source_port: self.cfg.udp_source_port.unwrap_or(rxe_udp_sport(p.src_qp)),
-            bth: &p.bth,
-            ext: &p.ext,
+            dst,
+            hop_limit,
+            traffic_class,
+            udp_source_port: self.cfg.udp_source_port.unwrap_or(rxe_udp_sport(src_qp)),
+            bth,
+            ext,
         })
     }
 
@@ -1101,6 +1084,24 @@ fn release_burst_capacity<T>(q: &mut VecDeque<T>) {
     const KEEP: usize = 1024;
     if q.is_empty() && q.capacity() > 4 * KEEP {
         q.shrink_to(KEEP);
+    }
+}
+
+/// What a frame's headers are made of, in the queued packet form and in rc/'s.
+trait RoceParts {
+    /// Destination, source QP, hop limit, traffic class, BTH, extension headers.
+    fn parts(&self) -> (IpAddr, u32, u8, u8, &roce_wire::bth::Repr, &roce_wire::ext::ExtHeaders);
+}
+
+impl RoceParts for RocePacket {
+    fn parts(&self) -> (IpAddr, u32, u8, u8, &roce_wire::bth::Repr, &roce_wire::ext::ExtHeaders) {
+        (self.dst, self.src_qp, self.hop_limit, self.traffic_class, &self.bth, &self.ext)
+    }
+}
+
+impl RoceParts for crate::rc::RcPacket {
+    fn parts(&self) -> (IpAddr, u32, u8, u8, &roce_wire::bth::Repr, &roce_wire::ext::ExtHeaders) {
+        (self.dst, self.src_qp, self.hop_limit, self.traffic_class, &self.bth, &self.ext)
     }
 }
 

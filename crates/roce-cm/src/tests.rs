@@ -511,12 +511,18 @@ fn join_preconditions() {
     }
 }
 
-#[test]
-fn bad_frames_are_counted_never_fatal() {
+/// A wire whose first stack joined a group, and a good frame the second sent it.
+fn joined_and_a_good_frame() -> (Wire, Vec<u8>) {
     let mut w = Wire::new(MulticastPaths::BOTH);
     let id = bound_id(&mut w, PortSpace::Udp);
     join(&mut w, id, JoinState::FULL_MEMBER);
     let good = w.frames.iter().find(|(s, f)| *s == 1 && frame::parse(f).is_ok()).unwrap().1.clone();
+    (w, good)
+}
+
+#[test]
+fn bad_frames_are_counted_never_fatal() {
+    let (mut w, good) = joined_and_a_good_frame();
     let s = &mut w.stacks[0];
     let before = s.counters().clone();
     let mut bad = good.clone();
@@ -556,10 +562,7 @@ fn bad_frames_are_counted_never_fatal() {
 /// has its bad ICRC counted.
 #[test]
 fn a_frame_whose_icrc_the_transport_verified_is_checked_for_all_else() {
-    let mut w = Wire::new(MulticastPaths::BOTH);
-    let id = bound_id(&mut w, PortSpace::Udp);
-    join(&mut w, id, JoinState::FULL_MEMBER);
-    let good = w.frames.iter().find(|(s, f)| *s == 1 && frame::parse(f).is_ok()).unwrap().1.clone();
+    let (mut w, good) = joined_and_a_good_frame();
     let s = &mut w.stacks[0];
     let mut bad_icrc = good.clone();
     let n = bad_icrc.len();
