@@ -271,26 +271,45 @@ impl Stack {
                     .gsi_headers(&bth, m.dst, mac)
                     .and_then(|h| frame::emit_roce(&h, buf, Some(&mad[..]), MAD_SIZE).ok());
                 self.out.mads.pop_front();
-                match framed {
-                    Some(n) => {
-                        self.counters.tx_frames += 1;
-                        return Some(n);
-                    }
-                    None => {
-                        self.counters.drop(DropReason::TransmitBufferTooSmall);
-                        continue;
-                    }
+                if let Some(n) = self.count_framed(framed) {
+                    return Some(n);
                 }
+                continue;
             }
             let out = match self.out.tx.pop_front() {
                 Some(o) => o,
                 None => {
                     release_burst_capacity(&mut self.out.tx);
                     release_burst_capacity(&mut self.out.mads);
+                    // A request's payload is gathered straight into `buf` behind the headers
+                    // its frame will have (when its source address is known).
+                    let cfg = &self.cfg;
+                    let header_len = |dst: IpAddr, ext: &roce_wire::ext::ExtHeaders| {
+                        let v4 = dst.is_ipv4() && cfg.source_for(&dst)?.is_ipv4();
+                        Some(14 + if v4 { 20 } else { 40 } + 8 + roce_wire::bth::BTH_LEN + ext.buffer_len())
+                    };
                     // (No RC QP: skip rc/'s round-robin set-up, which costs a frame's worth
                     // of header work on every SA MAD.)
-                    if let Some(p) = (!self.rc.is_empty()).then(|| self.rc.poll_transmit(now)).flatten() {
-                        self.out.push(crate::rc::outgoing(p));
+                    let rc_packet =
+                        (!self.rc.is_empty()).then(|| self.rc.poll_transmit_into(now, buf, &header_len)).flatten();
+                    if let Some(mut p) = rc_packet {
+                        // Framed here, straight from the QP's packet (no queueing, no shared
+                        // buffer), its payload buffer given back for the next packet; parked
+                        // like any packet while the neighbour is unknown.
+                        let Some(mac) = p.dst_mac.or_else(|| self.neighbor_mac(&p.dst)) else {
+                            if let Some(n) = p.payload_in_place.take() {
+                                // (Rare: an RC peer whose MAC is not known.)
+                                let at = header_len(p.dst, &p.ext).unwrap_or(0);
+                                p.payload = buf[at..at + n].to_vec();
+                            }
+                            self.out.push(crate::rc::outgoing(p));
+                            continue;
+                        };
+                        let framed = self.frame_rc(&p, mac, buf);
+                        self.rc.recycle_payload(p.payload);
+                        if let Some(n) = self.count_framed(framed) {
+                            return Some(n);
+                        }
                         continue;
                     }
                     if self.cfg.sa_transport == crate::config::SaTransport::External {
@@ -333,19 +352,23 @@ impl Stack {
                             continue;
                         }
                     };
-                    match self.frame_roce(&p, mac, buf) {
-                        Some(n) => {
-                            self.counters.tx_frames += 1;
-                            return Some(n);
-                        }
-                        None => {
-                            self.counters.drop(DropReason::TransmitBufferTooSmall);
-                            continue;
-                        }
+                    let framed = self.frame_roce(&p, mac, buf);
+                    if let Some(n) = self.count_framed(framed) {
+                        return Some(n);
                     }
                 }
             }
         }
+    }
+
+    /// Count a frame built for `poll_transmit` (`Some(length)`), or one that did not fit the
+    /// buffer (`None`, dropped); passes the length on.
+    fn count_framed(&mut self, framed: Option<usize>) -> Option<usize> {
+        match framed {
+            Some(_) => self.counters.tx_frames += 1,
+            None => self.counters.drop(DropReason::TransmitBufferTooSmall),
+        }
+        framed
     }
 
     fn frame_roce(&self, p: &RocePacket, dst_mac: [u8; 6], buf: &mut [u8]) -> Option<usize> {
@@ -353,20 +376,31 @@ impl Stack {
         frame::emit_roce(&h, buf, Some(&p.payload), p.payload.len()).ok()
     }
 
+    /// [`Stack::frame_roce`] for an RC/UC packet as its QP made it.
+    fn frame_rc(&self, p: &crate::rc::RcPacket, dst_mac: [u8; 6], buf: &mut [u8]) -> Option<usize> {
+        let h = self.roce_headers(p, dst_mac)?;
+        match p.payload_in_place {
+            // (Gathered where `h.header_len()` puts it: the headers go around it.)
+            Some(n) => frame::emit_roce(&h, buf, None, n).ok(),
+            None => frame::emit_roce(&h, buf, Some(&p.payload), p.payload.len()).ok(),
+        }
+    }
+
     /// The headers of a RoCE packet's frame (written by `frame::emit_roce` straight from
     /// these parts: the same bytes as a `FrameRepr` would give, without building one).
-    fn roce_headers<'p>(&self, p: &'p RocePacket, dst_mac: [u8; 6]) -> Option<RoceHeaders<'p>> {
-        let src = self.source_for(&p.dst)?;
+    fn roce_headers<'p>(&self, p: &'p impl RoceParts, dst_mac: [u8; 6]) -> Option<RoceHeaders<'p>> {
+        let (dst, src_qp, hop_limit, traffic_class, bth, ext) = p.parts();
+        let src = self.source_for(&dst)?;
         Some(RoceHeaders {
             src_mac: self.cfg.mac,
             dst_mac,
             src,
-            dst: p.dst,
-            hop_limit: p.hop_limit,
-            traffic_class: p.traffic_class,
-            udp_source_port: self.cfg.udp_source_port.unwrap_or(rxe_udp_sport(p.src_qp)),
-            bth: &p.bth,
-            ext: &p.ext,
+            dst,
+            hop_limit,
+            traffic_class,
+            udp_source_port: self.cfg.udp_source_port.unwrap_or(rxe_udp_sport(src_qp)),
+            bth,
+            ext,
         })
     }
 
@@ -458,6 +492,20 @@ impl Stack {
     /// Handle one received Ethernet frame. Every frame ends accepted or counted as dropped
     /// with its reason.
     pub fn handle_frame(&mut self, now: Instant, bytes: &[u8]) {
+        self.receive_frame(now, bytes, false);
+    }
+
+    /// [`Stack::handle_frame`] for a frame whose ICRC the transport already computed over
+    /// these very bytes and found right (the udp transport does, to recover the IPv4 ID the
+    /// kernel does not report): every other check as `handle_frame`, the ICRC not computed a
+    /// second time. A frame nobody verified so (the raw transport's, a fault injector's, a
+    /// capture's) goes to `handle_frame`, where a bad ICRC is counted as `bad_icrc`.
+    pub fn handle_frame_icrc_verified(&mut self, now: Instant, bytes: &[u8]) {
+        self.receive_frame(now, bytes, true);
+    }
+
+    #[inline(always)]
+    fn receive_frame(&mut self, now: Instant, bytes: &[u8], icrc_verified: bool) {
         self.now = self.now.max(now);
         self.counters.rx_frames += 1;
         if bytes.len() < 14 {
@@ -473,7 +521,12 @@ impl Stack {
         // One walk (roce_wire's demux, strict as rxe): RoCEv2 as the zero-copy view, nothing
         // copied (the owned headers are built only for the UD QPs that hand a datagram to the
         // application); ARP, IGMP, MLD and NS/NA parsed from where the walk found them.
-        match Sliced::from_ethernet(bytes, Checks::Strict) {
+        let walked = if icrc_verified {
+            Sliced::from_ethernet_icrc_verified(bytes)
+        } else {
+            Sliced::from_ethernet(bytes, Checks::Strict)
+        };
+        match walked {
             Ok(Sliced { payload: Payload::RoceV2 { packet, .. }, .. }) => self.handle_roce(now, &packet),
             Ok(Sliced { link, payload: Payload::NotRoce { packet, .. }, .. }) => match packet {
                 Ok(packet) => self.handle_l2(now, link.source_mac().unwrap_or([0; 6]), &packet),
@@ -519,13 +572,13 @@ impl Stack {
             return;
         }
         if matches!(op.transport(), bth::Transport::Rc | bth::Transport::Uc) && self.rc.has_qp(qpn) {
-            // RC and UC packets go to rc/ in their owned header form (no copy of the payload);
-            // rc/ drops one whose transport is not its QP's.
-            match p.to_frame() {
-                Ok(f) => {
+            // RC and UC packets go to rc/ with their BTH and extension headers owned (the
+            // rest read from the view, no copy of the payload); rc/ drops one whose transport
+            // is not its QP's.
+            match p.transport_headers() {
+                Ok((bth, ext)) => {
                     self.counters.rx_accepted += 1;
-                    let r = &f.repr;
-                    self.rc.handle_packet(now, r.ip.source(), &r.bth, &r.ext, r.payload);
+                    self.rc.handle_packet(now, p.src_ip(), &bth, &ext, p.payload());
                 }
                 Err(e) => self.counters.drop(DropReason::Malformed(e.layer())),
             }
@@ -1031,6 +1084,24 @@ fn release_burst_capacity<T>(q: &mut VecDeque<T>) {
     const KEEP: usize = 1024;
     if q.is_empty() && q.capacity() > 4 * KEEP {
         q.shrink_to(KEEP);
+    }
+}
+
+/// What a frame's headers are made of, in the queued packet form and in rc/'s.
+trait RoceParts {
+    /// Destination, source QP, hop limit, traffic class, BTH, extension headers.
+    fn parts(&self) -> (IpAddr, u32, u8, u8, &roce_wire::bth::Repr, &roce_wire::ext::ExtHeaders);
+}
+
+impl RoceParts for RocePacket {
+    fn parts(&self) -> (IpAddr, u32, u8, u8, &roce_wire::bth::Repr, &roce_wire::ext::ExtHeaders) {
+        (self.dst, self.src_qp, self.hop_limit, self.traffic_class, &self.bth, &self.ext)
+    }
+}
+
+impl RoceParts for crate::rc::RcPacket {
+    fn parts(&self) -> (IpAddr, u32, u8, u8, &roce_wire::bth::Repr, &roce_wire::ext::ExtHeaders) {
+        (self.dst, self.src_qp, self.hop_limit, self.traffic_class, &self.bth, &self.ext)
     }
 }
 

@@ -511,12 +511,18 @@ fn join_preconditions() {
     }
 }
 
-#[test]
-fn bad_frames_are_counted_never_fatal() {
+/// A wire whose first stack joined a group, and a good frame the second sent it.
+fn joined_and_a_good_frame() -> (Wire, Vec<u8>) {
     let mut w = Wire::new(MulticastPaths::BOTH);
     let id = bound_id(&mut w, PortSpace::Udp);
     join(&mut w, id, JoinState::FULL_MEMBER);
     let good = w.frames.iter().find(|(s, f)| *s == 1 && frame::parse(f).is_ok()).unwrap().1.clone();
+    (w, good)
+}
+
+#[test]
+fn bad_frames_are_counted_never_fatal() {
+    let (mut w, good) = joined_and_a_good_frame();
     let s = &mut w.stacks[0];
     let before = s.counters().clone();
     let mut bad = good.clone();
@@ -548,6 +554,40 @@ fn bad_frames_are_counted_never_fatal() {
                 .map(|(_, n)| n)
                 .sum::<u64>()
     );
+}
+
+/// A frame the transport verified (`handle_frame_icrc_verified`) is handled as
+/// `handle_frame` handles it but for the ICRC, which is not computed again; every other check
+/// stays (a bad IPv4 checksum is still `BadIpChecksum`), and a frame nobody verified still
+/// has its bad ICRC counted.
+#[test]
+fn a_frame_whose_icrc_the_transport_verified_is_checked_for_all_else() {
+    let (mut w, good) = joined_and_a_good_frame();
+    let s = &mut w.stacks[0];
+    let mut bad_icrc = good.clone();
+    let n = bad_icrc.len();
+    bad_icrc[n - 1] ^= 1;
+    let mut bad_ip_checksum = good.clone();
+    bad_ip_checksum[24] ^= 1;
+    // The two entries agree on every frame but one with a wrong ICRC.
+    for f in [&good, &bad_ip_checksum, &good[..40].to_vec()] {
+        let before = s.counters().clone();
+        s.handle_frame(Instant::ZERO, f);
+        let plain = s.counters().clone();
+        s.handle_frame_icrc_verified(Instant::ZERO, f);
+        let verified = s.counters().clone();
+        assert_eq!(plain.rx_frames - before.rx_frames, verified.rx_frames - plain.rx_frames);
+        assert_eq!(plain.rx_accepted - before.rx_accepted, verified.rx_accepted - plain.rx_accepted);
+        for (reason, count) in plain.dropped.iter() {
+            let was = before.dropped(*reason);
+            assert_eq!(verified.dropped(*reason) - count, count - was, "{reason:?}");
+        }
+    }
+    let before = s.counters().clone();
+    s.handle_frame_icrc_verified(Instant::ZERO, &bad_ip_checksum);
+    assert_eq!(s.counters().dropped(DropReason::BadIpChecksum), before.dropped(DropReason::BadIpChecksum) + 1);
+    s.handle_frame(Instant::ZERO, &bad_icrc);
+    assert_eq!(s.counters().dropped(DropReason::BadIcrc), before.dropped(DropReason::BadIcrc) + 1);
 }
 
 /// The one demux keeps the engine's two kinds of bad IPv4 checksum apart: a RoCEv2 frame's is

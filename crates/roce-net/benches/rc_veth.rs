@@ -177,6 +177,24 @@ struct Run {
     secs: f64,
     tx_cpu: f64,
     rx_cpu: f64,
+    /// The udp transport's batching (sender's and receiver's counters), per message.
+    udp: Option<UdpBatching>,
+}
+
+/// How the udp transport batched one run's datagrams.
+#[derive(Debug, Clone, Copy, Default)]
+struct UdpBatching {
+    /// Datagrams the sender's kernel took.
+    sent: u64,
+    /// Messages (one `udp_sendmsg` each: a UDP_SEGMENT run or a lone datagram).
+    send_messages: u64,
+    /// `sendmmsg` system calls.
+    send_calls: u64,
+    /// Datagrams received, the reads (GRO-coalesced) they came in, and those the receiving
+    /// kernel dropped for a full receive buffer.
+    received: u64,
+    reads: u64,
+    overflow: u64,
 }
 
 impl Run {
@@ -309,7 +327,8 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
         }
         let cpu = thread_cpu() - c0;
         let _ = d.run_for(Duration::from_millis(20)); // the last ACKs
-        (got, cpu)
+        let reads = d.dev.udp_stats().map_or((0, 0, 0), |s| (s.received, s.reads, s.receive_queue_overflow));
+        (got, cpu, reads)
     });
     let tx = spawn("rc-send", move || {
         let mut d = engine(&a, 1, setup);
@@ -351,7 +370,14 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
                 c.completer_retry_err, c.rcvd_seq_err, c.local_ack_timeout_err, c.retransmitted_pkts
             );
         }
+        let mut batching = None;
         if let Some(s) = d.dev.udp_stats() {
+            batching = Some(UdpBatching {
+                sent: s.sent,
+                send_messages: s.send_messages,
+                send_calls: s.send_calls,
+                ..UdpBatching::default()
+            });
             let lost: Vec<String> =
                 s.not_sent_all().filter(|(_, k)| *k > 0).map(|(r, k)| format!("{k} {}", r.name())).collect();
             if !lost.is_empty() {
@@ -359,12 +385,15 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
             }
         }
         done_tx.send(()).unwrap();
-        (done, secs, cpu)
+        (done, secs, cpu, batching)
     });
-    let (done, secs, tx_cpu) = tx.join().unwrap();
-    let (got, rx_cpu) = rx.join().unwrap();
+    let (done, secs, tx_cpu, mut udp) = tx.join().unwrap();
+    let (got, rx_cpu, (received, reads, overflow)) = rx.join().unwrap();
     assert_eq!((done, got), (n, n), "every message completed on both sides");
-    Run { bytes: n * size as u64, secs, tx_cpu: tx_cpu.as_secs_f64(), rx_cpu: rx_cpu.as_secs_f64() }
+    if let Some(u) = udp.as_mut() {
+        (u.received, u.reads, u.overflow) = (received, reads, overflow);
+    }
+    Run { bytes: n * size as u64, secs, tx_cpu: tx_cpu.as_secs_f64(), rx_cpu: rx_cpu.as_secs_f64(), udp }
 }
 
 /// One kernel TCP stream on the same veth: `n` writes of `size` bytes on one connection,
@@ -404,7 +433,7 @@ fn tcp_run(nets: &Nets, n: u64, size: usize) -> Run {
     });
     let (secs, tx_cpu) = tx.join().unwrap();
     let rx_cpu = rx.join().unwrap();
-    Run { bytes: n * size as u64, secs, tx_cpu: tx_cpu.as_secs_f64(), rx_cpu: rx_cpu.as_secs_f64() }
+    Run { bytes: n * size as u64, secs, tx_cpu: tx_cpu.as_secs_f64(), rx_cpu: rx_cpu.as_secs_f64(), udp: None }
 }
 
 /// `iperf3 -c` for 2 s on the same veth (a cross-check of the stream): Mbit/s received.
@@ -460,6 +489,19 @@ fn report(what: &str, r: Run, tcp: Run) {
         r.mbps() / tcp.mbps(),
         r.cpu_per_gb() / tcp.cpu_per_gb(),
     );
+    if let Some(u) = r.udp {
+        // (Messages of 64 KiB: `bytes >> 16` of them.)
+        let msgs = (r.bytes >> 16).max(1) as f64;
+        println!(
+            "      udp batching per 64 KiB message: {:.1} datagrams in {:.2} sendmsg messages ({:.2} sendmmsg calls); \
+             receiver: {:.1} datagrams per read, {} dropped (receive buffer full)",
+            u.sent as f64 / msgs,
+            u.send_messages as f64 / msgs,
+            u.send_calls as f64 / msgs,
+            u.received as f64 / u.reads.max(1) as f64,
+            u.overflow,
+        );
+    }
 }
 
 fn main() {

@@ -63,8 +63,8 @@ pub trait Device {
 pub struct RecvBatch {
     buf: Vec<u8>,
     slot_len: usize,
-    /// (slot, length) of each frame received, in order.
-    frames: Vec<(usize, usize)>,
+    /// (slot, length, ICRC verified by the device) of each frame received, in order.
+    frames: Vec<(usize, usize, bool)>,
 }
 
 impl RecvBatch {
@@ -108,13 +108,20 @@ impl RecvBatch {
 
     /// The `i`th frame received.
     pub fn get(&self, i: usize) -> Option<&[u8]> {
-        let &(slot, len) = self.frames.get(i)?;
+        let &(slot, len, _) = self.frames.get(i)?;
         Some(&self.buf[slot * self.slot_len..slot * self.slot_len + len])
     }
 
     /// The frames received, in order.
     pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.frames.iter().map(|&(slot, len)| &self.buf[slot * self.slot_len..slot * self.slot_len + len])
+        self.frames.iter().map(|&(slot, len, _)| &self.buf[slot * self.slot_len..slot * self.slot_len + len])
+    }
+
+    /// The frames received, in order, each with whether the device computed its ICRC over
+    /// these bytes and found it right ([`RecvBatch::push_icrc_verified`]): such a frame can go
+    /// to the engine's `handle_frame_icrc_verified`, every other to `handle_frame`.
+    pub fn iter_icrc_verified(&self) -> impl Iterator<Item = (&[u8], bool)> + '_ {
+        self.frames.iter().map(|&(slot, len, ok)| (&self.buf[slot * self.slot_len..slot * self.slot_len + len], ok))
     }
 
     /// Forget the frames (a device does this before filling the batch).
@@ -126,12 +133,22 @@ impl RecvBatch {
     ///
     /// # Panics
     /// If `slot` is not below [`RecvBatch::capacity`].
+    ///
+    /// A frame already pushed in that slot loses its ICRC verdict: whoever writes to it (a
+    /// fault injector, say) may change what was verified.
     pub fn slot_mut(&mut self, slot: usize) -> &mut [u8] {
+        for f in self.frames.iter_mut().filter(|f| f.0 == slot) {
+            f.2 = false;
+        }
         &mut self.buf[slot * self.slot_len..(slot + 1) * self.slot_len]
     }
 
-    /// Every slot at once (for a device that receives several frames in one call).
+    /// Every slot at once (for a device that receives several frames in one call). Every
+    /// frame already pushed loses its ICRC verdict (see [`RecvBatch::slot_mut`]).
     pub fn slots_mut(&mut self) -> std::slice::ChunksExactMut<'_, u8> {
+        for f in &mut self.frames {
+            f.2 = false;
+        }
         self.buf.chunks_exact_mut(self.slot_len)
     }
 
@@ -141,7 +158,20 @@ impl RecvBatch {
     /// If `slot` is out of range or `len` exceeds the slot.
     pub fn push(&mut self, slot: usize, len: usize) {
         assert!(slot < self.capacity() && len <= self.slot_len, "slot {slot}, length {len} out of range");
-        self.frames.push((slot, len));
+        self.frames.push((slot, len, false));
+    }
+
+    /// [`RecvBatch::push`] for a frame whose ICRC the device computed over the slot's bytes
+    /// as they stand and found right (the engine need not compute it again). Writing to the
+    /// slot afterwards ([`RecvBatch::slot_mut`]) takes the verdict back.
+    ///
+    /// # Panics
+    /// As [`RecvBatch::push`].
+    pub fn push_icrc_verified(&mut self, slot: usize, len: usize) {
+        self.push(slot, len);
+        if let Some(f) = self.frames.last_mut() {
+            f.2 = true;
+        }
     }
 }
 
@@ -298,6 +328,24 @@ impl Device for Batching {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A frame's ICRC verdict holds only while nobody writes to its slot.
+    #[test]
+    fn an_icrc_verdict_is_lost_when_its_slot_is_written() {
+        let mut b = RecvBatch::new(4, 64).unwrap();
+        b.slot_mut(0)[..3].copy_from_slice(&[1, 2, 3]);
+        b.push_icrc_verified(0, 3);
+        b.push(1, 2);
+        b.push_icrc_verified(2, 1);
+        let verdicts: Vec<bool> = b.iter_icrc_verified().map(|(_, ok)| ok).collect();
+        assert_eq!(verdicts, [true, false, true]);
+        b.slot_mut(0)[0] ^= 1; // a fault injector flips a bit
+        let verdicts: Vec<bool> = b.iter_icrc_verified().map(|(_, ok)| ok).collect();
+        assert_eq!(verdicts, [false, false, true]);
+        let _ = b.slots_mut();
+        assert!(b.iter_icrc_verified().all(|(_, ok)| !ok));
+        assert_eq!(b.iter().collect::<Vec<_>>(), b.iter_icrc_verified().map(|(f, _)| f).collect::<Vec<_>>());
+    }
 
     #[test]
     fn pair_is_back_to_back_and_in_order() {

@@ -109,6 +109,9 @@ pub struct UdpStats {
     /// Messages the kernel took (`sendmmsg` entries): a UDP_SEGMENT message carries up to 64
     /// datagrams, so `sent / send_messages` is the datagrams per message.
     pub send_messages: u64,
+    /// `sendmmsg` system calls that took at least one message: `send_messages / send_calls`
+    /// is the messages per system call.
+    pub send_calls: u64,
     /// Reads from the unicast socket: a GRO-coalesced read carries several datagrams, so
     /// `received / reads` is about the datagrams per read.
     pub reads: u64,
@@ -246,9 +249,8 @@ pub struct Arrival {
 /// `id_hint`; IPv6: flow label 0; UDP checksum 0 — the ICRC masks what is unknown here, and an
 /// IPv4 ID the hint does not match is taken from the ICRC). The hint is 0 for a datagram read
 /// alone (an unconnected DF socket's ID) and its index for the `i`th segment of a coalesced
-/// read (a GSO send's segments count up from 0). `mac` is the stack's. Returns the frame's
-/// length and whether its IPv4 ID is not 0 and came from the ICRC (hint or solution).
-pub fn frame_datagram(buf: &mut [u8], len: usize, arrival: &Arrival, mac: [u8; 6], id_hint: u16) -> (usize, bool) {
+/// read (a GSO send's segments count up from 0). `mac` is the stack's.
+pub fn frame_datagram(buf: &mut [u8], len: usize, arrival: &Arrival, mac: [u8; 6], id_hint: u16) -> Framed {
     let ipv4 = arrival.dst.is_ipv4();
     let hdr = header_len(ipv4);
     let dst_mac = match arrival.dst {
@@ -295,12 +297,18 @@ pub fn frame_datagram(buf: &mut [u8], len: usize, arrival: &Arrival, mac: [u8; 6
     u[4..6].copy_from_slice(&udp_len.to_be_bytes());
     u[6..8].copy_from_slice(&[0, 0]);
     let end = hdr + len;
-    let mut id_from_icrc = false;
+    let (mut id_from_icrc, mut icrc_verified) = (false, false);
     if ipv4 && len >= roce_wire::bth::BTH_LEN + icrc::ICRC_LEN {
         let wire = icrc::from_wire([buf[end - 4], buf[end - 3], buf[end - 2], buf[end - 1]]);
         let packet = &buf[ETH_LEN..end - icrc::ICRC_LEN];
         match icrc::compute(packet, icrc::IpVersion::V4, 20) {
-            Ok(c) if c == wire => id_from_icrc = id_hint != 0,
+            Ok(c) if c == wire => {
+                id_from_icrc = id_hint != 0;
+                // Computed over the frame as it now stands (the IPv4 checksum written below
+                // is masked by the ICRC): the engine need not compute it again.
+                icrc_verified = true;
+            }
+            // (An ID solved from the ICRC: the engine checks the result itself.)
             Ok(_) => {
                 if let Ok(Some(id)) = icrc::solve_ipv4_identification(packet, wire) {
                     buf[ETH_LEN + 4..ETH_LEN + 6].copy_from_slice(&id.to_be_bytes());
@@ -314,7 +322,21 @@ pub fn frame_datagram(buf: &mut [u8], len: usize, arrival: &Arrival, mac: [u8; 6
         let sum = roce_wire::frame::ipv4_checksum(&buf[ETH_LEN..ETH_LEN + 20]);
         buf[ETH_LEN + 10..ETH_LEN + 12].copy_from_slice(&sum.to_be_bytes());
     }
-    (end, id_from_icrc)
+    Framed { len: end, id_from_icrc, icrc_verified }
+}
+
+/// A datagram framed by [`frame_datagram`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Framed {
+    /// The frame's length.
+    pub len: usize,
+    /// Whether its IPv4 ID is not 0 and came from the ICRC (the hint or a solution).
+    pub id_from_icrc: bool,
+    /// Whether its ICRC was computed over the frame as written and found right (IPv4 with the
+    /// hinted ID): the engine may take it as verified (`Stack::handle_frame_icrc_verified`).
+    /// False for IPv6 (not computed here), for an ID solved from the ICRC and for a bad ICRC:
+    /// the engine computes it.
+    pub icrc_verified: bool,
 }
 
 fn v6(a: IpAddr) -> Ipv6Addr {
@@ -652,7 +674,7 @@ impl RoceUdpSocket {
 
     /// Receive one datagram from `fd` (a group's socket, bound to `dst`: no GRO) into `buf` as a
     /// frame.
-    fn recv_from(&mut self, fd: RawFd, dst: IpAddr, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    fn recv_from(&mut self, fd: RawFd, dst: IpAddr, buf: &mut [u8]) -> io::Result<Option<Framed>> {
         let hdr = header_len(dst.is_ipv4());
         if buf.len() < hdr {
             return Err(crate::device::too_small(hdr, buf.len()));
@@ -689,10 +711,10 @@ impl RoceUdpSocket {
             let c = ReadControl::parse(&msg);
             self.note_overflow(c.overflow);
             let arrival = Arrival { src, dst, traffic_class: c.traffic_class, hop_limit: c.hop_limit };
-            let (n, id_from_icrc) = frame_datagram(buf, len, &arrival, self.mac, 0);
+            let framed = frame_datagram(buf, len, &arrival, self.mac, 0);
             self.stats.received += 1;
-            self.stats.ipv4_id_from_icrc += u64::from(id_from_icrc);
-            return Ok(Some(n));
+            self.stats.ipv4_id_from_icrc += u64::from(framed.id_from_icrc);
+            return Ok(Some(framed));
         }
     }
 
@@ -705,7 +727,7 @@ impl RoceUdpSocket {
     /// The next datagram of the unicast socket into `out` as a frame: the next segment of the
     /// reads already taken, or new reads (one `recvmmsg`, each read a GRO-coalesced run of
     /// datagrams). A frame longer than `out` is an `InvalidInput` error and stays next.
-    fn next_unicast(&mut self, out: &mut [u8]) -> io::Result<Option<usize>> {
+    fn next_unicast(&mut self, out: &mut [u8]) -> io::Result<Option<Framed>> {
         if self.rx.is_drained() && self.fill_reads()? == 0 {
             return Ok(None);
         }
@@ -718,10 +740,10 @@ impl RoceUdpSocket {
         out[hdr..hdr + len].copy_from_slice(&self.rx.buf[range]);
         self.rx.advance();
         // Segment `index` of a GSO send carries ID `index` (inet_gso_segment counts up).
-        let (n, id_from_icrc) = frame_datagram(out, len, &arrival, self.mac, index as u16);
+        let framed = frame_datagram(out, len, &arrival, self.mac, index as u16);
         self.stats.received += 1;
-        self.stats.ipv4_id_from_icrc += u64::from(id_from_icrc);
-        Ok(Some(n))
+        self.stats.ipv4_id_from_icrc += u64::from(framed.id_from_icrc);
+        Ok(Some(framed))
     }
 
     /// Read what the unicast socket holds, up to [`RX_READS`] reads in one `recvmmsg`: returns
@@ -916,6 +938,7 @@ impl RoceUdpSocket {
             }
             sent_msgs += r as usize;
             self.stats.send_messages += r as u64;
+            self.stats.send_calls += 1;
         }
         self.stats.sent += taken as u64;
         Ok(taken)
@@ -1133,10 +1156,10 @@ impl Device for RoceUdpSocket {
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        if let Some(n) = self.next_unicast(buf)? {
-            return Ok(Some(n));
+        if let Some(f) = self.next_unicast(buf)? {
+            return Ok(Some(f.len));
         }
-        self.recv_group(buf)
+        Ok(self.recv_group(buf)?.map(|f| f.len))
     }
 
     /// The unicast socket's datagrams split out of GRO-coalesced reads (one `recvmmsg` for
@@ -1146,7 +1169,7 @@ impl Device for RoceUdpSocket {
         let mut slot = 0;
         while slot < batch.capacity() {
             match self.next_unicast(batch.slot_mut(slot)) {
-                Ok(Some(n)) => batch.push(slot, n),
+                Ok(Some(f)) => push_framed(batch, slot, f),
                 Ok(None) => break,
                 Err(e) if batch.is_empty() => return Err(e),
                 Err(_) => return Ok(batch.len()),
@@ -1155,7 +1178,7 @@ impl Device for RoceUdpSocket {
         }
         while slot < batch.capacity() && !self.groups.is_empty() {
             match self.recv_group(batch.slot_mut(slot)) {
-                Ok(Some(n)) => batch.push(slot, n),
+                Ok(Some(f)) => push_framed(batch, slot, f),
                 Ok(None) => break,
                 Err(e) if batch.is_empty() => return Err(e),
                 Err(_) => break,
@@ -1170,9 +1193,18 @@ impl Device for RoceUdpSocket {
     }
 }
 
+/// Record a framed datagram in `slot`, with the ICRC verdict when it was verified.
+fn push_framed(batch: &mut RecvBatch, slot: usize, f: Framed) {
+    if f.icrc_verified {
+        batch.push_icrc_verified(slot, f.len);
+    } else {
+        batch.push(slot, f.len);
+    }
+}
+
 impl RoceUdpSocket {
     /// One datagram from any group's socket.
-    fn recv_group(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    fn recv_group(&mut self, buf: &mut [u8]) -> io::Result<Option<Framed>> {
         // (By position, so that receiving needs no copy of the group list.)
         for i in 0..self.groups.len() {
             let Some((g, fd)) = self.groups.iter().nth(i).map(|(g, fd)| (*g, fd.as_raw_fd())) else { break };
@@ -1232,8 +1264,10 @@ pub(crate) mod tests {
             let arrival =
                 Arrival { src: SocketAddr::new(a, ROCEV2_UDP_PORT), dst: b, traffic_class: 0x0a, hop_limit: 64 };
             let peer_mac = [2, 0, 0, 0, 0, 2];
-            let (n, from_icrc) = frame_datagram(&mut buf, payload.len(), &arrival, peer_mac, 0);
+            let Framed { len: n, id_from_icrc: from_icrc, icrc_verified } =
+                frame_datagram(&mut buf, payload.len(), &arrival, peer_mac, 0);
             assert!(!from_icrc);
+            assert_eq!(icrc_verified, a.is_ipv4(), "IPv4's ICRC is computed here, IPv6's by the engine");
             assert_eq!(n, f.len());
             assert_eq!(&buf[..6], &peer_mac);
             assert_eq!(&buf[6..12], &KERNEL_NEIGHBOR_MAC);
@@ -1257,13 +1291,16 @@ pub(crate) mod tests {
         let arrival = Arrival { src: SocketAddr::new(a, 0xc123), dst: b, traffic_class: 0, hop_limit: 63 };
         let mut buf = vec![0u8; 2048];
         buf[42..42 + payload.len()].copy_from_slice(&payload);
-        let (n, from_icrc) = frame_datagram(&mut buf, payload.len(), &arrival, MAC, 0);
+        let Framed { len: n, id_from_icrc: from_icrc, icrc_verified } =
+            frame_datagram(&mut buf, payload.len(), &arrival, MAC, 0);
         assert!(from_icrc);
+        assert!(!icrc_verified, "a solved ID is checked by the engine");
         assert_eq!(&buf[18..20], &[0x3c, 0x1f]);
         assert!(roce_wire::frame::parse(&buf[..n]).is_ok(), "the ICRC and the IPv4 checksum hold");
         buf[42 + 30] ^= 1;
-        let (n, from_icrc) = frame_datagram(&mut buf, payload.len(), &arrival, MAC, 0);
-        assert!(!from_icrc);
+        let Framed { len: n, id_from_icrc: from_icrc, icrc_verified } =
+            frame_datagram(&mut buf, payload.len(), &arrival, MAC, 0);
+        assert!(!from_icrc && !icrc_verified);
         assert!(roce_wire::frame::parse(&buf[..n]).is_err(), "a damaged datagram fails the ICRC");
     }
 
@@ -1294,16 +1331,18 @@ pub(crate) mod tests {
         let st = tx.stats();
         assert_eq!((st.sent, st.send_messages, st.gso_disabled), (11, 1, false), "{st:?}");
         let mut batch = RecvBatch::new(64, 9216).unwrap();
-        let mut got = Vec::new();
+        let (mut got, mut verified) = (Vec::new(), Vec::new());
         for _ in 0..200 {
             rx.recv_batch(&mut batch).unwrap();
             got.extend(batch.iter().map(|f| f.to_vec()));
+            verified.extend(batch.iter_icrc_verified().map(|(_, ok)| ok));
             if got.len() >= 11 {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert_eq!(got.len(), 11);
+        assert!(verified.iter().all(|v| *v), "each ICRC computed once, here: {verified:?}");
         for (i, f) in got.iter().enumerate() {
             let parsed = roce_wire::frame::parse(f).unwrap_or_else(|e| panic!("frame {i}: {e}"));
             let want: &[u8] = if i < 10 { &[i as u8; 1000] } else { &[0xee; 300] };
@@ -1322,7 +1361,7 @@ pub(crate) mod tests {
             let mut buf = vec![0u8; 2048];
             let (n, from) = plain.recv_from(&mut buf[42..]).unwrap();
             let arrival = Arrival { src: from, dst: net(3), traffic_class: 0, hop_limit: 64 };
-            let (len, from_icrc) = frame_datagram(&mut buf, n, &arrival, MAC, 0);
+            let Framed { len, id_from_icrc: from_icrc, .. } = frame_datagram(&mut buf, n, &arrival, MAC, 0);
             assert_eq!((from_icrc, u16::from_be_bytes([buf[18], buf[19]])), (i != 0, i), "datagram {i}");
             assert!(roce_wire::frame::parse(&buf[..len]).is_ok());
         }

@@ -407,6 +407,21 @@ impl<'a> Sliced<'a> {
     /// `bytes` (for callers that show the link header also when a later layer fails).
     #[inline]
     pub fn after_link(link: LinkHeader<'a>, bytes: &'a [u8], checks: Checks) -> Result<Sliced<'a>> {
+        Self::walk(link, bytes, checks, false)
+    }
+
+    /// Walk an Ethernet frame whose ICRC the caller has already computed over these very
+    /// bytes and found right (a transport that had to compute it on receive, e.g. to recover
+    /// the IPv4 ID a kernel socket does not report): as [`Checks::Strict`] in every other
+    /// check, the ICRC taken as read instead of computed a second time. A frame whose ICRC
+    /// was not verified so must go through [`Sliced::from_ethernet`].
+    #[inline]
+    pub fn from_ethernet_icrc_verified(bytes: &'a [u8]) -> Result<Sliced<'a>> {
+        Self::walk(LinkHeader::parse(LinkType::Ethernet, bytes)?, bytes, Checks::Strict, true)
+    }
+
+    #[inline(always)]
+    fn walk(link: LinkHeader<'a>, bytes: &'a [u8], checks: Checks, icrc_verified: bool) -> Result<Sliced<'a>> {
         let strict = checks == Checks::Strict;
         let mut refused = None;
         let end = frame::vlan_tag(bytes, link.end())?;
@@ -460,7 +475,7 @@ impl<'a> Sliced<'a> {
             return Ok(sliced(Some(ip_slice), udp_header, other(NotRoce::UdpPort(udp.dport))));
         }
         let ethernet = matches!(link, LinkHeader::Ethernet(_));
-        let packet = frame::roce_after_udp(bytes, end, ethernet, &ip, udp, strict, &mut refused)?;
+        let packet = frame::roce_after_udp(bytes, end, ethernet, &ip, udp, strict, icrc_verified, &mut refused)?;
         Ok(sliced(Some(ip_slice), udp_header, Payload::RoceV2 { packet, refused }))
     }
 
@@ -717,6 +732,31 @@ mod tests {
         assert_eq!(strict.layer(), Layer::Icrc);
         let lax = Sliced::from_ethernet(&f, Checks::Lax).unwrap();
         assert!(matches!(lax.payload, Payload::RoceV2 { refused: Some(e), .. } if e == strict));
+    }
+
+    /// A walk that takes the ICRC as verified gives what the strict walk gives on every seed
+    /// (whose ICRCs are right), and still refuses what the strict walk refuses but the ICRC:
+    /// a bad IPv4 checksum, a non-zero TVer. (A wrong ICRC it takes as read: the caller vouched.)
+    #[test]
+    fn an_icrc_verified_walk_skips_only_the_icrc() {
+        for s in seeds() {
+            let strict = Sliced::from_ethernet(&s, Checks::Strict);
+            assert_eq!(Sliced::from_ethernet_icrc_verified(&s), strict);
+        }
+        let mut f = golden::SA_DELETE_MCMEMBER;
+        f[24] ^= 1; // the IPv4 header checksum (masked by the ICRC)
+        let e = Sliced::from_ethernet_icrc_verified(&f).unwrap_err();
+        assert_eq!(e, Sliced::from_ethernet(&f, Checks::Strict).unwrap_err());
+        assert_eq!(e.layer(), Layer::Ipv4);
+        let mut f = golden::SA_DELETE_MCMEMBER;
+        f[43] |= 1; // TVer
+        assert_eq!(Sliced::from_ethernet_icrc_verified(&f).unwrap_err().layer(), Layer::Bth);
+        let mut f = golden::SA_DELETE_MCMEMBER;
+        f[321] ^= 1; // the ICRC itself: taken as read
+        let Payload::RoceV2 { packet, .. } = Sliced::from_ethernet_icrc_verified(&f).unwrap().payload else {
+            panic!("not RoCEv2")
+        };
+        assert!(packet.icrc_ok());
     }
 
     #[test]

@@ -275,6 +275,19 @@ impl<'a> FramePacket<'a> {
         self.icrc == self.icrc_expected
     }
 
+    /// The BTH (with the pad count as checked) and the extension headers, owned: what a
+    /// receiver that dispatches on the transport needs, without building the link, IP and
+    /// UDP headers [`FramePacket::to_frame`] builds too.
+    #[inline]
+    pub fn transport_headers(&self) -> Result<(bth::Repr, ExtHeaders)> {
+        let o = self.offsets;
+        let mut bth = bth::Repr::parse(&self.bth())?;
+        bth.pad_count = self.pad_count;
+        let (ext, _) = ExtHeaders::parse(bth.opcode.ext_headers(), &self.buf[o.ext..o.payload])
+            .map_err(|e| e.add_offset(o.ext))?;
+        Ok((bth, ext))
+    }
+
     /// Build the owned form.
     pub fn to_frame(&self) -> Result<Frame<'a>> {
         build(self)
@@ -405,8 +418,10 @@ pub(crate) fn udp_header(buf: &[u8], ip: &IpCheck, strict: bool, refused: &mut O
 }
 
 /// The RoCEv2 part of a UDP datagram to port 4791 (its header checked by [`udp_header`]):
-/// the UDP length, BTH, extension headers, pad and ICRC.
+/// the UDP length, BTH, extension headers, pad and ICRC — the ICRC not computed again when
+/// `icrc_verified` (the caller computed it over these very bytes: it is taken as read).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn roce_after_udp<'a>(
     buf: &'a [u8],
     link: LinkEnd,
@@ -414,6 +429,7 @@ pub(crate) fn roce_after_udp<'a>(
     ip: &IpCheck,
     udp: UdpCheck,
     strict: bool,
+    icrc_verified: bool,
     refused: &mut Option<Error>,
 ) -> Result<FramePacket<'a>> {
     let ip_off = ip.at;
@@ -455,8 +471,14 @@ pub(crate) fn roce_after_udp<'a>(
     }
     let icrc_off = payload_off + payload_and_pad;
     let version = if ip.ipv6 { IpVersion::V6 } else { IpVersion::V4 };
-    let (found, expected) =
-        icrc::check(&packet[..icrc_off + ICRC_LEN], version, ip.header_len).map_err(|e| e.add_offset(ip_off))?;
+    let with_icrc = &packet[..icrc_off + ICRC_LEN];
+    let (found, expected) = if icrc_verified {
+        let t = &with_icrc[icrc_off..];
+        let found = icrc::from_wire([t[0], t[1], t[2], t[3]]);
+        (found, found)
+    } else {
+        icrc::check(with_icrc, version, ip.header_len).map_err(|e| e.add_offset(ip_off))?
+    };
     if found != expected {
         refuse(strict, refused, content(Layer::Icrc, abs(icrc_off), ContentError::IcrcMismatch { found, expected }))?;
     }
@@ -497,7 +519,7 @@ fn scan(buf: &[u8], strict: bool) -> Result<FramePacket<'_>> {
     if udp.dport != ROCEV2_UDP_PORT {
         return Err(content(Layer::Udp, ip.at + ip.header_len + 2, ContentError::NotRoceV2Port { port: udp.dport }));
     }
-    roce_after_udp(buf, link, true, &ip, udp, strict, &mut refused)
+    roce_after_udp(buf, link, true, &ip, udp, strict, false, &mut refused)
 }
 
 fn parse_inner(buf: &[u8], strict: bool) -> Result<Frame<'_>> {
@@ -538,10 +560,7 @@ fn build<'a>(p: &FramePacket<'a>) -> Result<Frame<'a>> {
         length: u16::from_be_bytes([u[4], u[5]]),
         checksum: u16::from_be_bytes([u[6], u[7]]),
     };
-    let mut bth = bth::Repr::parse(&p.bth())?;
-    bth.pad_count = p.pad_count;
-    let (ext, _) =
-        ExtHeaders::parse(bth.opcode.ext_headers(), &buf[o.ext..o.payload]).map_err(|e| e.add_offset(o.ext))?;
+    let (bth, ext) = p.transport_headers()?;
     let pad_count = usize::from(p.pad_count);
     let mut pad = [0u8; 3];
     pad[..pad_count].copy_from_slice(&buf[o.icrc - pad_count..o.icrc]);

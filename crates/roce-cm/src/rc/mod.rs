@@ -510,9 +510,24 @@ pub struct RcPacket {
     pub bth: bth::Repr,
     /// Extension headers.
     pub ext: ExtHeaders,
-    /// Payload.
+    /// Payload (empty when it was gathered in place: `payload_in_place`).
     pub payload: Vec<u8>,
+    /// From [`Rc::poll_transmit_into`]: the payload's length, when it was gathered straight
+    /// into the transmit buffer where the frame's headers end (not into `payload`).
+    pub payload_in_place: Option<usize>,
 }
+
+/// Where a request packet's payload may be gathered straight into the frame
+/// ([`Rc::poll_transmit_into`]): the transmit buffer, and the frame's header length for a
+/// destination and extension headers (`None`: not framable here, gathered as usual).
+pub(crate) struct InPlace<'a> {
+    pub buf: &'a mut [u8],
+    pub header_len: &'a HeaderLen<'a>,
+}
+
+/// The header length of a frame to a destination with these extension headers (see
+/// [`Rc::poll_transmit_into`]).
+pub type HeaderLen<'a> = dyn Fn(IpAddr, &ExtHeaders) -> Option<usize> + 'a;
 
 /// One outstanding send work request.
 #[derive(Debug, Clone)]
@@ -601,7 +616,13 @@ pub struct Rc {
     counters: RcCounters,
     rr: u32,
     key_seed: u64,
+    /// Payload buffers of packets already framed, for the next request packets to gather
+    /// into (no allocation per packet in steady state).
+    spare_payloads: Vec<Vec<u8>>,
 }
+
+/// Payload buffers kept for reuse: a transmit batch's worth.
+const SPARE_PAYLOADS: usize = 64;
 
 /// Mutable pieces of the engine a QP's handlers work on beside the QP itself.
 pub(crate) struct Ctx<'a> {
@@ -611,6 +632,18 @@ pub(crate) struct Ctx<'a> {
     pub mrs: &'a mut MrTable,
     pub cq: &'a mut VecDeque<WorkCompletion>,
     pub c: &'a mut RcCounters,
+    pub spare_payloads: &'a mut Vec<Vec<u8>>,
+    /// Where the requester may gather a payload in place (see [`InPlace`]).
+    pub in_place: Option<InPlace<'a>>,
+}
+
+impl Ctx<'_> {
+    /// An empty payload buffer, reused if one was given back ([`Rc::recycle_payload`]).
+    pub fn payload_buffer(&mut self) -> Vec<u8> {
+        let mut v = self.spare_payloads.pop().unwrap_or_default();
+        v.clear();
+        v
+    }
 }
 
 impl Rc {
@@ -628,6 +661,8 @@ impl Rc {
             mrs: &mut self.mrs,
             cq: &mut self.cq,
             c: &mut self.counters,
+            spare_payloads: &mut self.spare_payloads,
+            in_place: None,
         };
         Some((qp, ctx))
     }
@@ -893,16 +928,53 @@ impl Rc {
 
     /// The next packet to send, QPs served in turn: responses first, then requests.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<RcPacket> {
-        let keys: Vec<u32> = self.qps.range(self.rr..).chain(self.qps.range(..self.rr)).map(|(k, _)| *k).collect();
-        for k in keys {
+        self.transmit(now, None)
+    }
+
+    /// [`Rc::poll_transmit`], with a request packet's payload gathered from its memory region
+    /// straight into `buf` at `header_len(dst, ext)` (the frame's header length; `None` if
+    /// the packet cannot be framed there): such a packet comes with `payload_in_place` set
+    /// and an empty `payload`, and the caller writes the headers around it (one copy of the
+    /// payload fewer than gathering it and framing it).
+    pub fn poll_transmit_into(&mut self, now: Instant, buf: &mut [u8], header_len: &HeaderLen<'_>) -> Option<RcPacket> {
+        self.transmit(now, Some((buf, header_len)))
+    }
+
+    fn transmit(&mut self, now: Instant, mut in_place: Option<(&mut [u8], &HeaderLen<'_>)>) -> Option<RcPacket> {
+        // The QPs from `rr` on, then those before it, looked up one by one (no list of keys
+        // collected per packet).
+        let start = self.rr;
+        let mut next = Some(start);
+        let mut wrapped = false;
+        loop {
+            let k = match next.and_then(|from| self.qps.range(from..).next().map(|(k, _)| *k)) {
+                Some(k) if wrapped && k >= start => return None,
+                Some(k) => k,
+                None if wrapped || start == 0 => return None,
+                None => {
+                    (wrapped, next) = (true, Some(0));
+                    continue;
+                }
+            };
+            next = k.checked_add(1);
             let Some((qp, mut ctx)) = self.ctx_qp(now, k) else { continue };
+            if let Some((buf, header_len)) = in_place.as_mut() {
+                ctx.in_place = Some(InPlace { buf, header_len: *header_len });
+            }
             if let Some(p) = qp.poll_transmit(&mut ctx) {
                 self.counters.sent_pkts += 1;
                 self.rr = k.wrapping_add(1);
                 return Some(p);
             }
         }
-        None
+    }
+
+    /// Give back the payload buffer of a packet from [`Rc::poll_transmit`] once it is framed:
+    /// the next request packets gather into it instead of a new allocation.
+    pub fn recycle_payload(&mut self, payload: Vec<u8>) {
+        if self.spare_payloads.len() < SPARE_PAYLOADS && payload.capacity() > 0 {
+            self.spare_payloads.push(payload);
+        }
     }
 
     /// When `handle_timeout` is next due.
@@ -1089,6 +1161,7 @@ impl RcQp {
             bth,
             ext,
             payload,
+            payload_in_place: None,
         }
     }
 }

@@ -178,6 +178,32 @@ impl MrTable {
         Ok(total)
     }
 
+    /// [`MrTable::gather`] into `out` (exactly its length), written in place.
+    pub(crate) fn gather_into(&self, sges: &[Sge], mut offset: u64, out: &mut [u8]) -> Result<(), MrError> {
+        let mut done = 0;
+        for s in sges {
+            if done == out.len() {
+                break;
+            }
+            let sl = u64::from(s.length);
+            if offset >= sl {
+                offset -= sl;
+                continue;
+            }
+            let n = ((sl - offset) as usize).min(out.len() - done);
+            let off = self.check(s.lkey, s.addr.wrapping_add(offset), n as u64, Access::NONE, false)?;
+            let m = self.mrs.get(&s.lkey).ok_or(MrError::BadKey)?;
+            out[done..done + n].copy_from_slice(&m.buf[off..off + n]);
+            done += n;
+            offset = 0;
+        }
+        if done == out.len() {
+            Ok(())
+        } else {
+            Err(MrError::Length)
+        }
+    }
+
     /// Append `len` bytes starting `offset` bytes into the SGE list to `out` (the gather of a
     /// requester packet).
     pub(crate) fn gather(

@@ -59,15 +59,12 @@ impl RcQp {
         let off = u64::from(k) * mtu;
         let mut ext = ExtHeaders::default();
         let mut payload = Vec::new();
+        let mut payload_len = 0;
+        let mut in_place = false;
         let (op, consumed) = match w.wr.op {
             SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write { .. } | SendOp::WriteWithImm { .. } => {
                 let n = (w.len - off).min(mtu) as usize;
-                if ctx.mrs.gather(&w.wr.sg_list, off, n, &mut payload).is_err() {
-                    if idx == 0 {
-                        self.fail_front(ctx, WcStatus::LocProtErr);
-                    }
-                    return None;
-                }
+                payload_len = n;
                 let op = match (w.wr.op, first, last) {
                     (SendOp::Send, true, true) => Opcode::RcSendOnly,
                     (SendOp::SendWithImm(_), true, true) => Opcode::RcSendOnlyWithImmediate,
@@ -91,6 +88,25 @@ impl RcQp {
                     if last {
                         ext.immdt = Some(immdt::Repr { imm_data: imm });
                     }
+                }
+                // Straight into the frame when the caller gave its buffer (the headers are
+                // known now), else into a payload buffer.
+                let at = ctx.in_place.as_ref().and_then(|t| (t.header_len)(self.attr.dest, &ext));
+                let gathered = match (ctx.in_place.as_mut(), at) {
+                    (Some(t), Some(at)) if at + n <= t.buf.len() => {
+                        in_place = true;
+                        ctx.mrs.gather_into(&w.wr.sg_list, off, &mut t.buf[at..at + n])
+                    }
+                    _ => {
+                        payload = ctx.payload_buffer();
+                        ctx.mrs.gather(&w.wr.sg_list, off, n, &mut payload)
+                    }
+                };
+                if gathered.is_err() {
+                    if idx == 0 {
+                        self.fail_front(ctx, WcStatus::LocProtErr);
+                    }
+                    return None;
                 }
                 (op, 1)
             }
@@ -117,7 +133,7 @@ impl RcQp {
         let mut b = bth::Repr::new(op, self.attr.dest_qpn, p);
         b.pkey = self.attr.pkey;
         b.solicited = solicited;
-        b.pad_count = ((4 - payload.len() % 4) % 4) as u8;
+        b.pad_count = ((4 - payload_len % 4) % 4) as u8;
         if uc {
             // No ACKs on UC [rxe_req.c init_req_packet: AckReq only for RC]; the request is
             // done once its last packet is out, the PSN window never fills.
@@ -129,7 +145,7 @@ impl RcQp {
                 self.req_idx += 1;
                 self.complete_front(ctx);
             }
-            return Some(self.packet(b, ext, payload));
+            return Some(self.request_packet(b, ext, payload, in_place.then_some(payload_len)));
         }
         self.noack_pkts += 1;
         b.ack_req = end || w.wr.op.is_read_or_atomic() || self.noack_pkts >= MAX_PKT_PER_ACK;
@@ -148,7 +164,11 @@ impl RcQp {
         if self.ack_deadline.is_none() {
             self.ack_deadline = super::ack_timeout(self.attr.timeout).map(|d| ctx.now + d);
         }
-        Some(self.packet(b, ext, payload))
+        Some(self.request_packet(b, ext, payload, in_place.then_some(payload_len)))
+    }
+
+    fn request_packet(&self, b: bth::Repr, ext: ExtHeaders, payload: Vec<u8>, in_place: Option<usize>) -> RcPacket {
+        RcPacket { payload_in_place: in_place, ..self.packet(b, ext, payload) }
     }
 
     /// Go back to the oldest unacknowledged PSN: the oldest request resumes at its first

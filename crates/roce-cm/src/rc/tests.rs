@@ -235,6 +235,42 @@ fn send_at_every_mtu_segments_and_lands_byte_identical() {
     }
 }
 
+/// `poll_transmit_into` gathers a request's payload (several SGEs, a WRITE's RETH packet
+/// and the rest) straight into the buffer where `header_len` says the frame's headers end,
+/// giving the packets `poll_transmit` gives with `payload_in_place` instead of a payload;
+/// where `header_len` declines or the buffer is too short, the payload comes as usual.
+#[test]
+fn payloads_are_gathered_in_place_where_the_frame_needs_them() {
+    let run = |in_place: Option<usize>| {
+        let mut p = Pair::new(1024, 9);
+        let src = mr(&mut p.a, 8192);
+        fill(&mut p.a, &src, 5);
+        let dst = mr(&mut p.b, 8192);
+        let write = SendOp::Write { remote_addr: dst.addr, rkey: dst.rkey };
+        p.a.post_send(p.now, QA, wr(1, write, vec![sge(&src, 3, 1500), sge(&src, 4000, 700)])).unwrap();
+        p.a.post_send(p.now, QA, wr(2, SendOp::Send, vec![sge(&src, 100, 10)])).unwrap();
+        let (mut got, mut placed) = (Vec::new(), 0);
+        let mut buf = vec![0xeeu8; 2048];
+        loop {
+            let header_len = |_: IpAddr, ext: &ExtHeaders| in_place.map(|h| h + ext.buffer_len());
+            let Some(mut pkt) = p.a.poll_transmit_into(p.now, &mut buf, &header_len) else { break };
+            if let Some(n) = pkt.payload_in_place.take() {
+                assert!(pkt.payload.is_empty());
+                let at = header_len(pkt.dst, &pkt.ext).unwrap();
+                pkt.payload = buf[at..at + n].to_vec();
+                placed += 1;
+            }
+            got.push(pkt);
+        }
+        (got, placed)
+    };
+    let (plain, placed) = run(None);
+    assert_eq!((plain.len(), placed), (4, 0), "WRITE FIRST, MIDDLE, LAST (2,200 bytes at MTU 1,024), SEND ONLY");
+    assert_eq!(run(Some(62)), (plain.clone(), 4), "in place behind IPv4-sized headers");
+    assert_eq!(run(Some(82)), (plain.clone(), 4), "in place behind IPv6-sized headers");
+    assert_eq!(run(Some(2040)), (plain, 0), "no room left: gathered as usual");
+}
+
 #[test]
 fn zero_length_send_and_write() {
     let mut p = Pair::new(1024, 2);
