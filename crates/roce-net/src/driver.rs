@@ -26,6 +26,7 @@ use roce_wire::MAD_SIZE;
 
 use crate::device::{Device, RecvBatch, MAX_FRAME_LEN};
 use crate::raw::RawSocket;
+use crate::sa_queue::{RequestQueue, RequestQueueConfig};
 
 /// Which way a frame went, for taps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +119,12 @@ const RX_SLOT: usize = 9216;
 const BATCH_BYTES: usize = 256 << 10;
 /// Receive batches handled per turn before the queued frames (ACKs) are sent.
 const RX_BATCHES_PER_TURN: usize = 4;
+/// With an SA: receive batches read per turn (reading is cheap next to answering, and a
+/// request must be read to be queued as its requester's: 16 batches drain a 4 MiB socket
+/// queue of SA requests in about four turns).
+const SA_RX_BATCHES_PER_TURN: usize = 16;
+/// With an SA: requests answered between two reads of the socket.
+const SA_SERVE_PER_PUMP: usize = 128;
 
 /// A stack running on a device in real time.
 pub struct Driver<D: Device + MulticastFilter> {
@@ -129,6 +136,9 @@ pub struct Driver<D: Device + MulticastFilter> {
     pub sa: Option<SaResponder>,
     /// The SA's windowed RMPP sender: its tables go out as the requesters' ACKs admit.
     pub rmpp: RmppSender,
+    /// The SA's requests waiting to be answered, queued per requester and answered in deficit
+    /// round robin ([`RequestQueue`]), so that one host's flood does not delay another's join.
+    pub sa_queue: RequestQueue,
     /// Events polled from the stack and not yet taken.
     pub events: VecDeque<CmEvent>,
     /// Frames (and SA-link MADs) that could not be sent (device errors), counted.
@@ -155,6 +165,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
             stack,
             sa: None,
             rmpp: RmppSender::default(),
+            sa_queue: RequestQueue::default(),
             events: VecDeque::new(),
             send_errors: 0,
             sent_ok: 0,
@@ -198,6 +209,12 @@ impl<D: Device + MulticastFilter> Driver<D> {
     pub fn with_sa(mut self, sa: SaResponder) -> Self {
         self.stack.register_mad_agent(0x03);
         self.sa = Some(sa);
+        self
+    }
+
+    /// Bound the SA's request queue with `cfg` (default [`RequestQueueConfig::default`]).
+    pub fn with_sa_queue(mut self, cfg: RequestQueueConfig) -> Self {
+        self.sa_queue = RequestQueue::new(cfg);
         self
     }
 
@@ -291,18 +308,37 @@ impl<D: Device + MulticastFilter> Driver<D> {
     }
 
     fn pump_sa(&mut self) {
+        self.queue_sa_requests();
+        self.serve_sa(SA_SERVE_PER_PUMP);
+    }
+
+    /// Move the SA requests the stack took into the fair queue (each behind its requester's).
+    fn queue_sa_requests(&mut self) {
+        if self.sa.is_none() {
+            return;
+        }
+        while let Some(req) = self.stack.poll_mad_request() {
+            self.sa_queue.push(req);
+        }
+    }
+
+    /// Answer up to `budget` queued SA requests, requesters in turn; then the RMPP segments
+    /// the requesters' windows admit.
+    fn serve_sa(&mut self, budget: usize) {
         let now = self.now().since_epoch();
         let Some(sa) = self.sa.as_mut() else { return };
-        sa.handle_time(now); // service leases run on the driver's clock
+        sa.handle_time(now); // service leases and member lifetimes run on the driver's clock
         if self.rmpp.poll_timeout().is_some_and(|t| t <= now) {
             self.rmpp.handle_timeout(now);
         }
-        while let Some(req) = self.stack.poll_mad_request() {
-            let reply = self.rmpp.handle_mad(sa, Requester::new(req.src_gid, req.src_qp), &req.mad, now);
+        let (rmpp, stack) = (&mut self.rmpp, &mut self.stack);
+        self.sa_queue.serve(budget, |req| {
+            let reply = rmpp.handle_mad(sa, Requester::new(req.src_gid, req.src_qp), &req.mad, now);
             for mad in reply.as_slice() {
-                self.stack.send_mad(req.src, req.src_qp, mad);
+                stack.send_mad(req.src, req.src_qp, mad);
             }
-        }
+            reply.as_slice().len()
+        });
         while let Some((to, mad)) = self.rmpp.poll_transmit(now) {
             self.stack.send_mad(to.gid.to_ip(), to.qpn, &mad);
         }
@@ -320,7 +356,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
         if let Some(t) = self.rmpp.poll_timeout() {
             wait = wait.min(t.saturating_sub(now.since_epoch()));
         }
-        if self.stopped() {
+        if self.stopped() || !self.sa_queue.is_empty() {
             wait = Duration::ZERO;
         }
         let stop_fd = self.stop.as_ref().map(|(fd, _)| *fd);
@@ -353,18 +389,30 @@ impl<D: Device + MulticastFilter> Driver<D> {
                 self.stack.handle_sa_mad(now, &mad);
             }
         }
-        for _ in 0..RX_BATCHES_PER_TURN {
+        // An SA reads deeper and answers once after reading: its requests wait in the fair
+        // queue, not in the kernel's, where a flood's frames would hold up everyone's.
+        let (batches, per_batch) = match self.sa {
+            Some(_) => (SA_RX_BATCHES_PER_TURN, Driver::<D>::queue_sa_requests as fn(&mut Self)),
+            None => (RX_BATCHES_PER_TURN, Driver::<D>::pump_sa as fn(&mut Self)),
+        };
+        for _ in 0..batches {
             match self.dev.recv_batch(&mut self.rx_batch) {
                 Ok(0) => break,
                 Ok(_) => {
                     let now = self.now();
+                    let sa = self.sa.is_some();
                     for f in self.rx_batch.iter() {
                         if let Some(t) = self.tap.as_mut() {
                             t(Direction::Rx, now, f);
                         }
+                        // A flooding requester's frames past its queue's bound go before the
+                        // stack's parse and ICRC: reading stays cheap, the socket drains.
+                        if sa && self.sa_queue.shed_frame(f) {
+                            continue;
+                        }
                         self.stack.handle_frame(now, f);
                     }
-                    self.pump_sa();
+                    per_batch(self);
                 }
                 // A frame longer than a slot that the device kept queued: take it alone.
                 Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
@@ -374,7 +422,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
                         t(Direction::Rx, now, &self.buf[..n]);
                     }
                     self.stack.handle_frame(now, &self.buf[..n]);
-                    self.pump_sa();
+                    per_batch(self);
                 }
                 Err(e) => return Err(e),
             }

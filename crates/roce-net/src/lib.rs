@@ -13,6 +13,8 @@
 //!   ([`ring::RingConfig`]: a TPACKET_V3 receive ring, a transmit ring) with a counted fallback.
 //! - [`udp::RoceUdpSocket`]: the device that needs no privilege, a kernel UDP socket on port
 //!   4791 (the kernel writes the IP and UDP headers, resolves neighbours and reports groups).
+//! - [`sa_queue::RequestQueue`]: an SA server's requests queued per requester and answered in
+//!   deficit round robin, bounded and counted, so one host's flood cannot delay another's join.
 //! - [`pcap`]: reading pcap/pcapng and writing pcap (roce-decode's `capture`, re-exported).
 #![warn(missing_docs)]
 
@@ -29,6 +31,7 @@ pub mod raw;
 pub mod ring;
 mod rng;
 pub mod sa_host;
+pub mod sa_queue;
 pub mod sim;
 pub mod udp;
 
