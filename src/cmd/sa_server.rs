@@ -48,10 +48,19 @@ pub struct Args {
     /// of the requester with the most waiting is dropped, counted `request_queue_full`.
     #[arg(long, value_name = "N", default_value_t = roce_net::sa_queue::DEFAULT_LIMIT)]
     pub request_queue: usize,
+    /// Receive on this many raw sockets (1 to 64), frames spread over them by flow (the
+    /// kernel's PACKET_FANOUT_HASH of addresses and ports), each with its own kernel queue:
+    /// a flood from one host fills its own socket's queue, not the one another host's join
+    /// arrives in (unless their flows hash alike: 1 in N). Raw transport only.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_RX_QUEUES, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub rx_queues: u16,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub port: RawPortArgs,
 }
+
+/// Default `--rx-queues`: 1 in 8 that a host's flow shares a flooding host's socket.
+pub const DEFAULT_RX_QUEUES: u16 = 8;
 
 /// Run `roce sa-server`.
 pub fn run(args: Args) -> ExitCode {
@@ -83,7 +92,9 @@ pub fn run(args: Args) -> ExitCode {
         return ExitCode::from(exit::USAGE);
     }
     shutdown::install();
-    ExitCode::from(sa_server(&args.port.options(args.ip), args.duration, sa, queue))
+    let mut port = args.port.options(args.ip);
+    port.rx_queues = usize::from(args.rx_queues);
+    ExitCode::from(sa_server(&port, args.duration, sa, queue))
 }
 
 /// An SA on a raw socket, answering on QP1 of `port.local` (with its own ARP/ND), for

@@ -184,6 +184,7 @@ impl LinkArgs {
             verbose,
             paths,
             transport: self.transport,
+            rx_queues: 1,
         }
     }
 }

@@ -7,6 +7,9 @@
 //! [`Device::send_batch`] (64 at a time) and received frames taken with
 //! [`Device::recv_batch`], so a raw socket makes one system call (or ring kick) per batch.
 //!
+//! With an SA ([`Driver::with_sa`]) its requests are queued per requester and answered in
+//! turn ([`crate::sa_queue`]), so one host's flood does not delay another host's join.
+//!
 //! One loop serves every transport: frames go through the [`Device`]; a stack whose SA
 //! transport is `External` (OpenSM through ibsim) has its SA MADs carried by an [`SaLink`].
 //! A stop descriptor (a signal's self-pipe) wakes the wait at once; see [`Driver::set_stop`].
@@ -123,8 +126,11 @@ const RX_BATCHES_PER_TURN: usize = 4;
 /// request must be read to be queued as its requester's: 16 batches drain a 4 MiB socket
 /// queue of SA requests in about four turns).
 const SA_RX_BATCHES_PER_TURN: usize = 16;
-/// With an SA: requests answered between two reads of the socket.
-const SA_SERVE_PER_PUMP: usize = 128;
+/// With an SA: requests answered before and after a turn's reads.
+const SA_SERVE_PER_PUMP: usize = 32;
+/// With an SA: requests answered after each receive batch, so that a request that arrived in
+/// a quiet queue is answered within a batch or two, not after the turn's reads.
+const SA_SERVE_PER_BATCH: usize = 16;
 
 /// A stack running on a device in real time.
 pub struct Driver<D: Device + MulticastFilter> {
@@ -246,8 +252,16 @@ impl<D: Device + MulticastFilter> Driver<D> {
                 }
             }
         }
-        // The stack's frames leave in batches: one device call (sendmmsg, or a ring kick) per
-        // BATCH frames instead of one system call per frame.
+        self.transmit(now);
+        while let Some(e) = self.stack.poll_event() {
+            self.events.push_back(e);
+        }
+        Ok(())
+    }
+
+    /// Send the stack's queued frames in batches: one device call (sendmmsg, or a ring kick)
+    /// per BATCH frames instead of one system call per frame.
+    fn transmit(&mut self, now: Instant) {
         let mut spans = [(0usize, 0usize); BATCH];
         loop {
             let (mut k, mut used, mut drained) = (0, 0, false);
@@ -301,15 +315,20 @@ impl<D: Device + MulticastFilter> Driver<D> {
                 break;
             }
         }
-        while let Some(e) = self.stack.poll_event() {
-            self.events.push_back(e);
-        }
-        Ok(())
     }
 
     fn pump_sa(&mut self) {
         self.queue_sa_requests();
         self.serve_sa(SA_SERVE_PER_PUMP);
+    }
+
+    /// After a receive batch: queue its SA requests, answer a few in turn, and send the
+    /// answers now rather than after the turn's reads.
+    fn pump_sa_batch(&mut self) {
+        self.queue_sa_requests();
+        if self.serve_sa(SA_SERVE_PER_BATCH) > 0 {
+            self.transmit(self.now());
+        }
     }
 
     /// Move the SA requests the stack took into the fair queue (each behind its requester's).
@@ -324,15 +343,16 @@ impl<D: Device + MulticastFilter> Driver<D> {
 
     /// Answer up to `budget` queued SA requests, requesters in turn; then the RMPP segments
     /// the requesters' windows admit.
-    fn serve_sa(&mut self, budget: usize) {
+    /// Returns the requests answered.
+    fn serve_sa(&mut self, budget: usize) -> usize {
         let now = self.now().since_epoch();
-        let Some(sa) = self.sa.as_mut() else { return };
+        let Some(sa) = self.sa.as_mut() else { return 0 };
         sa.handle_time(now); // service leases and member lifetimes run on the driver's clock
         if self.rmpp.poll_timeout().is_some_and(|t| t <= now) {
             self.rmpp.handle_timeout(now);
         }
         let (rmpp, stack) = (&mut self.rmpp, &mut self.stack);
-        self.sa_queue.serve(budget, |req| {
+        let served = self.sa_queue.serve(budget, |req| {
             let reply = rmpp.handle_mad(sa, Requester::new(req.src_gid, req.src_qp), &req.mad, now);
             for mad in reply.as_slice() {
                 stack.send_mad(req.src, req.src_qp, mad);
@@ -342,6 +362,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
         while let Some((to, mad)) = self.rmpp.poll_transmit(now) {
             self.stack.send_mad(to.gid.to_ip(), to.qpn, &mad);
         }
+        served
     }
 
     /// One turn of the loop: send what is queued, wait up to `max_wait` for a frame or the
@@ -389,10 +410,10 @@ impl<D: Device + MulticastFilter> Driver<D> {
                 self.stack.handle_sa_mad(now, &mad);
             }
         }
-        // An SA reads deeper and answers once after reading: its requests wait in the fair
-        // queue, not in the kernel's, where a flood's frames would hold up everyone's.
+        // An SA reads deeper, answering a few requests in turn after each batch: its requests
+        // wait in the fair queue, not in the kernel's, where a flood's would hold up everyone's.
         let (batches, per_batch) = match self.sa {
-            Some(_) => (SA_RX_BATCHES_PER_TURN, Driver::<D>::queue_sa_requests as fn(&mut Self)),
+            Some(_) => (SA_RX_BATCHES_PER_TURN, Driver::<D>::pump_sa_batch as fn(&mut Self)),
             None => (RX_BATCHES_PER_TURN, Driver::<D>::pump_sa as fn(&mut Self)),
         };
         for _ in 0..batches {
@@ -411,6 +432,10 @@ impl<D: Device + MulticastFilter> Driver<D> {
                             continue;
                         }
                         self.stack.handle_frame(now, f);
+                        // Queued at once, so that the next frame's shedding sees its queue.
+                        while let Some(req) = sa.then(|| self.stack.poll_mad_request()).flatten() {
+                            self.sa_queue.push(req);
+                        }
                     }
                     per_batch(self);
                 }

@@ -44,3 +44,17 @@ pub use pcap_device::PcapDevice;
 pub use roce_cm::Instant;
 pub use sa_host::SaHost;
 pub use sim::{CapturedTx, LinkConfig, Livelock, NodeId, NodeStats, SimNet};
+
+/// Tests' helper: move the calling thread into a new network namespace holding a veth pair
+/// `a`–`b`, both up. Needs root (CI runs as root): a missing privilege is a failure.
+#[cfg(test)]
+pub(crate) fn veth_in_own_netns(a: &str, b: &str) {
+    // SAFETY: unshare(2) moves only this thread into a new network namespace.
+    let r = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+    assert_eq!(r, 0, "unshare(CLONE_NEWNET): this test needs root: {}", std::io::Error::last_os_error());
+    let ok = std::process::Command::new("sh")
+        .args(["-c", &format!("ip link add {a} type veth peer name {b} && ip link set {a} up && ip link set {b} up")])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "ip link add (iproute2)");
+}

@@ -11,7 +11,8 @@
 //! The shape is the kernel's fq_codel/sfq (net/sched/sch_fq_codel.c): requesters hashed with
 //! a per-process random key into a fixed number of flows, one FIFO per flow (so requests of
 //! one requester are never reordered: a Set then a Delete of the same member stay in order),
-//! a credit per flow refilled by a quantum when spent (the cost of a request is known after it
+//! a flow that had nothing waiting served first (fq_codel's new flows), a credit per flow
+//! refilled by a quantum when spent (the cost of a request is known after it
 //! is answered: the MADs it sent), and when the whole queue is full the request dropped is the
 //! head of the longest flow (`fq_codel_drop`'s "fat flow"), so a host that spreads its flood
 //! over many source addresses still cannot take the quiet host's place. Memory is bounded:
@@ -227,9 +228,12 @@ impl RequestQueue {
         flow.tail = slot;
         flow.len += 1;
         if !flow.active {
+            // A requester with nothing waiting goes first with a fresh quantum (fq_codel's
+            // new flows): a lone join is answered next, whatever the busy flows hold. A
+            // flooding requester's flow stays active, so it never gets this.
             flow.active = true;
             flow.credit = i64::from(self.cfg.quantum);
-            self.active.push_back(f as u16);
+            self.active.push_front(f as u16);
         }
         self.len += 1;
         self.stats.queued += 1;
@@ -344,6 +348,16 @@ mod tests {
         (a.octets()[3], u32::from_be_bytes(r.mad[..4].try_into().unwrap()))
     }
 
+    /// Everything queued, served one MAD each: (host, sequence number) in serving order.
+    fn drain(q: &mut RequestQueue) -> Vec<(u8, u32)> {
+        let mut out = Vec::new();
+        q.serve(usize::MAX, |r| {
+            out.push(seq(r));
+            1
+        });
+        out
+    }
+
     /// Two hosts whose flows do not collide (the hash key is random per queue).
     fn two_hosts(q: &RequestQueue) -> (u8, u8) {
         let a = 1;
@@ -351,8 +365,9 @@ mod tests {
         (a, b)
     }
 
-    /// A quiet host's request queued behind a flood is served within the flood's quantum,
-    /// and each host's requests come out in the order they went in.
+    /// A quiet host's request queued behind a flood is served first (its flow was empty), its
+    /// second one after at most the flood's quantum, and each host's requests come out in the
+    /// order they went in.
     #[test]
     fn a_quiet_requester_is_served_within_one_quantum_in_order() {
         let mut q = RequestQueue::new(RequestQueueConfig { per_requester: 100, limit: 1000, quantum: 4 });
@@ -362,13 +377,11 @@ mod tests {
         }
         q.push(req(quiet, 0));
         q.push(req(quiet, 1));
-        let mut out = Vec::new();
-        q.serve(usize::MAX, |r| {
-            out.push(seq(r));
-            1
-        });
+        let out = drain(&mut q);
+        let second_quiet = out.iter().rposition(|s| s.0 == quiet).unwrap();
+        assert!(second_quiet <= 1 + 4, "the quiet host's second request waited for {second_quiet}");
         let first_quiet = out.iter().position(|s| s.0 == quiet).unwrap();
-        assert!(first_quiet <= 4, "the quiet host waited for {first_quiet} flood requests");
+        assert_eq!(first_quiet, 0, "the quiet host, whose flow was empty, goes first");
         for host in [flood, quiet] {
             let s: Vec<u32> = out.iter().filter(|s| s.0 == host).map(|s| s.1).collect();
             assert!(s.windows(2).all(|w| w[0] < w[1]), "host {host} reordered: {s:?}");
@@ -389,38 +402,31 @@ mod tests {
         q.push(req(quiet, 0));
         assert_eq!(q.len(), 11);
         assert_eq!(q.stats().dropped_requester_queue_full, 40);
-        let mut out = Vec::new();
-        q.serve(usize::MAX, |r| {
-            out.push(seq(r));
-            1
-        });
+        let out = drain(&mut q);
         // The first ten of the flood were kept (tail drop), the quiet host's one too.
         assert_eq!(out.iter().filter(|s| s.0 == flood).map(|s| s.1).collect::<Vec<_>>(), (0..10).collect::<Vec<_>>());
         assert!(out.contains(&(quiet, 0)));
     }
 
-    /// A flood spread over many source addresses fills the whole queue: the drops come from
-    /// the longest flows' heads, never the quiet host's lone request; memory stays within the
+    /// A flood spread over 20 source addresses fills the whole queue: the drops come from the
+    /// longest flows' heads, never the quiet host's lone request; memory stays within the
     /// limit's slab.
     #[test]
     fn a_full_queue_drops_from_the_longest_flow() {
         let mut q = RequestQueue::new(RequestQueueConfig { per_requester: 64, limit: 128, quantum: 1 });
-        let quiet = 200;
+        // A quiet host whose flow no flooding host shares (the hash key is random).
+        let quiet = (100..=255).find(|&h| (0..20).all(|f| q.flow_of(&req(h, 0)) != q.flow_of(&req(f, 0)))).unwrap();
         q.push(req(quiet, 7));
+        // 20 flooding hosts: about 6 requests each wait once the queue is full.
         for i in 0..10_000u32 {
-            q.push(req((i % 150) as u8, i));
+            q.push(req((i % 20) as u8, i));
         }
         assert_eq!(q.len(), 128);
         assert!(q.slots.len() <= 128, "the slab grew past the limit: {}", q.slots.len());
         let s = *q.stats();
         assert_eq!(s.queued, 10_001);
         assert_eq!(s.queued, s.dropped_request_queue_full + q.len() as u64);
-        let mut seen = false;
-        q.serve(usize::MAX, |r| {
-            seen |= seq(r) == (quiet, 7);
-            1
-        });
-        assert!(seen, "the quiet host's request was kept");
+        assert!(drain(&mut q).contains(&(quiet, 7)), "the quiet host's request was kept");
     }
 
     /// Deficit round robin: a requester whose answers take many MADs (an RMPP table) waits

@@ -334,7 +334,14 @@ fn os_err(what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int, what: &str) -> io::Result<()> {
+/// Set an integer socket option; an error names `what`.
+pub(crate) fn set_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+    what: &str,
+) -> io::Result<()> {
     // SAFETY: the option value points at a live c_int of the given size.
     let r = unsafe {
         libc::setsockopt(
