@@ -12,7 +12,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::device::{Device, RecvBatch};
 use crate::ring::{RingConfig, Rings, RxFrame};
-use crate::udp::set_int;
 
 /// What the stack needs to know about an interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -416,6 +415,30 @@ fn ignore_outgoing(fd: &OwnedFd) {
 
 /// The most sockets [`RawSocket::fan_out`] spreads frames over.
 pub const MAX_FANOUT: usize = 64;
+
+/// Set an integer socket option; an error names `what`.
+pub(crate) fn set_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+    what: &str,
+) -> io::Result<()> {
+    // SAFETY: the option value points at a live c_int of the given size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &value as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(last_err(what));
+    }
+    Ok(())
+}
 
 /// Frames per `sendmmsg`/`recvmmsg` call (the headers live on the stack: no allocation).
 const MMSG: usize = 64;
