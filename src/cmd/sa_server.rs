@@ -34,10 +34,33 @@ pub struct Args {
     /// it: NO_RESOURCES), so that one host's flood cannot crowd out the others.
     #[arg(long, value_name = "N", default_value_t = roce_sa::DEFAULT_MAX_MEMBERS_PER_PORT)]
     pub max_members_per_port: usize,
+    /// Remove a member that has not joined again for this many seconds, as OpenSM removes the
+    /// memberships of a port that left the subnet (default: members live until they leave,
+    /// as on OpenSM; for clients that re-join periodically). 1 to 4294967295.
+    #[arg(long, value_parser = duration_secs, value_name = "SECS", allow_negative_numbers = true)]
+    pub member_lifetime: Option<Duration>,
+    /// At most this many requests waiting from one requester (source address) while others'
+    /// are answered in turn; past it its requests are dropped, counted
+    /// `requester_queue_full`, so that one host's flood is shed and not another's joins.
+    #[arg(long, value_name = "N", default_value_t = roce_net::sa_queue::DEFAULT_PER_REQUESTER)]
+    pub requester_queue: usize,
+    /// At most this many requests waiting in all (about 300 bytes each); past it the oldest
+    /// of the requester with the most waiting is dropped, counted `request_queue_full`.
+    #[arg(long, value_name = "N", default_value_t = roce_net::sa_queue::DEFAULT_LIMIT)]
+    pub request_queue: usize,
+    /// Receive on this many raw sockets (1 to 64), frames spread over them by flow (the
+    /// kernel's PACKET_FANOUT_HASH of addresses and ports), each with its own kernel queue:
+    /// a flood from one host fills its own socket's queue, not the one another host's join
+    /// arrives in (unless their flows hash alike: 1 in N). Raw transport only.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_RX_QUEUES, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub rx_queues: u16,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub port: RawPortArgs,
 }
+
+/// Default `--rx-queues`: 1 in 8 that a host's flow shares a flooding host's socket.
+pub const DEFAULT_RX_QUEUES: u16 = 8;
 
 /// Run `roce sa-server`.
 pub fn run(args: Args) -> ExitCode {
@@ -46,6 +69,7 @@ pub fn run(args: Args) -> ExitCode {
         max_members: args.max_members,
         max_members_per_group: args.max_members_per_group,
         max_members_per_port: args.max_members_per_port,
+        member_lifetime: args.member_lifetime,
         ..roce_sa::SaConfig::roce()
     };
     let sa = match roce_sa::SaResponder::new(config) {
@@ -55,16 +79,35 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
     };
+    let queue = roce_net::sa_queue::RequestQueueConfig {
+        per_requester: args.requester_queue,
+        limit: args.request_queue,
+        ..Default::default()
+    };
+    if let Err(e) = queue.validate() {
+        eprintln!(
+            "roce sa-server: --requester-queue {} --request-queue {}: {e}",
+            args.requester_queue, args.request_queue
+        );
+        return ExitCode::from(exit::USAGE);
+    }
     shutdown::install();
-    ExitCode::from(sa_server(&args.port.options(args.ip), args.duration, sa))
+    let mut port = args.port.options(args.ip);
+    port.rx_queues = usize::from(args.rx_queues);
+    ExitCode::from(sa_server(&port, args.duration, sa, queue))
 }
 
 /// An SA on a raw socket, answering on QP1 of `port.local` (with its own ARP/ND), for
 /// `duration` (until a signal if `None`). Returns the exit status.
-fn sa_server(port: &PortOptions, duration: Option<Duration>, sa: roce_sa::SaResponder) -> u8 {
+fn sa_server(
+    port: &PortOptions,
+    duration: Option<Duration>,
+    sa: roce_sa::SaResponder,
+    queue: roce_net::sa_queue::RequestQueueConfig,
+) -> u8 {
     const TOOL: &str = "roce sa-server";
     let mut d = match open_port_or_exit(TOOL, port) {
-        Ok(d) => d.with_sa(sa),
+        Ok(d) => d.with_sa(sa).with_sa_queue(queue),
         Err(code) => return code,
     };
     status!("sa-server: answering SA requests on {} QP1 ({})", port.local, port.iface);
@@ -100,6 +143,9 @@ fn sa_server(port: &PortOptions, duration: Option<Duration>, sa: roce_sa::SaResp
                 s.refused_members_total, s.refused_members_group, s.refused_members_port
             );
         }
+        if s.members_expired > 0 {
+            println!("sa-server: {} members expired (not joined again within --member-lifetime)", s.members_expired);
+        }
         if s.dup_cache_evicted_young > 0 {
             println!(
                 "sa-server: {} duplicate-cache entries evicted younger than {} s: a retransmission of those requests would be applied again (the cache is too small for this load)",
@@ -107,6 +153,20 @@ fn sa_server(port: &PortOptions, duration: Option<Duration>, sa: roce_sa::SaResp
                 roce_sa::DUP_CACHE_HORIZON.as_secs()
             );
         }
+    }
+    let q = *d.sa_queue.stats();
+    if port.verbose || q.dropped_requester_queue_full + q.dropped_request_queue_full > 0 {
+        println!(
+            "sa-server: request queue: {} queued, {} answered in turn, at most {} waiting from {} requesters; dropped requester_queue_full: {} (past --requester-queue {}), dropped request_queue_full: {} (past --request-queue {})",
+            q.queued,
+            q.served,
+            q.max_queued,
+            q.max_active_flows,
+            q.dropped_requester_queue_full,
+            d.sa_queue.config().per_requester,
+            q.dropped_request_queue_full,
+            d.sa_queue.config().limit
+        );
     }
     let r = *d.rmpp.stats();
     if r.transfers + r.refused_busy + r.unmatched > 0 {

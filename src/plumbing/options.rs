@@ -263,6 +263,7 @@ impl LinkArgs {
             paths,
             transport: self.transport,
             fault: self.fault.clone(),
+            rx_queues: 1,
         }
     }
 }

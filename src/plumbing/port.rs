@@ -197,6 +197,9 @@ pub struct PortOptions {
     pub transport: Option<Transport>,
     /// Faults on our own frames (`--fault`).
     pub fault: Vec<FaultSpec>,
+    /// Raw sockets that receive, frames spread over them by flow (PACKET_FANOUT_HASH; 1: one
+    /// socket). `roce sa-server --rx-queues`.
+    pub rx_queues: usize,
 }
 
 /// Why a port could not be opened: the exit status (2 usage, 3 cannot run here) and the message.
@@ -409,6 +412,8 @@ fn open_ibsim(node: Option<&str>) -> Result<Driver<CliDevice>, OpenError> {
 /// Kernel buffers of the raw socket: an RC window arrives in one burst (hundreds of frames),
 /// more than the default ~200 KiB holds.
 const SOCKET_BUFFER: usize = 4 << 20;
+/// The least receive buffer of one socket of a fanout group (`--rx-queues`).
+const SOCKET_BUFFER_PER_QUEUE_MIN: usize = 512 << 10;
 
 fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
     // A transmit ring: a batch of frames leaves with one kick (receiving stays recvmmsg: a
@@ -419,7 +424,13 @@ fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
     if let Some(why) = raw.ring_fallback() {
         eprintln!("note: no transmit ring on {} ({why}): sending with sendmmsg", o.iface);
     }
-    if let Err(e) = raw.set_buffer_sizes(SOCKET_BUFFER, SOCKET_BUFFER) {
+    // Before the buffer sizes, which are set on every socket of the group.
+    raw.fan_out(o.rx_queues)
+        .map_err(|e| OpenError::env(format!("{}: {} receive queues: {e}", o.iface, o.rx_queues)))?;
+    // A fanout group shares the one socket's receive buffer: the kernel memory stays bounded
+    // as before, and a flood's socket holds less backlog to read once the flood stops.
+    let rcvbuf = (SOCKET_BUFFER / raw.receive_queues()).max(SOCKET_BUFFER_PER_QUEUE_MIN);
+    if let Err(e) = raw.set_buffer_sizes(rcvbuf, SOCKET_BUFFER) {
         eprintln!("warning: {e}: keeping the default socket buffers");
     }
     let info = raw.info.clone();

@@ -7,6 +7,9 @@
 //! [`Device::send_batch`] (64 at a time) and received frames taken with
 //! [`Device::recv_batch`], so a raw socket makes one system call (or ring kick) per batch.
 //!
+//! With an SA ([`Driver::with_sa`]) its requests are queued per requester and answered in
+//! turn ([`crate::sa_queue`]), so one host's flood does not delay another host's join.
+//!
 //! One loop serves every transport: frames go through the [`Device`]; a stack whose SA
 //! transport is `External` (OpenSM through ibsim) has its SA MADs carried by an [`SaLink`].
 //! A stop descriptor (a signal's self-pipe) wakes the wait at once; see [`Driver::set_stop`].
@@ -26,6 +29,7 @@ use roce_wire::MAD_SIZE;
 
 use crate::device::{Device, RecvBatch, MAX_FRAME_LEN};
 use crate::raw::RawSocket;
+use crate::sa_queue::{RequestQueue, RequestQueueConfig};
 
 /// Which way a frame went, for taps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +122,15 @@ const RX_SLOT: usize = 9216;
 const BATCH_BYTES: usize = 256 << 10;
 /// Receive batches handled per turn before the queued frames (ACKs) are sent.
 const RX_BATCHES_PER_TURN: usize = 4;
+/// With an SA: receive batches read per turn (reading is cheap next to answering, and a
+/// request must be read to be queued as its requester's: 16 batches drain a 4 MiB socket
+/// queue of SA requests in about four turns).
+const SA_RX_BATCHES_PER_TURN: usize = 16;
+/// With an SA: requests answered before and after a turn's reads.
+const SA_SERVE_PER_PUMP: usize = 32;
+/// With an SA: requests answered after each receive batch, so that a request that arrived in
+/// a quiet queue is answered within a batch or two, not after the turn's reads.
+const SA_SERVE_PER_BATCH: usize = 16;
 
 /// A stack running on a device in real time.
 pub struct Driver<D: Device + MulticastFilter> {
@@ -129,6 +142,9 @@ pub struct Driver<D: Device + MulticastFilter> {
     pub sa: Option<SaResponder>,
     /// The SA's windowed RMPP sender: its tables go out as the requesters' ACKs admit.
     pub rmpp: RmppSender,
+    /// The SA's requests waiting to be answered, queued per requester and answered in deficit
+    /// round robin ([`RequestQueue`]), so that one host's flood does not delay another's join.
+    pub sa_queue: RequestQueue,
     /// Events polled from the stack and not yet taken.
     pub events: VecDeque<CmEvent>,
     /// Frames (and SA-link MADs) that could not be sent (device errors), counted.
@@ -155,6 +171,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
             stack,
             sa: None,
             rmpp: RmppSender::default(),
+            sa_queue: RequestQueue::default(),
             events: VecDeque::new(),
             send_errors: 0,
             sent_ok: 0,
@@ -201,6 +218,12 @@ impl<D: Device + MulticastFilter> Driver<D> {
         self
     }
 
+    /// Bound the SA's request queue with `cfg` (default [`RequestQueueConfig::default`]).
+    pub fn with_sa_queue(mut self, cfg: RequestQueueConfig) -> Self {
+        self.sa_queue = RequestQueue::new(cfg);
+        self
+    }
+
     /// See every frame in both directions.
     pub fn set_tap(&mut self, tap: Tap) {
         self.tap = Some(tap);
@@ -229,8 +252,16 @@ impl<D: Device + MulticastFilter> Driver<D> {
                 }
             }
         }
-        // The stack's frames leave in batches: one device call (sendmmsg, or a ring kick) per
-        // BATCH frames instead of one system call per frame.
+        self.transmit(now);
+        while let Some(e) = self.stack.poll_event() {
+            self.events.push_back(e);
+        }
+        Ok(())
+    }
+
+    /// Send the stack's queued frames in batches: one device call (sendmmsg, or a ring kick)
+    /// per BATCH frames instead of one system call per frame.
+    fn transmit(&mut self, now: Instant) {
         let mut spans = [(0usize, 0usize); BATCH];
         loop {
             let (mut k, mut used, mut drained) = (0, 0, false);
@@ -284,28 +315,54 @@ impl<D: Device + MulticastFilter> Driver<D> {
                 break;
             }
         }
-        while let Some(e) = self.stack.poll_event() {
-            self.events.push_back(e);
-        }
-        Ok(())
     }
 
     fn pump_sa(&mut self) {
+        self.queue_sa_requests();
+        self.serve_sa(SA_SERVE_PER_PUMP);
+    }
+
+    /// After a receive batch: queue its SA requests, answer a few in turn, and send the
+    /// answers now rather than after the turn's reads.
+    fn pump_sa_batch(&mut self) {
+        self.queue_sa_requests();
+        if self.serve_sa(SA_SERVE_PER_BATCH) > 0 {
+            self.transmit(self.now());
+        }
+    }
+
+    /// Move the SA requests the stack took into the fair queue (each behind its requester's).
+    fn queue_sa_requests(&mut self) {
+        if self.sa.is_none() {
+            return;
+        }
+        while let Some(req) = self.stack.poll_mad_request() {
+            self.sa_queue.push(req);
+        }
+    }
+
+    /// Answer up to `budget` queued SA requests, requesters in turn; then the RMPP segments
+    /// the requesters' windows admit.
+    /// Returns the requests answered.
+    fn serve_sa(&mut self, budget: usize) -> usize {
         let now = self.now().since_epoch();
-        let Some(sa) = self.sa.as_mut() else { return };
-        sa.handle_time(now); // service leases run on the driver's clock
+        let Some(sa) = self.sa.as_mut() else { return 0 };
+        sa.handle_time(now); // service leases and member lifetimes run on the driver's clock
         if self.rmpp.poll_timeout().is_some_and(|t| t <= now) {
             self.rmpp.handle_timeout(now);
         }
-        while let Some(req) = self.stack.poll_mad_request() {
-            let reply = self.rmpp.handle_mad(sa, Requester::new(req.src_gid, req.src_qp), &req.mad, now);
+        let (rmpp, stack) = (&mut self.rmpp, &mut self.stack);
+        let served = self.sa_queue.serve(budget, |req| {
+            let reply = rmpp.handle_mad(sa, Requester::new(req.src_gid, req.src_qp), &req.mad, now);
             for mad in reply.as_slice() {
-                self.stack.send_mad(req.src, req.src_qp, mad);
+                stack.send_mad(req.src, req.src_qp, mad);
             }
-        }
+            reply.as_slice().len()
+        });
         while let Some((to, mad)) = self.rmpp.poll_transmit(now) {
             self.stack.send_mad(to.gid.to_ip(), to.qpn, &mad);
         }
+        served
     }
 
     /// One turn of the loop: send what is queued, wait up to `max_wait` for a frame or the
@@ -320,7 +377,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
         if let Some(t) = self.rmpp.poll_timeout() {
             wait = wait.min(t.saturating_sub(now.since_epoch()));
         }
-        if self.stopped() {
+        if self.stopped() || !self.sa_queue.is_empty() {
             wait = Duration::ZERO;
         }
         let stop_fd = self.stop.as_ref().map(|(fd, _)| *fd);
@@ -353,14 +410,26 @@ impl<D: Device + MulticastFilter> Driver<D> {
                 self.stack.handle_sa_mad(now, &mad);
             }
         }
-        for _ in 0..RX_BATCHES_PER_TURN {
+        // An SA reads deeper, answering a few requests in turn after each batch: its requests
+        // wait in the fair queue, not in the kernel's, where a flood's would hold up everyone's.
+        let (batches, per_batch) = match self.sa {
+            Some(_) => (SA_RX_BATCHES_PER_TURN, Driver::<D>::pump_sa_batch as fn(&mut Self)),
+            None => (RX_BATCHES_PER_TURN, Driver::<D>::pump_sa as fn(&mut Self)),
+        };
+        for _ in 0..batches {
             match self.dev.recv_batch(&mut self.rx_batch) {
                 Ok(0) => break,
                 Ok(_) => {
                     let now = self.now();
+                    let sa = self.sa.is_some();
                     for (f, icrc_verified) in self.rx_batch.iter_icrc_verified() {
                         if let Some(t) = self.tap.as_mut() {
                             t(Direction::Rx, now, f);
+                        }
+                        // A flooding requester's frames past its queue's bound go before the
+                        // stack's parse and ICRC: reading stays cheap, the socket drains.
+                        if sa && self.sa_queue.shed_frame(f) {
+                            continue;
                         }
                         // (The udp transport computed the ICRC already: once is enough.)
                         if icrc_verified {
@@ -368,8 +437,12 @@ impl<D: Device + MulticastFilter> Driver<D> {
                         } else {
                             self.stack.handle_frame(now, f);
                         }
+                        // Queued at once, so that the next frame's shedding sees its queue.
+                        while let Some(req) = sa.then(|| self.stack.poll_mad_request()).flatten() {
+                            self.sa_queue.push(req);
+                        }
                     }
-                    self.pump_sa();
+                    per_batch(self);
                 }
                 // A frame longer than a slot that the device kept queued: take it alone.
                 Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
@@ -379,7 +452,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
                         t(Direction::Rx, now, &self.buf[..n]);
                     }
                     self.stack.handle_frame(now, &self.buf[..n]);
-                    self.pump_sa();
+                    per_batch(self);
                 }
                 Err(e) => return Err(e),
             }

@@ -13,6 +13,8 @@
 //!   ([`ring::RingConfig`]: a TPACKET_V3 receive ring, a transmit ring) with a counted fallback.
 //! - [`udp::RoceUdpSocket`]: the device that needs no privilege, a kernel UDP socket on port
 //!   4791 (the kernel writes the IP and UDP headers, resolves neighbours and reports groups).
+//! - [`sa_queue::RequestQueue`]: an SA server's requests queued per requester and answered in
+//!   deficit round robin, bounded and counted, so one host's flood cannot delay another's join.
 //! - [`pcap`]: reading pcap/pcapng and writing pcap (roce-decode's `capture`, re-exported).
 #![warn(missing_docs)]
 
@@ -29,6 +31,7 @@ pub mod raw;
 pub mod ring;
 mod rng;
 pub mod sa_host;
+pub mod sa_queue;
 pub mod sim;
 pub mod udp;
 
@@ -41,3 +44,17 @@ pub use pcap_device::PcapDevice;
 pub use roce_cm::Instant;
 pub use sa_host::SaHost;
 pub use sim::{CapturedTx, LinkConfig, Livelock, NodeId, NodeStats, SimNet};
+
+/// Tests' helper: move the calling thread into a new network namespace holding a veth pair
+/// `a`–`b`, both up. Needs root (CI runs as root): a missing privilege is a failure.
+#[cfg(test)]
+pub(crate) fn veth_in_own_netns(a: &str, b: &str) {
+    // SAFETY: unshare(2) moves only this thread into a new network namespace.
+    let r = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+    assert_eq!(r, 0, "unshare(CLONE_NEWNET): this test needs root: {}", std::io::Error::last_os_error());
+    let ok = std::process::Command::new("sh")
+        .args(["-c", &format!("ip link add {a} type veth peer name {b} && ip link set {a} up && ip link set {b} up")])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "ip link add (iproute2)");
+}

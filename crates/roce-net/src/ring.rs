@@ -457,14 +457,7 @@ mod tests {
         use crate::device::{Device, RecvBatch};
         use crate::raw::RawSocket;
         std::thread::spawn(|| {
-            // SAFETY: unshare(2) moves only this thread into a new network namespace.
-            let r = unsafe { libc::unshare(libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "unshare(CLONE_NEWNET): this test needs root: {}", io::Error::last_os_error());
-            let ok = std::process::Command::new("sh")
-                .args(["-c", "ip link add r1 type veth peer name r2 && ip link set r1 up && ip link set r2 up"])
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(ok, "ip link add (iproute2)");
+            crate::veth_in_own_netns("r1", "r2");
             let mut a = RawSocket::open_with("r1", RingConfig::default()).unwrap();
             let mut b = RawSocket::open_with(
                 "r2",

@@ -22,6 +22,7 @@ use roce_wire::icrc;
 use roce_wire::ROCEV2_UDP_PORT;
 
 use crate::device::{Device, RecvBatch};
+use crate::raw::set_int;
 
 /// Why an engine frame was not sent on the udp transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -354,23 +355,6 @@ const IPV6_AUTOFLOWLABEL: libc::c_int = 70;
 fn os_err(what: &str) -> io::Error {
     let e = io::Error::last_os_error();
     io::Error::new(e.kind(), format!("{what}: {e}"))
-}
-
-fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int, what: &str) -> io::Result<()> {
-    // SAFETY: the option value points at a live c_int of the given size.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &value as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(os_err(what));
-    }
-    Ok(())
 }
 
 fn set_struct<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T, what: &str) -> io::Result<()> {

@@ -95,6 +95,15 @@ pub struct SaConfig {
     /// NO_RESOURCES ([`crate::SaStats::refused_members_port`]). This is what keeps one host's
     /// flood of spoofed proxy joins from crowding out the joins of every other host.
     pub max_members_per_port: usize,
+    /// How long a member lives after its last join, RoCE's stand-in for OpenSM dropping a
+    /// port's memberships when the port leaves the subnet (`drop_mgr_remove_port`; spec/sa.md
+    /// §Expiry). `None` (default): members live until they leave, as on OpenSM, where nothing
+    /// times a member out and the kernel's RDMA-CM never joins again by itself. `Some(t)`: a
+    /// member that has not joined again (any Set for it renews it) for `t` is removed as if
+    /// its port had gone, its group deleted with its last full member, checked once a second
+    /// (so it goes between `t` and `t` + 2 s: the join time is kept in whole seconds), counted in
+    /// [`crate::SaStats::members_expired`]. For fabrics whose clients re-join periodically.
+    pub member_lifetime: Option<core::time::Duration>,
 }
 
 /// Default [`SaConfig::max_members`]: 2^18 members (about 10 MiB of member records), room
@@ -129,6 +138,7 @@ impl SaConfig {
             max_members: DEFAULT_MAX_MEMBERS,
             max_members_per_group: DEFAULT_MAX_MEMBERS_PER_GROUP,
             max_members_per_port: DEFAULT_MAX_MEMBERS_PER_PORT,
+            member_lifetime: None,
         }
     }
 
@@ -166,6 +176,11 @@ impl SaConfig {
                 return Err(ConfigError::MemberCap { name, value: cap });
             }
         }
+        if let Some(t) = self.member_lifetime {
+            if t.as_secs() == 0 || t.as_secs() > u64::from(u32::MAX) {
+                return Err(ConfigError::MemberLifetime(t.as_secs()));
+            }
+        }
         Ok(())
     }
 }
@@ -194,6 +209,9 @@ pub enum ConfigError {
     PacketLife(u8),
     /// RespTimeValue wider than 5 bits.
     RespTimeValue(u8),
+    /// A member lifetime shorter than a second (every member would go at once) or beyond
+    /// 2^32 - 1 seconds.
+    MemberLifetime(u64),
     /// A member cap of 0 (no join could ever succeed) or beyond 2^32 - 1.
     MemberCap {
         /// The field: `max_members`, `max_members_per_group` or `max_members_per_port`.
@@ -214,6 +232,7 @@ impl fmt::Display for ConfigError {
             ConfigError::PacketLife(p) => write!(f, "PacketLifeTime {p} does not fit 6 bits"),
             ConfigError::RespTimeValue(r) => write!(f, "RespTimeValue {r} does not fit 5 bits"),
             ConfigError::MemberCap { name, value } => write!(f, "{name} {value} is not 1..=4294967295"),
+            ConfigError::MemberLifetime(s) => write!(f, "member lifetime {s} s is not 1..=4294967295 s"),
         }
     }
 }

@@ -17,6 +17,9 @@ pub struct Member {
     /// The requesting port whose join made this member (its own PortGID, or a proxy's):
     /// the port the member counts against in [`crate::SaConfig::max_members_per_port`].
     made_by: Gid,
+    /// The responder's clock, in whole seconds, at the member's last join (its first or a
+    /// repeat): what [`crate::SaConfig::member_lifetime`] counts from.
+    joined_at: u32,
 }
 
 impl Member {
@@ -39,6 +42,12 @@ impl Member {
     /// The requesting port whose join made this member (the first join; kept).
     pub const fn made_by(&self) -> Gid {
         self.made_by
+    }
+
+    /// When it last joined (a repeated join renews it): the responder's clock in whole
+    /// seconds (see [`crate::SaResponder::handle_time`]).
+    pub const fn joined_at(&self) -> u32 {
+        self.joined_at
     }
 
     /// Whether the join state holds a full-member bit ([`FULL_JOIN_STATES`]).
@@ -105,21 +114,29 @@ impl Group {
     }
 
     /// OR `join_state` into the port's membership (adding the port if new, made by
-    /// `made_by`) and return the merged state [osm_multicast.c `osm_mgrp_add_port`;
-    /// o15-0.1.11].
-    pub(crate) fn add(&mut self, port_gid: Gid, join_state: JoinState, proxy: bool, made_by: Gid) -> JoinState {
+    /// `made_by`), renew its join time to `now_s`, and return the merged state
+    /// [osm_multicast.c `osm_mgrp_add_port`; o15-0.1.11].
+    pub(crate) fn add(
+        &mut self,
+        port_gid: Gid,
+        join_state: JoinState,
+        proxy: bool,
+        made_by: Gid,
+        now_s: u32,
+    ) -> JoinState {
         match self.find(&port_gid) {
             Ok(i) => {
                 let m = &mut self.members[i];
                 let was_full = m.is_full();
                 m.join_state |= join_state;
+                m.joined_at = now_s;
                 if !was_full && m.is_full() {
                     self.full_members += 1;
                 }
                 m.join_state
             }
             Err(i) => {
-                let m = Member { port_gid, join_state, proxy, made_by };
+                let m = Member { port_gid, join_state, proxy, made_by, joined_at: now_s };
                 if m.is_full() {
                     self.full_members += 1;
                 }
@@ -153,6 +170,22 @@ impl Group {
             self.members.remove(i);
             JoinState::NONE
         }
+    }
+
+    /// Remove the members that last joined before `before_s` (as if their port had gone:
+    /// all their join-state bits at once), each handed to `removed`. The caller deletes the
+    /// group when [`Group::full_member_count`] falls to 0.
+    pub(crate) fn expire(&mut self, before_s: u32, mut removed: impl FnMut(&Member)) {
+        let mut full_gone = 0;
+        self.members.retain(|m| {
+            let keep = m.joined_at >= before_s;
+            if !keep {
+                full_gone += u32::from(m.is_full());
+                removed(m);
+            }
+            keep
+        });
+        self.full_members -= full_gone;
     }
 
     pub(crate) fn members_heap_bytes(&self) -> usize {

@@ -65,7 +65,9 @@ pub use config::{
 pub use group::{Group, Member, FULL_JOIN_STATES};
 pub use reply::Reply;
 pub use requester::Requester;
-pub use responder::{MemoryUsage, SaResponder, DUP_CACHE_HORIZON, MC_MEMBER_ATTRIBUTE_OFFSET, TABLE_RECORD_LEN};
+pub use responder::{
+    MemoryUsage, SaResponder, DUP_CACHE_HORIZON, MC_MEMBER_ATTRIBUTE_OFFSET, MEMBER_SWEEP_INTERVAL, TABLE_RECORD_LEN,
+};
 pub use rmpp_send::{RmppSendConfig, RmppSendStats, RmppSender};
 pub use service::{ServiceStats, ServiceTable, SERVICE_ATTRIBUTE_OFFSET};
 pub use stats::SaStats;

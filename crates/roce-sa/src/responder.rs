@@ -84,7 +84,13 @@ pub struct SaResponder {
     pub(crate) services: ServiceTable,
     /// The latest time [`SaResponder::handle_time`] gave (when cache entries were stored).
     now: Duration,
+    /// When members are next checked against [`SaConfig::member_lifetime`].
+    next_member_sweep: Duration,
 }
+
+/// How often members are checked against [`SaConfig::member_lifetime`] (a member outlives its
+/// lifetime by less than this).
+pub const MEMBER_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How long a requester may go on retransmitting a Set or Delete: the kernel's SA client
 /// gives a join or leave 3 s (sa_query.c, cma.c) and an `ibv`/umad tool a few tries of a few
@@ -168,6 +174,7 @@ impl SaResponder {
             spare_members: Vec::new(),
             services: Default::default(),
             now: Duration::ZERO,
+            next_member_sweep: Duration::ZERO,
             config,
         }
     }
@@ -407,7 +414,7 @@ impl SaResponder {
             self.stats.groups_created += 1;
         }
         let before = group.members().len();
-        let merged = group.add(rec.port_gid, js, proxy, from.gid);
+        let merged = group.add(rec.port_gid, js, proxy, from.gid, clock_secs(self.now));
         if group.members().len() > before {
             self.members.added(from.gid);
         }
@@ -998,16 +1005,68 @@ impl SaResponder {
     /// Advance the responder's clock (a monotonic time since any fixed epoch): service leases
     /// run out against it ([`ServiceTable::handle_time`]). A host calls it before each
     /// [`SaResponder::handle_mad`] and when [`SaResponder::next_expiry`] comes.
+    /// With [`SaConfig::member_lifetime`], members that outlived it go too (checked once
+    /// every [`MEMBER_SWEEP_INTERVAL`]).
     #[inline]
     pub fn handle_time(&mut self, now: Duration) {
         self.now = self.now.max(now);
         self.services.handle_time(now);
+        if self.config.member_lifetime.is_some() && self.now >= self.next_member_sweep {
+            self.next_member_sweep = self.now + MEMBER_SWEEP_INTERVAL;
+            self.expire_members();
+        }
     }
 
-    /// When the next service lease runs out, if any.
+    /// When the next service lease runs out or members are next checked against their
+    /// lifetime, if either is due.
     pub fn next_expiry(&self) -> Option<Duration> {
-        self.services.next_expiry()
+        let sweep =
+            (self.config.member_lifetime.is_some() && !self.groups.is_empty()).then_some(self.next_member_sweep);
+        match (self.services.next_expiry(), sweep) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
+
+    /// Remove the members that last joined longer than [`SaConfig::member_lifetime`] ago, as
+    /// OpenSM removes a departed port's [osm_drop_mgr.c `drop_mgr_remove_port` ▶
+    /// osm_multicast.c `osm_mgrp_delete_port`, `osm_mgrp_remove_port` with JoinState 0xF]; a
+    /// group whose last full member went is deleted and its MLID freed [`osm_mgrp_cleanup`].
+    fn expire_members(&mut self) {
+        let Some(lifetime) = self.config.member_lifetime else { return };
+        let Some(before) = self.now.checked_sub(lifetime) else { return };
+        // A member joined at second s (rounded down) is kept while s + lifetime > now.
+        let before_s = clock_secs(before);
+        let (members, mlids, stats, spare) =
+            (&mut self.members, &mut self.mlids, &mut self.stats, &mut self.spare_members);
+        self.groups.retain(|g| {
+            g.expire(before_s, |m| {
+                members.removed(m.made_by());
+                stats.members_expired += 1;
+            });
+            if g.full_member_count() > 0 {
+                return true;
+            }
+            // The last full member went: the others go with the group.
+            let rest = core::mem::replace(g, Group::with_members(*g.record(), Vec::new()));
+            for m in rest.members() {
+                members.removed(m.made_by());
+                stats.members_expired += 1;
+            }
+            mlids.free(rest.mlid());
+            stats.groups_deleted += 1;
+            let list = rest.into_members();
+            if spare.len() < 32 && list.capacity() <= 16 {
+                spare.push(list);
+            }
+            false
+        });
+    }
+}
+
+/// The responder's clock in whole seconds, as members keep it (saturating after 136 years).
+fn clock_secs(t: Duration) -> u32 {
+    u32::try_from(t.as_secs()).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

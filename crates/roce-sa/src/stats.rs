@@ -38,8 +38,11 @@ pub struct SaStats {
     pub queries: u64,
     /// Groups created.
     pub groups_created: u64,
-    /// Groups deleted (their last full member left).
+    /// Groups deleted (their last full member left, or expired).
     pub groups_deleted: u64,
+    /// Members removed because they had not joined again within
+    /// [`crate::SaConfig::member_lifetime`] (off by default).
+    pub members_expired: u64,
     /// Joins refused with NO_RESOURCES: [`crate::SaConfig::max_members`] reached.
     pub refused_members_total: u64,
     /// Joins refused with NO_RESOURCES: the group holds

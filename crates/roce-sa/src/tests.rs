@@ -1264,3 +1264,87 @@ proptest! {
         check_invariants(&h.sa);
     }
 }
+
+// --------------------------------------------------------------------------- member lifetime
+
+/// R-EXPIRE-OFF: without a member lifetime (the default, as OpenSM) members stay however long
+/// the clock runs.
+#[test]
+fn members_never_expire_by_default() {
+    let mut h = H::new();
+    assert_eq!(SaConfig::roce().member_lifetime, None);
+    ok(&h.join(1, mcast(1), FULL));
+    h.sa.handle_time(std::time::Duration::from_secs(10 * 365 * 86_400));
+    assert_eq!((h.sa.member_count(), h.sa.stats().members_expired), (1, 0));
+    assert_eq!(h.sa.next_expiry(), None);
+}
+
+/// R-EXPIRE: with a member lifetime, a member that has not joined again within it goes as if
+/// its port had gone (all its bits at once), never before the lifetime and within 2 s after;
+/// a join renews it; a group goes with its last full member, its non-members and MLID too
+/// [osm_drop_mgr.c `drop_mgr_remove_port`, osm_multicast.c `osm_mgrp_delete_port`].
+#[test]
+fn members_expire_after_their_lifetime_unless_renewed() {
+    use std::time::Duration;
+    let secs = Duration::from_secs;
+    let mut h = H::with(SaConfig { member_lifetime: Some(secs(30)), ..SaConfig::roce() });
+    h.sa.handle_time(secs(100));
+    ok(&h.join(1, mcast(1), FULL)); // expires at 130..132
+    ok(&h.join(2, mcast(1), FULL)); // renewed below
+    ok(&h.join(3, mcast(1), NON)); // goes with the group's last full member
+    ok(&h.join(4, mcast(2), JoinState(0x9))); // a group of its own
+    assert_eq!(h.sa.next_expiry(), Some(secs(101)));
+    h.sa.handle_time(Duration::from_millis(115_500));
+    ok(&h.join(2, mcast(1), FULL)); // renewed at 115
+    ok(&h.join(3, mcast(1), NON));
+    h.sa.handle_time(Duration::from_millis(129_999));
+    assert_eq!(h.sa.member_count(), 4, "nothing goes before its lifetime");
+    h.sa.handle_time(secs(132));
+    assert_eq!(h.sa.join_state(&mcast(1), &host(1)), None);
+    assert_eq!(h.sa.join_state(&mcast(2), &host(4)), None);
+    assert_eq!(h.sa.join_state(&mcast(1), &host(2)), Some(FULL));
+    assert_eq!(h.sa.join_state(&mcast(1), &host(3)), Some(NON));
+    assert_eq!((h.sa.group_count(), h.sa.mlids_in_use()), (1, 1));
+    assert_eq!(h.sa.stats().members_expired, 2);
+    check_invariants(&h.sa);
+    h.sa.handle_time(secs(140));
+    ok(&h.join(3, mcast(1), NON)); // renewed until 170
+                                   // The last full member's time comes: the group goes, with its non-member (whose own
+                                   // lifetime has not run out) and its MLID.
+    h.sa.handle_time(secs(147));
+    assert_eq!((h.sa.group_count(), h.sa.member_count(), h.sa.mlids_in_use()), (0, 0, 0));
+    let s = *h.sa.stats();
+    assert_eq!((s.members_expired, s.groups_deleted), (4, 2));
+    check_invariants(&h.sa);
+    // The slots and MLIDs are free again: a new join works, and expired members' makers
+    // count none.
+    assert_eq!(h.sa.members_made_by(&host(1)), 0);
+    assert_eq!(ok(&h.join(1, mcast(1), FULL)).mlid, 0xC000);
+}
+
+/// An expired proxy flood frees its maker's cap: the port may join again.
+#[test]
+fn expired_members_free_their_makers_cap() {
+    use std::time::Duration;
+    let mut h = H::with(SaConfig {
+        max_members_per_port: 10,
+        member_lifetime: Some(Duration::from_secs(5)),
+        ..SaConfig::roce()
+    });
+    for n in 0..15 {
+        proxy_join(&mut h, 1, spoofed(n), mcast(n as u16 % 3));
+    }
+    assert_eq!((h.sa.members_made_by(&host(1)), h.sa.stats().refused_members_port), (10, 5));
+    h.sa.handle_time(Duration::from_secs(7));
+    assert_eq!((h.sa.member_count(), h.sa.members_made_by(&host(1)), h.sa.group_count()), (0, 0, 0));
+    ok(&proxy_join(&mut h, 1, spoofed(99), mcast(1)));
+    check_invariants(&h.sa);
+}
+
+#[test]
+fn a_zero_member_lifetime_is_refused() {
+    use std::time::Duration;
+    let e = SaResponder::new(SaConfig { member_lifetime: Some(Duration::from_millis(500)), ..SaConfig::roce() });
+    assert_eq!(e.unwrap_err(), ConfigError::MemberLifetime(0));
+    assert!(SaResponder::new(SaConfig { member_lifetime: Some(Duration::from_secs(1)), ..SaConfig::roce() }).is_ok());
+}
