@@ -111,7 +111,9 @@ fn analyze_a_kernel_rping_capture() {
 /// dropped, ours held back and duplicated, but none of ours dropped. A lost ACK of ours makes
 /// the kernel's requester retransmit a WRITE by timeout; an ACK of the whole WRITE that reaches
 /// it during that retransmission left 7.2.13's ib_write_lat stalled for good in one run of
-/// five (spec/kernel-findings.md §4): loss that way is a finding under study, not this test's.
+/// five (spec/kernel-findings.md §4): loss that way is a kernel finding, not this test's.
+/// `ROCE_STALL_FAULT` replaces these `--fault` arguments to reproduce it (the test then fails:
+/// at the guest's `rc=0` when it stalls, at our sent-frame drop count when it does not).
 const FAULT: [&str; 2] = ["drop=0.04,seed=25,dir=rx", "reorder=0.03,dup=0.01,dir=tx"];
 
 #[test]
@@ -126,15 +128,20 @@ fn analyze_a_lossy_kernel_write_lat_capture() {
     assert!(l.contains(needle), "{gcmd} does not listen:\n{l}");
     // Our requester waits 268 ms (-u 16) for an ACK: a TCG guest answers late.
     let ours = format!(
-        "perftest write_lat --iface tap0 -I 198.18.0.1 -n 100 -s 8192 -u 16 --timeout 60 --fault {} --fault {} 198.18.0.2",
-        FAULT[0],
-        FAULT[1]
+        "perftest write_lat --iface tap0 -I 198.18.0.1 -n 100 -s 8192 -u 16 --timeout 60 --fault {} 198.18.0.2",
+        std::env::var("ROCE_STALL_FAULT").unwrap_or_else(|_| format!("{} --fault {}", FAULT[0], FAULT[1]))
     );
     let (rc, our_out) = g.run_in_netns(&roce(&ours));
     let glog =
         g.wait_for_output("cat /tmp/write_lat.log", "rc=", Duration::from_secs(90), T, Duration::from_millis(300));
     let after = g.read_counters("after", T);
     let art = g.artefacts.clone();
+    if !glog.contains("rc=") {
+        // A stalled guest (spec/kernel-findings.md §4): its QP's PSNs as rxe reports them
+        // (sq_psn is the requester's next PSN, rq_psn the responder's expected one).
+        let (_, qp) = g.guest_exec("rdma res show qp -dd; rdma stat show; cat /proc/net/tcp", T);
+        std::fs::write(art.join("qp-at-stall.txt"), qp).unwrap();
+    }
     let pcap = g.pcap_path();
     std::fs::write(art.join("roce.log"), format!("{ours}\n{our_out}\n--- guest {gcmd}:\n{glog}")).unwrap();
     g.signal("end");
