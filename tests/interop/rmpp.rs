@@ -265,9 +265,10 @@ const SERVICES_BIG: u16 = 100;
 ///    (84, 129); our segments 2..65 only after the first ACK, 66..84 only after the second;
 /// b. 100 ServiceRecords over IPv6: 88 segments, the same windows;
 /// c. over IPv4 the guest kernel cannot match our answer to its request (mad.c
-///    `rcv_has_same_gid` reads the GRH area where rxe put the IPv4 header,
-///    spec/kernel-findings.md §3): its reassembly ACKs every window, then the message is
-///    dropped and the send ends ETIMEDOUT (`GuestKernel::rmpp_ack_over_ipv4_matches`).
+///    `rcv_has_same_gid` reads the GRH area where rxe put the IPv4 header): since the
+///    CVE-2026-68425 fix `ib_mad_complete_recv` matches each DATA segment before reassembly,
+///    so segment 1 is dropped unACKed and the send ends ETIMEDOUT
+///    (spec/kernel-findings.md §3b; `GuestKernel::rmpp_ack_over_ipv4_matches`).
 /// Asserted on the peer: the guest tool's output and exit status, and tshark on tap0.
 #[test]
 fn our_rmpp_sender_and_the_kernels_receiver() {
