@@ -66,6 +66,29 @@ __all__ = [
 _DEFAULT_OPCODE = 0x64
 _EXT_CACHE: Dict[int, Tuple[str, ...]] = {}
 
+_MAD_MEMBERS = frozenset(["mad", "rmpp", "sa", "mcmember", "class_port_info", "service_record", "cm"])
+_EXT_MEMBERS = {
+    "deth": "DETH", "reth": "RETH", "aeth": "AETH", "atomic_eth": "AtomicETH",
+    "atomic_ack_eth": "AtomicAckETH", "immdt": "ImmDt", "ieth": "IETH", "feth": "FETH",
+}
+# The frames the decoder reads besides RoCEv2 (ARP, IGMP, MLD, NS/NA): built by encode_l2.
+_L2_MEMBERS = frozenset(["arp", "igmp", "mld", "ndisc"])
+
+# A layer's role in record().
+_ROLE_OTHER, _ROLE_BTH, _ROLE_EXT, _ROLE_MAD, _ROLE_L2 = range(5)
+
+
+def _role_of(member: str) -> int:
+    if member == "bth":
+        return _ROLE_BTH
+    if member in _EXT_MEMBERS:
+        return _ROLE_EXT
+    if member in _MAD_MEMBERS:
+        return _ROLE_MAD
+    if member in _L2_MEMBERS:
+        return _ROLE_L2
+    return _ROLE_OTHER
+
 
 def _ext_headers(opcode: int) -> Tuple[str, ...]:
     h = _EXT_CACHE.get(opcode)
@@ -88,17 +111,32 @@ class Layer:
     #: Fields that go to the record's top level instead of the member.
     top_level: ClassVar[Dict[str, str]] = {}
 
+    # What record() does with the layer, set per class (below, and by _layer / _cm): its role
+    # (_ROLE_*), and whether its fields go into the record as they are (no _apply of its own,
+    # no top-level fields), so the common layers cost a dict store there, not a call.
+    _role: ClassVar[int] = 0
+    _plain: ClassVar[bool] = True
+
     __slots__ = ("values",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._role = _role_of(cls.member)
+        cls._plain = cls._plain and "_apply" not in cls.__dict__ and not cls.top_level
 
     def __init__(self, **values: Any) -> None:
         fields = self.fields
+        # The common case, every name a field, builds no set.
+        if values.keys() <= fields.keys():
+            _set_values(self, values)
+            return
         for k in values.keys() - fields.keys():
             if k not in self.top_level:
                 raise TypeError(
                     f"{type(self).__name__}: no field {k!r}; its fields: {', '.join(fields)}"
                     + (f", {', '.join(self.top_level)}" if self.top_level else "")
                 )
-        object.__setattr__(self, "values", values)
+        _set_values(self, values)
 
     def __getattr__(self, name: str) -> Any:
         if name in type(self).fields or name in type(self).top_level:
@@ -128,7 +166,10 @@ class Layer:
 
     def __truediv__(self, other: Union["Layer", "Packet", bytes, bytearray]) -> "Packet":
         if isinstance(other, Layer):
-            return _packet([self, other], b"")
+            p = _new_packet(Packet)
+            p.layers = [self, other]
+            p.payload = b""
+            return p
         return Packet([self]) / other
 
     def __bytes__(self) -> bytes:
@@ -140,6 +181,10 @@ class Layer:
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self.values == other.values  # type: ignore[attr-defined]
+
+
+# The slot's own setter: Layer.__setattr__ admits only field names.
+_set_values = Layer.__dict__["values"].__set__
 
 
 def _show(v: Any) -> str:
@@ -161,7 +206,11 @@ class Packet:
         if isinstance(other, Layer):
             if self.payload:
                 raise ValueError(f"{type(other).__name__}: a layer cannot follow the payload bytes")
-            return _packet(self.layers + [other], b"")
+            # Built in place (`/` runs once per layer of every frame): the new list is the copy.
+            p = _new_packet(Packet)
+            p.layers = self.layers + [other]
+            p.payload = b""
+            return p
         if isinstance(other, bytes):
             return _packet(self.layers, self.payload + other)
         if isinstance(other, Packet):
@@ -183,27 +232,42 @@ class Packet:
 
     def record(self) -> Dict[str, Any]:
         """The JSON record (what ``roce encode`` reads) that these layers describe."""
-        for layer in self.layers:
-            if layer.member in _L2_MEMBERS:
-                return self._l2_record(layer.member)
         record: Dict[str, Any] = {"kind": "rocev2"}
         opcode = _DEFAULT_OPCODE
         has_bth = has_mad = hand_lengths = False
         ext = None
-        for layer in self.layers:
-            m = layer.member
-            if m in record and m != "cm":
-                raise ValueError(f"{type(layer).__name__}: two layers for the same header ({m})")
-            layer._apply(record)
-            if m == "bth":
-                has_bth = True
-                opcode = layer.values.get("opcode", _DEFAULT_OPCODE)
-            elif m in _EXT_MEMBERS:
-                ext = (ext or []) + [m]
-            elif m in _MAD_MEMBERS:
-                has_mad = True
-            if layer.length_fields and not hand_lengths:
-                hand_lengths = not layer.length_fields.isdisjoint(layer.values)
+        try:
+            for layer in self.layers:
+                m = layer.member
+                role = layer._role
+                if role == _ROLE_L2:
+                    # The first ARP, IGMP, MLD or NS/NA layer makes the frame that kind.
+                    return self._l2_record(m)
+                if m in record and m != "cm":
+                    raise ValueError(f"{type(layer).__name__}: two layers for the same header ({m})")
+                if layer._plain:
+                    record[m] = layer.values
+                else:
+                    layer._apply(record)
+                if role == _ROLE_BTH:
+                    has_bth = True
+                    opcode = layer.values.get("opcode", _DEFAULT_OPCODE)
+                elif role == _ROLE_EXT:
+                    if ext is None:
+                        ext = [m]
+                    else:
+                        ext.append(m)
+                elif role == _ROLE_MAD:
+                    has_mad = True
+                if layer.length_fields and not hand_lengths:
+                    hand_lengths = not layer.length_fields.isdisjoint(layer.values)
+        except Exception:
+            # A layer that fails here before a later ARP/IGMP/MLD/NS layer: that frame's
+            # checks (and message) come first, as when the kind is looked for up front.
+            for layer in self.layers:
+                if layer._role == _ROLE_L2:
+                    return self._l2_record(layer.member)
+            raise
         if not has_bth:
             raise ValueError("roce builds RoCEv2 frames: add a BTH layer")
         if "ip" not in record:
@@ -254,9 +318,12 @@ class Packet:
         return " / ".join(parts)
 
 
+_new_packet = object.__new__
+
+
 def _packet(layers: List[Layer], payload: bytes) -> Packet:
     """A Packet that takes `layers` as is (every `/` makes a new list): no copy."""
-    p = object.__new__(Packet)
+    p = _new_packet(Packet)
     p.layers = layers
     p.payload = payload
     return p
@@ -343,8 +410,13 @@ BTH = _layer("BTH", "bth", {
 
 
 def _bth_apply(self: Layer, record: Dict[str, Any]) -> None:
+    values = self.values
+    if "pad" not in values and "icrc" not in values:
+        # Nothing for the top level (the usual case): the fields are the member as they are.
+        record["bth"] = values
+        return
     member = {}
-    for k, v in self.values.items():
+    for k, v in values.items():
         if k == "pad":
             record["pad"] = v
         elif k == "icrc":
@@ -357,6 +429,7 @@ def _bth_apply(self: Layer, record: Dict[str, Any]) -> None:
 
 
 BTH._apply = _bth_apply  # type: ignore[method-assign]
+BTH._plain = False
 
 
 def _ipv4_apply(self: Layer, record: Dict[str, Any]) -> None:
@@ -371,6 +444,7 @@ def _ipv4_apply(self: Layer, record: Dict[str, Any]) -> None:
 
 
 IPv4._apply = _ipv4_apply  # type: ignore[method-assign]
+IPv4._plain = False
 
 DETH = _layer("DETH", "deth", {
     "q_key": "queue key, 32 bits",
@@ -508,11 +582,6 @@ CM_SIDR_REP = _cm("SIDR_REP", "request_id status additional_info_length reserved
 CM_LAP = _cm("LAP", "attribute_id data")
 CM_APR = _cm("APR", "attribute_id data")
 
-_MAD_MEMBERS = frozenset(["mad", "rmpp", "sa", "mcmember", "class_port_info", "service_record", "cm"])
-_EXT_MEMBERS = {
-    "deth": "DETH", "reth": "RETH", "aeth": "AETH", "atomic_eth": "AtomicETH",
-    "atomic_ack_eth": "AtomicAckETH", "immdt": "ImmDt", "ieth": "IETH", "feth": "FETH",
-}
 
 # The frames the decoder reads besides RoCEv2: built by the native encode_l2 from the same
 # fields the decoder writes (so any decoded arp/igmp/mld/ndisc record is rebuilt with `/`).
@@ -561,5 +630,3 @@ NDisc = _layer("NDisc", "ndisc", {
     "flags": "NA: flags as a 32-bit word (0x40000000 Solicited, 0x20000000 Override)",
 }, "IPv6 Neighbor Solicitation or Advertisement (ICMPv6, checksum computed; hop limit 255).",
    top_level={"hop_by_hop": "hop_by_hop"})
-
-_L2_MEMBERS = frozenset(["arp", "igmp", "mld", "ndisc"])
