@@ -197,10 +197,8 @@ fn kernel_rmpp_sender_and_our_receiver() {
         assert!(after >= want, "{k}: the kernel's send over IPv4 times out despite our ACKs");
     }
 
-    g.signal("end");
-    let tap = g.pcap_path();
-    let ours = harness::mac_string(&g.tap_mac);
-    g.finish();
+    let (tap, tap_mac) = g.end_and_finish();
+    let ours = harness::mac_string(&tap_mac);
     let fields = |filter: &str, f: &[&str]| harness::tshark_fields(&tap, filter, f);
     let data = fields(
         &format!("eth.dst == {ours} && infiniband.rmpp.rmpptype == 1"),
@@ -328,10 +326,8 @@ fn our_rmpp_sender_and_the_kernels_receiver() {
         assert!(sent.timed_out >= 1 && sent.segments_resent >= 3, "{sent:?}");
     }
 
-    g.signal("end");
-    let tap = g.pcap_path();
-    let ours = harness::mac_string(&g.tap_mac);
-    g.finish();
+    let (tap, tap_mac) = g.end_and_finish();
+    let ours = harness::mac_string(&tap_mac);
     let fields = |filter: &str, f: &[&str]| harness::tshark_fields(&tap, filter, f);
     // Every RMPP frame of the IPv6 exchanges in capture order: who sent it, type, segment
     // number, NewWindowLast (ACKs) and the attribute.

@@ -80,10 +80,8 @@ fn sigint_leaves_through_the_kernel_peer() {
     let _ = writeln!(report, "--- sa-query after:\n{after}");
     let (_, agent) = g.guest_exec("cat /tmp/agent.log", T);
     let _ = writeln!(report, "--- agent log:\n{agent}");
-    let mac = String::from_utf8_lossy(&g.exec_in_netns("cat /sys/class/net/tap0/address").stdout).trim().to_string();
-    g.signal("end");
-    let tap = g.pcap_path();
-    g.finish();
+    let (tap, tap_mac) = g.end_and_finish();
+    let mac = harness::mac_string(&tap_mac);
     let o = Command::new(common::tshark())
         .args(["-n", "-r"])
         .arg(&tap)
