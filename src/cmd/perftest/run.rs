@@ -254,17 +254,14 @@ const LINGER_MAX: Duration = Duration::from_secs(3);
 /// rxe retries for ever at perftest's retry_cnt 7 (rxe_comp.c decrements only below 7): its
 /// ib_write_lat never ends. Lingering, our responder ACKs the duplicate and the peer completes.
 pub fn linger(d: &mut Driver<CliDevice>) {
-    let start = WallInstant::now();
     let mut last = (d.stack.counters().rx_frames, WallInstant::now());
-    while start.elapsed() < LINGER_MAX && last.1.elapsed() < LINGER_QUIET && !d.stopped() {
-        if d.turn(Duration::from_millis(10)).is_err() {
-            return;
-        }
+    let _ = d.run_until(LINGER_MAX, |d| {
         let rx = d.stack.counters().rx_frames;
         if rx != last.0 {
             last = (rx, WallInstant::now());
         }
-    }
+        last.1.elapsed() >= LINGER_QUIET
+    });
 }
 
 /// What a test holds in the engine, destroyed on every exit path.
