@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use roce_net::FaultConfig;
+use roce_net::{FaultConfig, FaultFrames};
 
 use crate::plumbing::port::{PortOptions, Transport};
 
@@ -69,11 +69,13 @@ pub struct FaultSpec {
 }
 
 /// The keys `--fault` takes, in its messages.
-const FAULT_KEYS: &str = "drop, reorder, dup, hold, seed, dir";
+const FAULT_KEYS: &str = "drop, reorder, dup, hold, seed, dir, only";
 
 /// A `--fault` value: comma-separated `KEY=VALUE`s: `drop=P`, `reorder=P`, `dup=P` (each a
 /// [`probability`]), `hold=N` (receive polls a reordered frame is held back, 1 to
-/// [`MAX_FAULT_HOLD`], default 3), `seed=N` (default 1), `dir=tx|rx|both` (default tx).
+/// [`MAX_FAULT_HOLD`], default 3), `seed=N` (default 1), `dir=tx|rx|both` (default tx),
+/// `only=requests|responses|all` (which RoCEv2 frames the faults hit, by BTH opcode: default all
+/// frames).
 pub fn fault_spec(s: &str) -> Result<FaultSpec, String> {
     let mut spec =
         FaultSpec { config: FaultConfig { delay_polls: 3, ..FaultConfig::default() }, seed: 1, tx: true, rx: false };
@@ -102,6 +104,14 @@ pub fn fault_spec(s: &str) -> Result<FaultSpec, String> {
                     "rx" => (false, true),
                     "both" => (true, true),
                     _ => return Err(format!("dir must be tx, rx or both, not {value}")),
+                }
+            }
+            "only" => {
+                spec.config.frames = match value.trim() {
+                    "all" => FaultFrames::All,
+                    "requests" => FaultFrames::Requests,
+                    "responses" => FaultFrames::Responses,
+                    _ => return Err(format!("only must be requests, responses or all, not {value}")),
                 }
             }
             other => return Err(format!("unknown key '{other}' (keys: {FAULT_KEYS})")),
@@ -304,7 +314,11 @@ mod fault_tests {
         let f = fault_spec("hold=5,dir=both").unwrap();
         assert_eq!((f.config.delay_polls, f.config.drop, f.tx, f.rx), (5, 0.0, true, true));
         assert_eq!((fault_spec("dir=rx").unwrap().tx, fault_spec("drop=1").unwrap().config.drop), (false, 1.0));
+        assert_eq!(fault_spec("drop=1").unwrap().config.frames, FaultFrames::All);
+        assert_eq!(fault_spec("drop=1,only=requests").unwrap().config.frames, FaultFrames::Requests);
+        assert_eq!(fault_spec("only=responses").unwrap().config.frames, FaultFrames::Responses);
         for (bad, want) in [
+            ("only=acks", "only must be requests, responses or all, not acks"),
             ("drop=1.5", "drop: must be a probability from 0 to 1, not 1.5"),
             ("drop=nan", "not nan"),
             ("reorder=-0.1", "not -0.1"),

@@ -362,7 +362,11 @@ pub fn open_port(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
                 _ => "sent",
             };
             status!(
-                "fault on {dir} frames: drop {} reorder {} (held {} polls) dup {}, seed {}",
+                "fault on {dir} frames{}: drop {} reorder {} (held {} polls) dup {}, seed {}",
+                match c.frames {
+                    roce_net::FaultFrames::All => String::new(),
+                    only => format!(" (RoCEv2 {} only)", only.name()),
+                },
                 c.drop,
                 c.delay,
                 c.delay_polls,

@@ -107,14 +107,17 @@ fn analyze_a_kernel_rping_capture() {
     assert!(std::fs::read_to_string(&html).unwrap().contains("class=\"psn-plot\""));
 }
 
-/// The faults (seeded: the same decisions for the same sequence of frames): the kernel's frames
-/// dropped, ours held back and duplicated, but none of ours dropped. A lost ACK of ours makes
+/// The faults (seeded: the same decisions for the same sequence of frames): the kernel's
+/// requests dropped, ours held back and duplicated, but none of ours dropped and none of the
+/// kernel's ACKs: write_lat has no closing handshake, so a lost ACK of our last WRITE leaves us
+/// retransmitting to a QP the guest has already destroyed (spec/perftest.md, "write_lat's last
+/// ACK"; seen once in CI, at the last iteration). A lost ACK of ours makes
 /// the kernel's requester retransmit a WRITE by timeout; an ACK of the whole WRITE that reaches
 /// it during that retransmission left 7.2.13's ib_write_lat stalled for good in one run of
 /// five (spec/kernel-findings.md §4): loss that way is a kernel finding, not this test's.
 /// `ROCE_STALL_FAULT` replaces these `--fault` arguments to reproduce it (the test then fails:
 /// at the guest's `rc=0` when it stalls, at our sent-frame drop count when it does not).
-const FAULT: [&str; 2] = ["drop=0.04,seed=25,dir=rx", "reorder=0.03,dup=0.01,dir=tx"];
+const FAULT: [&str; 2] = ["drop=0.04,only=requests,seed=25,dir=rx", "reorder=0.03,dup=0.01,dir=tx"];
 
 #[test]
 fn analyze_a_lossy_kernel_write_lat_capture() {
@@ -146,8 +149,12 @@ fn analyze_a_lossy_kernel_write_lat_capture() {
     std::fs::write(art.join("roce.log"), format!("{ours}\n{our_out}\n--- guest {gcmd}:\n{glog}")).unwrap();
     g.signal("end");
     g.finish();
-    assert_eq!(rc, 0, "roce {ours}:\n{our_out}");
-    assert!(glog.contains("rc=0"), "guest {gcmd}:\n{glog}");
+    // Both sides' view in the message: CI keeps only the test's output, not the artefacts.
+    let both = format!(
+        "roce {ours}:\n{our_out}\n--- guest {gcmd}:\n{glog}\n--- guest rxe before/after:\n{before:?}\n{after:?}"
+    );
+    assert_eq!(rc, 0, "{both}");
+    assert!(glog.contains("rc=0"), "{both}");
 
     // What our fault layer did, as the tool counted it.
     let fault = |dir: &str, what: &str| -> u64 {

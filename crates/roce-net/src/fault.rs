@@ -25,6 +25,54 @@ pub struct FaultConfig {
     pub delay_polls: u32,
     /// Probability that a frame is passed on twice.
     pub duplicate: f64,
+    /// Which frames the faults apply to; the others pass untouched and draw no random
+    /// number, so the faults of the selected frames depend on those frames alone.
+    pub frames: FaultFrames,
+}
+
+/// Which frames a [`FaultConfig`] applies to, by their BTH opcode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FaultFrames {
+    /// Every frame, RoCEv2 or not.
+    #[default]
+    All,
+    /// RoCEv2 requests: every BTH opcode that is not a response (SEND, WRITE, READ request,
+    /// atomics, UD, CNP ...). Frames that are not RoCEv2 (ARP, IGMP, ...) pass untouched.
+    Requests,
+    /// RoCEv2 responses: ACKs, atomic ACKs and READ responses (RC, RD and XRC opcodes 0x0D to
+    /// 0x12 of their class), what a requester waits for.
+    Responses,
+}
+
+impl FaultFrames {
+    /// Whether the faults apply to `frame`.
+    pub fn selects(self, frame: &[u8]) -> bool {
+        match self {
+            FaultFrames::All => true,
+            FaultFrames::Requests => response_opcode(frame) == Some(false),
+            FaultFrames::Responses => response_opcode(frame) == Some(true),
+        }
+    }
+
+    /// The name `--fault only=` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultFrames::All => "all",
+            FaultFrames::Requests => "requests",
+            FaultFrames::Responses => "responses",
+        }
+    }
+}
+
+/// Whether `frame` is a RoCEv2 response (`Some(true)`), another RoCEv2 frame (`Some(false)`),
+/// or not RoCEv2 as `roce_wire::frame::parse_lax` sees it (`None`).
+fn response_opcode(frame: &[u8]) -> Option<bool> {
+    let f = roce_wire::frame::parse_lax(frame).ok()?;
+    let opcode = *frame.get(f.offsets.bth)?;
+    // RC (0x00), RD (0x40) and XRC (0xA0) share the response opcodes 0x0D-0x12 of their
+    // class; UC and UD have no responses, CNP (0x81) is a request of its own.
+    let class = opcode & 0xE0;
+    Some(matches!(class, 0x00 | 0x40 | 0xA0) && (0x0D..=0x12).contains(&(opcode & 0x1F)))
 }
 
 impl Default for FaultConfig {
@@ -37,6 +85,7 @@ impl Default for FaultConfig {
             delay: 0.0,
             delay_polls: 1,
             duplicate: 0.0,
+            frames: FaultFrames::All,
         }
     }
 }
@@ -181,6 +230,9 @@ impl<D: Device> FaultDevice<D> {
         stats: &mut FaultStats,
         mut frame: Vec<u8>,
     ) -> (Option<Vec<u8>>, Option<Vec<u8>>, bool) {
+        if !config.frames.selects(&frame) {
+            return (Some(frame), None, false);
+        }
         if rng.chance(config.drop) {
             stats.dropped += 1;
             return (None, None, false);
@@ -409,6 +461,50 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A RoCEv2 frame with BTH opcode `opcode` (the golden UC SEND ONLY, opcode rewritten).
+    fn roce_with_opcode(opcode: u8) -> Vec<u8> {
+        let mut f = golden::SCAPY_UC_SEND_ONLY.to_vec();
+        let bth = roce_wire::frame::parse_lax(&f).unwrap().offsets.bth;
+        f[bth] = opcode;
+        f
+    }
+
+    #[test]
+    fn frame_classes_select_requests_or_responses() {
+        let (ack, read_resp, atomic_ack, write, cnp) = (0x11, 0x10, 0x12, 0x0A, 0x81);
+        for (opcode, response) in [
+            (ack, true),
+            (read_resp, true),
+            (atomic_ack, true),
+            (0xB1, true),
+            (write, false),
+            (cnp, false),
+            (0x24, false),
+        ] {
+            let f = roce_with_opcode(opcode);
+            assert_eq!(response_opcode(&f), Some(response), "opcode {opcode:#x}");
+            assert!(FaultFrames::All.selects(&f));
+            assert_eq!(FaultFrames::Responses.selects(&f), response);
+            assert_eq!(FaultFrames::Requests.selects(&f), !response);
+        }
+        let not_roce = frame_n(1);
+        assert!(FaultFrames::All.selects(&not_roce));
+        assert!(!FaultFrames::Requests.selects(&not_roce) && !FaultFrames::Responses.selects(&not_roce));
+    }
+
+    #[test]
+    fn faults_limited_to_requests_leave_responses_and_other_frames_alone() {
+        let (mut a, b) = MemoryDevice::pair();
+        let mut dev = FaultDevice::new(b, 7);
+        dev.set_rx(FaultConfig { drop: 1.0, frames: FaultFrames::Requests, ..FaultConfig::default() });
+        let (ack, write) = (roce_with_opcode(0x11), roce_with_opcode(0x0A));
+        for f in [&ack, &write, &frame_n(2), &write, &ack] {
+            a.send(f).unwrap();
+        }
+        assert_eq!(drain(&mut dev), vec![ack.clone(), frame_n(2), ack]);
+        assert_eq!(dev.rx_stats(), FaultStats { passed: 3, dropped: 2, ..FaultStats::default() });
     }
 
     #[test]

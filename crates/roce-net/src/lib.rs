@@ -38,7 +38,7 @@ pub mod udp;
 pub use corrupt::CorruptScope;
 pub use device::{Device, MemoryDevice};
 pub use error::NetError;
-pub use fault::{FaultConfig, FaultDevice, FaultStats};
+pub use fault::{FaultConfig, FaultDevice, FaultFrames, FaultStats};
 pub use node::{Node, Received, ScriptedNode};
 pub use pcap_device::PcapDevice;
 pub use roce_cm::Instant;

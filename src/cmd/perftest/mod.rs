@@ -259,6 +259,11 @@ pub fn run(args: Args) -> ExitCode {
         if let Some(text) = crate::plumbing::port::fault_text(&d) {
             eprintln!("{text}");
         }
+        // A failed test says what the QPs went through (retries, timeouts, NAKs) so a
+        // failure on a real link can be read without a rerun under --debug.
+        if code != exit::OK {
+            eprintln!("  rc counters: {:?}", d.stack.rc().counters());
+        }
         crate::plumbing::shutdown::requested().unwrap_or(code)
     };
     ExitCode::from(code)
