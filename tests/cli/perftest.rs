@@ -58,7 +58,7 @@ fn row(out: &str) -> Option<(u64, u64)> {
 #[test]
 fn perftest_against_itself_every_test_and_mode() {
     let ns = pair();
-    let runs: [(&str, &str, u64); 13] = [
+    let runs: [(&str, &str, u64); 14] = [
         ("send_bw", "-n 50", 65536),
         ("write_bw", "-n 50", 65536),
         ("read_bw", "-n 50", 65536),
@@ -69,6 +69,7 @@ fn perftest_against_itself_every_test_and_mode() {
         ("atomic_lat", "-n 50 -A CMP_AND_SWAP", 8),
         ("write_bw", "-n 50 -R", 65536),
         ("read_lat", "-n 50 -R", 2),
+        ("send_bw", "-n 25 -R -q 2", 65536),
         ("send_bw", "-n 50 -c UC -s 4096", 4096),
         ("send_bw", "-n 50 -c UD", 1024),
         ("write_bw", "-n 20 -q 4 --report_gbits", 65536),
@@ -79,6 +80,8 @@ fn perftest_against_itself_every_test_and_mode() {
         assert!(c.status.success() && s.status.success(), "{test} {args}\nclient:\n{ct}\nserver:\n{st}");
         let want_iters = if args.contains("-q 4") {
             80
+        } else if args.contains("-n 25 -R -q 2") {
+            50
         } else if args.contains("-n 20") {
             20
         } else {

@@ -4,7 +4,7 @@
 //!    [args] 198.18.0.2`;
 //! b. `roce perftest <test> [args]` as the server ▶ the guest's `ib_<test> ... 198.18.0.1`.
 //! `perftest_rc_tcp_*`: the eight tests over RC with the TCP exchange, one boot per role.
-//! `perftest_modes_both_roles`: rdma_cm mode (`-R`) for send_bw and write_bw, UC (send_bw,
+//! `perftest_modes_both_roles`: rdma_cm mode (`-R`) for send_bw and write_bw (two QPs), UC (send_bw,
 //! write_bw), UD (send_bw), `-q 4` and `-a` for write_bw, in both roles on one boot.
 //! Each run asserts what the guest saw: its tool's exit status and its result row (size and
 //! iterations; the bandwidth servers print the client's report, so our report exchange is
@@ -81,7 +81,14 @@ const RC_TCP: [Case; 8] = [
 /// The other modes and transports.
 const MODES: [Case; 7] = [
     Case { test: "send_bw", args: "-R", client_row: (65536, N), server_row: Some((65536, N)), transport: "RC" },
-    Case { test: "write_bw", args: "-R", client_row: (65536, N), server_row: Some((65536, N)), transport: "RC" },
+    // Two test QPs through the CM: the server accepts them in the order they come.
+    Case {
+        test: "write_bw",
+        args: "-R -q 2",
+        client_row: (65536, 2 * N),
+        server_row: Some((65536, 2 * N)),
+        transport: "RC",
+    },
     // UC loses what the guest drops under TCG: one packet per message keeps the burst small.
     Case {
         test: "send_bw",

@@ -3,7 +3,7 @@
 //! signalled SEND of exactly the message's bytes into the peer's one posted 56-byte receive
 //! (`rdma_write_data` / `rdma_read_data`, reposted after each read); the key messages are the
 //! raw `struct pingpong_dest` ([`super::oob::Dest::to_struct`]). The test QP then gets its own
-//! CM connection on the same port ([`connect_test_qp`], `create_rdma_cm_connection`).
+//! CM connection on the same port ([`connect_test_qps`], `create_rdma_cm_connection`).
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -220,9 +220,13 @@ impl Channel for CmChannel {
     }
 }
 
-/// `create_rdma_cm_connection`: a handshake, the test QP's own CM connection on the same port
-/// (the client tries 10 times, 100 ms apart), a handshake. Returns the test QP's id and number.
-pub fn connect_test_qp(
+/// `create_rdma_cm_connection`: a handshake, each test QP's own CM connection on the same port,
+/// a handshake. The server accepts `n` requests in the order they come (perftest's
+/// `connection_index`); the client resolves and connects its `n` ids one after the other, so
+/// its requests arrive in its QPs' order, and retries the whole set 10 times, 100 ms apart
+/// (`rdma_cm_client_connection`). Returns each test QP's id and number, in QP order.
+#[allow(clippy::too_many_arguments)]
+pub fn connect_test_qps(
     d: &mut Driver<CliDevice>,
     ch: &mut dyn Channel,
     local: IpAddr,
@@ -230,65 +234,76 @@ pub fn connect_test_qp(
     port: u16,
     out_reads: u8,
     timeout: Duration,
-) -> Result<(CmId, u32), String> {
+    n: usize,
+) -> Result<Vec<(CmId, u32)>, String> {
     let zero = Dest::default();
     let sync = |d: &mut Driver<CliDevice>, ch: &mut dyn Channel, when: &str| {
         ch.hand_shake(d, &zero)
             .map(|_| ())
             .map_err(|e| format!("Failed to sync between client and server {when} creating RDMA CM connection: {e}"))
     };
+    let established = |d: &mut Driver<CliDevice>, got: &[(CmId, u32)], what: &str| {
+        got.iter()
+            .try_for_each(|&(id, _)| wait_for_event(d, id, &[EventKind::Established], timeout, what, false).map(|_| ()))
+    };
     match server {
         None => {
             // Listening before the first sync: the client connects right after it.
             let l = listen(d, PortSpace::Tcp, SocketAddr::new(local, port))
                 .map_err(|e| format!("Failed to bind RDMA CM address on the server: {e}"))?;
+            let mut got = Vec::with_capacity(n);
             let r = (|| {
                 sync(d, ch, "before")?;
-                let req = first_connect_request(d, timeout).ok_or("Failed to create RDMA CM connection: no request")?;
-                let qpn = d.stack.create_qp_for_id(req.id).map_err(|e| format!("Failed to create QP: {e}"))?;
-                let now = d.now();
-                d.stack
-                    .accept(now, req.id, &param(out_reads))
-                    .map_err(|e| format!("Failed to accept RDMA CM connection: {e}"))?;
-                wait_for_event(
-                    d,
-                    req.id,
-                    &[EventKind::Established],
-                    timeout,
-                    "Failed to create RDMA CM connection",
-                    false,
-                )?;
-                Ok::<(CmId, u32), String>((req.id, qpn))
+                for _ in 0..n {
+                    let req =
+                        first_connect_request(d, timeout).ok_or("Failed to create RDMA CM connection: no request")?;
+                    let qpn = d.stack.create_qp_for_id(req.id).map_err(|e| format!("Failed to create QP: {e}"))?;
+                    got.push((req.id, qpn));
+                    let now = d.now();
+                    d.stack
+                        .accept(now, req.id, &param(out_reads))
+                        .map_err(|e| format!("Failed to accept RDMA CM connection: {e}"))?;
+                }
+                established(d, &got, "Failed to create RDMA CM connection")
             })();
             let now = d.now();
             let _ = d.stack.destroy_id(now, l);
-            let r = r?;
+            r?;
             sync(d, ch, "after")?;
-            Ok(r)
+            Ok(got)
         }
         Some(server) => {
             sync(d, ch, "before")?;
             let mut last = String::new();
             for _ in 0..CONNECT_TRIES {
-                let (id, _) = resolve_id(d, PortSpace::Tcp, local, SocketAddr::new(server, port), timeout, false)?;
+                let mut got: Vec<(CmId, u32)> = Vec::with_capacity(n);
                 let attempt = (|| {
-                    let qpn = d.stack.create_qp_for_id(id).map_err(|e| format!("Failed to create QP: {e}"))?;
-                    let now = d.now();
-                    d.stack
-                        .connect(now, id, &param(out_reads))
-                        .map_err(|e| format!("Failed to connect through RDMA CM: {e}"))?;
-                    wait_for_event(d, id, &[EventKind::Established], timeout, "RDMA CM event error", false)?;
-                    Ok::<u32, String>(qpn)
+                    for _ in 0..n {
+                        let (id, _) =
+                            resolve_id(d, PortSpace::Tcp, local, SocketAddr::new(server, port), timeout, false)?;
+                        // Pushed before anything can fail, so a failed attempt destroys it.
+                        let slot = got.len();
+                        got.push((id, 0));
+                        let qpn = d.stack.create_qp_for_id(id).map_err(|e| format!("Failed to create QP: {e}"))?;
+                        got[slot].1 = qpn;
+                        let now = d.now();
+                        d.stack
+                            .connect(now, id, &param(out_reads))
+                            .map_err(|e| format!("Failed to connect through RDMA CM: {e}"))?;
+                    }
+                    established(d, &got, "RDMA CM event error")
                 })();
                 match attempt {
-                    Ok(qpn) => {
+                    Ok(()) => {
                         sync(d, ch, "after")?;
-                        return Ok((id, qpn));
+                        return Ok(got);
                     }
                     Err(e) => {
                         last = e;
                         let now = d.now();
-                        let _ = d.stack.destroy_id(now, id);
+                        for (id, _) in got {
+                            let _ = d.stack.destroy_id(now, id);
+                        }
                         let _ = d.run_for(Duration::from_millis(100));
                     }
                 }

@@ -162,9 +162,6 @@ impl Params {
         if a.all && a.duration.is_some() {
             return Err("Duration mode isn't supported with -a".into());
         }
-        if a.rdma_cm && a.qps > 1 {
-            return Err("-R: one QP here".into());
-        }
         let mut size = a.size.unwrap_or(if bw { 65536 } else { 2 });
         if verb == Verb::Atomic {
             if a.size.is_some_and(|s| s != 8) {
@@ -449,17 +446,15 @@ impl Test<'_> {
         self.layout = Some(Layout { mr, slot, nq });
         let out_reads = if matches!(p.kind.verb(), Verb::Read | Verb::Atomic) { OUT_READS } else { 1 };
         let gid = oob::gid_of(p.local);
+        // rdma_cm mode: every test QP through the CM first (the ids end with the others').
+        let cm_qps = if p.rdma_cm {
+            let n = nq as usize;
+            cm::connect_test_qps(self.d, self.ch.as_mut(), p.local, p.server, p.port, out_reads as u8, p.timeout, n)?
+        } else {
+            Vec::new()
+        };
         for i in 0..nq as usize {
-            let qpn = if p.rdma_cm {
-                let (_id, q) = cm::connect_test_qp(
-                    self.d,
-                    self.ch.as_mut(),
-                    p.local,
-                    p.server,
-                    p.port,
-                    out_reads as u8,
-                    p.timeout,
-                )?;
+            let qpn = if let Some(&(_id, q)) = cm_qps.get(i) {
                 q
             } else if p.conn == Conn::Ud {
                 let q = self.d.stack.create_qp(DEF_QKEY);
