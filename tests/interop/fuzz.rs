@@ -619,6 +619,52 @@ fn replay_and_probe(g: &mut harness::Guest, ep: Endpoints, pcap: &Path, report: 
     (before, after)
 }
 
+/// [`serve_fifo`] for a `--reset-cmd` relay ([`reset_relay`]): each request runs `reset` on the
+/// guest and is answered `ok` or `fail`. Returns the child's output and every reset's result.
+fn serve_resets(
+    g: &mut harness::Guest,
+    child: std::process::Child,
+    req: &Path,
+    ack: &Path,
+    mut reset: impl FnMut(&mut harness::Guest) -> Result<Duration, String>,
+) -> (std::process::Output, Vec<Result<Duration, String>>) {
+    let mut resets = Vec::new();
+    let (o, _) = serve_fifo(g, child, req, ack, |g| {
+        let r = reset(g);
+        let answer = if r.is_ok() { "ok" } else { "fail" };
+        resets.push(r);
+        answer.to_string()
+    });
+    (o, resets)
+}
+
+/// fuzz-peer's summary of a run whose first liveness loss, after `frames` frames, minimised
+/// to one frame: exit 1, no reset error, at most 40 resets for it and one more to go on, and
+/// every reset served (`served`).
+fn assert_loss_minimised_to_one_frame(rc: i32, json: &serde_json::Value, frames: usize, served: usize, report: &str) {
+    let k = harness::kernel();
+    assert_eq!(rc, 1, "{k}: a liveness loss is exit 1:\n{report}");
+    assert!(json["peer_unresponsive"].as_u64() >= Some(1), "{report}");
+    assert_eq!(json["reset_error"], serde_json::Value::Null, "{report}");
+    let m = &json["minimised"][0];
+    assert_eq!(m["loss"], 1, "{report}");
+    assert_eq!(m["frames"], frames, "{k}: the frames since the last good probe:\n{report}");
+    assert_eq!(m["min_frames"], 1, "{k}: the loss minimises to one frame:\n{report}");
+    assert!(m["resets"].as_u64().unwrap() <= 40, "{report}");
+    assert!(json["resets"].as_u64().unwrap() > m["resets"].as_u64().unwrap(), "one more reset to go on:\n{report}");
+    assert_eq!(json["resets"].as_u64(), Some(served as u64), "every reset reached the guest:\n{report}");
+}
+
+/// fuzz-peer's summary of a run that lost nothing: exit 0, no reset, every probe answered.
+fn assert_no_loss(rc: i32, json: &serde_json::Value, report: &str) {
+    let k = harness::kernel();
+    assert_eq!(rc, 0, "{k}: no loss:\n{report}");
+    assert_eq!(json["peer_unresponsive"], 0, "{report}");
+    assert_eq!(json["resets"], 0, "{report}");
+    assert!(json["probes_sent"].as_u64() >= Some(1), "{report}");
+    assert_eq!(json["probes_answered"], json["probes_sent"], "{k}: every probe answered:\n{report}");
+}
+
 /// Frames per probe in [`fuzz_peer_reset_cmd_minimises_a_gsi_loss`].
 const KILL_GSI_PROBE_EVERY: usize = 50;
 
@@ -667,13 +713,7 @@ fn fuzz_peer_reset_cmd_minimises_a_gsi_loss() {
         dir.display(),
         reset_relay(&req, &ack).replace('\'', "'\\''"),
     ));
-    let mut resets = Vec::new();
-    let (o, _) = serve_fifo(&mut g, child, &req, &ack, |g| {
-        let r = g.recreate_rxe();
-        let answer = if r.is_ok() { "ok" } else { "fail" };
-        resets.push(r);
-        answer.to_string()
-    });
+    let (o, resets) = serve_resets(&mut g, child, &req, &ack, |g| g.recreate_rxe());
     let rc = o.status.code().unwrap_or(-1);
     let stdout = String::from_utf8_lossy(&o.stdout).to_string();
     let mut report = format!(
@@ -695,24 +735,11 @@ fn fuzz_peer_reset_cmd_minimises_a_gsi_loss() {
     println!("{report}");
     let k = harness::kernel();
     if k.oversize_send_kills_gsi {
-        assert_eq!(rc, 1, "{k}: a liveness loss is exit 1:\n{report}");
-        assert!(json["peer_unresponsive"].as_u64() >= Some(1), "{report}");
-        assert_eq!(json["reset_error"], serde_json::Value::Null, "{report}");
-        let m = &json["minimised"][0];
-        assert_eq!(m["loss"], 1, "{report}");
-        assert_eq!(m["frames"], KILL_GSI_PROBE_EVERY, "{report}");
-        assert_eq!(m["min_frames"], 1, "{k}: the loss minimises to one frame:\n{report}");
-        assert!(m["resets"].as_u64().unwrap() <= 40, "{report}");
-        assert!(json["resets"].as_u64().unwrap() > m["resets"].as_u64().unwrap(), "one more reset to go on:\n{report}");
-        assert_eq!(json["resets"].as_u64(), Some(resets.len() as u64), "every reset reached the guest:\n{report}");
+        assert_loss_minimised_to_one_frame(rc, &json, KILL_GSI_PROBE_EVERY, resets.len(), &report);
         assert!(json["probes_answered"].as_u64() >= Some(1) || json["sent"].as_u64() < Some(100), "{report}");
         assert_eq!(replay, Some((true, false)), "{k}: replaying loss-1-min.pcap loses liveness:\n{report}");
     } else {
-        assert_eq!(rc, 0, "{k}: no loss:\n{report}");
-        assert_eq!(json["peer_unresponsive"], 0, "{report}");
-        assert_eq!(json["resets"], 0, "{report}");
-        assert!(json["probes_sent"].as_u64() >= Some(1), "{report}");
-        assert_eq!(json["probes_answered"], json["probes_sent"], "{k}: every probe answered:\n{report}");
+        assert_no_loss(rc, &json, &report);
         assert!(resets.is_empty(), "{report}");
         assert!(replay.is_none(), "{report}");
     }
@@ -999,13 +1026,7 @@ fn fuzz_peer_cm_reset_cmd_minimises_a_gsi_loss() {
         dir.display(),
         reset_relay(&req, &ack).replace('\'', "'\\''"),
     ));
-    let mut resets = Vec::new();
-    let (o, _) = serve_fifo(&mut g, child, &req, &ack, |g| {
-        let r = reset_cm_peer(g, false);
-        let answer = if r.is_ok() { "ok" } else { "fail" };
-        resets.push(r);
-        answer.to_string()
-    });
+    let (o, resets) = serve_resets(&mut g, child, &req, &ack, |g| reset_cm_peer(g, false));
     // the tools hold rxe0, which the replay below re-creates
     stop_cm_listeners(&mut g);
     let rc = o.status.code().unwrap_or(-1);
@@ -1052,16 +1073,7 @@ fn fuzz_peer_cm_reset_cmd_minimises_a_gsi_loss() {
     assert!(long >= 1, "{report}");
     let k = harness::kernel();
     if k.oversize_send_kills_gsi {
-        assert_eq!(rc, 1, "{k}: a liveness loss is exit 1:\n{report}");
-        assert!(json["peer_unresponsive"].as_u64() >= Some(1), "{report}");
-        assert_eq!(json["reset_error"], serde_json::Value::Null, "{report}");
-        let m = &json["minimised"][0];
-        assert_eq!(m["loss"], 1, "{report}");
-        assert_eq!(m["frames"], window, "{k}: the messages since the last good probe:\n{report}");
-        assert_eq!(m["min_frames"], 1, "{k}: the loss minimises to one frame:\n{report}");
-        assert!(m["resets"].as_u64().unwrap() <= 40, "{report}");
-        assert!(json["resets"].as_u64().unwrap() > m["resets"].as_u64().unwrap(), "one more reset to go on:\n{report}");
-        assert_eq!(json["resets"].as_u64(), Some(resets.len() as u64), "every reset reached the guest:\n{report}");
+        assert_loss_minimised_to_one_frame(rc, &json, window, resets.len(), &report);
         let min = min_frames.unwrap_or_else(|e| panic!("{k}: loss-1-min.pcap: {e}\n{report}"));
         assert!(
             min.len() == 1 && kills_gsi(&ep, &min[0]),
@@ -1070,12 +1082,8 @@ fn fuzz_peer_cm_reset_cmd_minimises_a_gsi_loss() {
         assert_eq!(replay, Some((true, false)), "{k}: replaying loss-1-min.pcap loses liveness:\n{report}");
         assert_eq!(revived, Some(true), "{k}: a reset revives the GSI QP:\n{report}");
     } else {
-        assert_eq!(rc, 0, "{k}: no loss:\n{report}");
-        assert_eq!(json["peer_unresponsive"], 0, "{report}");
-        assert_eq!(json["resets"], 0, "{report}");
+        assert_no_loss(rc, &json, &report);
         assert!(resets.is_empty() && replay.is_none() && !min_pcap.exists(), "{k}: nothing to minimise:\n{report}");
-        assert!(json["probes_sent"].as_u64() >= Some(1), "{report}");
-        assert_eq!(json["probes_answered"], json["probes_sent"], "{k}: every probe answered:\n{report}");
         assert_eq!(grew(&c0, &c1, "rcvd_pkts"), sent, "{k}: rxe counted every frame sent:\n{report}");
         assert_eq!(
             grew(&c0, &c1, "rdma_recvs"),
