@@ -27,6 +27,7 @@ use std::fmt::Write as _;
 use std::io::{Read, Write as _};
 use std::net::IpAddr;
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::harness::{GuestBuilder, GUEST_IP4, GUEST_IP6, GUEST_MAC, HOST_IP4, HOST_IP6};
@@ -539,6 +540,131 @@ fn ipv6_frame_shorter_than_a_bth_crashes_rxe() {
     }
 }
 
+/// `name` under the test's artefacts, empty.
+fn fresh_dir(g: &harness::Guest, name: &str) -> PathBuf {
+    let dir = g.artefacts.join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Two FIFOs in `dir`, a request and its answer, through which a command that `roce
+/// fuzz-peer` runs (`--reset-cmd`, `--log-cmd`) asks this test to act on the guest
+/// ([`serve_fifo`]).
+fn fifo_pair(dir: &Path, req: &str, ans: &str) -> (PathBuf, PathBuf) {
+    let (req, ans) = (dir.join(req), dir.join(ans));
+    for p in [&req, &ans] {
+        let st = std::process::Command::new("mkfifo").arg(p).status().expect("mkfifo");
+        assert!(st.success(), "mkfifo {}", p.display());
+    }
+    (req, ans)
+}
+
+/// The `--reset-cmd` that asks [`serve_fifo`] to re-create the guest's rxe0: it writes a
+/// request and succeeds when the answer is `ok`.
+fn reset_relay(req: &Path, ack: &Path) -> String {
+    format!("echo r > {}; read a < {}; [ \"$a\" = ok ]", req.display(), ack.display())
+}
+
+/// Wait for `child` (a `roce fuzz-peer` from [`harness::Guest::spawn_in_netns`]) while
+/// serving its requests: each line written to `req` is answered on `ans` with what `answer`
+/// returns (one line), which acts on the guest. Returns the child's output and the number of
+/// requests served.
+fn serve_fifo(
+    g: &mut harness::Guest,
+    child: std::process::Child,
+    req: &Path,
+    ans: &Path,
+    mut answer: impl FnMut(&mut harness::Guest) -> String,
+) -> (std::process::Output, u32) {
+    // O_RDWR so that opening never blocks and a finished fuzz-peer leaves nothing to wait for
+    let mut rq =
+        std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NONBLOCK).open(req).expect("open req");
+    std::thread::scope(|s| {
+        let h = s.spawn(move || child.wait_with_output().expect("fuzz-peer"));
+        let mut served = 0u32;
+        let mut b = [0u8; 64];
+        while !h.is_finished() {
+            match rq.read(&mut b) {
+                Ok(n) if n > 0 => {
+                    for _ in b[..n].iter().filter(|&&c| c == b'\n') {
+                        let text = answer(g);
+                        served += 1;
+                        std::fs::OpenOptions::new()
+                            .write(true)
+                            .open(ans)
+                            .and_then(|mut w| w.write_all(format!("{text}\n").as_bytes()))
+                            .expect("answer on the FIFO");
+                    }
+                }
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        (h.join().unwrap(), served)
+    })
+}
+
+/// Replay `pcap` with `roce send` on a freshly re-created rxe0 and probe the GSI QP before
+/// and after: (answered before, answered after). The lines go to `report`.
+fn replay_and_probe(g: &mut harness::Guest, ep: Endpoints, pcap: &Path, report: &mut String) -> (bool, bool) {
+    g.recreate_rxe().unwrap_or_else(|e| panic!("{e}"));
+    let sock = g.raw_socket();
+    let mut gen = Generator::new(7, ep);
+    let before = gsi_answers(&sock, &mut gen);
+    let (src, sent) =
+        g.run_in_netns(&format!("{} send --iface tap0 {} 2>&1", env!("CARGO_BIN_EXE_roce"), pcap.display()));
+    let after = gsi_answers(&sock, &mut gen);
+    let name = pcap.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let _ = writeln!(report, "roce send {name} (exit {src}): {sent}probe answered before {before}, after {after}");
+    (before, after)
+}
+
+/// [`serve_fifo`] for a `--reset-cmd` relay ([`reset_relay`]): each request runs `reset` on the
+/// guest and is answered `ok` or `fail`. Returns the child's output and every reset's result.
+fn serve_resets(
+    g: &mut harness::Guest,
+    child: std::process::Child,
+    req: &Path,
+    ack: &Path,
+    mut reset: impl FnMut(&mut harness::Guest) -> Result<Duration, String>,
+) -> (std::process::Output, Vec<Result<Duration, String>>) {
+    let mut resets = Vec::new();
+    let (o, _) = serve_fifo(g, child, req, ack, |g| {
+        let r = reset(g);
+        let answer = if r.is_ok() { "ok" } else { "fail" };
+        resets.push(r);
+        answer.to_string()
+    });
+    (o, resets)
+}
+
+/// fuzz-peer's summary of a run whose first liveness loss, after `frames` frames, minimised
+/// to one frame: exit 1, no reset error, at most 40 resets for it and one more to go on, and
+/// every reset served (`served`).
+fn assert_loss_minimised_to_one_frame(rc: i32, json: &serde_json::Value, frames: usize, served: usize, report: &str) {
+    let k = harness::kernel();
+    assert_eq!(rc, 1, "{k}: a liveness loss is exit 1:\n{report}");
+    assert!(json["peer_unresponsive"].as_u64() >= Some(1), "{report}");
+    assert_eq!(json["reset_error"], serde_json::Value::Null, "{report}");
+    let m = &json["minimised"][0];
+    assert_eq!(m["loss"], 1, "{report}");
+    assert_eq!(m["frames"], frames, "{k}: the frames since the last good probe:\n{report}");
+    assert_eq!(m["min_frames"], 1, "{k}: the loss minimises to one frame:\n{report}");
+    assert!(m["resets"].as_u64().unwrap() <= 40, "{report}");
+    assert!(json["resets"].as_u64().unwrap() > m["resets"].as_u64().unwrap(), "one more reset to go on:\n{report}");
+    assert_eq!(json["resets"].as_u64(), Some(served as u64), "every reset reached the guest:\n{report}");
+}
+
+/// fuzz-peer's summary of a run that lost nothing: exit 0, no reset, every probe answered.
+fn assert_no_loss(rc: i32, json: &serde_json::Value, report: &str) {
+    let k = harness::kernel();
+    assert_eq!(rc, 0, "{k}: no loss:\n{report}");
+    assert_eq!(json["peer_unresponsive"], 0, "{report}");
+    assert_eq!(json["resets"], 0, "{report}");
+    assert!(json["probes_sent"].as_u64() >= Some(1), "{report}");
+    assert_eq!(json["probes_answered"], json["probes_sent"], "{k}: every probe answered:\n{report}");
+}
+
 /// Frames per probe in [`fuzz_peer_reset_cmd_minimises_a_gsi_loss`].
 const KILL_GSI_PROBE_EVERY: usize = 50;
 
@@ -575,15 +701,8 @@ fn fuzz_peer_reset_cmd_minimises_a_gsi_loss() {
             n == 1
         })
         .unwrap();
-    let dir = g.artefacts.join("fuzz_peer_reset");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (req, ack) = (dir.join("req"), dir.join("ack"));
-    for p in [&req, &ack] {
-        let st = std::process::Command::new("mkfifo").arg(p).status().expect("mkfifo");
-        assert!(st.success(), "mkfifo {}", p.display());
-    }
-    let reset_cmd = format!("echo r > {}; read a < {}; [ \"$a\" = ok ]", req.display(), ack.display());
+    let dir = fresh_dir(&g, "fuzz_peer_reset");
+    let (req, ack) = fifo_pair(&dir, "req", "ack");
     let child = g.spawn_in_netns(&format!(
         "{} fuzz-peer --iface tap0 -b {} --peer {} --duration 1 --seed {seed} --kernel {} --rate 400 \
          --probe-every {KILL_GSI_PROBE_EVERY} --kill-gsi --json --out {} --reset-cmd '{}' --max-resets 40 --reset-timeout 120",
@@ -592,39 +711,10 @@ fn fuzz_peer_reset_cmd_minimises_a_gsi_loss() {
         ep.dst,
         harness::kernel().fuzz_peer_kernel(),
         dir.display(),
-        reset_cmd.replace('\'', "'\\''"),
+        reset_relay(&req, &ack).replace('\'', "'\\''"),
     ));
-    // relay each reset request to the guest; O_RDWR so that opening never blocks and a
-    // finished fuzz-peer leaves nothing to wait for
-    let mut rq =
-        std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NONBLOCK).open(&req).expect("open req");
-    let out = std::thread::scope(|s| {
-        let h = s.spawn(move || child.wait_with_output().expect("fuzz-peer"));
-        let mut resets = Vec::new();
-        let mut b = [0u8; 64];
-        while !h.is_finished() {
-            match rq.read(&mut b) {
-                Ok(n) if n > 0 => {
-                    for _ in b[..n].iter().filter(|&&c| c == b'\n') {
-                        let r = g.recreate_rxe();
-                        let answer = if r.is_ok() { "ok\n" } else { "fail\n" };
-                        resets.push(r);
-                        std::fs::OpenOptions::new()
-                            .write(true)
-                            .open(&ack)
-                            .and_then(|mut w| w.write_all(answer.as_bytes()))
-                            .expect("answer on ack");
-                    }
-                }
-                _ => std::thread::sleep(Duration::from_millis(20)),
-            }
-        }
-        (h.join().unwrap(), resets)
-    });
-    let ((o, resets), rc) = {
-        let rc = out.0.status.code().unwrap_or(-1);
-        (out, rc)
-    };
+    let (o, resets) = serve_resets(&mut g, child, &req, &ack, |g| g.recreate_rxe());
+    let rc = o.status.code().unwrap_or(-1);
     let stdout = String::from_utf8_lossy(&o.stdout).to_string();
     let mut report = format!(
         "kernel {} seed {seed}: roce fuzz-peer --kill-gsi --reset-cmd exit {rc}, {} resets ({} failed)\n{stdout}\n{}\n",
@@ -638,85 +728,126 @@ fn fuzz_peer_reset_cmd_minimises_a_gsi_loss() {
     let min_pcap = dir.join("loss-1-min.pcap");
     // the peer's verdict on the minimised pcap: a fresh rxe0 answers, then after `roce send`
     // replays the pcap it does not
-    let mut replay = None;
-    if min_pcap.exists() {
-        g.recreate_rxe().unwrap_or_else(|e| panic!("{e}"));
-        let sock = g.raw_socket();
-        let mut gen = Generator::new(7, ep);
-        let before = gsi_answers(&sock, &mut gen);
-        let (src, sent) =
-            g.run_in_netns(&format!("{} send --iface tap0 {} 2>&1", env!("CARGO_BIN_EXE_roce"), min_pcap.display()));
-        let after = gsi_answers(&sock, &mut gen);
-        let _ = writeln!(
-            report,
-            "roce send loss-1-min.pcap (exit {src}): {sent}probe answered before {before}, after {after}"
-        );
-        replay = Some((before, after));
-    }
+    let replay = min_pcap.exists().then(|| replay_and_probe(&mut g, ep, &min_pcap, &mut report));
     std::fs::write(g.artefacts.join("report.txt"), &report).unwrap();
     g.signal("end");
     g.finish();
     println!("{report}");
     let k = harness::kernel();
     if k.oversize_send_kills_gsi {
-        assert_eq!(rc, 1, "{k}: a liveness loss is exit 1:\n{report}");
-        assert!(json["peer_unresponsive"].as_u64() >= Some(1), "{report}");
-        assert_eq!(json["reset_error"], serde_json::Value::Null, "{report}");
-        let m = &json["minimised"][0];
-        assert_eq!(m["loss"], 1, "{report}");
-        assert_eq!(m["frames"], KILL_GSI_PROBE_EVERY, "{report}");
-        assert_eq!(m["min_frames"], 1, "{k}: the loss minimises to one frame:\n{report}");
-        assert!(m["resets"].as_u64().unwrap() <= 40, "{report}");
-        assert!(json["resets"].as_u64().unwrap() > m["resets"].as_u64().unwrap(), "one more reset to go on:\n{report}");
-        assert_eq!(json["resets"].as_u64(), Some(resets.len() as u64), "every reset reached the guest:\n{report}");
+        assert_loss_minimised_to_one_frame(rc, &json, KILL_GSI_PROBE_EVERY, resets.len(), &report);
         assert!(json["probes_answered"].as_u64() >= Some(1) || json["sent"].as_u64() < Some(100), "{report}");
         assert_eq!(replay, Some((true, false)), "{k}: replaying loss-1-min.pcap loses liveness:\n{report}");
     } else {
-        assert_eq!(rc, 0, "{k}: no loss:\n{report}");
-        assert_eq!(json["peer_unresponsive"], 0, "{report}");
-        assert_eq!(json["resets"], 0, "{report}");
-        assert!(json["probes_sent"].as_u64() >= Some(1), "{report}");
-        assert_eq!(json["probes_answered"], json["probes_sent"], "{k}: every probe answered:\n{report}");
+        assert_no_loss(rc, &json, &report);
         assert!(resets.is_empty(), "{report}");
         assert!(replay.is_none(), "{report}");
     }
 }
 
-/// `roce fuzz-peer --target cm` (issue 26 item 3) against the guest's rdma_cm listeners: a
-/// persistent `rping -s` (RDMA_PS_TCP 7174), `ucmatose` (TCP 7471) and `udaddy` (RDMA_PS_UDP
-/// 7174), each restarted as it ends. For 20 s it drives the guest's ib_cm and rdma_cm
-/// through REQ/REP/RTU/DREQ/DREP, SIDR and out-of-order sequences with mutated fields, and
-/// `--log-cmd` reads the guest's new kernel log lines (relayed through two FIFOs: the command
-/// asks, this test runs `dmesg` in the guest and answers). Asserted: the kernel answered REQs
-/// (REP or REJ) and SIDR_REQs (SIDR_REP), every liveness probe was answered, the log checks
-/// ran and found nothing, and (the harness's `finish`) the console shows no kernel trouble.
-/// `ROCE_FUZZ_CM_SECS` (default 20) and `ROCE_FUZZ_CM_SEED` (26003) make it a campaign of any
-/// length (spec/kernel-findings.md, Campaigns): its findings are then in
-/// target/interop/artefacts/<kernel>/interop_fuzz_cm/fuzz_peer_cm/report.txt.
-#[test]
-fn fuzz_peer_cm_target_drives_the_kernel_cm() {
-    let secs: f64 = std::env::var("ROCE_FUZZ_CM_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20.0);
-    let seed: u64 = std::env::var("ROCE_FUZZ_CM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(26_003);
-    let mut g = GuestBuilder::new("interop_fuzz_cm").scenario(SCENARIO).boot();
-    let ep = endpoints(&g, false);
-    // each restarted as it ends: in a 30-minute campaign a persistent rping server exited on
-    // an RDMA_CM_EVENT_UNREACHABLE (a REP the fuzzer left unanswered) and tcp:7174 was closed
-    let servers = "(while :; do rping -s -a 198.18.0.2 -P; sleep 0.2; done > /tmp/rping.log 2>&1 &); \
-                   (while :; do ucmatose -C 0; sleep 0.2; done > /tmp/ucmatose.log 2>&1 &); \
-                   (while :; do udaddy -C 0; sleep 0.2; done > /tmp/udaddy.log 2>&1 &); sleep 1; echo started";
-    let (rc, out) = g.guest_exec(servers, T);
+/// The CM fuzzer's services: the guest's rdma_cm listeners of [`start_cm_listeners`].
+const CM_SERVICES: &str = "--service tcp:7174 --service tcp:7471 --service udp:7174";
+
+/// The guest's rdma_cm listeners for `roce fuzz-peer --target cm`: a persistent `rping -s`
+/// (RDMA_PS_TCP 7174), `ucmatose` (TCP 7471) and `udaddy` (RDMA_PS_UDP 7174), each restarted
+/// as it ends (in a 30-minute campaign a persistent rping server exited on an
+/// RDMA_CM_EVENT_UNREACHABLE, a REP the fuzzer left unanswered, and tcp:7174 was closed) until
+/// [`stop_cm_listeners`]. Over IPv6 each is bound to fd00::2: rdma_cm hands a REQ whose
+/// RDMA-CM header says IPv6 only to an IPv6 listener (cma.c `cma_match_private_data`), and
+/// ucmatose and udaddy listen on IPv4's any address unless bound.
+fn start_cm_listeners(g: &mut harness::Guest, v6: bool) {
+    let tools = if v6 {
+        [
+            ("rping", "rping -s -a fd00::2 -P"),
+            ("ucmatose", "ucmatose -b fd00::2 -C 0"),
+            ("udaddy", "udaddy -b fd00::2 -C 0"),
+        ]
+    } else {
+        [("rping", "rping -s -a 198.18.0.2 -P"), ("ucmatose", "ucmatose -C 0"), ("udaddy", "udaddy -C 0")]
+    };
+    let loops: Vec<String> = tools
+        .iter()
+        .map(|(name, cmd)| {
+            format!(
+                "(while [ ! -e /tmp/cm_stop ]; do {cmd} & echo $! > /tmp/{name}.pid; wait $!; sleep 0.2; done >> /tmp/{name}.log 2>&1 &)"
+            )
+        })
+        .collect();
+    let (rc, out) = g.guest_exec(&format!("rm -f /tmp/cm_stop; {}; sleep 1; echo started", loops.join("; ")), T);
     assert_eq!(rc, 0, "the guest's rdma_cm servers:\n{out}");
-    let dir = g.artefacts.join("fuzz_peer_cm");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (req, ans) = (dir.join("log_req"), dir.join("log_ans"));
-    for p in [&req, &ans] {
-        let st = std::process::Command::new("mkfifo").arg(p).status().expect("mkfifo");
-        assert!(st.success(), "mkfifo {}", p.display());
+}
+
+/// Stop [`start_cm_listeners`]'s loops and their tools (by the pids they wrote): the tools
+/// hold the rxe device (their rdma_cm ids), and `rdma link delete rxe0` waits for them.
+fn stop_cm_listeners(g: &mut harness::Guest) {
+    let pids = "/tmp/rping.pid /tmp/ucmatose.pid /tmp/udaddy.pid";
+    let cmd = format!("touch /tmp/cm_stop; for i in 1 2 3; do kill $(cat {pids}) 2>/dev/null; sleep 0.3; done; true");
+    let (rc, out) = g.guest_exec(&cmd, T);
+    assert_eq!(rc, 0, "stopping the guest's rdma_cm servers:\n{out}");
+}
+
+/// The reset of a CM fuzzer's peer: the listeners stopped, rxe0 re-created, the listeners
+/// started again.
+fn reset_cm_peer(g: &mut harness::Guest, v6: bool) -> Result<Duration, String> {
+    stop_cm_listeners(g);
+    let r = g.recreate_rxe();
+    if r.is_ok() {
+        start_cm_listeners(g, v6);
     }
+    r
+}
+
+/// The guest's hw counters `name` grew by between two reads.
+fn grew(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, name: &str) -> u64 {
+    after[name] - before[name]
+}
+
+/// The CM messages the guest sent in `tap` (tshark's decode of tap0's capture), per MAD
+/// attribute ID: those from its MAC and address (`ip_filter`, e.g. `ipv6.src == fd00::2`),
+/// and how many of its SIDR_REPs had status 0 (a listener answered).
+fn guest_cm_messages(tap: &Path, ip_filter: &str) -> (BTreeMap<u16, u64>, u64) {
+    let mac = harness::mac_string(&GUEST_MAC);
+    let fields = harness::tshark_fields(
+        tap,
+        &format!("eth.src == {mac} && {ip_filter} && infiniband.mad.mgmtclass == 0x07"),
+        &["infiniband.mad.attributeid", "infiniband.mad.data"],
+    );
+    let mut per_attr = BTreeMap::new();
+    let mut sidr_ok = 0;
+    for l in fields.lines() {
+        let mut it = l.split('\t');
+        let Some(id) = it.next().and_then(|a| u16::from_str_radix(a.trim_start_matches("0x"), 16).ok()) else {
+            continue;
+        };
+        *per_attr.entry(id).or_default() += 1;
+        // SIDR_REP: the request ID (4 bytes), then the status
+        if id == roce_wire::cm::attr::SIDR_REP && it.next().and_then(|d| d.get(8..10)) == Some("00") {
+            sidr_ok += 1;
+        }
+    }
+    (per_attr, sidr_ok)
+}
+
+/// `roce fuzz-peer --target cm` (issue 26 item 3) against the guest's rdma_cm listeners
+/// ([`start_cm_listeners`]), over IPv4 or IPv6, for `secs` seconds: it drives the guest's
+/// ib_cm and rdma_cm through REQ/REP/RTU/DREQ/DREP, SIDR and out-of-order sequences with
+/// mutated fields, and `--log-cmd` reads the guest's new kernel log lines (relayed through
+/// two FIFOs: the command asks, this test runs `dmesg` in the guest and answers). Asserted,
+/// from what the guest observed: its rxe counted every frame sent (`rcvd_pkts`), tshark
+/// finds in tap0's capture at least the CM answers the fuzzer counted, per message, among
+/// them REPs and SIDR_REPs with status 0 (the listeners accepting); every liveness probe was
+/// answered, the log checks ran and found nothing, and (the harness's `finish`) the console
+/// shows no kernel trouble.
+fn cm_campaign(test: &str, v6: bool, secs: f64, seed: u64) {
+    let mut g = GuestBuilder::new(test).scenario(SCENARIO).boot();
+    let ep = endpoints(&g, v6);
+    start_cm_listeners(&mut g, v6);
+    let dir = fresh_dir(&g, "fuzz_peer_cm");
+    let (req, ans) = fifo_pair(&dir, "log_req", "log_ans");
     let log_cmd = format!("echo l > {}; cat < {}", req.display(), ans.display());
+    let c0 = g.read_counters("cm0", T);
     let child = g.spawn_in_netns(&format!(
-        "{} fuzz-peer --target cm --service tcp:7174 --service tcp:7471 --service udp:7174 --iface tap0 -b {} --peer {} \
+        "{} fuzz-peer --target cm {CM_SERVICES} --iface tap0 -b {} --peer {} \
          --duration {secs} --seed {seed} --kernel {} --rate 200 --probe-every 40 --json -q --out {} --log-cmd '{}' --log-every 5",
         env!("CARGO_BIN_EXE_roce"),
         ep.src,
@@ -728,44 +859,41 @@ fn fuzz_peer_cm_target_drives_the_kernel_cm() {
     // the guest's kernel log lines since the last request (dmesg is not cleared: the
     // scenario's own check at the end still sees everything)
     let new_lines = "dmesg > /tmp/dm; n=$(cat /tmp/dmn 2>/dev/null || echo 0); tail -n +$((n+1)) /tmp/dm; wc -l < /tmp/dm > /tmp/dmn";
-    let mut rq =
-        std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NONBLOCK).open(&req).expect("open req");
-    let (o, log_reads) = std::thread::scope(|s| {
-        let h = s.spawn(move || child.wait_with_output().expect("fuzz-peer"));
-        let mut reads = 0u32;
-        let mut b = [0u8; 64];
-        while !h.is_finished() {
-            match rq.read(&mut b) {
-                Ok(n) if n > 0 => {
-                    for _ in b[..n].iter().filter(|&&c| c == b'\n') {
-                        let (_, text) = g.guest_exec(new_lines, T);
-                        reads += 1;
-                        std::fs::OpenOptions::new()
-                            .write(true)
-                            .open(&ans)
-                            .and_then(|mut w| w.write_all(format!("{text}\n").as_bytes()))
-                            .expect("answer on log_ans");
-                    }
-                }
-                _ => std::thread::sleep(Duration::from_millis(20)),
-            }
-        }
-        (h.join().unwrap(), reads)
-    });
+    let (o, log_reads) = serve_fifo(&mut g, child, &req, &ans, |g| g.guest_exec(new_lines, T).1);
     let rc = o.status.code().unwrap_or(-1);
     let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    let json: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or(serde_json::Value::Null);
+    let sent = json["sent"].as_u64().unwrap_or(0);
+    let mut c1 = g.read_counters("cm1", T);
+    if grew(&c0, &c1, "rcvd_pkts") != sent {
+        // settled?
+        c1 = g.read_counters("cm2", T);
+    }
     let (_, guest_logs) = g.guest_exec("tail -n 5 /tmp/rping.log /tmp/ucmatose.log /tmp/udaddy.log", T);
-    let report = format!(
-        "kernel {} seed {seed}: roce fuzz-peer --target cm exit {rc}, {log_reads} log reads\n{stdout}\n{}\nguest servers:\n{guest_logs}\n",
+    let mut report = format!(
+        "kernel {} seed {seed} {} -> {}: roce fuzz-peer --target cm exit {rc}, {log_reads} log reads\n{stdout}\n{}\n\
+         guest rxe: rcvd_pkts +{} sent_pkts +{}\nguest servers:\n{guest_logs}\n",
         g.kernel_version,
-        String::from_utf8_lossy(&o.stderr)
+        ep.src,
+        ep.dst,
+        String::from_utf8_lossy(&o.stderr),
+        grew(&c0, &c1, "rcvd_pkts"),
+        grew(&c0, &c1, "sent_pkts"),
     );
-    std::fs::write(g.artefacts.join("report.txt"), &report).unwrap();
-    g.signal("end");
-    g.finish();
+    let art = g.artefacts.clone();
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    let (tap, _) = g.end_and_finish();
+    let ip_filter = if v6 { format!("ipv6.src == {}", ep.dst) } else { format!("ip.src == {}", ep.dst) };
+    let (captured, sidr_ok) = guest_cm_messages(&tap, &ip_filter);
+    let _ = writeln!(
+        report,
+        "tshark on tap0, the guest's CM messages: {}; SIDR_REP status 0: {sidr_ok}",
+        captured.iter().map(|(id, n)| format!("{} {n}", roce_wire::cm::attr::name(*id))).collect::<Vec<_>>().join(", ")
+    );
+    std::fs::write(art.join("report.txt"), &report).unwrap();
     println!("{report}");
-    let json: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("fuzz-peer JSON: {e}\n{report}"));
+    assert!(json.is_object(), "fuzz-peer JSON:\n{report}");
     let cm = &json["cm"];
     let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
     assert_eq!(rc, 0, "{report}");
@@ -781,4 +909,186 @@ fn fuzz_peer_cm_target_drives_the_kernel_cm() {
     assert!(n(cm, "log_checks") >= 3 && log_reads >= 3, "the kernel log was read:\n{report}");
     assert_eq!(cm["findings"].as_array().map(Vec::len), Some(0), "no kernel trouble in its log:\n{report}");
     assert!(dir.join("report.txt").exists() && dir.join("sent.pcap").exists(), "{report}");
+    // what the guest observed: every frame counted by its rxe, every answer in the capture
+    assert_eq!(n(&json, "predicted_accept"), sent, "every CM frame is one rxe counts:\n{report}");
+    assert_eq!(grew(&c0, &c1, "rcvd_pkts"), sent, "the guest's rxe counted every frame sent:\n{report}");
+    for (name, count) in cm["answers"].as_object().into_iter().flatten() {
+        let id = cm_attribute(name);
+        let got = captured.get(&id).copied().unwrap_or(0);
+        assert!(got >= count.as_u64().unwrap_or(0), "{name}: {got} in the capture, {count} counted:\n{report}");
+    }
+    assert!(captured.get(&roce_wire::cm::attr::REP).copied().unwrap_or(0) > 0, "a listener accepted a REQ:\n{report}");
+    assert!(sidr_ok > 0, "a listener answered a SIDR_REQ:\n{report}");
+}
+
+/// The MAD attribute ID of a CM message the fuzzer's JSON names ("REP", "SIDR_REP", …).
+fn cm_attribute(name: &str) -> u16 {
+    roce::fuzz_peer::cm::MsgKind::ALL
+        .iter()
+        .map(|k| k.attribute_id())
+        .find(|&id| roce_wire::cm::attr::name(id) == name)
+        .unwrap_or_else(|| panic!("{name} is not a CM message the fuzzer knows"))
+}
+
+/// `ROCE_FUZZ_CM_SECS` (a campaign's length), else `default`; `ROCE_FUZZ_CM_SEED`, else 26003.
+fn cm_campaign_knobs(default_secs: f64) -> (f64, u64) {
+    let secs = std::env::var("ROCE_FUZZ_CM_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(default_secs);
+    let seed = std::env::var("ROCE_FUZZ_CM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(26_003);
+    (secs, seed)
+}
+
+/// [`cm_campaign`] over IPv4 (198.18.0.1 -> 198.18.0.2), 20 s. `ROCE_FUZZ_CM_SECS` and
+/// `ROCE_FUZZ_CM_SEED` (26003) make it a campaign of any length (spec/kernel-findings.md,
+/// Campaigns): its findings are then in
+/// target/interop/artefacts/<kernel>/interop_fuzz_cm/fuzz_peer_cm/report.txt.
+#[test]
+fn fuzz_peer_cm_target_drives_the_kernel_cm() {
+    let (secs, seed) = cm_campaign_knobs(20.0);
+    cm_campaign("interop_fuzz_cm", false, secs, seed);
+}
+
+/// [`cm_campaign`] over IPv6 (fd00::1 -> fd00::2; the GIDs in the REQs' paths and the
+/// addresses in their RDMA-CM headers are the IPv6 addresses, the listeners bound to
+/// fd00::2), 60 s; the same knobs make it a campaign (artefacts in interop_fuzz_cm_v6/).
+#[test]
+fn fuzz_peer_cm_over_ipv6_drives_the_kernel_cm() {
+    let (secs, seed) = cm_campaign_knobs(60.0);
+    cm_campaign("interop_fuzz_cm_v6", true, secs, seed);
+}
+
+/// CM messages per probe in [`fuzz_peer_cm_reset_cmd_minimises_a_gsi_loss`].
+const CM_KILL_GSI_PROBE_EVERY: usize = 20;
+/// Its run's `--duration`: room for the messages before the first probe on a peer whose GSI
+/// QP died among them (every wait after that times out: 1.5 s per REQ).
+const CM_KILL_GSI_SECS: f64 = 15.0;
+
+/// The messages `roce fuzz-peer --target cm --kill-gsi --seed SEED` sends before its first
+/// probe (whole sequences, at least `probe_every` messages), built as it builds them: which
+/// of them are MADs with trailing bytes does not depend on the kernel's answers (those change
+/// comm IDs and QPNs in the messages, not the generator's draws).
+fn cm_first_window(seed: u64, ep: Endpoints, probe_every: usize) -> Vec<Vec<u8>> {
+    use roce::fuzz_peer::cm::{CmGenerator, Service, Step};
+    let services: Vec<Service> =
+        CM_SERVICES.split_whitespace().filter(|w| *w != "--service").map(|s| s.parse().unwrap()).collect();
+    let mut gen = CmGenerator::new(seed, ep, &services);
+    gen.spare_gsi = false;
+    let mut out = Vec::new();
+    while out.len() < probe_every {
+        let mut seq = gen.next_sequence();
+        while let Some(step) = seq.steps.pop_front() {
+            if let Step::Send { kind, foreign } = step {
+                out.push(gen.build(&seq, kind, foreign));
+            }
+        }
+    }
+    out
+}
+
+/// `roce fuzz-peer --target cm --kill-gsi --reset-cmd CMD` (issue 26 item 3): a live finding
+/// through the CM fuzzer's minimisation. With `--kill-gsi` a mutated CM message may be a MAD
+/// with trailing bytes, a UD SEND to QP1 longer than the MAD layer's receive buffer; the seed
+/// is the first whose messages before the first probe hold exactly one, in their second half.
+/// The reset command stops the guest's listeners, re-creates its rxe0 and starts them again
+/// ([`reset_cm_peer`]; through two FIFOs, as in
+/// [`fuzz_peer_reset_cmd_minimises_a_gsi_loss`]).
+///
+/// Where that frame kills the GSI QP (6.1, spec/kernel-findings.md §2) the probe after it goes
+/// unanswered, fuzz-peer minimises the messages since the last good probe to that one frame
+/// (loss-1-min.pcap), and `roce send` replaying it on a fresh rxe0 leaves the probe unanswered
+/// again; one more reset and the GSI QP answers. Elsewhere (6.12, sid) there is no loss, no
+/// reset and no minimised pcap, and the guest's counters show the kernel dropping those frames:
+/// `rcvd_pkts` counts every frame sent, `rdma_recvs` (a receive completed) all but the MADs
+/// with trailing bytes (rxe's responder length check for UD, which 6.1 lacks).
+#[test]
+fn fuzz_peer_cm_reset_cmd_minimises_a_gsi_loss() {
+    let mut g = GuestBuilder::new("interop_fuzz_cm_reset_cmd").scenario(SCENARIO).boot();
+    let ep = endpoints(&g, false);
+    let seed = (1u64..)
+        .find(|&seed| {
+            let w = cm_first_window(seed, ep, CM_KILL_GSI_PROBE_EVERY);
+            let at: Vec<usize> = (0..w.len()).filter(|&i| kills_gsi(&ep, &w[i])).collect();
+            at.len() == 1 && at[0] >= w.len() / 2
+        })
+        .unwrap();
+    let window = cm_first_window(seed, ep, CM_KILL_GSI_PROBE_EVERY).len();
+    start_cm_listeners(&mut g, false);
+    let dir = fresh_dir(&g, "fuzz_peer_cm_reset");
+    let (req, ack) = fifo_pair(&dir, "req", "ack");
+    let c0 = g.read_counters("g0", T);
+    let child = g.spawn_in_netns(&format!(
+        "{} fuzz-peer --target cm {CM_SERVICES} --iface tap0 -b {} --peer {} --duration {CM_KILL_GSI_SECS} --seed {seed} \
+         --kernel {} --rate 200 --probe-every {CM_KILL_GSI_PROBE_EVERY} --kill-gsi --json --out {} --reset-cmd '{}' \
+         --max-resets 40 --reset-timeout 120",
+        env!("CARGO_BIN_EXE_roce"),
+        ep.src,
+        ep.dst,
+        harness::kernel().fuzz_peer_kernel(),
+        dir.display(),
+        reset_relay(&req, &ack).replace('\'', "'\\''"),
+    ));
+    let (o, resets) = serve_resets(&mut g, child, &req, &ack, |g| reset_cm_peer(g, false));
+    // the tools hold rxe0, which the replay below re-creates
+    stop_cm_listeners(&mut g);
+    let rc = o.status.code().unwrap_or(-1);
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    let json: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or(serde_json::Value::Null);
+    let sent = json["sent"].as_u64().unwrap_or(0);
+    let mut c1 = g.read_counters("g1", T);
+    if resets.is_empty() && grew(&c0, &c1, "rcvd_pkts") != sent {
+        // settled?
+        c1 = g.read_counters("g2", T);
+    }
+    // the MADs with trailing bytes among the frames sent
+    let long = roce_net::pcap::read_file(&dir.join("sent.pcap"))
+        .map(|fs| fs.iter().filter(|f| kills_gsi(&ep, &f.data)).count() as u64)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut report = format!(
+        "kernel {} seed {seed} ({window} messages before the first probe, one of them a MAD with trailing bytes): \
+         roce fuzz-peer --target cm --kill-gsi --reset-cmd exit {rc}, {} resets ({} failed)\n{stdout}\n{}\n\
+         {long} MADs with trailing bytes in sent.pcap; guest rxe (since the run began or its last reset): rcvd_pkts +{} rdma_recvs +{}\n",
+        g.kernel_version,
+        resets.len(),
+        resets.iter().filter(|r| r.is_err()).count(),
+        String::from_utf8_lossy(&o.stderr),
+        grew(&c0, &c1, "rcvd_pkts"),
+        grew(&c0, &c1, "rdma_recvs"),
+    );
+    let min_pcap = dir.join("loss-1-min.pcap");
+    let min_frames = roce_net::pcap::read_file(&min_pcap).map(|fs| fs.into_iter().map(|f| f.data).collect::<Vec<_>>());
+    let replay = min_pcap.exists().then(|| replay_and_probe(&mut g, ep, &min_pcap, &mut report));
+    // and the peer comes back: one more reset
+    let revived = replay.map(|_| {
+        g.recreate_rxe().unwrap_or_else(|e| panic!("{e}"));
+        gsi_answers(&g.raw_socket(), &mut Generator::new(8, ep))
+    });
+    let _ = writeln!(report, "after one more reset the GSI QP answers: {revived:?}");
+    std::fs::write(g.artefacts.join("report.txt"), &report).unwrap();
+    g.signal("end");
+    g.finish();
+    println!("{report}");
+    assert!(json.is_object(), "fuzz-peer JSON:\n{report}");
+    assert_eq!(json["send_errors"], 0, "{report}");
+    assert!(json["cm"]["trailing"].as_u64() >= Some(1), "MADs with trailing bytes sent:\n{report}");
+    assert!(long >= 1, "{report}");
+    let k = harness::kernel();
+    if k.oversize_send_kills_gsi {
+        assert_loss_minimised_to_one_frame(rc, &json, window, resets.len(), &report);
+        let min = min_frames.unwrap_or_else(|e| panic!("{k}: loss-1-min.pcap: {e}\n{report}"));
+        assert!(
+            min.len() == 1 && kills_gsi(&ep, &min[0]),
+            "{k}: the one frame is the MAD with trailing bytes:\n{report}"
+        );
+        assert_eq!(replay, Some((true, false)), "{k}: replaying loss-1-min.pcap loses liveness:\n{report}");
+        assert_eq!(revived, Some(true), "{k}: a reset revives the GSI QP:\n{report}");
+    } else {
+        assert_no_loss(rc, &json, &report);
+        assert!(resets.is_empty() && replay.is_none() && !min_pcap.exists(), "{k}: nothing to minimise:\n{report}");
+        assert_eq!(grew(&c0, &c1, "rcvd_pkts"), sent, "{k}: rxe counted every frame sent:\n{report}");
+        assert_eq!(
+            grew(&c0, &c1, "rdma_recvs"),
+            sent - long,
+            "{k}: every frame but the MADs with trailing bytes completed a receive (those dropped):\n{report}"
+        );
+    }
 }

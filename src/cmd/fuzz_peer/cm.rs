@@ -204,6 +204,10 @@ pub struct Sequence {
 /// The CM message generator.
 #[derive(Debug, Clone)]
 pub struct CmGenerator {
+    /// Keep every message within a MAD's 256 bytes (true unless `--kill-gsi`): a UD SEND to
+    /// QP1 longer than that puts a 6.1 peer's GSI QP in the error state (spec/kernel-findings.md
+    /// §2). Off, a mutated message may be a MAD with trailing bytes.
+    pub spare_gsi: bool,
     rng: Rng,
     ep: Endpoints,
     services: Vec<Service>,
@@ -213,6 +217,8 @@ pub struct CmGenerator {
     psn: u32,
     /// Mutated messages so far.
     pub mutated: u64,
+    /// Messages built as a MAD with trailing bytes (longer than 256 bytes) so far.
+    pub trailing: u64,
 }
 
 /// How long to wait for the kernel's answer to a REQ or SIDR_REQ (rdma_cm hands it to the
@@ -220,6 +226,11 @@ pub struct CmGenerator {
 const AWAIT_HANDSHAKE_MS: u32 = 1500;
 /// How long to wait after other messages (the kernel answers from its own context).
 const AWAIT_OTHER_MS: u32 = 150;
+/// With `--kill-gsi`, the share (%) of mutated messages that get trailing bytes.
+const TRAILING_PCT: u64 = 10;
+/// How many trailing bytes: one past a MAD, a few, and up to a 1000-byte SEND (the frame of
+/// spec/kernel-findings.md §2).
+const TRAILING_LENS: [usize; 5] = [1, 4, 40, 256, 744];
 /// The TIDs of the CM fuzzer's messages (the kernel's answers to the REQ echo nothing of it,
 /// but a capture tells them apart from the probes').
 const CM_TID_TAG: u64 = 0xC300_0000_0000_0000;
@@ -233,7 +244,17 @@ impl CmGenerator {
         } else {
             services.to_vec()
         };
-        CmGenerator { rng: Rng::new(seed), ep, services, framer: Generator::new(0, ep), tid: 0, psn: 0, mutated: 0 }
+        CmGenerator {
+            spare_gsi: true,
+            rng: Rng::new(seed),
+            ep,
+            services,
+            framer: Generator::new(0, ep),
+            tid: 0,
+            psn: 0,
+            mutated: 0,
+            trailing: 0,
+        }
     }
 
     fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
@@ -376,6 +397,13 @@ impl CmGenerator {
             // a short MAD: the CM reads what the MAD layer's receive buffer holds past it
             let n = 24 + self.rng.below(232) as usize;
             bytes.truncate(n);
+        } else if mutate && !self.spare_gsi && self.rng.pct(TRAILING_PCT) {
+            // a MAD with trailing bytes: the UD SEND is longer than the MAD layer's receive
+            // buffer (a GRH and 256 bytes); drawn only with --kill-gsi, so that the frames of a
+            // seed without it stay what they were
+            let n = self.pick(&TRAILING_LENS);
+            bytes.extend((0..n).map(|_| self.rng.next_u64() as u8));
+            self.trailing += 1;
         }
         self.psn = (self.psn + 1) & 0xff_ffff;
         let mut b = bth::Repr::new(Opcode::UdSendOnly, 1, self.psn);
@@ -730,6 +758,8 @@ pub struct CmStats {
     pub sequences: u64,
     /// Messages mutated in a field or their MAD header.
     pub mutated: u64,
+    /// Messages sent as a MAD with trailing bytes (`--kill-gsi` only).
+    pub trailing: u64,
     /// Sequences whose REQ or SIDR_REQ the kernel answered.
     pub handshakes_answered: u64,
     /// `--log-cmd` runs.
@@ -762,6 +792,7 @@ impl CmStats {
             "answers": self.answers,
             "sequences": self.sequences,
             "mutated": self.mutated,
+            "trailing": self.trailing,
             "handshakes_answered": self.handshakes_answered,
             "log_checks": self.log_checks,
             "findings": self.findings.iter().map(|f| serde_json::json!({
@@ -825,6 +856,7 @@ pub(super) fn run(
 ) -> Result<(), String> {
     let seed = s.seed;
     let mut gen = CmGenerator::new(seed, ep, &a.service);
+    gen.spare_gsi = !a.kill_gsi;
     // the probes draw from their own generator, so that they do not shift the sequences
     let mut probes = Generator::new(seed ^ 0x5052_4f42_4553, ep);
     let mut st = CmStats::default();
@@ -942,6 +974,7 @@ pub(super) fn run(
         check_log(a, cmd, sock, &mut probes, &mut since_log, gap, s, &mut st)?;
     }
     st.mutated = gen.mutated;
+    st.trailing = gen.trailing;
     s.cm = Some(st);
     Ok(())
 }
@@ -1095,8 +1128,14 @@ mod tests {
 
     /// `n` sequences with no answers: (kind, foreign, frame) per message.
     fn run(seed: u64, n: usize) -> Vec<(MsgKind, bool, Vec<u8>)> {
+        run_sparing(seed, n, true).0
+    }
+
+    /// [`run`] with the generator's `spare_gsi`; also its count of MADs with trailing bytes.
+    fn run_sparing(seed: u64, n: usize, spare_gsi: bool) -> (Vec<(MsgKind, bool, Vec<u8>)>, u64) {
         let services = ["tcp:7174".parse().unwrap(), "udp:7174".parse().unwrap()];
         let mut g = CmGenerator::new(seed, ep(), &services);
+        g.spare_gsi = spare_gsi;
         let mut out = Vec::new();
         for _ in 0..n {
             let mut seq = g.next_sequence();
@@ -1106,7 +1145,32 @@ mod tests {
                 }
             }
         }
-        out
+        (out, g.trailing)
+    }
+
+    #[test]
+    fn trailing_bytes_only_with_kill_gsi() {
+        let (spared, none) = run_sparing(11, 600, true);
+        assert_eq!(none, 0);
+        let (killing, trailing) = run_sparing(11, 600, false);
+        let long: Vec<_> = killing
+            .iter()
+            .filter_map(|(k, _, f)| {
+                let p = roce_wire::frame::parse(f).ok()?;
+                (p.repr.payload.len() > 256).then(|| (*k, p.repr.payload.len(), f.clone()))
+            })
+            .collect();
+        assert_eq!(long.len() as u64, trailing, "every MAD with trailing bytes is longer than 256 bytes");
+        assert!(trailing >= 5, "{trailing} in 600 sequences");
+        for (k, len, f) in &long {
+            // a UD SEND to QP1 that rxe counts, carrying the CM MAD of its kind first
+            assert!(ep().predict(f).is_ok(), "{}: {:?}", k.name(), ep().predict(f));
+            assert!(*len <= 256 + 744 + 3, "{}: {len}", k.name());
+            assert_eq!(cm_answer(f).map(|(id, _)| id), Some(k.attribute_id()));
+        }
+        // up to the first message mutated differently, the two runs send the same frames
+        let first = killing.iter().zip(&spared).position(|(a, b)| a != b).unwrap_or(killing.len());
+        assert!(first > 0 && killing[..first] == spared[..first]);
     }
 
     #[test]
@@ -1167,6 +1231,46 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), MsgKind::ALL.len(), "{seen:?}");
+    }
+
+    #[test]
+    fn over_ipv6_the_messages_name_the_ipv6_gids_and_cma_addresses() {
+        let (src, dst): (std::net::Ipv6Addr, std::net::Ipv6Addr) =
+            ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        let e = Endpoints { src: IpAddr::V6(src), dst: IpAddr::V6(dst), ..ep() };
+        let mut g = CmGenerator::new(4, e, &[]);
+        let (mut reqs, mut sidrs) = (0, 0);
+        for _ in 0..300 {
+            let mut seq = g.next_sequence();
+            while let Some(step) = seq.steps.pop_front() {
+                let Step::Send { kind, foreign } = step else { continue };
+                let before = g.mutated;
+                let f = g.build(&seq, kind, foreign);
+                let p = roce_wire::frame::parse(&f).expect("an IPv6 RoCEv2 frame");
+                assert_eq!((p.repr.ip.source(), p.repr.ip.destination()), (IpAddr::V6(src), IpAddr::V6(dst)));
+                assert!(e.predict(&f).is_ok(), "{}: {:?}", kind.name(), e.predict(&f));
+                if g.mutated != before {
+                    continue;
+                }
+                let pd = match cm_answer(&f) {
+                    Some((_, Some(CmMessage::Req(m)))) => {
+                        // the primary path's GIDs are the IPv6 addresses themselves
+                        assert_eq!(m.primary_path.local_gid, Gid::from_ipv6(src));
+                        assert_eq!(m.primary_path.remote_gid, Gid::from_ipv6(dst));
+                        reqs += 1;
+                        m.private_data.to_vec()
+                    }
+                    Some((_, Some(CmMessage::SidrReq(m)))) => {
+                        sidrs += 1;
+                        m.private_data.to_vec()
+                    }
+                    _ => continue,
+                };
+                let h = cma_hdr::Repr::parse(&cma_hdr::Packet::new_unchecked(&pd[..cma_hdr::HEADER_LEN])).unwrap();
+                assert_eq!((h.ip_version, h.src_addr, h.dst_addr), (6, src.octets(), dst.octets()));
+            }
+        }
+        assert!(reqs > 10 && sidrs > 10, "{reqs} REQs, {sidrs} SIDR_REQs");
     }
 
     #[test]

@@ -124,7 +124,8 @@ pub struct Args {
     #[arg(short = 'q', long)]
     pub quiet: bool,
     /// Also send UD SENDs longer than a MAD to QPN 1 (on 6.1 they put the peer's GSI QP in the
-    /// error state: every later probe goes unanswered; 6.12 survives them).
+    /// error state: every later probe goes unanswered; 6.12 survives them). With `--target cm`:
+    /// a mutated CM message may be a MAD with trailing bytes.
     #[arg(long)]
     pub kill_gsi: bool,
     /// Also send IPv6 frames whose UDP payload is shorter than a BTH: rxe_rcv drops them
