@@ -3,9 +3,11 @@
 //! The engine keeps speaking Ethernet frames. On send the device checks that a frame is IPv4
 //! or IPv6 UDP from the stack's MAC, address and port 4791 to port 4791, and hands the UDP
 //! payload (BTH … ICRC) to `sendmsg(2)`: the kernel writes the IP and UDP headers, resolves
-//! the neighbour and routes. On receive it rebuilds around each datagram the Ethernet, IP and
-//! UDP headers the engine's demux expects, so that the engine's ICRC check holds. The frames
-//! whose job the kernel does here (ARP, ND, IGMP, MLD) are not sent, and counted; frames the
+//! the neighbour and routes. On receive it hands each unicast datagram whose ICRC it verified
+//! to the engine where `recvmmsg` put it ([`Device::recv_in_place`]), or rebuilds around it
+//! the Ethernet, IP and UDP headers the engine's demux expects, so that the engine's ICRC
+//! check holds ([`Device::recv_batch`], and what follows a datagram it could not verify).
+//! The frames whose job the kernel does here (ARP, ND, IGMP, MLD) are not sent, and counted; frames the
 //! socket cannot send (another source, a raw frame) are refused, and counted. Multicast groups
 //! are joined with IP_ADD_MEMBERSHIP / IPV6_JOIN_GROUP as the engine joins them
 //! ([`RoceUdpSocket::set_ip_groups`]), so the kernel sends the reports. spec/net.md ("The udp
