@@ -74,6 +74,15 @@ impl Device for CliDevice {
     fn recv_batch(&mut self, batch: &mut roce_net::device::RecvBatch) -> io::Result<usize> {
         each_device!(self, d => d.recv_batch(batch))
     }
+    // The udp transport's datagrams where `recvmmsg` put them (a capture or a fault injector
+    // takes frames: the trait's default).
+    fn recv_in_place(
+        &mut self,
+        batch: &mut roce_net::device::RecvBatch,
+        datagram: &mut dyn FnMut(&roce_wire::datagram::Arrival, &[u8]),
+    ) -> io::Result<usize> {
+        each_device!(self, d => d.recv_in_place(batch, datagram))
+    }
 }
 
 impl CliDevice {

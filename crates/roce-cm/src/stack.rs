@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use roce_wire::bth::{self, Opcode};
+use roce_wire::datagram::{Arrival, RoceDatagram};
 use roce_wire::demux::{Checks, Payload, Sliced};
 use roce_wire::frame::{self, rxe_udp_sport, FramePacket, RoceHeaders};
 use roce_wire::igmp::IgmpMessage;
@@ -95,6 +96,9 @@ pub struct Stack {
     cm: Cm,
     /// RC QPs, memory regions and their completion queue (owned by rc/).
     pub(crate) rc: crate::rc::Rc,
+    /// Where a datagram that is not for an RC/UC QP is framed for the frame path
+    /// ([`Stack::handle_datagram_icrc_verified`]): grown once, kept.
+    datagram_frame: Vec<u8>,
 }
 
 /// `Gid::from_ip(*ip).is_multicast()` (`rdma_is_multicast_addr`) without building the GID.
@@ -133,6 +137,7 @@ impl Stack {
             gsi: Gsi::default(),
             cm: Cm::default(),
             rc: crate::rc::Rc::new(splitmix(seed ^ 0x0c0c)),
+            datagram_frame: Vec::new(),
             cfg,
         }
     }
@@ -502,6 +507,76 @@ impl Stack {
     /// capture's) goes to `handle_frame`, where a bad ICRC is counted as `bad_icrc`.
     pub fn handle_frame_icrc_verified(&mut self, now: Instant, bytes: &[u8]) {
         self.receive_frame(now, bytes, true);
+    }
+
+    /// A RoCEv2 datagram as a kernel UDP socket read it (`datagram`: its UDP payload, BTH to
+    /// ICRC, where the socket put it; `arrival`: what the socket reported of its IP and UDP
+    /// headers), its ICRC verified by the transport over the headers the sender's kernel wrote
+    /// ([`roce_wire::datagram::compute_icrc`]). The same outcome and counters as
+    /// [`Stack::handle_frame_icrc_verified`] of the frame it came in (to our MAC from
+    /// [`crate::KERNEL_NEIGHBOR_MAC`]): an RC or UC packet for one of our QPs is checked
+    /// ([`roce_wire::datagram::RoceDatagram`]: TVer, lengths, pad; then P_Key) and handed to
+    /// its QP where it lies; anything else is framed in a buffer the stack keeps and takes
+    /// the frame path.
+    pub fn handle_datagram_icrc_verified(&mut self, now: Instant, arrival: &Arrival, datagram: &[u8]) {
+        let for_rc_qp = datagram.len() >= bth::BTH_LEN && {
+            let transport = Opcode::from(datagram[0]).transport();
+            let qpn = u32::from_be_bytes([0, datagram[5], datagram[6], datagram[7]]);
+            matches!(transport, bth::Transport::Rc | bth::Transport::Uc)
+                && self.rc.has_qp(qpn)
+                && !is_multicast_dst(&arrival.dst)
+                && self.is_local(&arrival.dst)
+        };
+        if !for_rc_qp {
+            self.frame_datagram(now, arrival, datagram);
+            return;
+        }
+        self.now = self.now.max(now);
+        self.counters.rx_frames += 1;
+        let d = match RoceDatagram::new_icrc_verified(datagram) {
+            Ok(d) => d,
+            Err(e) => return self.drop_malformed(e),
+        };
+        if !pkey_match(d.bth().pkey(), self.cfg.pkey) {
+            self.counters.drop(DropReason::BadPkey);
+            return;
+        }
+        match d.transport_headers() {
+            Ok((bth, ext)) => {
+                self.counters.rx_accepted += 1;
+                self.rc.handle_packet(now, arrival.src.ip(), &bth, &ext, d.payload());
+            }
+            Err(e) => self.counters.drop(DropReason::Malformed(e.layer())),
+        }
+    }
+
+    /// [`Stack::handle_datagram_icrc_verified`] for what is not an RC/UC QP's: the frame it
+    /// came in, rebuilt, on the frame path.
+    fn frame_datagram(&mut self, now: Instant, arrival: &Arrival, datagram: &[u8]) {
+        let mut frame = std::mem::take(&mut self.datagram_frame);
+        let hdr = arrival.frame_header_len();
+        if frame.len() < hdr + datagram.len() {
+            frame.resize(hdr + datagram.len(), 0);
+        }
+        let framed = roce_wire::datagram::write_frame_headers(
+            &mut frame,
+            datagram.len(),
+            arrival,
+            self.cfg.mac,
+            crate::KERNEL_NEIGHBOR_MAC,
+            0,
+        );
+        frame[hdr..hdr + datagram.len()].copy_from_slice(datagram);
+        match framed {
+            // (The ICRC verified covers the IPv4 ID the sender's kernel wrote, which this
+            // frame need not carry: the ICRC is not computed again on this path.)
+            Ok(_) => self.receive_frame(now, &frame[..hdr + datagram.len()], true),
+            Err(e) => {
+                self.counters.rx_frames += 1;
+                self.drop_malformed(e);
+            }
+        }
+        self.datagram_frame = frame;
     }
 
     #[inline(always)]

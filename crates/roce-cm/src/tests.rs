@@ -781,3 +781,134 @@ fn sa_mads_built_in_place_frame_exactly_as_the_owned_emit() {
     assert_eq!(psns, [psns[0], psns[0] + 1, psns[0] + 2]);
     assert_eq!(sa_trace(&w).iter().map(|t| t.0).collect::<Vec<_>>(), [SET, DEL, SET]);
 }
+
+/// A frame's UDP payload and what a UDP socket would report of its IP and UDP headers.
+fn as_datagram(f: &[u8]) -> (roce_wire::datagram::Arrival, &[u8]) {
+    let p = frame::parse_lax(f).unwrap();
+    let arrival = roce_wire::datagram::Arrival {
+        src: SocketAddr::new(p.repr.ip.source(), p.repr.udp.source_port),
+        dst: p.repr.ip.destination(),
+        traffic_class: p.repr.ip.traffic_class(),
+        hop_limit: p.repr.ip.hop_limit(),
+    };
+    (arrival, &f[p.offsets.bth..p.offsets.end])
+}
+
+/// Two stacks with a connected RC QP pair (path MTU 1024, attributes set by hand) and a
+/// 64 KiB memory region each; returns them with their QP numbers and regions.
+fn rc_pair() -> (Stack, Stack, u32, u32, crate::rc::MrInfo, crate::rc::MrInfo) {
+    use crate::rc::{Access, QpAttr, QpInit, QpState};
+    const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 3);
+    let (mac_a, mac_b) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 3]);
+    let mut a = Stack::new(StackConfig::new(mac_a, A, 24));
+    let mut b = Stack::new(StackConfig::new(mac_b, B, 24));
+    let qa = a.create_qp_with(QpInit::default()).unwrap();
+    let qb = b.create_qp_with(QpInit::default()).unwrap();
+    for (s, q, peer, pq, mac) in [(&mut a, qa, B, qb, mac_b), (&mut b, qb, A, qa, mac_a)] {
+        let mut at = QpAttr::new(IpAddr::V4(peer), pq);
+        at.path_mtu = 1024;
+        at.sq_psn = 100;
+        at.rq_psn = 100;
+        at.dmac = Some(mac);
+        for st in [QpState::Init, QpState::Rtr, QpState::Rts] {
+            s.rc_mut().modify_qp(Instant::ZERO, q, st, &at).unwrap();
+        }
+    }
+    let ma = a.rc_mut().reg_mr(1 << 16, Access::ALL).unwrap();
+    let mb = b.rc_mut().reg_mr(1 << 16, Access::ALL).unwrap();
+    (a, b, qa, qb, ma, mb)
+}
+
+/// RC SENDs and a WRITE handed to the receiver as datagrams (`handle_datagram_icrc_verified`,
+/// as the udp transport hands them where `recvmmsg` put them) land as they land from frames:
+/// the same bytes, completions and counters; and bad datagrams are counted under the reasons
+/// their frames are (TVer, P_Key, a cut header), a UD MAD datagram taking the frame path.
+#[test]
+fn rc_datagrams_handed_in_place_land_as_frames_do() {
+    use crate::rc::{RecvWr, SendOp, SendWr, Sge};
+    let run = |in_place: bool| {
+        let (mut a, mut b, qa, qb, ma, mb) = rc_pair();
+        for (i, byte) in a.rc_mut().mr_mut(ma.lkey).unwrap().iter_mut().enumerate() {
+            *byte = (i * 7 + i / 251) as u8;
+        }
+        for i in 0..3u64 {
+            let sg = vec![Sge { addr: mb.addr + i * 8192, length: 8192, lkey: mb.lkey }];
+            b.rc_mut().post_recv(qb, RecvWr { wr_id: i, sg_list: sg }).unwrap();
+        }
+        for (i, len) in [(0u64, 5000u32), (1, 1024), (2, 0)] {
+            let sg = vec![Sge { addr: ma.addr + i * 100, length: len, lkey: ma.lkey }];
+            a.rc_mut()
+                .post_send(
+                    Instant::ZERO,
+                    qa,
+                    SendWr { wr_id: i, op: SendOp::Send, sg_list: sg, signaled: true, solicited: false },
+                )
+                .unwrap();
+        }
+        let write = SendOp::Write { remote_addr: mb.addr + 40000, rkey: mb.rkey };
+        let sg = vec![Sge { addr: ma.addr + 3, length: 3000, lkey: ma.lkey }];
+        a.rc_mut()
+            .post_send(Instant::ZERO, qa, SendWr { wr_id: 9, op: write, sg_list: sg, signaled: true, solicited: false })
+            .unwrap();
+        let mut buf = vec![0u8; 9216];
+        for _ in 0..20 {
+            while let Some(n) = a.poll_transmit(Instant::ZERO, &mut buf) {
+                if in_place {
+                    let (arrival, d) = as_datagram(&buf[..n]);
+                    b.handle_datagram_icrc_verified(Instant::ZERO, &arrival, d);
+                } else {
+                    b.handle_frame(Instant::ZERO, &buf[..n]);
+                }
+            }
+            while let Some(n) = b.poll_transmit(Instant::ZERO, &mut buf) {
+                a.handle_frame(Instant::ZERO, &buf[..n]);
+            }
+        }
+        let wcs: Vec<_> = std::iter::from_fn(|| b.rc_mut().poll_cq()).collect();
+        let sent: Vec<_> = std::iter::from_fn(|| a.rc_mut().poll_cq()).collect();
+        let landed = b.rc().mr(mb.lkey).unwrap().to_vec();
+        (wcs, sent, landed, b.counters().clone(), a, b, qa)
+    };
+    let (wcs, sent, landed, counters, ..) = run(false);
+    let (wcs_in_place, sent_in_place, landed_in_place, counters_in_place, mut a, mut b, qa) = run(true);
+    assert_eq!(wcs.len(), 3);
+    assert_eq!(sent.len(), 4, "{sent:?}");
+    assert_eq!((wcs_in_place, sent_in_place), (wcs, sent));
+    assert!(landed == landed_in_place, "the same bytes landed");
+    assert_eq!(counters_in_place, counters);
+    assert!(counters.rx_accepted >= 9, "{counters:?}");
+    // Bad datagrams: counted as their frames are on the frame path the transport verified.
+    // A SEND of A's, taken off the wire to be damaged.
+    let mut buf = vec![0u8; 9216];
+    let empty = SendWr { wr_id: 21, op: SendOp::Send, sg_list: vec![], signaled: true, solicited: false };
+    a.rc_mut().post_send(Instant::ZERO, qa, empty).unwrap();
+    let n = a.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    let good = buf[..n].to_vec();
+    let mut tver = good.clone();
+    tver[43] |= 1;
+    let mut pkey = good.clone();
+    pkey[44..46].copy_from_slice(&[0x7f, 0x00]);
+    // A datagram cut inside its extension headers, and the frame it would have come in.
+    let (arrival, d) = as_datagram(&good);
+    let mut cut = vec![0u8; 42 + 14];
+    roce_wire::datagram::write_frame_headers(&mut cut, 14, &arrival, [2, 0, 0, 0, 0, 3], KERNEL_NEIGHBOR_MAC, 0)
+        .unwrap();
+    cut[42..].copy_from_slice(&d[..14]);
+    let mad = roce_wire::golden::SA_DELETE_MCMEMBER.to_vec();
+    for f in [&tver, &pkey, &cut, &mad] {
+        let before = b.counters().clone();
+        b.handle_frame_icrc_verified(Instant::ZERO, f);
+        let framed = b.counters().clone();
+        let (arrival, d) = if *f == cut { (arrival, &cut[42..]) } else { as_datagram(f) };
+        b.handle_datagram_icrc_verified(Instant::ZERO, &arrival, d);
+        let in_place = b.counters().clone();
+        assert_eq!(in_place.rx_frames - framed.rx_frames, 1);
+        assert_eq!(framed.rx_accepted - before.rx_accepted, in_place.rx_accepted - framed.rx_accepted);
+        assert!(framed.total_dropped() > before.total_dropped() || framed.rx_accepted > before.rx_accepted);
+        for (reason, count) in framed.dropped.iter() {
+            assert_eq!(in_place.dropped(*reason) - count, count - before.dropped(*reason), "{reason:?}");
+        }
+    }
+    let c = b.counters();
+    assert!(c.dropped(DropReason::BadTver) >= 2 && c.dropped(DropReason::BadPkey) >= 2, "{c:?}");
+}

@@ -154,6 +154,13 @@ impl Device for BenchDev {
     fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
         each_device!(self, d => d.recv_batch(batch))
     }
+    fn recv_in_place(
+        &mut self,
+        batch: &mut RecvBatch,
+        datagram: &mut dyn FnMut(&roce_wire::datagram::Arrival, &[u8]),
+    ) -> io::Result<usize> {
+        each_device!(self, d => d.recv_in_place(batch, datagram))
+    }
 }
 
 impl BenchDev {
@@ -195,6 +202,8 @@ struct UdpBatching {
     received: u64,
     reads: u64,
     overflow: u64,
+    /// Datagrams whose IPv4 ID the receiver took from the ICRC (not 0).
+    id_from_icrc: u64,
 }
 
 impl Run {
@@ -327,7 +336,10 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
         }
         let cpu = thread_cpu() - c0;
         let _ = d.run_for(Duration::from_millis(20)); // the last ACKs
-        let reads = d.dev.udp_stats().map_or((0, 0, 0), |s| (s.received, s.reads, s.receive_queue_overflow));
+        let reads = d
+            .dev
+            .udp_stats()
+            .map_or((0, 0, 0, 0), |s| (s.received, s.reads, s.receive_queue_overflow, s.ipv4_id_from_icrc));
         (got, cpu, reads)
     });
     let tx = spawn("rc-send", move || {
@@ -388,10 +400,10 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
         (done, secs, cpu, batching)
     });
     let (done, secs, tx_cpu, mut udp) = tx.join().unwrap();
-    let (got, rx_cpu, (received, reads, overflow)) = rx.join().unwrap();
+    let (got, rx_cpu, (received, reads, overflow, id_from_icrc)) = rx.join().unwrap();
     assert_eq!((done, got), (n, n), "every message completed on both sides");
     if let Some(u) = udp.as_mut() {
-        (u.received, u.reads, u.overflow) = (received, reads, overflow);
+        (u.received, u.reads, u.overflow, u.id_from_icrc) = (received, reads, overflow, id_from_icrc);
     }
     Run { bytes: n * size as u64, secs, tx_cpu: tx_cpu.as_secs_f64(), rx_cpu: rx_cpu.as_secs_f64(), udp }
 }
@@ -494,12 +506,13 @@ fn report(what: &str, r: Run, tcp: Run) {
         let msgs = (r.bytes >> 16).max(1) as f64;
         println!(
             "      udp batching per 64 KiB message: {:.1} datagrams in {:.2} sendmsg messages ({:.2} sendmmsg calls); \
-             receiver: {:.1} datagrams per read, {} dropped (receive buffer full)",
+             receiver: {:.1} datagrams per read, {} dropped (receive buffer full), {} IDs from the ICRC",
             u.sent as f64 / msgs,
             u.send_messages as f64 / msgs,
             u.send_calls as f64 / msgs,
             u.received as f64 / u.reads.max(1) as f64,
             u.overflow,
+            u.id_from_icrc,
         );
     }
 }

@@ -55,6 +55,22 @@ pub trait Device {
         }
         Ok(batch.len())
     }
+
+    /// [`Device::recv_batch`] for a device that can hand RoCEv2 datagrams over where it read
+    /// them, without a frame built around them ([`crate::udp::RoceUdpSocket`]): each one whose
+    /// ICRC it verified goes to `datagram` during the call (how it arrived, and the UDP payload
+    /// from the BTH to the ICRC: for `Stack::handle_datagram_icrc_verified`); the frames left
+    /// in `batch` arrived after them. Returns how many of both, up to the batch's capacity (0:
+    /// none waiting). The default hands over no datagram (`recv_batch`): wrappers that must
+    /// see every frame (a capture, a fault injector) keep it.
+    fn recv_in_place(
+        &mut self,
+        batch: &mut RecvBatch,
+        datagram: &mut dyn FnMut(&roce_wire::datagram::Arrival, &[u8]),
+    ) -> io::Result<usize> {
+        let _ = datagram;
+        self.recv_batch(batch)
+    }
 }
 
 /// The frames of one [`Device::recv_batch`]: `capacity` slots of `slot_len` bytes in one
@@ -202,6 +218,14 @@ macro_rules! forward_device {
 
             fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
                 (**self).recv_batch(batch)
+            }
+
+            fn recv_in_place(
+                &mut self,
+                batch: &mut RecvBatch,
+                datagram: &mut dyn FnMut(&roce_wire::datagram::Arrival, &[u8]),
+            ) -> io::Result<usize> {
+                (**self).recv_in_place(batch, datagram)
             }
         }
     )+};

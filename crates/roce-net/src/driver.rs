@@ -417,7 +417,17 @@ impl<D: Device + MulticastFilter> Driver<D> {
             None => (RX_BATCHES_PER_TURN, Driver::<D>::pump_sa as fn(&mut Self)),
         };
         for _ in 0..batches {
-            match self.dev.recv_batch(&mut self.rx_batch) {
+            // Datagrams in place (the udp transport) when nothing needs to see them as frames
+            // (a tap, an SA's shedding): no frame built around them, no copy.
+            let received = if self.tap.is_none() && self.sa.is_none() {
+                let (now, stack) = (self.now(), &mut self.stack);
+                self.dev.recv_in_place(&mut self.rx_batch, &mut |arrival, datagram| {
+                    stack.handle_datagram_icrc_verified(now, arrival, datagram)
+                })
+            } else {
+                self.dev.recv_batch(&mut self.rx_batch)
+            };
+            match received {
                 Ok(0) => break,
                 Ok(_) => {
                     let now = self.now();

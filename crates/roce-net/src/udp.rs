@@ -3,9 +3,11 @@
 //! The engine keeps speaking Ethernet frames. On send the device checks that a frame is IPv4
 //! or IPv6 UDP from the stack's MAC, address and port 4791 to port 4791, and hands the UDP
 //! payload (BTH … ICRC) to `sendmsg(2)`: the kernel writes the IP and UDP headers, resolves
-//! the neighbour and routes. On receive it rebuilds around each datagram the Ethernet, IP and
-//! UDP headers the engine's demux expects, so that the engine's ICRC check holds. The frames
-//! whose job the kernel does here (ARP, ND, IGMP, MLD) are not sent, and counted; frames the
+//! the neighbour and routes. On receive it hands each unicast datagram whose ICRC it verified
+//! to the engine where `recvmmsg` put it ([`Device::recv_in_place`]), or rebuilds around it
+//! the Ethernet, IP and UDP headers the engine's demux expects, so that the engine's ICRC
+//! check holds ([`Device::recv_batch`], and what follows a datagram it could not verify).
+//! The frames whose job the kernel does here (ARP, ND, IGMP, MLD) are not sent, and counted; frames the
 //! socket cannot send (another source, a raw frame) are refused, and counted. Multicast groups
 //! are joined with IP_ADD_MEMBERSHIP / IPV6_JOIN_GROUP as the engine joins them
 //! ([`RoceUdpSocket::set_ip_groups`]), so the kernel sends the reports. spec/net.md ("The udp
@@ -232,18 +234,8 @@ pub fn classify(frame: &[u8], local: IpAddr, mac: [u8; 6]) -> Result<Datagram, N
     Ok(Datagram { dst, traffic_class: tc, hop_limit: hop, payload: at..ETH_LEN + udp_at + udp_len })
 }
 
-/// How a received datagram arrived: what the socket reports of its IP header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Arrival {
-    /// The sender's address and UDP port.
-    pub src: SocketAddr,
-    /// The destination address (the socket's bound address: ours, or the group's).
-    pub dst: IpAddr,
-    /// TOS or traffic class (IP_RECVTOS / IPV6_RECVTCLASS; 0 when not reported).
-    pub traffic_class: u8,
-    /// TTL or hop limit (IP_RECVTTL / IPV6_RECVHOPLIMIT; 64 when not reported).
-    pub hop_limit: u8,
-}
+/// How a received datagram arrived (what the socket reports of its IP and UDP headers).
+pub use roce_wire::datagram::Arrival;
 
 /// Write the Ethernet, IP and UDP headers of a received datagram of `len` bytes that sits at
 /// `buf[header_len(..)..]`, as the sender's kernel wrote them on the wire (IPv4: DF, ID
@@ -254,49 +246,8 @@ pub struct Arrival {
 pub fn frame_datagram(buf: &mut [u8], len: usize, arrival: &Arrival, mac: [u8; 6], id_hint: u16) -> Framed {
     let ipv4 = arrival.dst.is_ipv4();
     let hdr = header_len(ipv4);
-    let dst_mac = match arrival.dst {
-        IpAddr::V4(g) if g.is_multicast() => roce_wire::multicast::ipv4_multicast_mac(g),
-        IpAddr::V6(g) if g.is_multicast() => roce_wire::multicast::ipv6_multicast_mac(g),
-        _ => mac,
-    };
-    buf[0..6].copy_from_slice(&dst_mac);
-    buf[6..12].copy_from_slice(&KERNEL_NEIGHBOR_MAC);
-    let udp_len = (UDP_LEN + len) as u16;
-    let ip = &mut buf[ETH_LEN..hdr - UDP_LEN];
-    match (arrival.src.ip(), arrival.dst) {
-        (s, IpAddr::V4(d)) => {
-            // (A socket of one family reports sources of that family.)
-            let s = match s {
-                IpAddr::V4(s) => s,
-                IpAddr::V6(s) => s.to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED),
-            };
-            ip[0] = 0x45;
-            ip[1] = arrival.traffic_class;
-            ip[2..4].copy_from_slice(&(udp_len + 20).to_be_bytes());
-            ip[4..6].copy_from_slice(&id_hint.to_be_bytes());
-            ip[6..8].copy_from_slice(&[0x40, 0]); // DF
-            ip[8] = arrival.hop_limit;
-            ip[9] = 17;
-            ip[10..12].copy_from_slice(&[0, 0]);
-            ip[12..16].copy_from_slice(&s.octets());
-            ip[16..20].copy_from_slice(&d.octets());
-        }
-        (s, d) => {
-            let tc = arrival.traffic_class;
-            ip[0..4].copy_from_slice(&[0x60 | (tc >> 4), tc << 4, 0, 0]);
-            ip[4..6].copy_from_slice(&udp_len.to_be_bytes());
-            ip[6] = 17;
-            ip[7] = arrival.hop_limit;
-            ip[8..24].copy_from_slice(&v6(s).octets());
-            ip[24..40].copy_from_slice(&v6(d).octets());
-        }
-    }
-    buf[12..14].copy_from_slice(&(if ipv4 { 0x0800u16 } else { 0x86dd }).to_be_bytes());
-    let u = &mut buf[hdr - UDP_LEN..hdr];
-    u[0..2].copy_from_slice(&arrival.src.port().to_be_bytes());
-    u[2..4].copy_from_slice(&ROCEV2_UDP_PORT.to_be_bytes());
-    u[4..6].copy_from_slice(&udp_len.to_be_bytes());
-    u[6..8].copy_from_slice(&[0, 0]);
+    // (`buf` holds the datagram behind `hdr` bytes: the headers fit.)
+    let _ = roce_wire::datagram::write_frame_headers(buf, len, arrival, mac, KERNEL_NEIGHBOR_MAC, id_hint);
     let end = hdr + len;
     let (mut id_from_icrc, mut icrc_verified) = (false, false);
     if ipv4 && len >= roce_wire::bth::BTH_LEN + icrc::ICRC_LEN {
@@ -305,8 +256,8 @@ pub fn frame_datagram(buf: &mut [u8], len: usize, arrival: &Arrival, mac: [u8; 6
         match icrc::compute(packet, icrc::IpVersion::V4, 20) {
             Ok(c) if c == wire => {
                 id_from_icrc = id_hint != 0;
-                // Computed over the frame as it now stands (the IPv4 checksum written below
-                // is masked by the ICRC): the engine need not compute it again.
+                // Computed over the frame as it now stands: the engine need not compute it
+                // again.
                 icrc_verified = true;
             }
             // (An ID solved from the ICRC: the engine checks the result itself.)
@@ -314,14 +265,12 @@ pub fn frame_datagram(buf: &mut [u8], len: usize, arrival: &Arrival, mac: [u8; 6
                 if let Ok(Some(id)) = icrc::solve_ipv4_identification(packet, wire) {
                     buf[ETH_LEN + 4..ETH_LEN + 6].copy_from_slice(&id.to_be_bytes());
                     id_from_icrc = id != 0;
+                    let sum = roce_wire::frame::ipv4_checksum(&buf[ETH_LEN..ETH_LEN + 20]);
+                    buf[ETH_LEN + 10..ETH_LEN + 12].copy_from_slice(&sum.to_be_bytes());
                 }
             }
             Err(_) => {}
         }
-    }
-    if ipv4 {
-        let sum = roce_wire::frame::ipv4_checksum(&buf[ETH_LEN..ETH_LEN + 20]);
-        buf[ETH_LEN + 10..ETH_LEN + 12].copy_from_slice(&sum.to_be_bytes());
     }
     Framed { len: end, id_from_icrc, icrc_verified }
 }
@@ -484,6 +433,8 @@ pub struct RoceUdpSocket {
     /// The ICRC shift for the last IPv4 segment length corrected.
     id_shift: Option<(usize, icrc::Ipv4IdentificationShift)>,
     rx: Box<Reads>,
+    /// The ICRC of datagrams handed over in place: the headers' hash kept across a read.
+    rx_icrc: roce_wire::datagram::DatagramIcrc,
 }
 
 impl RoceUdpSocket {
@@ -535,6 +486,7 @@ impl RoceUdpSocket {
             gso: true,
             id_shift: None,
             rx: Box::new(Reads::new()),
+            rx_icrc: Default::default(),
         };
         s.watch(raw, true)?;
         Ok(s)
@@ -1150,8 +1102,61 @@ impl Device for RoceUdpSocket {
     /// several), then the groups' one by one.
     fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
         batch.clear();
+        self.recv_frames(batch, 0)
+    }
+
+    /// The unicast socket's datagrams handed to `datagram` where `recvmmsg` put them, up to the
+    /// batch's capacity, while the ICRC computed over them (with the headers the sender's kernel
+    /// wrote, the IPv4 ID from the segment's place in its read) holds; from the first one it
+    /// does not (a kernel rxe's ID, a damaged datagram) on, frames in `batch` as
+    /// [`Device::recv_batch`] gives them, so the order stays the order of arrival.
+    fn recv_in_place(&mut self, batch: &mut RecvBatch, datagram: &mut dyn FnMut(&Arrival, &[u8])) -> io::Result<usize> {
+        batch.clear();
+        let mut handed = 0;
+        while handed < batch.capacity() {
+            if self.rx.is_drained() {
+                match self.fill_reads() {
+                    Ok(0) => return Ok(handed + self.recv_group_frames(batch, 0)?),
+                    Ok(_) => {}
+                    Err(e) if handed == 0 => return Err(e),
+                    Err(_) => return Ok(handed),
+                }
+            }
+            let Some((range, arrival, index)) = self.rx.peek() else { break };
+            let bytes = &mut self.rx.buf[range];
+            // Segment `index` of a GSO send carries ID `index` (inet_gso_segment counts up).
+            let id = index as u16;
+            match self.rx_icrc.verify(bytes, &arrival, id) {
+                Ok(true) => datagram(&arrival, bytes),
+                _ => break,
+            }
+            self.rx.advance();
+            self.stats.received += 1;
+            self.stats.ipv4_id_from_icrc += u64::from(arrival.is_ipv4() && id != 0);
+            handed += 1;
+        }
+        if handed == batch.capacity() {
+            return Ok(handed);
+        }
+        match self.recv_frames(batch, handed) {
+            Ok(n) => Ok(handed + n),
+            Err(_) if handed > 0 => Ok(handed),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.epoll.as_raw_fd())
+    }
+}
+
+impl RoceUdpSocket {
+    /// Frames into `batch` from its first slot, up to its capacity less `handed` (datagrams
+    /// handed over in place this call): the unicast socket's, then the groups'.
+    fn recv_frames(&mut self, batch: &mut RecvBatch, handed: usize) -> io::Result<usize> {
+        let room = batch.capacity() - handed;
         let mut slot = 0;
-        while slot < batch.capacity() {
+        while slot < room {
             match self.next_unicast(batch.slot_mut(slot)) {
                 Ok(Some(f)) => push_framed(batch, slot, f),
                 Ok(None) => break,
@@ -1160,20 +1165,23 @@ impl Device for RoceUdpSocket {
             }
             slot += 1;
         }
-        while slot < batch.capacity() && !self.groups.is_empty() {
+        self.recv_group_frames(batch, handed)
+    }
+
+    /// The groups' datagrams as frames into `batch` after the frames it holds, up to its
+    /// capacity less `handed`; returns the frames it holds.
+    fn recv_group_frames(&mut self, batch: &mut RecvBatch, handed: usize) -> io::Result<usize> {
+        let mut slot = batch.len();
+        while slot + handed < batch.capacity() && !self.groups.is_empty() {
             match self.recv_group(batch.slot_mut(slot)) {
                 Ok(Some(f)) => push_framed(batch, slot, f),
                 Ok(None) => break,
-                Err(e) if batch.is_empty() => return Err(e),
+                Err(e) if batch.is_empty() && handed == 0 => return Err(e),
                 Err(_) => break,
             }
             slot += 1;
         }
         Ok(batch.len())
-    }
-
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(self.epoll.as_raw_fd())
     }
 }
 
@@ -1349,6 +1357,55 @@ pub(crate) mod tests {
             assert_eq!((from_icrc, u16::from_be_bytes([buf[18], buf[19]])), (i != 0, i), "datagram {i}");
             assert!(roce_wire::frame::parse(&buf[..len]).is_ok());
         }
+    }
+
+    /// Datagrams whose ICRC holds are handed over where `recvmmsg` put them (the UDP payload,
+    /// with how it arrived); from the first whose ICRC does not hold at its place's ID (a
+    /// damaged one, a kernel rxe's ID) on, frames in the batch as `recv_batch` gives them —
+    /// so the order of arrival holds — the damaged one without an ICRC verdict (the engine
+    /// computes it and counts it bad).
+    #[test]
+    fn datagrams_are_handed_in_place_until_one_is_not_verified() {
+        let (a, b, mut tx, mut rx) = loopback_pair(21, 22);
+        let run = |n: u8, fill: u8| -> Vec<Vec<u8>> {
+            (0..n).map(|i| engine_frame(a, b, ROCEV2_UDP_PORT, &[fill + i; 700])).collect()
+        };
+        let send = |tx: &mut RoceUdpSocket, frames: &[Vec<u8>]| {
+            let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+            assert_eq!(tx.send_batch(&refs).unwrap(), frames.len());
+        };
+        let (first, last) = (run(5, 0), run(3, 0x40));
+        let mut damaged = engine_frame(a, b, ROCEV2_UDP_PORT, &[0x33; 700]);
+        damaged[100] ^= 1;
+        send(&mut tx, &first);
+        send(&mut tx, &[damaged.clone()]);
+        send(&mut tx, &last);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut batch = RecvBatch::new(64, 9216).unwrap();
+        let mut in_place: Vec<(Arrival, Vec<u8>)> = Vec::new();
+        let n = rx.recv_in_place(&mut batch, &mut |arrival, d| in_place.push((*arrival, d.to_vec()))).unwrap();
+        assert_eq!((n, in_place.len(), batch.len()), (9, 5, 4));
+        for ((arrival, d), f) in in_place.iter().zip(&first) {
+            // (Its ICRC corrected for the ID of its place in the GSO run.)
+            assert!(d[..d.len() - 4] == f[42..f.len() - 4], "the UDP payload as sent");
+            assert_eq!(
+                (arrival.src, arrival.dst, arrival.traffic_class),
+                (SocketAddr::new(a, ROCEV2_UDP_PORT), b, 0x0a)
+            );
+        }
+        let frames: Vec<(Vec<u8>, bool)> = batch.iter_icrc_verified().map(|(f, ok)| (f.to_vec(), ok)).collect();
+        assert!(frames[0].0[42..] == damaged[42..]);
+        assert!(!frames[0].1, "the damaged one goes to the engine unverified");
+        for ((f, ok), sent) in frames[1..].iter().zip(&last) {
+            assert!(ok);
+            assert_eq!(
+                roce_wire::frame::parse(f).unwrap().repr.payload,
+                roce_wire::frame::parse(sent).unwrap().repr.payload
+            );
+        }
+        assert_eq!(rx.stats().received, 9);
+        // Nothing left: 0.
+        assert_eq!(rx.recv_in_place(&mut batch, &mut |_, _| panic!("nothing waits")).unwrap(), 0);
     }
 
     /// A burst beyond a small receive buffer: the kernel's drops come back counted

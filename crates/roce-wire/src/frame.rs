@@ -281,11 +281,7 @@ impl<'a> FramePacket<'a> {
     #[inline]
     pub fn transport_headers(&self) -> Result<(bth::Repr, ExtHeaders)> {
         let o = self.offsets;
-        let mut bth = bth::Repr::parse(&self.bth())?;
-        bth.pad_count = self.pad_count;
-        let (ext, _) = ExtHeaders::parse(bth.opcode.ext_headers(), &self.buf[o.ext..o.payload])
-            .map_err(|e| e.add_offset(o.ext))?;
-        Ok((bth, ext))
+        owned_transport_headers(&self.buf[o.bth..o.payload], self.pad_count, o.bth)
     }
 
     /// Build the owned form.
@@ -445,31 +441,10 @@ pub(crate) fn roce_after_udp<'a>(
     let bth_off = udp_off + UDP_LEN;
     let roce = &packet[bth_off..udp_off + udp_len];
     let abs = |o: usize| ip_off + o;
-    need(Layer::Bth, abs(bth_off), BTH_LEN, roce.len())?;
-    let opcode = bth::Opcode::from(roce[0]);
-    let tver = roce[1] & 0x0f;
-    let mut pad = (roce[1] >> 4) & 3;
-    if tver != 0 {
-        refuse(strict, refused, content(Layer::Bth, abs(bth_off) + 1, ContentError::UnsupportedTver(tver)))?;
-    }
+    let RoceLayout { opcode, pad, ext_len, icrc_at } = roce_layout(roce, abs(bth_off), strict, refused)?;
     let ext_off = bth_off + BTH_LEN;
-    let mask = opcode.ext_headers();
-    let ext_len = mask.len();
-    if roce.len() < BTH_LEN + ext_len {
-        // Let the header parsers name the header that is cut short.
-        ExtHeaders::parse(mask, &roce[BTH_LEN..]).map_err(|e| e.add_offset(abs(ext_off)))?;
-    }
-    let after_ext = roce.len() - BTH_LEN - ext_len;
     let payload_off = ext_off + ext_len;
-    if after_ext < ICRC_LEN {
-        return Err(Error::len(Layer::Icrc, abs(payload_off), ICRC_LEN, after_ext));
-    }
-    let payload_and_pad = after_ext - ICRC_LEN;
-    if usize::from(pad) > payload_and_pad {
-        refuse(strict, refused, content(Layer::Bth, abs(bth_off) + 1, ContentError::BadPad { pad, payload_and_pad }))?;
-        pad = 0;
-    }
-    let icrc_off = payload_off + payload_and_pad;
+    let icrc_off = bth_off + icrc_at;
     let version = if ip.ipv6 { IpVersion::V6 } else { IpVersion::V4 };
     let with_icrc = &packet[..icrc_off + ICRC_LEN];
     let (found, expected) = if icrc_verified {
@@ -503,6 +478,62 @@ pub(crate) fn roce_after_udp<'a>(
         ip_checksum_ok: udp.ip_checksum_ok,
         ip_end: ip_off + ip.len,
     })
+}
+
+/// Where the parts of a RoCEv2 UDP payload (BTH ▶ extension headers ▶ payload ▶ pad ▶ ICRC)
+/// are, as [`roce_layout`] checked them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RoceLayout {
+    pub(crate) opcode: bth::Opcode,
+    /// The pad count (0 where lax mode let an oversize one pass).
+    pub(crate) pad: u8,
+    /// The extension headers' length (they follow the BTH).
+    pub(crate) ext_len: usize,
+    /// Where the ICRC starts, from the BTH.
+    pub(crate) icrc_at: usize,
+}
+
+/// Check the RoCEv2 part of a UDP datagram, `roce` (its UDP payload, BTH to ICRC), the BTH at
+/// offset `at` of what the errors count from: TVer, the extension headers' and the ICRC's
+/// lengths, the pad against the payload. The checks of a frame and of a datagram a UDP socket
+/// read ([`crate::datagram::RoceDatagram`]), written once.
+#[inline(always)]
+pub(crate) fn roce_layout(roce: &[u8], at: usize, strict: bool, refused: &mut Option<Error>) -> Result<RoceLayout> {
+    need(Layer::Bth, at, BTH_LEN, roce.len())?;
+    let opcode = bth::Opcode::from(roce[0]);
+    let tver = roce[1] & 0x0f;
+    let mut pad = (roce[1] >> 4) & 3;
+    if tver != 0 {
+        refuse(strict, refused, content(Layer::Bth, at + 1, ContentError::UnsupportedTver(tver)))?;
+    }
+    let mask = opcode.ext_headers();
+    let ext_len = mask.len();
+    if roce.len() < BTH_LEN + ext_len {
+        // Let the header parsers name the header that is cut short.
+        ExtHeaders::parse(mask, &roce[BTH_LEN..]).map_err(|e| e.add_offset(at + BTH_LEN))?;
+    }
+    let after_ext = roce.len() - BTH_LEN - ext_len;
+    let payload_at = BTH_LEN + ext_len;
+    if after_ext < ICRC_LEN {
+        return Err(Error::len(Layer::Icrc, at + payload_at, ICRC_LEN, after_ext));
+    }
+    let payload_and_pad = after_ext - ICRC_LEN;
+    if usize::from(pad) > payload_and_pad {
+        refuse(strict, refused, content(Layer::Bth, at + 1, ContentError::BadPad { pad, payload_and_pad }))?;
+        pad = 0;
+    }
+    Ok(RoceLayout { opcode, pad, ext_len, icrc_at: payload_at + payload_and_pad })
+}
+
+/// The BTH (its pad count `pad`, as checked) and the extension headers of `bth_and_ext`
+/// (from the BTH to the payload), owned; `at` is where the BTH is, for errors.
+#[inline(always)]
+pub(crate) fn owned_transport_headers(bth_and_ext: &[u8], pad: u8, at: usize) -> Result<(bth::Repr, ExtHeaders)> {
+    let mut bth = bth::Repr::parse(&bth::Packet::new_unchecked(&bth_and_ext[..BTH_LEN]))?;
+    bth.pad_count = pad;
+    let (ext, _) =
+        ExtHeaders::parse(bth.opcode.ext_headers(), &bth_and_ext[BTH_LEN..]).map_err(|e| e.add_offset(at + BTH_LEN))?;
+    Ok((bth, ext))
 }
 
 #[inline]

@@ -103,7 +103,7 @@ fn hash_masked<const N: usize>(packet: &mut [u8], masked: &[(usize, u8); N]) -> 
 /// its seed adjustment off the shared one costs more than the detection (measured).
 #[cfg(feature = "std")]
 #[inline]
-fn seeded() -> crc32fast::Hasher {
+pub(crate) fn seeded() -> crc32fast::Hasher {
     static SEEDED: std::sync::LazyLock<crc32fast::Hasher> =
         std::sync::LazyLock::new(|| crc32fast::Hasher::new_with_initial(SEED));
     SEEDED.clone()
@@ -112,7 +112,7 @@ fn seeded() -> crc32fast::Hasher {
 /// Without std the CRC implementation is chosen at compile time: nothing to keep.
 #[cfg(not(feature = "std"))]
 #[inline]
-fn seeded() -> crc32fast::Hasher {
+pub(crate) fn seeded() -> crc32fast::Hasher {
     crc32fast::Hasher::new_with_initial(SEED)
 }
 
@@ -131,12 +131,36 @@ fn seed_adjust<const N: usize>(packet: &[u8], masked: &[(usize, u8); N], tables:
     adjust
 }
 
+/// [`compute`] for a packet in two pieces: `ip_udp`, its IP and UDP headers
+/// (`ip_header_len` + 8 bytes), and `datagram`, the UDP payload from the BTH to the last pad
+/// byte — for a receiver that has the datagram where a UDP socket read it and the headers
+/// written elsewhere (see [`crate::datagram`]). The same value as [`compute`] of the two
+/// joined; a length error if `ip_udp` is not the headers' length or `datagram` is shorter than
+/// a BTH.
+pub fn compute_split(ip_udp: &[u8], version: IpVersion, ip_header_len: usize, datagram: &[u8]) -> Result<u32> {
+    let head = ip_header_len + UDP_LEN;
+    if ip_udp.len() != head || head + BTH_LEN > MAX_PREFIX {
+        return Err(Error::len(Layer::Icrc, 0, head, ip_udp.len()));
+    }
+    if datagram.len() < BTH_LEN {
+        return Err(Error::len(Layer::Icrc, head, BTH_LEN, datagram.len()));
+    }
+    Ok(compute_by_copy_split(ip_udp, &datagram[..BTH_LEN], &datagram[BTH_LEN..], version, ip_header_len))
+}
+
 /// The reference form: copy the headers, set the masked fields to ones, hash in two parts.
 fn compute_by_copy(packet: &[u8], version: IpVersion, ip_header_len: usize) -> u32 {
     let prefix_len = ip_header_len + UDP_LEN + BTH_LEN;
+    compute_by_copy_split(&packet[..prefix_len], &[], &packet[prefix_len..], version, ip_header_len)
+}
+
+/// [`compute_by_copy`] of `head ‖ bth ‖ rest`, where `head ‖ bth` is the masked prefix.
+fn compute_by_copy_split(head: &[u8], bth: &[u8], rest: &[u8], version: IpVersion, ip_header_len: usize) -> u32 {
+    let prefix_len = ip_header_len + UDP_LEN + BTH_LEN;
     let mut prefix = [0u8; MAX_PREFIX];
     let masked = &mut prefix[..prefix_len];
-    masked.copy_from_slice(&packet[..prefix_len]);
+    masked[..head.len()].copy_from_slice(head);
+    masked[head.len()..].copy_from_slice(bth);
     match version {
         IpVersion::V4 => {
             masked[1] = 0xff;
@@ -157,7 +181,7 @@ fn compute_by_copy(packet: &[u8], version: IpVersion, ip_header_len: usize) -> u
     masked[ip_header_len + UDP_LEN + 4] = 0xff;
     let mut h = seeded();
     h.update(masked);
-    h.update(&packet[prefix_len..]);
+    h.update(rest);
     h.finalize()
 }
 
@@ -193,7 +217,10 @@ pub fn solve_ipv4_identification(packet: &[u8], icrc: u32) -> Result<Option<u16>
 /// is computed once here and each change costs one GF(2) product.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ipv4IdentificationShift {
-    factor: u32,
+    /// The power times x^k for k = 0..16, reflected: what each of the ID delta's 16 bits
+    /// contributes to the change (a GF(2) product is linear in its bits), so that a change
+    /// is a few XORs, not a 32-step product — it runs for every GSO segment sent.
+    terms: [u32; 16],
 }
 
 impl Ipv4IdentificationShift {
@@ -204,15 +231,37 @@ impl Ipv4IdentificationShift {
         if len < min {
             return Err(Error::len(Layer::Icrc, 0, min, len));
         }
-        Ok(Ipv4IdentificationShift { factor: gf2_pow(1 << 30, 8 * (len as u64 - 6) + 32) })
+        let mut term = gf2_pow(1 << 30, 8 * (len as u64 - 6) + 32);
+        let mut terms = [0; 16];
+        for t in &mut terms {
+            *t = term;
+            term = times_x(term);
+        }
+        Ok(Ipv4IdentificationShift { terms })
     }
 
     /// What to XOR into the ICRC of a packet of this length when its Identification goes from
     /// `from` to `to`.
     pub fn icrc_change(&self, from: u16, to: u16) -> u32 {
         let [hi, lo] = (from ^ to).to_be_bytes();
-        // Reflected: the first byte's bits are x^15 … x^8 in bits 16–23, the second's in 24–31.
-        gf2_mul((u32::from(hi) << 16) | (u32::from(lo) << 24), self.factor)
+        // Reflected: the first byte's bits are x^15 … x^8 (bits 16–23), the second's x^7 … x^0
+        // (bits 24–31); bit 31 − k is x^k and selects `terms[k]`.
+        let mut bits = (u32::from(hi) << 16) | (u32::from(lo) << 24);
+        let mut change = 0;
+        while bits != 0 {
+            change ^= self.terms[31 - bits.trailing_zeros() as usize];
+            bits &= bits - 1;
+        }
+        change
+    }
+}
+
+/// a·x modulo the CRC polynomial (reflected: one step of the CRC register).
+const fn times_x(a: u32) -> u32 {
+    if a & 1 != 0 {
+        (a >> 1) ^ POLY_REFLECTED
+    } else {
+        a >> 1
     }
 }
 
@@ -228,7 +277,7 @@ fn gf2_mul(a: u32, mut b: u32) -> u32 {
         if a & (1 << (31 - k)) != 0 {
             p ^= b;
         }
-        b = if b & 1 != 0 { (b >> 1) ^ POLY_REFLECTED } else { b >> 1 };
+        b = times_x(b);
     }
     p
 }

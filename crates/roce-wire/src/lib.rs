@@ -42,6 +42,7 @@ pub mod aeth;
 pub mod atomic_ack_eth;
 pub mod atomic_eth;
 pub mod bth;
+pub mod datagram;
 pub mod demux;
 pub mod deth;
 pub mod ext;
