@@ -22,6 +22,15 @@ fn seeds() -> BTreeMap<&'static str, Vec<(String, Vec<u8>)>> {
             m.entry(t).or_default().push((s.name.to_string(), s.bytes.clone()));
         }
         if let Ok(f) = roce_wire::frame::parse_lax(&s.bytes) {
+            // The datagram a UDP socket would hand over, behind the arrival bytes `datagram`
+            // reads: IPv6?, the IPv4 ID, TOS or traffic class, TTL or hop limit.
+            if f.repr.vlan.is_none() {
+                let ip = &s.bytes[f.offsets.ip..];
+                let (v6, id) = if ip[0] >> 4 == 6 { (1, [0, 0]) } else { (0, [ip[4], ip[5]]) };
+                let mut d = vec![v6, id[0], id[1], f.repr.ip.traffic_class(), f.repr.ip.hop_limit()];
+                d.extend_from_slice(&s.bytes[f.offsets.bth..f.offsets.end]);
+                m.entry("datagram").or_default().push((s.name.to_string(), d));
+            }
             if f.repr.payload.len() == roce_wire::MAD_SIZE {
                 let mad = f.repr.payload.to_vec();
                 m.entry("mad").or_default().push((s.name.to_string(), mad.clone()));

@@ -178,7 +178,7 @@ pub fn decode(data: &[u8]) {
 pub type Target = fn(&[u8]);
 
 /// Every target by name (the file names under fuzz/fuzz_targets/).
-pub const TARGETS: [(&str, Target); 7] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("frame", frame),
     ("roundtrip", roundtrip),
     ("mad", mad),
@@ -186,6 +186,7 @@ pub const TARGETS: [(&str, Target); 7] = [
     ("l2", l2),
     ("decode", decode),
     ("differential", differential),
+    ("datagram", datagram),
 ];
 
 /// Differential: the strict parser, the zero-copy view and the rxe acceptance predictor agree
@@ -259,4 +260,108 @@ pub fn differential(data: &[u8]) {
             );
         }
     }
+}
+
+/// The udp transport's receive path in place (`roce_wire::datagram` and
+/// `Stack::handle_datagram_icrc_verified`) against the frame path, on a UDP payload as a socket
+/// hands it over. Input: byte 0 bit 0 IPv6 (else IPv4), bytes 1-2 the IPv4 ID, byte 3 the TOS or
+/// traffic class, byte 4 the TTL or hop limit, then the datagram (BTH to ICRC). Checked:
+/// - [`roce_wire::datagram::compute_icrc`] and `DatagramIcrc::verify` agree (twice, the second
+///   time from its cached header hash), and verify leaves the datagram as it was;
+/// - the frame the datagram came in (`write_frame_headers` around it) expects the same ICRC;
+/// - with its ICRC made right, `RoceDatagram::new_icrc_verified` accepts exactly what the
+///   strict `frame::parse` accepts of that frame;
+/// - IPv4: an engine with a connected RC QP (the datagram's DestQP set to it) ends in the same
+///   state whether the datagram comes in place or in its frame: counters, completions, what
+///   it sends back and its memory region.
+pub fn datagram(data: &[u8]) {
+    use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+    use roce_wire::datagram::{compute_icrc, write_frame_headers, Arrival, DatagramIcrc, RoceDatagram};
+    if data.len() < 5 || data.len() > 9000 {
+        return;
+    }
+    let v6 = data[0] & 1 != 0;
+    let id = u16::from_be_bytes([data[1], data[2]]);
+    let (src, dst): (IpAddr, IpAddr) = if v6 {
+        (Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1).into(), Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 3).into())
+    } else {
+        (Ipv4Addr::new(198, 18, 0, 1).into(), Ipv4Addr::new(198, 18, 0, 3).into())
+    };
+    let arrival = Arrival { src: SocketAddr::new(src, 49152), dst, traffic_class: data[3], hop_limit: data[4] };
+    let mut d = data[5..].to_vec();
+    let (mac, neighbor) = ([2, 0, 0, 0, 0, 3], roce_cm::KERNEL_NEIGHBOR_MAC);
+    let frame_of = |d: &[u8]| {
+        let mut f = vec![0u8; arrival.frame_header_len() + d.len()];
+        let n = write_frame_headers(&mut f, d.len(), &arrival, mac, neighbor, id).expect("room for the headers");
+        f[n..].copy_from_slice(d);
+        f
+    };
+    let Ok((computed, carried)) = compute_icrc(&d, &arrival, id) else {
+        assert!(DatagramIcrc::default().verify(&mut d, &arrival, id).is_err(), "verify takes what compute refuses");
+        return;
+    };
+    let mut cache = DatagramIcrc::default();
+    for _ in 0..2 {
+        assert_eq!(cache.verify(&mut d, &arrival, id), Ok(computed == carried), "verify and compute_icrc disagree");
+        assert_eq!(d, data[5..], "verify changed the datagram");
+    }
+    if let Ok(f) = frame::parse_lax(&frame_of(&d)) {
+        assert_eq!(f.icrc_expected, computed, "the frame and the datagram expect different ICRCs");
+    }
+    let at = d.len() - roce_wire::icrc::ICRC_LEN;
+    d[at..].copy_from_slice(&roce_wire::icrc::to_wire(computed));
+    let framed = frame_of(&d);
+    assert_eq!(
+        RoceDatagram::new_icrc_verified(&d).is_ok(),
+        frame::parse(&framed).is_ok(),
+        "the datagram view and the frame parser disagree"
+    );
+    if !v6 {
+        datagram_engine(&arrival, &mut d, &framed);
+    }
+}
+
+/// [`datagram`]'s engine check: two engines alike, one given the frame, one the datagram.
+fn datagram_engine(arrival: &roce_wire::datagram::Arrival, d: &mut [u8], framed: &[u8]) {
+    use roce_cm::rc::{Access, QpAttr, QpInit, QpState, RecvWr, Sge};
+    use roce_cm::{Instant, Stack, StackConfig};
+    use std::net::{IpAddr, Ipv4Addr};
+    let engine = || {
+        let mut s = Stack::new(StackConfig::new([2, 0, 0, 0, 0, 3], Ipv4Addr::new(198, 18, 0, 3), 24));
+        let q = s.create_qp_with(QpInit::default()).expect("a QP");
+        let mut at = QpAttr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), 0x11);
+        (at.path_mtu, at.sq_psn, at.rq_psn, at.dmac) = (1024, 100, 100, Some(roce_cm::KERNEL_NEIGHBOR_MAC));
+        for st in [QpState::Init, QpState::Rtr, QpState::Rts] {
+            s.rc_mut().modify_qp(Instant::ZERO, q, st, &at).expect("to RTS");
+        }
+        let mr = s.rc_mut().reg_mr(1 << 14, Access::ALL).expect("an MR");
+        for i in 0..2u64 {
+            let sg = vec![Sge { addr: mr.addr + i * 8192, length: 8192, lkey: mr.lkey }];
+            s.rc_mut().post_recv(q, RecvWr { wr_id: i, sg_list: sg }).expect("a receive");
+        }
+        (s, q, mr)
+    };
+    let (mut by_frame, q, mr) = engine();
+    let (mut in_place, ..) = engine();
+    let mut framed = framed.to_vec();
+    if d.len() >= roce_wire::bth::BTH_LEN {
+        // DestQP: ours, so that the in-place path takes it.
+        let qpn = q.to_be_bytes();
+        d[5..8].copy_from_slice(&qpn[1..]);
+        let at = framed.len() - d.len();
+        framed[at + 5..at + 8].copy_from_slice(&qpn[1..]);
+    }
+    by_frame.handle_frame_icrc_verified(Instant::ZERO, &framed);
+    in_place.handle_datagram_icrc_verified(Instant::ZERO, arrival, d);
+    let out = |s: &mut Stack| {
+        let mut buf = vec![0u8; 9216];
+        let sent: Vec<Vec<u8>> =
+            std::iter::from_fn(|| s.poll_transmit(Instant::ZERO, &mut buf).map(|n| buf[..n].to_vec())).collect();
+        let wcs: Vec<_> = std::iter::from_fn(|| s.rc_mut().poll_cq()).collect();
+        (s.counters().clone(), sent, wcs, s.rc().mr(mr.lkey).map(|m| m.to_vec()))
+    };
+    assert!(
+        out(&mut by_frame) == out(&mut in_place),
+        "the datagram and its frame leave the engine in different states"
+    );
 }
