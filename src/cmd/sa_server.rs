@@ -62,6 +62,30 @@ pub struct Args {
 /// Default `--rx-queues`: 1 in 8 that a host's flow shares a flooding host's socket.
 pub const DEFAULT_RX_QUEUES: u16 = 8;
 
+/// How often at most `roce sa-server` prints its progress line.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// The progress line's state: the request count last printed, and when.
+#[derive(Default)]
+struct Progress {
+    printed: u64,
+    at: Option<WallInstant>,
+}
+
+impl Progress {
+    /// Print "N requests, G groups, M members" if the count changed since the last line, and
+    /// PROGRESS_EVERY has passed since it or this is the `last` line.
+    fn print(&mut self, sa: &roce_sa::SaResponder, last: bool) {
+        let n = sa.stats().received;
+        let due = last || self.at.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY);
+        if n == self.printed || !due {
+            return;
+        }
+        status!("sa-server: {} requests, {} groups, {} members", n, sa.group_count(), sa.member_count());
+        (self.printed, self.at) = (n, Some(WallInstant::now()));
+    }
+}
+
 /// Run `roce sa-server`.
 pub fn run(args: Args) -> ExitCode {
     // The SA's configuration is checked before any traffic.
@@ -112,7 +136,10 @@ fn sa_server(
     };
     status!("sa-server: answering SA requests on {} QP1 ({})", port.local, port.iface);
     let end = duration.map(|d| WallInstant::now() + d);
-    let mut last = 0;
+    // The progress line: when the request count changed, at most once per PROGRESS_EVERY (a
+    // line per turn under load would be thousands a second, and a slow reader of stdout, a
+    // full pipe, would stop the SA in the write), and the last one when it stops.
+    let mut progress = Progress::default();
     let mut code = exit::OK;
     while !d.stopped() {
         let left = end.map_or(Duration::from_secs(1), |e| e.saturating_duration_since(WallInstant::now()));
@@ -125,12 +152,11 @@ fn sa_server(
             break;
         }
         if let Some(sa) = d.sa.as_ref() {
-            let n = sa.stats().received;
-            if n != last {
-                status!("sa-server: {} requests, {} groups, {} members", n, sa.group_count(), sa.member_count());
-                last = n;
-            }
+            progress.print(sa, false);
         }
+    }
+    if let Some(sa) = d.sa.as_ref() {
+        progress.print(sa, true);
     }
     if let Some(why) = shutdown::requested() {
         eprintln!("{TOOL}: {}: stopping", shutdown::reason(why));

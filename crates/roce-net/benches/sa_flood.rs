@@ -117,7 +117,7 @@ fn reader(
     ns: String,
     stop: Arc<AtomicBool>,
     ready: mpsc::Sender<()>,
-    probes: mpsc::Sender<(u64, MadStatus, Instant)>,
+    probes: mpsc::Sender<(u64, MadStatus, Instant, u64)>,
     answers: Arc<Mutex<Answers>>,
 ) {
     enter(&ns);
@@ -132,7 +132,7 @@ fn reader(
         unsafe { libc::poll(&mut pfd, 1, 50) };
         // An error ends the reader (the namespaces go when the bench fails).
         while let Ok(Some(len)) = sock.recv(&mut buf) {
-            let at = Instant::now();
+            let (at, at_ns) = (Instant::now(), realtime_ns());
             let Ok(f) = frame::parse(&buf[..len]) else { continue };
             if f.repr.ip.source() != IpAddr::V4(SA_IP) {
                 continue;
@@ -143,7 +143,7 @@ fn reader(
             }
             let tid = m.header.transaction_id;
             if tid & PROBE_TAG != 0 {
-                let _ = probes.send((tid, m.header.status, at));
+                let _ = probes.send((tid, m.header.status, at, at_ns));
                 continue;
             }
             let mut a = answers.lock().unwrap();
@@ -154,6 +154,127 @@ fn reader(
             }
         }
     }
+}
+
+/// CLOCK_REALTIME in ns: the clock of the kernel's SO_TIMESTAMPNS stamps, so that the
+/// bench's own times and the kernel's can be put on one line.
+fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime fills `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// What a tap saw of one frame.
+#[derive(Debug, Clone, Copy)]
+enum Seen {
+    /// An SA MAD: its TID and whether it is a response.
+    Mad {
+        tid: u64,
+        response: bool,
+    },
+    /// An ARP frame: its operation (1 request, 2 reply) and target address.
+    Arp {
+        op: u16,
+        target: Ipv4Addr,
+    },
+    Other,
+}
+
+/// One frame a tap saw: whether it left this end (PACKET_OUTGOING), the kernel's timestamp
+/// (SO_TIMESTAMPNS: for a received frame the time veth queued it on the receiving side's
+/// backlog, for a sent one the time it passed the taps), and when the tap read it.
+#[derive(Debug, Clone, Copy)]
+struct Tapped {
+    outgoing: bool,
+    kernel_ns: u64,
+    read_ns: u64,
+    seen: Seen,
+}
+
+/// A tap on one end of the veth that sees only the other host's frames and ARP (a classic
+/// BPF filter in the kernel, so the flood neither fills its queue nor costs it a wake-up),
+/// with the kernel's receive timestamps: where the other host's join spends its time.
+fn tap(ns: String, iface: &'static str, stop: Arc<AtomicBool>, ready: mpsc::Sender<()>) -> Vec<Tapped> {
+    use std::os::fd::AsRawFd;
+    enter(&ns);
+    let info = roce_net::raw::interface(iface).expect("interface");
+    let fd = roce_net::raw::packet_socket(&info, false).expect("packet socket (root)");
+    let fd = fd.as_raw_fd();
+    let other = u32::from(OTHER_IP);
+    // ARP (0x0806) ▶ keep; IPv4 (0x0800) from or to OTHER_IP ▶ keep; anything else ▶ drop.
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    let mut prog = [
+        op(0x28, 0, 0, 12),     // ldh [12]
+        op(0x15, 5, 0, 0x0806), // jeq ARP ▶ keep
+        op(0x15, 0, 5, 0x0800), // jeq IPv4, else drop
+        op(0x20, 0, 0, 26),     // ld [26] (source address)
+        op(0x15, 2, 0, other),  // jeq ▶ keep
+        op(0x20, 0, 0, 30),     // ld [30] (destination address)
+        op(0x15, 0, 1, other),  // jeq ▶ keep, else drop
+        op(0x06, 0, 0, 0xffff), // keep
+        op(0x06, 0, 0, 0),      // drop
+    ];
+    let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_mut_ptr() };
+    let tv = libc::timeval { tv_sec: 0, tv_usec: 50_000 };
+    let on: libc::c_int = 1;
+    for (name, value, len) in [
+        (libc::SO_ATTACH_FILTER, (&fprog as *const libc::sock_fprog).cast(), std::mem::size_of_val(&fprog)),
+        (libc::SO_TIMESTAMPNS, (&on as *const libc::c_int).cast(), std::mem::size_of_val(&on)),
+        (libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of_val(&tv)),
+    ] {
+        // SAFETY: `value` points at a live value of `len` bytes.
+        let r = unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, name, value, len as libc::socklen_t) };
+        assert_eq!(r, 0, "tap socket option {name}: {}", std::io::Error::last_os_error());
+    }
+    // Frames queued before the filter was attached are not ours to judge: drop them.
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: non-blocking reads into our buffer.
+    while unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) } > 0 {}
+    ready.send(()).unwrap();
+    let mut seen = Vec::new();
+    let mut control = [0u64; 16];
+    while !stop.load(Ordering::Relaxed) {
+        // SAFETY: sockaddr_ll and msghdr are plain data.
+        let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = (&mut from as *mut libc::sockaddr_ll).cast();
+        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        // SAFETY: msg points at live buffers of the lengths given.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+        let read_ns = realtime_ns();
+        if n <= 0 {
+            continue; // the 50 ms timeout: look at `stop` again
+        }
+        let mut kernel_ns = 0;
+        // SAFETY: walking the control messages the kernel wrote into `control`.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                    kernel_ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        let f = &buf[..n as usize];
+        let seen_now = if f.len() >= 42 && f[12..14] == [0x08, 0x06] {
+            Seen::Arp { op: u16::from_be_bytes([f[20], f[21]]), target: Ipv4Addr::new(f[38], f[39], f[40], f[41]) }
+        } else {
+            match frame::parse(f).ok().and_then(|p| SaMad::parse(p.repr.payload).ok()) {
+                Some(m) => Seen::Mad { tid: m.header.transaction_id, response: m.header.response },
+                None => Seen::Other,
+            }
+        };
+        seen.push(Tapped { outgoing: from.sll_pkttype == libc::PACKET_OUTGOING, kernel_ns, read_ns, seen: seen_now });
+    }
+    seen
 }
 
 /// How long the other host waits for an answer before it sends its request again (same TID,
@@ -168,12 +289,16 @@ struct Answered {
     status: MadStatus,
     rtt: Duration,
     tries: u32,
+    /// Its TID, and the realtime clock at the first send and at the answer's reading.
+    tid: u64,
+    sent_ns: u64,
+    answered_ns: u64,
 }
 
 /// The other host, which joins group 0 and leaves it.
 struct OtherHost {
     sock: RawSocket,
-    answers: mpsc::Receiver<(u64, MadStatus, Instant)>,
+    answers: mpsc::Receiver<(u64, MadStatus, Instant, u64)>,
     tid: u64,
     frame: Vec<u8>,
 }
@@ -184,15 +309,15 @@ impl OtherHost {
         self.tid += 1;
         let tid = PROBE_TAG | self.tid;
         let mad = SaMad::request(method, tid, attr::MC_MEMBER_RECORD, mask.0, SaData::mc_member(rec));
-        let t0 = Instant::now();
+        let (t0, sent_ns) = (Instant::now(), realtime_ns());
         for tries in 1..=TRIES {
             frame_of(OTHER_IP, &mad, (self.tid as u32) << 5 | tries, &mut self.frame);
             self.sock.send(&self.frame).expect("send");
             let end = Instant::now() + RETRY_AFTER;
             while let Some(left) = end.checked_duration_since(Instant::now()) {
-                let Ok((got, status, at)) = self.answers.recv_timeout(left) else { break };
+                let Ok((got, status, at, answered_ns)) = self.answers.recv_timeout(left) else { break };
                 if got == tid {
-                    return Some(Answered { status, rtt: at - t0, tries });
+                    return Some(Answered { status, rtt: at - t0, tries, tid, sent_ns, answered_ns });
                 }
             }
         }
@@ -215,18 +340,31 @@ impl OtherHost {
         [join, leave]
     }
 
-    /// `PROBES` join/leave pairs: the median round trips.
-    fn median_join_leave(&mut self) -> (Duration, Duration) {
-        let (mut joins, mut leaves) = (Vec::new(), Vec::new());
-        for _ in 0..PROBES {
-            let [j, l] = self.join_leave();
-            joins.push(j.rtt);
-            leaves.push(l.rtt);
-        }
-        joins.sort();
-        leaves.sort();
-        (joins[PROBES / 2], leaves[PROBES / 2])
+    /// `PROBES` join/leave pairs.
+    fn probes(&mut self) -> Vec<[Answered; 2]> {
+        (0..PROBES).map(|_| self.join_leave()).collect()
     }
+}
+
+/// The median of some round trips (zero if none).
+fn median(mut rtts: Vec<Duration>) -> Duration {
+    rtts.sort();
+    rtts.get(rtts.len() / 2).copied().unwrap_or_default()
+}
+
+/// The round trip of `a` on the wire, by v1's tap: from the kernel's stamp of the request
+/// leaving v1 to its stamp of the answer arriving there (what the bench's reader thread adds,
+/// scheduling on a loaded machine included, left out).
+fn wire_rtt(a: &Answered, v1: &[Tapped]) -> Option<Duration> {
+    let stamp = |outgoing: bool| {
+        v1.iter()
+            .find(|t| {
+                t.outgoing == outgoing
+                    && matches!(t.seen, Seen::Mad { tid, response } if tid == a.tid && response != outgoing)
+            })
+            .map(|t| t.kernel_ns)
+    };
+    Some(Duration::from_nanos(stamp(false)?.checked_sub(stamp(true)?)?))
 }
 
 /// What roce-sa's `memory_usage` gives for a responder with the caps of `cfg` after the first
@@ -238,6 +376,48 @@ fn sa_state(cfg: SaConfig, n: u32) -> (MemoryUsage, usize) {
         sa.handle_mad(from, &flood_mad(i).to_bytes());
     }
     (sa.memory_usage(), sa.member_count())
+}
+
+/// Where the request `a` spent its time, from the taps on both ends: µs after the client's
+/// send at which the request left v1 (kernel stamp), was queued on v2's side (kernel stamp),
+/// was read by v2's tap; the answer left v2 (the sa-server's send), was queued on v1's side,
+/// was read by v1's tap and by the bench's reader; and any ARP frame in between.
+fn steps(a: &Answered, v1: &[Tapped], v2: &[Tapped]) -> String {
+    let find = |taps: &[Tapped], outgoing: bool, response: bool| {
+        taps.iter()
+            .find(|t| {
+                t.outgoing == outgoing
+                    && matches!(t.seen, Seen::Mad { tid, response: r } if tid == a.tid && r == response)
+            })
+            .copied()
+    };
+    let us = |ns: u64| (ns as f64 - a.sent_ns as f64) / 1e3;
+    let at = |t: Option<Tapped>, kernel: bool| {
+        t.map_or("-".to_string(), |t| format!("{:.0}", us(if kernel { t.kernel_ns } else { t.read_ns })))
+    };
+    let (req_out, req_in) = (find(v1, true, false), find(v2, false, false));
+    let (resp_out, resp_in) = (find(v2, true, true), find(v1, false, true));
+    let arp: Vec<String> = v1
+        .iter()
+        .map(|t| ("v1", t))
+        .chain(v2.iter().map(|t| ("v2", t)))
+        .filter(|(_, t)| t.kernel_ns + 1_000_000 >= a.sent_ns && t.kernel_ns <= a.answered_ns)
+        .filter_map(|(end, t)| match t.seen {
+            Seen::Arp { op, target } => Some(format!("{end} ARP op {op} for {target} at {:.0}", us(t.kernel_ns))),
+            _ => None,
+        })
+        .collect();
+    format!(
+        "request on v1 {} / at v2 {} (its tap read it {}), answer sent by sa-server {} / at v1 {} (its tap read it {}), the bench read it {:.0} µs after the send; ARP: {}",
+        at(req_out, true),
+        at(req_in, true),
+        at(req_in, false),
+        at(resp_out, true),
+        at(resp_in, true),
+        at(resp_in, false),
+        us(a.answered_ns),
+        if arp.is_empty() { "none".to_string() } else { arp.join(", ") }
+    )
 }
 
 fn mib(kib: u64) -> f64 {
@@ -281,13 +461,19 @@ fn main() {
         std::thread::spawn(move || reader(ns, stop, ready_tx, probe_tx, answers))
     };
     ready_rx.recv().unwrap();
+    let taps = [(nets.0.clone(), "v1"), (nets.1.clone(), "v2")].map(|(ns, iface)| {
+        let (stop, (ready_tx, ready_rx)) = (stop.clone(), mpsc::channel());
+        let t = std::thread::spawn(move || tap(ns, iface, stop, ready_tx));
+        ready_rx.recv().unwrap();
+        t
+    });
     enter(&nets.0);
     let other = RawSocket::open("v1").expect("raw socket");
     let mut other = OtherHost { sock: other, answers: probe_rx, tid: 0, frame: Vec::new() };
 
     // Before: the other host alone (its first join also resolves the SA's ARP for v1).
     other.join_leave();
-    let (join_before, leave_before) = other.median_join_leave();
+    let probes_before = other.probes();
     let (rss_before, _) = rss_kib(pid);
 
     // The flood: one requesting address, a new PortGID each, as fast as the socket takes them.
@@ -315,8 +501,7 @@ fn main() {
 
     // Right after: the other host's join and leave, then the usual median.
     let [join_first, leave_first] = other.join_leave();
-    let (join_after, leave_after) = (join_first.rtt, leave_first.rtt);
-    let (join_med_after, leave_med_after) = other.median_join_leave();
+    let probes_after = other.probes();
 
     // Wait until the flood's answers stop coming.
     let mut last = u64::MAX;
@@ -332,6 +517,7 @@ fn main() {
     let (rss_end, hwm) = rss_kib(pid);
     stop.store(true, Ordering::Relaxed);
     reader.join().unwrap();
+    let [v1, v2] = taps.map(|t| t.join().unwrap());
     let status = sa.stop().expect("sa-server exit");
     std::thread::sleep(Duration::from_millis(100)); // the pipes' last lines
 
@@ -392,22 +578,39 @@ fn main() {
         no_caps.total() as f64 / 1048576.0
     );
     let us = |d: Duration| d.as_secs_f64() * 1e6;
+    // The other host's round trips seen two ways: as the bench's reader thread read the
+    // answers (its scheduling on a loaded machine included), and on the wire.
+    let read = |a: &Answered| Some(a.rtt);
+    let wire = |a: &Answered| wire_rtt(a, &v1);
+    type Rtt<'a> = &'a dyn Fn(&Answered) -> Option<Duration>;
+    let views: [(&str, Rtt); 2] = [
+        ("as the bench read the answers", &read),
+        ("on the wire (v1's kernel stamps, request out to answer in)", &wire),
+    ];
+    for (view, rtt) in views {
+        let med = |p: &[[Answered; 2]], i: usize| us(median(p.iter().filter_map(|x| rtt(&x[i])).collect()));
+        let (join_before, leave_before) = (med(&probes_before, 0), med(&probes_before, 1));
+        let (join_after, leave_after) = (med(&probes_after, 0), med(&probes_after, 1));
+        let first = |a: &Answered| rtt(a).map_or(f64::NAN, us);
+        println!(
+            "  other host ({OTHER_IP}) join / leave round trip {view}: before the flood (median of {PROBES}) {join_before:.0} / {leave_before:.0} µs; right after {:.0} / {:.0} µs (ratio {:.1} / {:.1}); median of {PROBES} after {join_after:.0} / {leave_after:.0} µs (ratio {:.2} / {:.2})",
+            first(&join_first),
+            first(&leave_first),
+            first(&join_first) / join_before,
+            first(&leave_first) / leave_before,
+            join_after / join_before,
+            leave_after / leave_before,
+        );
+    }
     println!(
-        "  other host ({OTHER_IP}) join / leave round trip: before the flood (median of {PROBES}) {:.0} / {:.0} µs; right after {:.0} / {:.0} µs (ratio {:.1} / {:.1}; sent {} / {} times, again after {} ms unanswered); median of {PROBES} after {:.0} / {:.0} µs (ratio {:.2} / {:.2})",
-        us(join_before),
-        us(leave_before),
-        us(join_after),
-        us(leave_after),
-        us(join_after) / us(join_before),
-        us(leave_after) / us(leave_before),
+        "  the first join / leave after the flood was sent {} / {} times (again after {} ms unanswered)",
         join_first.tries,
         leave_first.tries,
-        RETRY_AFTER.as_millis(),
-        us(join_med_after),
-        us(leave_med_after),
-        us(join_med_after) / us(join_before),
-        us(leave_med_after) / us(leave_before),
+        RETRY_AFTER.as_millis()
     );
+    for (what, a) in [("join", join_first), ("leave", leave_first)] {
+        println!("  the other host's first {what} after the flood, step by step: {}", steps(&a, &v1, &v2));
+    }
     println!("  sa-server stopped with SIGTERM ({status}); its final lines:");
     let lines = sa_lines.lock().unwrap();
     let last = lines.iter().rposition(|l| l.contains(" requests, ")).map_or(0, |i| i + 1);

@@ -122,15 +122,24 @@ const RX_SLOT: usize = 9216;
 const BATCH_BYTES: usize = 256 << 10;
 /// Receive batches handled per turn before the queued frames (ACKs) are sent.
 const RX_BATCHES_PER_TURN: usize = 4;
-/// With an SA: receive batches read per turn (reading is cheap next to answering, and a
-/// request must be read to be queued as its requester's: 16 batches drain a 4 MiB socket
-/// queue of SA requests in about four turns).
-const SA_RX_BATCHES_PER_TURN: usize = 16;
-/// With an SA: requests answered before and after a turn's reads.
-const SA_SERVE_PER_PUMP: usize = 32;
-/// With an SA: requests answered after each receive batch, so that a request that arrived in
-/// a quiet queue is answered within a batch or two, not after the turn's reads.
-const SA_SERVE_PER_BATCH: usize = 16;
+/// With an SA, a turn is up to this many steps, each a receive batch and the answers it
+/// allows, so that no receive socket goes unread for more than a step's work (40–90 µs under
+/// a flood on a veth, where sending an answer costs 5–15 µs): a request that arrives while a
+/// flood's backlog drains is read within a step and, its requester having nothing queued,
+/// answered first. 32 steps read up to 1,024 frames a turn.
+const SA_STEPS_PER_TURN: usize = 32;
+/// With an SA: frames per receive batch (one step's reads). A fanout group's sockets are read
+/// in turn, the one that filled the last batch (a flood's) last, so a flood takes at most one
+/// step's batch before every other socket is read again.
+const SA_RX_BATCH: usize = 32;
+/// With an SA: requests answered (and their answers sent in one batch) per step, and in each
+/// flush; of them at most [`SA_BULK_PER_STEP`] from requesters with a backlog (old flows).
+const SA_SERVE_PER_STEP: usize = 16;
+/// With an SA: at most this many of a step's answers go to requesters with a backlog (a
+/// flood), so that a step stays short while one drains; requesters that had nothing waiting
+/// (new flows: a lone join, many hosts with one request each) fill the rest of the step, so
+/// their answers still leave in large batches.
+const SA_BULK_PER_STEP: usize = 4;
 
 /// A stack running on a device in real time.
 pub struct Driver<D: Device + MulticastFilter> {
@@ -211,10 +220,12 @@ impl<D: Device + MulticastFilter> Driver<D> {
         self.stoppable = stoppable;
     }
 
-    /// Answer SA requests on this port's QP1 with `sa` (registers the class-0x03 agent).
+    /// Answer SA requests on this port's QP1 with `sa` (registers the class-0x03 agent). The
+    /// driver then reads in small batches, answering a few requests after each.
     pub fn with_sa(mut self, sa: SaResponder) -> Self {
         self.stack.register_mad_agent(0x03);
         self.sa = Some(sa);
+        self.rx_batch = RecvBatch::new(SA_RX_BATCH, RX_SLOT).expect("a valid batch shape");
         self
     }
 
@@ -317,18 +328,21 @@ impl<D: Device + MulticastFilter> Driver<D> {
         }
     }
 
-    fn pump_sa(&mut self) {
+    fn pump_sa(&mut self) -> usize {
         self.queue_sa_requests();
-        self.serve_sa(SA_SERVE_PER_PUMP);
+        self.serve_sa(SA_SERVE_PER_STEP)
     }
 
-    /// After a receive batch: queue its SA requests, answer a few in turn, and send the
-    /// answers now rather than after the turn's reads.
-    fn pump_sa_batch(&mut self) {
+    /// One step's answers, after its receive batch: queue the batch's SA requests, answer a
+    /// few in turn, and send the answers now rather than after the turn's reads. Returns the
+    /// requests answered.
+    fn pump_sa_batch(&mut self) -> usize {
         self.queue_sa_requests();
-        if self.serve_sa(SA_SERVE_PER_BATCH) > 0 {
+        let served = self.serve_sa(SA_SERVE_PER_STEP);
+        if served > 0 {
             self.transmit(self.now());
         }
+        served
     }
 
     /// Move the SA requests the stack took into the fair queue (each behind its requester's).
@@ -341,8 +355,9 @@ impl<D: Device + MulticastFilter> Driver<D> {
         }
     }
 
-    /// Answer up to `budget` queued SA requests, requesters in turn; then the RMPP segments
-    /// the requesters' windows admit.
+    /// Answer up to `budget` queued SA requests, requesters in turn, at most
+    /// [`SA_BULK_PER_STEP`] of them from requesters with a backlog; then the RMPP segments the
+    /// requesters' windows admit.
     /// Returns the requests answered.
     fn serve_sa(&mut self, budget: usize) -> usize {
         let now = self.now().since_epoch();
@@ -352,7 +367,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
             self.rmpp.handle_timeout(now);
         }
         let (rmpp, stack) = (&mut self.rmpp, &mut self.stack);
-        let served = self.sa_queue.serve(budget, |req| {
+        let served = self.sa_queue.serve_bounded(budget, SA_BULK_PER_STEP, |req| {
             let reply = rmpp.handle_mad(sa, Requester::new(req.src_gid, req.src_qp), &req.mad, now);
             for mad in reply.as_slice() {
                 stack.send_mad(req.src, req.src_qp, mad);
@@ -410,16 +425,16 @@ impl<D: Device + MulticastFilter> Driver<D> {
                 self.stack.handle_sa_mad(now, &mad);
             }
         }
-        // An SA reads deeper, answering a few requests in turn after each batch: its requests
-        // wait in the fair queue, not in the kernel's, where a flood's would hold up everyone's.
-        let (batches, per_batch) = match self.sa {
-            Some(_) => (SA_RX_BATCHES_PER_TURN, Driver::<D>::pump_sa_batch as fn(&mut Self)),
-            None => (RX_BATCHES_PER_TURN, Driver::<D>::pump_sa as fn(&mut Self)),
-        };
+        // An SA alternates small receive batches with a few answers (steps) while frames come
+        // or requests wait: its requests wait in the fair queue, not in the kernel's, where a
+        // flood's would hold up everyone's, and no socket waits long to be read again.
+        let sa = self.sa.is_some();
+        let batches = if sa { SA_STEPS_PER_TURN } else { RX_BATCHES_PER_TURN };
+        let per_batch = |d: &mut Self| if sa { d.pump_sa_batch() } else { d.pump_sa() };
         for _ in 0..batches {
             // Datagrams in place (the udp transport) when nothing needs to see them as frames
             // (a tap, an SA's shedding): no frame built around them, no copy.
-            let received = if self.tap.is_none() && self.sa.is_none() {
+            let received = if self.tap.is_none() && !sa {
                 let (now, stack) = (self.now(), &mut self.stack);
                 self.dev.recv_in_place(&mut self.rx_batch, &mut |arrival, datagram| {
                     stack.handle_datagram_icrc_verified(now, arrival, datagram)
@@ -428,10 +443,14 @@ impl<D: Device + MulticastFilter> Driver<D> {
                 self.dev.recv_batch(&mut self.rx_batch)
             };
             match received {
-                Ok(0) => break,
+                // Nothing read: an SA answers its step's share of what waits, then reads again.
+                Ok(0) => {
+                    if !sa || per_batch(self) == 0 {
+                        break;
+                    }
+                }
                 Ok(_) => {
                     let now = self.now();
-                    let sa = self.sa.is_some();
                     for (f, icrc_verified) in self.rx_batch.iter_icrc_verified() {
                         if let Some(t) = self.tap.as_mut() {
                             t(Direction::Rx, now, f);

@@ -11,12 +11,18 @@
 //! The shape is the kernel's fq_codel/sfq (net/sched/sch_fq_codel.c): requesters hashed with
 //! a per-process random key into a fixed number of flows, one FIFO per flow (so requests of
 //! one requester are never reordered: a Set then a Delete of the same member stay in order),
-//! a flow that had nothing waiting served first (fq_codel's new flows), a credit per flow
-//! refilled by a quantum when spent (the cost of a request is known after it
-//! is answered: the MADs it sent), and when the whole queue is full the request dropped is the
-//! head of the longest flow (`fq_codel_drop`'s "fat flow"), so a host that spreads its flood
-//! over many source addresses still cannot take the quiet host's place. Memory is bounded:
-//! at most `limit` requests, held in one slab, whatever the number of requesters.
+//! two lists of flows as `fq_codel_dequeue` keeps them: new flows (a flow that had nothing
+//! waiting joins its tail) served before old flows (round robin), a credit per flow refilled by
+//! a quantum when spent, the flow then moved to the old flows' tail (the cost of a request is
+//! known after it is answered: the MADs it sent); a new flow that empties goes to the old
+//! flows' tail (when there are old flows) before it leaves the lists, so that hosts coming and
+//! going one request at a time are served in arrival order and cannot starve the old flows; and
+//! when the whole queue is full the request dropped is the head of the longest flow
+//! (`fq_codel_drop`'s "fat flow"), so a host that spreads its flood over many source addresses
+//! still cannot take the quiet host's place. One addition: a new flow with a quantum's worth of
+//! requests waiting is a bulk flow already and goes to the old flows at once, so a burst that
+//! arrives before any serving (a flood's first read) does not keep the new flows' head. Memory
+//! is bounded: at most `limit` requests, held in one slab, whatever the number of requesters.
 //!
 //! A frame whose requester's queue is already full is dropped before the stack parses it
 //! ([`RequestQueue::shed_frame`]: its Ethernet, IP and UDP headers read, no ICRC), which makes
@@ -95,7 +101,8 @@ pub struct RequestQueueStats {
     pub dropped_request_queue_full: u64,
     /// The most requests queued at once.
     pub max_queued: usize,
-    /// The most flows with requests at once.
+    /// The most flows listed at once (new and old: with requests, or emptied and not yet
+    /// visited).
     pub max_active_flows: usize,
 }
 
@@ -108,18 +115,26 @@ struct Slot {
     next: u32,
 }
 
-/// One flow: a FIFO through the slab, and its credit.
+/// Which list a flow is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    No,
+    New,
+    Old,
+}
+
+/// One flow: a FIFO through the slab, its credit, and its list.
 #[derive(Debug, Clone, Copy)]
 struct Flow {
     head: u32,
     tail: u32,
     len: u32,
     credit: i64,
-    active: bool,
+    listed: Listed,
 }
 
 impl Flow {
-    const EMPTY: Flow = Flow { head: NIL, tail: NIL, len: 0, credit: 0, active: false };
+    const EMPTY: Flow = Flow { head: NIL, tail: NIL, len: 0, credit: 0, listed: Listed::No };
 }
 
 /// The SA server's requests, queued per requester and served in deficit round robin.
@@ -128,8 +143,10 @@ pub struct RequestQueue {
     cfg: RequestQueueConfig,
     hasher: RandomState,
     flows: Vec<Flow>,
-    /// Flows with requests, in round-robin order (the front is served).
-    active: VecDeque<u16>,
+    /// Flows that had nothing waiting when a request came, in arrival order: served first.
+    new_flows: VecDeque<u16>,
+    /// The other listed flows, in round-robin order (the front is served).
+    old_flows: VecDeque<u16>,
     slots: Vec<Slot>,
     free: u32,
     len: usize,
@@ -153,7 +170,8 @@ impl RequestQueue {
             cfg,
             hasher: RandomState::new(),
             flows: vec![Flow::EMPTY; FLOWS],
-            active: VecDeque::with_capacity(FLOWS),
+            new_flows: VecDeque::with_capacity(FLOWS),
+            old_flows: VecDeque::with_capacity(FLOWS),
             slots: Vec::new(),
             free: NIL,
             len: 0,
@@ -227,18 +245,27 @@ impl RequestQueue {
         }
         flow.tail = slot;
         flow.len += 1;
-        if !flow.active {
-            // A requester with nothing waiting goes first with a fresh quantum (fq_codel's
-            // new flows): a lone join is answered next, whatever the busy flows hold. A
-            // flooding requester's flow stays active, so it never gets this.
-            flow.active = true;
-            flow.credit = i64::from(self.cfg.quantum);
-            self.active.push_front(f as u16);
+        match flow.listed {
+            // A requester with nothing waiting goes to the new flows with a fresh quantum: a
+            // lone join is answered before the busy (old) flows, whatever they hold. A
+            // flooding requester's flow stays listed, so it never gets this.
+            Listed::No => {
+                flow.listed = Listed::New;
+                flow.credit = i64::from(self.cfg.quantum);
+                self.new_flows.push_back(f as u16);
+            }
+            // A quantum's worth waiting before its turn: a bulk flow, not a new one.
+            Listed::New if flow.len >= self.cfg.quantum => {
+                flow.listed = Listed::Old;
+                self.new_flows.retain(|&n| usize::from(n) != f);
+                self.old_flows.push_back(f as u16);
+            }
+            Listed::New | Listed::Old => {}
         }
         self.len += 1;
         self.stats.queued += 1;
         self.stats.max_queued = self.stats.max_queued.max(self.len);
-        self.stats.max_active_flows = self.stats.max_active_flows.max(self.active.len());
+        self.stats.max_active_flows = self.stats.max_active_flows.max(self.new_flows.len() + self.old_flows.len());
     }
 
     fn alloc(&mut self, req: MadRequest) -> u32 {
@@ -272,43 +299,74 @@ impl RequestQueue {
         self.free = i;
     }
 
+    /// Drop the head of the longest flow (it stays listed, emptied or not, until its turn).
     fn drop_from_longest(&mut self) {
-        let Some(&f) = self.active.iter().max_by_key(|&&f| self.flows[usize::from(f)].len) else { return };
+        let listed = self.new_flows.iter().chain(&self.old_flows);
+        let Some(&f) = listed.max_by_key(|&&f| self.flows[usize::from(f)].len) else { return };
         let f = usize::from(f);
+        if self.flows[f].len == 0 {
+            return; // nothing is queued (a limit below one request cannot be configured)
+        }
         let i = self.unlink_head(f);
         self.release(i);
         self.stats.dropped_request_queue_full += 1;
-        if self.flows[f].len == 0 {
-            self.flows[f].active = false;
-            self.active.retain(|&a| usize::from(a) != f);
-        }
     }
 
     /// Hand up to `budget` requests to `answer`, in deficit round robin between requesters:
     /// `answer` returns the MADs it sent for the request (its cost; counted at least 1).
     /// Returns the requests served.
-    pub fn serve(&mut self, budget: usize, mut answer: impl FnMut(&MadRequest) -> usize) -> usize {
-        let mut served = 0;
+    pub fn serve(&mut self, budget: usize, answer: impl FnMut(&MadRequest) -> usize) -> usize {
+        self.serve_bounded(budget, budget, answer)
+    }
+
+    /// [`RequestQueue::serve`], but of those `budget` requests at most `bulk_budget` from the
+    /// old flows (requesters with a backlog): new flows' requests (sparse requesters, a lone
+    /// join) go out in large batches, while a flood's are taken a few at a time, so that the
+    /// caller reads its sockets again soon.
+    pub fn serve_bounded(
+        &mut self,
+        budget: usize,
+        bulk_budget: usize,
+        mut answer: impl FnMut(&MadRequest) -> usize,
+    ) -> usize {
+        let (mut served, mut bulk) = (0, 0);
         while served < budget {
-            let Some(&f) = self.active.front() else { break };
+            if self.new_flows.is_empty() && bulk >= bulk_budget {
+                break;
+            }
+            let from_new = !self.new_flows.is_empty();
+            let list = if from_new { &mut self.new_flows } else { &mut self.old_flows };
+            let Some(f) = list.pop_front() else { break };
             let f = usize::from(f);
-            if self.flows[f].credit <= 0 {
+            let flow = &mut self.flows[f];
+            if flow.credit <= 0 {
                 // Spent: a fresh quantum, and the next requester's turn.
-                self.flows[f].credit += i64::from(self.cfg.quantum);
-                self.active.rotate_left(1);
+                flow.credit += i64::from(self.cfg.quantum);
+                flow.listed = Listed::Old;
+                self.old_flows.push_back(f as u16);
                 continue;
             }
+            if flow.len == 0 {
+                // Emptied: a new flow passes through the old flows first (when there are
+                // any), so that a stream of new flows cannot starve them; then it leaves.
+                if from_new && !self.old_flows.is_empty() {
+                    flow.listed = Listed::Old;
+                    self.old_flows.push_back(f as u16);
+                } else {
+                    flow.listed = Listed::No;
+                }
+                continue;
+            }
+            // Its turn goes on: back at the front of its list.
+            let list = if from_new { &mut self.new_flows } else { &mut self.old_flows };
+            list.push_front(f as u16);
             let i = self.unlink_head(f);
             let cost = answer(&self.slots[i as usize].req).max(1);
             self.release(i);
             served += 1;
+            bulk += usize::from(!from_new);
             self.stats.served += 1;
-            let flow = &mut self.flows[f];
-            flow.credit -= i64::try_from(cost).unwrap_or(i64::MAX);
-            if flow.len == 0 {
-                flow.active = false;
-                self.active.pop_front();
-            }
+            self.flows[f].credit -= i64::try_from(cost).unwrap_or(i64::MAX);
         }
         served
     }
@@ -348,14 +406,20 @@ mod tests {
         (a.octets()[3], u32::from_be_bytes(r.mad[..4].try_into().unwrap()))
     }
 
-    /// Everything queued, served one MAD each: (host, sequence number) in serving order.
-    fn drain(q: &mut RequestQueue) -> Vec<(u8, u32)> {
+    /// Up to `budget` requests served, at most `bulk` from old flows, one MAD each: (host,
+    /// sequence number) in serving order.
+    fn take(q: &mut RequestQueue, budget: usize, bulk: usize) -> Vec<(u8, u32)> {
         let mut out = Vec::new();
-        q.serve(usize::MAX, |r| {
+        q.serve_bounded(budget, bulk, |r| {
             out.push(seq(r));
             1
         });
         out
+    }
+
+    /// Everything queued, served one MAD each: (host, sequence number) in serving order.
+    fn drain(q: &mut RequestQueue) -> Vec<(u8, u32)> {
+        take(q, usize::MAX, usize::MAX)
     }
 
     /// Two hosts whose flows do not collide (the hash key is random per queue).
@@ -365,16 +429,23 @@ mod tests {
         (a, b)
     }
 
+    /// A queue (100 requests per requester, quantum 4) with `n` requests of a flooding host
+    /// queued, and a quiet host whose flow is another.
+    fn flooded(n: u32) -> (RequestQueue, u8, u8) {
+        let mut q = RequestQueue::new(RequestQueueConfig { per_requester: 100, limit: 1000, quantum: 4 });
+        let (flood, quiet) = two_hosts(&q);
+        for i in 0..n {
+            q.push(req(flood, i));
+        }
+        (q, flood, quiet)
+    }
+
     /// A quiet host's request queued behind a flood is served first (its flow was empty), its
     /// second one after at most the flood's quantum, and each host's requests come out in the
     /// order they went in.
     #[test]
     fn a_quiet_requester_is_served_within_one_quantum_in_order() {
-        let mut q = RequestQueue::new(RequestQueueConfig { per_requester: 100, limit: 1000, quantum: 4 });
-        let (flood, quiet) = two_hosts(&q);
-        for i in 0..100 {
-            q.push(req(flood, i));
-        }
+        let (mut q, flood, quiet) = flooded(100);
         q.push(req(quiet, 0));
         q.push(req(quiet, 1));
         let out = drain(&mut q);
@@ -389,6 +460,47 @@ mod tests {
         assert_eq!(out.len(), 102);
         assert!(q.is_empty());
         assert_eq!(q.stats().served, 102);
+    }
+
+    /// Requesters that send one request at a time (as 64 soak clients do) are new flows each
+    /// time: they are served in the order they came, never the newest first, so none waits
+    /// while later ones keep coming (a first version served new flows newest first: the soak
+    /// saw answers 2.6 s late and clients giving up).
+    #[test]
+    fn sparse_requesters_are_served_in_arrival_order() {
+        let mut q = RequestQueue::new(RequestQueueConfig { per_requester: 10, limit: 1000, quantum: 4 });
+        // 40 hosts with a flow each (the hash key is random).
+        let mut hosts: Vec<u8> = Vec::new();
+        for h in 1..=255u8 {
+            if hosts.len() < 40 && hosts.iter().all(|&o| q.flow_of(&req(o, 0)) != q.flow_of(&req(h, 0))) {
+                hosts.push(h);
+            }
+        }
+        assert_eq!(hosts.len(), 40);
+        let mut order = Vec::new();
+        // Ten come, then one is answered for each that comes.
+        for &h in &hosts[..10] {
+            q.push(req(h, 0));
+        }
+        for &h in &hosts[10..] {
+            order.extend(take(&mut q, 1, 1).iter().map(|s| s.0));
+            q.push(req(h, 0));
+        }
+        order.extend(drain(&mut q).iter().map(|s| s.0));
+        assert_eq!(order, hosts, "served in arrival order");
+    }
+
+    /// `serve_bounded`: of a call's budget at most `bulk_budget` go to requesters with a
+    /// backlog (old flows); a new flow's requests are taken first and besides them.
+    #[test]
+    fn a_step_takes_few_of_a_backlog_and_every_new_flow() {
+        let (mut q, _, quiet) = flooded(50);
+        assert_eq!(take(&mut q, 16, 4).len(), 4, "a backlog alone: the bulk bound");
+        q.push(req(quiet, 0));
+        let out = take(&mut q, 16, 4);
+        assert_eq!(out.len(), 5, "the new flow's request besides the bulk bound");
+        assert_eq!(out[0].0, quiet, "the new flow first");
+        assert_eq!(q.len(), 50 - 8);
     }
 
     /// Past its bound a requester's requests are dropped and counted; another's still queue.
