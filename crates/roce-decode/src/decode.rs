@@ -557,7 +557,7 @@ pub(crate) fn ext_json(j: &mut Json, s: &mut Summary, e: &roce_wire::ext::ExtHea
 }
 
 /// `{"layer", "offset", "reason", "message"}` under `key`.
-pub(crate) fn error_json(j: &mut Json, key: &str, e: &Error) {
+pub(crate) fn error_json(j: &mut Json, key: &'static str, e: &Error) {
     j.begin(key);
     j.str("layer", e.layer().name());
     j.count("offset", e.offset() as u64);
@@ -623,6 +623,102 @@ pub fn decode_captured(f: &crate::capture::CapturedFrame) -> Decoded {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json_out::{Event, Tape};
+
+    /// The value a tape describes (the reference reading of a tape: what a consumer builds).
+    fn tape_value(t: &Tape) -> Value {
+        // Open containers: (key in the parent, the container).
+        let mut stack: Vec<(&str, Value)> = vec![("", Value::Array(Vec::new()))];
+        fn add(stack: &mut [(&str, Value)], k: &str, v: Value) {
+            match &mut stack.last_mut().unwrap().1 {
+                Value::Object(m) => {
+                    m.insert(k.to_string(), v);
+                }
+                Value::Array(a) => a.push(v),
+                _ => unreachable!(),
+            }
+        }
+        let json = |a: usize, b: usize| serde_json::from_slice::<Value>(&t.text[a..b]).unwrap();
+        for e in &t.events {
+            match *e {
+                Event::Begin(k) => stack.push((k, Value::Object(Map::new()))),
+                Event::BeginArray(k) => stack.push((k, Value::Array(Vec::new()))),
+                Event::JsonOpen(k, a, b) => stack.push((k, json(a, b))),
+                Event::End => {
+                    let (k, v) = stack.pop().unwrap();
+                    add(&mut stack, k, v);
+                }
+                Event::Uint(k, v) => add(&mut stack, k, v.into()),
+                Event::Bool(k, v) => add(&mut stack, k, v.into()),
+                // Through the text, as the reference reads it (serde_json's float parse
+                // rounds differently from Rust's own, which readers use).
+                Event::Float(k, v) => add(&mut stack, k, serde_json::from_str(&format!("{v}")).unwrap()),
+                Event::Null(k) => add(&mut stack, k, Value::Null),
+                Event::Str(k, a, b) => add(&mut stack, k, t.str(a, b).into()),
+                Event::Json(k, a, b) => add(&mut stack, k, json(a, b)),
+            }
+        }
+        assert_eq!(stack.len(), 1, "unbalanced tape");
+        let Value::Array(mut top) = stack.pop().unwrap().1 else { unreachable!() };
+        assert_eq!(top.len(), 1);
+        top.pop().unwrap()
+    }
+
+    /// Every member name, depth first, in order (Map's `==` does not look at the order).
+    fn keys_in_order(v: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    out.push(k.clone());
+                    out.extend(keys_in_order(x));
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| out.extend(keys_in_order(x))),
+            _ => {}
+        }
+        out
+    }
+
+    /// The tape gives exactly the text's value, for every sample frame of every link type,
+    /// every prefix of them (the error paths) and a few thousand mixed frames.
+    #[test]
+    fn tape_is_the_text() {
+        let mut frames: Vec<(u32, Vec<u8>)> = Vec::new();
+        for s in crate::samples::sample_frames() {
+            for n in 0..=s.bytes.len() {
+                frames.push((linktype::ETHERNET, s.bytes[..n].to_vec()));
+            }
+            frames.push((linktype::LINUX_SLL, [&[0u8; 14][..], &[0x08, 0x00], &s.bytes[14..]].concat()));
+            frames.push((linktype::RAW, s.bytes[14..].to_vec()));
+        }
+        for s in crate::samples_ib::ib_sample_frames() {
+            for n in 0..=s.bytes.len() {
+                frames.push((linktype::INFINIBAND, s.bytes[..n].to_vec()));
+            }
+        }
+        frames.extend(crate::samples_mixed::mixed_frames(3000, 7).map(|f| (linktype::ETHERNET, f)));
+        let (mut text, mut tape) = (Decoder::new(), Decoder::new());
+        tape.json.tape = Some(Tape::default());
+        tape.summary.off = true;
+        for (i, (lt, f)) in frames.iter().enumerate() {
+            let meta = Meta {
+                number: i as u64 + 1,
+                timestamp: Duration::from_micros(i as u64 * 1500 + 1),
+                relative: Duration::from_micros(i as u64 * 1500),
+                linktype: *lt,
+                interface: 0,
+                orig_len: f.len() as u32 + 3,
+            };
+            text.decode(&meta, f);
+            tape.decode(&meta, f);
+            assert!(tape.json.buf.is_empty());
+            let want: Value = serde_json::from_slice(&text.json.buf).unwrap();
+            let got = tape_value(tape.json.tape.as_ref().unwrap());
+            assert_eq!(got, want, "frame {i}");
+            assert_eq!(keys_in_order(&got), keys_in_order(&want), "frame {i}");
+        }
+    }
 
     /// `transport_json` writes exactly the decoder's transport members, for every sample frame
     /// that the decoder reads as a whole RoCEv2 frame.

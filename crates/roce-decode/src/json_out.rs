@@ -3,6 +3,10 @@
 //! as `"0x…"` strings so that no consumer (jq, JavaScript) rounds them; the serde bridge
 //! ([`Json::serde`]) applies the same rule and the schema's key names (`q_key`, `p_key`,
 //! `r_key`) to the wire crate's derived `Serialize` impls.
+//!
+//! The same calls can instead record a [`Tape`] of [`Event`]s (set [`Json::tape`]): for a
+//! consumer that builds its own objects (the Python package's dicts) and would otherwise read
+//! the text back. The text of `roce decode --json` does not change with it.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -17,6 +21,74 @@ pub struct Json {
     comma: bool,
     /// When set, every method does nothing (the summary-only output skips the JSON's cost).
     pub off: bool,
+    /// When set (and not `off`), every method records its [`Event`] here instead of writing
+    /// text: `buf` stays empty.
+    pub tape: Option<Tape>,
+}
+
+/// One call of the writer, as [`Json::tape`] records it. Keys are the decoder's own names
+/// (`""` for an array element or the top level); strings are ranges of [`Tape::text`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Event {
+    /// An object opens (member `key`).
+    Begin(&'static str),
+    /// The innermost open object or array closes.
+    End,
+    /// An array opens (member `key`).
+    BeginArray(&'static str),
+    /// An unsigned integer (the text's numbers other than floats).
+    Uint(&'static str, u64),
+    /// A boolean.
+    Bool(&'static str, bool),
+    /// A finite float with a fraction (a whole one is [`Event::Uint`] and a non-finite one
+    /// [`Event::Null`], as the text reads back).
+    Float(&'static str, f64),
+    /// `null`.
+    Null(&'static str),
+    /// A string: `text[start..end]` (not escaped).
+    Str(&'static str, usize, usize),
+    /// A value as JSON text, `text[start..end]` (what a `Serialize` impl wrote, with the
+    /// schema's conventions).
+    Json(&'static str, usize, usize),
+    /// An object as JSON text, `text[start..end]`, that stays open: the members up to the
+    /// matching [`Event::End`] belong to it too.
+    JsonOpen(&'static str, usize, usize),
+}
+
+/// The events of one JSON value and the text of its strings.
+#[derive(Debug, Default, Clone)]
+pub struct Tape {
+    /// The calls, in order.
+    pub events: Vec<Event>,
+    /// The strings' text (UTF-8), which [`Event::Str`] and the JSON events point into.
+    pub text: Vec<u8>,
+}
+
+impl Tape {
+    /// Empty (the allocations kept).
+    pub fn clear(&mut self) {
+        self.events.clear();
+        self.text.clear();
+    }
+
+    /// A string or JSON text of an event, as text.
+    pub fn str(&self, start: usize, end: usize) -> &str {
+        // Only `Json` writes the text, from `&str`s and ASCII digits: always UTF-8.
+        std::str::from_utf8(&self.text[start..end]).unwrap_or("")
+    }
+
+    fn push_str(&mut self, k: &'static str, v: &str) {
+        let start = self.text.len();
+        self.text.extend_from_slice(v.as_bytes());
+        self.events.push(Event::Str(k, start, self.text.len()));
+    }
+
+    /// Record a string that `f` appends to the text.
+    fn push_with(&mut self, k: &'static str, f: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.text.len();
+        f(&mut self.text);
+        self.events.push(Event::Str(k, start, self.text.len()));
+    }
 }
 
 /// Append the decimal digits of `v`.
@@ -211,6 +283,15 @@ impl Json {
     pub fn clear(&mut self) {
         self.buf.clear();
         self.comma = false;
+        if let Some(t) = &mut self.tape {
+            t.clear();
+        }
+    }
+
+    /// The tape to record into, when recording.
+    #[inline]
+    fn tape(&mut self) -> Option<&mut Tape> {
+        self.tape.as_mut()
     }
 
     /// Whether the writer is switched off.
@@ -233,9 +314,12 @@ impl Json {
     }
 
     /// Open an object (member `k`, or an element/top level when `k` is empty).
-    pub fn begin(&mut self, k: &str) {
+    pub fn begin(&mut self, k: &'static str) {
         if self.off {
             return;
+        }
+        if let Some(t) = self.tape() {
+            return t.events.push(Event::Begin(k));
         }
         self.key(k);
         self.buf.push(b'{');
@@ -247,14 +331,20 @@ impl Json {
         if self.off {
             return;
         }
+        if let Some(t) = self.tape() {
+            return t.events.push(Event::End);
+        }
         self.buf.push(b'}');
         self.comma = true;
     }
 
     /// Open an array.
-    pub fn begin_array(&mut self, k: &str) {
+    pub fn begin_array(&mut self, k: &'static str) {
         if self.off {
             return;
+        }
+        if let Some(t) = self.tape() {
+            return t.events.push(Event::BeginArray(k));
         }
         self.key(k);
         self.buf.push(b'[');
@@ -266,12 +356,15 @@ impl Json {
         if self.off {
             return;
         }
+        if let Some(t) = self.tape() {
+            return t.events.push(Event::End);
+        }
         self.buf.push(b']');
         self.comma = true;
     }
 
     /// An array of displayed values (addresses and the like).
-    pub fn display_array<T: std::fmt::Display>(&mut self, k: &str, items: impl IntoIterator<Item = T>) {
+    pub fn display_array<T: std::fmt::Display>(&mut self, k: &'static str, items: impl IntoIterator<Item = T>) {
         if self.off {
             return;
         }
@@ -284,27 +377,33 @@ impl Json {
 
     /// A number that fits 32 bits (always exact in JSON).
     #[inline]
-    pub fn num(&mut self, k: &str, v: u32) {
-        if self.off {
-            return;
-        }
-        self.key(k);
-        push_u64(&mut self.buf, u64::from(v));
+    pub fn num(&mut self, k: &'static str, v: u32) {
+        self.count(k, u64::from(v));
     }
 
     /// A byte count or frame number (exact in JSON below 2^53).
-    pub fn count(&mut self, k: &str, v: u64) {
+    #[inline]
+    pub fn count(&mut self, k: &'static str, v: u64) {
         if self.off {
             return;
+        }
+        if let Some(t) = self.tape() {
+            return t.events.push(Event::Uint(k, v));
         }
         self.key(k);
         push_u64(&mut self.buf, v);
     }
 
     /// A 64-bit identifier as a `"0x…"` string of 16 hex digits.
-    pub fn id64(&mut self, k: &str, v: u64) {
+    pub fn id64(&mut self, k: &'static str, v: u64) {
         if self.off {
             return;
+        }
+        if let Some(t) = self.tape() {
+            return t.push_with(k, |b| {
+                b.extend_from_slice(b"0x");
+                push_hex(b, &v.to_be_bytes());
+            });
         }
         self.key(k);
         self.buf.extend_from_slice(b"\"0x");
@@ -313,18 +412,29 @@ impl Json {
     }
 
     /// A boolean.
-    pub fn bool(&mut self, k: &str, v: bool) {
+    pub fn bool(&mut self, k: &'static str, v: bool) {
         if self.off {
             return;
+        }
+        if let Some(t) = self.tape() {
+            return t.events.push(Event::Bool(k, v));
         }
         self.key(k);
         self.buf.extend_from_slice(if v { b"true" } else { b"false" });
     }
 
     /// A number with a fraction (seconds).
-    pub fn float(&mut self, k: &str, v: f64) {
+    pub fn float(&mut self, k: &'static str, v: f64) {
         if self.off {
             return;
+        }
+        if let Some(t) = self.tape() {
+            // As the text reads back: `{v}` writes a whole number without a fraction.
+            return t.events.push(match v {
+                _ if !v.is_finite() => Event::Null(k),
+                _ if v.fract() == 0.0 && (0.0..1.8e19).contains(&v) => Event::Uint(k, v as u64),
+                _ => Event::Float(k, v),
+            });
         }
         self.key(k);
         if v.is_finite() {
@@ -335,9 +445,12 @@ impl Json {
     }
 
     /// A string.
-    pub fn str(&mut self, k: &str, v: &str) {
+    pub fn str(&mut self, k: &'static str, v: &str) {
         if self.off {
             return;
+        }
+        if let Some(t) = self.tape() {
+            return t.push_str(k, v);
         }
         self.key(k);
         self.buf.push(b'"');
@@ -346,9 +459,14 @@ impl Json {
     }
 
     /// A string from `Display` (addresses, names).
-    pub fn display(&mut self, k: &str, v: impl std::fmt::Display) {
+    pub fn display(&mut self, k: &'static str, v: impl std::fmt::Display) {
         if self.off {
             return;
+        }
+        if let Some(t) = self.tape() {
+            return t.push_with(k, |b| {
+                let _ = write!(b, "{v}");
+            });
         }
         self.key(k);
         self.buf.push(b'"');
@@ -363,9 +481,12 @@ impl Json {
     }
 
     /// Bytes as one lowercase hex string.
-    pub fn hex(&mut self, k: &str, v: &[u8]) {
+    pub fn hex(&mut self, k: &'static str, v: &[u8]) {
         if self.off {
             return;
+        }
+        if let Some(t) = self.tape() {
+            return t.push_with(k, |b| push_hex(b, v));
         }
         self.key(k);
         self.buf.push(b'"');
@@ -374,41 +495,110 @@ impl Json {
     }
 
     /// A MAC address as `aa:bb:cc:dd:ee:ff`.
-    pub fn mac(&mut self, k: &str, m: &[u8]) {
+    pub fn mac(&mut self, k: &'static str, m: &[u8]) {
         if self.off {
             return;
         }
+        if let Some(t) = self.tape() {
+            return t.push_with(k, |b| push_mac(b, m));
+        }
         self.key(k);
         self.buf.push(b'"');
-        for (i, &b) in m.iter().enumerate() {
-            if i > 0 {
-                self.buf.push(b':');
-            }
-            self.buf.push(HEX[usize::from(b >> 4)]);
-            self.buf.push(HEX[usize::from(b & 15)]);
-        }
+        push_mac(&mut self.buf, m);
         self.buf.push(b'"');
     }
 
     /// `null`.
-    pub fn null(&mut self, k: &str) {
+    pub fn null(&mut self, k: &'static str) {
         if self.off {
             return;
+        }
+        if let Some(t) = self.tape() {
+            return t.events.push(Event::Null(k));
         }
         self.key(k);
         self.buf.extend_from_slice(b"null");
     }
 
     /// A value from a `Serialize` impl, with the schema's conventions (see the module docs).
-    pub fn serde<T: serde::Serialize + ?Sized>(&mut self, k: &str, v: &T) {
+    pub fn serde<T: serde::Serialize + ?Sized>(&mut self, k: &'static str, v: &T) {
         if self.off {
             return;
         }
-        self.key(k);
-        let mut ser = serde_json::Serializer::with_formatter(&mut self.buf, Conventions::default());
-        if v.serialize(&mut ser).is_err() {
-            self.buf.extend_from_slice(b"null");
+        if let Some(t) = self.tape() {
+            let start = t.text.len();
+            serde_text(&mut t.text, v);
+            return t.events.push(Event::Json(k, start, t.text.len()));
         }
+        self.key(k);
+        serde_text(&mut self.buf, v);
+    }
+
+    /// An object from a `Serialize` impl (as [`Json::serde`]) that stays open: the members
+    /// written next, up to [`Json::end`], go into it too.
+    pub fn serde_open<T: serde::Serialize + ?Sized>(&mut self, k: &'static str, v: &T) {
+        if self.off {
+            return;
+        }
+        if let Some(t) = self.tape() {
+            let start = t.text.len();
+            serde_text(&mut t.text, v);
+            return t.events.push(Event::JsonOpen(k, start, t.text.len()));
+        }
+        self.serde(k, v);
+        if self.buf.last() == Some(&b'}') {
+            self.buf.pop();
+        }
+    }
+
+    /// An enum variant from a `Serialize` impl, which serde writes as `{"Variant":{…}}`, as
+    /// the variant's own object `{…}` (as [`Json::serde`] otherwise).
+    pub fn serde_variant<T: serde::Serialize + ?Sized>(&mut self, k: &'static str, v: &T) {
+        if self.off {
+            return;
+        }
+        if let Some(t) = self.tape() {
+            let start = t.text.len();
+            serde_text(&mut t.text, v);
+            let end = unwrap_variant(&mut t.text, start);
+            return t.events.push(Event::Json(k, start, end));
+        }
+        self.key(k);
+        let start = self.buf.len();
+        serde_text(&mut self.buf, v);
+        unwrap_variant(&mut self.buf, start);
+    }
+}
+
+/// `v` as JSON text with the schema's conventions (`null` when it cannot be serialized).
+fn serde_text<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+    let mut ser = serde_json::Serializer::with_formatter(&mut *out, Conventions::default());
+    if v.serialize(&mut ser).is_err() {
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// `out[start..]` is `{"Name":{…}}`: drop `{"Name":` and the last `}` (anything else stays as
+/// it is). Returns the text's new end.
+fn unwrap_variant(out: &mut Vec<u8>, start: usize) -> usize {
+    let open = out[start..].iter().position(|&b| b == b'{').map(|p| start + p);
+    let colon = open.and_then(|o| out[o..].iter().position(|&b| b == b':').map(|p| o + p));
+    if let (Some(open), Some(colon)) = (open, colon) {
+        if out.ends_with(b"}}") {
+            out.pop();
+            out.drain(open..=colon);
+        }
+    }
+    out.len()
+}
+
+/// Append a MAC address as `aa:bb:cc:dd:ee:ff`.
+fn push_mac(out: &mut Vec<u8>, m: &[u8]) {
+    for (i, &b) in m.iter().enumerate() {
+        if i > 0 {
+            out.push(b':');
+        }
+        out.extend_from_slice(&PAIRS[usize::from(b)]);
     }
 }
 

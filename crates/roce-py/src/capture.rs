@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use roce_decode::capture::{ReadError, Reader};
 use roce_decode::decode::{Decoder, Meta};
+use roce_decode::json_out::{Event, Tape};
 
 use crate::convert::{json_text_to_py, type_name, Leaf, TextParser};
 use crate::frame::Frame;
@@ -136,7 +137,10 @@ impl CaptureReader {
                 return Ok(Bound::new(py, Frame::make(py, data, *meta, false, dec))?.into_any());
             }
             dec.decode(meta, data);
-            json_text_to_py(py, &dec.json.buf, &[])
+            match &dec.json.tape {
+                Some(tape) => crate::tape::to_py(py, tape, &[]),
+                None => json_text_to_py(py, &dec.json.buf, &[]),
+            }
         });
         match next {
             Ok(Some(v)) => v.map(Some),
@@ -167,7 +171,12 @@ impl CaptureReader {
 #[pyfunction]
 #[pyo3(signature = (source, lazy = false))]
 fn read(source: &Bound<'_, PyAny>, lazy: bool) -> PyResult<CaptureReader> {
-    Ok(CaptureReader { frames: Some(Frames::new(source)?), lazy })
+    let mut frames = Frames::new(source)?;
+    if !lazy {
+        // The dicts are made from the decoder's calls (a lazy Frame keeps the text instead).
+        frames.dec.json.tape = Some(Default::default());
+    }
+    Ok(CaptureReader { frames: Some(frames), lazy })
 }
 
 /// frames(path_or_binary_file) -> iterator of Frame
@@ -314,11 +323,80 @@ struct Columns<'py> {
 }
 
 impl<'py> Columns<'py> {
-    /// Add one frame's JSON object (the decoder's text) as a row.
-    fn row(&mut self, text: &[u8]) -> PyResult<()> {
+    /// Add one frame's object, as the decoder's tape, as a row.
+    fn row_tape(&mut self, tape: &Tape) -> PyResult<()> {
         self.name.clear();
-        let mut p = TextParser::new(text);
-        self.object(&mut p)?;
+        // The length of the name before each open object's own part.
+        let mut outer: Vec<usize> = Vec::new();
+        let events = &tape.events;
+        let mut i = 0;
+        while i < events.len() {
+            let e = events[i];
+            i += 1;
+            let key = match e {
+                Event::End => {
+                    if let Some(len) = outer.pop() {
+                        self.name.truncate(len);
+                    }
+                    continue;
+                }
+                Event::Begin(k)
+                | Event::BeginArray(k)
+                | Event::Uint(k, _)
+                | Event::Bool(k, _)
+                | Event::Float(k, _)
+                | Event::Null(k)
+                | Event::Str(k, ..)
+                | Event::Json(k, ..)
+                | Event::JsonOpen(k, ..) => k,
+            };
+            let len = self.name.len();
+            if len > 0 && !key.is_empty() {
+                self.name.push('.');
+            }
+            self.name.push_str(key);
+            match e {
+                Event::Begin(_) => {
+                    outer.push(len);
+                    continue;
+                }
+                Event::JsonOpen(_, a, b) => {
+                    self.object(&mut TextParser::new(&tape.text[a..b]))?;
+                    outer.push(len);
+                    continue;
+                }
+                // Arrays stay one value (a list) in their column.
+                Event::BeginArray(_) => {
+                    let end = crate::tape::value_end(events, i - 1);
+                    let list = crate::tape::value_at(self.py, tape, i - 1..end, &[])?;
+                    i = end;
+                    self.leaf(Leaf::Object(list.unbind()))?
+                }
+                Event::Json(_, a, b) => {
+                    let mut p = TextParser::new(&tape.text[a..b]);
+                    p.ws();
+                    match p.peek() {
+                        Some(b'{') => self.object(&mut p)?,
+                        Some(b'[') => {
+                            let list = p.value(self.py, &[])?.unbind();
+                            self.leaf(Leaf::Object(list))?
+                        }
+                        _ => {
+                            let leaf = p.scalar()?;
+                            self.leaf(leaf)?
+                        }
+                    }
+                }
+                // As the text reads back: an integer beyond i64 is a float.
+                Event::Uint(_, v) => self.leaf(i64::try_from(v).map_or(Leaf::Float(v as f64), Leaf::Int))?,
+                Event::Bool(_, b) => self.leaf(Leaf::Bool(b))?,
+                Event::Float(_, x) => self.leaf(Leaf::Float(x))?,
+                Event::Null(_) => self.leaf(Leaf::Null)?,
+                Event::Str(_, a, b) => self.leaf(Leaf::Str(std::borrow::Cow::Borrowed(tape.str(a, b))))?,
+                Event::End => unreachable!("handled above"),
+            }
+            self.name.truncate(len);
+        }
         self.rows += 1;
         Ok(())
     }
@@ -408,9 +486,12 @@ impl<'py> Columns<'py> {
 #[pyfunction]
 fn read_columns<'py>(py: Python<'py>, source: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     let mut f = Frames::new(source)?;
+    f.dec.json.tape = Some(Tape::default());
     let mut t = Columns { py, cols: Vec::new(), index: Default::default(), rows: 0, name: String::new() };
     while f.next()? {
-        t.row(&f.dec.json.buf)?;
+        if let Some(tape) = &f.dec.json.tape {
+            t.row_tape(tape)?;
+        }
     }
     let d = PyDict::new(py);
     for (name, mut c, _) in t.cols {

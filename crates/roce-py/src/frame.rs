@@ -26,7 +26,7 @@ use roce_wire::ext::ExtHeaders;
 use std::sync::Arc;
 
 use crate::convert::{bytes_of, json_text_to_py, TextParser};
-use crate::{lone_frame, not_even_link, CAPTURE_MEMBERS};
+use crate::{lone_frame, not_even_link_text, CAPTURE_MEMBERS};
 
 /// The members a clean RoCEv2 frame may lack besides the MAD's (its extension headers): a
 /// read of one (or of `error`) answers "absent" without running the decoder.
@@ -302,7 +302,7 @@ impl Frame {
         let len = data.as_bytes(py).len();
         let f = Frame::make(py, data, lone_frame(link_type, len), true, &mut Decoder::new());
         if let Some((text, _)) = &f.text {
-            if let Some(e) = not_even_link(py, text, link_type, len) {
+            if let Some(e) = not_even_link_text(py, text, link_type, len) {
                 return Err(e);
             }
         }

@@ -3,14 +3,15 @@
 //! (roce-cm's `Stack`, roce-net's `SimNet`); the pure-Python part (python/roce) adds the
 //! scapy-style layers and `dataframe` on top of it.
 //!
-//! Every value crosses as the JSON the CLI prints ([`convert`]): no second schema to drift.
+//! Every value crosses as the JSON the CLI prints ([`convert`], [`tape`]): no second schema to
+//! drift.
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyUserWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use roce_decode::decode::{Decoder, Meta};
-use serde_json::{Map, Value};
+use roce_decode::json_out::Tape;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ mod convert;
 mod engine;
 mod frame;
 mod l2;
+mod tape;
 
 create_exception!(
     _roce,
@@ -35,8 +37,8 @@ create_exception!(
 );
 
 thread_local! {
-    /// The JSON buffer of the last decode, kept so that decoding allocates it once.
-    static JSON_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// The tape of the last decode, kept so that decoding allocates it once.
+    static TAPE: RefCell<Tape> = RefCell::new(Tape::default());
 }
 
 /// The capture's own members, which `decode` leaves out (a lone frame has no capture).
@@ -54,38 +56,39 @@ fn lone_frame(link_type: u32, len: usize) -> Meta {
     }
 }
 
-/// Decode into a fresh decoder (no RMPP state carried between unrelated frames) that reuses
-/// this thread's JSON buffer, and hand the JSON text to `f`.
-fn with_decoded<R>(frame: &[u8], link_type: u32, f: impl FnOnce(&[u8]) -> R) -> R {
+/// Decode into a fresh decoder (no RMPP state carried between unrelated frames) that records
+/// its JSON calls on this thread's tape, and hand the tape to `f`.
+fn with_decoded<R>(frame: &[u8], link_type: u32, f: impl FnOnce(&Tape) -> R) -> R {
     let mut d = Decoder::new();
     d.summary.off = true;
-    JSON_BUF.with(|b| d.json.buf = std::mem::take(&mut *b.borrow_mut()));
+    d.json.tape = Some(TAPE.with(|t| t.try_borrow_mut().map(|mut t| std::mem::take(&mut *t)).unwrap_or_default()));
     d.decode(&lone_frame(link_type, frame.len()), frame);
-    let r = f(&d.json.buf);
-    JSON_BUF.with(|b| *b.borrow_mut() = std::mem::take(&mut d.json.buf));
+    let tape = d.json.tape.take().unwrap_or_default();
+    let r = f(&tape);
+    TAPE.with(|t| {
+        if let Ok(mut t) = t.try_borrow_mut() {
+            *t = tape;
+        }
+    });
     r
 }
 
-/// The error object of a record that stopped at its first layer, as a DecodeError.
-fn not_even_link(py: Python<'_>, text: &[u8], link_type: u32, frame_len: usize) -> Option<PyErr> {
+/// The DecodeError of a frame that stopped at its first layer (`record`: its object), if it
+/// did: a frame shorter than the link type's header, whose record has no such member and an
+/// `error`.
+fn not_even_link(py: Python<'_>, record: &Bound<'_, PyDict>, link_type: u32, frame_len: usize) -> Option<PyErr> {
     let (link_member, header_len) = match link_type {
         1 => ("eth", 14),
         113 => ("sll", 16),
         276 => ("sll2", 20),
         _ => return None,
     };
-    // Only a frame shorter than its link header can lack it: only such a frame is parsed
-    // twice (here, for its error).
-    if frame_len >= header_len {
+    if frame_len >= header_len || record.contains(link_member).ok()? {
         return None;
     }
-    let m: Map<String, Value> = serde_json::from_slice(text).ok()?;
-    if m.contains_key(link_member) {
-        return None;
-    }
-    let e = m.get("error")?;
-    let text = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let offset = e.get("offset").and_then(Value::as_u64).unwrap_or(0);
+    let e = record.get_item("error").ok()??;
+    let text = |k: &str| e.get_item(k).ok().and_then(|v| v.extract::<String>().ok()).unwrap_or_default();
+    let offset = e.get_item("offset").ok().and_then(|v| v.extract::<u64>().ok()).unwrap_or(0);
     let err = DecodeError::new_err(text("message"));
     let v = err.value(py);
     let set = || -> PyResult<()> {
@@ -95,6 +98,16 @@ fn not_even_link(py: Python<'_>, text: &[u8], link_type: u32, frame_len: usize) 
         Ok(())
     };
     Some(set().err().unwrap_or(err))
+}
+
+/// [`not_even_link`] of a record given as the decoder's JSON text (a record whose frame is
+/// shorter than its link header is made into a dict for it).
+fn not_even_link_text(py: Python<'_>, text: &[u8], link_type: u32, frame_len: usize) -> Option<PyErr> {
+    if frame_len >= 20 {
+        return None;
+    }
+    let d = convert::json_text_to_py(py, text, &[]).ok()?.cast_into::<PyDict>().ok()?;
+    not_even_link(py, &d, link_type, frame_len)
 }
 
 /// decode(frame: bytes, link_type: int = 1) -> dict
@@ -108,11 +121,12 @@ fn not_even_link(py: Python<'_>, text: &[u8], link_type: u32, frame_len: usize) 
 #[pyo3(signature = (frame, link_type = 1))]
 fn decode<'py>(py: Python<'py>, frame: &Bound<'py, PyAny>, link_type: u32) -> PyResult<Bound<'py, PyDict>> {
     let bytes = convert::bytes_of(frame, "frame")?;
-    let v = with_decoded(&bytes, link_type, |text| match not_even_link(py, text, link_type, bytes.len()) {
+    let v = with_decoded(&bytes, link_type, |tape| tape::to_py(py, tape, &CAPTURE_MEMBERS))?;
+    let d = v.cast_into::<PyDict>()?;
+    match not_even_link(py, &d, link_type, bytes.len()) {
         Some(e) => Err(e),
-        None => convert::json_text_to_py(py, text, &CAPTURE_MEMBERS),
-    })?;
-    Ok(v.cast_into::<PyDict>()?)
+        None => Ok(d),
+    }
 }
 
 /// summary(frame: bytes, link_type: int = 1) -> str

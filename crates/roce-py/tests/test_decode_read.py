@@ -1,6 +1,7 @@
 """decode and read give exactly what `roce decode --json` prints; encode goes back byte for byte."""
 
 import io
+import json
 import warnings
 
 import pytest
@@ -35,6 +36,34 @@ def test_read_is_the_cli(capture):
     cli = cli_json(capture)
     assert cli, capture
     assert list(roce.read(capture)) == cli
+
+
+def test_read_and_decode_keep_the_cli_order_and_types(capture):
+    """Not only equal (dict == ignores the order, 0 == 0.0): the same members in the same
+    order with the same types, as json.dumps shows them."""
+    cli = cli_json(capture)
+    assert [json.dumps(x) for x in roce.read(capture)] == [json.dumps(x) for x in cli]
+    for (data, lt), line in zip(raw_frames(capture), cli):
+        if lt == 1 and len(data) >= 14 and not any(k.startswith("rmpp") or k == "sa_table" for k in line):
+            want = {k: v for k, v in line.items() if k not in CAPTURE_MEMBERS}
+            assert json.dumps(roce.decode(data)) == json.dumps(want), (capture.name, line["frame"])
+
+
+def test_values_kept_between_frames_are_never_stale_or_shared_mutably():
+    """decode keeps the strings and ints it made for the next frame of the same shape: frames
+    with other values decoded in between (in another order), and edits to the dicts it
+    returned, change nothing of the next dicts."""
+    frames = [data for data, lt in raw_frames(DATA / "sample.pcap") if lt == 1 and len(data) >= 14]
+    first = [roce.decode(b) for b in frames]
+    texts = [json.dumps(d) for d in first]
+    for d in first:
+        for v in d.values():
+            if isinstance(v, dict):
+                v.clear()
+        d.clear()
+    for _ in range(2):
+        assert [json.dumps(roce.decode(b)) for b in frames] == texts
+        assert [json.dumps(roce.decode(b)) for b in reversed(frames)] == texts[::-1]
 
 
 def test_read_from_a_binary_file_and_a_str_path(capture):

@@ -18,7 +18,7 @@ macro_rules! sum {
     ($s:expr, $($arg:tt)*) => { push_fmt($s, format_args!($($arg)*)) };
 }
 
-fn err(j: &mut Json, key: &str, e: Error, at: usize) {
+fn err(j: &mut Json, key: &'static str, e: Error, at: usize) {
     error_json(j, key, &e.add_offset(at));
 }
 
@@ -197,14 +197,11 @@ fn describe_sa(j: &mut Json, s: &mut Summary, payload: &[u8], at: usize, rmpp: &
     }
 }
 
-fn mcmember_json(j: &mut Json, k: &str, record: &McMemberRecord) {
-    j.serde(k, record);
-    if !j.is_off() {
-        // The names of the JoinState bits, beside the number.
-        j.buf.pop();
-        j.display("join_state_names", record.join_state);
-        j.end();
-    }
+fn mcmember_json(j: &mut Json, k: &'static str, record: &McMemberRecord) {
+    j.serde_open(k, record);
+    // The names of the JoinState bits, beside the number.
+    j.display("join_state_names", record.join_state);
+    j.end();
 }
 
 fn mcmember_summary(s: &mut Summary, record: &McMemberRecord) {
@@ -221,14 +218,11 @@ fn mcmember_summary(s: &mut Summary, record: &McMemberRecord) {
     }
 }
 
-fn service_json(j: &mut Json, k: &str, record: &ServiceRecord) {
-    j.serde(k, record);
-    if !j.is_off() {
-        // The name as text beside its 64 bytes.
-        j.buf.pop();
-        j.str("service_name_text", &String::from_utf8_lossy(record.name_bytes()));
-        j.end();
-    }
+fn service_json(j: &mut Json, k: &'static str, record: &ServiceRecord) {
+    j.serde_open(k, record);
+    // The name as text beside its 64 bytes.
+    j.str("service_name_text", &String::from_utf8_lossy(record.name_bytes()));
+    j.end();
 }
 
 fn service_summary(s: &mut Summary, record: &ServiceRecord) {
@@ -253,17 +247,7 @@ fn describe_cm(j: &mut Json, s: &mut Summary, header: &MadHeader, payload: &[u8]
     j.begin("cm");
     j.str("message", msg.name());
     // serde writes the enum as {"Req":{…}}: keep the message's own fields only.
-    let start = j.buf.len();
-    j.serde("fields", &msg);
-    // buf[start..] is `,"fields":{"Name":{…}}`: drop `{"Name":` and the last `}`.
-    let open = j.buf[start..].iter().position(|&b| b == b'{').map(|p| start + p);
-    let colon = open.and_then(|o| j.buf[o..].iter().position(|&b| b == b':').map(|p| o + p));
-    if let (Some(open), Some(colon), false) = (open, colon, j.is_off()) {
-        if j.buf.ends_with(b"}}") {
-            j.buf.pop();
-            j.buf.drain(open..=colon);
-        }
-    }
+    j.serde_variant("fields", &msg);
     sum!(s, " CM {}", msg.name());
     if let Some(id) = msg.local_comm_id() {
         sum!(s, " LocalCommID=0x{id:08x}");
