@@ -319,25 +319,97 @@ struct Columns<'py> {
     cols: Vec<(String, Column, LastString)>,
     index: crate::convert::FastMap<usize>,
     rows: usize,
+    /// The flat name of the member at hand (members read from JSON text).
     name: String,
+    paths: Paths,
+}
+
+/// The flat names of the tape's members, by their parent's path and the address of their key:
+/// a member's column is found without making or hashing its name's text.
+struct Paths {
+    /// (parent path, key address, key length) ▶ path.
+    ids: std::collections::HashMap<(usize, usize, usize), usize, std::hash::BuildHasherDefault<IntHash>>,
+    /// Path ▶ flat name.
+    names: Vec<String>,
+    /// Path ▶ its column, once it has one.
+    columns: Vec<Option<usize>>,
+    /// Event position ▶ (parent, key address, key length, path) of the last tape: frames
+    /// repeat their shapes.
+    last: Vec<(usize, usize, usize, usize)>,
+}
+
+impl Paths {
+    /// The top-level object's path.
+    const TOP: usize = 0;
+
+    fn new() -> Paths {
+        Paths { ids: Default::default(), names: vec![String::new()], columns: vec![None], last: Vec::new() }
+    }
+
+    /// The path of member `key` of the object at `parent`, the tape's event `at`.
+    fn child(&mut self, at: usize, parent: usize, key: &'static str) -> usize {
+        let ptr = key.as_ptr() as usize;
+        if let Some(&(p, k, len, path)) = self.last.get(at) {
+            if (p, k, len) == (parent, ptr, key.len()) {
+                return path;
+            }
+        }
+        let path = match self.ids.get(&(parent, ptr, key.len())) {
+            Some(&path) => path,
+            None => {
+                let name = match self.names[parent].as_str() {
+                    "" => key.to_string(),
+                    outer => format!("{outer}.{key}"),
+                };
+                self.names.push(name);
+                self.columns.push(None);
+                self.ids.insert((parent, ptr, key.len()), self.names.len() - 1);
+                self.names.len() - 1
+            }
+        };
+        if self.last.len() <= at {
+            self.last.resize(at + 1, (usize::MAX, 0, 0, 0));
+        }
+        self.last[at] = (parent, ptr, key.len(), path);
+        path
+    }
+}
+
+/// A hasher for keys of integers (addresses, indices): one multiply per word.
+#[derive(Default, Clone, Copy)]
+struct IntHash(u64);
+
+impl std::hash::Hasher for IntHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(26) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
 }
 
 impl<'py> Columns<'py> {
     /// Add one frame's object, as the decoder's tape, as a row.
     fn row_tape(&mut self, tape: &Tape) -> PyResult<()> {
-        self.name.clear();
-        // The length of the name before each open object's own part.
-        let mut outer: Vec<usize> = Vec::new();
+        // The paths of the open objects.
+        let mut open: Vec<usize> = Vec::new();
         let events = &tape.events;
         let mut i = 0;
         while i < events.len() {
+            let at = i;
             let e = events[i];
             i += 1;
             let key = match e {
                 Event::End => {
-                    if let Some(len) = outer.pop() {
-                        self.name.truncate(len);
-                    }
+                    open.pop();
                     continue;
                 }
                 Event::Begin(k)
@@ -350,29 +422,26 @@ impl<'py> Columns<'py> {
                 | Event::Json(k, ..)
                 | Event::JsonOpen(k, ..) => k,
             };
-            let len = self.name.len();
-            if len > 0 && !key.is_empty() {
-                self.name.push('.');
-            }
-            self.name.push_str(key);
+            let path = match open.last() {
+                Some(&parent) => self.paths.child(at, parent, key),
+                None => Paths::TOP,
+            };
             match e {
-                Event::Begin(_) => {
-                    outer.push(len);
-                    continue;
-                }
+                Event::Begin(_) => open.push(path),
                 Event::JsonOpen(_, a, b) => {
+                    self.name.clone_from(&self.paths.names[path]);
                     self.object(&mut TextParser::new(&tape.text[a..b]))?;
-                    outer.push(len);
-                    continue;
+                    open.push(path);
                 }
                 // Arrays stay one value (a list) in their column.
                 Event::BeginArray(_) => {
-                    let end = crate::tape::value_end(events, i - 1);
-                    let list = crate::tape::value_at(self.py, tape, i - 1..end, &[])?;
+                    let end = crate::tape::value_end(events, at);
+                    let list = crate::tape::value_at(self.py, tape, at..end, &[])?;
                     i = end;
-                    self.leaf(Leaf::Object(list.unbind()))?
+                    self.leaf_at(path, Leaf::Object(list.unbind()))?
                 }
                 Event::Json(_, a, b) => {
+                    self.name.clone_from(&self.paths.names[path]);
                     let mut p = TextParser::new(&tape.text[a..b]);
                     p.ws();
                     match p.peek() {
@@ -388,14 +457,13 @@ impl<'py> Columns<'py> {
                     }
                 }
                 // As the text reads back: an integer beyond i64 is a float.
-                Event::Uint(_, v) => self.leaf(i64::try_from(v).map_or(Leaf::Float(v as f64), Leaf::Int))?,
-                Event::Bool(_, b) => self.leaf(Leaf::Bool(b))?,
-                Event::Float(_, x) => self.leaf(Leaf::Float(x))?,
-                Event::Null(_) => self.leaf(Leaf::Null)?,
-                Event::Str(_, a, b) => self.leaf(Leaf::Str(std::borrow::Cow::Borrowed(tape.str(a, b))))?,
+                Event::Uint(_, v) => self.leaf_at(path, i64::try_from(v).map_or(Leaf::Float(v as f64), Leaf::Int))?,
+                Event::Bool(_, b) => self.leaf_at(path, Leaf::Bool(b))?,
+                Event::Float(_, x) => self.leaf_at(path, Leaf::Float(x))?,
+                Event::Null(_) => self.leaf_at(path, Leaf::Null)?,
+                Event::Str(_, a, b) => self.leaf_at(path, Leaf::Str(std::borrow::Cow::Borrowed(tape.str(a, b))))?,
                 Event::End => unreachable!("handled above"),
             }
-            self.name.truncate(len);
         }
         self.rows += 1;
         Ok(())
@@ -443,20 +511,45 @@ impl<'py> Columns<'py> {
         }
     }
 
+    /// A value of the column named `self.name`.
     fn leaf(&mut self, v: Leaf<'_>) -> PyResult<()> {
-        let py = self.py;
-        let i = match self.index.get(self.name.as_str()) {
+        let i = self.column(&v);
+        self.push_to(i, v)
+    }
+
+    /// The column named `self.name` (made for a first value `v` when new).
+    fn column(&mut self, v: &Leaf<'_>) -> usize {
+        match self.index.get(self.name.as_str()) {
             Some(i) => *i,
             None => {
-                let mut c = Column::new_for(&v);
+                let mut c = Column::new_for(v);
                 for _ in 0..self.rows {
-                    c.push_missing(py);
+                    c.push_missing(self.py);
                 }
                 self.cols.push((self.name.clone(), c, None));
                 self.index.insert(self.name.clone(), self.cols.len() - 1);
                 self.cols.len() - 1
             }
+        }
+    }
+
+    /// A value of the tape's member at `path` (its column found by the path, not its name).
+    fn leaf_at(&mut self, path: usize, v: Leaf<'_>) -> PyResult<()> {
+        let i = match self.paths.columns[path] {
+            Some(i) => i,
+            None => {
+                self.name.clone_from(&self.paths.names[path]);
+                let i = self.column(&v);
+                self.paths.columns[path] = Some(i);
+                i
+            }
         };
+        self.push_to(i, v)
+    }
+
+    /// Add `v` to column `i` (after the missing values of the rows that lacked it).
+    fn push_to(&mut self, i: usize, v: Leaf<'_>) -> PyResult<()> {
+        let py = self.py;
         let (_, c, last) = &mut self.cols[i];
         while c.len() < self.rows {
             c.push_missing(py);
@@ -487,7 +580,8 @@ impl<'py> Columns<'py> {
 fn read_columns<'py>(py: Python<'py>, source: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     let mut f = Frames::new(source)?;
     f.dec.json.tape = Some(Tape::default());
-    let mut t = Columns { py, cols: Vec::new(), index: Default::default(), rows: 0, name: String::new() };
+    let mut t =
+        Columns { py, cols: Vec::new(), index: Default::default(), rows: 0, name: String::new(), paths: Paths::new() };
     while f.next()? {
         if let Some(tape) = &f.dec.json.tape {
             t.row_tape(tape)?;

@@ -37,4 +37,5 @@ def dataframe(source: Union[str, os.PathLike, IO[bytes]]) -> Any:
             data[name] = v if m.all() else pd.arrays.BooleanArray(v, ~m)
         else:
             data[name] = pd.array(values, dtype=object)
-    return pd.DataFrame(data)
+    # The arrays are this call's own: no copy (pandas copies a dict's arrays by default).
+    return pd.DataFrame(data, copy=False)
