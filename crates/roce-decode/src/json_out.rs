@@ -55,6 +55,25 @@ pub enum Event {
     JsonOpen(&'static str, usize, usize),
 }
 
+impl Event {
+    /// The member name the event starts (`""` for an array element or the top level); `None`
+    /// for [`Event::End`].
+    pub fn key(&self) -> Option<&'static str> {
+        match *self {
+            Event::End => None,
+            Event::Begin(k)
+            | Event::BeginArray(k)
+            | Event::Uint(k, _)
+            | Event::Bool(k, _)
+            | Event::Float(k, _)
+            | Event::Null(k)
+            | Event::Str(k, ..)
+            | Event::Json(k, ..)
+            | Event::JsonOpen(k, ..) => Some(k),
+        }
+    }
+}
+
 /// The events of one JSON value and the text of its strings.
 #[derive(Debug, Default, Clone)]
 pub struct Tape {

@@ -407,20 +407,10 @@ impl<'py> Columns<'py> {
             let at = i;
             let e = events[i];
             i += 1;
-            let key = match e {
-                Event::End => {
-                    open.pop();
-                    continue;
-                }
-                Event::Begin(k)
-                | Event::BeginArray(k)
-                | Event::Uint(k, _)
-                | Event::Bool(k, _)
-                | Event::Float(k, _)
-                | Event::Null(k)
-                | Event::Str(k, ..)
-                | Event::Json(k, ..)
-                | Event::JsonOpen(k, ..) => k,
+            let Some(key) = e.key() else {
+                // The end of an object.
+                open.pop();
+                continue;
             };
             let path = match open.last() {
                 Some(&parent) => self.paths.child(at, parent, key),
@@ -442,19 +432,7 @@ impl<'py> Columns<'py> {
                 }
                 Event::Json(_, a, b) => {
                     self.name.clone_from(&self.paths.names[path]);
-                    let mut p = TextParser::new(&tape.text[a..b]);
-                    p.ws();
-                    match p.peek() {
-                        Some(b'{') => self.object(&mut p)?,
-                        Some(b'[') => {
-                            let list = p.value(self.py, &[])?.unbind();
-                            self.leaf(Leaf::Object(list))?
-                        }
-                        _ => {
-                            let leaf = p.scalar()?;
-                            self.leaf(leaf)?
-                        }
-                    }
+                    self.value(&mut TextParser::new(&tape.text[a..b]))?
                 }
                 // As the text reads back: an integer beyond i64 is a float.
                 Event::Uint(_, v) => self.leaf_at(path, i64::try_from(v).map_or(Leaf::Float(v as f64), Leaf::Int))?,
@@ -467,6 +445,24 @@ impl<'py> Columns<'py> {
         }
         self.rows += 1;
         Ok(())
+    }
+
+    /// The value at the reader, of the member named `self.name`: an object's members each in
+    /// their column, anything else in this one.
+    fn value(&mut self, p: &mut TextParser<'_>) -> PyResult<()> {
+        p.ws();
+        match p.peek() {
+            Some(b'{') => self.object(p),
+            // Arrays stay one value (a list) in their column.
+            Some(b'[') => {
+                let list = p.value(self.py, &[])?.unbind();
+                self.leaf(Leaf::Object(list))
+            }
+            _ => {
+                let leaf = p.scalar()?;
+                self.leaf(leaf)
+            }
+        }
     }
 
     fn object(&mut self, p: &mut TextParser<'_>) -> PyResult<()> {
@@ -485,19 +481,7 @@ impl<'py> Columns<'py> {
                 self.name.push('.');
             }
             self.name.push_str(&k);
-            p.ws();
-            match p.peek() {
-                Some(b'{') => self.object(p)?,
-                // Arrays stay one value (a list) in their column.
-                Some(b'[') => {
-                    let list = p.value(self.py, &[])?.unbind();
-                    self.leaf(Leaf::Object(list))?
-                }
-                _ => {
-                    let leaf = p.scalar()?;
-                    self.leaf(leaf)?
-                }
-            }
+            self.value(p)?;
             self.name.truncate(len);
             p.ws();
             match p.peek() {

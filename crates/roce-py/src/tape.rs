@@ -166,26 +166,16 @@ impl Builder {
         let mut skipping = 0usize;
         let events = tape.events.get(range.clone()).ok_or_else(bad)?;
         for (i, e) in events.iter().enumerate().map(|(i, e)| (i + range.start, e)) {
-            let key = match *e {
-                Event::End => {
-                    if skipping > 0 {
-                        skipping -= 1;
-                    } else if stack.len() > 1 {
-                        stack.pop();
-                    } else {
-                        return Err(bad());
-                    }
-                    continue;
+            let Some(key) = e.key() else {
+                // The end of an object or array.
+                if skipping > 0 {
+                    skipping -= 1;
+                } else if stack.len() > 1 {
+                    stack.pop();
+                } else {
+                    return Err(bad());
                 }
-                Event::Begin(k)
-                | Event::BeginArray(k)
-                | Event::Uint(k, _)
-                | Event::Bool(k, _)
-                | Event::Float(k, _)
-                | Event::Null(k)
-                | Event::Str(k, ..)
-                | Event::Json(k, ..)
-                | Event::JsonOpen(k, ..) => k,
+                continue;
             };
             let opens = matches!(e, Event::Begin(_) | Event::BeginArray(_) | Event::JsonOpen(..));
             if skipping > 0 || (stack.len() == 2 && skip.contains(&key)) {
