@@ -691,10 +691,16 @@ mod tests {
             }
             frames.push((linktype::LINUX_SLL, [&[0u8; 14][..], &[0x08, 0x00], &s.bytes[14..]].concat()));
             frames.push((linktype::RAW, s.bytes[14..].to_vec()));
+            let sll2 = [&[0x08, 0x00, 0, 0, 0, 0, 0, 3, 0, 1, 0, 6][..], &s.bytes[6..12], &[0, 0], &s.bytes[14..]];
+            frames.push((linktype::LINUX_SLL2, sll2.concat()));
         }
         for s in crate::samples_ib::ib_sample_frames() {
             for n in 0..=s.bytes.len() {
                 frames.push((linktype::INFINIBAND, s.bytes[..n].to_vec()));
+            }
+            let erf = crate::samples_ib::erf_record(Duration::from_millis(5), 1, &s.bytes);
+            for n in 0..=erf.len() {
+                frames.push((linktype::ERF, erf[..n].to_vec()));
             }
         }
         frames.extend(crate::samples_mixed::mixed_frames(3000, 7).map(|f| (linktype::ETHERNET, f)));
