@@ -159,7 +159,7 @@ impl RunMember for RunFrame<'_> {
 /// virtio header that has the kernel segment it into payloads of `first`'s length: written into
 /// `hdr` (returns its length). The UDP checksum holds the pseudo-header sum (CHECKSUM_PARTIAL:
 /// each segment's is completed where it is segmented or by the device); the IPv4 header
-/// checksum is each segment's own (`inet_gso_segment` computes it).
+/// header checksum is the run's (`inet_gso_segment` computes each segment's own).
 pub(crate) fn run_headers(first: &RunFrame<'_>, payload: usize, hdr: &mut [u8; 64]) -> (usize, [u8; VNET_HDR_LEN]) {
     let h = first.headers();
     let n = h.len();
@@ -174,6 +174,10 @@ pub(crate) fn run_headers(first: &RunFrame<'_>, payload: usize, hdr: &mut [u8; 6
     if first.ipv4 {
         hdr[ETH_LEN + 2..ETH_LEN + 4].copy_from_slice(&(udp_len + 20).to_be_bytes());
         add(&h[ETH_LEN + 12..ETH_LEN + 20]);
+        // Right for the run as a whole too: a bridge with br_netfilter checks it
+        // (br_validate_ipv4) before anything segments the frame.
+        let sum = roce_wire::frame::ipv4_checksum(&hdr[ETH_LEN..ETH_LEN + 20]);
+        hdr[ETH_LEN + 10..ETH_LEN + 12].copy_from_slice(&sum.to_be_bytes());
     } else {
         hdr[ETH_LEN + 4..ETH_LEN + 6].copy_from_slice(&udp_len.to_be_bytes());
         add(&h[ETH_LEN + 8..ETH_LEN + 40]);
@@ -317,6 +321,10 @@ mod tests {
             let payload: usize = run.iter().map(RunMember::payload_len).sum();
             let mut hdr = [0u8; 64];
             let (n, vnet) = run_headers(&run[0], payload, &mut hdr);
+            if a.contains('.') {
+                let sum = u16::from_be_bytes([hdr[24], hdr[25]]);
+                assert_eq!(roce_wire::frame::ipv4_checksum(&hdr[14..34]), sum, "the run's IPv4 header checksum holds");
+            }
             // The combined frame, ICRCs corrected as RawSocket::send_batch does.
             let mut big = hdr[..n].to_vec();
             let mut fix = crate::gso::IdCorrection::default();
