@@ -747,45 +747,18 @@ impl RawSocket {
         for k in 0..n_fds {
             let i = (self.next_rx + k) % n_fds;
             let fd = if i == 0 { self.fd.as_raw_fd() } else { self.fanout[i - 1].as_raw_fd() };
-            let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; GSO_READS];
-            // SAFETY: sockaddr_ll is plain data.
-            let mut from: [libc::sockaddr_ll; GSO_READS] = unsafe { std::mem::zeroed() };
-            let mut hdrs = [zeroed_mmsghdr(); GSO_READS];
-            for (r, room) in g.buf.chunks_exact_mut(GSO_READ_LEN).enumerate() {
-                iov[r] = libc::iovec { iov_base: room.as_mut_ptr() as *mut libc::c_void, iov_len: room.len() };
-                hdrs[r].msg_hdr.msg_iov = &mut iov[r];
-                hdrs[r].msg_hdr.msg_iovlen = 1;
-                hdrs[r].msg_hdr.msg_name = &mut from[r] as *mut libc::sockaddr_ll as *mut libc::c_void;
-                hdrs[r].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            }
-            // SAFETY: every header points at a live iovec over its own read of the buffer and
-            // at its own sockaddr_ll, all alive across the call; no timeout.
-            let r = unsafe {
-                libc::recvmmsg(
-                    fd,
-                    hdrs.as_mut_ptr(),
-                    GSO_READS as libc::c_uint,
-                    libc::MSG_TRUNC | libc::MSG_DONTWAIT,
-                    std::ptr::null_mut(),
-                )
-            };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
-                    _ => return Err(last_err("recvmmsg")),
-                }
-            }
-            if r == 0 {
+            let (mut lens, mut outgoing) = ([0usize; MMSG], [false; MMSG]);
+            let got = recvmmsg_rooms(fd, g.buf.chunks_exact_mut(GSO_READ_LEN), &mut lens, &mut outgoing)?;
+            if got == 0 {
                 continue;
             }
             self.next_rx = (i + 1) % n_fds;
-            for (r, h) in hdrs[..r as usize].iter().enumerate() {
-                if from[r].sll_pkttype == libc::PACKET_OUTGOING {
+            for r in 0..got {
+                if outgoing[r] {
                     continue;
                 }
                 // The length is the virtio header's and the whole frame's (MSG_TRUNC).
-                let len = (h.msg_len as usize).saturating_sub(VNET_HDR_LEN);
+                let len = lens[r].saturating_sub(VNET_HDR_LEN);
                 if len + VNET_HDR_LEN > GSO_READ_LEN {
                     self.stats.truncated += 1;
                     continue;
@@ -798,7 +771,7 @@ impl RawSocket {
                             self.stats.gso_reads += 1;
                             self.stats.gso_split_frames += seg.count() as u64;
                         }
-                        // Kept in place: reads are compacted only by index.
+                        // The kept reads are the first `n` (one skipped before: moved down).
                         g.reads[g.n] = (len, seg);
                         if g.n != r {
                             g.buf.copy_within(at..at + VNET_HDR_LEN + len, g.n * GSO_READ_LEN);
@@ -1075,19 +1048,45 @@ fn recv_one(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
 fn recvmmsg_into(fd: RawFd, batch: &mut RecvBatch, first: usize, stats: &mut RawStats) -> io::Result<(usize, bool)> {
     let n = (batch.capacity() - first).min(MMSG);
     let slot_len = batch.slot_len();
+    let (mut lens, mut outgoing) = ([0usize; MMSG], [false; MMSG]);
+    let r = recvmmsg_rooms(fd, batch.slots_mut().skip(first).take(n), &mut lens, &mut outgoing)?;
+    for i in 0..r {
+        if outgoing[i] {
+            continue;
+        }
+        if lens[i] > slot_len {
+            stats.truncated += 1; // consumed already (MSG_TRUNC): dropped, counted
+            continue;
+        }
+        batch.push(first + i, lens[i]);
+    }
+    Ok((r, r == n))
+}
+
+/// One `recvmmsg(2)` from packet socket `fd`, each frame into the next of `rooms` (at most
+/// 64): how many were read (0: none waiting), each one's whole length (MSG_TRUNC: it may
+/// exceed its room) in `lens`, and whether it is our own looped back in `outgoing`.
+fn recvmmsg_rooms<'a>(
+    fd: RawFd,
+    rooms: impl Iterator<Item = &'a mut [u8]>,
+    lens: &mut [usize; MMSG],
+    outgoing: &mut [bool; MMSG],
+) -> io::Result<usize> {
     let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MMSG];
     // SAFETY: sockaddr_ll is plain data.
     let mut from: [libc::sockaddr_ll; MMSG] = unsafe { std::mem::zeroed() };
     let mut hdrs = [zeroed_mmsghdr(); MMSG];
-    for (i, slot) in batch.slots_mut().skip(first).take(n).enumerate() {
-        iov[i] = libc::iovec { iov_base: slot.as_mut_ptr() as *mut libc::c_void, iov_len: slot.len() };
+    let mut n = 0;
+    for (i, room) in rooms.take(MMSG).enumerate() {
+        iov[i] = libc::iovec { iov_base: room.as_mut_ptr() as *mut libc::c_void, iov_len: room.len() };
         hdrs[i].msg_hdr.msg_iov = &mut iov[i];
         hdrs[i].msg_hdr.msg_iovlen = 1;
         hdrs[i].msg_hdr.msg_name = &mut from[i] as *mut libc::sockaddr_ll as *mut libc::c_void;
         hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        n = i + 1;
     }
-    // SAFETY: every header points at a live iovec over its own slot of the batch and at its
-    // own sockaddr_ll, all alive across the call; no timeout.
+    // SAFETY: every header points at a live iovec over its own room (the caller's buffers,
+    // borrowed for this call) and at its own sockaddr_ll, all alive across the call; no timeout.
     let r = unsafe {
         libc::recvmmsg(
             fd,
@@ -1100,23 +1099,16 @@ fn recvmmsg_into(fd: RawFd, batch: &mut RecvBatch, first: usize, stats: &mut Raw
     if r < 0 {
         let e = io::Error::last_os_error();
         return match e.raw_os_error() {
-            Some(libc::EAGAIN) | Some(libc::EINTR) => Ok((0, false)),
+            Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
             _ => Err(last_err("recvmmsg")),
         };
     }
     let r = r as usize;
     for i in 0..r {
-        if from[i].sll_pkttype == libc::PACKET_OUTGOING {
-            continue;
-        }
-        let len = hdrs[i].msg_len as usize;
-        if len > slot_len {
-            stats.truncated += 1; // consumed already (MSG_TRUNC): dropped, counted
-            continue;
-        }
-        batch.push(first + i, len);
+        lens[i] = hdrs[i].msg_len as usize;
+        outgoing[i] = from[i].sll_pkttype == libc::PACKET_OUTGOING;
     }
-    Ok((r, r == n))
+    Ok(r)
 }
 
 #[cfg(test)]
