@@ -18,6 +18,13 @@ pub(crate) trait RunMember {
     /// Whether it may follow `first` in `first`'s run: one destination, one header but for
     /// what the kernel rewrites per segment (lengths, checksums, the IPv4 ID).
     fn joins(&self, first: &Self) -> bool;
+    /// Whether a second copy of it is harmless (RC and UC: the receiver discards a PSN it has
+    /// seen). Only such datagrams are moved ahead of others: when the kernel takes a batch
+    /// only in part, the caller is told the prefix it took and sends the rest again, a moved
+    /// datagram included.
+    fn resend_safe(&self) -> bool {
+        false
+    }
 }
 
 /// The most datagrams [`split_runs`] and [`split_flow_runs`] take at once (a driver batch).
@@ -59,10 +66,14 @@ pub(crate) fn split_flow_runs<T: RunMember>(
         n_order += 1;
         let seg = first.payload_len();
         let (mut k, mut bytes, mut j) = (1, seg, i + 1);
+        // Whether a datagram not yet sent (neither in an earlier run nor in this one) was passed.
+        let mut left_behind = false;
         while gso && j < n && k < GSO_MAX_SEGMENTS {
             let e = &items[j];
-            if taken[j] || !e.joins(first) {
+            // Past a datagram left behind, only one that may go twice moves ahead of it.
+            if taken[j] || !e.joins(first) || (left_behind && !e.resend_safe()) {
                 if across {
+                    left_behind |= !taken[j];
                     j += 1;
                     continue;
                 }
@@ -126,6 +137,10 @@ mod tests {
         fn joins(&self, first: &Self) -> bool {
             self.0 == first.0
         }
+        /// Flows 1-9 are RC-like, 10 and up UD-like.
+        fn resend_safe(&self) -> bool {
+            self.0 < 10
+        }
     }
 
     /// Equal lengths run together up to the bounds; a shorter one ends a run, a longer one or
@@ -158,5 +173,11 @@ mod tests {
         assert_eq!(&order[..7], &[0, 2, 4, 1, 3, 5, 6]);
         let n = split_flow_runs(&items, true, false, &mut order, &mut runs);
         assert_eq!(n, 7, "consecutive runs only: none here");
+        // A datagram that must not go twice never passes one left behind: a partial send
+        // would send it again. Passing datagrams already taken by an earlier run is fine.
+        let items = [D(10, 100), D(2, 100), D(10, 100), D(10, 100), D(2, 100), D(10, 100)];
+        let n = split_flow_runs(&items, true, true, &mut order, &mut runs);
+        assert_eq!(&runs[..n], &[(0, 1), (1, 2), (3, 3)]);
+        assert_eq!(&order[..6], &[0, 1, 4, 2, 3, 5]);
     }
 }

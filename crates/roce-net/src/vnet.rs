@@ -153,6 +153,11 @@ impl RunMember for RunFrame<'_> {
             }
             && same(self.udp_at..self.udp_at + 4)
     }
+
+    /// RC and UC (BTH opcode classes 0x00 and 0x20): the receiver drops a PSN it has had.
+    fn resend_safe(&self) -> bool {
+        self.runnable && self.frame.get(self.udp_at + UDP_LEN).is_some_and(|op| op & 0xE0 <= 0x20)
+    }
 }
 
 /// The headers of a run of `first`'s kind carrying `payload` UDP payload bytes in all, and the
