@@ -139,6 +139,13 @@ fn counters_text(c: &Counters, send_errors: u64, raw: Option<RawStats>, verbose:
             r.kernel_drops, r.truncated, r.ring_fallbacks
         );
     }
+    if let Some(r) = raw.filter(|r| verbose || r.gso_not_udp > 0 || r.gso_refused > 0) {
+        let _ = write!(
+            s,
+            "\n  raw socket gso: runs {} of {} frames, reads {} of {} frames, not_udp {} (dropped), refused {}",
+            r.gso_runs, r.gso_run_frames, r.gso_reads, r.gso_split_frames, r.gso_not_udp, r.gso_refused
+        );
+    }
     s
 }
 

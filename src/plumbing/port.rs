@@ -429,13 +429,19 @@ const SOCKET_BUFFER: usize = 4 << 20;
 const SOCKET_BUFFER_PER_QUEUE_MIN: usize = 512 << 10;
 
 fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
-    // A transmit ring: a batch of frames leaves with one kick (receiving stays recvmmsg: a
-    // TPACKET_V3 block would hold a lone frame until its retire timer, too slow for a
-    // handshake). If the kernel refuses the ring, sendmmsg, with a note.
-    let mut raw = RawSocket::open_with(&o.iface, roce_net::ring::RingConfig::tx_only())
-        .map_err(|e| OpenError::env(e.to_string()))?;
-    if let Some(why) = raw.ring_fallback() {
-        eprintln!("note: no transmit ring on {} ({why}): sending with sendmmsg", o.iface);
+    // GSO (PACKET_VNET_HDR): a run of RoCEv2 frames leaves as one skb and a peer's run is read
+    // as one (spec/rc.md, "The raw transport's GSO path"); it takes the socket without rings.
+    // Where the kernel refuses it, a transmit ring: a batch of frames leaves with one kick
+    // (receiving stays recvmmsg: a TPACKET_V3 block would hold a lone frame until its retire
+    // timer, too slow for a handshake); where it refuses that too, sendmmsg, with a note.
+    let mut raw = RawSocket::open(&o.iface).map_err(|e| OpenError::env(e.to_string()))?;
+    if let Err(e) = raw.enable_gso() {
+        eprintln!("note: no GSO on {} ({e}): a transmit ring instead", o.iface);
+        raw = RawSocket::open_with(&o.iface, roce_net::ring::RingConfig::tx_only())
+            .map_err(|e| OpenError::env(e.to_string()))?;
+        if let Some(why) = raw.ring_fallback() {
+            eprintln!("note: no transmit ring on {} ({why}): sending with sendmmsg", o.iface);
+        }
     }
     // Before the buffer sizes, which are set on every socket of the group.
     raw.fan_out(o.rx_queues)

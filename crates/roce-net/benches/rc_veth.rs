@@ -75,6 +75,8 @@ const SNDBUF: usize = 8 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Transport {
     Raw,
+    /// raw with PACKET_VNET_HDR: runs of frames as GSO frames, no rings.
+    RawGso,
     Udp,
     /// udp behind a capture that passes batches on.
     UdpPcap,
@@ -87,6 +89,7 @@ impl Transport {
     fn name(self) -> &'static str {
         match self {
             Transport::Raw => "raw (TX ring, recvmmsg)",
+            Transport::RawGso => "raw GSO (PACKET_VNET_HDR, sendmmsg, recvmmsg)",
             Transport::Udp => "udp (GSO, GRO, recvmmsg)",
             Transport::UdpPcap => "udp behind a capture, batches passed on",
             Transport::UdpPcapFrameByFrame => "udp behind a capture, frame by frame",
@@ -96,7 +99,7 @@ impl Transport {
     /// The `ROCE_BENCH_TRANSPORT` value that runs it.
     fn selected_by(self) -> &'static str {
         match self {
-            Transport::Raw => "raw",
+            Transport::Raw | Transport::RawGso => "raw",
             Transport::Udp => "udp",
             Transport::UdpPcap | Transport::UdpPcapFrameByFrame => "udp-pcap",
         }
@@ -240,6 +243,13 @@ fn engine(side: &Side, seed: u64, setup: Setup) -> Driver<BenchDev> {
             raw.set_buffer_sizes(RCVBUF, SNDBUF).expect("socket buffers");
             (BenchDev::Raw(raw), StackConfig::new(*mac, *raw_ip, 24))
         }
+        Transport::RawGso => {
+            let mut raw =
+                RawSocket::open_with(iface, RingConfig { qdisc_bypass: true, ..RingConfig::NONE }).expect("raw socket");
+            raw.enable_gso().expect("PACKET_VNET_HDR");
+            raw.set_buffer_sizes(RCVBUF, SNDBUF).expect("socket buffers");
+            (BenchDev::Raw(raw), StackConfig::new(*mac, *raw_ip, 24))
+        }
         Transport::Udp | Transport::UdpPcap | Transport::UdpPcapFrameByFrame => {
             let info = roce_net::raw::interface(iface).expect("interface");
             let mut udp = RoceUdpSocket::open(IpAddr::V4(*veth_ip), info.index, *mac).expect("udp socket");
@@ -270,7 +280,7 @@ fn engine(side: &Side, seed: u64, setup: Setup) -> Driver<BenchDev> {
 
 fn connect(d: &mut Driver<BenchDev>, qpn: u32, peer: &Side, peer_qpn: u32, (sq, rq): (u32, u32), setup: Setup) {
     let (ip, dmac) = match setup.transport {
-        Transport::Raw => (peer.4, peer.2),
+        Transport::Raw | Transport::RawGso => (peer.4, peer.2),
         _ => (peer.3, KERNEL_NEIGHBOR_MAC),
     };
     let mut at = QpAttr::new(IpAddr::V4(ip), peer_qpn);
@@ -381,6 +391,17 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
                 "    (sender: {} retries, {} sequence NAKs, {} local ACK timeouts, {} packets resent)",
                 c.completer_retry_err, c.rcvd_seq_err, c.local_ack_timeout_err, c.retransmitted_pkts
             );
+        }
+        if let BenchDev::Raw(r) = &mut d.dev {
+            let s = r.stats();
+            if s.gso_runs > 0 || s.gso_refused > 0 {
+                println!(
+                    "    (raw GSO sender: {:.1} frames per GSO run, {} runs per 64 KiB message, {} refused)",
+                    s.gso_run_frames as f64 / s.gso_runs.max(1) as f64,
+                    s.gso_runs as f64 / n as f64,
+                    s.gso_refused
+                );
+            }
         }
         let mut batching = None;
         if let Some(s) = d.dev.udp_stats() {
@@ -534,9 +555,10 @@ fn main() {
     let big = 1 << 16;
     let transports: Vec<Transport> = match only_transport.as_deref() {
         Some("udp-pcap") => vec![Transport::Udp, Transport::UdpPcap, Transport::UdpPcapFrameByFrame],
-        only => {
-            [Transport::Raw, Transport::Udp].into_iter().filter(|t| only.is_none_or(|o| o == t.selected_by())).collect()
-        }
+        only => [Transport::Raw, Transport::RawGso, Transport::Udp]
+            .into_iter()
+            .filter(|t| only.is_none_or(|o| o == t.selected_by()))
+            .collect(),
     };
     for (link_mtu, path_mtu) in [(1500, 1024), (9000, 4096)] {
         if only_mtu.is_some_and(|m| m != link_mtu) {

@@ -23,6 +23,7 @@ pub mod device;
 pub mod driver;
 pub mod error;
 pub mod fault;
+mod gso;
 pub mod ibsim;
 pub mod node;
 pub mod pcap;
@@ -34,6 +35,7 @@ pub mod sa_host;
 pub mod sa_queue;
 pub mod sim;
 pub mod udp;
+mod vnet;
 
 pub use corrupt::CorruptScope;
 pub use device::{Device, MemoryDevice};

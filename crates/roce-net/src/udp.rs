@@ -24,6 +24,7 @@ use roce_wire::icrc;
 use roce_wire::ROCEV2_UDP_PORT;
 
 use crate::device::{Device, RecvBatch};
+use crate::gso;
 use crate::raw::set_int;
 
 /// Why an engine frame was not sent on the udp transport.
@@ -147,6 +148,15 @@ pub struct Datagram {
     pub hop_limit: u8,
     /// Where the UDP payload (BTH … ICRC) sits in the frame.
     pub payload: Range<usize>,
+}
+
+impl gso::RunMember for Datagram {
+    fn payload_len(&self) -> usize {
+        self.payload.len()
+    }
+    fn joins(&self, first: &Self) -> bool {
+        self.dst == first.dst && self.traffic_class == first.traffic_class && self.hop_limit == first.hop_limit
+    }
 }
 
 impl Datagram {
@@ -430,8 +440,8 @@ pub struct RoceUdpSocket {
     stats: UdpStats,
     /// Send runs of datagrams with UDP_SEGMENT (until the kernel refuses it).
     gso: bool,
-    /// The ICRC shift for the last IPv4 segment length corrected.
-    id_shift: Option<(usize, icrc::Ipv4IdentificationShift)>,
+    /// Segments' ICRCs corrected for the IPv4 IDs the kernel gives them.
+    id_correction: gso::IdCorrection,
     rx: Box<Reads>,
     /// The ICRC of datagrams handed over in place: the headers' hash kept across a read.
     rx_icrc: roce_wire::datagram::DatagramIcrc,
@@ -484,7 +494,7 @@ impl RoceUdpSocket {
             mac,
             stats: UdpStats::default(),
             gso: true,
-            id_shift: None,
+            id_correction: gso::IdCorrection::default(),
             rx: Box::new(Reads::new()),
             rx_icrc: Default::default(),
         };
@@ -751,36 +761,7 @@ impl RoceUdpSocket {
         let n = frames.len().min(TX_FRAMES);
         // Messages: (first frame, frames).
         let mut runs = [(0usize, 0usize); TX_FRAMES];
-        let mut n_runs = 0;
-        let mut i = 0;
-        while i < n {
-            let d = &dgrams[i];
-            let seg = d.payload.len();
-            let mut k = 1;
-            if gso {
-                let mut bytes = seg;
-                while i + k < n && k < GSO_MAX_SEGMENTS {
-                    let e = &dgrams[i + k];
-                    let len = e.payload.len();
-                    if e.dst != d.dst
-                        || e.traffic_class != d.traffic_class
-                        || e.hop_limit != d.hop_limit
-                        || len > seg
-                        || bytes + len > GSO_MAX_BYTES
-                    {
-                        break;
-                    }
-                    bytes += len;
-                    k += 1;
-                    if len < seg {
-                        break; // a shorter one ends the run
-                    }
-                }
-            }
-            runs[n_runs] = (i, k);
-            n_runs += 1;
-            i += k;
-        }
+        let n_runs = gso::split_runs(&dgrams[..n], gso, &mut runs);
         // Each frame: its payload without the ICRC, then the ICRC (corrected or as it is).
         let mut icrcs = [[0u8; 4]; TX_FRAMES];
         let mut iovs: [libc::iovec; 2 * TX_FRAMES] = unsafe { std::mem::zeroed() };
@@ -790,8 +771,6 @@ impl RoceUdpSocket {
         let mut msgs: [libc::mmsghdr; TX_FRAMES] = unsafe { std::mem::zeroed() };
         // First every ICRC, then the iovecs pointing at them, then the messages pointing at the
         // iovecs: no buffer is written once a pointer into it is taken.
-        // (The shift for the last length, kept across calls: a window's segments share it.)
-        let mut shift = self.id_shift;
         for &(first, k) in &runs[..n_runs] {
             for j in 0..k {
                 let (f, d) = (frames[first + j], &dgrams[first + j]);
@@ -799,23 +778,14 @@ impl RoceUdpSocket {
                 icrcs[first + j].copy_from_slice(tail);
                 // The kernel writes ID 0 for the message and inet_gso_segment counts up: the
                 // jth segment goes out with ID j.
-                let (have, want) = (u16::from_be_bytes([f[ETH_LEN + 4], f[ETH_LEN + 5]]), j as u16);
-                if !d.dst.is_ipv4() || have == want || d.payload.len() < icrc::ICRC_LEN {
+                if !d.dst.is_ipv4() || d.payload.len() < icrc::ICRC_LEN {
                     continue;
                 }
+                let have = u16::from_be_bytes([f[ETH_LEN + 4], f[ETH_LEN + 5]]);
                 let len = d.payload.end - icrc::ICRC_LEN - ETH_LEN;
-                let s = match shift {
-                    Some((l, s)) if l == len => s,
-                    _ => match icrc::Ipv4IdentificationShift::new(len) {
-                        Ok(s) => shift.insert((len, s)).1,
-                        Err(_) => continue,
-                    },
-                };
-                let c = icrc::from_wire(icrcs[first + j]) ^ s.icrc_change(have, want);
-                icrcs[first + j] = icrc::to_wire(c);
+                icrcs[first + j] = self.id_correction.icrc(icrcs[first + j], len, have, j as u16);
             }
         }
-        self.id_shift = shift;
         for (i, (f, d)) in frames[..n].iter().zip(&dgrams[..n]).enumerate() {
             let body = &f[d.payload.start..d.payload.end.saturating_sub(icrc::ICRC_LEN).max(d.payload.start)];
             let tail = (d.payload.len() - body.len()).min(icrc::ICRC_LEN);
@@ -901,10 +871,6 @@ struct SendError {
 const CONTROL_WORDS: usize = 10;
 /// Frames per `sendmmsg` (the driver's batch).
 const TX_FRAMES: usize = 64;
-/// Segments per UDP_SEGMENT send: the kernel's UDP_MAX_SEGMENTS (include/linux/udp.h).
-const GSO_MAX_SEGMENTS: usize = 64;
-/// Payload bytes per UDP_SEGMENT send: an IPv4 datagram's most (65535 − 20 − 8).
-const GSO_MAX_BYTES: usize = 65_507;
 /// Socket buffers a new socket asks for: a window of 64 KiB messages.
 const DEFAULT_RCVBUF: usize = 8 << 20;
 const DEFAULT_SNDBUF: usize = 4 << 20;
