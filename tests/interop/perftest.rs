@@ -4,7 +4,8 @@
 //!    [args] 198.18.0.2`;
 //! b. `roce perftest <test> [args]` as the server ▶ the guest's `ib_<test> ... 198.18.0.1`.
 //! `perftest_rc_tcp_*`: the eight tests over RC with the TCP exchange, one boot per role.
-//! `perftest_modes_both_roles`: rdma_cm mode (`-R`) for send_bw and write_bw (two QPs), UC (send_bw,
+//! `perftest_rc_cm_both_roles`: the eight again in rdma_cm mode (`-R`), both roles on one boot.
+//! `perftest_modes_both_roles`: `-R` with two QPs (write_bw), UC (send_bw,
 //! write_bw), UD (send_bw), `-q 4` and `-a` for write_bw, in both roles on one boot.
 //! Each run asserts what the guest saw: its tool's exit status and its result row (size and
 //! iterations; the bandwidth servers print the client's report, so our report exchange is
@@ -78,9 +79,20 @@ const RC_TCP: [Case; 8] = [
     rc("atomic_lat", 8, false),
 ];
 
+/// The same eight in rdma_cm mode (`-R`): the exchanges as SENDs on a CM-connected control QP,
+/// the test QP through the CM.
+const RC_CM: [Case; 8] = {
+    let mut cases = RC_TCP;
+    let mut i = 0;
+    while i < cases.len() {
+        cases[i].args = "-R";
+        i += 1;
+    }
+    cases
+};
+
 /// The other modes and transports.
-const MODES: [Case; 7] = [
-    Case { test: "send_bw", args: "-R", client_row: (65536, N), server_row: Some((65536, N)), transport: "RC" },
+const MODES: [Case; 6] = [
     // Two test QPs through the CM: the server accepts them in the order they come.
     Case {
         test: "write_bw",
@@ -252,6 +264,11 @@ fn perftest_rc_tcp_guest_server_roce_client() {
 #[test]
 fn perftest_rc_tcp_roce_server_guest_client() {
     run_cases("interop_perftest_server", &RC_TCP, false, true);
+}
+
+#[test]
+fn perftest_rc_cm_both_roles() {
+    run_cases("interop_perftest_cm", &RC_CM, true, true);
 }
 
 #[test]
