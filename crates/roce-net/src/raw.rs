@@ -1179,7 +1179,7 @@ mod tests {
     /// root (CI runs as root): a missing privilege is a failure.
     #[test]
     fn gso_runs_cross_a_veth_pair_and_split_back() {
-        use crate::udp::tests::engine_frame;
+        use crate::udp::tests::rc_engine_frame as engine_frame;
         std::thread::spawn(|| {
             crate::veth_in_own_netns("g1", "g2");
             let mut a = RawSocket::open("g1").unwrap();

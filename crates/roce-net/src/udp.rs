@@ -1183,9 +1183,23 @@ pub(crate) mod tests {
 
     /// An engine frame: a UD SEND_ONLY from QP 1 with source port `sport`.
     pub(crate) fn engine_frame(src: IpAddr, dst: IpAddr, sport: u16, payload: &[u8]) -> Vec<u8> {
+        engine_frame_as(src, dst, sport, payload, false)
+    }
+
+    /// [`engine_frame`] as an RC SEND_MIDDLE (no extension header) to the same QP: bulk data,
+    /// what the raw transport's GSO runs carry.
+    pub(crate) fn rc_engine_frame(src: IpAddr, dst: IpAddr, sport: u16, payload: &[u8]) -> Vec<u8> {
+        engine_frame_as(src, dst, sport, payload, true)
+    }
+
+    fn engine_frame_as(src: IpAddr, dst: IpAddr, sport: u16, payload: &[u8], rc: bool) -> Vec<u8> {
         // The BTH and DETH of a real UD SEND_ONLY to QP1 (the golden SA Delete).
         let golden = roce_wire::frame::parse(&roce_wire::golden::SA_DELETE_MCMEMBER).unwrap();
-        let (bth, ext) = (golden.repr.bth, golden.repr.ext);
+        let (mut bth, mut ext) = (golden.repr.bth, golden.repr.ext);
+        if rc {
+            bth.opcode = roce_wire::bth::Opcode::RcSendMiddle;
+            ext = Default::default();
+        }
         let h = RoceHeaders {
             src_mac: MAC,
             dst_mac: KERNEL_NEIGHBOR_MAC,

@@ -138,12 +138,16 @@ impl RunMember for RunFrame<'_> {
         self.end.saturating_sub(self.udp_at + UDP_LEN)
     }
 
-    /// The same Ethernet header, IP header but for lengths, checksum and ID, UDP ports.
+    /// The same Ethernet header, IP header but for lengths, checksum and ID, UDP ports; RC or
+    /// UC both (bulk data: a UD datagram or a MAD answer goes alone, so a plain packet socket on
+    /// the peer's end of a veth, which sees a GSO frame whole, still reads each one as sent).
     fn joins(&self, first: &Self) -> bool {
         let (a, b) = (self.frame, first.frame);
         let same = |r: Range<usize>| a[r.clone()] == b[r];
         self.runnable
             && first.runnable
+            && self.resend_safe()
+            && first.resend_safe()
             && self.ipv4 == first.ipv4
             && same(0..ETH_LEN)
             && if self.ipv4 {
@@ -309,7 +313,7 @@ mod tests {
         let (a, b): (IpAddr, IpAddr) = (src.parse().unwrap(), dst.parse().unwrap());
         lens.iter()
             .enumerate()
-            .map(|(i, &n)| crate::udp::tests::engine_frame(a, b, 0xc001, &vec![i as u8; n]))
+            .map(|(i, &n)| crate::udp::tests::rc_engine_frame(a, b, 0xc001, &vec![i as u8; n]))
             .collect()
     }
 
@@ -371,5 +375,17 @@ mod tests {
         assert!(RunFrame::classify(&frag).is_none());
         let tcp = VnetHdr { gso_type: 1, gso_size: 1448, ..VnetHdr::default() }.to_bytes();
         assert_eq!(Segments::of(&tcp, &fs[0]), Err(SplitError::NotUdpGso));
+        // A UD datagram (a MAD answer) goes alone: a plain packet socket on the peer's end of a
+        // veth sees a GSO frame whole.
+        let ud = |n: u8| {
+            crate::udp::tests::engine_frame(
+                "198.18.0.1".parse().unwrap(),
+                "198.18.0.2".parse().unwrap(),
+                0xc001,
+                &[n; 300],
+            )
+        };
+        let (u1, u2) = (ud(1), ud(2));
+        assert!(!RunFrame::of(&u2).joins(&RunFrame::of(&u1)), "UD frames never form a run");
     }
 }
