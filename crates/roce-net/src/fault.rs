@@ -69,10 +69,11 @@ impl FaultFrames {
 fn response_opcode(frame: &[u8]) -> Option<bool> {
     let f = roce_wire::frame::parse_lax(frame).ok()?;
     let opcode = *frame.get(f.offsets.bth)?;
-    // RC (0x00), RD (0x40) and XRC (0xA0) share the response opcodes 0x0D-0x12 of their
-    // class; UC and UD have no responses, CNP (0x81) is a request of its own.
-    let class = opcode & 0xE0;
-    Some(matches!(class, 0x00 | 0x40 | 0xA0) && (0x0D..=0x12).contains(&(opcode & 0x1F)))
+    // RC, RD and XRC share the response opcodes 0x0D-0x12 of their class; UC and UD have no
+    // responses, CNP (0x81) is a request of its own.
+    use roce_wire::bth::{Opcode, Transport};
+    let reliable = matches!(Opcode::from(opcode).transport(), Transport::Rc | Transport::Rd | Transport::Xrc);
+    Some(reliable && (0x0D..=0x12).contains(&(opcode & 0x1F)))
 }
 
 impl Default for FaultConfig {

@@ -158,9 +158,14 @@ impl RunMember for RunFrame<'_> {
             && same(self.udp_at..self.udp_at + 4)
     }
 
-    /// RC and UC (BTH opcode classes 0x00 and 0x20): the receiver drops a PSN it has had.
+    /// RC and UC: the receiver drops a PSN it has had.
     fn resend_safe(&self) -> bool {
-        self.runnable && self.frame.get(self.udp_at + UDP_LEN).is_some_and(|op| op & 0xE0 <= 0x20)
+        use roce_wire::bth::{Opcode, Transport};
+        self.runnable
+            && self
+                .frame
+                .get(self.udp_at + UDP_LEN)
+                .is_some_and(|&op| matches!(Opcode::from(op).transport(), Transport::Rc | Transport::Uc))
     }
 }
 
