@@ -199,6 +199,10 @@ pub struct StackConfig {
     /// source QPN, or one port for all (a UDP socket bound to 4791 sends from 4791, and the
     /// ICRC covers the port).
     pub udp_source_port: Option<u16>,
+    /// PSNs an RC or UC requester may have in flight before it waits for an ACK
+    /// ([`crate::rc::Rc::set_max_unacked_psns`]; default
+    /// [`crate::rc::DEFAULT_MAX_UNACKED_PSNS`], rxe's is [`crate::rc::RXE_MAX_UNACKED_PSNS`]).
+    pub rc_max_unacked_psns: u32,
 }
 
 impl StackConfig {
@@ -227,6 +231,7 @@ impl StackConfig {
             cm_max_retries: 15,
             neighbors: NeighborResolution::Arp,
             udp_source_port: None,
+            rc_max_unacked_psns: crate::rc::DEFAULT_MAX_UNACKED_PSNS,
         }
     }
 

@@ -136,7 +136,11 @@ impl Stack {
             next_qpn: 0x11,
             gsi: Gsi::default(),
             cm: Cm::default(),
-            rc: crate::rc::Rc::new(splitmix(seed ^ 0x0c0c)),
+            rc: {
+                let mut rc = crate::rc::Rc::new(splitmix(seed ^ 0x0c0c));
+                rc.set_max_unacked_psns(cfg.rc_max_unacked_psns);
+                rc
+            },
             datagram_frame: Vec::new(),
             cfg,
         }

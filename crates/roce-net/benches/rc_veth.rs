@@ -19,7 +19,8 @@
 //! received through `recv_batch`). The QPs are connected by hand (attributes exchanged in
 //! memory, as ibv_rc_pingpong does over its socket); the CM is not in the measured path.
 //! `cargo bench -p roce-net --bench rc_veth`; `ROCE_BENCH_MTU=9000` (or 1500) runs one MTU,
-//! `ROCE_BENCH_TRANSPORT=udp` (or raw) one transport, `ROCE_BENCH_MSGS` sets the messages per
+//! `ROCE_BENCH_TRANSPORT=udp` (or raw; raw-ring or raw-gso for one of raw's two ways) one
+//! transport, `ROCE_BENCH_QPS=1` (or 4) one QP count, `ROCE_BENCH_MSGS` sets the messages per
 //! run (2000) — for profiling. `ROCE_BENCH_TRANSPORT=udp-pcap` runs the udp transport plain and
 //! behind a capture (`--pcap`'s `PcapDevice`, writing to a sink), with its batches passed on and,
 //! as before they were, frame by frame. Everything takes turns three times; each figure is its median
@@ -93,6 +94,15 @@ impl Transport {
             Transport::Udp => "udp (GSO, GRO, recvmmsg)",
             Transport::UdpPcap => "udp behind a capture, batches passed on",
             Transport::UdpPcapFrameByFrame => "udp behind a capture, frame by frame",
+        }
+    }
+
+    /// The `ROCE_BENCH_TRANSPORT` value that runs it alone.
+    fn selected_alone_by(self) -> &'static str {
+        match self {
+            Transport::Raw => "raw-ring",
+            Transport::RawGso => "raw-gso",
+            other => other.selected_by(),
         }
     }
 
@@ -548,6 +558,7 @@ fn main() {
     // For profiling: one MTU, one transport.
     let only_mtu: Option<u32> = env("ROCE_BENCH_MTU").and_then(|v| v.parse().ok());
     let only_transport = env("ROCE_BENCH_TRANSPORT");
+    let only_qps: Option<usize> = env("ROCE_BENCH_QPS").and_then(|v| v.parse().ok());
     if !full {
         println!("rc_veth in test mode ({n_big} × 64 KiB; figures not meaningful: `cargo bench` measures)");
     }
@@ -557,7 +568,7 @@ fn main() {
         Some("udp-pcap") => vec![Transport::Udp, Transport::UdpPcap, Transport::UdpPcapFrameByFrame],
         only => [Transport::Raw, Transport::RawGso, Transport::Udp]
             .into_iter()
-            .filter(|t| only.is_none_or(|o| o == t.selected_by()))
+            .filter(|t| only.is_none_or(|o| o == t.selected_by() || o == t.selected_alone_by()))
             .collect(),
     };
     for (link_mtu, path_mtu) in [(1500, 1024), (9000, 4096)] {
@@ -571,8 +582,11 @@ fn main() {
         // Everything takes turns, `rounds` times; each figure is its median round (other
         // processes share the machine: one round alone is noisy).
         let mut tcp = Vec::new();
-        let cases: Vec<(Transport, usize, bool)> =
-            transports.iter().flat_map(|&t| [(t, 1, false), (t, 1, true), (t, 4, false), (t, 4, true)]).collect();
+        let cases: Vec<(Transport, usize, bool)> = transports
+            .iter()
+            .flat_map(|&t| [(t, 1, false), (t, 1, true), (t, 4, false), (t, 4, true)])
+            .filter(|&(_, qps, _)| only_qps.is_none_or(|q| q == qps))
+            .collect();
         let mut rc: Vec<Vec<Run>> = cases.iter().map(|_| Vec::new()).collect();
         for _ in 0..rounds {
             tcp.push(tcp_run(&nets, n_big, big));

@@ -29,6 +29,7 @@ use roce_wire::bth;
 use roce_wire::ext::ExtHeaders;
 
 pub use mr::{Access, MrInfo, MrTable, Sge};
+pub use requester::{DEFAULT_MAX_UNACKED_PSNS, MAX_UNACKED_PSNS_LIMIT, RXE_MAX_UNACKED_PSNS};
 pub use srq::{AsyncEvent, SrqAttr};
 
 use crate::{Errno, Instant};
@@ -619,6 +620,17 @@ pub struct Rc {
     /// Payload buffers of packets already framed, for the next request packets to gather
     /// into (no allocation per packet in steady state).
     spare_payloads: Vec<Vec<u8>>,
+    window: SendWindow,
+}
+
+/// How many PSNs a requester may have in flight ([`Rc::set_max_unacked_psns`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SendWindow(u32);
+
+impl Default for SendWindow {
+    fn default() -> Self {
+        SendWindow(requester::DEFAULT_MAX_UNACKED_PSNS)
+    }
 }
 
 /// Payload buffers kept for reuse: a transmit batch's worth.
@@ -635,6 +647,8 @@ pub(crate) struct Ctx<'a> {
     pub spare_payloads: &'a mut Vec<Vec<u8>>,
     /// Where the requester may gather a payload in place (see [`InPlace`]).
     pub in_place: Option<InPlace<'a>>,
+    /// PSNs a requester may have in flight.
+    pub max_unacked_psns: u32,
 }
 
 impl Ctx<'_> {
@@ -663,8 +677,21 @@ impl Rc {
             c: &mut self.counters,
             spare_payloads: &mut self.spare_payloads,
             in_place: None,
+            max_unacked_psns: self.window.0,
         };
         Some((qp, ctx))
+    }
+
+    /// How many PSNs each requester may have in flight before it waits for an ACK: clamped to
+    /// 1 ..= [`MAX_UNACKED_PSNS_LIMIT`] (half the PSN space). The default is
+    /// [`DEFAULT_MAX_UNACKED_PSNS`]; [`RXE_MAX_UNACKED_PSNS`] paces as rxe does.
+    pub fn set_max_unacked_psns(&mut self, psns: u32) {
+        self.window = SendWindow(psns.clamp(1, requester::MAX_UNACKED_PSNS_LIMIT));
+    }
+
+    /// The requesters' send window in PSNs ([`Rc::set_max_unacked_psns`]).
+    pub fn max_unacked_psns(&self) -> u32 {
+        self.window.0
     }
 
     // ---- memory regions

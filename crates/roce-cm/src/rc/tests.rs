@@ -534,6 +534,42 @@ fn acks_are_coalesced() {
     assert_eq!(Pair::wcs(&mut p.a).len(), 10);
 }
 
+/// A requester stops at its send window (PSNs sent and not yet acknowledged) and goes on as
+/// ACKs come: the default window, rxe's 128, and a clamped zero.
+#[test]
+fn the_requester_stops_at_its_send_window() {
+    for (set, window) in [(None, DEFAULT_MAX_UNACKED_PSNS), (Some(RXE_MAX_UNACKED_PSNS), 128), (Some(0), 1)] {
+        let mut p = Pair::new(256, 16);
+        if let Some(w) = set {
+            p.a.set_max_unacked_psns(w);
+        }
+        assert_eq!(p.a.max_unacked_psns(), window);
+        let len = 1000 * 256; // 1,000 packets
+        let src = mr(&mut p.a, len);
+        let dst = mr(&mut p.b, len);
+        let write = SendOp::Write { remote_addr: dst.addr, rkey: dst.rkey };
+        p.a.post_send(p.now, QA, wr(1, write, vec![sge(&src, 0, len as u32)])).unwrap();
+        let mut first_burst = 0;
+        while let Some(pkt) = p.a.poll_transmit(p.now) {
+            assert_eq!(pkt.bth.psn, psn::add(0x10, first_burst), "in order");
+            first_burst += 1;
+        }
+        assert_eq!(first_burst, window, "window {set:?}");
+        // What was sent arrives; the ACKs open the window until the message is done.
+        let mut p = Pair::new(256, 16);
+        if let Some(w) = set {
+            p.a.set_max_unacked_psns(w);
+        }
+        let (src, dst) = (mr(&mut p.a, len), mr(&mut p.b, len));
+        let write = SendOp::Write { remote_addr: dst.addr, rkey: dst.rkey };
+        p.a.post_send(p.now, QA, wr(1, write, vec![sge(&src, 0, len as u32)])).unwrap();
+        p.run(Duration::from_secs(5));
+        let wa = Pair::wcs(&mut p.a);
+        assert_eq!(wa.iter().map(|w| w.status).collect::<Vec<_>>(), [WcStatus::Success]);
+        assert_eq!(p.sent_ab.len(), 1000, "no packet sent twice");
+    }
+}
+
 #[test]
 fn unsignaled_requests_complete_silently_and_errors_always_report() {
     let mut p = Pair::new(1024, 15);
