@@ -570,6 +570,27 @@ fn the_requester_stops_at_its_send_window() {
     }
 }
 
+/// QPs with work take turns in bursts of `TX_BURST` packets, not packet by packet.
+#[test]
+fn qps_send_in_bursts() {
+    let mut rc = Rc::new(17);
+    let now = Instant::ZERO;
+    let b = TX_BURST as usize;
+    let pkts = 2 * b + b / 2; // two whole bursts and half of one, per QP
+    let src = mr(&mut rc, pkts * 256);
+    for (q, dest) in [(QA, QB), (QA + 1, QB + 1)] {
+        rc.create_qp(q, QpCap { max_send_wr: 4, max_recv_wr: 4 }).unwrap();
+        for st in [QpState::Init, QpState::Rtr, QpState::Rts] {
+            rc.modify_qp(now, q, st, &attr(B, dest, 256, 0x10, 0x20)).unwrap();
+        }
+        let write = SendOp::Write { remote_addr: 0x1000, rkey: 1 };
+        rc.post_send(now, q, wr(1, write, vec![sge(&src, 0, (pkts * 256) as u32)])).unwrap();
+    }
+    let dests: Vec<u32> = std::iter::from_fn(|| rc.poll_transmit(now)).map(|p| p.bth.dest_qp).collect();
+    let runs: Vec<(u32, usize)> = dests.chunk_by(|a, b| a == b).map(|r| (r[0], r.len())).collect();
+    assert_eq!(runs, [(QB, b), (QB + 1, b), (QB, b), (QB + 1, b), (QB, b / 2), (QB + 1, b / 2)]);
+}
+
 #[test]
 fn unsignaled_requests_complete_silently_and_errors_always_report() {
     let mut p = Pair::new(1024, 15);
