@@ -860,6 +860,7 @@ pub fn run(a: Args) -> ExitCode {
         Ok(d) => d,
         Err(code) => return ExitCode::from(code),
     };
+    d.set_busy_poll(crate::plumbing::port::DATA_PATH_BUSY_POLL);
     let code = match Pp::create(&mut d, &a, size as usize) {
         Err(e) => {
             eprintln!("{e}");

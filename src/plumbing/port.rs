@@ -181,6 +181,11 @@ fn has_cap_net_raw() -> bool {
         .is_some_and(|caps| caps & (1 << CAP_NET_RAW) != 0)
 }
 
+/// How long the data-path tools (`roce perftest`, `roce pingpong`) look for the next frames
+/// after a turn that received some before they sleep ([`Driver::set_busy_poll`]): a stream's
+/// receiver stays awake between its sender's bursts (perftest itself spins on its CQ).
+pub const DATA_PATH_BUSY_POLL: std::time::Duration = std::time::Duration::from_micros(50);
+
 /// Where a stack runs and how.
 #[derive(Debug, Clone)]
 pub struct PortOptions {

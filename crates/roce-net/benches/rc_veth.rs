@@ -16,7 +16,8 @@
 //! cross-check of the stream's goodput.
 //!
 //! Everything runs through the `Driver` loop (the stack's frames drained into `send_batch`,
-//! received through `recv_batch`). The QPs are connected by hand (attributes exchanged in
+//! received through `recv_batch`), with a 50 µs busy poll after each turn that received, as
+//! `roce perftest` runs it (`ROCE_BENCH_BUSY_POLL_US=0` turns it off; its CPU is counted). The QPs are connected by hand (attributes exchanged in
 //! memory, as ibv_rc_pingpong does over its socket); the CM is not in the measured path.
 //! `cargo bench -p roce-net --bench rc_veth`; `ROCE_BENCH_MTU=9000` (or 1500) runs one MTU,
 //! `ROCE_BENCH_TRANSPORT=udp` (or raw; raw-ring or raw-gso for one of raw's two ways) one
@@ -281,6 +282,9 @@ fn engine(side: &Side, seed: u64, setup: Setup) -> Driver<BenchDev> {
     let mut cfg = cfg;
     cfg.seed = seed;
     let mut d = Driver::new(dev, Stack::new(cfg));
+    // As `roce perftest` runs its driver (DATA_PATH_BUSY_POLL); 0 turns it off.
+    let busy_us: u64 = std::env::var("ROCE_BENCH_BUSY_POLL_US").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    d.set_busy_poll(Duration::from_micros(busy_us));
     d.stack.set_port_mtu(match setup.path_mtu {
         4096 => 5,
         _ => 3,

@@ -227,6 +227,7 @@ pub fn run(args: Args) -> ExitCode {
         Err(code) => return ExitCode::from(code),
     };
     crate::plumbing::port::set_port_mtu_from(&mut d, &a.net.iface);
+    d.set_busy_poll(crate::plumbing::port::DATA_PATH_BUSY_POLL);
     // perftest prints no CM events: the shared CM steps' progress lines stay quiet.
     crate::plumbing::out::set_quiet(!a.debug);
     let mut res = run::Resources::default();
