@@ -3,9 +3,10 @@
 //! default offloads) on the same veth, measured in the same run (issue 22 item 7):
 //! write_bw, send_bw and read_bw at 64 KiB (BW average, MB/s = 2^20 bytes/s) and send_lat and
 //! write_lat at 2 bytes (t_typical, µs), each bandwidth also as a ratio of the TCP stream's.
-//! The stacks run on addresses of their own (198.18.5.1 and .2) beside the kernel's (.11 and
-//! .12, which carry perftest's TCP exchange and iperf3), so the kernels drop the RoCE frames
-//! as another host's instead of answering them.
+//! Each test runs on both transports: `--transport raw`, the stacks on addresses of their own
+//! (198.18.5.1 and .2) beside the kernel's (.11 and .12, which carry perftest's TCP exchange
+//! and iperf3), so the kernels drop the RoCE frames as another host's instead of answering
+//! them; and `--transport udp`, the stacks on the kernel's addresses and its UDP port 4791.
 //!
 //! The QPs' local ACK timeout is 1.07 s (`-u 18`) instead of perftest's 67 ms (`-u 14`): on a
 //! loaded machine a busy-polling side can be off the CPU longer than 67 ms, and seven timeouts
@@ -24,7 +25,21 @@ use veth::Nets;
 
 const STACK_A: &str = "198.18.5.1";
 const STACK_B: &str = "198.18.5.2";
+const KERNEL_A: &str = "198.18.5.11";
 const KERNEL_B: &str = "198.18.5.12";
+
+/// How the two `roce perftest` reach the wire: `raw` (a packet socket, the stacks on addresses
+/// of their own) or `udp` (the kernel's UDP socket on port 4791, the kernel's addresses).
+const TRANSPORTS: [&str; 2] = ["raw", "udp"];
+
+/// The stacks' addresses (client, server) on `transport`.
+fn stack_addresses(transport: &str) -> (&'static str, &'static str) {
+    if transport == "udp" {
+        (KERNEL_A, KERNEL_B)
+    } else {
+        (STACK_A, STACK_B)
+    }
+}
 
 fn netns(ns: &str, cmd: &str) -> Command {
     let mut c = Command::new("ip");
@@ -45,12 +60,13 @@ fn row(out: &str) -> Vec<f64> {
 
 /// One perftest run; the client's figure: BW average (MB/s) for bandwidth tests, t_typical
 /// (µs) for latency tests.
-fn perftest(nets: &Nets, test: &str, size: u64, iters: u64) -> f64 {
+fn perftest(nets: &Nets, transport: &str, test: &str, size: u64, iters: u64) -> f64 {
     let roce = env!("CARGO_BIN_EXE_roce");
+    let (stack_a, stack_b) = stack_addresses(transport);
     let server: Child = netns(
         &nets.1,
         &format!(
-            "{roce} perftest {test} --iface v2 -I {STACK_B} -s {size} -n {iters} -u 18 --timeout 20 --accept-timeout 20"
+            "{roce} perftest {test} --iface v2 --transport {transport} -I {stack_b} -s {size} -n {iters} -u 18 --timeout 20 --accept-timeout 20"
         ),
     )
     .stdout(Stdio::piped())
@@ -60,13 +76,19 @@ fn perftest(nets: &Nets, test: &str, size: u64, iters: u64) -> f64 {
     std::thread::sleep(Duration::from_millis(300));
     let client = netns(
         &nets.0,
-        &format!("{roce} perftest {test} --iface v1 -I {STACK_A} -s {size} -n {iters} -u 18 --timeout 20 {KERNEL_B}"),
+        &format!(
+            "{roce} perftest {test} --iface v1 --transport {transport} -I {stack_a} -s {size} -n {iters} -u 18 --timeout 20 {KERNEL_B}"
+        ),
     )
     .output()
     .expect("roce perftest client");
     let s = server.wait_with_output().expect("server output");
     let out = text(&client);
-    assert!(client.status.success() && s.status.success(), "{test}:\nclient:\n{out}\nserver:\n{}", text(&s));
+    assert!(
+        client.status.success() && s.status.success(),
+        "{test} ({transport}):\nclient:\n{out}\nserver:\n{}",
+        text(&s)
+    );
     let r = row(&out);
     let figure = if test.ends_with("_bw") { r.get(3) } else { r.get(4) };
     *figure.unwrap_or_else(|| panic!("{test}: no result row:\n{out}"))
@@ -105,24 +127,31 @@ fn main() {
         ("send_lat", 2, lat_iters),
         ("write_lat", 2, lat_iters),
     ];
-    let mut figures: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    let mut figures: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); cases.len()]; TRANSPORTS.len()];
     let mut tcp = Vec::new();
     for _ in 0..rounds {
         tcp.push(iperf3(&nets, tcp_secs));
-        for (i, (test, size, iters)) in cases.iter().enumerate() {
-            figures[i].push(perftest(&nets, test, *size, *iters));
+        for (t, transport) in TRANSPORTS.iter().enumerate() {
+            for (i, (test, size, iters)) in cases.iter().enumerate() {
+                figures[t][i].push(perftest(&nets, transport, test, *size, *iters));
+            }
         }
     }
     let tcp = median(tcp);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("perftest_veth: veth MTU 1500 (RoCE path MTU 1024), {rounds} round(s), medians; load {}", load.trim());
     println!("  kernel TCP (iperf3, 1 stream)      {tcp:>10.2} MB/s");
-    for (i, (test, size, iters)) in cases.iter().enumerate() {
-        let m = median(figures[i].clone());
-        if test.ends_with("_bw") {
-            println!("  roce perftest {test:<9} {size:>6} B {m:>10.2} MB/s  {:.3} of TCP  (-n {iters})", m / tcp);
-        } else {
-            println!("  roce perftest {test:<9} {size:>6} B {m:>10.2} us t_typical  (-n {iters})");
+    for (t, transport) in TRANSPORTS.iter().enumerate() {
+        for (i, (test, size, iters)) in cases.iter().enumerate() {
+            let m = median(figures[t][i].clone());
+            if test.ends_with("_bw") {
+                println!(
+                    "  roce perftest {test:<9} {transport:<3} {size:>6} B {m:>10.2} MB/s  {:.3} of TCP  (-n {iters})",
+                    m / tcp
+                );
+            } else {
+                println!("  roce perftest {test:<9} {transport:<3} {size:>6} B {m:>10.2} us t_typical  (-n {iters})");
+            }
         }
     }
 }
