@@ -47,8 +47,25 @@ mod veth;
 use veth::{enter, sh, thread_cpu, Nets};
 
 /// A named thread (the name shows in `perf report --sort comm`).
+/// With `ROCE_BENCH_PIN=1` every sender thread (RC and TCP) runs on CPU 0 and every receiver
+/// on CPU 1, so that both sides of each comparison get the same placement.
 fn spawn<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {
-    std::thread::Builder::new().name(name.into()).spawn(f).expect("spawn")
+    let pin = std::env::var("ROCE_BENCH_PIN").is_ok_and(|v| v == "1");
+    let cpu = usize::from(name.ends_with("recv"));
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            if pin {
+                // SAFETY: a zeroed cpu_set_t with one CPU set, for this thread.
+                unsafe {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut set);
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                }
+            }
+            f()
+        })
+        .expect("spawn")
 }
 
 /// The veth pair, with fixed MACs.

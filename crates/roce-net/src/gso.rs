@@ -3,6 +3,9 @@
 //! PACKET_VNET_HDR frame), and each segment's ICRC corrected for the IPv4 Identification the
 //! kernel gives it (`inet_gso_segment` counts up from the first segment's ID).
 
+use std::io;
+use std::os::fd::RawFd;
+
 use roce_wire::icrc;
 
 /// Segments per GSO run: the kernel's UDP_MAX_SEGMENTS (include/linux/udp.h), also the bound
@@ -180,4 +183,40 @@ mod tests {
         assert_eq!(&runs[..n], &[(0, 1), (1, 2), (3, 3)]);
         assert_eq!(&order[..6], &[0, 1, 4, 2, 3, 5]);
     }
+}
+
+/// What [`send_messages`] did: the messages the kernel took (a prefix of those given), the
+/// `sendmmsg` calls that took some, and the error that stopped it before the end, if any.
+#[derive(Debug)]
+pub(crate) struct MessagesSent {
+    pub taken: usize,
+    pub calls: u64,
+    pub error: Option<io::Error>,
+}
+
+/// `sendmmsg(2)` of `msgs` on `fd`, again after EINTR and after a partial send, until every
+/// message went, the kernel took none, or it failed (`error`: the first message not taken is
+/// `msgs[taken]`). Both transports' senders share it: each decides what an error means.
+pub(crate) fn send_messages(fd: RawFd, msgs: &mut [libc::mmsghdr]) -> MessagesSent {
+    let mut sent = MessagesSent { taken: 0, calls: 0, error: None };
+    while sent.taken < msgs.len() {
+        let rest = &mut msgs[sent.taken..];
+        // SAFETY: the caller's messages point at live buffers (addresses, iovecs, control
+        // data) that the kernel only reads.
+        let r = unsafe { libc::sendmmsg(fd, rest.as_mut_ptr(), rest.len() as libc::c_uint, 0) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            sent.error = Some(e);
+            break;
+        }
+        if r == 0 {
+            break;
+        }
+        sent.taken += r as usize;
+        sent.calls += 1;
+    }
+    sent
 }

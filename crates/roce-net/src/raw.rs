@@ -140,7 +140,11 @@ impl GsoState {
 }
 
 fn last_err(what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
+    described(what, io::Error::last_os_error())
+}
+
+/// `e` from the call `what`, with what to do about a missing privilege.
+fn described(what: &str, e: io::Error) -> io::Error {
     match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -652,62 +656,46 @@ impl RawSocket {
             m.msg_hdr.msg_iov = &mut iovs[at];
             m.msg_hdr.msg_iovlen = len;
         }
-        let fd = self.fd.as_raw_fd();
         // Which frames went out: runs may take frames of one flow past others', so what the
         // caller is told was taken is the prefix of `frames` that all went out.
         let mut sent = [false; MMSG];
-        let mut done_msgs = 0;
-        while done_msgs < n_runs {
-            // SAFETY: every message points at live iovecs over the caller's frames and this
-            // call's headers and ICRCs (only read by the kernel); the socket is bound.
-            let r =
-                unsafe { libc::sendmmsg(fd, msgs[done_msgs..].as_mut_ptr(), (n_runs - done_msgs) as libc::c_uint, 0) };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EINTR) {
-                    continue;
-                }
-                let k = runs[done_msgs].1;
-                if k > 1 && e.raw_os_error() == Some(libc::EINVAL) {
-                    // A kernel without VIRTIO_NET_HDR_GSO_UDP_L4 (before 6.2): one frame per
-                    // skb from here on, the frames not sent yet too, in their order.
-                    self.stats.gso_refused += 1;
-                    g.send_runs = false;
-                    g.refused = Some(format!("the kernel refused a GSO run of {k} frames: {e}"));
-                    let mut rest: [&[u8]; MMSG] = [&[]; MMSG];
-                    let mut at = [0usize; MMSG];
-                    let mut m = 0;
-                    for i in (0..n).filter(|&i| !sent[i]) {
-                        (rest[m], at[m]) = (frames[i], i);
-                        m += 1;
-                    }
-                    let took = self.send_runs(&rest[..m]);
-                    for &i in &at[..*took.as_ref().unwrap_or(&0)] {
-                        sent[i] = true;
-                    }
-                    let prefix = sent[..n].iter().take_while(|s| **s).count();
-                    return match took {
-                        Err(e) if prefix == 0 => Err(e),
-                        _ => Ok(prefix),
-                    };
-                }
-                if done_msgs > 0 {
-                    break;
-                }
-                return Err(last_err("sendmmsg"));
+        let out = gso::send_messages(self.fd.as_raw_fd(), &mut msgs[..n_runs]);
+        for &(start, k) in &runs[..out.taken] {
+            for &i in &order[start..start + k] {
+                sent[i] = true;
             }
-            for &(start, k) in &runs[done_msgs..done_msgs + r as usize] {
-                for &i in &order[start..start + k] {
+            if k > 1 {
+                self.stats.gso_runs += 1;
+                self.stats.gso_run_frames += k as u64;
+            }
+        }
+        if let Some(e) = out.error {
+            let k = runs[out.taken].1;
+            if k > 1 && e.raw_os_error() == Some(libc::EINVAL) {
+                // A kernel without VIRTIO_NET_HDR_GSO_UDP_L4 (before 6.2): one frame per
+                // skb from here on, the frames not sent yet too, in their order.
+                self.stats.gso_refused += 1;
+                g.send_runs = false;
+                g.refused = Some(format!("the kernel refused a GSO run of {k} frames: {e}"));
+                let mut rest: [&[u8]; MMSG] = [&[]; MMSG];
+                let mut at = [0usize; MMSG];
+                let mut m = 0;
+                for i in (0..n).filter(|&i| !sent[i]) {
+                    (rest[m], at[m]) = (frames[i], i);
+                    m += 1;
+                }
+                let took = self.send_runs(&rest[..m]);
+                for &i in &at[..*took.as_ref().unwrap_or(&0)] {
                     sent[i] = true;
                 }
-                if k > 1 {
-                    self.stats.gso_runs += 1;
-                    self.stats.gso_run_frames += k as u64;
-                }
+                let prefix = sent[..n].iter().take_while(|s| **s).count();
+                return match took {
+                    Err(e) if prefix == 0 => Err(e),
+                    _ => Ok(prefix),
+                };
             }
-            done_msgs += r as usize;
-            if r == 0 {
-                break;
+            if out.taken == 0 {
+                return Err(described("sendmmsg", e));
             }
         }
         // (A frame of a later message sent past an earlier one the kernel did not take goes
@@ -920,15 +908,13 @@ impl Device for RawSocket {
                 hdrs[i].msg_hdr.msg_iov = &mut iov[i];
                 hdrs[i].msg_hdr.msg_iovlen = 1;
             }
-            // SAFETY: `hdrs[..chunk.len()]` point at live iovecs, which point at the caller's
-            // frames (only read by the kernel); the socket is bound, so no address is needed.
-            let r = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), hdrs.as_mut_ptr(), chunk.len() as libc::c_uint, 0) };
-            if r < 0 {
-                let e = last_err("sendmmsg");
-                return if sent == 0 { Err(e) } else { Ok(sent) };
+            // The socket is bound: no address is needed.
+            let out = gso::send_messages(self.fd.as_raw_fd(), &mut hdrs[..chunk.len()]);
+            sent += out.taken;
+            if let Some(e) = out.error {
+                return if sent == 0 { Err(described("sendmmsg", e)) } else { Ok(sent) };
             }
-            sent += r as usize;
-            if (r as usize) < chunk.len() {
+            if out.taken < chunk.len() {
                 break; // the kernel took fewer (a full queue): the caller sees how many
             }
         }

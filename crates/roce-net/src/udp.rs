@@ -805,46 +805,31 @@ impl RoceUdpSocket {
             let gso = (k > 1).then_some(d.payload.len() as u16);
             write_send_control(h, &mut control[r], d, gso);
         }
-        let fd = self.unicast.as_raw_fd();
-        let mut sent_msgs = 0;
-        let mut taken = 0;
-        while sent_msgs < n_runs {
-            // SAFETY: every message points at live buffers: address, iovecs, control data.
-            let r =
-                unsafe { libc::sendmmsg(fd, msgs[sent_msgs..].as_mut_ptr(), (n_runs - sent_msgs) as libc::c_uint, 0) };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EINTR) {
-                    continue;
+        let out = gso::send_messages(self.unicast.as_raw_fd(), &mut msgs[..n_runs]);
+        let taken: usize = runs[..out.taken].iter().map(|&(_, k)| k).sum();
+        self.stats.send_messages += out.taken as u64;
+        self.stats.send_calls += out.calls;
+        if let Some(e) = out.error {
+            let (first, k) = runs[out.taken];
+            // A route without UDP GSO (EIO: no checksum offload) sends datagrams one by
+            // one from here on; a run the kernel finds invalid (EINVAL: a segment beyond
+            // the path MTU) goes one by one this time, each then failing on its own.
+            if k > 1 && matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL)) {
+                if e.raw_os_error() == Some(libc::EIO) {
+                    self.gso = false;
+                    self.stats.gso_disabled = true;
                 }
-                let (first, k) = runs[sent_msgs];
-                // A route without UDP GSO (EIO: no checksum offload) sends datagrams one by
-                // one from here on; a run the kernel finds invalid (EINVAL: a segment beyond
-                // the path MTU) goes one by one this time, each then failing on its own.
-                if k > 1 && matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL)) {
-                    if e.raw_os_error() == Some(libc::EIO) {
-                        self.gso = false;
-                        self.stats.gso_disabled = true;
-                    }
-                    self.stats.sent += taken as u64;
-                    let rest = self.send_datagrams(&frames[first..n], &dgrams[first..n], false);
-                    return match rest {
-                        Ok(m) => Ok(taken + m),
-                        Err(_) if taken > 0 => Ok(taken),
-                        Err(e) => Err(e),
-                    };
-                }
-                if taken > 0 {
-                    break;
-                }
+                self.stats.sent += taken as u64;
+                let rest = self.send_datagrams(&frames[first..n], &dgrams[first..n], false);
+                return match rest {
+                    Ok(m) => Ok(taken + m),
+                    Err(_) if taken > 0 => Ok(taken),
+                    Err(e) => Err(e),
+                };
+            }
+            if taken == 0 {
                 return Err(SendError { dst: dgrams[first].dst, error: e });
             }
-            for &(_, k) in &runs[sent_msgs..sent_msgs + r as usize] {
-                taken += k;
-            }
-            sent_msgs += r as usize;
-            self.stats.send_messages += r as u64;
-            self.stats.send_calls += 1;
         }
         self.stats.sent += taken as u64;
         Ok(taken)
