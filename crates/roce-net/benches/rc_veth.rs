@@ -298,6 +298,9 @@ fn engine(side: &Side, seed: u64, setup: Setup) -> Driver<BenchDev> {
     };
     let mut cfg = cfg;
     cfg.seed = seed;
+    if let Some(w) = std::env::var("ROCE_BENCH_WINDOW").ok().and_then(|v| v.parse().ok()) {
+        cfg.rc_max_unacked_psns = w; // the requesters' send window in PSNs (default 512)
+    }
     let mut d = Driver::new(dev, Stack::new(cfg));
     // As `roce perftest` runs its driver (DATA_PATH_BUSY_POLL); 0 turns it off.
     let busy_us: u64 = std::env::var("ROCE_BENCH_BUSY_POLL_US").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
