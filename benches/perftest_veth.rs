@@ -118,7 +118,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    let (rounds, bw_iters, lat_iters, tcp_secs) = if full { (3, 5000, 10000, 5) } else { (1, 100, 100, 1) };
+    let (rounds, bw_iters, lat_iters, tcp_secs) = if full { (3, 20000, 10000, 5) } else { (1, 100, 100, 1) };
     let nets = Nets::pair("ptb", None, "198.18.5.11".parse().expect("ip"), KERNEL_B.parse().expect("ip"));
     let cases: [(&str, u64, u64); 5] = [
         ("write_bw", 65536, bw_iters),

@@ -554,7 +554,7 @@ fn open_udp(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
         .ok_or_else(|| OpenError::env(format!("{} has no MAC address (not an Ethernet interface?)", o.iface)))?;
     if !info.ips.iter().any(|(a, _)| *a == o.local) {
         return Err(OpenError::env(format!(
-            "udp transport: {} is not an address of {} (a UDP socket sends from the kernel's own addresses:              add it with `ip addr add`, or use --transport raw, which can use an address of its own)",
+            "udp transport: {} is not an address of {} (a UDP socket sends from the kernel's own addresses: add it with `ip addr add`, or use --transport raw, which can use an address of its own)",
             o.local, o.iface
         )));
     }
