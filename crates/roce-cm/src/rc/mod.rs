@@ -28,8 +28,9 @@ use std::time::Duration;
 use roce_wire::bth;
 use roce_wire::ext::ExtHeaders;
 
+pub use crate::config::DEFAULT_MAX_UNACKED_PSNS;
 pub use mr::{Access, MrInfo, MrTable, Sge};
-pub use requester::{DEFAULT_MAX_UNACKED_PSNS, MAX_UNACKED_PSNS_LIMIT, RXE_MAX_UNACKED_PSNS};
+pub use requester::{MAX_UNACKED_PSNS_LIMIT, RXE_MAX_UNACKED_PSNS};
 pub use srq::{AsyncEvent, SrqAttr};
 
 use crate::{Errno, Instant};
@@ -631,7 +632,7 @@ struct SendWindow(u32);
 
 impl Default for SendWindow {
     fn default() -> Self {
-        SendWindow(requester::DEFAULT_MAX_UNACKED_PSNS)
+        SendWindow(DEFAULT_MAX_UNACKED_PSNS)
     }
 }
 

@@ -15,14 +15,8 @@ use super::{psn, Ctx, QpState, RcPacket, RcQp, SendOp, TransportService, WcStatu
 pub(crate) const MAX_PKT_PER_ACK: u32 = 64;
 /// rxe's bound on PSNs in flight before its requester waits [rxe RXE_MAX_UNACKED_PSNS]:
 /// `Rc::set_max_unacked_psns` takes it for rxe's pacing; the engine's default is
-/// [`DEFAULT_MAX_UNACKED_PSNS`].
+/// [`crate::config::DEFAULT_MAX_UNACKED_PSNS`].
 pub const RXE_MAX_UNACKED_PSNS: u32 = 128;
-/// The engine's bound on PSNs in flight before a requester waits for an ACK. rxe's 128 is two
-/// ACK intervals (an ACK is asked for every [`MAX_PKT_PER_ACK`] packets), so a one-QP sender
-/// stops at every round trip and both ends sleep and wake per message: on a veth at MTU 1500
-/// one QP moved 13 Gbit/s with 128 and 23 with 256–512 (spec/rc.md "The send window"). The
-/// IBTA bounds it only by the PSN space (half of 2^24); a NIC by its send queue.
-pub const DEFAULT_MAX_UNACKED_PSNS: u32 = 512;
 /// The largest window: half the 24-bit PSN space, past which "later" is ambiguous.
 pub const MAX_UNACKED_PSNS_LIMIT: u32 = 1 << 22;
 
