@@ -48,8 +48,8 @@ pub(crate) struct Srq {
 impl Rc {
     /// `ibv_create_srq(max_wr, max_sge, srq_limit)`: the SRQ's number. A non-zero
     /// `srq_limit` arms it at once, as rxe_srq_from_init sets `srq->limit` from the init
-    /// attributes. EINVAL: `max_wr` 0 or above [`MAX_SRQ_WR`], `max_sge` above
-    /// [`MAX_SRQ_SGE`], a limit above `max_wr` [rxe_srq_chk_attr].
+    /// attributes. EINVAL: `max_wr` 0 or above `MAX_SRQ_WR`, `max_sge` above
+    /// `MAX_SRQ_SGE`, a limit above `max_wr` (rxe_srq_chk_attr).
     pub fn create_srq(&mut self, max_wr: u32, max_sge: u32, srq_limit: u32) -> Result<u32, Errno> {
         if max_wr == 0 || max_wr > MAX_SRQ_WR || max_sge > MAX_SRQ_SGE || srq_limit > max_wr {
             return Err(Errno::EINVAL);
@@ -62,7 +62,7 @@ impl Rc {
     }
 
     /// `ibv_modify_srq` with `IBV_SRQ_LIMIT`: arm (or, with 0, disarm) the limit event.
-    /// EINVAL: no such SRQ, a limit above `max_wr` [rxe_srq_chk_attr]. As in rxe, arming
+    /// EINVAL: no such SRQ, a limit above `max_wr` (rxe_srq_chk_attr). As in rxe, arming
     /// below the current count does not fire by itself: the event comes when a receive is
     /// taken and fewer than the limit are left.
     pub fn modify_srq(&mut self, srqn: u32, srq_limit: u32) -> Result<(), Errno> {
