@@ -123,10 +123,11 @@ const BATCH_BYTES: usize = 256 << 10;
 /// Receive batches handled per turn before the queued frames (ACKs) are sent.
 const RX_BATCHES_PER_TURN: usize = 4;
 /// With an SA, a turn is up to this many steps, each a receive batch and the answers it
-/// allows, so that no receive socket goes unread for more than a step's work (40–90 µs under
-/// a flood on a veth, where sending an answer costs 5–15 µs): a request that arrives while a
-/// flood's backlog drains is read within a step and, its requester having nothing queued,
-/// answered first. 32 steps read up to 1,024 frames a turn.
+/// allows, so that no receive socket goes unread for more than a step's work (under a flood
+/// on a veth, where sending an answer costs 5–15 µs: a 32-frame read of 10–25 µs and one
+/// answer to the flood): a request that arrives while a flood's backlog drains is read within
+/// a step and, its requester having nothing queued, answered first. 32 steps read up to
+/// 1,024 frames a turn.
 const SA_STEPS_PER_TURN: usize = 32;
 /// With an SA: frames per receive batch (one step's reads). A fanout group's sockets are read
 /// in turn, the one that filled the last batch (a flood's) last, and after a batch it filled
@@ -138,10 +139,12 @@ const SA_RX_BATCH: usize = 32;
 /// requesters that had nothing waiting leave in one batch, before the others are built.
 const SA_SERVE_PER_STEP: usize = 16;
 /// With an SA: at most this many of a step's answers go to requesters with a backlog (a
-/// flood), so that a step stays short while one drains; requesters that had nothing waiting
-/// (new flows: a lone join, many hosts with one request each) fill the rest of the step, so
-/// their answers still leave in large batches.
-const SA_BULK_PER_STEP: usize = 4;
+/// flood), so that a step stays short while one drains: a join that arrives during the step
+/// waits for one such answer's send, not four (on a veth 10–60 µs; spec/benchmarks.md,
+/// "The first join after a flood within its usual time"). Requesters that had nothing
+/// waiting (new flows: a lone join, many hosts with one request each, all of sa_soak's
+/// answers) fill the rest of the step, so their answers still leave in large batches.
+const SA_BULK_PER_STEP: usize = 1;
 
 /// A stack running on a device in real time.
 pub struct Driver<D: Device + MulticastFilter> {
