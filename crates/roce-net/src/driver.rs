@@ -139,12 +139,14 @@ const SA_RX_BATCH: usize = 32;
 /// requesters that had nothing waiting leave in one batch, before the others are built.
 const SA_SERVE_PER_STEP: usize = 16;
 /// With an SA: at most this many of a step's answers go to requesters with a backlog (a
-/// flood), so that a step stays short while one drains: a join that arrives during the step
-/// waits for one such answer's send, not four (on a veth 10–60 µs; spec/benchmarks.md,
-/// "The first join after a flood within its usual time"). Requesters that had nothing
-/// waiting (new flows: a lone join, many hosts with one request each, all of sa_soak's
-/// answers) fill the rest of the step, so their answers still leave in large batches.
-const SA_BULK_PER_STEP: usize = 1;
+/// flood), so that a step stays short while one drains. They are built and sent one at a
+/// time, and the step ends early when a receive queue other than the flood's has frames
+/// ([`Device::rx_ready_beside_flood`]), so that a join arriving meanwhile waits for one such
+/// answer's send, not four (on a veth 10–60 µs for four; spec/benchmarks.md, "The first join
+/// after a flood within its usual time"). Requesters that had nothing waiting (new flows: a
+/// lone join, many hosts with one request each, all of sa_soak's answers) fill the rest of
+/// the step, so their answers still leave in large batches.
+const SA_BULK_PER_STEP: usize = 4;
 
 /// A stack running on a device in real time.
 pub struct Driver<D: Device + MulticastFilter> {
@@ -265,7 +267,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
 
     fn flush(&mut self) -> io::Result<()> {
         let now = self.now();
-        self.pump_sa();
+        self.pump_sa_batch();
         let macs = self.stack.multicast_macs();
         self.dev.set_multicast(&macs)?;
         let groups: BTreeSet<IpAddr> = self.stack.ip_multicast_groups().collect();
@@ -346,25 +348,32 @@ impl<D: Device + MulticastFilter> Driver<D> {
         }
     }
 
-    fn pump_sa(&mut self) -> usize {
-        self.queue_sa_requests();
-        self.serve_sa(SA_SERVE_PER_STEP, SA_BULK_PER_STEP)
-    }
-
-    /// One step's answers, after its receive batch: queue the batch's SA requests, answer a
-    /// few in turn, and send the answers now rather than after the turn's reads. Requesters
-    /// that had nothing waiting (a lone join) are answered first and their answers sent at
-    /// once, before the backlogged requesters' few are built and sent (on a veth a send runs
-    /// the receiving side: 5–15 µs an answer). Returns the requests answered.
+    /// One step's answers, after its receive batch (and in each flush): queue the batch's SA
+    /// requests, answer a few in turn, and send the answers now rather than after the turn's
+    /// reads. Requesters that had nothing waiting (a lone join) are answered first and their
+    /// answers sent at once; then the backlogged requesters' few, one answer a send (on a veth
+    /// a send runs the receiving side: 5–15 µs an answer), until another host's frames wait
+    /// to be read. Returns the requests answered.
     fn pump_sa_batch(&mut self) -> usize {
+        if self.sa.is_none() {
+            return 0;
+        }
         self.queue_sa_requests();
         let sparse = self.serve_sa(SA_SERVE_PER_STEP, 0);
         if sparse > 0 {
             self.transmit(self.now());
         }
-        let bulk = self.serve_sa(SA_SERVE_PER_STEP - sparse, SA_BULK_PER_STEP);
-        if bulk > 0 {
+        let mut bulk = 0;
+        while bulk < SA_BULK_PER_STEP.min(SA_SERVE_PER_STEP - sparse) {
+            if bulk > 0 && self.dev.rx_ready_beside_flood() {
+                break;
+            }
+            let served = self.serve_sa(1, 1);
+            if served == 0 {
+                break;
+            }
             self.transmit(self.now());
+            bulk += served;
         }
         sparse + bulk
     }
@@ -470,7 +479,6 @@ impl<D: Device + MulticastFilter> Driver<D> {
         // flood's would hold up everyone's, and no socket waits long to be read again.
         let sa = self.sa.is_some();
         let batches = if sa { SA_STEPS_PER_TURN } else { RX_BATCHES_PER_TURN };
-        let per_batch = |d: &mut Self| if sa { d.pump_sa_batch() } else { d.pump_sa() };
         self.received_last_turn = false;
         for _ in 0..batches {
             // Datagrams in place (the udp transport) when nothing needs to see them as frames
@@ -486,7 +494,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
             match received {
                 // Nothing read: an SA answers its step's share of what waits, then reads again.
                 Ok(0) => {
-                    if !sa || per_batch(self) == 0 {
+                    if !sa || self.pump_sa_batch() == 0 {
                         break;
                     }
                 }
@@ -513,7 +521,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
                             self.sa_queue.push(req);
                         }
                     }
-                    per_batch(self);
+                    self.pump_sa_batch();
                 }
                 // A frame longer than a slot that the device kept queued: take it alone.
                 Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
@@ -523,7 +531,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
                         t(Direction::Rx, now, &self.buf[..n]);
                     }
                     self.stack.handle_frame(now, &self.buf[..n]);
-                    per_batch(self);
+                    self.pump_sa_batch();
                 }
                 Err(e) => return Err(e),
             }

@@ -113,6 +113,9 @@ pub struct RawSocket {
     pub info: InterfaceInfo,
 }
 
+/// The epoll key of the GSO path's wake descriptor (a receiving socket's is its index + 1).
+const EPOLL_KEY_WAKE: u64 = 0;
+
 /// Reads per `recvmmsg` on the GSO path, each up to a 64 KiB GSO frame behind its virtio header.
 const GSO_READS: usize = 8;
 /// A read's room: the virtio header, Ethernet with a VLAN tag, an IP packet of 64 KiB.
@@ -243,7 +246,7 @@ impl RawSocket {
         }
         // SAFETY: a fresh descriptor we own from here on.
         let wake = unsafe { OwnedFd::from_raw_fd(wake) };
-        self.epoll_add(wake.as_raw_fd())?;
+        self.epoll_add(wake.as_raw_fd(), EPOLL_KEY_WAKE)?;
         self.gso = Some(Box::new(GsoState {
             send_runs: true,
             refused: None,
@@ -269,8 +272,9 @@ impl RawSocket {
         self.gso.as_ref().and_then(|g| g.refused.as_deref())
     }
 
-    /// Add `fd` to the epoll descriptor the driver polls, creating it (over the socket) first.
-    fn epoll_add(&mut self, fd: RawFd) -> io::Result<()> {
+    /// Add `fd` to the epoll descriptor the driver polls, creating it (over the socket) first;
+    /// its events carry `key` (a receiving socket's index + 1, or [`EPOLL_KEY_WAKE`]).
+    fn epoll_add(&mut self, fd: RawFd, key: u64) -> io::Result<()> {
         if self.epoll.is_none() {
             // SAFETY: plain epoll_create1; the result is checked before use.
             let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -279,10 +283,10 @@ impl RawSocket {
             }
             // SAFETY: a fresh descriptor we own from here on.
             self.epoll = Some(unsafe { OwnedFd::from_raw_fd(ep) });
-            self.epoll_add(self.fd.as_raw_fd())?;
+            self.epoll_add(self.fd.as_raw_fd(), 1)?;
         }
         let ep = self.epoll.as_ref().map_or(-1, |e| e.as_raw_fd());
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 0 };
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: key };
         // SAFETY: both descriptors are live; `ev` lives across the call.
         if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
             return Err(last_err("epoll_ctl"));
@@ -364,7 +368,8 @@ impl RawSocket {
                 set_int(fd.as_raw_fd(), libc::SOL_PACKET, vnet::PACKET_VNET_HDR, 1, "PACKET_VNET_HDR")?;
             }
             set_int(fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_FANOUT, join, "PACKET_FANOUT (join)")?;
-            self.epoll_add(fd.as_raw_fd())?;
+            // Its index in the group: after the first socket and the others so far.
+            self.epoll_add(fd.as_raw_fd(), self.fanout.len() as u64 + 2)?;
             self.fanout.push(fd);
         }
         Ok(())
@@ -961,6 +966,20 @@ impl Device for RawSocket {
         Some(self.epoll.as_ref().unwrap_or(&self.fd).as_raw_fd())
     }
 
+    /// One `epoll_wait` with no timeout on the fanout group's epoll descriptor: whether a
+    /// receiving socket other than the one that alone filled the last batch is readable.
+    fn rx_ready_beside_flood(&self) -> bool {
+        let Some(ep) = self.epoll.as_ref().filter(|_| !self.fanout.is_empty()) else { return false };
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 1 + MAX_FANOUT + 1];
+        // SAFETY: `events` is live and holds the count given; no timeout.
+        let n = unsafe { libc::epoll_wait(ep.as_raw_fd(), events.as_mut_ptr(), events.len() as libc::c_int, 0) };
+        let flood = self.flood_rx.map(|i| i as u64 + 1);
+        events[..usize::try_from(n).unwrap_or(0)].iter().any(|e| {
+            let key = e.u64;
+            key != EPOLL_KEY_WAKE && Some(key) != flood
+        })
+    }
+
     /// `sendmmsg(2)`, up to 64 frames a call; or, with a transmit ring, the frames written into
     /// its slots and one `send` kick for the batch (a full ring is kicked and waited for).
     fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
@@ -1253,9 +1272,10 @@ mod tests {
     }
 
     /// A flood's socket waits while another flow is read: once one socket of a fanout group
-    /// filled a receive batch alone, the next batch takes only what the other sockets hold
-    /// (another host's frames, handled before more of the flood), and the batch after reads
-    /// the flood's socket again; no frame is lost or reordered. Both receive paths (recvmmsg,
+    /// filled a receive batch alone, `rx_ready_beside_flood` tells when another socket has
+    /// frames, the next batch takes only what the other sockets hold (another host's frames,
+    /// handled before more of the flood), and the batch after reads the flood's socket again;
+    /// no frame is lost or reordered. Both receive paths (recvmmsg,
     /// and the GSO path's reads). Needs root (CI runs as root).
     #[test]
     fn a_flood_waits_while_another_flow_is_read() {
@@ -1308,12 +1328,15 @@ mod tests {
                 assert_eq!(a.send_batch(&refs).unwrap(), 100);
                 settle(&b);
                 assert_eq!(take(&mut b, &mut seqs), vec![1; 16], "gso {gso}");
+                // Only the flood's socket holds frames: nothing else to read.
+                assert!(!b.rx_ready_beside_flood(), "gso {gso}");
                 // One frame of each of 7 other flows: some hash to other sockets than the
                 // flood's (all 7 into its socket: 1 in 4^7). The next batch is theirs alone.
                 let others: Vec<Vec<u8>> = (2..=8).map(|flow| frame(flow, 0)).collect();
                 let refs: Vec<&[u8]> = others.iter().map(|f| &f[..]).collect();
                 assert_eq!(a.send_batch(&refs).unwrap(), 7);
                 settle(&b);
+                assert!(b.rx_ready_beside_flood(), "gso {gso}");
                 let short = take(&mut b, &mut seqs);
                 assert!(!short.is_empty() && !short.contains(&1), "gso {gso}: {short:?}");
                 // Then the flood's socket is read again.
