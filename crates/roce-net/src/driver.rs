@@ -699,6 +699,91 @@ mod tests {
         }
     }
 
+    /// An SA join from `host` (192.168.100.`host`, MAC 02:00:00:00:01:`host`) to the driver's
+    /// port at 192.168.100.2, TID `tid`, as a RoCEv2 UD frame to QP1.
+    fn sa_join_frame(host: u8, tid: u64) -> Vec<u8> {
+        use roce_wire::bth::{self, Opcode};
+        use roce_wire::mad::Method;
+        use roce_wire::mcmember::{ComponentMask, McMemberRecord};
+        use roce_wire::sa::{attr, SaData, SaMad};
+        use roce_wire::{ext::ExtHeaders, frame::FrameRepr, Gid, GSI_QKEY};
+        let src = std::net::Ipv4Addr::new(192, 168, 100, host);
+        let rec = McMemberRecord {
+            mgid: Gid::from_ipv4(std::net::Ipv4Addr::new(239, 1, 0, host)),
+            port_gid: Gid::from_ipv4(src),
+            q_key: 0x0123_4567,
+            p_key: 0xffff,
+            join_state: JoinState::FULL_MEMBER,
+            ..McMemberRecord::default()
+        };
+        let mad = SaMad::request(
+            Method::Set,
+            tid,
+            attr::MC_MEMBER_RECORD,
+            ComponentMask::KERNEL_JOIN.0,
+            SaData::mc_member(rec),
+        )
+        .to_bytes();
+        let mut b = bth::Repr::new(Opcode::UdSendOnly, 1, tid as u32 & 0xff_ffff);
+        b.ack_req = true;
+        let r = FrameRepr::new(
+            [2, 0, 0, 0, 1, host],
+            [2, 0, 0, 0, 0, 2],
+            IpAddr::V4(src),
+            "192.168.100.2".parse().unwrap(),
+            b,
+            ExtHeaders::deth(GSI_QKEY, 1),
+            &mad,
+        );
+        let mut f = vec![0u8; r.buffer_len()];
+        let n = r.emit(&mut f).unwrap();
+        f.truncate(n);
+        f
+    }
+
+    /// A step answers a requester with nothing waiting in a send of its own, before the
+    /// backlogged requester's answers, which leave one a send: 8 joins from one host then one
+    /// from another, read in one batch, give sends of 1 (the other host's answer, first on
+    /// the wire) and then 1 each.
+    #[test]
+    fn a_lone_join_is_sent_before_a_backlog_one_answer_a_send() {
+        let (a, mut peer) = MemoryDevice::pair();
+        let cfg = StackConfig::new([2, 0, 0, 0, 0, 2], "192.168.100.2".parse().unwrap(), 24);
+        let sa = SaResponder::new(roce_sa::SaConfig::roce()).unwrap();
+        let mut d = Driver::new(Batching::new(a), Stack::new(cfg)).with_sa(sa);
+        let mut buf = vec![0u8; 2048];
+        // The two hosts' addresses resolved first (the SA answers them without an ARP).
+        for host in [1u8, 3] {
+            let arp = roce_wire::arp::request(
+                [2, 0, 0, 0, 1, host],
+                std::net::Ipv4Addr::new(192, 168, 100, host),
+                "192.168.100.2".parse().unwrap(),
+            );
+            let mut f = vec![0u8; 64];
+            let n = roce_wire::l2::EmitFrame::emit(&roce_wire::l2::ArpFrame::new(arp), &mut f);
+            peer.send(&f[..n]).unwrap();
+        }
+        d.turn(Duration::ZERO).unwrap();
+        while peer.recv(&mut buf).unwrap().is_some() {}
+        d.dev.send_batches.clear();
+        for tid in 1..=8 {
+            peer.send(&sa_join_frame(1, tid)).unwrap();
+        }
+        peer.send(&sa_join_frame(3, 100)).unwrap();
+        d.turn(Duration::ZERO).unwrap();
+        assert_eq!(d.dev.send_batches, vec![1; 9], "the lone join's answer alone, then the backlog's one a send");
+        let mut to = Vec::new();
+        while let Some(n) = peer.recv(&mut buf).unwrap() {
+            let f = roce_wire::frame::parse(&buf[..n]).unwrap();
+            to.push(f.repr.ip.destination());
+        }
+        let host = |h: u8| IpAddr::V4(std::net::Ipv4Addr::new(192, 168, 100, h));
+        assert_eq!(to.len(), 9);
+        assert_eq!(to[0], host(3), "the lone join answered first: {to:?}");
+        assert!(to[1..].iter().all(|&ip| ip == host(1)), "{to:?}");
+        assert_eq!(d.sa_queue.stats().served, 9);
+    }
+
     /// A memory device whose readiness is a socket's: the peer writes a byte with each frame.
     struct Signalled {
         dev: MemoryDevice,
