@@ -1217,6 +1217,18 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
+    /// A UDP frame to port 4791 of flow `flow` (198.18.9.`flow`, source port 0xc000 + `flow`)
+    /// carrying its sequence number `seq`.
+    fn flow_frame(flow: u8, seq: u32) -> Vec<u8> {
+        let mut f = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([198, 18, 9, flow], [198, 18, 9, 200], 64)
+            .udp(0xc000 + u16::from(flow), 4791)
+            .write(&mut f, &seq.to_be_bytes())
+            .unwrap();
+        f
+    }
+
     /// A fanout group of 4 sockets on one end of a veth pair (in a network namespace of the
     /// test's own thread): UDP frames of 8 flows, interleaved, all arrive through the group's
     /// epoll descriptor and batches, each flow's in order; the kernel's counts are summed over
@@ -1230,15 +1242,7 @@ mod tests {
             b.fan_out(4).unwrap();
             assert_eq!(b.receive_queues(), 4);
             assert_eq!(b.fan_out(0).unwrap_err().kind(), io::ErrorKind::InvalidInput);
-            let frame = |flow: u8, seq: u32| {
-                let mut f = Vec::new();
-                etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-                    .ipv4([198, 18, 9, flow], [198, 18, 9, 200], 64)
-                    .udp(0xc000 + u16::from(flow), 4791)
-                    .write(&mut f, &seq.to_be_bytes())
-                    .unwrap();
-                f
-            };
+            let frame = flow_frame;
             let sent: Vec<Vec<u8>> = (0..50).flat_map(|seq| (1..=8).map(move |flow| frame(flow, seq))).collect();
             let refs: Vec<&[u8]> = sent.iter().map(|f| &f[..]).collect();
             assert_eq!(a.send_batch(&refs).unwrap(), 400);
@@ -1296,15 +1300,7 @@ mod tests {
                 let mut batch = RecvBatch::new(16, 2048).unwrap();
                 std::thread::sleep(Duration::from_millis(20));
                 while b.recv_batch(&mut batch).unwrap() > 0 {}
-                let frame = |flow: u8, seq: u32| {
-                    let mut f = Vec::new();
-                    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-                        .ipv4([198, 18, 9, flow], [198, 18, 9, 200], 64)
-                        .udp(0xc000 + u16::from(flow), 4791)
-                        .write(&mut f, &seq.to_be_bytes())
-                        .unwrap();
-                    f
-                };
+                let frame = flow_frame;
                 // Wait for what was sent to reach the sockets.
                 let settle = |b: &RawSocket| {
                     let mut p = libc::pollfd { fd: b.raw_fd().unwrap(), events: libc::POLLIN, revents: 0 };
