@@ -66,6 +66,9 @@ impl Device for CliDevice {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         each_device!(self, d => d.raw_fd())
     }
+    fn rx_ready_beside_flood(&self) -> bool {
+        each_device!(self, d => d.rx_ready_beside_flood())
+    }
     // The raw socket's own batches (sendmmsg/recvmmsg) rather than the trait's frame-by-frame
     // defaults.
     fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {

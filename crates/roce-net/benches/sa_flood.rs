@@ -15,7 +15,9 @@
 //! other host's join and leave were answered SUCCESS, the RSS stayed within the budget (with
 //! a stated margin). `cargo bench -p roce-net --bench sa_flood`: 1,000,000 joins against the
 //! default caps. Under `cargo test --benches` (no `--bench` argument) it runs once with 20,000
-//! joins and `--max-members-per-port 5000`, so that the cap is hit there too.
+//! joins and `--max-members-per-port 2000`, so that the cap is hit there too (the sa-server
+//! answers 23–55 % of a flood at full rate: 4,684 of 20,000 in one run on a loaded machine,
+//! under a cap of 5,000).
 //!
 //! The `roce` binary: `veth::roce_bin` (`ROCE_BIN`, or the newest release build).
 
@@ -429,7 +431,7 @@ fn main() {
     // short run of the same code (as root), so that the bench cannot rot.
     let full = std::env::args().any(|a| a == "--bench");
     let (n, per_port): (u32, usize) =
-        if full { (1_000_000, roce_sa::DEFAULT_MAX_MEMBERS_PER_PORT) } else { (20_000, 5000) };
+        if full { (1_000_000, roce_sa::DEFAULT_MAX_MEMBERS_PER_PORT) } else { (20_000, 2000) };
     if !full {
         println!("sa_flood in test mode ({n} joins, --max-members-per-port {per_port}; figures not meaningful: `cargo bench` measures)");
     }

@@ -27,6 +27,14 @@ pub trait Device {
         None
     }
 
+    /// Whether frames wait in a receive queue other than a flood's (with several queues,
+    /// [`crate::raw::RawSocket::fan_out`]: the one that alone filled the last receive batch),
+    /// at the cost of one system call: a loop answering a backlog looks between its sends and
+    /// goes back to reading. `false` (the default) where the device cannot tell.
+    fn rx_ready_beside_flood(&self) -> bool {
+        false
+    }
+
     /// Send several frames, in order; returns how many the device took (all of them, or the
     /// ones before an error that came after at least one was taken). The default sends them
     /// one by one; [`crate::raw::RawSocket`] hands them to the kernel in one `sendmmsg(2)`.
@@ -210,6 +218,10 @@ macro_rules! forward_device {
             #[cfg(unix)]
             fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
                 (**self).raw_fd()
+            }
+
+            fn rx_ready_beside_flood(&self) -> bool {
+                (**self).rx_ready_beside_flood()
             }
 
             fn send_batch(&mut self, frames: &[&[u8]]) -> io::Result<usize> {

@@ -123,22 +123,29 @@ const BATCH_BYTES: usize = 256 << 10;
 /// Receive batches handled per turn before the queued frames (ACKs) are sent.
 const RX_BATCHES_PER_TURN: usize = 4;
 /// With an SA, a turn is up to this many steps, each a receive batch and the answers it
-/// allows, so that no receive socket goes unread for more than a step's work (40–90 µs under
-/// a flood on a veth, where sending an answer costs 5–15 µs): a request that arrives while a
-/// flood's backlog drains is read within a step and, its requester having nothing queued,
-/// answered first. 32 steps read up to 1,024 frames a turn.
+/// allows, so that no receive socket goes unread for more than a step's work (under a flood
+/// on a veth, where sending an answer costs 5–15 µs: a 32-frame read of 10–25 µs and one
+/// answer to the flood): a request that arrives while a flood's backlog drains is read within
+/// a step and, its requester having nothing queued, answered first. 32 steps read up to
+/// 1,024 frames a turn.
 const SA_STEPS_PER_TURN: usize = 32;
 /// With an SA: frames per receive batch (one step's reads). A fanout group's sockets are read
-/// in turn, the one that filled the last batch (a flood's) last, so a flood takes at most one
-/// step's batch before every other socket is read again.
+/// in turn, the one that filled the last batch (a flood's) last, and after a batch it filled
+/// alone not at all when the others gave frames (a short batch, answered at once), so a flood
+/// takes at most one step's batch before every other socket is read again.
 const SA_RX_BATCH: usize = 32;
-/// With an SA: requests answered (and their answers sent in one batch) per step, and in each
-/// flush; of them at most [`SA_BULK_PER_STEP`] from requesters with a backlog (old flows).
+/// With an SA: requests answered per step, and in each flush; of them at most
+/// [`SA_BULK_PER_STEP`] from requesters with a backlog (old flows). In a step the answers to
+/// requesters that had nothing waiting leave in one batch, before the others are built.
 const SA_SERVE_PER_STEP: usize = 16;
 /// With an SA: at most this many of a step's answers go to requesters with a backlog (a
-/// flood), so that a step stays short while one drains; requesters that had nothing waiting
-/// (new flows: a lone join, many hosts with one request each) fill the rest of the step, so
-/// their answers still leave in large batches.
+/// flood), so that a step stays short while one drains. They are built and sent one at a
+/// time, and the step ends early when a receive queue other than the flood's has frames
+/// ([`Device::rx_ready_beside_flood`]), so that a join arriving meanwhile waits for one such
+/// answer's send, not four (on a veth 10–60 µs for four; spec/benchmarks.md, "The first join
+/// after a flood within its usual time"). Requesters that had nothing waiting (new flows: a
+/// lone join, many hosts with one request each, all of sa_soak's answers) fill the rest of
+/// the step, so their answers still leave in large batches.
 const SA_BULK_PER_STEP: usize = 4;
 
 /// A stack running on a device in real time.
@@ -260,7 +267,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
 
     fn flush(&mut self) -> io::Result<()> {
         let now = self.now();
-        self.pump_sa();
+        self.pump_sa_batch();
         let macs = self.stack.multicast_macs();
         self.dev.set_multicast(&macs)?;
         let groups: BTreeSet<IpAddr> = self.stack.ip_multicast_groups().collect();
@@ -341,21 +348,34 @@ impl<D: Device + MulticastFilter> Driver<D> {
         }
     }
 
-    fn pump_sa(&mut self) -> usize {
-        self.queue_sa_requests();
-        self.serve_sa(SA_SERVE_PER_STEP)
-    }
-
-    /// One step's answers, after its receive batch: queue the batch's SA requests, answer a
-    /// few in turn, and send the answers now rather than after the turn's reads. Returns the
-    /// requests answered.
+    /// One step's answers, after its receive batch (and in each flush): queue the batch's SA
+    /// requests, answer a few in turn, and send the answers now rather than after the turn's
+    /// reads. Requesters that had nothing waiting (a lone join) are answered first and their
+    /// answers sent at once; then the backlogged requesters' few, one answer a send (on a veth
+    /// a send runs the receiving side: 5–15 µs an answer), until another host's frames wait
+    /// to be read. Returns the requests answered.
     fn pump_sa_batch(&mut self) -> usize {
+        if self.sa.is_none() {
+            return 0;
+        }
         self.queue_sa_requests();
-        let served = self.serve_sa(SA_SERVE_PER_STEP);
-        if served > 0 {
+        let sparse = self.serve_sa(SA_SERVE_PER_STEP, 0);
+        if sparse > 0 {
             self.transmit(self.now());
         }
-        served
+        let mut bulk = 0;
+        while bulk < SA_BULK_PER_STEP.min(SA_SERVE_PER_STEP - sparse) {
+            if bulk > 0 && self.dev.rx_ready_beside_flood() {
+                break;
+            }
+            let served = self.serve_sa(1, 1);
+            if served == 0 {
+                break;
+            }
+            self.transmit(self.now());
+            bulk += served;
+        }
+        sparse + bulk
     }
 
     /// Move the SA requests the stack took into the fair queue (each behind its requester's).
@@ -368,11 +388,10 @@ impl<D: Device + MulticastFilter> Driver<D> {
         }
     }
 
-    /// Answer up to `budget` queued SA requests, requesters in turn, at most
-    /// [`SA_BULK_PER_STEP`] of them from requesters with a backlog; then the RMPP segments the
-    /// requesters' windows admit.
-    /// Returns the requests answered.
-    fn serve_sa(&mut self, budget: usize) -> usize {
+    /// Answer up to `budget` queued SA requests, requesters in turn, at most `bulk_budget` of
+    /// them from requesters with a backlog; then the RMPP segments the requesters' windows
+    /// admit. Returns the requests answered.
+    fn serve_sa(&mut self, budget: usize, bulk_budget: usize) -> usize {
         let now = self.now().since_epoch();
         let Some(sa) = self.sa.as_mut() else { return 0 };
         sa.handle_time(now); // service leases and member lifetimes run on the driver's clock
@@ -380,7 +399,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
             self.rmpp.handle_timeout(now);
         }
         let (rmpp, stack) = (&mut self.rmpp, &mut self.stack);
-        let served = self.sa_queue.serve_bounded(budget, SA_BULK_PER_STEP, |req| {
+        let served = self.sa_queue.serve_bounded(budget, bulk_budget, |req| {
             let reply = rmpp.handle_mad(sa, Requester::new(req.src_gid, req.src_qp), &req.mad, now);
             for mad in reply.as_slice() {
                 stack.send_mad(req.src, req.src_qp, mad);
@@ -460,7 +479,6 @@ impl<D: Device + MulticastFilter> Driver<D> {
         // flood's would hold up everyone's, and no socket waits long to be read again.
         let sa = self.sa.is_some();
         let batches = if sa { SA_STEPS_PER_TURN } else { RX_BATCHES_PER_TURN };
-        let per_batch = |d: &mut Self| if sa { d.pump_sa_batch() } else { d.pump_sa() };
         self.received_last_turn = false;
         for _ in 0..batches {
             // Datagrams in place (the udp transport) when nothing needs to see them as frames
@@ -476,7 +494,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
             match received {
                 // Nothing read: an SA answers its step's share of what waits, then reads again.
                 Ok(0) => {
-                    if !sa || per_batch(self) == 0 {
+                    if !sa || self.pump_sa_batch() == 0 {
                         break;
                     }
                 }
@@ -503,7 +521,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
                             self.sa_queue.push(req);
                         }
                     }
-                    per_batch(self);
+                    self.pump_sa_batch();
                 }
                 // A frame longer than a slot that the device kept queued: take it alone.
                 Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
@@ -513,7 +531,7 @@ impl<D: Device + MulticastFilter> Driver<D> {
                         t(Direction::Rx, now, &self.buf[..n]);
                     }
                     self.stack.handle_frame(now, &self.buf[..n]);
-                    per_batch(self);
+                    self.pump_sa_batch();
                 }
                 Err(e) => return Err(e),
             }
@@ -679,6 +697,91 @@ mod tests {
             assert_eq!(&buf[..6], &[2, 0, 0, 0, 1, i], "the replies in order");
             assert!(n >= 42);
         }
+    }
+
+    /// An SA join from `host` (192.168.100.`host`, MAC 02:00:00:00:01:`host`) to the driver's
+    /// port at 192.168.100.2, TID `tid`, as a RoCEv2 UD frame to QP1.
+    fn sa_join_frame(host: u8, tid: u64) -> Vec<u8> {
+        use roce_wire::bth::{self, Opcode};
+        use roce_wire::mad::Method;
+        use roce_wire::mcmember::{ComponentMask, McMemberRecord};
+        use roce_wire::sa::{attr, SaData, SaMad};
+        use roce_wire::{ext::ExtHeaders, frame::FrameRepr, Gid, GSI_QKEY};
+        let src = std::net::Ipv4Addr::new(192, 168, 100, host);
+        let rec = McMemberRecord {
+            mgid: Gid::from_ipv4(std::net::Ipv4Addr::new(239, 1, 0, host)),
+            port_gid: Gid::from_ipv4(src),
+            q_key: 0x0123_4567,
+            p_key: 0xffff,
+            join_state: JoinState::FULL_MEMBER,
+            ..McMemberRecord::default()
+        };
+        let mad = SaMad::request(
+            Method::Set,
+            tid,
+            attr::MC_MEMBER_RECORD,
+            ComponentMask::KERNEL_JOIN.0,
+            SaData::mc_member(rec),
+        )
+        .to_bytes();
+        let mut b = bth::Repr::new(Opcode::UdSendOnly, 1, tid as u32 & 0xff_ffff);
+        b.ack_req = true;
+        let r = FrameRepr::new(
+            [2, 0, 0, 0, 1, host],
+            [2, 0, 0, 0, 0, 2],
+            IpAddr::V4(src),
+            "192.168.100.2".parse().unwrap(),
+            b,
+            ExtHeaders::deth(GSI_QKEY, 1),
+            &mad,
+        );
+        let mut f = vec![0u8; r.buffer_len()];
+        let n = r.emit(&mut f).unwrap();
+        f.truncate(n);
+        f
+    }
+
+    /// A step answers a requester with nothing waiting in a send of its own, before the
+    /// backlogged requester's answers, which leave one a send: 8 joins from one host then one
+    /// from another, read in one batch, give sends of 1 (the other host's answer, first on
+    /// the wire) and then 1 each.
+    #[test]
+    fn a_lone_join_is_sent_before_a_backlog_one_answer_a_send() {
+        let (a, mut peer) = MemoryDevice::pair();
+        let cfg = StackConfig::new([2, 0, 0, 0, 0, 2], "192.168.100.2".parse().unwrap(), 24);
+        let sa = SaResponder::new(roce_sa::SaConfig::roce()).unwrap();
+        let mut d = Driver::new(Batching::new(a), Stack::new(cfg)).with_sa(sa);
+        let mut buf = vec![0u8; 2048];
+        // The two hosts' addresses resolved first (the SA answers them without an ARP).
+        for host in [1u8, 3] {
+            let arp = roce_wire::arp::request(
+                [2, 0, 0, 0, 1, host],
+                std::net::Ipv4Addr::new(192, 168, 100, host),
+                "192.168.100.2".parse().unwrap(),
+            );
+            let mut f = vec![0u8; 64];
+            let n = roce_wire::l2::EmitFrame::emit(&roce_wire::l2::ArpFrame::new(arp), &mut f);
+            peer.send(&f[..n]).unwrap();
+        }
+        d.turn(Duration::ZERO).unwrap();
+        while peer.recv(&mut buf).unwrap().is_some() {}
+        d.dev.send_batches.clear();
+        for tid in 1..=8 {
+            peer.send(&sa_join_frame(1, tid)).unwrap();
+        }
+        peer.send(&sa_join_frame(3, 100)).unwrap();
+        d.turn(Duration::ZERO).unwrap();
+        assert_eq!(d.dev.send_batches, vec![1; 9], "the lone join's answer alone, then the backlog's one a send");
+        let mut to = Vec::new();
+        while let Some(n) = peer.recv(&mut buf).unwrap() {
+            let f = roce_wire::frame::parse(&buf[..n]).unwrap();
+            to.push(f.repr.ip.destination());
+        }
+        let host = |h: u8| IpAddr::V4(std::net::Ipv4Addr::new(192, 168, 100, h));
+        assert_eq!(to.len(), 9);
+        assert_eq!(to[0], host(3), "the lone join answered first: {to:?}");
+        assert!(to[1..].iter().all(|&ip| ip == host(1)), "{to:?}");
+        assert_eq!(d.sa_queue.stats().served, 9);
     }
 
     /// A memory device whose readiness is a socket's: the peer writes a byte with each frame.

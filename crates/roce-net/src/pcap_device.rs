@@ -146,6 +146,10 @@ impl<D: Device, W: Write> Device for PcapDevice<D, W> {
         self.capture_all(batch.iter());
         Ok(n)
     }
+
+    fn rx_ready_beside_flood(&self) -> bool {
+        self.inner.rx_ready_beside_flood()
+    }
 }
 
 #[cfg(test)]

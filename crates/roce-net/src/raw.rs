@@ -101,6 +101,9 @@ pub struct RawSocket {
     epoll: Option<OwnedFd>,
     /// The socket a receive starts with (the group's sockets are read in turn).
     next_rx: usize,
+    /// The socket that alone filled the last receive batch (a flood's): the next batch reads
+    /// it only if the other sockets gave nothing ([`Device::recv_batch`]).
+    flood_rx: Option<usize>,
     fd: OwnedFd,
     ifindex: i32,
     memberships: BTreeSet<[u8; 6]>,
@@ -109,6 +112,9 @@ pub struct RawSocket {
     /// The interface.
     pub info: InterfaceInfo,
 }
+
+/// The epoll key of the GSO path's wake descriptor (a receiving socket's is its index + 1).
+const EPOLL_KEY_WAKE: u64 = 0;
 
 /// Reads per `recvmmsg` on the GSO path, each up to a 64 KiB GSO frame behind its virtio header.
 const GSO_READS: usize = 8;
@@ -205,6 +211,7 @@ impl RawSocket {
             fanout: Vec::new(),
             epoll: None,
             next_rx: 0,
+            flood_rx: None,
             fd,
             ifindex,
             memberships: BTreeSet::new(),
@@ -243,7 +250,7 @@ impl RawSocket {
         }
         // SAFETY: a fresh descriptor we own from here on.
         let wake = unsafe { OwnedFd::from_raw_fd(wake) };
-        self.epoll_add(wake.as_raw_fd())?;
+        self.epoll_add(wake.as_raw_fd(), EPOLL_KEY_WAKE)?;
         self.gso = Some(Box::new(GsoState {
             send_runs: true,
             refused: None,
@@ -269,8 +276,9 @@ impl RawSocket {
         self.gso.as_ref().and_then(|g| g.refused.as_deref())
     }
 
-    /// Add `fd` to the epoll descriptor the driver polls, creating it (over the socket) first.
-    fn epoll_add(&mut self, fd: RawFd) -> io::Result<()> {
+    /// Add `fd` to the epoll descriptor the driver polls, creating it (over the socket) first;
+    /// its events carry `key` (a receiving socket's index + 1, or [`EPOLL_KEY_WAKE`]).
+    fn epoll_add(&mut self, fd: RawFd, key: u64) -> io::Result<()> {
         if self.epoll.is_none() {
             // SAFETY: plain epoll_create1; the result is checked before use.
             let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -279,10 +287,10 @@ impl RawSocket {
             }
             // SAFETY: a fresh descriptor we own from here on.
             self.epoll = Some(unsafe { OwnedFd::from_raw_fd(ep) });
-            self.epoll_add(self.fd.as_raw_fd())?;
+            self.epoll_add(self.fd.as_raw_fd(), 1)?;
         }
         let ep = self.epoll.as_ref().map_or(-1, |e| e.as_raw_fd());
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 0 };
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: key };
         // SAFETY: both descriptors are live; `ev` lives across the call.
         if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
             return Err(last_err("epoll_ctl"));
@@ -364,7 +372,8 @@ impl RawSocket {
                 set_int(fd.as_raw_fd(), libc::SOL_PACKET, vnet::PACKET_VNET_HDR, 1, "PACKET_VNET_HDR")?;
             }
             set_int(fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_FANOUT, join, "PACKET_FANOUT (join)")?;
-            self.epoll_add(fd.as_raw_fd())?;
+            // Its index in the group: after the first socket and the others so far.
+            self.epoll_add(fd.as_raw_fd(), self.fanout.len() as u64 + 2)?;
             self.fanout.push(fd);
         }
         Ok(())
@@ -711,7 +720,13 @@ impl RawSocket {
         if self.gso.as_ref().is_none_or(|g| g.is_drained()) && self.fill_gso_reads()? == 0 {
             return Ok(None);
         }
-        let Some(g) = self.gso.as_deref_mut() else { return Ok(None) };
+        self.next_gso_frame(out)
+    }
+
+    /// The next frame split from the reads already taken into `out` (`None`: none left); one
+    /// longer than `out` is an `InvalidInput` error and stays next.
+    fn next_gso_frame(&mut self, out: &mut [u8]) -> io::Result<Option<usize>> {
+        let Some(g) = self.gso.as_deref_mut().filter(|g| !g.is_drained()) else { return Ok(None) };
         let (len, seg) = g.reads[g.at];
         let i = g.segment;
         if seg.frame_len(i) > out.len() {
@@ -730,50 +745,128 @@ impl RawSocket {
     /// receiving sockets in turn: how many were kept.
     fn fill_gso_reads(&mut self) -> io::Result<usize> {
         let n_fds = self.receive_queues();
-        let Some(g) = self.gso.as_mut() else { return Ok(0) };
-        (g.n, g.at, g.segment) = (0, 0, 0);
         for k in 0..n_fds {
             let i = (self.next_rx + k) % n_fds;
-            let fd = if i == 0 { self.fd.as_raw_fd() } else { self.fanout[i - 1].as_raw_fd() };
-            let (mut lens, mut outgoing) = ([0usize; MMSG], [false; MMSG]);
-            let got = recvmmsg_rooms(fd, g.buf.chunks_exact_mut(GSO_READ_LEN), &mut lens, &mut outgoing)?;
-            if got == 0 {
-                continue;
+            let (got, kept) = self.fill_gso_reads_from(i)?;
+            if got > 0 {
+                self.next_rx = (i + 1) % n_fds;
             }
-            self.next_rx = (i + 1) % n_fds;
-            for r in 0..got {
-                if outgoing[r] {
-                    continue;
-                }
-                // The length is the virtio header's and the whole frame's (MSG_TRUNC).
-                let len = lens[r].saturating_sub(VNET_HDR_LEN);
-                if len + VNET_HDR_LEN > GSO_READ_LEN {
-                    self.stats.truncated += 1;
-                    continue;
-                }
-                let at = r * GSO_READ_LEN;
-                let read = &g.buf[at..at + VNET_HDR_LEN + len];
-                match Segments::of(&read[..VNET_HDR_LEN], &read[VNET_HDR_LEN..]) {
-                    Ok(seg) => {
-                        if seg.count() > 1 {
-                            self.stats.gso_reads += 1;
-                            self.stats.gso_split_frames += seg.count() as u64;
-                        }
-                        // The kept reads are the first `n` (one skipped before: moved down).
-                        g.reads[g.n] = (len, seg);
-                        if g.n != r {
-                            g.buf.copy_within(at..at + VNET_HDR_LEN + len, g.n * GSO_READ_LEN);
-                        }
-                        g.n += 1;
-                    }
-                    Err(vnet::SplitError::NotUdpGso) => self.stats.gso_not_udp += 1,
-                }
-            }
-            if g.n > 0 {
-                return Ok(g.n);
+            if kept > 0 {
+                return Ok(kept);
             }
         }
         Ok(0)
+    }
+
+    /// One `recvmmsg` of up to [`GSO_READS`] frames from receiving socket `i`: how many it
+    /// read, and how many of them were kept (the reads split from here on).
+    fn fill_gso_reads_from(&mut self, i: usize) -> io::Result<(usize, usize)> {
+        let fd = self.rx_fd(i);
+        let Some(g) = self.gso.as_mut() else { return Ok((0, 0)) };
+        (g.n, g.at, g.segment) = (0, 0, 0);
+        let (mut lens, mut outgoing) = ([0usize; MMSG], [false; MMSG]);
+        let got = recvmmsg_rooms(fd, g.buf.chunks_exact_mut(GSO_READ_LEN), &mut lens, &mut outgoing)?;
+        for r in 0..got {
+            if outgoing[r] {
+                continue;
+            }
+            // The length is the virtio header's and the whole frame's (MSG_TRUNC).
+            let len = lens[r].saturating_sub(VNET_HDR_LEN);
+            if len + VNET_HDR_LEN > GSO_READ_LEN {
+                self.stats.truncated += 1;
+                continue;
+            }
+            let at = r * GSO_READ_LEN;
+            let read = &g.buf[at..at + VNET_HDR_LEN + len];
+            match Segments::of(&read[..VNET_HDR_LEN], &read[VNET_HDR_LEN..]) {
+                Ok(seg) => {
+                    if seg.count() > 1 {
+                        self.stats.gso_reads += 1;
+                        self.stats.gso_split_frames += seg.count() as u64;
+                    }
+                    // The kept reads are the first `n` (one skipped before: moved down).
+                    g.reads[g.n] = (len, seg);
+                    if g.n != r {
+                        g.buf.copy_within(at..at + VNET_HDR_LEN + len, g.n * GSO_READ_LEN);
+                    }
+                    g.n += 1;
+                }
+                Err(vnet::SplitError::NotUdpGso) => self.stats.gso_not_udp += 1,
+            }
+        }
+        Ok((got, g.n))
+    }
+
+    /// Receiving socket `i` (0: the first; then the fanout group's others).
+    fn rx_fd(&self, i: usize) -> RawFd {
+        if i == 0 {
+            self.fd.as_raw_fd()
+        } else {
+            self.fanout[i - 1].as_raw_fd()
+        }
+    }
+
+    /// The GSO path's batch: the frames split from reads already taken, then the sockets in
+    /// turn as [`Device::recv_batch`] reads them (a socket read again while it has frames and
+    /// the batch room; the one that alone filled the last batch last, and not at all when the
+    /// others gave frames), each read split into its frames.
+    fn recv_batch_gso(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
+        if !self.gso_frames_into(batch)? {
+            return Ok(batch.len());
+        }
+        let n = self.receive_queues();
+        let (start, flood) = (self.next_rx, self.flood_rx.take());
+        for k in 0..n {
+            let i = (start + k) % n;
+            if flood == Some(i) && !batch.is_empty() {
+                break;
+            }
+            let before = batch.len();
+            loop {
+                let (got, kept) = match self.fill_gso_reads_from(i) {
+                    Ok(r) => r,
+                    Err(e) if batch.is_empty() => return Err(e),
+                    Err(_) => return Ok(batch.len()),
+                };
+                if kept > 0 && !self.gso_frames_into(batch)? {
+                    self.batch_filled_by(i, before == 0);
+                    return Ok(batch.len());
+                }
+                if got < GSO_READS {
+                    break;
+                }
+            }
+        }
+        Ok(batch.len())
+    }
+
+    /// Move the frames split from the reads taken into `batch`'s next slots: `true` when all
+    /// went in, `false` when the batch is full or the next frame is longer than a slot (it
+    /// stays next; an `InvalidInput` error if the batch is empty, for the caller to take it
+    /// alone).
+    fn gso_frames_into(&mut self, batch: &mut RecvBatch) -> io::Result<bool> {
+        while batch.len() < batch.capacity() {
+            let slot = batch.len();
+            match self.next_gso_frame(batch.slot_mut(slot)) {
+                Ok(Some(len)) => batch.push(slot, len),
+                Ok(None) => return Ok(true),
+                Err(e) if batch.is_empty() => return Err(e),
+                Err(_) => return Ok(false),
+            }
+        }
+        Ok(false)
+    }
+
+    /// Receiving socket `i` filled the batch (`alone`: every frame of it): the next batch
+    /// starts after it, and when it was alone (a flood's backlog) reads it only if the other
+    /// sockets give nothing, so that another host's frame waits for one batch's reading at
+    /// most, never for another batch of the flood's. One such short batch at a time: the
+    /// batch after it reads that socket again, whatever the others hold.
+    fn batch_filled_by(&mut self, i: usize, alone: bool) {
+        self.next_rx = (i + 1) % self.receive_queues();
+        if alone && self.receive_queues() > 1 {
+            self.flood_rx = Some(i);
+        }
     }
 
     /// Keep the wake descriptor readable exactly while split frames wait in the reads.
@@ -846,7 +939,7 @@ impl Device for RawSocket {
         let n = self.receive_queues();
         for k in 0..n {
             let i = (self.next_rx + k) % n;
-            let fd = if i == 0 { self.fd.as_raw_fd() } else { self.fanout[i - 1].as_raw_fd() };
+            let fd = self.rx_fd(i);
             if let Some(len) = recv_one(fd, buf)? {
                 self.next_rx = (i + 1) % n;
                 return Ok(Some(len));
@@ -859,6 +952,20 @@ impl Device for RawSocket {
     /// when any of the group's sockets is.
     fn raw_fd(&self) -> Option<RawFd> {
         Some(self.epoll.as_ref().unwrap_or(&self.fd).as_raw_fd())
+    }
+
+    /// One `epoll_wait` with no timeout on the fanout group's epoll descriptor: whether a
+    /// receiving socket other than the one that alone filled the last batch is readable.
+    fn rx_ready_beside_flood(&self) -> bool {
+        let Some(ep) = self.epoll.as_ref().filter(|_| !self.fanout.is_empty()) else { return false };
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 1 + MAX_FANOUT + 1];
+        // SAFETY: `events` is live and holds the count given; no timeout.
+        let n = unsafe { libc::epoll_wait(ep.as_raw_fd(), events.as_mut_ptr(), events.len() as libc::c_int, 0) };
+        let flood = self.flood_rx.map(|i| i as u64 + 1);
+        events[..usize::try_from(n).unwrap_or(0)].iter().any(|e| {
+            let key = e.u64;
+            key != EPOLL_KEY_WAKE && Some(key) != flood
+        })
     }
 
     /// `sendmmsg(2)`, up to 64 frames a call; or, with a transmit ring, the frames written into
@@ -927,19 +1034,9 @@ impl Device for RawSocket {
     fn recv_batch(&mut self, batch: &mut RecvBatch) -> io::Result<usize> {
         batch.clear();
         if self.gso.is_some() {
-            for slot in 0..batch.capacity() {
-                match self.recv_gso(batch.slot_mut(slot)) {
-                    Ok(Some(n)) => batch.push(slot, n),
-                    Ok(None) => break,
-                    Err(e) if batch.is_empty() => {
-                        self.sync_gso_wake();
-                        return Err(e);
-                    }
-                    Err(_) => break,
-                }
-            }
+            let got = self.recv_batch_gso(batch);
             self.sync_gso_wake();
-            return Ok(batch.len());
+            return got;
         }
         if let Some(rings) = self.rings.as_mut().filter(|r| r.has_rx()) {
             let mut slot = 0;
@@ -966,13 +1063,17 @@ impl Device for RawSocket {
         }
         // The sockets of a fanout group in turn, each until it is empty or the batch is full;
         // the socket that filled the last batch (a flood's) is read last, so frames that wait
-        // in the others are read in the very next batch.
+        // in the others are read in the very next batch; and when it filled that batch alone,
+        // not at all if the others gave frames: those are handled (and answered) first.
         let n = self.receive_queues();
-        let start = self.next_rx;
+        let (start, flood) = (self.next_rx, self.flood_rx.take());
         let mut next_slot = 0;
         for k in 0..n {
             let i = (start + k) % n;
-            let fd = if i == 0 { self.fd.as_raw_fd() } else { self.fanout[i - 1].as_raw_fd() };
+            if flood == Some(i) && !batch.is_empty() {
+                break;
+            }
+            let (fd, before) = (self.rx_fd(i), next_slot);
             while next_slot < batch.capacity() {
                 let (used, more) = recvmmsg_into(fd, batch, next_slot, &mut self.stats)?;
                 next_slot += used;
@@ -981,7 +1082,7 @@ impl Device for RawSocket {
                 }
             }
             if next_slot == batch.capacity() {
-                self.next_rx = (i + 1) % n;
+                self.batch_filled_by(i, before == 0);
                 break;
             }
         }
@@ -1102,6 +1203,18 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
+    /// A UDP frame to port 4791 of flow `flow` (198.18.9.`flow`, source port 0xc000 + `flow`)
+    /// carrying its sequence number `seq`.
+    fn flow_frame(flow: u8, seq: u32) -> Vec<u8> {
+        let mut f = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([198, 18, 9, flow], [198, 18, 9, 200], 64)
+            .udp(0xc000 + u16::from(flow), 4791)
+            .write(&mut f, &seq.to_be_bytes())
+            .unwrap();
+        f
+    }
+
     /// A fanout group of 4 sockets on one end of a veth pair (in a network namespace of the
     /// test's own thread): UDP frames of 8 flows, interleaved, all arrive through the group's
     /// epoll descriptor and batches, each flow's in order; the kernel's counts are summed over
@@ -1115,15 +1228,7 @@ mod tests {
             b.fan_out(4).unwrap();
             assert_eq!(b.receive_queues(), 4);
             assert_eq!(b.fan_out(0).unwrap_err().kind(), io::ErrorKind::InvalidInput);
-            let frame = |flow: u8, seq: u32| {
-                let mut f = Vec::new();
-                etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-                    .ipv4([198, 18, 9, flow], [198, 18, 9, 200], 64)
-                    .udp(0xc000 + u16::from(flow), 4791)
-                    .write(&mut f, &seq.to_be_bytes())
-                    .unwrap();
-                f
-            };
+            let frame = flow_frame;
             let sent: Vec<Vec<u8>> = (0..50).flat_map(|seq| (1..=8).map(move |flow| frame(flow, seq))).collect();
             let refs: Vec<&[u8]> = sent.iter().map(|f| &f[..]).collect();
             assert_eq!(a.send_batch(&refs).unwrap(), 400);
@@ -1154,6 +1259,82 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// A flood's socket waits while another flow is read: once one socket of a fanout group
+    /// filled a receive batch alone, `rx_ready_beside_flood` tells when another socket has
+    /// frames, the next batch takes only what the other sockets hold (another host's frames,
+    /// handled before more of the flood), and the batch after reads the flood's socket again;
+    /// no frame is lost or reordered. Both receive paths (recvmmsg,
+    /// and the GSO path's reads). Needs root (CI runs as root).
+    #[test]
+    fn a_flood_waits_while_another_flow_is_read() {
+        for gso in [false, true] {
+            std::thread::spawn(move || {
+                crate::veth_in_own_netns("h1", "h2");
+                // No IPv6 on the link (its router solicitations and MLD reports would land
+                // in the batches): only the test's frames.
+                for end in ["h1", "h2"] {
+                    std::fs::write(format!("/proc/sys/net/ipv6/conf/{end}/disable_ipv6"), "1").unwrap();
+                }
+                let mut a = RawSocket::open("h1").unwrap();
+                let mut b = RawSocket::open("h2").unwrap();
+                b.fan_out(4).unwrap();
+                if gso {
+                    b.enable_gso().unwrap();
+                }
+                let mut batch = RecvBatch::new(16, 2048).unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+                while b.recv_batch(&mut batch).unwrap() > 0 {}
+                let frame = flow_frame;
+                // Wait for what was sent to reach the sockets.
+                let settle = |b: &RawSocket| {
+                    let mut p = libc::pollfd { fd: b.raw_fd().unwrap(), events: libc::POLLIN, revents: 0 };
+                    // SAFETY: one live pollfd.
+                    unsafe { libc::poll(&mut p, 1, 1000) };
+                    std::thread::sleep(Duration::from_millis(20));
+                };
+                let ours = |f: &&[u8]| f.len() >= 46 && f[23] == 17 && f[36..38] == [0x12, 0xb7];
+                let mut seqs = vec![Vec::new(); 9];
+                let mut take = |b: &mut RawSocket, seqs: &mut Vec<Vec<u32>>| {
+                    b.recv_batch(&mut batch).unwrap();
+                    let flows: Vec<u8> = batch.iter().filter(ours).map(|f| f[29]).collect();
+                    for f in batch.iter().filter(ours) {
+                        seqs[usize::from(f[29])].push(u32::from_be_bytes(f[42..46].try_into().unwrap()));
+                    }
+                    flows
+                };
+                // The flood (flow 1) alone fills a batch.
+                let flood: Vec<Vec<u8>> = (0..100).map(|seq| frame(1, seq)).collect();
+                let refs: Vec<&[u8]> = flood.iter().map(|f| &f[..]).collect();
+                assert_eq!(a.send_batch(&refs).unwrap(), 100);
+                settle(&b);
+                assert_eq!(take(&mut b, &mut seqs), vec![1; 16], "gso {gso}");
+                // Only the flood's socket holds frames: nothing else to read.
+                assert!(!b.rx_ready_beside_flood(), "gso {gso}");
+                // One frame of each of 7 other flows: some hash to other sockets than the
+                // flood's (all 7 into its socket: 1 in 4^7). The next batch is theirs alone.
+                let others: Vec<Vec<u8>> = (2..=8).map(|flow| frame(flow, 0)).collect();
+                let refs: Vec<&[u8]> = others.iter().map(|f| &f[..]).collect();
+                assert_eq!(a.send_batch(&refs).unwrap(), 7);
+                settle(&b);
+                assert!(b.rx_ready_beside_flood(), "gso {gso}");
+                let short = take(&mut b, &mut seqs);
+                assert!(!short.is_empty() && !short.contains(&1), "gso {gso}: {short:?}");
+                // Then the flood's socket is read again.
+                assert!(take(&mut b, &mut seqs).contains(&1), "gso {gso}");
+                let end = Instant::now() + Duration::from_secs(5);
+                while seqs.iter().map(Vec::len).sum::<usize>() < 107 && Instant::now() < end {
+                    take(&mut b, &mut seqs);
+                }
+                assert_eq!(seqs[1], (0..100).collect::<Vec<u32>>(), "gso {gso}");
+                for (flow, s) in seqs.iter().enumerate().skip(2) {
+                    assert_eq!(s, &[0], "gso {gso}: flow {flow}");
+                }
+            })
+            .join()
+            .unwrap();
+        }
     }
 
     /// The GSO path on a veth pair (in a network namespace of the test's own thread): runs
