@@ -855,7 +855,8 @@ pub fn run(a: Args) -> ExitCode {
             return ExitCode::from(exit::FAILED);
         }
     }
-    let po = a.link.options(a.iface.clone(), None, a.source, None, roce_cm::MulticastPaths::IGMP_MLD_ONLY, a.debug);
+    let mut po = a.link.options(a.iface.clone(), None, a.source, None, roce_cm::MulticastPaths::IGMP_MLD_ONLY, a.debug);
+    po.gso = true;
     let mut d = match open_port_or_exit(&tool, &po) {
         Ok(d) => d,
         Err(code) => return ExitCode::from(code),

@@ -420,7 +420,8 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!("roce rping: -I and -a must be of one address family");
         return ExitCode::from(exit::USAGE);
     }
-    let po = a.net.options(local, a.debug);
+    let mut po = a.net.options(local, a.debug);
+    po.gso = true;
     crate::plumbing::out::set_quiet(a.quiet);
     let mut d = match open_port_or_exit("roce rping", &po) {
         Ok(d) => d,

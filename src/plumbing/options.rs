@@ -274,6 +274,7 @@ impl LinkArgs {
             transport: self.transport,
             fault: self.fault.clone(),
             rx_queues: 1,
+            gso: false,
         }
     }
 }

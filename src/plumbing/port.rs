@@ -217,6 +217,11 @@ pub struct PortOptions {
     /// Raw sockets that receive, frames spread over them by flow (PACKET_FANOUT_HASH; 1: one
     /// socket). `roce sa-server --rx-queues`.
     pub rx_queues: usize,
+    /// On the raw transport, send RC/UC runs as GSO frames (PACKET_VNET_HDR): the tools with an
+    /// RC data path (perftest, pingpong, rping). The others keep the transmit ring: their
+    /// frames never form runs, and `roce sa-server` answered 5× fewer joins a second through a
+    /// GSO socket (sa_soak: 1,808 against 9,019; spec/net.md).
+    pub gso: bool,
 }
 
 /// Why a port could not be opened: the exit status (2 usage, 3 cannot run here) and the message.
@@ -437,20 +442,36 @@ const SOCKET_BUFFER: usize = 4 << 20;
 const SOCKET_BUFFER_PER_QUEUE_MIN: usize = 512 << 10;
 
 fn open_raw(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
-    // GSO (PACKET_VNET_HDR): a run of RoCEv2 frames leaves as one skb and a peer's run is read
-    // as one (spec/rc.md, "The raw transport's GSO path"); it takes the socket without rings.
-    // Where the kernel refuses it, a transmit ring: a batch of frames leaves with one kick
+    // With `o.gso`, GSO (PACKET_VNET_HDR): a run of RoCEv2 frames leaves as one skb and a
+    // peer's run is read as one (spec/rc.md, "The raw transport's GSO path"); it takes the
+    // socket without rings. Otherwise, or where the kernel refuses it, a transmit ring: a
+    // batch of frames leaves with one kick
     // (receiving stays recvmmsg: a TPACKET_V3 block would hold a lone frame until its retire
     // timer, too slow for a handshake); where it refuses that too, sendmmsg, with a note.
-    let mut raw = RawSocket::open(&o.iface).map_err(|e| OpenError::env(e.to_string()))?;
-    if let Err(e) = raw.enable_gso() {
-        eprintln!("note: no GSO on {} ({e}): a transmit ring instead", o.iface);
-        raw = RawSocket::open_with(&o.iface, roce_net::ring::RingConfig::tx_only())
-            .map_err(|e| OpenError::env(e.to_string()))?;
-        if let Some(why) = raw.ring_fallback() {
-            eprintln!("note: no transmit ring on {} ({why}): sending with sendmmsg", o.iface);
+    let with_gso = match o.gso {
+        true => {
+            let mut raw = RawSocket::open(&o.iface).map_err(|e| OpenError::env(e.to_string()))?;
+            match raw.enable_gso() {
+                Ok(()) => Some(raw),
+                Err(e) => {
+                    eprintln!("note: no GSO on {} ({e}): a transmit ring instead", o.iface);
+                    None
+                }
+            }
         }
-    }
+        false => None,
+    };
+    let mut raw = match with_gso {
+        Some(raw) => raw,
+        None => {
+            let raw = RawSocket::open_with(&o.iface, roce_net::ring::RingConfig::tx_only())
+                .map_err(|e| OpenError::env(e.to_string()))?;
+            if let Some(why) = raw.ring_fallback() {
+                eprintln!("note: no transmit ring on {} ({why}): sending with sendmmsg", o.iface);
+            }
+            raw
+        }
+    };
     // Before the buffer sizes, which are set on every socket of the group.
     raw.fan_out(o.rx_queues)
         .map_err(|e| OpenError::env(format!("{}: {} receive queues: {e}", o.iface, o.rx_queues)))?;

@@ -221,7 +221,8 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
     }
-    let po = a.net.options(a.source, a.debug);
+    let mut po = a.net.options(a.source, a.debug);
+    po.gso = true;
     let mut d = match open_port_or_exit("roce perftest", &po) {
         Ok(d) => d,
         Err(code) => return ExitCode::from(code),
