@@ -274,6 +274,13 @@ pub fn connect_test_qps(
         }
         Some(server) => {
             sync(d, ch, "before")?;
+            // perftest's server listens only after this sync (rdma_cm_server_connection), its
+            // client connects at once and, when one of its requests is rejected for want of a
+            // listener (REJ 8), tears the whole set down, REJ (timeout) for the others
+            // included: a slow server that accepted one of those then fails to create its QP
+            // (EINVAL) and exits (seen against a TCG guest, 1 run in about 10). Waiting
+            // perftest's retry delay first gives the server the time to listen.
+            let _ = d.run_for(Duration::from_millis(100));
             let mut last = String::new();
             for _ in 0..CONNECT_TRIES {
                 let mut got: Vec<(CmId, u32)> = Vec::with_capacity(n);
