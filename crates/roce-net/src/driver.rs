@@ -668,6 +668,19 @@ mod tests {
     use crate::device::Batching;
     impl MulticastFilter for Batching {}
 
+    /// An ARP request for 192.168.100.2 from host `i` (02:00:00:00:01:i, 192.168.100.(100 + i)).
+    fn arp_request_from(i: u8) -> Vec<u8> {
+        let req = roce_wire::arp::request(
+            [2, 0, 0, 0, 1, i],
+            std::net::Ipv4Addr::new(192, 168, 100, 100 + i),
+            "192.168.100.2".parse().unwrap(),
+        );
+        let mut f = vec![0u8; 64];
+        let n = roce_wire::l2::EmitFrame::emit(&roce_wire::l2::ArpFrame::new(req), &mut f);
+        f.truncate(n);
+        f
+    }
+
     /// Frames that arrive together are taken in one receive batch, and the answers leave in
     /// one send batch: 100 ARP requests, 100 replies, in order, in two batches each way.
     #[test]
@@ -677,14 +690,7 @@ mod tests {
         let dev = Batching::new(a);
         let mut d = Driver::new(dev, Stack::new(cfg));
         for i in 0..100u8 {
-            let arp = roce_wire::arp::request(
-                [2, 0, 0, 0, 1, i],
-                std::net::Ipv4Addr::new(192, 168, 100, 100 + i),
-                "192.168.100.2".parse().unwrap(),
-            );
-            let mut f = vec![0u8; 64];
-            let n = roce_wire::l2::EmitFrame::emit(&roce_wire::l2::ArpFrame::new(arp), &mut f);
-            peer.send(&f[..n]).unwrap();
+            peer.send(&arp_request_from(i)).unwrap();
         }
         d.turn(Duration::ZERO).unwrap();
         // 100 frames: a batch of 64 and one of 36 (then an empty one ends the receive loop).
@@ -814,26 +820,15 @@ mod tests {
         let cfg = StackConfig::new([2, 0, 0, 0, 0, 2], "192.168.100.2".parse().unwrap(), 24);
         let mut d = Driver::new(Signalled { dev: a, ready }, Stack::new(cfg));
         d.set_busy_poll(Duration::from_secs(30));
-        let arp = |i: u8| {
-            let req = roce_wire::arp::request(
-                [2, 0, 0, 0, 1, i],
-                std::net::Ipv4Addr::new(192, 168, 100, 100 + i),
-                "192.168.100.2".parse().unwrap(),
-            );
-            let mut f = vec![0u8; 64];
-            let n = roce_wire::l2::EmitFrame::emit(&roce_wire::l2::ArpFrame::new(req), &mut f);
-            f.truncate(n);
-            f
-        };
         // A first frame: the turn receives, so the next one busy-polls.
-        peer.send(&arp(0)).unwrap();
+        peer.send(&arp_request_from(0)).unwrap();
         signal.write_all(&[1]).unwrap();
         d.turn(Duration::ZERO).unwrap();
         assert_eq!(d.stack.counters().rx_frames, 1);
         // The next frame comes from another thread while the driver spins.
         let late = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
-            peer.send(&arp(1)).unwrap();
+            peer.send(&arp_request_from(1)).unwrap();
             signal.write_all(&[1]).unwrap();
             (peer, signal)
         });
