@@ -9,6 +9,7 @@ pub mod cmatose;
 pub mod decode;
 pub mod demo;
 pub mod encode;
+pub mod exec;
 pub mod fuzz_peer;
 pub mod mckey;
 pub mod perftest;

@@ -89,6 +89,25 @@ impl Device for CliDevice {
 }
 
 impl CliDevice {
+    /// Write out a capture's buffered frames and close it, keeping the device (the C library
+    /// calls this at the end of its process, which ends without dropping the device).
+    pub fn close_capture(&mut self) -> Option<std::io::Result<()>> {
+        let dev = std::mem::replace(self, CliDevice::NoFrames(NoFrames));
+        let (dev, r) = match dev {
+            CliDevice::Pcap(p) => match p.finish() {
+                Ok((d, _)) => (CliDevice::Raw(d), Some(Ok(()))),
+                Err(e) => (CliDevice::NoFrames(NoFrames), Some(Err(e))),
+            },
+            CliDevice::UdpPcap(p) => match p.finish() {
+                Ok((d, _)) => (CliDevice::Udp(d), Some(Ok(()))),
+                Err(e) => (CliDevice::NoFrames(NoFrames), Some(Err(e))),
+            },
+            other => (other, None),
+        };
+        *self = dev;
+        r
+    }
+
     /// The raw socket's counts (kernel drops read now), if there is a raw socket.
     pub fn raw_stats(&mut self) -> Option<roce_net::raw::RawStats> {
         match self {
@@ -174,7 +193,7 @@ impl Transport {
 }
 
 /// Whether CAP_NET_RAW (capability 13) is in this process's effective set (/proc/self/status).
-fn has_cap_net_raw() -> bool {
+pub fn has_cap_net_raw() -> bool {
     const CAP_NET_RAW: u32 = 13;
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return false };
     status

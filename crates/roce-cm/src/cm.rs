@@ -42,7 +42,7 @@ use crate::{Errno, Instant};
 /// The CM owner: connections and SIDR resolutions by local communication ID, and their
 /// timers (`Work::CmTimer`). It answers CM MADs and the id calls that drive the protocol
 /// (connect, accept, reject, disconnect, destroy) through a [`CmCtx`] the stack lends it.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Cm {
     conns: BTreeMap<u32, Conn>,
 }

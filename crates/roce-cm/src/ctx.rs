@@ -71,7 +71,7 @@ pub(crate) enum Work {
 }
 
 /// The work items by due time, indexed so that cancelling one is O(log n).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Timers {
     work: BTreeMap<(Instant, u64), Work>,
     /// Where each work item sits in `work`.
@@ -219,7 +219,7 @@ impl MadPacket {
 const TX_ARENA: usize = 64 * MAD_SIZE;
 
 /// Frames and events on their way out.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Outbox {
     pub(crate) events: VecDeque<CmEvent>,
     pub(crate) tx: VecDeque<Outgoing>,

@@ -25,7 +25,7 @@ pub struct MadRequest {
 }
 
 /// QP1's sender state and agent queue (the owner of both).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Gsi {
     psn: u32,
     agents: Vec<u8>,

@@ -132,7 +132,7 @@ pub enum QpType {
 }
 
 /// `(port space, port)` → the ids bound to it.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct PortTable {
     binds: BTreeMap<(PortSpace, u16), BTreeSet<CmId>>,
 }
@@ -442,7 +442,7 @@ pub(crate) type IdTable = BTreeMap<CmId, IdRecord>;
 
 /// The owner of the `rdma_cm_id`s: their records, their numbering and the port table. The id
 /// calls (api.rs), CM (cm.rs) and multicast reach an id only through this interface.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Ids {
     table: IdTable,
     next_id: u32,

@@ -137,7 +137,7 @@ impl Group {
 
 /// Emptied containers kept for reuse, so that a group made and dropped at every join+leave
 /// cycle allocates nothing in steady state (a few dozen of each, a few KiB in all).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Spare {
     // Boxed on purpose: a group holds its work as `Option<Box<GroupWork>>` (small idle groups),
     // and the box itself is what is reused.
@@ -219,7 +219,7 @@ pub(crate) struct McCtx<'a> {
 }
 
 /// The multicast owner: groups, members, the IP-level (IGMP/MLD) references.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Multicast {
     groups: HashMap<Gid, Group, FastHash>,
     /// By handle; hashed (a join inserts and a leave removes one: a tree rebalanced on each

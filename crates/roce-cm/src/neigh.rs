@@ -44,7 +44,7 @@ pub fn multicast_mac(ip: &IpAddr) -> Option<[u8; 6]> {
 }
 
 /// The neighbour table (the owner of ARP/ND state).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Neighbors {
     map: HashMap<IpAddr, Neighbor, FastHash>,
     /// The entry learned last, reachable at that MAC: every MAD from the peer we talk to

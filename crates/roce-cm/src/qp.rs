@@ -69,7 +69,7 @@ pub struct UdQp {
 }
 
 /// The UD QPs of a port (the owner of their state).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct UdQps {
     qps: BTreeMap<u32, UdQp>,
 }
@@ -117,6 +117,12 @@ impl UdQps {
             return Err(Errno::EINVAL);
         }
         self.qps.get_mut(&qpn).ok_or(Errno::EINVAL)?.psn = psn;
+        Ok(())
+    }
+
+    /// Set QP `qpn`'s Q_Key.
+    pub(crate) fn set_qkey(&mut self, qpn: u32, qkey: u32) -> Result<(), Errno> {
+        self.qps.get_mut(&qpn).ok_or(Errno::EINVAL)?.qkey = qkey;
         Ok(())
     }
 

@@ -77,7 +77,7 @@ impl Txn {
 /// it stays, instead of being moved in and out of tree nodes; TIDs index the slots. A slot
 /// outlives its transaction (only `by_tid` says which are live): the next transaction in it is
 /// written over it field by field, its request MAD encoded in place.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Txns {
     slots: Vec<Txn>,
     free: Vec<u32>,
@@ -180,7 +180,7 @@ fn settle(timers: &mut BinaryHeap<Reverse<(Instant, u64)>>, txns: &Txns) {
 }
 
 /// The outstanding transactions of one stack.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct SaClient {
     tid_hi: u32,
     tid_lo: u32,

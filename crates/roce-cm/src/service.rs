@@ -72,7 +72,7 @@ impl IbService {
 }
 
 /// The records each id resolved (`id->route.service_recs`), kept until the id is destroyed.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct IbServices {
     recs: BTreeMap<CmId, Vec<ServiceRecord>>,
 }

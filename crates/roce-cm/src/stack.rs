@@ -62,8 +62,9 @@ macro_rules! mctx {
 
 pub use crate::gsi::MadRequest;
 
-/// One RoCE port's engine. See the crate docs.
-#[derive(Debug)]
+/// One RoCE port's engine. See the crate docs. A clone is a snapshot: the C library
+/// destroys a snapshot's ids to learn the frames a process's death must put on the wire.
+#[derive(Debug, Clone)]
 pub struct Stack {
     pub(crate) cfg: StackConfig,
     rng: Rng,
@@ -981,6 +982,11 @@ impl Stack {
     /// sets the PSN it told its peer). EINVAL: no such UD QP, a PSN over 24 bits.
     pub fn set_qp_sq_psn(&mut self, qpn: u32, psn: u32) -> Result<(), Errno> {
         self.ud.set_sq_psn(qpn, psn)
+    }
+
+    /// `ibv_modify_qp(IBV_QP_QKEY)` of a UD QP. EINVAL: no such UD QP.
+    pub fn set_qp_qkey(&mut self, qpn: u32, qkey: u32) -> Result<(), Errno> {
+        self.ud.set_qkey(qpn, qkey)
     }
 
     /// The PSN the next send of UD QP `qpn` carries.

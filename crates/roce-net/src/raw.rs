@@ -40,13 +40,22 @@ pub fn interface(name: &str) -> io::Result<InterfaceInfo> {
             format!("no interface named {name:?} (interfaces here: {})", names.join(", ")),
         ));
     };
-    Ok(InterfaceInfo {
+    Ok(info_of(i))
+}
+
+/// Every interface of the host (its network namespace), as [`interface`] describes one.
+pub fn interfaces() -> io::Result<Vec<InterfaceInfo>> {
+    Ok(pnet_datalink::interfaces().iter().map(info_of).collect())
+}
+
+fn info_of(i: &pnet_datalink::NetworkInterface) -> InterfaceInfo {
+    InterfaceInfo {
         name: i.name.clone(),
         index: i.index,
         mac: i.mac.map(|m| m.octets()),
         ips: i.ips.iter().map(|n| (n.ip(), n.prefix())).collect(),
         up: i.is_up(),
-    })
+    }
 }
 
 /// `PACKET_MR_UNICAST` of linux/if_packet.h (not in every libc target's constants).

@@ -1,0 +1,1015 @@
+//! librdmacm over the engine's `rdma_cm_id`s: event channels (a pipe each, so poll/select and
+//! O_NONBLOCK work as on the real library), ids, address and route resolution, multicast join
+//! and leave, listen/connect/accept/reject for UD (SIDR), `rdma_getaddrinfo`.
+//!
+//! The engine's thread turns each engine event into a `struct rdma_cm_event` and queues it on
+//! the id's channel with a byte on the pipe; `rdma_get_cm_event` reads the byte, takes the
+//! event and, on the program's thread, brings the id's addresses up to date (as librdmacm
+//! queries the kernel there). Events the kernel does not have (the engine's MULTICAST_LEFT)
+//! are not delivered. An id destroyed with events not yet acknowledged is freed at the last
+//! acknowledgement.
+
+use core::ffi::{c_char, c_int, c_void};
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use roce_cm::{CmId, ConnectParam, PortSpace, QpType};
+use roce_wire::mcmember::JoinState;
+use roce_wire::Gid;
+
+use crate::abi::*;
+use crate::ffi::{boundary, fail_errno, null_errno};
+use crate::ids::{addresses, new_id, ChannelShared, EventBox, Id, IdLink};
+use crate::queues::{blocking_pipe, read_record};
+use crate::runtime::{runtime, Engine};
+use crate::verbs::{new_ud_qp, Qp};
+
+// ------------------------------------------------------------------------------------------
+// Channels
+
+/// An event channel.
+#[repr(C)]
+pub struct Channel {
+    /// What the program sees.
+    pub c: rdma_event_channel,
+    shared: Arc<ChannelShared>,
+    rfd: OwnedFd,
+}
+
+/// `rdma_create_event_channel`: ENODEV when there is no device (no configuration).
+#[no_mangle]
+pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
+    boundary("rdma_create_event_channel", std::ptr::null_mut(), || {
+        if crate::port::port().is_none() {
+            return null_errno(libc::ENODEV);
+        }
+        let (r, w) = match blocking_pipe() {
+            Ok(p) => p,
+            Err(e) => return null_errno(e.raw_os_error().unwrap_or(libc::EMFILE)),
+        };
+        let ch = Box::new(Channel {
+            c: rdma_event_channel { fd: r.as_raw_fd() },
+            shared: Arc::new(ChannelShared { queue: Mutex::new(VecDeque::new()), wfd: w }),
+            rfd: r,
+        });
+        Box::into_raw(ch).cast()
+    })
+}
+
+/// `rdma_destroy_event_channel`.
+///
+/// # Safety
+/// `ch` came from [`rdma_create_event_channel`] and no id uses it.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_destroy_event_channel(ch: *mut rdma_event_channel) {
+    boundary("rdma_destroy_event_channel", (), || {
+        if ch.is_null() {
+            return;
+        }
+        // SAFETY: a Channel of ours.
+        let b = unsafe { Box::from_raw(ch.cast::<Channel>()) };
+        if let Ok(mut q) = b.shared.queue.lock() {
+            for ev in q.drain(..) {
+                // SAFETY: events queued by deliver_event, never handed out.
+                unsafe { drop(Box::from_raw(ev as *mut EventBox)) };
+            }
+        }
+        // A thread still blocked in rdma_get_cm_event stays blocked, as with the real library
+        // (closing a descriptor does not wake a read on it): the write end is kept open.
+        std::mem::forget(b.shared.clone());
+        drop(b.rfd);
+    })
+}
+
+// ------------------------------------------------------------------------------------------
+// Ids
+
+/// The process's default PD (`rdma_cm_id.pd` once an id has a device), allocated once.
+fn default_pd() -> *mut ibv_pd {
+    struct Pd(*mut ibv_pd);
+    // SAFETY: written once, then only read.
+    unsafe impl Send for Pd {}
+    // SAFETY: as above.
+    unsafe impl Sync for Pd {}
+    static PD: std::sync::OnceLock<Pd> = std::sync::OnceLock::new();
+    // SAFETY: our own context.
+    PD.get_or_init(|| Pd(unsafe { crate::verbs::ibv_alloc_pd(crate::device::default_context()) })).0
+}
+
+fn qp_type_of(ps: PortSpace) -> (QpType, u32) {
+    match ps {
+        PortSpace::Udp | PortSpace::Ipoib => (QpType::Ud, IBV_QPT_UD),
+        PortSpace::Tcp | PortSpace::Ib => (QpType::Rc, IBV_QPT_RC),
+    }
+}
+
+/// `rdma_create_id`: an id in IDLE on `channel` (a NULL channel, librdmacm's synchronous
+/// mode, comes with the next issue: EINVAL).
+///
+/// # Safety
+/// `channel` is ours; `id` points to a pointer slot.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_id(
+    channel: *mut rdma_event_channel,
+    id: *mut *mut rdma_cm_id,
+    context: *mut c_void,
+    ps: u32,
+) -> c_int {
+    boundary("rdma_create_id", -1, || {
+        if id.is_null() {
+            return fail_errno(libc::EINVAL);
+        }
+        let Some(space) = u16::try_from(ps).ok().and_then(PortSpace::from_value) else {
+            return fail_errno(libc::EINVAL);
+        };
+        if channel.is_null() {
+            crate::ffi::say_once(
+                "sync",
+                "roce: rdma_create_id with no event channel (synchronous mode) is not implemented yet: EINVAL",
+            );
+            return fail_errno(libc::EINVAL);
+        }
+        let (qt, ibv_qt) = qp_type_of(space);
+        let rt = match runtime() {
+            Ok(rt) => rt,
+            Err(e) => return fail_errno(e),
+        };
+        let cm = match rt.call(move |e| e.d.stack.create_id(space, qt)) {
+            Ok(Ok(cm)) => cm,
+            Ok(Err(e)) => return fail_errno(e.value()),
+            Err(e) => return fail_errno(e),
+        };
+        // SAFETY: a Channel of ours.
+        let shared = unsafe { (*channel.cast::<Channel>()).shared.clone() };
+        let p = new_id(cm, channel, shared.clone(), context, ps, ibv_qt);
+        let link = IdLink { id_ptr: p as usize, channel: shared };
+        let _ = rt.call(move |e| {
+            e.ids.insert(cm, link);
+        });
+        // SAFETY: the caller's slot.
+        unsafe { *id = p.cast() };
+        0
+    })
+}
+
+fn id_of<'a>(id: *mut rdma_cm_id) -> Option<&'a mut Id> {
+    // SAFETY: an Id of ours (every rdma_cm_id the program has came from us), or NULL.
+    (!id.is_null()).then(|| unsafe { &mut *id.cast::<Id>() })
+}
+
+/// Run an engine call for an id and map its result to librdmacm's -1/errno.
+fn engine_call(
+    id: *mut rdma_cm_id,
+    f: impl FnOnce(&mut Engine, CmId) -> Result<(), roce_cm::Errno> + Send + 'static,
+) -> c_int {
+    let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail_errno(e),
+    };
+    let cm = i.cm;
+    match rt.call(move |e| f(e, cm)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => fail_errno(e.value()),
+        Err(e) => fail_errno(e),
+    }
+}
+
+/// The engine's view of a socket address (IPv4, IPv6; AF_IB is not supported: EAFNOSUPPORT).
+///
+/// # Safety
+/// `sa` is NULL or points to a sockaddr of its family's size.
+pub unsafe fn socket_addr(sa: *const libc::sockaddr) -> Result<Option<SocketAddr>, i32> {
+    if sa.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the caller's sockaddr, read as its family says.
+    unsafe {
+        match i32::from((*sa).sa_family) {
+            libc::AF_INET => {
+                let s = &*sa.cast::<libc::sockaddr_in>();
+                Ok(Some(SocketAddr::V4(SocketAddrV4::new(
+                    Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr)),
+                    u16::from_be(s.sin_port),
+                ))))
+            }
+            libc::AF_INET6 => {
+                let s = &*sa.cast::<libc::sockaddr_in6>();
+                Ok(Some(SocketAddr::V6(SocketAddrV6::new(
+                    Ipv6Addr::from(s.sin6_addr.s6_addr),
+                    u16::from_be(s.sin6_port),
+                    s.sin6_flowinfo,
+                    s.sin6_scope_id,
+                ))))
+            }
+            _ => Err(libc::EAFNOSUPPORT),
+        }
+    }
+}
+
+/// Write `a` as a sockaddr into `dst` (a `sockaddr_storage`-sized union).
+pub fn write_sockaddr(dst: &mut rdma_sockaddr, a: SocketAddr) {
+    // SAFETY: zero is valid for the union.
+    *dst = unsafe { std::mem::zeroed() };
+    match a {
+        SocketAddr::V4(v) => {
+            // SAFETY: writing the sockaddr_in member.
+            let s = unsafe { &mut dst.sin };
+            s.sin_family = libc::AF_INET as libc::sa_family_t;
+            s.sin_port = v.port().to_be();
+            s.sin_addr.s_addr = u32::from(*v.ip()).to_be();
+        }
+        SocketAddr::V6(v) => {
+            // SAFETY: writing the sockaddr_in6 member.
+            let s = unsafe { &mut dst.sin6 };
+            s.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            s.sin6_port = v.port().to_be();
+            s.sin6_addr.s6_addr = v.ip().octets();
+            s.sin6_scope_id = v.scope_id();
+        }
+    }
+}
+
+/// Bring an id's device fields and addresses up to date (on the program's thread).
+fn refresh_id(i: &mut Id, src: Option<SocketAddr>, dst: Option<SocketAddr>, resolved_route: bool) {
+    if let Some(s) = src {
+        write_sockaddr(&mut i.c.route.addr.src, s);
+        if i.c.verbs.is_null() {
+            i.c.verbs = crate::device::default_context();
+            i.c.pd = default_pd();
+            i.c.port_num = 1;
+        }
+    }
+    if let Some(d) = dst {
+        write_sockaddr(&mut i.c.route.addr.dst, d);
+    }
+    if let (Some(p), Some(s), Some(d)) = (crate::port::port(), src, dst) {
+        let (sg, dg) = (Gid::from_ip(s.ip()), Gid::from_ip(d.ip()));
+        i.c.route.addr.addr.ibaddr.sgid.raw = sg.0;
+        i.c.route.addr.addr.ibaddr.dgid.raw = dg.0;
+        i.c.route.addr.addr.ibaddr.pkey = 0xffff;
+        if resolved_route {
+            i.path.sgid.raw = sg.0;
+            i.path.dgid.raw = dg.0;
+            i.path.pkey = 0xffffu16.to_be();
+            i.path.hop_limit = 64;
+            i.path.mtu = p.active_mtu as u8;
+            i.path.reversible = 1;
+            i.path.numb_path = 1;
+            i.c.route.path_rec = &mut *i.path;
+            i.c.route.num_paths = 1;
+        }
+    }
+}
+
+/// `rdma_bind_addr`.
+///
+/// # Safety
+/// `id` is ours; `addr` a sockaddr.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
+    boundary("rdma_bind_addr", -1, || {
+        // SAFETY: the caller's sockaddr.
+        let a = match unsafe { socket_addr(addr) } {
+            Ok(Some(a)) => a,
+            Ok(None) => return fail_errno(libc::EINVAL),
+            Err(e) => return fail_errno(e),
+        };
+        let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
+        let Ok(rt) = runtime() else { return fail_errno(libc::ENODEV) };
+        let cm = i.cm;
+        match rt.call(move |e| e.d.stack.bind_addr(cm, a).map(|()| addresses(&e.d.stack, cm))) {
+            Ok(Ok((src, dst))) => {
+                refresh_id(i, src, dst, false);
+                0
+            }
+            Ok(Err(e)) => fail_errno(e.value()),
+            Err(e) => fail_errno(e),
+        }
+    })
+}
+
+/// `rdma_resolve_addr`: ADDR_RESOLVED (or ADDR_ERROR) follows on the channel.
+///
+/// # Safety
+/// `id` is ours; `src` NULL or a sockaddr; `dst` a sockaddr.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_resolve_addr(
+    id: *mut rdma_cm_id,
+    src: *mut libc::sockaddr,
+    dst: *mut libc::sockaddr,
+    timeout_ms: c_int,
+) -> c_int {
+    boundary("rdma_resolve_addr", -1, || {
+        // SAFETY: the caller's sockaddrs.
+        let (s, d) = match unsafe { (socket_addr(src), socket_addr(dst)) } {
+            (Ok(s), Ok(Some(d))) => (s, d),
+            (Err(e), _) | (_, Err(e)) => return fail_errno(e),
+            _ => return fail_errno(libc::EINVAL),
+        };
+        let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
+        let Ok(rt) = runtime() else { return fail_errno(libc::ENODEV) };
+        let cm = i.cm;
+        let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+        match rt.call(move |e| {
+            let now = e.d.now();
+            e.d.stack.resolve_addr(now, cm, s, d, timeout).map(|()| addresses(&e.d.stack, cm))
+        }) {
+            Ok(Ok((src, dst))) => {
+                refresh_id(i, src, dst, false);
+                0
+            }
+            Ok(Err(e)) => fail_errno(e.value()),
+            Err(e) => fail_errno(e),
+        }
+    })
+}
+
+/// `rdma_resolve_route`: ROUTE_RESOLVED follows.
+///
+/// # Safety
+/// `id` is ours.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> c_int {
+    boundary("rdma_resolve_route", -1, || {
+        let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+        engine_call(id, move |e, cm| {
+            let now = e.d.now();
+            e.d.stack.resolve_route(now, cm, timeout)
+        })
+    })
+}
+
+/// `rdma_listen`.
+///
+/// # Safety
+/// `id` is ours.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
+    boundary("rdma_listen", -1, || engine_call(id, move |e, cm| e.d.stack.listen(cm, backlog.max(0) as u32)))
+}
+
+fn connect_param(p: *const rdma_conn_param) -> ConnectParam {
+    if p.is_null() {
+        return ConnectParam::default();
+    }
+    // SAFETY: the caller's parameters and their private data.
+    unsafe {
+        let p = &*p;
+        let private_data = if p.private_data.is_null() {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(p.private_data.cast::<u8>(), usize::from(p.private_data_len)).to_vec()
+        };
+        ConnectParam {
+            private_data,
+            responder_resources: p.responder_resources,
+            initiator_depth: p.initiator_depth,
+            retry_count: p.retry_count,
+            rnr_retry_count: p.rnr_retry_count,
+        }
+    }
+}
+
+/// `rdma_connect`: for a UD id, a SIDR request (ESTABLISHED with the service's QPN and Q_Key,
+/// or UNREACHABLE, follows).
+///
+/// # Safety
+/// `id` is ours; `param` NULL or connection parameters.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
+    boundary("rdma_connect", -1, || {
+        let p = connect_param(param);
+        engine_call(id, move |e, cm| {
+            let now = e.d.now();
+            e.d.stack.connect(now, cm, &p)
+        })
+    })
+}
+
+/// `rdma_accept`: for a UD id, the SIDR reply with the id's QP.
+///
+/// # Safety
+/// `id` is ours; `param` NULL or connection parameters.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
+    boundary("rdma_accept", -1, || {
+        let p = connect_param(param);
+        engine_call(id, move |e, cm| {
+            let now = e.d.now();
+            e.d.stack.accept(now, cm, &p)
+        })
+    })
+}
+
+/// `rdma_reject`.
+///
+/// # Safety
+/// `id` is ours; `data` NULL or `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_reject(id: *mut rdma_cm_id, data: *const c_void, len: u8) -> c_int {
+    boundary("rdma_reject", -1, || {
+        let d = if data.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: the caller's `len` bytes.
+            unsafe { std::slice::from_raw_parts(data.cast::<u8>(), usize::from(len)).to_vec() }
+        };
+        engine_call(id, move |e, cm| e.d.stack.reject(cm, &d))
+    })
+}
+
+/// `rdma_disconnect`.
+///
+/// # Safety
+/// `id` is ours.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
+    boundary("rdma_disconnect", -1, || {
+        engine_call(id, |e, cm| {
+            let now = e.d.now();
+            e.d.stack.disconnect(now, cm)
+        })
+    })
+}
+
+fn free_id(p: *mut Id) {
+    // SAFETY: an Id of ours whose last reference this is.
+    unsafe { drop(Box::from_raw(p)) };
+}
+
+/// `rdma_destroy_id`: leaves the id's groups and ends its connection (the engine's
+/// destroy_id), then frees it (at the last acknowledgement if events are still out).
+///
+/// # Safety
+/// `id` is ours; not used after this.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
+    boundary("rdma_destroy_id", -1, || {
+        let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
+        let cm = i.cm;
+        if let Some(rt) = crate::runtime::started() {
+            let _ = rt.call(move |e| {
+                let now = e.d.now();
+                let _ = e.d.stack.destroy_id(now, cm);
+                e.ids.remove(&cm);
+                e.after_change();
+            });
+        }
+        i.destroyed.store(true, Ordering::Release);
+        if i.outstanding.load(Ordering::Acquire) == 0 {
+            free_id(id.cast());
+        }
+        0
+    })
+}
+
+// ------------------------------------------------------------------------------------------
+// QPs of ids
+
+fn create_qp_for(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> c_int {
+    let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
+    if !i.c.qp.is_null() {
+        return fail_errno(libc::EINVAL);
+    }
+    let pd = if pd.is_null() { i.c.pd } else { pd };
+    if pd.is_null() || i.c.verbs.is_null() {
+        return fail_errno(libc::EINVAL);
+    }
+    if i.c.qp_type != IBV_QPT_UD || attr.qp_type != IBV_QPT_UD {
+        crate::ffi::say_once(
+            "rdma_create_qp",
+            "roce: rdma_create_qp: only UD QPs through the C library for now (RC/UC come with the next issue): EOPNOTSUPP",
+        );
+        return fail_errno(libc::EOPNOTSUPP);
+    }
+    if attr.send_cq.is_null() || attr.recv_cq.is_null() || !attr.srq.is_null() {
+        return fail_errno(libc::EINVAL);
+    }
+    let Ok(rt) = runtime() else { return fail_errno(libc::ENODEV) };
+    let cm = i.cm;
+    let qpn = match rt.call(move |e| e.d.stack.create_qp_for_id(cm)) {
+        Ok(Ok(q)) => q,
+        Ok(Err(e)) => return fail_errno(e.value()),
+        Err(e) => return fail_errno(e),
+    };
+    let Some(qp) = new_ud_qp(pd, attr, qpn, roce_wire::RDMA_UDP_QKEY, true) else { return fail_errno(libc::EINVAL) };
+    let addr = qp as usize;
+    // SAFETY: the QP lives until rdma_destroy_qp, which unlinks it on the engine's thread first.
+    let _ = rt.call(move |e| e.link_ud_qp(unsafe { &*(addr as *const Qp) }));
+    i.c.qp = qp.cast();
+    i.c.send_cq = attr.send_cq;
+    i.c.recv_cq = attr.recv_cq;
+    0
+}
+
+/// `rdma_create_qp`: the id's UD QP (Q_Key 0x01234567, ready to send), on `pd` or the id's PD.
+///
+/// # Safety
+/// `id` is ours; `attr` points to an `ibv_qp_init_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_qp(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> c_int {
+    boundary("rdma_create_qp", -1, || {
+        if attr.is_null() {
+            return fail_errno(libc::EINVAL);
+        }
+        // SAFETY: the caller's attributes.
+        create_qp_for(id, pd, unsafe { &mut *attr })
+    })
+}
+
+/// `rdma_create_qp_ex`: as [`rdma_create_qp`]; `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` is taken
+/// (the stack never loops its own multicast back).
+///
+/// # Safety
+/// `id` is ours; `attr` points to an `ibv_qp_init_attr_ex`.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_qp_ex(id: *mut rdma_cm_id, attr: *mut ibv_qp_init_attr_ex) -> c_int {
+    boundary("rdma_create_qp_ex", -1, || {
+        if attr.is_null() {
+            return fail_errno(libc::EINVAL);
+        }
+        // SAFETY: the caller's attributes.
+        let a = unsafe { *attr };
+        let pd = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 { a.pd } else { std::ptr::null_mut() };
+        let mut basic = ibv_qp_init_attr {
+            qp_context: a.qp_context,
+            send_cq: a.send_cq,
+            recv_cq: a.recv_cq,
+            srq: a.srq,
+            cap: a.cap,
+            qp_type: a.qp_type,
+            sq_sig_all: a.sq_sig_all,
+        };
+        create_qp_for(id, pd, &mut basic)
+    })
+}
+
+/// `rdma_destroy_qp`.
+///
+/// # Safety
+/// `id` is ours.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
+    boundary("rdma_destroy_qp", (), || {
+        let Some(i) = id_of(id) else { return };
+        if !i.c.qp.is_null() {
+            // SAFETY: the id's QP, ours.
+            unsafe { crate::verbs::ibv_destroy_qp(i.c.qp) };
+            i.c.qp = std::ptr::null_mut();
+        }
+    })
+}
+
+// ------------------------------------------------------------------------------------------
+// Multicast
+
+fn join(id: *mut rdma_cm_id, addr: *mut libc::sockaddr, join_state: JoinState, context: *mut c_void) -> c_int {
+    // SAFETY: the caller's sockaddr.
+    let group = match unsafe { socket_addr(addr) } {
+        Ok(Some(a)) => a.ip(),
+        Ok(None) => return fail_errno(libc::EINVAL),
+        Err(e) => return fail_errno(e),
+    };
+    let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
+    let r = engine_call(id, move |e, cm| {
+        let now = e.d.now();
+        e.d.stack.join_multicast(now, cm, group, join_state)
+    });
+    if r == 0 {
+        if let Ok(mut g) = i.groups.lock() {
+            g.insert(group, context as usize);
+        }
+    }
+    r
+}
+
+/// `rdma_join_multicast`: a FullMember join; MULTICAST_JOIN or MULTICAST_ERROR follows, with
+/// `context` as its `param.ud.private_data`.
+///
+/// # Safety
+/// `id` is ours; `addr` a sockaddr.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_join_multicast(
+    id: *mut rdma_cm_id,
+    addr: *mut libc::sockaddr,
+    context: *mut c_void,
+) -> c_int {
+    boundary("rdma_join_multicast", -1, || join(id, addr, JoinState::FULL_MEMBER, context))
+}
+
+/// `rdma_join_multicast_ex`: the join state from `join_flags` (FULLMEMBER, or
+/// SENDONLY_FULLMEMBER); EINVAL without the address and flags in `comp_mask`, or another flag.
+///
+/// # Safety
+/// `id` is ours; `attr` points to an `rdma_cm_join_mc_attr_ex`.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_join_multicast_ex(
+    id: *mut rdma_cm_id,
+    attr: *mut rdma_cm_join_mc_attr_ex,
+    context: *mut c_void,
+) -> c_int {
+    boundary("rdma_join_multicast_ex", -1, || {
+        if attr.is_null() {
+            return fail_errno(libc::EINVAL);
+        }
+        // SAFETY: the caller's attributes.
+        let a = unsafe { *attr };
+        let need = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+        if a.comp_mask & need != need || a.comp_mask & !need != 0 {
+            return fail_errno(libc::EINVAL);
+        }
+        let state = match a.join_flags {
+            RDMA_MC_JOIN_FLAG_FULLMEMBER => JoinState::FULL_MEMBER,
+            RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER => JoinState::SEND_ONLY_FULL_MEMBER,
+            _ => return fail_errno(libc::EINVAL),
+        };
+        join(id, a.addr, state, context)
+    })
+}
+
+/// `rdma_leave_multicast`: the engine's leave (SA Delete with the join's JoinState, mask
+/// 0x10003, and the IGMP/MLD leave), which goes on without blocking the program; EADDRNOTAVAIL
+/// for a group the id has not joined, as librdmacm answers.
+///
+/// # Safety
+/// `id` is ours; `addr` a sockaddr.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_leave_multicast(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
+    boundary("rdma_leave_multicast", -1, || {
+        // SAFETY: the caller's sockaddr.
+        let group = match unsafe { socket_addr(addr) } {
+            Ok(Some(a)) => a.ip(),
+            Ok(None) => return fail_errno(libc::EINVAL),
+            Err(e) => return fail_errno(e),
+        };
+        let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
+        let joined = i.groups.lock().map(|mut g| g.remove(&group).is_some()).unwrap_or(false);
+        if !joined {
+            return fail_errno(libc::EADDRNOTAVAIL);
+        }
+        engine_call(id, move |e, cm| {
+            let now = e.d.now();
+            let r = e.d.stack.leave_multicast(now, cm, group);
+            e.after_change();
+            r
+        })
+    })
+}
+
+// ------------------------------------------------------------------------------------------
+// Events
+
+/// `rdma_get_cm_event`: the next event (blocks unless the program set O_NONBLOCK on the
+/// channel's fd: then -1/EAGAIN).
+///
+/// # Safety
+/// `ch` is ours; `event` points to a pointer slot.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_get_cm_event(ch: *mut rdma_event_channel, event: *mut *mut rdma_cm_event) -> c_int {
+    boundary("rdma_get_cm_event", -1, || {
+        if ch.is_null() || event.is_null() {
+            return fail_errno(libc::EINVAL);
+        }
+        // SAFETY: a Channel of ours.
+        let chan = unsafe { &*ch.cast::<Channel>() };
+        let mut b = [0u8; 1];
+        match read_record(chan.c.fd, &mut b) {
+            Ok(true) => {}
+            Ok(false) => return fail_errno(libc::ENODEV),
+            Err(e) => return fail_errno(e),
+        }
+        let Some(p) = chan.shared.queue.lock().ok().and_then(|mut q| q.pop_front()) else {
+            return fail_errno(libc::EAGAIN);
+        };
+        let eb = p as *mut EventBox;
+        // SAFETY: an EventBox queued by deliver_event; its id is alive (freed only after the
+        // last acknowledgement).
+        unsafe {
+            let i = &mut *(*eb).ev.id.cast::<Id>();
+            i.outstanding.fetch_add(1, Ordering::AcqRel);
+            refresh_id(i, (*eb).src, (*eb).dst, (*eb).route);
+            i.c.event = &mut (*eb).ev;
+            *event = &mut (*eb).ev;
+        }
+        0
+    })
+}
+
+/// `rdma_ack_cm_event`.
+///
+/// # Safety
+/// `event` came from [`rdma_get_cm_event`].
+#[no_mangle]
+pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
+    boundary("rdma_ack_cm_event", -1, || {
+        if event.is_null() {
+            return fail_errno(libc::EINVAL);
+        }
+        // SAFETY: an EventBox of ours (its first field is the event).
+        let b = unsafe { Box::from_raw(event.cast::<EventBox>()) };
+        let idp = b.ev.id.cast::<Id>();
+        if !idp.is_null() {
+            // SAFETY: the event's id, alive until this acknowledgement if it was destroyed.
+            unsafe {
+                let i = &mut *idp;
+                if std::ptr::eq(i.c.event, event) {
+                    i.c.event = std::ptr::null_mut();
+                }
+                if i.outstanding.fetch_sub(1, Ordering::AcqRel) == 1 && i.destroyed.load(Ordering::Acquire) {
+                    free_id(idp);
+                }
+            }
+        }
+        0
+    })
+}
+
+/// `rdma_event_str`.
+#[no_mangle]
+pub extern "C" fn rdma_event_str(event: u32) -> *const c_char {
+    const NAMES: [&std::ffi::CStr; 17] = [
+        c"RDMA_CM_EVENT_ADDR_RESOLVED",
+        c"RDMA_CM_EVENT_ADDR_ERROR",
+        c"RDMA_CM_EVENT_ROUTE_RESOLVED",
+        c"RDMA_CM_EVENT_ROUTE_ERROR",
+        c"RDMA_CM_EVENT_CONNECT_REQUEST",
+        c"RDMA_CM_EVENT_CONNECT_RESPONSE",
+        c"RDMA_CM_EVENT_CONNECT_ERROR",
+        c"RDMA_CM_EVENT_UNREACHABLE",
+        c"RDMA_CM_EVENT_REJECTED",
+        c"RDMA_CM_EVENT_ESTABLISHED",
+        c"RDMA_CM_EVENT_DISCONNECTED",
+        c"RDMA_CM_EVENT_DEVICE_REMOVAL",
+        c"RDMA_CM_EVENT_MULTICAST_JOIN",
+        c"RDMA_CM_EVENT_MULTICAST_ERROR",
+        c"RDMA_CM_EVENT_ADDR_CHANGE",
+        c"RDMA_CM_EVENT_TIMEWAIT_EXIT",
+        c"UNKNOWN EVENT",
+    ];
+    NAMES.get(event as usize).copied().unwrap_or(c"UNKNOWN EVENT").as_ptr()
+}
+
+/// `rdma_set_option`: RDMA_OPTION_ID's TOS, REUSEADDR and AFONLY reach the engine;
+/// ACK_TIMEOUT is taken; others EINVAL (RDMA_OPTION_IB_PATH: ENOSYS).
+///
+/// # Safety
+/// `id` is ours; `optval` points to `optlen` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_set_option(
+    id: *mut rdma_cm_id,
+    level: c_int,
+    optname: c_int,
+    optval: *mut c_void,
+    optlen: usize,
+) -> c_int {
+    boundary("rdma_set_option", -1, || {
+        if optval.is_null() {
+            return fail_errno(libc::EINVAL);
+        }
+        let read_u8 = || {
+            // SAFETY: the caller's option value of at least one byte.
+            unsafe { *optval.cast::<u8>() }
+        };
+        let read_int = || {
+            if optlen < 4 {
+                return None;
+            }
+            // SAFETY: the caller's int.
+            Some(unsafe { optval.cast::<c_int>().read_unaligned() })
+        };
+        match (level, optname) {
+            (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) if optlen >= 1 => {
+                let tos = read_u8();
+                engine_call(id, move |e, cm| e.d.stack.set_service_type(cm, tos))
+            }
+            (RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR) => match read_int() {
+                Some(v) => engine_call(id, move |e, cm| e.d.stack.set_reuseaddr(cm, v != 0)),
+                None => fail_errno(libc::EINVAL),
+            },
+            (RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY) => match read_int() {
+                Some(v) => engine_call(id, move |e, cm| e.d.stack.set_afonly(cm, v != 0)),
+                None => fail_errno(libc::EINVAL),
+            },
+            (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT) => 0,
+            (RDMA_OPTION_IB, RDMA_OPTION_IB_PATH) => {
+                crate::stub::not_implemented("rdma_set_option(RDMA_OPTION_IB_PATH)");
+                -1
+            }
+            _ => fail_errno(libc::EINVAL),
+        }
+    })
+}
+
+/// `rdma_get_src_port`.
+///
+/// # Safety
+/// `id` is ours.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
+    // SAFETY: reading the id's source address as its family says.
+    id_of(id).map_or(0, |i| unsafe { port_of(&i.c.route.addr.src) })
+}
+
+/// `rdma_get_dst_port`.
+///
+/// # Safety
+/// `id` is ours.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
+    // SAFETY: as above.
+    id_of(id).map_or(0, |i| unsafe { port_of(&i.c.route.addr.dst) })
+}
+
+unsafe fn port_of(a: &rdma_sockaddr) -> u16 {
+    // SAFETY: reading the member the family names (both have the port at the same offset).
+    unsafe {
+        match i32::from(a.addr.sa_family) {
+            libc::AF_INET => a.sin.sin_port,
+            libc::AF_INET6 => a.sin6.sin6_port,
+            _ => 0,
+        }
+    }
+}
+
+/// `rdma_get_devices`: the one context (NULL-terminated).
+///
+/// # Safety
+/// `num` NULL or an int.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_get_devices(num: *mut c_int) -> *mut *mut ibv_context {
+    boundary("rdma_get_devices", std::ptr::null_mut(), || {
+        let list: Vec<*mut ibv_context> = match crate::port::port() {
+            Some(_) => vec![crate::device::default_context(), std::ptr::null_mut()],
+            None => vec![std::ptr::null_mut()],
+        };
+        if !num.is_null() {
+            // SAFETY: the caller's int.
+            unsafe { *num = (list.len() - 1) as c_int };
+        }
+        Box::into_raw(list.into_boxed_slice()).cast()
+    })
+}
+
+/// `rdma_free_devices`.
+///
+/// # Safety
+/// `list` came from [`rdma_get_devices`].
+#[no_mangle]
+pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
+    if list.is_null() {
+        return;
+    }
+    // SAFETY: a NULL-terminated list rdma_get_devices boxed.
+    unsafe {
+        let mut n = 0;
+        while !(*list.add(n)).is_null() {
+            n += 1;
+        }
+        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(list, n + 1)));
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// rdma_getaddrinfo
+
+fn resolve_host(node: &str) -> Result<Vec<IpAddr>, i32> {
+    if let Ok(ip) = node.parse::<IpAddr>() {
+        return Ok(vec![ip]);
+    }
+    use std::net::ToSocketAddrs;
+    (node, 0).to_socket_addrs().map(|it| it.map(|a| a.ip()).collect()).map_err(|_| libc::EAI_NONAME)
+}
+
+fn boxed_sockaddr(a: SocketAddr) -> (*mut libc::sockaddr, libc::socklen_t) {
+    // SAFETY: zero is valid for the union.
+    let mut s: Box<rdma_sockaddr> = Box::new(unsafe { std::mem::zeroed() });
+    write_sockaddr(&mut s, a);
+    let len =
+        if a.is_ipv4() { std::mem::size_of::<libc::sockaddr_in>() } else { std::mem::size_of::<libc::sockaddr_in6>() };
+    (Box::into_raw(s).cast(), len as libc::socklen_t)
+}
+
+/// `rdma_getaddrinfo`: IPv4 and IPv6 (numeric or by name); `RAI_PASSIVE` makes `node` the
+/// source (the wildcard when NULL), else the destination, with the hints' source kept. The
+/// port space and QP type follow the hints (RDMA_PS_TCP and RC by default). Returns 0 or an
+/// `EAI_*` code, as getaddrinfo does.
+///
+/// # Safety
+/// `node`/`service` NULL or C strings; `hints` NULL or an `rdma_addrinfo`; `res` a pointer slot.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_getaddrinfo(
+    node: *const c_char,
+    service: *const c_char,
+    hints: *const rdma_addrinfo,
+    res: *mut *mut rdma_addrinfo,
+) -> c_int {
+    boundary("rdma_getaddrinfo", libc::EAI_FAIL, || {
+        if res.is_null() || (node.is_null() && service.is_null()) {
+            return libc::EAI_NONAME;
+        }
+        // SAFETY: the caller's C strings and hints.
+        let (node, service, hints) = unsafe {
+            (
+                (!node.is_null()).then(|| std::ffi::CStr::from_ptr(node).to_string_lossy().into_owned()),
+                (!service.is_null()).then(|| std::ffi::CStr::from_ptr(service).to_string_lossy().into_owned()),
+                (!hints.is_null()).then(|| *hints),
+            )
+        };
+        let flags = hints.map_or(0, |h| h.ai_flags);
+        let passive = flags & RAI_PASSIVE as c_int != 0;
+        let port: u16 = match service.as_deref().map(str::parse) {
+            None => 0,
+            Some(Ok(p)) => p,
+            Some(Err(_)) => return libc::EAI_SERVICE,
+        };
+        let family = hints.map_or(0, |h| h.ai_family);
+        let pick = |ips: Vec<IpAddr>| -> Option<IpAddr> {
+            ips.into_iter().find(|ip| match family {
+                libc::AF_INET => ip.is_ipv4(),
+                libc::AF_INET6 => ip.is_ipv6(),
+                _ => true,
+            })
+        };
+        let ip = match &node {
+            Some(n) => match resolve_host(n).map(pick) {
+                Ok(Some(ip)) => Some(ip),
+                Ok(None) => return libc::EAI_FAMILY,
+                Err(e) => return e,
+            },
+            None => None,
+        };
+        let ps = match hints.map_or(0, |h| h.ai_port_space) {
+            0 => RDMA_PS_TCP as c_int,
+            p => p,
+        };
+        let qp_type = match hints.map_or(0, |h| h.ai_qp_type) {
+            0 if ps == RDMA_PS_UDP as c_int || ps == RDMA_PS_IPOIB as c_int => IBV_QPT_UD as c_int,
+            0 => IBV_QPT_RC as c_int,
+            q => q,
+        };
+        // SAFETY: plain C data; zero is valid.
+        let mut ai: rdma_addrinfo = unsafe { std::mem::zeroed() };
+        ai.ai_flags = flags;
+        ai.ai_port_space = ps;
+        ai.ai_qp_type = qp_type;
+        if passive {
+            let src = SocketAddr::new(
+                ip.unwrap_or(if family == libc::AF_INET6 {
+                    IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+                } else {
+                    IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+                }),
+                port,
+            );
+            let (p, l) = boxed_sockaddr(src);
+            ai.ai_src_addr = p;
+            ai.ai_src_len = l;
+            ai.ai_family = if src.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+        } else {
+            let Some(ip) = ip else { return libc::EAI_NONAME };
+            let dst = SocketAddr::new(ip, port);
+            let (p, l) = boxed_sockaddr(dst);
+            ai.ai_dst_addr = p;
+            ai.ai_dst_len = l;
+            ai.ai_family = if dst.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+            // The hints' source, copied.
+            if let Some(h) = hints {
+                // SAFETY: the hints' source sockaddr.
+                if let Ok(Some(s)) = unsafe { socket_addr(h.ai_src_addr) } {
+                    let (p, l) = boxed_sockaddr(s);
+                    ai.ai_src_addr = p;
+                    ai.ai_src_len = l;
+                }
+            }
+        }
+        // SAFETY: the caller's slot.
+        unsafe { *res = Box::into_raw(Box::new(ai)) };
+        0
+    })
+}
+
+/// `rdma_freeaddrinfo`.
+///
+/// # Safety
+/// `res` came from [`rdma_getaddrinfo`].
+#[no_mangle]
+pub unsafe extern "C" fn rdma_freeaddrinfo(res: *mut rdma_addrinfo) {
+    let mut cur = res;
+    while !cur.is_null() {
+        // SAFETY: an rdma_addrinfo boxed by rdma_getaddrinfo, with its boxed sockaddrs.
+        unsafe {
+            let b = Box::from_raw(cur);
+            for p in [b.ai_src_addr, b.ai_dst_addr] {
+                if !p.is_null() {
+                    drop(Box::from_raw(p.cast::<rdma_sockaddr>()));
+                }
+            }
+            cur = b.ai_next;
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! The C boundary's helpers: errno, one-line messages, and the panic boundary every export
+//! goes through (a panic never unwinds into C: it becomes the call's error value, with a line
+//! on stderr naming the call).
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// Set the calling thread's errno.
+pub fn set_errno(e: i32) {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = e };
+}
+
+static SAID: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// Print `msg` on stderr the first time `key` is said in this process.
+pub fn say_once(key: &str, msg: &str) {
+    let first = SAID.lock().map(|mut s| s.get_or_insert_with(HashSet::new).insert(key.to_string())).unwrap_or(true);
+    if first {
+        eprintln!("{msg}");
+    }
+}
+
+/// Run an export's body; a panic becomes `fail` (errno EIO) and a line naming the call.
+pub fn boundary<R>(name: &'static str, fail: R, body: impl FnOnce() -> R) -> R {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(r) => r,
+        Err(_) => {
+            say_once(
+                name,
+                &format!("roce: {name}: internal error (a panic, caught at the C boundary); returning an error"),
+            );
+            set_errno(libc::EIO);
+            fail
+        }
+    }
+}
+
+/// `-1` with errno `e` (librdmacm's convention).
+pub fn fail_errno(e: i32) -> i32 {
+    set_errno(e);
+    -1
+}
+
+/// A NULL pointer with errno `e` (the allocating calls' convention).
+pub fn null_errno<T>(e: i32) -> *mut T {
+    set_errno(e);
+    std::ptr::null_mut()
+}

@@ -1,0 +1,214 @@
+//! What the program's threads and the engine's thread share: completion queues (each with its
+//! own lock, so `ibv_poll_cq` never waits for the engine), completion channels, UD QPs' posted
+//! receives, and the pipes that make channels pollable. The engine's thread fills them
+//! ([`deliver_datagrams`]); the verbs read them.
+
+use core::ffi::c_int;
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::abi::*;
+
+/// What a completion channel shares with the engine's thread: the write end of its pipe.
+pub struct CompChannelShared {
+    /// The write end (the engine's thread writes a CQ's address when it fires).
+    pub wfd: OwnedFd,
+}
+
+/// What a CQ shares with the engine's thread.
+pub struct CqShared {
+    /// The completions not yet polled.
+    pub wcs: Mutex<VecDeque<ibv_wc>>,
+    /// The CQ's capacity (`cqe`); past it a completion is counted as an overrun and dropped.
+    pub capacity: usize,
+    /// Armed by `ibv_req_notify_cq`: the next completion writes the CQ to its channel.
+    pub armed: AtomicBool,
+    /// The CQ's completion channel, if any.
+    pub channel: Option<Arc<CompChannelShared>>,
+    /// The CQ's address (what the channel carries).
+    pub cq_addr: std::sync::atomic::AtomicUsize,
+    /// Completions dropped because the CQ was full.
+    pub overruns: AtomicU32,
+}
+
+impl CqShared {
+    /// Queue a completion; wake the channel if the CQ is armed.
+    pub fn push(&self, wc: ibv_wc) {
+        if let Ok(mut q) = self.wcs.lock() {
+            if q.len() >= self.capacity {
+                self.overruns.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            q.push_back(wc);
+        }
+        if self.armed.swap(false, Ordering::AcqRel) {
+            if let Some(ch) = &self.channel {
+                let addr = self.cq_addr.load(Ordering::Acquire).to_ne_bytes();
+                // SAFETY: 8 bytes from a local array to the channel's pipe.
+                unsafe { libc::write(ch.wfd.as_raw_fd(), addr.as_ptr().cast(), addr.len()) };
+            }
+        }
+    }
+}
+
+/// A posted receive: where a datagram goes.
+#[derive(Debug, Clone)]
+pub struct RecvWr {
+    /// The program's id of the request.
+    pub wr_id: u64,
+    /// Checked elements (address, length).
+    pub sges: Vec<(u64, u32)>,
+}
+
+/// A UD QP as the engine's thread sees it.
+pub struct UdQpLink {
+    /// Posted receives, oldest first.
+    pub recvs: VecDeque<RecvWr>,
+    /// Where their completions go.
+    pub recv_cq: Arc<CqShared>,
+    /// The most receives it holds (`cap.max_recv_wr`).
+    pub max_recv: usize,
+}
+
+impl UdQpLink {
+    /// A QP with no receive posted.
+    pub fn new(recv_cq: Arc<CqShared>, max_recv: usize) -> UdQpLink {
+        UdQpLink { recvs: VecDeque::new(), recv_cq, max_recv }
+    }
+}
+
+/// A pipe whose read end blocks (as a real channel's fd does until the program sets
+/// O_NONBLOCK) and whose write end never does. Both close on exec.
+pub fn blocking_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: a valid two-int array for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just returned these two descriptors, owned by nobody else.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: fcntl on our own descriptor.
+    unsafe {
+        let fl = libc::fcntl(w.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(w.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+    }
+    Ok((r, w))
+}
+
+/// Read exactly `buf.len()` bytes from `fd` (a pipe whose records are written whole):
+/// Ok(true), Ok(false) for EOF, Err(errno) (EAGAIN when the program made it non-blocking).
+pub fn read_record(fd: c_int, buf: &mut [u8]) -> Result<bool, i32> {
+    let mut off = 0;
+    while off < buf.len() {
+        // SAFETY: reads into the unread part of the caller's buffer.
+        let n = unsafe { libc::read(fd, buf[off..].as_mut_ptr().cast(), buf.len() - off) };
+        if n > 0 {
+            off += n as usize;
+        } else if n == 0 {
+            return Ok(false);
+        } else {
+            let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+            if e == libc::EINTR || (e == libc::EAGAIN && off > 0) {
+                continue;
+            }
+            return Err(e);
+        }
+    }
+    Ok(true)
+}
+
+/// The 40 bytes before a UD datagram in its receive buffer, as rxe writes them: for IPv4 the
+/// IPv4 header in the last 20 bytes (the first 20 zero), for IPv6 the IPv6 header.
+pub fn grh_area(dg: &roce_cm::Datagram) -> [u8; 40] {
+    let mut g = [0u8; 40];
+    let payload_len = 12 + 8 + if dg.imm_data.is_some() { 4 } else { 0 } + dg.payload.len() + 4;
+    match (dg.src, dg.dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let h = &mut g[20..40];
+            let total = (20 + 8 + payload_len) as u16;
+            h[0] = 0x45;
+            h[1] = dg.traffic_class;
+            h[2..4].copy_from_slice(&total.to_be_bytes());
+            h[6] = 0x40;
+            h[8] = dg.hop_limit;
+            h[9] = 17;
+            h[12..16].copy_from_slice(&s.octets());
+            h[16..20].copy_from_slice(&d.octets());
+            let mut sum: u32 = h.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        }
+        (s, d) => {
+            let v6 = |a: IpAddr| match a {
+                IpAddr::V6(v) => v.octets(),
+                IpAddr::V4(v) => v.to_ipv6_mapped().octets(),
+            };
+            g[0] = 0x60 | (dg.traffic_class >> 4);
+            g[1] = dg.traffic_class << 4;
+            g[4..6].copy_from_slice(&((8 + payload_len) as u16).to_be_bytes());
+            g[6] = 17;
+            g[7] = dg.hop_limit;
+            g[8..24].copy_from_slice(&v6(s));
+            g[24..40].copy_from_slice(&v6(d));
+        }
+    }
+    g
+}
+
+/// Hand each UD QP's datagrams to its posted receives (GRH area, then the payload); a
+/// datagram with no receive posted is dropped and counted in `drops`, as rxe drops it.
+pub fn deliver_datagrams(
+    stack: &mut roce_cm::Stack,
+    ud_qps: &mut HashMap<u32, UdQpLink>,
+    macs: &mut HashMap<IpAddr, [u8; 6]>,
+    drops: &mut u64,
+) {
+    for (qpn, link) in ud_qps.iter_mut() {
+        let qpn = *qpn;
+        {
+            while let Some(dg) = stack.poll_recv(qpn) {
+                macs.insert(dg.src, dg.src_mac);
+                let Some(wr) = link.recvs.pop_front() else {
+                    *drops += 1;
+                    continue;
+                };
+                let grh = grh_area(&dg);
+                let total = 40 + dg.payload.len();
+                let room: usize = wr.sges.iter().map(|(_, l)| *l as usize).sum();
+                let mut c = ibv_wc {
+                    wr_id: wr.wr_id,
+                    status: IBV_WC_SUCCESS,
+                    opcode: IBV_WC_RECV,
+                    qp_num: qpn,
+                    ..Default::default()
+                };
+                if total > room {
+                    c.status = IBV_WC_LOC_LEN_ERR;
+                } else {
+                    let mut src = grh.iter().chain(dg.payload.iter());
+                    for (addr, len) in &wr.sges {
+                        // SAFETY: checked at post time against a region with local write.
+                        let dst = unsafe { std::slice::from_raw_parts_mut(*addr as *mut u8, *len as usize) };
+                        for (d, s) in dst.iter_mut().zip(&mut src) {
+                            *d = *s;
+                        }
+                    }
+                    c.byte_len = total as u32;
+                    c.src_qp = dg.src_qp;
+                    c.wc_flags = IBV_WC_GRH;
+                    if let Some(imm) = dg.imm_data {
+                        c.imm_data = imm.to_be();
+                        c.wc_flags |= IBV_WC_WITH_IMM;
+                    }
+                    c.pkey_index = 0;
+                }
+                link.recv_cq.push(c);
+            }
+        }
+    }
+}
