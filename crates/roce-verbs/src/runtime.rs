@@ -77,15 +77,15 @@ pub fn started() -> Option<&'static Runtime> {
 
 fn start() -> Result<Runtime, (i32, String)> {
     let options = crate::config::from_env().map_err(|e| (libc::ENODEV, format!("roce: {}", e.message)))?;
-    let before = open_fds();
+    let before = crate::ffi::open_fds();
     let mut d = open_port(&options).map_err(|e| (libc::ENODEV, format!("roce: {}: {}", options.iface, e.message)))?;
     set_port_mtu_from(&mut d, &options.iface);
     let (wake_rx, wake_tx) = pipe().map_err(|e| (libc::EMFILE, format!("roce: a pipe for the engine: {e}")))?;
     // The driver's wait wakes on this pipe (a command arrived); its flag is never set.
     d.set_stop(wake_rx.as_raw_fd(), Arc::new(AtomicBool::new(false)));
-    let device_fds: Vec<RawFd> = open_fds().into_iter().filter(|fd| !before.contains(fd)).collect();
+    let device_fds: Vec<RawFd> = crate::ffi::open_fds().into_iter().filter(|fd| !before.contains(fd)).collect();
     // The watcher is forked before the engine's thread exists: it owns a copy of the device.
-    let watcher = match Watcher::spawn(&mut d.dev, &device_fds) {
+    let watcher = match Watcher::spawn(&mut d.dev, &options.iface, &device_fds) {
         Ok(w) => Some(w),
         Err(e) => {
             eprintln!("roce: no watcher process ({e}): a SIGKILL would leave this process's groups joined");
@@ -254,12 +254,15 @@ pub fn death_frames(d: &Driver<CliDevice>) -> Vec<Vec<u8>> {
         let _ = snap.destroy_id(now, id);
     }
     let mut out: Vec<Vec<u8>> = Vec::new();
+    let mut keys: Vec<Vec<u8>> = Vec::new();
     let mut buf = vec![0u8; 9216];
     for _ in 0..16 {
         while let Some(n) = snap.poll_transmit(now, &mut buf) {
             let f = &buf[..n];
             let ip = f.len() > 14 && matches!(u16::from_be_bytes([f[12], f[13]]), 0x0800 | 0x86dd);
-            if ip && !out.iter().any(|o| o == f) {
+            let key = crate::watcher::request_key(f);
+            if ip && !keys.contains(&key) {
+                keys.push(key);
                 out.push(f.to_vec());
             }
         }
@@ -292,12 +295,6 @@ pub fn drain(fd: RawFd) {
     while unsafe { libc::read(fd, b.as_mut_ptr().cast(), b.len()) } > 0 {}
 }
 
-/// The process's open descriptors.
-fn open_fds() -> Vec<RawFd> {
-    std::fs::read_dir("/proc/self/fd")
-        .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
-        .unwrap_or_default()
-}
 
 /// A queue shared with the C side, with its own lock.
 pub type Shared<T> = Arc<Mutex<VecDeque<T>>>;

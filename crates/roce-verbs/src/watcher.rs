@@ -1,7 +1,7 @@
 //! What outlives the program: the kernel leaves a dead process's groups and disconnects its
 //! connections when its ucma file closes, SIGKILL included. A library cannot run code after
 //! SIGKILL, so at start it forks a watcher that keeps a copy of the port's device (the same
-//! sockets) and the frames the process's end would send ([`crate::runtime::death_frames`]),
+//! sockets) and the frames the process's end would send (runtime.rs's `death_frames`),
 //! which the engine's thread replaces whenever its ids or groups change. When the program's
 //! end of the pipe closes (the process is gone, however it ended) the watcher sends them; SA
 //! requests are sent again, up to [`TRIES`] times a second apart, until the SA answers (a
@@ -28,8 +28,9 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// Fork the watcher with a copy of `dev`; `keep` are the descriptors the device uses.
-    pub fn spawn(dev: &mut CliDevice, keep: &[RawFd]) -> io::Result<Watcher> {
+    /// Fork the watcher with a copy of `dev` (on interface `iface`); `keep` are the
+    /// descriptors the device uses.
+    pub fn spawn(dev: &mut CliDevice, iface: &str, keep: &[RawFd]) -> io::Result<Watcher> {
         let (rx, tx) = crate::queues::blocking_pipe()?;
         // SAFETY: fork; the child runs only `child_main`, which never returns (it _exits).
         let pid = unsafe { libc::fork() };
@@ -38,7 +39,7 @@ impl Watcher {
         }
         if pid == 0 {
             drop(tx);
-            child_main(dev, rx.as_raw_fd(), keep);
+            child_main(dev, iface, rx.as_raw_fd(), keep);
         }
         drop(rx);
         // The write end stays non-blocking: a full pipe (a stuck watcher) never stops the engine.
@@ -73,7 +74,7 @@ impl Watcher {
     }
 }
 
-fn child_main(dev: &mut CliDevice, pipe: RawFd, keep: &[RawFd]) -> ! {
+fn child_main(dev: &mut CliDevice, iface: &str, pipe: RawFd, keep: &[RawFd]) -> ! {
     // SAFETY: plain system calls on this (forked, single-threaded) process's own descriptors
     // and signal dispositions.
     unsafe {
@@ -86,12 +87,9 @@ fn child_main(dev: &mut CliDevice, pipe: RawFd, keep: &[RawFd]) -> ! {
                 libc::dup2(null, fd);
             }
         }
-        if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
-            let fds: Vec<RawFd> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
-            for fd in fds {
-                if fd > 2 && fd != pipe && !keep.contains(&fd) {
-                    libc::close(fd);
-                }
+        for fd in crate::ffi::open_fds() {
+            if fd > 2 && fd != pipe && !keep.contains(&fd) {
+                libc::close(fd);
             }
         }
         // Blocking reads from now on.
@@ -100,7 +98,16 @@ fn child_main(dev: &mut CliDevice, pipe: RawFd, keep: &[RawFd]) -> ! {
     }
     let set = read_until_eof(pipe);
     if !set.is_empty() {
-        send_and_wait(dev, &set);
+        // A raw socket's transmit ring went on with the program after the fork, so the copy's
+        // ring position is stale (the kernel would not see its frames): a socket of its own,
+        // without a ring, sends instead. The udp transport's socket has no ring.
+        match dev {
+            CliDevice::Raw(_) | CliDevice::Pcap(_) => match roce_net::raw::RawSocket::open(iface) {
+                Ok(mut fresh) => send_and_wait(&mut fresh, &set),
+                Err(_) => send_and_wait(dev, &set),
+            },
+            _ => send_and_wait(dev, &set),
+        }
     }
     // SAFETY: ends the watcher without running the program's atexit handlers.
     unsafe { libc::_exit(0) }
@@ -158,9 +165,35 @@ pub fn sa_response_tid(frame: &[u8]) -> Option<[u8; 8]> {
     (mad[1] == 0x03 && mad[3] & 0x80 != 0).then(|| mad[8..16].try_into().ok()).flatten()
 }
 
+/// What makes two frames of a death set the same request: the frame with the fields that
+/// change between a request and its retry (IPv4 identification and checksum, BTH PSN, MAD TID,
+/// ICRC) zeroed. A retry of an unanswered request, or the same leave under a new TID, is kept
+/// once: the watcher does its own retries.
+pub fn request_key(f: &[u8]) -> Vec<u8> {
+    let mut k = f.to_vec();
+    let Some(mad_at) = mad_offset(f) else { return k };
+    let ipv4 = u16::from_be_bytes([f[12], f[13]]) == 0x0800;
+    if ipv4 {
+        k[18..20].fill(0);
+        k[24..26].fill(0);
+    }
+    let bth = mad_at - 20;
+    k[bth + 9..bth + 12].fill(0);
+    k[mad_at + 8..mad_at + 16].fill(0);
+    let n = k.len();
+    k[n - 4..].fill(0);
+    k
+}
+
 /// The MAD of a RoCEv2 frame to or from QP1: Ethernet, IPv4 or IPv6, UDP 4791, BTH (dest QP
 /// 1), DETH.
 fn mad_of(f: &[u8]) -> Option<&[u8]> {
+    let at = mad_offset(f)?;
+    f.get(at..at + 24)
+}
+
+/// Where the MAD of a RoCEv2 frame to or from QP1 starts.
+fn mad_offset(f: &[u8]) -> Option<usize> {
     let ip_len = match u16::from_be_bytes([*f.get(12)?, *f.get(13)?]) {
         0x0800 if *f.get(23)? == 17 => usize::from(f.get(14)? & 0x0f) * 4,
         0x86dd if *f.get(20)? == 17 => 40,
@@ -176,10 +209,10 @@ fn mad_of(f: &[u8]) -> Option<&[u8]> {
         return None;
     }
     let mad = bth + 12 + 8;
-    f.get(mad..mad + 24)
+    (f.len() >= mad + 24 + 4).then_some(mad)
 }
 
-fn send_and_wait(dev: &mut CliDevice, set: &[Vec<u8>]) {
+fn send_and_wait(dev: &mut impl Device, set: &[Vec<u8>]) {
     let mut pending: Vec<(&[u8], [u8; 8])> =
         set.iter().filter_map(|f| sa_request_tid(f).map(|t| (f.as_slice(), t))).collect();
     for f in set {
