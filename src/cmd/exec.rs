@@ -191,23 +191,37 @@ fn digest(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
-/// Where the library goes: $XDG_RUNTIME_DIR/roce, else $HOME/.cache/roce, else
-/// /tmp/roce-<uid> (a directory of this user's, mode 0700).
-fn base_dir() -> PathBuf {
+/// Where the library may go, in order: $XDG_RUNTIME_DIR/roce, $HOME/.cache/roce, and
+/// /tmp/roce-<uid> (directories of this user's, mode 0700): the first that can be written.
+fn base_dirs() -> Vec<PathBuf> {
+    let mut out = Vec::new();
     if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty() && Path::new(d).is_dir()) {
-        return PathBuf::from(d).join("roce");
+        out.push(PathBuf::from(d).join("roce"));
     }
     if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty() && Path::new(h).is_dir()) {
-        return PathBuf::from(h).join(".cache").join("roce");
+        out.push(PathBuf::from(h).join(".cache").join("roce"));
     }
     // SAFETY: getuid has no preconditions.
-    PathBuf::from(format!("/tmp/roce-{}", unsafe { libc::getuid() }))
+    out.push(PathBuf::from(format!("/tmp/roce-{}", unsafe { libc::getuid() })));
+    out
 }
 
-/// Write the library and its soname links once (atomically: a temporary name, then rename);
-/// returns the directory.
+/// Write the library into the first usable base directory (see [`base_dirs`]).
 pub fn install_library() -> std::io::Result<PathBuf> {
-    let dir = base_dir().join(format!("lib-{}-{:016x}", env!("CARGO_PKG_VERSION"), digest(LIBRARY)));
+    let mut last = None;
+    for base in base_dirs() {
+        match install_library_in(&base) {
+            Ok(d) => return Ok(d),
+            Err(e) => last = Some(std::io::Error::new(e.kind(), format!("{}: {e}", base.display()))),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no directory to write to")))
+}
+
+/// Write the library and its soname links once under `base` (atomically: a temporary name,
+/// then rename); returns the directory.
+fn install_library_in(base: &Path) -> std::io::Result<PathBuf> {
+    let dir = base.join(format!("lib-{}-{:016x}", env!("CARGO_PKG_VERSION"), digest(LIBRARY)));
     let lib = dir.join("libroce_verbs.so");
     let complete = lib.is_file()
         && std::fs::metadata(&lib).map(|m| m.len() == LIBRARY.len() as u64).unwrap_or(false)

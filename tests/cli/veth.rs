@@ -10,17 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-/// Three hosts on one segment: veth0, veth1, veth2, each paired with a port of a bridge (raw
-/// sockets on one interface do not see each other's frames, as on a real NIC).
+/// Three hosts on one segment (veth0, veth1, veth2 on a bridge).
 fn bridge_of_three(tag: &str) -> Netns {
-    let ns = Netns::new(tag);
-    ns.sh("ip link add br0 type bridge; ip link set br0 type bridge mcast_snooping 0; ip link set br0 up");
-    for i in 0..3 {
-        ns.sh(&format!("ip link add veth{i} type veth peer name port{i}; ip link set port{i} master br0; ip link set port{i} up; ip link set veth{i} up"));
-        // The kernel's own addresses on the same link as the stacks' addresses.
-        ns.sh(&format!("ip addr add 198.18.1.1{i}/24 dev veth{i}"));
-    }
-    ns
+    Netns::bridge(tag, 3)
 }
 
 /// `roce mckey` on veth0 (198.18.1.1) for 239.1.2.3 through the SA at 198.18.1.2, then `more`.

@@ -32,6 +32,19 @@ impl Netns {
         ns
     }
 
+    /// Hosts on one segment: veth0 … veth{n-1}, each paired with a port of a bridge (raw
+    /// sockets on one interface do not see each other's frames, as on a real NIC), vethI with
+    /// the kernel's own address 198.18.1.1I/24.
+    pub fn bridge(tag: &str, n: usize) -> Netns {
+        let ns = Netns::new(tag);
+        ns.sh("ip link add br0 type bridge; ip link set br0 type bridge mcast_snooping 0; ip link set br0 up");
+        for i in 0..n {
+            ns.sh(&format!("ip link add veth{i} type veth peer name port{i}; ip link set port{i} master br0; ip link set port{i} up; ip link set veth{i} up"));
+            ns.sh(&format!("ip addr add 198.18.1.1{i}/24 dev veth{i}"));
+        }
+        ns
+    }
+
     /// Run `sh -c cmd` in the namespace; a failure fails the test.
     pub fn sh(&self, cmd: &str) {
         let st = Command::new("ip").args(["netns", "exec", &self.0, "sh", "-c", cmd]).status().unwrap();

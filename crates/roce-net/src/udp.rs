@@ -375,8 +375,11 @@ fn from_sockaddr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
 
 /// A non-blocking UDP socket of `addr`'s family bound to `addr`:4791, receiving TOS/TTL (or
 /// traffic class/hop limit), never fragmenting (DF: the kernel then writes IPv4 ID 0), and, for
-/// IPv6, accepting rxe's zero checksums. No SO_REUSEADDR: a port already taken is EADDRINUSE.
-fn bound_socket(addr: IpAddr, ifindex: u32) -> io::Result<OwnedFd> {
+/// IPv6, accepting rxe's zero checksums. The unicast socket takes no SO_REUSEADDR: a port
+/// already taken is EADDRINUSE. A group's socket (`shared`) does: every process of the host
+/// that joins the group binds group:4791 and each gets a copy of its datagrams, as two kernel
+/// RDMA programs joined to one group both receive.
+fn bound_socket(addr: IpAddr, ifindex: u32, shared: bool) -> io::Result<OwnedFd> {
     let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
     // SAFETY: plain socket(2) call; the result is checked before use.
     let fd = unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
@@ -398,6 +401,9 @@ fn bound_socket(addr: IpAddr, ifindex: u32) -> io::Result<OwnedFd> {
         set_int(raw, libc::IPPROTO_UDP, UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX")?;
         // Flow label 0, as rxe sends (the ICRC masks it either way); older kernels lack it.
         let _ = set_int(raw, libc::IPPROTO_IPV6, IPV6_AUTOFLOWLABEL, 0, "IPV6_AUTOFLOWLABEL");
+    }
+    if shared {
+        set_int(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1, "SO_REUSEADDR")?;
     }
     let (sa, len) = sockaddr(addr, ROCEV2_UDP_PORT, ifindex);
     // SAFETY: the pointer and length describe `sa`, alive across the call.
@@ -452,7 +458,7 @@ impl RoceUdpSocket {
     /// is sent and joined there; a link-local IPv6 address is scoped to it). An address of
     /// another host is `AddrNotAvailable`, a port already taken `AddrInUse`, each saying why.
     pub fn open(local: IpAddr, ifindex: u32, mac: [u8; 6]) -> io::Result<RoceUdpSocket> {
-        let unicast = bound_socket(local, ifindex)?;
+        let unicast = bound_socket(local, ifindex, false)?;
         let raw = unicast.as_raw_fd();
         // Multicast leaves on the stack's interface and does not loop back to us (a raw
         // socket does not see its own frames either).
@@ -557,7 +563,7 @@ impl RoceUdpSocket {
                     format!("cannot join {g} on a socket bound to {}: not a multicast group of its family", self.local),
                 ));
             }
-            let fd = bound_socket(*g, self.ifindex)?;
+            let fd = bound_socket(*g, self.ifindex, true)?;
             self.membership(fd.as_raw_fd(), *g, true)?;
             self.watch(fd.as_raw_fd(), true)?;
             self.groups.insert(*g, fd);

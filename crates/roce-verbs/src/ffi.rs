@@ -54,7 +54,11 @@ pub fn open_fds() -> Vec<std::os::fd::RawFd> {
     // SAFETY: getrlimit into a local struct.
     let max = unsafe {
         let mut l: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 { l.rlim_cur.min(65536) as std::os::fd::RawFd } else { 1024 }
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 {
+            l.rlim_cur.min(65536) as std::os::fd::RawFd
+        } else {
+            1024
+        }
     };
     // SAFETY: F_GETFD only asks whether the descriptor is open.
     (0..max).filter(|fd| unsafe { libc::fcntl(*fd, libc::F_GETFD) } != -1).collect()

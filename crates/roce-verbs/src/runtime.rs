@@ -295,6 +295,5 @@ pub fn drain(fd: RawFd) {
     while unsafe { libc::read(fd, b.as_mut_ptr().cast(), b.len()) } > 0 {}
 }
 
-
 /// A queue shared with the C side, with its own lock.
 pub type Shared<T> = Arc<Mutex<VecDeque<T>>>;

@@ -1,0 +1,78 @@
+//! Debian's rdma-core programs as the packages ship them: unpacked once (dpkg-deb -x) from the
+//! .debs that tests/interop/setup.sh downloaded with `apt-get download`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The unpacked packages (usr/bin/…), made once per run.
+pub fn root() -> &'static Path {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let debs = repo().join("target/interop/cache/debs");
+        let dest = repo().join("target/capi/debian");
+        if dest.join("usr/bin/mckey").is_file() && dest.join("usr/bin/ibv_devinfo").is_file() {
+            return dest;
+        }
+        let tmp = repo().join(format!("target/capi/debian.tmp.{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        for pkg in ["rdmacm-utils", "ibverbs-utils"] {
+            let deb = std::fs::read_dir(&debs)
+                .unwrap_or_else(|e| panic!("{}: {e} (run bash tests/interop/setup.sh)", debs.display()))
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&format!("{pkg}_"))))
+                .unwrap_or_else(|| panic!("no {pkg}_*.deb in {} (run bash tests/interop/setup.sh)", debs.display()));
+            let st = Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&tmp).status().unwrap();
+            assert!(st.success(), "dpkg-deb -x {}", deb.display());
+        }
+        let _ = std::fs::remove_dir_all(&dest);
+        std::fs::rename(&tmp, &dest).unwrap();
+        dest
+    })
+}
+
+/// A program of the packages (`mckey`, `udaddy`, `ibv_devinfo`, …).
+pub fn bin(name: &str) -> PathBuf {
+    let p = root().join("usr/bin").join(name);
+    assert!(p.is_file(), "{} is not in Debian's packages", p.display());
+    p
+}
+
+/// The directory `roce exec` writes the library to (for LD_LIBRARY_PATH by hand).
+pub fn lib_dir() -> PathBuf {
+    let out = Command::new(env!("CARGO_BIN_EXE_roce")).args(["exec", "--print-lib-dir"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// Debian 12's libibverbs-dev and librdmacm-dev headers (`apt-get download`, `dpkg-deb -x`
+/// under target/capi/headers; never installed), for the small C programs the tests build.
+pub fn headers() -> &'static Path {
+    static INC: OnceLock<PathBuf> = OnceLock::new();
+    INC.get_or_init(|| {
+        let dir = repo().join("target/capi/headers");
+        let inc = dir.join("usr/include");
+        if inc.join("rdma/rdma_cma.h").is_file() {
+            return inc;
+        }
+        std::fs::create_dir_all(&dir).unwrap();
+        let download =
+            || Command::new("apt-get").args(["download", "libibverbs-dev", "librdmacm-dev"]).current_dir(&dir).status();
+        if !download().is_ok_and(|s| s.success()) {
+            let _ = Command::new("apt-get").arg("update").status();
+            assert!(download().is_ok_and(|s| s.success()), "apt-get download libibverbs-dev librdmacm-dev");
+        }
+        for e in std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()) {
+            if e.path().extension().is_some_and(|x| x == "deb") {
+                assert!(Command::new("dpkg-deb").arg("-x").arg(e.path()).arg(&dir).status().unwrap().success());
+            }
+        }
+        assert!(inc.join("rdma/rdma_cma.h").is_file(), "{}", inc.display());
+        inc
+    })
+}
