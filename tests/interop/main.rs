@@ -8,11 +8,15 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../capi/debian.rs"]
+#[allow(dead_code)] // (the interop tests need only the programs)
+mod debian;
 #[path = "../analyze/flow_oracle.rs"]
 mod flow_oracle;
 mod harness;
 
 mod analyze;
+mod capi;
 mod cm;
 mod fuzz;
 mod guest;

@@ -457,7 +457,6 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
                 let now = e.d.now();
                 let _ = e.d.stack.destroy_id(now, cm);
                 e.ids.remove(&cm);
-                e.after_change();
             });
         }
         i.destroyed.store(true, Ordering::Release);
@@ -654,9 +653,7 @@ pub unsafe extern "C" fn rdma_leave_multicast(id: *mut rdma_cm_id, addr: *mut li
         }
         engine_call(id, move |e, cm| {
             let now = e.d.now();
-            let r = e.d.stack.leave_multicast(now, cm, group);
-            e.after_change();
-            r
+            e.d.stack.leave_multicast(now, cm, group)
         })
     })
 }

@@ -159,6 +159,9 @@ extern "C" fn at_exit() {
 
 impl Engine {
     fn run(&mut self, rx: mpsc::Receiver<Cmd>, wake: RawFd) {
+        // The watcher's death set is worked out (a copy of the whole engine) once the engine has
+        // been idle for a millisecond after a change, not between a request and its answer.
+        let mut dirty = false;
         loop {
             let mut ran = false;
             loop {
@@ -172,12 +175,21 @@ impl Engine {
                 }
             }
             if ran {
-                self.after_change();
+                // What the commands queued leaves now (a join's Set, a leave's Delete).
+                let _ = self.d.turn(Duration::ZERO);
+                self.dispatch();
+                dirty = true;
             }
-            let _ = self.d.turn(Duration::from_millis(200));
+            let wait = if dirty { Duration::from_millis(1) } else { Duration::from_millis(200) };
+            let _ = self.d.turn(wait);
             drain(wake);
             if self.dispatch() {
+                dirty = true;
+                continue;
+            }
+            if dirty {
                 self.after_change();
+                dirty = false;
             }
         }
     }

@@ -1,0 +1,192 @@
+//! Debian's unmodified rdma-core programs on the host, over roce's drop-in libraries
+//! (`roce exec`), against a Linux kernel rxe peer and its own rdma-core programs (one guest
+//! boot; spec/capi.md). What is asserted is what the guest observed:
+//! a. the mission, from C: the host's `mckey -s` joins through `roce sa-agent` on the guest's
+//!    umad, sends five datagrams that the guest kernel's `mckey` receives, and on exit its
+//!    `rdma_leave_multicast` puts a SubnAdmDelete (mask 0x10003, JoinState FullMember, from
+//!    our address) on the wire that the agent receives and answers; the guest's `rcvd_pkts`
+//!    grew by exactly the RoCEv2 frames our capture holds for it;
+//! b. the same as nobody over the udp transport;
+//! c. the host's `mckey` receives what the guest's `mckey -s` sends;
+//! d. `udaddy` both roles against the guest's (SIDR, then UD datagrams both ways);
+//! e. the host's `mckey` killed with SIGKILL while joined: the agent receives and answers its
+//!    SubnAdmDelete.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use crate::debian;
+use crate::harness::{self, as_nobody, rdma_stat, roce, static_roce, Guest, GuestBuilder};
+
+const T: Duration = Duration::from_secs(60);
+
+fn wait_guest_log(g: &mut Guest, path: &str, needle: &str, timeout: Duration) -> String {
+    g.wait_for_output(&format!("cat {path} 2>/dev/null"), needle, timeout, T, Duration::from_millis(300))
+}
+
+/// `roce exec` on tap0 with `opts`, running Debian's `program` with `args`.
+fn exec(opts: &str, program: &str, args: &str) -> String {
+    roce(&format!("exec --iface tap0 {opts} -- {} {args}", debian::bin(program).display()))
+}
+
+fn rxe_stats(g: &mut Guest) -> String {
+    std::thread::sleep(harness::HW_STATS_LIFESPAN);
+    g.guest_exec("rdma statistic show 2>&1", T).1
+}
+
+/// RoCEv2 frames in our capture addressed to the guest or to `group` (what its rxe counts).
+fn frames_for_guest(pcap: &std::path::Path, group: &str) -> usize {
+    let frames = roce_decode::capture::read_file(pcap).unwrap_or_else(|e| panic!("{}: {e}", pcap.display()));
+    frames
+        .iter()
+        .filter(|f| {
+            let j = roce_decode::decode::decode_ethernet(&f.data).json;
+            let dst = j.get("ip").and_then(|i| i.get("dst")).and_then(|v| v.as_str()).unwrap_or("");
+            j.get("kind").and_then(|k| k.as_str()) == Some("rocev2") && (dst == "198.18.0.2" || dst == group)
+        })
+        .count()
+}
+
+/// The agent's log lines for `group`'s Delete from `port_gid`, and whether it answered.
+fn agent_delete(agent: &str, group: &str, port_gid: &str) -> Option<String> {
+    agent
+        .lines()
+        .find(|l| {
+            l.contains("<- SubnAdmDelete(MCMemberRecord)")
+                && l.contains(&format!("MGID=::ffff:{group}"))
+                && l.contains(&format!("PortGID={port_gid}"))
+        })
+        .map(str::to_string)
+}
+
+/// The guest's mckey receiving `count` datagrams of `group` in the background, once its IP
+/// membership (IGMP) is up; its log in /tmp/<tag>.log.
+fn guest_receiver(g: &mut Guest, group: &str, tag: &str, report: &mut String) {
+    let (rc, out) =
+        g.guest_exec(&format!("(mckey -m {group} -b 198.18.0.2 -C 5; echo rc=$?) > /tmp/{tag}.log 2>&1 &"), T);
+    assert_eq!(rc, 0, "{out}");
+    let hex: String = group.split('.').rev().map(|o| format!("{:02X}", o.parse::<u8>().unwrap())).collect();
+    let igmp = wait_guest_log(g, "/proc/net/igmp", &hex, Duration::from_secs(30));
+    assert!(igmp.contains(&hex), "the guest's mckey joined {group}: {igmp}");
+    let _ = writeln!(report, "the guest's mckey joined {group} ({hex} in /proc/net/igmp)");
+    std::thread::sleep(Duration::from_millis(500));
+}
+
+#[test]
+fn debians_mckey_and_udaddy_over_roce_against_the_kernel() {
+    let mut g = GuestBuilder::new("interop_capi").binary(static_roce(), "roce").scenario("serve\n").boot();
+    let art = g.artefacts.clone();
+    let mut report = format!("boot_time_s {:.2}\n", g.boot_time.as_secs_f64());
+    let (rc, out) = g.guest_exec("roce sa-agent --device umad0 --duration 300 > /tmp/agent.log 2>&1 &", T);
+    assert_eq!(rc, 0, "{out}");
+    let ready = wait_guest_log(&mut g, "/tmp/agent.log", "registered agent", Duration::from_secs(30));
+    assert!(ready.contains("registered agent"), "the agent registered on umad0: {ready}");
+
+    // a. Raw transport: our mckey -s into the guest's mckey; the leave's Delete answered.
+    guest_receiver(&mut g, "239.1.2.3", "mk_a", &mut report);
+    let before = rxe_stats(&mut g);
+    let pcap = art.join("mckey_a.pcap");
+    let cmd = exec(
+        &format!("-I 198.18.0.1 --transport raw --sa 198.18.0.2 --pcap {}", pcap.display()),
+        "mckey",
+        "-m 239.1.2.3 -s -C 5",
+    );
+    let (rc, out) = g.run_in_netns(&cmd);
+    let _ = writeln!(report, "--- a. {cmd}\nexit {rc}\n{out}");
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("mckey: joined dgid: ::ffff:239.1.2.3") && out.contains("data transfers complete"), "{out}");
+    let log = wait_guest_log(&mut g, "/tmp/mk_a.log", "rc=", Duration::from_secs(30));
+    let _ = writeln!(report, "guest mckey:\n{log}");
+    assert!(log.contains("data transfers complete") && log.contains("rc=0"), "the guest received our 5:\n{log}");
+    let after = rxe_stats(&mut g);
+    let sent = frames_for_guest(&pcap, "239.1.2.3");
+    let got = rdma_stat(&after, "rcvd_pkts") - rdma_stat(&before, "rcvd_pkts");
+    let _ = writeln!(report, "rcvd_pkts +{got}; our capture holds {sent} RoCEv2 frames for the guest and the group");
+    assert_eq!(got as usize, sent, "the guest's rxe counted every frame we sent it\n{before}\n{after}");
+    let agent = g.guest_exec("cat /tmp/agent.log", T).1;
+    let del = agent_delete(&agent, "239.1.2.3", "::ffff:198.18.0.1").unwrap_or_else(|| panic!("no Delete:\n{agent}"));
+    assert!(del.contains("mask=0x10003") && del.contains("JoinState=FullMember"), "{del}");
+    assert!(agent.contains("-> SubnAdmDeleteResp(MCMemberRecord)"), "{agent}");
+    let _ = writeln!(report, "agent: {del}");
+
+    // b. The same as nobody on the udp transport.
+    guest_receiver(&mut g, "239.1.2.4", "mk_b", &mut report);
+    let cmd = as_nobody(&exec("-I 198.18.0.1 --transport udp --sa 198.18.0.2", "mckey", "-m 239.1.2.4 -s -C 5"));
+    let (rc, out) = g.run_in_netns(&cmd);
+    let _ = writeln!(report, "--- b. {cmd}\nexit {rc}\n{out}");
+    assert_eq!(rc, 0, "{out}");
+    let log = wait_guest_log(&mut g, "/tmp/mk_b.log", "rc=", Duration::from_secs(30));
+    assert!(log.contains("data transfers complete") && log.contains("rc=0"), "udp: the guest received our 5:\n{log}");
+    let agent = g.guest_exec("cat /tmp/agent.log", T).1;
+    let del =
+        agent_delete(&agent, "239.1.2.4", "::ffff:198.18.0.1").unwrap_or_else(|| panic!("udp: no Delete:\n{agent}"));
+    assert!(del.contains("mask=0x10003") && del.contains("JoinState=FullMember"), "{del}");
+
+    // c. The guest's mckey -s into our mckey (raw; IGMP and the SA join on our side). Ours
+    //    waits for one datagram: the guest's mckey posts its five unsignalled and destroys its
+    //    QP at once, and 7.2's rxe has been seen to put only two of them on the wire.
+    let cmd = exec("-I 198.18.0.1 --transport raw --sa 198.18.0.2", "mckey", "-m 239.1.2.5 -C 1");
+    let rx = g.spawn_in_netns(&format!("exec timeout -s KILL 60 {cmd}"));
+    std::thread::sleep(Duration::from_secs(2));
+    let (rc, out) = g.guest_exec("mckey -m 239.1.2.5 -b 198.18.0.2 -s -C 5 2>&1; echo rc=$?", T);
+    let (rx_rc, rx_out) = harness::wait_tool(&cmd, rx);
+    let _ = writeln!(report, "--- c. guest mckey -s (exec rc {rc}):\n{out}\nours ({cmd}), exit {rx_rc}:\n{rx_out}");
+    assert!(out.contains("rc=0"), "{out}");
+    assert_eq!(rx_rc, 0, "{rx_out}");
+    assert!(rx_out.contains("data transfers complete") && rx_out.contains("return status 0"), "{rx_out}");
+
+    // d. udaddy: the guest's server, our client; then ours, the guest's client.
+    let (rc, out) = g.guest_exec("(udaddy -C 10; echo rc=$?) > /tmp/udaddy_srv.log 2>&1 &", T);
+    assert_eq!(rc, 0, "{out}");
+    std::thread::sleep(Duration::from_millis(500));
+    let cmd = exec("-I 198.18.0.1 --transport raw", "udaddy", "-s 198.18.0.2 -b 198.18.0.1 -C 10");
+    let (rc, out) = g.run_in_netns(&cmd);
+    let log = wait_guest_log(&mut g, "/tmp/udaddy_srv.log", "rc=", Duration::from_secs(30));
+    let _ = writeln!(report, "--- d1. {cmd}\nexit {rc}\n{out}\nguest udaddy server:\n{log}");
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains("data transfers complete") && log.contains("data transfers complete") && log.contains("rc=0"),
+        "{out}\n{log}"
+    );
+    let cmd = exec("-I 198.18.0.1 --transport raw", "udaddy", "-b 198.18.0.1 -C 10");
+    let server = g.spawn_in_netns(&format!("exec timeout -s KILL 60 {cmd}"));
+    std::thread::sleep(Duration::from_secs(1));
+    let (grc, glog) = g.guest_exec("udaddy -s 198.18.0.1 -C 10 2>&1; echo rc=$?", T);
+    let (rc, out) = harness::wait_tool(&cmd, server);
+    let _ = writeln!(report, "--- d2. {cmd}\nexit {rc}\n{out}\nguest udaddy -s 198.18.0.1 (rc {grc}):\n{glog}");
+    assert_eq!(rc, 0, "{out}");
+    assert!(glog.contains("data transfers complete") && glog.contains("rc=0"), "{glog}");
+
+    // e. SIGKILL while joined: the watcher's Delete reaches the agent, which answers it.
+    let cmd = exec("-I 198.18.0.1 --transport raw --sa 198.18.0.2", "mckey", "-m 239.1.2.6 -C 5");
+    let child = g.spawn_in_netns(&format!("exec {cmd}"));
+    let end = Instant::now() + Duration::from_secs(30);
+    while !g.guest_exec("cat /tmp/agent.log", T).1.contains("MGID=::ffff:239.1.2.6") && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let killed = Instant::now();
+    // SAFETY: kill(2) on our child (`sh -c exec …` and `roce exec` exec the program).
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
+    let _ = child.wait_with_output();
+    let agent = wait_guest_log(&mut g, "/tmp/agent.log", "MGID=::ffff:239.1.2.6 PortGID", Duration::from_secs(1));
+    let mut del = agent_delete(&agent, "239.1.2.6", "::ffff:198.18.0.1");
+    let mut agent = agent;
+    while del.is_none() && killed.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(200));
+        agent = g.guest_exec("cat /tmp/agent.log", T).1;
+        del = agent_delete(&agent, "239.1.2.6", "::ffff:198.18.0.1");
+    }
+    let _ = writeln!(
+        report,
+        "--- e. SIGKILL: the agent saw {del:?} within {:.1} s of the kill",
+        killed.elapsed().as_secs_f64()
+    );
+    std::fs::write(art.join("report.txt"), &report).unwrap();
+    let del = del.unwrap_or_else(|| panic!("no Delete for 239.1.2.6 after SIGKILL:\n{agent}"));
+    assert!(del.contains("mask=0x10003") && del.contains("JoinState=FullMember"), "{del}");
+    let answered = agent.lines().filter(|l| l.contains("-> SubnAdmDeleteResp(MCMemberRecord)")).count();
+    assert!(answered >= 3, "the agent answered the three Deletes (a, b, e):\n{agent}");
+    g.signal("end");
+    g.finish();
+    println!("{report}");
+}
