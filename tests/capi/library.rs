@@ -155,3 +155,60 @@ fn no_configuration_is_no_device_and_bad_configuration_is_refused_before_the_pro
     let o = exec(&ns, &["-I", "198.18.2.1"], Path::new("/nonexistent/prog"), &[]).output().unwrap();
     assert_eq!(o.status.code(), Some(127), "{}", text(&o));
 }
+
+/// The names of the library's `#[no_mangle]` items (what it implements), read from its sources
+/// as the stubs' generator reads them.
+fn implemented() -> BTreeSet<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/roce-verbs/src");
+    let mut out = BTreeSet::new();
+    for e in std::fs::read_dir(dir).unwrap().filter_map(|e| e.ok()) {
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        let mut armed = false;
+        for l in text.lines().map(str::trim) {
+            if l == "#[no_mangle]" || l == "#[unsafe(no_mangle)]" {
+                armed = true;
+            } else if armed {
+                let name = l.split(" fn ").nth(1).or_else(|| l.split("static mut ").nth(1));
+                if let Some(n) = name {
+                    out.insert(n.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect());
+                    armed = false;
+                } else if !l.starts_with("#[") && !l.starts_with("//") {
+                    armed = false;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn spec_capi_md_lists_every_symbol_with_its_status() {
+    let page = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("spec/capi.md")).unwrap();
+    let rows: BTreeSet<(String, String, String)> = page
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split('|').map(str::trim).collect();
+            (c.len() >= 5 && c[1].starts_with('`') && (c[2].contains('_') || c[2].contains('.')))
+                .then(|| (c[1].trim_matches('`').to_string(), c[2].to_string(), c[4].to_string()))
+        })
+        .collect();
+    let imp = implemented();
+    let want: BTreeSet<(String, String, String)> = table()
+        .into_iter()
+        .map(|(name, node, default)| {
+            let status = if !default {
+                "ENOSYS (compat 1.0 ABI)"
+            } else if imp.contains(&name) {
+                "implemented"
+            } else {
+                "ENOSYS"
+            };
+            let node = if default { node } else { format!("{node} (compat)") };
+            (name, node, status.to_string())
+        })
+        .collect();
+    let missing: Vec<_> = want.difference(&rows).collect();
+    let stale: Vec<_> = rows.difference(&want).filter(|(_, n, _)| n.contains("_1.") || n.contains("PRIVATE")).collect();
+    assert!(missing.is_empty() && stale.is_empty(), "spec/capi.md's table: missing {missing:?}\nstale {stale:?}");
+}
