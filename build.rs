@@ -101,11 +101,13 @@ fn main() {
     assert!(status.success(), "linking libroce_verbs.so failed ({status})");
 }
 
-/// The outer build's target directory: the ancestor of OUT_DIR that cargo tagged with
-/// CACHEDIR.TAG (OUT_DIR is `<target>[/<triple>]/<profile>/build/<pkg>-<hash>/out`).
+/// The outer build's target directory: the outermost ancestor of OUT_DIR that cargo tagged
+/// with CACHEDIR.TAG (OUT_DIR is `<target>[/<triple>]/<profile>/build/<pkg>-<hash>/out`, and
+/// `<target>/<triple>` is tagged too: the outermost one is shared by every target).
 fn cargo_target_dir(out: &Path) -> PathBuf {
     out.ancestors()
-        .find(|p| p.join("CACHEDIR.TAG").is_file())
+        .filter(|p| p.join("CACHEDIR.TAG").is_file())
+        .last()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| out.join("target"))
 }
