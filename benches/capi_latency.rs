@@ -71,21 +71,7 @@ int main(int argc, char **argv) {
 "#;
 
 fn build_program(dir: &Path) -> PathBuf {
-    let src = dir.join("join_leave.c");
-    std::fs::write(&src, PROGRAM).unwrap();
-    let bin = dir.join("join_leave");
-    let ok = Command::new("cc")
-        .arg(format!("-I{}", debian::headers().display()))
-        .arg("-O2")
-        .arg(&src)
-        .arg("-o")
-        .arg(&bin)
-        .arg(format!("-L{}", debian::lib_dir().display()))
-        .arg("-l:librdmacm.so.1")
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "cc {}", src.display());
-    bin
+    debian::build_c(dir, "join_leave", PROGRAM)
 }
 
 /// (group, join ▶ event seconds, leave call wall time) per join, through the library.

@@ -136,7 +136,9 @@ fn environment(a: &Args) -> Result<Env, (u8, String)> {
         None => ifaces
             .iter()
             .find(|f| f.ips.iter().any(|(ip, _)| *ip == addr))
-            .or_else(|| ifaces.iter().find(|f| f.ips.iter().any(|(ip, p)| same_subnet(*ip, addr, *p))))
+            .or_else(|| {
+                ifaces.iter().find(|f| f.ips.iter().any(|(ip, p)| crate::plumbing::port::in_prefix(*ip, addr, *p)))
+            })
             .ok_or((exit::ENVIRONMENT, format!("no interface has {addr} or its subnet: give --iface")))?,
     };
     match transport {
@@ -170,20 +172,6 @@ fn environment(a: &Args) -> Result<Env, (u8, String)> {
         ("ROCE_PCAP", a.pcap.as_ref().map(|p| p.as_os_str().to_owned())),
         ("ROCE_VERBOSE", a.verbose.then(|| "1".into())),
     ])
-}
-
-fn same_subnet(a: IpAddr, b: IpAddr, p: u8) -> bool {
-    match (a, b) {
-        (IpAddr::V4(a), IpAddr::V4(b)) => {
-            let m = if p == 0 { 0 } else { u32::MAX << (32 - u32::from(p.min(32))) };
-            u32::from(a) & m == u32::from(b) & m
-        }
-        (IpAddr::V6(a), IpAddr::V6(b)) => {
-            let m = if p == 0 { 0 } else { u128::MAX << (128 - u32::from(p.min(128))) };
-            u128::from(a) & m == u128::from(b) & m
-        }
-        _ => false,
-    }
 }
 
 /// FNV-1a of the library: its directory's name, so that each build has its own.

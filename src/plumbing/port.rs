@@ -261,7 +261,8 @@ impl OpenError {
     }
 }
 
-fn in_prefix(a: IpAddr, b: IpAddr, p: u8) -> bool {
+/// Whether `a` and `b` share their first `p` bits (one subnet), for addresses of one family.
+pub fn in_prefix(a: IpAddr, b: IpAddr, p: u8) -> bool {
     match (a, b) {
         (IpAddr::V4(a), IpAddr::V4(b)) => {
             let m = if p == 0 { 0 } else { u32::MAX << (32 - u32::from(p.min(32))) };

@@ -6,7 +6,7 @@
 //! after the kill, the SA answers it, and no member is left.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::common;
@@ -145,10 +145,10 @@ fn exit_without_cleanup_leaves_through_the_engine() {
 /// A C program (built with Debian's headers, linked to the library by its soname) that joins
 /// a group, waits for MULTICAST_JOIN and calls exit(0).
 fn join_and_exit_program(dir: &Path) -> std::path::PathBuf {
-    let src = dir.join("join_and_exit.c");
-    std::fs::write(
-        &src,
-        r#"#include <stdio.h>
+    debian::build_c(dir, "join_and_exit", JOIN_AND_EXIT)
+}
+
+const JOIN_AND_EXIT: &str = r#"#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
@@ -168,20 +168,4 @@ int main(int argc, char **argv) {
     printf("joined; exit(0) without leaving\n");
     exit(0);
 }
-"#,
-    )
-    .unwrap();
-    let include = debian::headers();
-    let bin = dir.join("join_and_exit");
-    let st = Command::new("cc")
-        .arg(format!("-I{}", include.display()))
-        .arg(&src)
-        .arg("-o")
-        .arg(&bin)
-        .arg(format!("-L{}", debian::lib_dir().display()))
-        .arg("-l:librdmacm.so.1")
-        .status()
-        .unwrap();
-    assert!(st.success(), "cc {}", src.display());
-    bin
-}
+"#;

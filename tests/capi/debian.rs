@@ -76,3 +76,23 @@ pub fn headers() -> &'static Path {
         inc
     })
 }
+
+/// Build the C program `source` as `dir/name` against Debian's headers, linked to roce's
+/// library by its soname (`-l:librdmacm.so.1`, which is libibverbs.so.1 too).
+pub fn build_c(dir: &Path, name: &str, source: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let bin = dir.join(name);
+    let ok = Command::new("cc")
+        .arg(format!("-I{}", headers().display()))
+        .args(["-O2", "-Wall"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&bin)
+        .arg(format!("-L{}", lib_dir().display()))
+        .arg("-l:librdmacm.so.1")
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "cc {}", src.display());
+    bin
+}

@@ -840,15 +840,13 @@ unsafe fn port_of(a: &rdma_sockaddr) -> u16 {
 #[no_mangle]
 pub unsafe extern "C" fn rdma_get_devices(num: *mut c_int) -> *mut *mut ibv_context {
     boundary("rdma_get_devices", std::ptr::null_mut(), || {
-        let list: Vec<*mut ibv_context> = match crate::port::port() {
-            Some(_) => vec![crate::device::default_context(), std::ptr::null_mut()],
-            None => vec![std::ptr::null_mut()],
-        };
+        let list: Vec<*mut ibv_context> =
+            if crate::port::port().is_some() { vec![crate::device::default_context()] } else { Vec::new() };
         if !num.is_null() {
             // SAFETY: the caller's int.
-            unsafe { *num = (list.len() - 1) as c_int };
+            unsafe { *num = list.len() as c_int };
         }
-        Box::into_raw(list.into_boxed_slice()).cast()
+        crate::ffi::null_terminated(list)
     })
 }
 
@@ -858,17 +856,8 @@ pub unsafe extern "C" fn rdma_get_devices(num: *mut c_int) -> *mut *mut ibv_cont
 /// `list` came from [`rdma_get_devices`].
 #[no_mangle]
 pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
-    if list.is_null() {
-        return;
-    }
-    // SAFETY: a NULL-terminated list rdma_get_devices boxed.
-    unsafe {
-        let mut n = 0;
-        while !(*list.add(n)).is_null() {
-            n += 1;
-        }
-        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(list, n + 1)));
-    }
+    // SAFETY: the caller's list from rdma_get_devices.
+    unsafe { crate::ffi::free_null_terminated(list) }
 }
 
 // ------------------------------------------------------------------------------------------

@@ -121,21 +121,9 @@ fn iface_for(addr: IpAddr) -> Option<String> {
     if let Some(i) = all.iter().find(|i| i.ips.iter().any(|(a, _)| *a == addr)) {
         return Some(i.name.clone());
     }
-    all.iter().find(|i| i.ips.iter().any(|(a, p)| same_subnet(*a, addr, *p))).map(|i| i.name.clone())
-}
-
-fn same_subnet(a: IpAddr, b: IpAddr, p: u8) -> bool {
-    match (a, b) {
-        (IpAddr::V4(a), IpAddr::V4(b)) => {
-            let m = if p == 0 { 0 } else { u32::MAX << (32 - u32::from(p.min(32))) };
-            u32::from(a) & m == u32::from(b) & m
-        }
-        (IpAddr::V6(a), IpAddr::V6(b)) => {
-            let m = if p == 0 { 0 } else { u128::MAX << (128 - u32::from(p.min(128))) };
-            u128::from(a) & m == u128::from(b) & m
-        }
-        _ => false,
-    }
+    all.iter()
+        .find(|i| i.ips.iter().any(|(a, p)| roce::plumbing::port::in_prefix(*a, addr, *p)))
+        .map(|i| i.name.clone())
 }
 
 #[cfg(test)]

@@ -61,15 +61,12 @@ pub fn is_ours(dev: *const ibv_device) -> bool {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_list(num: *mut c_int) -> *mut *mut ibv_device {
     boundary("ibv_get_device_list", std::ptr::null_mut(), || {
-        let list: Vec<*mut ibv_device> = match port() {
-            Some(_) => vec![device(), std::ptr::null_mut()],
-            None => vec![std::ptr::null_mut()],
-        };
+        let list: Vec<*mut ibv_device> = if port().is_some() { vec![device()] } else { Vec::new() };
         if !num.is_null() {
             // SAFETY: the caller's int.
-            unsafe { *num = (list.len() - 1) as c_int };
+            unsafe { *num = list.len() as c_int };
         }
-        Box::into_raw(list.into_boxed_slice()).cast()
+        crate::ffi::null_terminated(list)
     })
 }
 
@@ -79,19 +76,8 @@ pub unsafe extern "C" fn ibv_get_device_list(num: *mut c_int) -> *mut *mut ibv_d
 /// `list` came from [`ibv_get_device_list`].
 #[no_mangle]
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
-    boundary("ibv_free_device_list", (), || {
-        if list.is_null() {
-            return;
-        }
-        // SAFETY: a NULL-terminated list that ibv_get_device_list boxed.
-        unsafe {
-            let mut n = 0;
-            while !(*list.add(n)).is_null() {
-                n += 1;
-            }
-            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(list, n + 1)));
-        }
-    })
+    // SAFETY: the caller's list from ibv_get_device_list.
+    boundary("ibv_free_device_list", (), || unsafe { crate::ffi::free_null_terminated(list) })
 }
 
 /// `ibv_get_device_name`.

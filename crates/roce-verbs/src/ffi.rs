@@ -63,3 +63,28 @@ pub fn open_fds() -> Vec<std::os::fd::RawFd> {
     // SAFETY: F_GETFD only asks whether the descriptor is open.
     (0..max).filter(|fd| unsafe { libc::fcntl(*fd, libc::F_GETFD) } != -1).collect()
 }
+
+/// A NULL-terminated C array of `items` (`ibv_get_device_list`, `rdma_get_devices`), freed by
+/// [`free_null_terminated`].
+pub fn null_terminated<T>(mut items: Vec<*mut T>) -> *mut *mut T {
+    items.push(std::ptr::null_mut());
+    Box::into_raw(items.into_boxed_slice()).cast()
+}
+
+/// Free an array from [`null_terminated`].
+///
+/// # Safety
+/// `list` is NULL or came from [`null_terminated`] and is not used after.
+pub unsafe fn free_null_terminated<T>(list: *mut *mut T) {
+    if list.is_null() {
+        return;
+    }
+    // SAFETY: a NULL-terminated array boxed by null_terminated.
+    unsafe {
+        let mut n = 0;
+        while !(*list.add(n)).is_null() {
+            n += 1;
+        }
+        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(list, n + 1)));
+    }
+}
