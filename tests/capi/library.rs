@@ -212,3 +212,57 @@ fn spec_capi_md_lists_every_symbol_with_its_status() {
     let stale: Vec<_> = rows.difference(&want).filter(|(_, n, _)| n.contains("_1.") || n.contains("PRIVATE")).collect();
     assert!(missing.is_empty() && stale.is_empty(), "spec/capi.md's table: missing {missing:?}\nstale {stale:?}");
 }
+
+/// The event channel's and the completion channel's descriptors behave as the real ones: a
+/// read with nothing queued answers EAGAIN once the program sets O_NONBLOCK, and poll() wakes
+/// when an event (ADDR_RESOLVED) is queued.
+const CHANNELS: &str = r#"#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <arpa/inet.h>
+#include <rdma/rdma_cma.h>
+int main(void) {
+    struct rdma_event_channel *ch = rdma_create_event_channel();
+    struct rdma_cm_id *id; struct rdma_cm_event *ev;
+    struct sockaddr_in g = { .sin_family = AF_INET };
+    inet_pton(AF_INET, "239.1.4.1", &g.sin_addr);
+    if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_UDP)) return 2;
+    fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+    if (rdma_get_cm_event(ch, &ev) != -1 || errno != EAGAIN) { printf("cm: no EAGAIN\n"); return 3; }
+    if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&g, 2000)) return 4;
+    struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+    if (poll(&p, 1, 5000) != 1 || !(p.revents & POLLIN)) { printf("cm: poll did not wake\n"); return 5; }
+    if (rdma_get_cm_event(ch, &ev) || ev->event != RDMA_CM_EVENT_ADDR_RESOLVED) return 6;
+    printf("cm channel: EAGAIN, then poll woke for %s\n", rdma_event_str(ev->event));
+    rdma_ack_cm_event(ev);
+    struct ibv_comp_channel *cc = ibv_create_comp_channel(id->verbs);
+    struct ibv_cq *cq = cc ? ibv_create_cq(id->verbs, 4, NULL, cc, 0) : NULL;
+    if (!cq) return 7;
+    fcntl(cc->fd, F_SETFL, fcntl(cc->fd, F_GETFL) | O_NONBLOCK);
+    struct ibv_cq *got; void *ctx;
+    if (ibv_req_notify_cq(cq, 0)) return 8;
+    if (ibv_get_cq_event(cc, &got, &ctx) != -1 || errno != EAGAIN) { printf("cq: no EAGAIN\n"); return 9; }
+    p.fd = cc->fd;
+    if (poll(&p, 1, 100) != 0) { printf("cq: poll woke with nothing\n"); return 10; }
+    printf("comp channel: EAGAIN, poll quiet\n");
+    ibv_destroy_cq(cq);
+    ibv_destroy_comp_channel(cc);
+    rdma_destroy_id(id);
+    rdma_destroy_event_channel(ch);
+    return 0;
+}
+"#;
+
+#[test]
+fn channel_descriptors_poll_and_take_o_nonblock() {
+    let ns = Netns::veth_pair("chanfd");
+    ns.sh("ip addr add 198.18.2.1/24 dev veth0");
+    let dir = crate::common::artefact_dir("capi_channels");
+    let prog = debian::build_c(&dir, "channels", CHANNELS);
+    let o = exec(&ns, &["-I", "198.18.2.1", "--transport", "udp"], &prog, &[]).output().unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("cm channel: EAGAIN, then poll woke for RDMA_CM_EVENT_ADDR_RESOLVED"), "{t}");
+    assert!(t.contains("comp channel: EAGAIN, poll quiet"), "{t}");
+}

@@ -74,15 +74,21 @@ pub fn sa_lines(pcap: &Path) -> Vec<String> {
 /// Every address in `from` joined (Set answered) and left (Delete with mask 0x10003 and the
 /// FullMember JoinState, answered by a DeleteResp of the same TID).
 pub fn assert_joined_and_left(lines: &[String], from: &[&str]) {
+    let states: Vec<(&str, &str)> = from.iter().map(|a| (*a, "FullMember")).collect();
+    assert_joined_and_left_as(lines, &states);
+}
+
+/// As [`assert_joined_and_left`], each address with its join state (the Delete carries it).
+pub fn assert_joined_and_left_as(lines: &[String], from: &[(&str, &str)]) {
     let all = lines.join("\n");
-    for a in from {
+    for (a, state) in from {
         let set = lines.iter().any(|l| l.contains(&format!("{a} →")) && l.contains("SubnAdmSet(MCMemberRecord)"));
         assert!(set, "no SubnAdmSet from {a}:\n{all}");
         let del = lines
             .iter()
             .find(|l| l.contains(&format!("{a} →")) && l.contains("SubnAdmDelete(MCMemberRecord)"))
             .unwrap_or_else(|| panic!("no SubnAdmDelete from {a}:\n{all}"));
-        assert!(del.contains("mask=0x10003") && del.contains("JoinState=FullMember"), "{del}");
+        assert!(del.contains("mask=0x10003") && del.contains(&format!("JoinState={state} ")), "{del}");
         let tid = del.split("TID=").nth(1).and_then(|t| t.split_whitespace().next()).unwrap();
         assert!(
             lines.iter().any(|l| l.contains("SubnAdmDeleteResp") && l.contains(&format!("TID={tid}"))),
@@ -116,7 +122,7 @@ fn debian_mckey_to_debian_mckey_on_raw_sockets() {
         &ns,
         &["-I", "198.18.1.1", "--iface", "veth0", "--transport", "raw", "--sa", "198.18.1.2"],
         &mckey,
-        &["-m", "239.1.2.3", "-s", "-C", "5"],
+        &["-m", "239.1.2.3", "-s", "-o", "-C", "5"],
     )
     .output()
     .unwrap();
@@ -128,7 +134,8 @@ fn debian_mckey_to_debian_mckey_on_raw_sockets() {
     assert_mckey_ok("sender", &text(&tx));
     assert!(rx.status.success(), "{}", text(&rx));
     assert_mckey_ok("receiver", &text(&rx));
-    assert_joined_and_left(&sa_lines(&pcap), &["198.18.1.1", "198.18.1.3"]);
+    // The sender joined with -o: rdma_join_multicast_ex's SENDONLY_FULLMEMBER.
+    assert_joined_and_left_as(&sa_lines(&pcap), &[("198.18.1.1", "SendOnlyFullMember"), ("198.18.1.3", "FullMember")]);
     assert!(sa_out.contains("0 groups, 0 members"), "{sa_out}");
 }
 
