@@ -8,6 +8,7 @@
 #     rc_veth's ROCE_BENCH_IPERF3=1 cross-check)
 #   - zip/unzip and cargo-fuzz (tests/clusterfuzzlite.sh runs ClusterFuzzLite's build.sh)
 #   - chromium (tests/analyze opens `roce analyze --html` reports in it, headless)
+#   - gcc, binutils, util-linux (tests/capi: C programs against Debian's headers, readelf, setpriv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +21,11 @@ command -v iperf3 >/dev/null 2>&1 || need_apt+=(iperf3)
 command -v zip >/dev/null 2>&1 || need_apt+=(zip)
 command -v unzip >/dev/null 2>&1 || need_apt+=(unzip)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# tests/capi builds small C programs against Debian's rdma-core headers and reads the library's
+# ELF symbols; setpriv runs the unprivileged cases
+command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
+command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
+command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "setup: need root to install: ${need_apt[*]}" >&2

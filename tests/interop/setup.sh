@@ -13,7 +13,7 @@
 # linux-binary-* (usr/lib/modules/VERSION/vmlinuz), the modules in linux-modules-* and
 # modules.builtin in linux-base-*.
 #
-#   1. installs on the host, if missing: qemu-system-x86 cpio kmod iproute2 tcpdump
+#   1. installs on the host, if missing: qemu-system-x86 cpio kmod iproute2 tcpdump xz-utils zstd procps
 #   2. fetches with `apt-get download` (never installed on the host) the kernel's packages,
 #      busybox-static and the rdma-core packages (Debian 12's for every kernel), and unpacks them
 #      with `dpkg-deb -x` under target/interop/cache/ (the repo's target/ is gitignored)
@@ -70,6 +70,10 @@ command -v cpio >/dev/null 2>&1 || need+=(cpio)
 command -v depmod >/dev/null 2>&1 || need+=(kmod)
 command -v ip >/dev/null 2>&1 && command -v rdma >/dev/null 2>&1 || need+=(iproute2)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
+# the guest kernels' modules are .ko.xz (Debian 12) or .ko.zst (7.x); the tests use pgrep/ps
+command -v xz >/dev/null 2>&1 || need+=(xz-utils)
+command -v zstd >/dev/null 2>&1 || need+=(zstd)
+command -v pgrep >/dev/null 2>&1 || need+=(procps)
 command -v dpkg-deb >/dev/null 2>&1 || die "dpkg-deb missing: not a Debian machine?"
 updated=0
 apt_update() { if [ "$updated" -eq 0 ]; then log "apt-get update"; apt-get update -qq; updated=1; fi; }
