@@ -133,12 +133,7 @@ fn environment(a: &Args) -> Result<Env, (u8, String)> {
             let names: Vec<&str> = ifaces.iter().map(|f| f.name.as_str()).collect();
             (exit::ENVIRONMENT, format!("no interface named {i:?} (interfaces here: {})", names.join(", ")))
         })?,
-        None => ifaces
-            .iter()
-            .find(|f| f.ips.iter().any(|(ip, _)| *ip == addr))
-            .or_else(|| {
-                ifaces.iter().find(|f| f.ips.iter().any(|(ip, p)| crate::plumbing::port::in_prefix(*ip, addr, *p)))
-            })
+        None => crate::plumbing::port::interface_for(&ifaces, addr)
             .ok_or((exit::ENVIRONMENT, format!("no interface has {addr} or its subnet: give --iface")))?,
     };
     match transport {

@@ -261,6 +261,15 @@ impl OpenError {
     }
 }
 
+/// The interface that holds `addr`, else the first whose subnet holds it (`roce exec` and the
+/// C library pick the port's interface so when none is given).
+pub fn interface_for(ifaces: &[InterfaceInfo], addr: IpAddr) -> Option<&InterfaceInfo> {
+    ifaces
+        .iter()
+        .find(|f| f.ips.iter().any(|(ip, _)| *ip == addr))
+        .or_else(|| ifaces.iter().find(|f| f.ips.iter().any(|(ip, p)| in_prefix(*ip, addr, *p))))
+}
+
 /// Whether `a` and `b` share their first `p` bits (one subnet), for addresses of one family.
 pub fn in_prefix(a: IpAddr, b: IpAddr, p: u8) -> bool {
     match (a, b) {

@@ -313,7 +313,8 @@ fn perftest_modes_both_roles() {
 fn the_guest_tools_calibration_failure_is_recognised_and_nothing_else() {
     let failed = "Correlation coefficient r^2: 0.884547 < 0.9\nCan't produce a report\nrc=1";
     assert!(guest_calibration_failed(failed));
-    for other in ["Couldn't create rdma old QP - Invalid argument\nrc=1", "Correlation coefficient r^2: 0.95\nrc=0", ""] {
+    for other in ["Couldn't create rdma old QP - Invalid argument\nrc=1", "Correlation coefficient r^2: 0.95\nrc=0", ""]
+    {
         assert!(!guest_calibration_failed(other), "{other}");
     }
 }

@@ -118,12 +118,7 @@ pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
 /// The interface that holds `addr`, else the one whose subnet holds it.
 fn iface_for(addr: IpAddr) -> Option<String> {
     let all = roce_net::raw::interfaces().ok()?;
-    if let Some(i) = all.iter().find(|i| i.ips.iter().any(|(a, _)| *a == addr)) {
-        return Some(i.name.clone());
-    }
-    all.iter()
-        .find(|i| i.ips.iter().any(|(a, p)| roce::plumbing::port::in_prefix(*a, addr, *p)))
-        .map(|i| i.name.clone())
+    roce::plumbing::port::interface_for(&all, addr).map(|i| i.name.clone())
 }
 
 #[cfg(test)]

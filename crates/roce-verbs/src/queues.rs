@@ -170,45 +170,43 @@ pub fn deliver_datagrams(
 ) {
     for (qpn, link) in ud_qps.iter_mut() {
         let qpn = *qpn;
-        {
-            while let Some(dg) = stack.poll_recv(qpn) {
-                macs.insert(dg.src, dg.src_mac);
-                let Some(wr) = link.recvs.pop_front() else {
-                    *drops += 1;
-                    continue;
-                };
-                let grh = grh_area(&dg);
-                let total = 40 + dg.payload.len();
-                let room: usize = wr.sges.iter().map(|(_, l)| *l as usize).sum();
-                let mut c = ibv_wc {
-                    wr_id: wr.wr_id,
-                    status: IBV_WC_SUCCESS,
-                    opcode: IBV_WC_RECV,
-                    qp_num: qpn,
-                    ..Default::default()
-                };
-                if total > room {
-                    c.status = IBV_WC_LOC_LEN_ERR;
-                } else {
-                    let mut src = grh.iter().chain(dg.payload.iter());
-                    for (addr, len) in &wr.sges {
-                        // SAFETY: checked at post time against a region with local write.
-                        let dst = unsafe { std::slice::from_raw_parts_mut(*addr as *mut u8, *len as usize) };
-                        for (d, s) in dst.iter_mut().zip(&mut src) {
-                            *d = *s;
-                        }
+        while let Some(dg) = stack.poll_recv(qpn) {
+            macs.insert(dg.src, dg.src_mac);
+            let Some(wr) = link.recvs.pop_front() else {
+                *drops += 1;
+                continue;
+            };
+            let grh = grh_area(&dg);
+            let total = 40 + dg.payload.len();
+            let room: usize = wr.sges.iter().map(|(_, l)| *l as usize).sum();
+            let mut c = ibv_wc {
+                wr_id: wr.wr_id,
+                status: IBV_WC_SUCCESS,
+                opcode: IBV_WC_RECV,
+                qp_num: qpn,
+                ..Default::default()
+            };
+            if total > room {
+                c.status = IBV_WC_LOC_LEN_ERR;
+            } else {
+                let mut src = grh.iter().chain(dg.payload.iter());
+                for (addr, len) in &wr.sges {
+                    // SAFETY: checked at post time against a region with local write.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(*addr as *mut u8, *len as usize) };
+                    for (d, s) in dst.iter_mut().zip(&mut src) {
+                        *d = *s;
                     }
-                    c.byte_len = total as u32;
-                    c.src_qp = dg.src_qp;
-                    c.wc_flags = IBV_WC_GRH;
-                    if let Some(imm) = dg.imm_data {
-                        c.imm_data = imm.to_be();
-                        c.wc_flags |= IBV_WC_WITH_IMM;
-                    }
-                    c.pkey_index = 0;
                 }
-                link.recv_cq.push(c);
+                c.byte_len = total as u32;
+                c.src_qp = dg.src_qp;
+                c.wc_flags = IBV_WC_GRH;
+                if let Some(imm) = dg.imm_data {
+                    c.imm_data = imm.to_be();
+                    c.wc_flags |= IBV_WC_WITH_IMM;
+                }
+                c.pkey_index = 0;
             }
+            link.recv_cq.push(c);
         }
     }
 }

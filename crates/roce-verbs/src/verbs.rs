@@ -20,7 +20,7 @@ use roce_cm::UdDest;
 use roce_wire::Gid;
 
 use crate::abi::*;
-use crate::ffi::{boundary, fail_errno, null_errno, set_errno};
+use crate::ffi::{boundary, fail_errno, null_errno};
 use crate::mr::{MrError, Region};
 use crate::queues::{blocking_pipe, read_record, CompChannelShared, CqShared, RecvWr, UdQpLink};
 use crate::runtime::{runtime, Engine};
@@ -1111,10 +1111,4 @@ pub extern "C" fn ibv_wc_status_str(status: u32) -> *const c_char {
 #[no_mangle]
 pub extern "C" fn ibv_fork_init() -> c_int {
     0
-}
-
-/// Set errno and return NULL for a call the library refuses (used by the CM's QP creation).
-pub fn refuse<T>(e: i32) -> *mut T {
-    set_errno(e);
-    std::ptr::null_mut()
 }
