@@ -212,6 +212,7 @@ fn post_sends(d: &mut Driver<CliDevice>, n: &Node) -> Result<(), String> {
             sg_list: vec![sge(&mr, n.size)],
             signaled: true,
             solicited: false,
+            inline: None,
         };
         d.stack.rc_mut().post_send(now, n.qpn, wr).map_err(|e| format!("failed to post sends: {e}"))?;
     }

@@ -579,6 +579,7 @@ impl Pp {
             sg_list: self.sge(0, self.size),
             signaled: true,
             solicited: false,
+            inline: None,
         };
         let now = d.now();
         d.stack.rc_mut().post_send(now, qpn, wr).map_err(|e| e.to_string())

@@ -163,14 +163,21 @@ impl Ctx<'_> {
         if buf.is_some() {
             rc.mr_mut(self.bufs.send.lkey).ok_or("send buffer gone")?.copy_from_slice(&info);
         }
-        let wr =
-            SendWr { wr_id: 1, op: SendOp::Send, sg_list: sge(&self.bufs.send, 16), signaled: true, solicited: false };
+        let wr = SendWr {
+            wr_id: 1,
+            op: SendOp::Send,
+            sg_list: sge(&self.bufs.send, 16),
+            signaled: true,
+            solicited: false,
+            inline: None,
+        };
         let now = self.d.now();
         self.d.stack.rc_mut().post_send(now, self.qpn, wr).map_err(|e| format!("post send error {e}"))
     }
 
     fn post_rdma(&mut self, op: SendOp, len: usize) -> Result<(), String> {
-        let wr = SendWr { wr_id: 2, op, sg_list: sge(&self.bufs.rdma, len), signaled: true, solicited: false };
+        let wr =
+            SendWr { wr_id: 2, op, sg_list: sge(&self.bufs.rdma, len), signaled: true, solicited: false, inline: None };
         let now = self.d.now();
         self.d.stack.rc_mut().post_send(now, self.qpn, wr).map_err(|e| format!("post send error {e}"))
     }

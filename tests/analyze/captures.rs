@@ -37,7 +37,7 @@ fn sge(m: &MrInfo, off: u64, len: u32) -> Sge {
 }
 
 fn wr(wr_id: u64, op: SendOp, sg_list: Vec<Sge>) -> SendWr {
-    SendWr { wr_id, op, sg_list, signaled: true, solicited: false }
+    SendWr { wr_id, op, sg_list, signaled: true, solicited: false, inline: None }
 }
 
 /// RC between two stacks: A's cable loses 3 %, duplicates and reorders 10 % each. A sends

@@ -94,13 +94,21 @@ fn data_both_ways(p: &mut Pair) {
     c.mr_mut(cbuf.lkey).unwrap()[..5000].copy_from_slice(&msg);
     let sg = |off: u64, len: u32| vec![Sge { addr: cbuf.addr + off, length: len, lkey: cbuf.lkey }];
     let wrs = [
-        SendWr { wr_id: 10, op: SendOp::SendWithImm(0x1234), sg_list: sg(0, 5000), signaled: true, solicited: true },
+        SendWr {
+            wr_id: 10,
+            op: SendOp::SendWithImm(0x1234),
+            sg_list: sg(0, 5000),
+            signaled: true,
+            solicited: true,
+            inline: None,
+        },
         SendWr {
             wr_id: 11,
             op: SendOp::Write { remote_addr: sbuf.addr + 12288, rkey: sbuf.rkey },
             sg_list: sg(0, 3000),
             signaled: true,
             solicited: false,
+            inline: None,
         },
         SendWr {
             wr_id: 12,
@@ -108,6 +116,7 @@ fn data_both_ways(p: &mut Pair) {
             sg_list: sg(8192, 4096),
             signaled: true,
             solicited: false,
+            inline: None,
         },
         SendWr {
             wr_id: 13,
@@ -115,6 +124,7 @@ fn data_both_ways(p: &mut Pair) {
             sg_list: sg(16376, 8),
             signaled: true,
             solicited: false,
+            inline: None,
         },
     ];
     for w in wrs {
@@ -186,8 +196,12 @@ fn connected_data_survives_a_lossy_link() {
     let cbuf = c.reg_mr(4096, Access::ALL).unwrap();
     for i in 0..20 {
         let sg = vec![Sge { addr: cbuf.addr, length: 100 + i as u32, lkey: cbuf.lkey }];
-        c.post_send(now, p.cq, SendWr { wr_id: i, op: SendOp::Send, sg_list: sg, signaled: true, solicited: false })
-            .unwrap();
+        c.post_send(
+            now,
+            p.cq,
+            SendWr { wr_id: i, op: SendOp::Send, sg_list: sg, signaled: true, solicited: false, inline: None },
+        )
+        .unwrap();
     }
     p.net.run_for(Duration::from_secs(60));
     let s = p.net.node_mut::<Stack>(p.srv).rc_mut();

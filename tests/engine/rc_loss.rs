@@ -81,7 +81,7 @@ fn sge(m: &MrInfo, off: u64, len: u32) -> Sge {
 }
 
 fn wr(wr_id: u64, op: SendOp, sg_list: Vec<Sge>) -> SendWr {
-    SendWr { wr_id, op, sg_list, signaled: true, solicited: false }
+    SendWr { wr_id, op, sg_list, signaled: true, solicited: false, inline: None }
 }
 
 /// One seed: 8 SENDs of random sizes (each with its own receive), a WRITE, a READ of it

@@ -157,6 +157,7 @@ fn uc_with_srqs_through_the_cm_moves_data_and_raises_the_limit_event() {
             sg_list: vec![Sge { addr: cbuf.addr, length: len, lkey: cbuf.lkey }],
             signaled: true,
             solicited: false,
+            inline: None,
         };
         k.rc_mut().post_send(now, cq, w).unwrap();
     }
@@ -182,6 +183,7 @@ fn uc_with_srqs_through_the_cm_moves_data_and_raises_the_limit_event() {
         sg_list: vec![Sge { addr: sbuf.addr, length: 1000, lkey: sbuf.lkey }],
         signaled: true,
         solicited: false,
+        inline: None,
     };
     let now = c.net.now();
     c.net.node_mut::<Stack>(srv).rc_mut().post_send(now, sq, w).unwrap();
@@ -228,6 +230,7 @@ fn uc_seeded_loss_sweep_on_the_simulated_link() {
                 sg_list: vec![Sge { addr: la.addr + i as u64 * 1000, length: len, lkey: la.lkey }],
                 signaled: true,
                 solicited: false,
+                inline: None,
             };
             if i < 10 {
                 sa.post_send(now, qa, w).unwrap();

@@ -841,14 +841,18 @@ fn rc_datagrams_handed_in_place_land_as_frames_do() {
                 .post_send(
                     Instant::ZERO,
                     qa,
-                    SendWr { wr_id: i, op: SendOp::Send, sg_list: sg, signaled: true, solicited: false },
+                    SendWr { wr_id: i, op: SendOp::Send, sg_list: sg, signaled: true, solicited: false, inline: None },
                 )
                 .unwrap();
         }
         let write = SendOp::Write { remote_addr: mb.addr + 40000, rkey: mb.rkey };
         let sg = vec![Sge { addr: ma.addr + 3, length: 3000, lkey: ma.lkey }];
         a.rc_mut()
-            .post_send(Instant::ZERO, qa, SendWr { wr_id: 9, op: write, sg_list: sg, signaled: true, solicited: false })
+            .post_send(
+                Instant::ZERO,
+                qa,
+                SendWr { wr_id: 9, op: write, sg_list: sg, signaled: true, solicited: false, inline: None },
+            )
             .unwrap();
         let mut buf = vec![0u8; 9216];
         for _ in 0..20 {
@@ -880,7 +884,7 @@ fn rc_datagrams_handed_in_place_land_as_frames_do() {
     // Bad datagrams: counted as their frames are on the frame path the transport verified.
     // A SEND of A's, taken off the wire to be damaged.
     let mut buf = vec![0u8; 9216];
-    let empty = SendWr { wr_id: 21, op: SendOp::Send, sg_list: vec![], signaled: true, solicited: false };
+    let empty = SendWr { wr_id: 21, op: SendOp::Send, sg_list: vec![], signaled: true, solicited: false, inline: None };
     a.rc_mut().post_send(Instant::ZERO, qa, empty).unwrap();
     let n = a.poll_transmit(Instant::ZERO, &mut buf).unwrap();
     let good = buf[..n].to_vec();

@@ -91,7 +91,8 @@ impl Pair {
         let sg = vec![Sge { addr: self.mb.addr + at, length: MSG, lkey: self.mb.lkey }];
         self.b.rc_mut().post_recv(self.qb, RecvWr { wr_id: self.wr, sg_list: sg }).unwrap();
         let sg = vec![Sge { addr: self.ma.addr + at, length: MSG, lkey: self.ma.lkey }];
-        let wr = SendWr { wr_id: self.wr, op: SendOp::Send, sg_list: sg, signaled: false, solicited: false };
+        let wr =
+            SendWr { wr_id: self.wr, op: SendOp::Send, sg_list: sg, signaled: false, solicited: false, inline: None };
         self.a.rc_mut().post_send(Instant::ZERO, self.qa, wr).unwrap();
         self.read.clear();
         self.spans.clear();

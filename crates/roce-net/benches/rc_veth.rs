@@ -411,7 +411,7 @@ fn rc_run(nets: &Nets, n: u64, size: usize, write: bool, setup: Setup) -> Run {
                 let (_, raddr, rkey) = remote[i];
                 let op = if write { SendOp::Write { remote_addr: raddr, rkey } } else { SendOp::Send };
                 let sg = vec![Sge { addr: mr.addr, length: size as u32, lkey: mr.lkey }];
-                let wr = SendWr { wr_id: posted, op, sg_list: sg, signaled: true, solicited: false };
+                let wr = SendWr { wr_id: posted, op, sg_list: sg, signaled: true, solicited: false, inline: None };
                 d.stack.rc_mut().post_send(now, qs[i], wr).unwrap();
                 posted += 1;
             }

@@ -164,6 +164,7 @@ impl CmChannel {
             sg_list: sge(&self.send, n),
             signaled: true,
             solicited: false,
+            inline: None,
         };
         let now = d.now();
         d.stack.rc_mut().post_send(now, self.qpn, wr).map_err(|e| format!("Function ibv_post_send failed: {e}"))?;

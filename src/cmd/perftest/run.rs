@@ -733,7 +733,7 @@ impl Test<'_> {
             return self.post_ud(i, size, signaled, wr_id);
         }
         let now = self.d.now();
-        let wr = SendWr { wr_id, op, sg_list: vec![sge], signaled, solicited: false };
+        let wr = SendWr { wr_id, op, sg_list: vec![sge], signaled, solicited: false, inline: None };
         self.d.stack.rc_mut().post_send(now, self.qpns[i], wr).map_err(|e| format!("Couldn't post send: {e}"))
     }
 

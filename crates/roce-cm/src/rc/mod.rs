@@ -29,7 +29,7 @@ use roce_wire::bth;
 use roce_wire::ext::ExtHeaders;
 
 pub use crate::config::DEFAULT_MAX_UNACKED_PSNS;
-pub use mr::{Access, MrInfo, MrTable, Sge};
+pub use mr::{Access, LentMemory, MrInfo, MrTable, Sge};
 pub use requester::{MAX_UNACKED_PSNS_LIMIT, RXE_MAX_UNACKED_PSNS};
 pub use srq::{AsyncEvent, SrqAttr};
 
@@ -305,6 +305,10 @@ pub struct SendWr {
     pub signaled: bool,
     /// `IBV_SEND_SOLICITED`: set SE on the last packet.
     pub solicited: bool,
+    /// `IBV_SEND_INLINE`: the payload, copied when the request was posted (the SGEs are then
+    /// not read, and name no region); kept with the request for retransmissions, as rxe
+    /// keeps inline data in its WQE.
+    pub inline: Option<Vec<u8>>,
 }
 
 /// A receive work request (`struct ibv_recv_wr`).
@@ -712,6 +716,19 @@ impl Rc {
         self.mrs.reg(length, access, self.key_seed as u8)
     }
 
+    /// `ibv_reg_mr` of memory the embedder lends (a program's own buffer at `addr`), under
+    /// the embedder's `key` ([`MrTable::reg_lent`]).
+    pub fn reg_lent_mr(
+        &mut self,
+        key: u32,
+        addr: u64,
+        length: usize,
+        access: Access,
+        mem: std::sync::Arc<dyn mr::LentMemory>,
+    ) -> Result<MrInfo, Errno> {
+        self.mrs.reg_lent(key, addr, length, access, mem)
+    }
+
     /// `ibv_dereg_mr`.
     pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), Errno> {
         self.mrs.dereg(lkey)
@@ -854,7 +871,13 @@ impl Rc {
             // rxe_verbs.c validate_send_wr: no READ or atomic opcode for a UC QP.
             return Err(Errno::EINVAL);
         }
-        let len: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
+        if wr.inline.is_some() && wr.op.is_read_or_atomic() {
+            return Err(Errno::EINVAL); // inline data is for SEND and WRITE only
+        }
+        let len: u64 = match &wr.inline {
+            Some(d) => d.len() as u64,
+            None => wr.sg_list.iter().map(|s| u64::from(s.length)).sum(),
+        };
         if len > 1 << 31 {
             return Err(Errno::EINVAL);
         }

@@ -1,11 +1,14 @@
 //! Memory regions: registered buffers with an address, an lkey/rkey and access flags, checked
 //! on every local and remote access [rxe_mr.c `mr_check_range`, `lookup_mr`; IBA 10.6].
 //!
-//! The engine owns the bytes (sans-IO: there is no foreign memory to pin); the application
-//! fills and reads them through [`MrTable::get`] / [`MrTable::get_mut`], and received data is
-//! written straight from the frame into them.
+//! A region's bytes are either the engine's own (the `roce` tools: the application fills and
+//! reads them through [`MrTable::get`] / [`MrTable::get_mut`]) or lent by the embedder
+//! ([`LentMemory`]: a C program's buffer registered through the drop-in libibverbs), which
+//! the engine reaches only by copying through the trait, so that the engine itself stays
+//! free of `unsafe`. Received data is written straight from the frame into either.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::Errno;
 
@@ -63,10 +66,60 @@ pub struct Sge {
     pub lkey: u32,
 }
 
+/// Memory a region borrows from its embedder (a program's own buffer, as `ibv_reg_mr` takes
+/// it). The engine checks every access against the region's bounds before it calls these,
+/// so `offset + len` is always inside the length the region was registered with; the
+/// embedder answers for the memory staying valid until the region is deregistered.
+pub trait LentMemory: Send + Sync + std::fmt::Debug {
+    /// Copy the bytes at `offset` into `out`.
+    fn read(&self, offset: usize, out: &mut [u8]);
+    /// Copy `data` to `offset`.
+    fn write(&self, offset: usize, data: &[u8]);
+    /// Replace the 8 bytes at `offset` (8-byte aligned) with `f(old)` as one atomic step
+    /// against the program's own atomics; returns the old value.
+    fn update_u64(&self, offset: usize, f: &mut dyn FnMut(u64) -> u64) -> u64;
+}
+
+/// Where a region's bytes live.
+#[derive(Debug, Clone)]
+enum Bytes {
+    /// The engine's own buffer.
+    Owned(Vec<u8>),
+    /// The embedder's memory (a copy of the table shares it: the watcher's snapshot).
+    Lent(Arc<dyn LentMemory>),
+}
+
+impl Bytes {
+    fn read(&self, off: usize, out: &mut [u8]) {
+        match self {
+            Bytes::Owned(b) => out.copy_from_slice(&b[off..off + out.len()]),
+            Bytes::Lent(m) => m.read(off, out),
+        }
+    }
+    fn write(&mut self, off: usize, data: &[u8]) {
+        match self {
+            Bytes::Owned(b) => b[off..off + data.len()].copy_from_slice(data),
+            Bytes::Lent(m) => m.write(off, data),
+        }
+    }
+    fn update_u64(&mut self, off: usize, f: &mut dyn FnMut(u64) -> u64) -> u64 {
+        match self {
+            Bytes::Owned(b) => {
+                let mut v = [0u8; 8];
+                v.copy_from_slice(&b[off..off + 8]);
+                let old = u64::from_ne_bytes(v);
+                b[off..off + 8].copy_from_slice(&f(old).to_ne_bytes());
+                old
+            }
+            Bytes::Lent(m) => m.update_u64(off, f),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Mr {
     info: MrInfo,
-    buf: Vec<u8>,
+    buf: Bytes,
 }
 
 /// Why an access to registered memory was refused.
@@ -114,7 +167,32 @@ impl MrTable {
         let remote = access.0 & (Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0 | Access::REMOTE_ATOMIC.0) != 0;
         let info = MrInfo { addr: self.next_addr, length, lkey: key, rkey: if remote { key } else { 0 }, access };
         self.next_addr += (length as u64).div_ceil(4096) * 4096 + 4096;
-        self.mrs.insert(key, Mr { info, buf: vec![0; length] });
+        self.mrs.insert(key, Mr { info, buf: Bytes::Owned(vec![0; length]) });
+        Ok(info)
+    }
+
+    /// Register the embedder's memory `mem` as a region at `addr` of `length` bytes under
+    /// `key` (the embedder numbers its regions, rxe-shaped: lkey == rkey, the rkey 0 without
+    /// remote access). EINVAL for a key in use or remote write/atomic without local write;
+    /// regions may overlap, as registrations of one buffer do.
+    pub fn reg_lent(
+        &mut self,
+        key: u32,
+        addr: u64,
+        length: usize,
+        access: Access,
+        mem: Arc<dyn LentMemory>,
+    ) -> Result<MrInfo, Errno> {
+        let needs_lw = access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC);
+        if (needs_lw && !access.contains(Access::LOCAL_WRITE)) || self.mrs.contains_key(&key) {
+            return Err(Errno::EINVAL);
+        }
+        if addr.checked_add(length as u64).is_none() {
+            return Err(Errno::EINVAL);
+        }
+        let remote = access.0 & (Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0 | Access::REMOTE_ATOMIC.0) != 0;
+        let info = MrInfo { addr, length, lkey: key, rkey: if remote { key } else { 0 }, access };
+        self.mrs.insert(key, Mr { info, buf: Bytes::Lent(mem) });
         Ok(info)
     }
 
@@ -128,14 +206,20 @@ impl MrTable {
         self.mrs.get(&lkey).map(|m| m.info)
     }
 
-    /// The bytes of a region.
+    /// The bytes of a region the engine owns (None for lent memory: its owner has it).
     pub fn get(&self, lkey: u32) -> Option<&[u8]> {
-        self.mrs.get(&lkey).map(|m| &m.buf[..])
+        match &self.mrs.get(&lkey)?.buf {
+            Bytes::Owned(b) => Some(&b[..]),
+            Bytes::Lent(_) => None,
+        }
     }
 
-    /// The bytes of a region, writable by the application.
+    /// The bytes of a region the engine owns, writable by the application.
     pub fn get_mut(&mut self, lkey: u32) -> Option<&mut [u8]> {
-        self.mrs.get_mut(&lkey).map(|m| &mut m.buf[..])
+        match &mut self.mrs.get_mut(&lkey)?.buf {
+            Bytes::Owned(b) => Some(&mut b[..]),
+            Bytes::Lent(_) => None,
+        }
     }
 
     /// The byte offset of `[addr, addr+len)` in the region `key`, checked for `need` (and for
@@ -156,11 +240,28 @@ impl MrTable {
         Ok(start as usize)
     }
 
-    /// Remote access to `[va, va+len)` under `rkey` with `need` (responder side).
-    pub(crate) fn remote_slice(&mut self, rkey: u32, va: u64, len: usize, need: Access) -> Result<&mut [u8], MrError> {
-        let off = self.check(rkey, va, len as u64, need, true)?;
+    /// A remote WRITE of `data` at `va` under `rkey` (responder side).
+    pub(crate) fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> Result<(), MrError> {
+        let off = self.check(rkey, va, data.len() as u64, Access::REMOTE_WRITE, true)?;
         let m = self.mrs.get_mut(&rkey).ok_or(MrError::BadKey)?;
-        Ok(&mut m.buf[off..off + len])
+        m.buf.write(off, data);
+        Ok(())
+    }
+
+    /// A remote READ of `out.len()` bytes at `va` under `rkey` (responder side).
+    pub(crate) fn remote_read(&self, rkey: u32, va: u64, out: &mut [u8]) -> Result<(), MrError> {
+        let off = self.check(rkey, va, out.len() as u64, Access::REMOTE_READ, true)?;
+        let m = self.mrs.get(&rkey).ok_or(MrError::BadKey)?;
+        m.buf.read(off, out);
+        Ok(())
+    }
+
+    /// A remote atomic on the 8 bytes at `va` under `rkey`: `f(old)` replaces them; returns
+    /// the old value (responder side).
+    pub(crate) fn remote_atomic(&mut self, rkey: u32, va: u64, mut f: impl FnMut(u64) -> u64) -> Result<u64, MrError> {
+        let off = self.check(rkey, va, 8, Access::REMOTE_ATOMIC, true)?;
+        let m = self.mrs.get_mut(&rkey).ok_or(MrError::BadKey)?;
+        Ok(m.buf.update_u64(off, &mut f))
     }
 
     /// Check a remote range without touching it.
@@ -193,7 +294,7 @@ impl MrTable {
             let n = ((sl - offset) as usize).min(out.len() - done);
             let off = self.check(s.lkey, s.addr.wrapping_add(offset), n as u64, Access::NONE, false)?;
             let m = self.mrs.get(&s.lkey).ok_or(MrError::BadKey)?;
-            out[done..done + n].copy_from_slice(&m.buf[off..off + n]);
+            m.buf.read(off, &mut out[done..done + n]);
             done += n;
             offset = 0;
         }
@@ -225,7 +326,9 @@ impl MrTable {
             let n = ((sl - offset) as usize).min(len);
             let off = self.check(s.lkey, s.addr.wrapping_add(offset), n as u64, Access::NONE, false)?;
             let m = self.mrs.get(&s.lkey).ok_or(MrError::BadKey)?;
-            out.extend_from_slice(&m.buf[off..off + n]);
+            let at = out.len();
+            out.resize(at + n, 0);
+            m.buf.read(off, &mut out[at..]);
             len -= n;
             offset = 0;
         }
@@ -251,7 +354,7 @@ impl MrTable {
             let n = ((sl - offset) as usize).min(data.len());
             let off = self.check(s.lkey, s.addr.wrapping_add(offset), n as u64, Access::LOCAL_WRITE, false)?;
             let m = self.mrs.get_mut(&s.lkey).ok_or(MrError::BadKey)?;
-            m.buf[off..off + n].copy_from_slice(&data[..n]);
+            m.buf.write(off, &data[..n]);
             data = &data[n..];
             offset = 0;
         }

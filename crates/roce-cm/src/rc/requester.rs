@@ -42,7 +42,7 @@ impl RcQp {
         }
         if !w.started {
             let need = if w.wr.op.is_read_or_atomic() { Access::LOCAL_WRITE } else { Access::NONE };
-            if ctx.mrs.check_sges(&w.wr.sg_list, need).is_err() {
+            if w.wr.inline.is_none() && ctx.mrs.check_sges(&w.wr.sg_list, need).is_err() {
                 // Completions stay in order: fail it once everything before it completed.
                 if idx == 0 {
                     self.fail_front(ctx, WcStatus::LocProtErr);
@@ -96,10 +96,21 @@ impl RcQp {
                 // Straight into the frame when the caller gave its buffer (the headers are
                 // known now), else into a payload buffer.
                 let at = ctx.in_place.as_ref().and_then(|t| (t.header_len)(self.attr.dest, &ext));
-                let gathered = match (ctx.in_place.as_mut(), at) {
-                    (Some(t), Some(at)) if at + n <= t.buf.len() => {
+                let inline = w.wr.inline.as_deref().map(|d| &d[off as usize..off as usize + n]);
+                let gathered = match (ctx.in_place.as_mut(), at, inline) {
+                    (Some(t), Some(at), Some(d)) if at + n <= t.buf.len() => {
+                        in_place = true;
+                        t.buf[at..at + n].copy_from_slice(d);
+                        Ok(())
+                    }
+                    (Some(t), Some(at), None) if at + n <= t.buf.len() => {
                         in_place = true;
                         ctx.mrs.gather_into(&w.wr.sg_list, off, &mut t.buf[at..at + n])
+                    }
+                    (_, _, Some(d)) => {
+                        payload = ctx.payload_buffer();
+                        payload.extend_from_slice(d);
+                        Ok(())
                     }
                     _ => {
                         payload = ctx.payload_buffer();

@@ -255,11 +255,8 @@ impl RcQp {
         if len > resid || (ends && len != resid) {
             return self.nak_invalid(ctx, p);
         }
-        if len > 0 {
-            match ctx.mrs.remote_slice(rkey, va, payload.len(), Access::REMOTE_WRITE) {
-                Ok(dst) => dst.copy_from_slice(payload),
-                Err(_) => return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS),
-            }
+        if len > 0 && ctx.mrs.remote_write(rkey, va, payload).is_err() {
+            return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
         }
         va = va.wrapping_add(len);
         resid -= len;
@@ -319,10 +316,12 @@ impl RcQp {
             let data = if n == 0 {
                 Vec::new()
             } else {
-                match ctx.mrs.remote_slice(rkey, va.wrapping_add(off), n, Access::REMOTE_READ) {
-                    Ok(s) => s.to_vec(),
-                    Err(_) => return self.nak_fatal(ctx, psn::add(p, k), AETH_NAK_REM_ACCESS),
+                let mut d = ctx.payload_buffer();
+                d.resize(n, 0);
+                if ctx.mrs.remote_read(rkey, va.wrapping_add(off), &mut d).is_err() {
+                    return self.nak_fatal(ctx, psn::add(p, k), AETH_NAK_REM_ACCESS);
                 }
+                d
             };
             let op = match (k == 0, k + 1 == npkts) {
                 (true, true) => Opcode::RcRdmaReadResponseOnly,
@@ -348,23 +347,18 @@ impl RcQp {
         if a.va % 8 != 0 {
             return self.nak_invalid(ctx, p); // rxe: misaligned atomic
         }
-        let orig = match ctx.mrs.remote_slice(a.rkey, a.va, 8, Access::REMOTE_ATOMIC) {
-            Ok(s) => {
-                let mut v = [0u8; 8];
-                v.copy_from_slice(s);
-                let orig = u64::from_ne_bytes(v);
-                let new = if b.opcode == Opcode::RcCompareSwap {
-                    if orig == a.compare {
-                        a.swap_add
-                    } else {
-                        orig
-                    }
-                } else {
-                    orig.wrapping_add(a.swap_add)
-                };
-                s.copy_from_slice(&new.to_ne_bytes());
-                orig
+        let compare_swap = b.opcode == Opcode::RcCompareSwap;
+        let update = |old: u64| {
+            if !compare_swap {
+                old.wrapping_add(a.swap_add)
+            } else if old == a.compare {
+                a.swap_add
+            } else {
+                old
             }
+        };
+        let orig = match ctx.mrs.remote_atomic(a.rkey, a.va, update) {
+            Ok(old) => old,
             Err(_) => return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS),
         };
         self.msn = psn::add(self.msn, 1);

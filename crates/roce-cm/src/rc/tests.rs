@@ -205,7 +205,7 @@ pub(crate) fn sge(m: &MrInfo, off: u64, len: u32) -> Sge {
 }
 
 pub(crate) fn wr(wr_id: u64, op: SendOp, sg: Vec<Sge>) -> SendWr {
-    SendWr { wr_id, op, sg_list: sg, signaled: true, solicited: false }
+    SendWr { wr_id, op, sg_list: sg, signaled: true, solicited: false, inline: None }
 }
 
 #[test]
@@ -904,4 +904,75 @@ fn wc_status_numbers_and_strings_are_libibverbs() {
     for (s, code, text) in all {
         assert_eq!((s.ibv_code(), s.as_str()), (code, text), "{s:?}");
     }
+}
+
+/// Memory an embedder lends (as the drop-in libibverbs lends a program's buffers): a shared
+/// byte vector behind a lock, reached only through [`mr::LentMemory`].
+#[derive(Debug, Default)]
+struct Lent(std::sync::Mutex<Vec<u8>>);
+
+impl mr::LentMemory for Lent {
+    fn read(&self, offset: usize, out: &mut [u8]) {
+        out.copy_from_slice(&self.0.lock().unwrap()[offset..offset + out.len()]);
+    }
+    fn write(&self, offset: usize, data: &[u8]) {
+        self.0.lock().unwrap()[offset..offset + data.len()].copy_from_slice(data);
+    }
+    fn update_u64(&self, offset: usize, f: &mut dyn FnMut(u64) -> u64) -> u64 {
+        let mut m = self.0.lock().unwrap();
+        let old = u64::from_ne_bytes(m[offset..offset + 8].try_into().unwrap());
+        m[offset..offset + 8].copy_from_slice(&f(old).to_ne_bytes());
+        old
+    }
+}
+
+/// Lent regions at the embedder's own addresses and keys take SENDs, WRITEs, READs and
+/// atomics both ways, with the rkey checks of owned ones; an inline SEND needs no region and
+/// survives the loss of its packet (its bytes are kept with the request).
+#[test]
+fn lent_memory_serves_every_operation_and_inline_data_is_kept_for_retransmission() {
+    use std::sync::Arc;
+    let mut p = Pair::new(1024, 4);
+    let a_mem = Arc::new(Lent(std::sync::Mutex::new((0..8192u32).map(|i| (i * 7) as u8).collect())));
+    let b_mem = Arc::new(Lent(std::sync::Mutex::new(vec![0u8; 8192])));
+    let a = p.a.mrs.reg_lent(0x1234_5601, 0x5555_0000, 8192, Access::ALL, a_mem.clone()).unwrap();
+    let b = p.b.mrs.reg_lent(0x0000_0702, 0x7777_1000, 8192, Access::ALL, b_mem.clone()).unwrap();
+    assert_eq!(p.b.mrs.reg_lent(0x0000_0702, 0, 1, Access::NONE, b_mem.clone()), Err(Errno::EINVAL));
+    assert!(p.a.mr(a.lkey).is_none(), "lent bytes are their owner's");
+    // WRITE a → b, READ it back into a's second half, fetch-add and compare-swap on b.
+    let write = SendOp::Write { remote_addr: b.addr + 100, rkey: b.rkey };
+    p.a.post_send(p.now, QA, wr(1, write, vec![sge(&a, 0, 3000)])).unwrap();
+    let read = SendOp::Read { remote_addr: b.addr + 100, rkey: b.rkey };
+    p.a.post_send(p.now, QA, wr(2, read, vec![sge(&a, 4096, 3000)])).unwrap();
+    p.b.mrs.reg_lent(0x0000_0803, 0x7777_1000, 8192, Access::LOCAL_WRITE, b_mem.clone()).unwrap();
+    let fa = SendOp::FetchAdd { remote_addr: b.addr + 4000, rkey: b.rkey, add: 5 };
+    p.a.post_send(p.now, QA, wr(3, fa, vec![sge(&a, 8000, 8)])).unwrap();
+    let cs = SendOp::CompareSwap { remote_addr: b.addr + 4000, rkey: b.rkey, compare: 5, swap: 99 };
+    p.a.post_send(p.now, QA, wr(4, cs, vec![sge(&a, 8008, 8)])).unwrap();
+    // A key without remote access is refused by the responder.
+    let bad = SendOp::Write { remote_addr: b.addr, rkey: 0x0000_0803 };
+    p.run(Duration::from_secs(1));
+    let w = Pair::wcs(&mut p.a);
+    assert!(w.iter().all(|c| c.status == WcStatus::Success), "{w:?}");
+    {
+        let (am, bm) = (a_mem.0.lock().unwrap(), b_mem.0.lock().unwrap());
+        assert_eq!(bm[100..3100], am[..3000]);
+        assert_eq!(am[4096..7096], am[..3000]);
+        assert_eq!(u64::from_ne_bytes(am[8000..8008].try_into().unwrap()), 0);
+        assert_eq!(u64::from_ne_bytes(am[8008..8016].try_into().unwrap()), 5);
+        assert_eq!(u64::from_ne_bytes(bm[4000..4008].try_into().unwrap()), 99);
+    }
+    // Inline SEND, its only packet lost once: the retransmission carries the same bytes.
+    p.b.post_recv(QB, RecvWr { wr_id: 9, sg_list: vec![sge(&b, 6000, 100)] }).unwrap();
+    let mut send = wr(5, SendOp::Send, vec![Sge { addr: 0xdead, length: 11, lkey: 0xbad }]);
+    send.inline = Some(b"inline data".to_vec());
+    p.drop_next.push((roce_wire::bth::Opcode::RcSendOnly, 1));
+    p.a.post_send(p.now, QA, send).unwrap();
+    p.run(Duration::from_secs(1));
+    assert_eq!(Pair::wcs(&mut p.b).iter().map(|c| (c.wr_id, c.byte_len)).collect::<Vec<_>>(), vec![(9, 11)]);
+    assert_eq!(&b_mem.0.lock().unwrap()[6000..6011], b"inline data");
+    assert_eq!(Pair::wcs(&mut p.a)[0].status, WcStatus::Success);
+    p.a.post_send(p.now, QA, wr(6, bad, vec![sge(&a, 0, 8)])).unwrap();
+    p.run(Duration::from_secs(1));
+    assert_eq!(Pair::wcs(&mut p.a)[0].status, WcStatus::RemAccessErr);
 }

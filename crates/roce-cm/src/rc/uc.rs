@@ -178,11 +178,8 @@ impl RcQp {
         if imm.is_some() && !self.take_recv(ctx) {
             return Err(UcDrop::NoRecv);
         }
-        if len > 0 {
-            match ctx.mrs.remote_slice(rkey, va, payload.len(), Access::REMOTE_WRITE) {
-                Ok(dst) => dst.copy_from_slice(payload),
-                Err(_) => return Err(UcDrop::Invalid),
-            }
+        if len > 0 && ctx.mrs.remote_write(rkey, va, payload).is_err() {
+            return Err(UcDrop::Invalid);
         }
         self.write_placed(ctx, ends, InMsg::Write { va: va.wrapping_add(len), rkey, resid: resid - len, total }, imm);
         Ok(())
