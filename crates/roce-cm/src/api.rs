@@ -73,6 +73,12 @@ impl Stack {
     /// receives from SRQ `srq` (the REQ or REP then carries the SRQ bit, as cma.c's
     /// cma_connect_ib/cma_accept_ib send `id_priv->srq`). EINVAL for a UD id with an SRQ.
     pub fn create_qp_for_id_with_srq(&mut self, id: CmId, srq: Option<u32>) -> Result<u32, Errno> {
+        self.create_qp_for_id_with(id, QpCap::default(), srq)
+    }
+
+    /// `rdma_create_qp` with the program's queue depths (`qp_init_attr.cap`) for a connected
+    /// id's QP; a UD id's QP ignores them (its receives are the caller's to hold).
+    pub fn create_qp_for_id_with(&mut self, id: CmId, cap: QpCap, srq: Option<u32>) -> Result<u32, Errno> {
         let r = self.rec(id)?;
         if r.qpn.is_some() {
             return Err(Errno::EINVAL);
@@ -83,7 +89,7 @@ impl Stack {
             QpType::Ud => None,
         };
         if let Some(service) = service {
-            return self.create_conn_qp_for_id(id, service, srq); // rc/: a QP in INIT
+            return self.create_conn_qp_for_id(id, service, cap, srq); // rc/: a QP in INIT
         }
         if srq.is_some() {
             return Err(Errno::EINVAL);
@@ -534,8 +540,14 @@ impl Stack {
 impl Stack {
     /// `rdma_create_qp` for a connected id: an RC or UC QP moved to INIT at once, as
     /// cma_init_conn_qp does.
-    fn create_conn_qp_for_id(&mut self, id: CmId, service: TransportService, srq: Option<u32>) -> Result<u32, Errno> {
-        let qpn = self.create_qp_with(QpInit { service, cap: QpCap::default(), srq })?;
+    fn create_conn_qp_for_id(
+        &mut self,
+        id: CmId,
+        service: TransportService,
+        cap: QpCap,
+        srq: Option<u32>,
+    ) -> Result<u32, Errno> {
+        let qpn = self.create_qp_with(QpInit { service, cap, srq })?;
         // cma_ib_init_qp_attr without a CM id: no remote access until the CM grants it.
         let mut at = QpAttr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
         at.access = Access::LOCAL_WRITE;

@@ -479,11 +479,22 @@ fn create_qp_for(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: &mut ibv_qp_init_at
     if pd.is_null() || i.c.verbs.is_null() {
         return fail_errno(libc::EINVAL);
     }
-    if i.c.qp_type != IBV_QPT_UD || attr.qp_type != IBV_QPT_UD {
-        crate::ffi::say_once(
-            "rdma_create_qp",
-            "roce: rdma_create_qp: only UD QPs through the C library for now (RC/UC come with the next issue): EOPNOTSUPP",
-        );
+    if attr.qp_type != i.c.qp_type {
+        // The id's port space fixed its QP type (RDMA_PS_TCP: RC, RDMA_PS_UDP: UD).
+        return fail_errno(libc::EINVAL);
+    }
+    if attr.qp_type == IBV_QPT_RC || attr.qp_type == IBV_QPT_UC {
+        return match crate::conn::create(pd, attr, Some(i.cm)) {
+            Ok(qp) => {
+                i.c.qp = qp.cast();
+                i.c.send_cq = attr.send_cq;
+                i.c.recv_cq = attr.recv_cq;
+                0
+            }
+            Err(e) => fail_errno(e),
+        };
+    }
+    if attr.qp_type != IBV_QPT_UD {
         return fail_errno(libc::EOPNOTSUPP);
     }
     if attr.send_cq.is_null() || attr.recv_cq.is_null() || !attr.srq.is_null() {

@@ -13,6 +13,7 @@
 pub mod abi;
 pub mod cm;
 pub mod config;
+pub mod conn;
 pub mod device;
 pub mod ffi;
 pub mod ids;

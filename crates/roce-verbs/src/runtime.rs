@@ -52,6 +52,12 @@ pub struct Engine {
     pub ud_no_recv_drops: u64,
     /// Peers' MACs learned from their datagrams and the CM (for address handles).
     pub macs: HashMap<std::net::IpAddr, [u8; 6]>,
+    /// Each connected QP's CQs and mirrored counts.
+    pub conn_qps: HashMap<u32, crate::conn::ConnQpLink>,
+    /// Each SRQ's C object (for its asynchronous events).
+    pub srqs: HashMap<u32, crate::conn::SrqLink>,
+    /// Completions of a QP already destroyed (counted, not delivered).
+    pub orphan_completions: u64,
     watcher: Option<Watcher>,
     last_death_set: Vec<Vec<u8>>,
 }
@@ -99,6 +105,9 @@ fn start() -> Result<Runtime, (i32, String)> {
         ud_qps: HashMap::new(),
         ud_no_recv_drops: 0,
         macs: HashMap::new(),
+        conn_qps: HashMap::new(),
+        srqs: HashMap::new(),
+        orphan_completions: 0,
         watcher,
         last_death_set: Vec::new(),
     };
@@ -198,6 +207,9 @@ impl Engine {
     /// Returns whether anything happened that may change what a death must send.
     pub fn dispatch(&mut self) -> bool {
         let mut changed = false;
+        // Completions and the QPs' mirrored states first: an ESTABLISHED event finds its QP
+        // in RTS, a completion its slot free.
+        self.deliver_completions();
         while let Some(ev) = self.d.events.pop_front() {
             changed = true;
             self.deliver(ev);

@@ -78,13 +78,19 @@ pub struct Qp {
     pub qpn: u32,
     /// The PD's address.
     pub pd: usize,
-    send_cq: Arc<CqShared>,
-    recv_cq: Arc<CqShared>,
-    sq_sig_all: bool,
-    cap: ibv_qp_cap,
+    /// Where send completions go.
+    pub send_cq: Arc<CqShared>,
+    /// Where receive completions go.
+    pub recv_cq: Arc<CqShared>,
+    /// `sq_sig_all`: every send completes with a work completion.
+    pub sq_sig_all: bool,
+    /// The capacities (as rxe reports them back).
+    pub cap: ibv_qp_cap,
     qkey: AtomicU32,
     /// Created by `rdma_create_qp` (the id's QP: `rdma_destroy_qp` ends it).
     pub of_id: bool,
+    /// A connected QP's (RC, UC) counts mirrored by the engine's thread; None for UD.
+    pub conn: Option<Arc<crate::conn::QpMirror>>,
 }
 
 // ------------------------------------------------------------------------------------------
@@ -98,12 +104,22 @@ pub fn context_ops() -> ibv_context_ops {
     ops.req_notify_cq = Some(req_notify_cq);
     ops.post_send = Some(post_send);
     ops.post_recv = Some(post_recv);
-    ops.post_srq_recv = Some(post_srq_recv);
+    ops.post_srq_recv = Some(crate::conn::post_srq_recv);
     ops
 }
 
-struct AsyncPipe(OwnedFd, #[allow(dead_code)] OwnedFd);
+struct AsyncPipe(OwnedFd, OwnedFd);
 static ASYNC: OnceLock<Option<AsyncPipe>> = OnceLock::new();
+
+/// Queue an asynchronous event for `ibv_get_async_event` (the engine's thread).
+pub fn raise_async_event(element: ibv_async_event_element, event_type: u32) {
+    let Some(p) = ASYNC.get_or_init(|| blocking_pipe().ok().map(|(r, w)| AsyncPipe(r, w))).as_ref() else { return };
+    let ev = ibv_async_event { element, event_type };
+    // SAFETY: the event's bytes, whole, to our own pipe (one record per write).
+    unsafe {
+        libc::write(p.1.as_raw_fd(), (&ev as *const ibv_async_event).cast(), std::mem::size_of::<ibv_async_event>())
+    };
+}
 
 /// The read end of the asynchronous events' pipe (`ibv_context.async_fd`).
 pub fn async_fd() -> c_int {
@@ -156,10 +172,27 @@ fn reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: 
         Ok(k) => k,
         Err(e) => return null_errno(e),
     };
-    let _ = iova; // zero-based and IOVA-addressed regions come with RDMA READ/WRITE
-                  // SAFETY: the PD's context pointer, written at allocation.
+    // The engine sees the region at its IOVA (the address the peer's RETHs name), its bytes
+    // at `addr` in the program.
+    let mem = std::sync::Arc::new(crate::conn::ProgramMemory::new(addr as usize, length));
+    let eng_access = crate::conn::access_of(access as u32);
+    let registered =
+        rt.call(move |e| e.d.stack.rc_mut().reg_lent_mr(key, iova, length, eng_access, mem).map_err(|er| er.value()));
+    if let Err(e) = registered.and_then(|r| r) {
+        if let Ok(mut t) = rt.mrs.write() {
+            let _ = t.deregister(key);
+        }
+        return null_errno(e);
+    }
+    // SAFETY: the PD's context pointer, written at allocation.
     let context = unsafe { (*pd).context };
-    let mr = Box::new(Mr { c: ibv_mr { context, pd, addr, length, handle: key, lkey: key, rkey: key } });
+    // rxe: the rkey is the lkey when the region allows remote access, else 0.
+    let rkey = if access as u32 & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC) != 0 {
+        key
+    } else {
+        0
+    };
+    let mr = Box::new(Mr { c: ibv_mr { context, pd, addr, length, handle: key, lkey: key, rkey } });
     Box::into_raw(mr).cast()
 }
 
@@ -218,6 +251,8 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
             if let Ok(mut t) = rt.mrs.write() {
                 let _ = t.deregister(key);
             }
+            // Out of the engine before the program may free the memory.
+            let _ = rt.call(move |e| e.d.stack.rc_mut().dereg_mr(key));
         }
         // SAFETY: as above; not used after this.
         unsafe { drop(Box::from_raw(mr.cast::<Mr>())) };
@@ -360,6 +395,13 @@ pub unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> 
             unsafe { *wc.add(i) = w };
         }
     }
+    drop(q);
+    if k == 0 {
+        // A program spinning on an empty CQ gives its core to the stack's thread, which has
+        // the completion to make (on two cores, two spinning programs otherwise starve both
+        // stacks until the scheduler's tick).
+        std::thread::yield_now();
+    }
     k as c_int
 }
 
@@ -471,6 +513,18 @@ fn cq_shared(cq: *mut ibv_cq) -> Option<Arc<CqShared>> {
 
 /// Build a UD QP object for engine QP `qpn`.
 pub fn new_ud_qp(pd: *mut ibv_pd, attr: &ibv_qp_init_attr, qpn: u32, qkey: u32, of_id: bool) -> Option<*mut Qp> {
+    new_qp(pd, attr, qpn, qkey, of_id, None)
+}
+
+/// Build a QP object for engine QP `qpn` (`conn`: a connected QP's mirror).
+pub(crate) fn new_qp(
+    pd: *mut ibv_pd,
+    attr: &ibv_qp_init_attr,
+    qpn: u32,
+    qkey: u32,
+    of_id: bool,
+    conn: Option<Arc<crate::conn::QpMirror>>,
+) -> Option<*mut Qp> {
     let send_cq = cq_shared(attr.send_cq)?;
     let recv_cq = cq_shared(attr.recv_cq)?;
     // SAFETY: plain C data; zero is valid.
@@ -484,8 +538,12 @@ pub fn new_ud_qp(pd: *mut ibv_pd, attr: &ibv_qp_init_attr, qpn: u32, qkey: u32, 
     c.srq = attr.srq;
     c.handle = qpn;
     c.qp_num = qpn;
-    c.state = if of_id { IBV_QPS_RTS } else { IBV_QPS_RESET };
-    c.qp_type = IBV_QPT_UD;
+    c.state = match (&conn, of_id) {
+        (Some(m), _) => m.state.load(Ordering::Acquire),
+        (None, true) => IBV_QPS_RTS,
+        (None, false) => IBV_QPS_RESET,
+    };
+    c.qp_type = attr.qp_type;
     let qp = Box::into_raw(Box::new(Qp {
         c,
         qpn,
@@ -496,6 +554,7 @@ pub fn new_ud_qp(pd: *mut ibv_pd, attr: &ibv_qp_init_attr, qpn: u32, qkey: u32, 
         cap: attr.cap,
         qkey: AtomicU32::new(qkey),
         of_id,
+        conn,
     }));
     // SAFETY: the QP just boxed.
     unsafe {
@@ -512,12 +571,12 @@ impl Engine {
     }
 }
 
-/// Check a QP's initial attributes as the kernel does: RC/UC/SRQs are the next issue's.
+/// Check a UD QP's initial attributes as the kernel does (conn.rs checks RC and UC ones).
 fn check_init_attr(name: &'static str, attr: &ibv_qp_init_attr) -> Result<(), i32> {
     if attr.qp_type != IBV_QPT_UD {
         crate::ffi::say_once(
             name,
-            &format!("roce: {name}: only UD QPs through the C library for now (qp_type {}): EOPNOTSUPP", attr.qp_type),
+            &format!("roce: {name}: QP type {} is not supported (RC, UC and UD are): EOPNOTSUPP", attr.qp_type),
         );
         return Err(libc::EOPNOTSUPP);
     }
@@ -549,6 +608,13 @@ pub unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_a
         }
         // SAFETY: the caller's attributes.
         let a = unsafe { *attr };
+        if a.qp_type == IBV_QPT_RC || a.qp_type == IBV_QPT_UC {
+            // SAFETY: as above (the capacities are given back).
+            return match crate::conn::create(pd, unsafe { &mut *attr }, None) {
+                Ok(qp) => qp.cast(),
+                Err(e) => null_errno(e),
+            };
+        }
         if let Err(e) = check_init_attr("ibv_create_qp", &a) {
             return null_errno(e);
         }
@@ -578,11 +644,15 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
             return libc::EINVAL;
         }
         // SAFETY: a Qp of ours.
-        let qpn = unsafe { (*qp.cast::<Qp>()).qpn };
+        let (qpn, conn) = unsafe { ((*qp.cast::<Qp>()).qpn, (*qp.cast::<Qp>()).conn.is_some()) };
         if let Some(rt) = crate::runtime::started() {
             let _ = rt.call(move |e| {
-                e.ud_qps.remove(&qpn);
-                let _ = e.d.stack.destroy_qp(qpn);
+                if conn {
+                    crate::conn::unlink(e, qpn);
+                } else {
+                    e.ud_qps.remove(&qpn);
+                    let _ = e.d.stack.destroy_qp(qpn);
+                }
             });
         }
         // SAFETY: as above; not used after this.
@@ -607,6 +677,22 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
         let mask = mask as u32;
         let Ok(rt) = runtime() else { return libc::ENODEV };
         let qpn = q.qpn;
+        if let Some(m) = q.conn.clone() {
+            let uc = q.c.qp_type == IBV_QPT_UC;
+            let r = rt.call(move |e| {
+                let r = crate::conn::modify(e, qpn, &a, mask, uc);
+                e.deliver_completions(); // a move to ERR flushes; RESET empties
+                r
+            });
+            return match r {
+                Ok(Ok(s)) => {
+                    q.c.state = crate::conn::ibv_state(s);
+                    m.state.store(q.c.state, Ordering::Release);
+                    0
+                }
+                Ok(Err(e)) | Err(e) => e,
+            };
+        }
         if mask & IBV_QP_QKEY != 0 {
             let qkey = a.qkey;
             if rt.call(move |e| e.d.stack.set_qp_qkey(qpn, qkey)).ok().and_then(|r| r.ok()).is_none() {
@@ -645,6 +731,12 @@ pub unsafe extern "C" fn ibv_query_qp(
         // SAFETY: a Qp of ours and the caller's structs.
         unsafe {
             let q = &*qp.cast::<Qp>();
+            if q.conn.is_some() {
+                let Ok(rt) = runtime() else { return libc::ENODEV };
+                let (qpn, cap) = (q.qpn, q.cap);
+                let Ok(Some(a)) = rt.call(move |e| crate::conn::query(e, qpn, cap)) else { return libc::EINVAL };
+                *attr = a;
+            }
             let mut a: ibv_qp_attr = std::mem::zeroed();
             a.qp_state = q.c.state;
             a.cur_qp_state = q.c.state;
@@ -653,7 +745,9 @@ pub unsafe extern "C" fn ibv_query_qp(
             a.cap = q.cap;
             a.port_num = 1;
             a.pkey_index = 0;
-            *attr = a;
+            if q.conn.is_none() {
+                *attr = a;
+            }
             let mut i: ibv_qp_init_attr = std::mem::zeroed();
             i.qp_context = q.c.qp_context;
             i.send_cq = q.c.send_cq;
@@ -930,6 +1024,10 @@ pub unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad_wr
         // SAFETY: a Qp of ours.
         let q = unsafe { &*qp.cast::<Qp>() };
         let Ok(rt) = runtime() else { return libc::ENODEV };
+        if let Some(m) = &q.conn {
+            // SAFETY: the caller's list and slot.
+            return unsafe { crate::conn::post_send(rt, q, m, wr, bad_wr) };
+        }
         let mtu = crate::port::port().map_or(1024, |p| 128usize << p.active_mtu);
         let mut cur = wr;
         while !cur.is_null() {
@@ -1005,6 +1103,10 @@ pub unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad_wr
         // SAFETY: a Qp of ours.
         let q = unsafe { &*qp.cast::<Qp>() };
         let Ok(rt) = runtime() else { return libc::ENODEV };
+        if let Some(m) = &q.conn {
+            // SAFETY: the caller's list and slot.
+            return unsafe { crate::conn::post_recv(rt, q, m, wr, bad_wr) };
+        }
         let mut cur = wr;
         let mut batch = Vec::new();
         let table = match rt.mrs.read() {
@@ -1061,19 +1163,6 @@ pub unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad_wr
             }
         }
     })
-}
-
-/// `ibv_post_srq_recv`: SRQs through the C library come with the next issue.
-///
-/// # Safety
-/// Any arguments.
-pub unsafe extern "C" fn post_srq_recv(
-    _srq: *mut ibv_srq,
-    _wr: *mut ibv_recv_wr,
-    _bad: *mut *mut ibv_recv_wr,
-) -> c_int {
-    crate::stub::not_implemented("ibv_post_srq_recv");
-    libc::ENOSYS
 }
 
 /// `ibv_wc_status_str`.

@@ -14,7 +14,7 @@ pub mod mr;
 pub mod psn;
 mod requester;
 mod responder;
-mod srq;
+pub mod srq;
 #[cfg(test)]
 mod tests;
 mod uc;
@@ -801,6 +801,12 @@ impl Rc {
     /// A QP's attributes (`ibv_query_qp`), with the current send and receive PSNs.
     pub fn query_qp(&self, qpn: u32) -> Option<QpAttr> {
         self.qps.get(&qpn).map(|q| QpAttr { sq_psn: q.sq_psn, rq_psn: q.rq_psn, ..q.attr })
+    }
+
+    /// How many send and receive work requests the QP holds (posted and not yet retired):
+    /// what a verbs layer that posts asynchronously checks its queue depths against.
+    pub fn queue_lens(&self, qpn: u32) -> Option<(usize, usize)> {
+        self.qps.get(&qpn).map(|q| (q.sq.len(), q.rq.len()))
     }
 
     /// `ibv_modify_qp` to `state` with `attr`: EINVAL for a transition the state table does

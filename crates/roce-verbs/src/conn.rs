@@ -1,0 +1,907 @@
+//! Connected QPs (RC and UC) and SRQs through the verbs, over the engine's rc/ (the same
+//! requester, responder and completer the `roce` tools run):
+//!
+//! - **Memory.** A region is the program's own memory, lent to the engine
+//!   ([`ProgramMemory`], the one place its bytes are touched): RDMA WRITEs and READs from the
+//!   peer land in and are served from the registered buffer, with rxe's rkey, range and
+//!   access checks made by the engine.
+//! - **Posting** does not wait for the engine's thread: the work request is checked here
+//!   (state, opcode, SGE count, inline size, queue depth), handed over, and its frames leave
+//!   at the thread's next turn. The queue depths are checked against counts the thread
+//!   mirrors ([`QpMirror`]) before it delivers completions, so a program that saw a
+//!   completion also sees its slot free.
+//! - **Completions** are routed by QP number to the QP's send or receive CQ, whose own lock
+//!   `ibv_poll_cq` takes; asynchronous events (SRQ limit) go to the context's async fd.
+//! - **modify_qp** maps `struct ibv_qp_attr` and its mask onto the engine's attributes,
+//!   requiring per transition what `ib_modify_qp_is_ok` requires (EINVAL otherwise).
+
+use core::ffi::c_int;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use roce_cm::rc::{
+    Access, AsyncEvent, LentMemory, QpAttr, QpCap, QpInit, QpState, RecvWr as EngineRecvWr, SendOp, SendWr, Sge,
+    TransportService, WcOpcode, WorkCompletion,
+};
+use roce_wire::Gid;
+
+use crate::abi::*;
+use crate::queues::CqShared;
+use crate::runtime::{Engine, Runtime};
+
+/// rxe's largest inline payload (`RXE_MAX_INLINE_DATA`: a WQE of 32 SGEs' room).
+pub const MAX_INLINE_DATA: u32 = 512;
+/// rxe's most SGEs per work request (`RXE_MAX_SGE`).
+pub const MAX_SGE: u32 = 32;
+/// rxe's deepest queue (`RXE_MAX_QP_WR`).
+pub const MAX_QP_WR: u32 = 0x4000;
+
+// ------------------------------------------------------------------------------------------
+// Memory
+
+/// A program's buffer as the engine reaches it: only through copies, bounds-checked again
+/// here (the engine checked them against the region first).
+#[derive(Debug)]
+pub struct ProgramMemory {
+    base: usize,
+    len: usize,
+}
+
+impl ProgramMemory {
+    /// The `len` bytes at `base`, which the program keeps valid until it deregisters them.
+    pub fn new(base: usize, len: usize) -> ProgramMemory {
+        ProgramMemory { base, len }
+    }
+
+    fn inside(&self, offset: usize, n: usize) -> bool {
+        offset.checked_add(n).is_some_and(|end| end <= self.len)
+    }
+}
+
+impl LentMemory for ProgramMemory {
+    fn read(&self, offset: usize, out: &mut [u8]) {
+        if self.inside(offset, out.len()) {
+            // SAFETY: inside the registered buffer, which stays valid until ibv_dereg_mr
+            // (which takes the region out of the engine first, on the engine's thread).
+            unsafe { std::ptr::copy_nonoverlapping((self.base + offset) as *const u8, out.as_mut_ptr(), out.len()) }
+        }
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) {
+        if self.inside(offset, data.len()) {
+            // SAFETY: as in `read`; the region was registered with local write (the engine
+            // checks the access before any write).
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), (self.base + offset) as *mut u8, data.len()) }
+        }
+    }
+
+    fn update_u64(&self, offset: usize, f: &mut dyn FnMut(u64) -> u64) -> u64 {
+        if !self.inside(offset, 8) {
+            return 0;
+        }
+        let p = (self.base + offset) as *mut u64;
+        if (p as usize).is_multiple_of(8) {
+            // SAFETY: an aligned u64 inside the buffer; an atomic against the program's own.
+            let a = unsafe { AtomicU64::from_ptr(p) };
+            match a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(f(v))) {
+                Ok(v) | Err(v) => v,
+            }
+        } else {
+            // SAFETY: inside the buffer; unaligned (the engine refuses misaligned atomics,
+            // so this is not reached from the wire).
+            unsafe {
+                let old = std::ptr::read_unaligned(p);
+                std::ptr::write_unaligned(p, f(old));
+                old
+            }
+        }
+    }
+}
+
+/// The engine's access flags of `IBV_ACCESS_*` (the four it checks).
+pub fn access_of(flags: u32) -> Access {
+    Access(flags & 0xf)
+}
+
+// ------------------------------------------------------------------------------------------
+// What a QP shares with the engine's thread
+
+/// A connected QP's counts, mirrored by the engine's thread for the posting threads.
+#[derive(Debug, Default)]
+pub struct QpMirror {
+    /// The engine's QP state (`ibv_qp_state`).
+    pub state: AtomicU32,
+    /// Send work requests the engine holds.
+    pub sq_len: AtomicU32,
+    /// Receive work requests it holds.
+    pub rq_len: AtomicU32,
+    /// Send requests posted and not yet taken by the engine's thread.
+    pub sq_pending: AtomicU32,
+    /// Receive requests posted and not yet taken.
+    pub rq_pending: AtomicU32,
+}
+
+/// A connected QP as the engine's thread sees it.
+pub struct ConnQpLink {
+    /// Where send completions go.
+    pub send_cq: Arc<CqShared>,
+    /// Where receive completions go.
+    pub recv_cq: Arc<CqShared>,
+    /// The counts it mirrors.
+    pub mirror: Arc<QpMirror>,
+}
+
+/// An SRQ as the engine's thread sees it (the address its async events carry).
+pub struct SrqLink {
+    /// The `ibv_srq` object's address.
+    pub srq_ptr: usize,
+}
+
+/// `ibv_qp_state` of an engine state.
+pub fn ibv_state(s: QpState) -> u32 {
+    match s {
+        QpState::Reset => IBV_QPS_RESET,
+        QpState::Init => IBV_QPS_INIT,
+        QpState::Rtr => IBV_QPS_RTR,
+        QpState::Rts => IBV_QPS_RTS,
+        QpState::Sqd => IBV_QPS_SQD,
+        QpState::Sqe => IBV_QPS_SQE,
+        QpState::Err => IBV_QPS_ERR,
+    }
+}
+
+fn engine_state(s: u32) -> Option<QpState> {
+    Some(match s {
+        IBV_QPS_RESET => QpState::Reset,
+        IBV_QPS_INIT => QpState::Init,
+        IBV_QPS_RTR => QpState::Rtr,
+        IBV_QPS_RTS => QpState::Rts,
+        IBV_QPS_SQD => QpState::Sqd,
+        IBV_QPS_SQE => QpState::Sqe,
+        IBV_QPS_ERR => QpState::Err,
+        _ => return None,
+    })
+}
+
+/// `struct ibv_wc` of an engine completion.
+pub fn ibv_wc_of(w: &WorkCompletion) -> ibv_wc {
+    let opcode = match w.opcode {
+        WcOpcode::Send => IBV_WC_SEND,
+        WcOpcode::RdmaWrite => IBV_WC_RDMA_WRITE,
+        WcOpcode::RdmaRead => IBV_WC_RDMA_READ,
+        WcOpcode::CompSwap => IBV_WC_COMP_SWAP,
+        WcOpcode::FetchAdd => IBV_WC_FETCH_ADD,
+        WcOpcode::Recv => IBV_WC_RECV,
+        WcOpcode::RecvRdmaWithImm => IBV_WC_RECV_RDMA_WITH_IMM,
+    };
+    let mut c = ibv_wc {
+        wr_id: w.wr_id,
+        status: u32::from(w.status.ibv_code()),
+        opcode,
+        qp_num: w.qp_num,
+        byte_len: w.byte_len,
+        ..Default::default()
+    };
+    if let Some(imm) = w.imm_data {
+        c.imm_data = imm.to_be(); // __be32, as the wire carries it
+        c.wc_flags |= IBV_WC_WITH_IMM;
+    }
+    c
+}
+
+fn is_receive(op: WcOpcode) -> bool {
+    matches!(op, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm)
+}
+
+impl Engine {
+    /// Mirror every connected QP's state and queue counts, then route the engine's
+    /// completions to their CQs and its asynchronous events to the async fd.
+    pub fn deliver_completions(&mut self) {
+        if self.conn_qps.is_empty() {
+            return;
+        }
+        let rc = self.d.stack.rc();
+        for (qpn, link) in &self.conn_qps {
+            if let (Some(s), Some((sq, rq))) = (rc.qp_state(*qpn), rc.queue_lens(*qpn)) {
+                link.mirror.state.store(ibv_state(s), Ordering::Release);
+                link.mirror.sq_len.store(sq as u32, Ordering::Release);
+                link.mirror.rq_len.store(rq as u32, Ordering::Release);
+            }
+        }
+        while let Some(w) = self.d.stack.rc_mut().poll_cq() {
+            match self.conn_qps.get(&w.qp_num) {
+                Some(l) if is_receive(w.opcode) => l.recv_cq.push(ibv_wc_of(&w)),
+                Some(l) => l.send_cq.push(ibv_wc_of(&w)),
+                None => self.orphan_completions += 1,
+            }
+        }
+        while let Some(ev) = self.d.stack.poll_async_event() {
+            match ev {
+                AsyncEvent::SrqLimitReached(srqn) => {
+                    if let Some(s) = self.srqs.get(&srqn) {
+                        crate::verbs::raise_async_event(
+                            ibv_async_event_element { srq: s.srq_ptr as *mut ibv_srq },
+                            IBV_EVENT_SRQ_LIMIT_REACHED,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hand a send work request to the engine; one it refuses completes with
+    /// IBV_WC_LOC_QP_OP_ERR (never lost silently).
+    fn post_conn_send(&mut self, qpn: u32, wr: SendWr) {
+        let now = self.d.now();
+        let (wr_id, op) = (wr.wr_id, wr.op.wc_opcode());
+        let refused = self.d.stack.rc_mut().post_send(now, qpn, wr).is_err();
+        if let Some(l) = self.conn_qps.get(&qpn) {
+            l.mirror.sq_pending.fetch_sub(1, Ordering::AcqRel);
+            if refused {
+                let w = WorkCompletion {
+                    wr_id,
+                    status: roce_cm::rc::WcStatus::LocQpOpErr,
+                    opcode: op,
+                    qp_num: qpn,
+                    byte_len: 0,
+                    imm_data: None,
+                };
+                l.send_cq.push(ibv_wc_of(&w));
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Creation
+
+/// Check a connected QP's initial attributes as rxe_qp_chk_init / rxe_qp_chk_cap do, and
+/// give back the capacities rxe reports (inline room: the larger of the SGEs' and the ask).
+pub fn check_caps(cap: &ibv_qp_cap, with_srq: bool) -> Result<ibv_qp_cap, i32> {
+    if cap.max_send_wr == 0 || cap.max_send_wr > MAX_QP_WR || cap.max_send_sge > MAX_SGE {
+        return Err(libc::EINVAL);
+    }
+    if !with_srq && (cap.max_recv_wr == 0 || cap.max_recv_wr > MAX_QP_WR || cap.max_recv_sge > MAX_SGE) {
+        return Err(libc::EINVAL);
+    }
+    if cap.max_inline_data > MAX_INLINE_DATA {
+        return Err(libc::EINVAL);
+    }
+    let mut out = *cap;
+    out.max_inline_data = cap.max_inline_data.max(cap.max_send_sge * 16);
+    out.max_send_sge = out.max_send_sge.max(1);
+    if with_srq {
+        out.max_recv_wr = 0;
+        out.max_recv_sge = 0;
+    } else {
+        out.max_recv_sge = out.max_recv_sge.max(1);
+    }
+    Ok(out)
+}
+
+/// The engine's description of a new connected QP.
+pub fn qp_init(qp_type: u32, cap: &ibv_qp_cap, srq: Option<u32>) -> QpInit {
+    QpInit {
+        service: if qp_type == IBV_QPT_UC { TransportService::Uc } else { TransportService::Rc },
+        cap: QpCap { max_send_wr: cap.max_send_wr, max_recv_wr: cap.max_recv_wr.max(1) },
+        srq,
+    }
+}
+
+/// `QpCap` of the C caps (what `rdma_create_qp` passes to the engine).
+pub fn engine_cap(cap: &ibv_qp_cap) -> QpCap {
+    QpCap { max_send_wr: cap.max_send_wr, max_recv_wr: cap.max_recv_wr.max(1) }
+}
+
+// ------------------------------------------------------------------------------------------
+// modify_qp
+
+/// The attributes a transition requires (`ib_modify_qp_is_ok`'s `req_param` for RC and UC
+/// on Ethernet, where the port's P_Key index and the AV are as for IB).
+fn required_mask(from: QpState, to: QpState, uc: bool) -> u32 {
+    match (from, to) {
+        (QpState::Reset, QpState::Init) => IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
+        (QpState::Init, QpState::Rtr) if uc => IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+        (QpState::Init, QpState::Rtr) => {
+            IBV_QP_AV
+                | IBV_QP_PATH_MTU
+                | IBV_QP_DEST_QPN
+                | IBV_QP_RQ_PSN
+                | IBV_QP_MAX_DEST_RD_ATOMIC
+                | IBV_QP_MIN_RNR_TIMER
+        }
+        (QpState::Rtr, QpState::Rts) if uc => IBV_QP_SQ_PSN,
+        (QpState::Rtr, QpState::Rts) => {
+            IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC
+        }
+        _ => 0,
+    }
+}
+
+/// `ibv_modify_qp` of a connected QP on the engine's thread: the new state.
+pub fn modify(e: &mut Engine, qpn: u32, a: &ibv_qp_attr, mask: u32, uc: bool) -> Result<QpState, i32> {
+    let rc = e.d.stack.rc();
+    let cur = rc.qp_state(qpn).ok_or(libc::EINVAL)?;
+    let mut at: QpAttr = rc.query_qp(qpn).ok_or(libc::EINVAL)?;
+    if mask & IBV_QP_CUR_STATE != 0 && engine_state(a.cur_qp_state) != Some(cur) {
+        return Err(libc::EINVAL);
+    }
+    let to = if mask & IBV_QP_STATE != 0 { engine_state(a.qp_state).ok_or(libc::EINVAL)? } else { cur };
+    let need = required_mask(cur, to, uc);
+    if mask & need != need {
+        return Err(libc::EINVAL);
+    }
+    if mask & IBV_QP_PORT != 0 && a.port_num != 1 {
+        return Err(libc::EINVAL);
+    }
+    if mask & IBV_QP_PKEY_INDEX != 0 && a.pkey_index != 0 {
+        return Err(libc::EINVAL);
+    }
+    if mask & IBV_QP_ACCESS_FLAGS != 0 {
+        at.access = access_of(a.qp_access_flags);
+    }
+    if mask & IBV_QP_PATH_MTU != 0 {
+        if !(IBV_MTU_256..=IBV_MTU_4096).contains(&a.path_mtu) {
+            return Err(libc::EINVAL);
+        }
+        at.path_mtu = 128 << a.path_mtu;
+    }
+    if mask & IBV_QP_DEST_QPN != 0 {
+        at.dest_qpn = a.dest_qp_num;
+    }
+    if mask & IBV_QP_RQ_PSN != 0 {
+        at.rq_psn = a.rq_psn;
+    }
+    if mask & IBV_QP_SQ_PSN != 0 {
+        at.sq_psn = a.sq_psn;
+    }
+    if mask & IBV_QP_TIMEOUT != 0 {
+        at.timeout = a.timeout;
+    }
+    if mask & IBV_QP_RETRY_CNT != 0 {
+        at.retry_cnt = a.retry_cnt;
+    }
+    if mask & IBV_QP_RNR_RETRY != 0 {
+        at.rnr_retry = a.rnr_retry;
+    }
+    if mask & IBV_QP_MIN_RNR_TIMER != 0 {
+        at.min_rnr_timer = a.min_rnr_timer;
+    }
+    if mask & IBV_QP_MAX_QP_RD_ATOMIC != 0 {
+        at.max_rd_atomic = a.max_rd_atomic;
+    }
+    if mask & IBV_QP_MAX_DEST_RD_ATOMIC != 0 {
+        at.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    }
+    if mask & IBV_QP_AV != 0 {
+        // RoCE needs the GRH: the destination is the GID's address (ib_resolve_eth_dmac's
+        // EINVAL without IB_AH_GRH).
+        if a.ah_attr.is_global == 0 {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: a GID's 16 bytes, whichever view of the union the program wrote.
+        let dest: IpAddr = Gid(unsafe { a.ah_attr.grh.dgid.raw }).to_ip();
+        at.dest = dest;
+        at.dmac = e.macs.get(&dest).copied();
+        at.hop_limit = if a.ah_attr.grh.hop_limit == 0 { 64 } else { a.ah_attr.grh.hop_limit };
+        at.traffic_class = a.ah_attr.grh.traffic_class;
+    }
+    let now = e.d.now();
+    e.d.stack.rc_mut().modify_qp(now, qpn, to, &at).map_err(|er| er.value())?;
+    Ok(to)
+}
+
+/// `ibv_query_qp` of a connected QP: the engine's attributes in the C shape.
+pub fn query(e: &Engine, qpn: u32, cap: ibv_qp_cap) -> Option<ibv_qp_attr> {
+    let rc = e.d.stack.rc();
+    let s = rc.qp_state(qpn)?;
+    let at = rc.query_qp(qpn)?;
+    // SAFETY: plain C data; zero is valid.
+    let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    a.qp_state = ibv_state(s);
+    a.cur_qp_state = a.qp_state;
+    a.path_mtu = (at.path_mtu.max(256) / 128).trailing_zeros();
+    a.qkey = 0;
+    a.rq_psn = at.rq_psn;
+    a.sq_psn = at.sq_psn;
+    a.dest_qp_num = at.dest_qpn;
+    a.qp_access_flags = at.access.0;
+    a.cap = cap;
+    a.ah_attr.grh.dgid.raw = Gid::from_ip(at.dest).0;
+    a.ah_attr.grh.hop_limit = at.hop_limit;
+    a.ah_attr.grh.traffic_class = at.traffic_class;
+    a.ah_attr.grh.sgid_index = if at.dest.is_ipv4() { 1 } else { 0 };
+    a.ah_attr.is_global = 1;
+    a.ah_attr.port_num = 1;
+    a.max_rd_atomic = at.max_rd_atomic;
+    a.max_dest_rd_atomic = at.max_dest_rd_atomic;
+    a.min_rnr_timer = at.min_rnr_timer;
+    a.port_num = 1;
+    a.timeout = at.timeout;
+    a.retry_cnt = at.retry_cnt;
+    a.rnr_retry = at.rnr_retry;
+    Some(a)
+}
+
+// ------------------------------------------------------------------------------------------
+// The data path
+
+/// Why a work request is refused at post time (the call fails with it and `*bad_wr`).
+pub type PostError = c_int;
+
+/// The engine's work request for a C send request on a connected QP. `lkey_ok` says whether
+/// a key belongs to the QP's PD (a region of another PD goes with an lkey no region has, so
+/// the engine completes the request with IBV_WC_LOC_PROT_ERR as rxe does).
+pub fn send_wr(
+    w: &ibv_send_wr,
+    uc: bool,
+    cap: &ibv_qp_cap,
+    sq_sig_all: bool,
+    lkey_ok: &dyn Fn(u32) -> bool,
+) -> Result<SendWr, PostError> {
+    let n = w.num_sge;
+    if n < 0 || n as u32 > cap.max_send_sge.max(1) || (n > 0 && w.sg_list.is_null()) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the opcode says which member of the union the program filled.
+    let (rdma, atomic) = unsafe { (w.wr.rdma, w.wr.atomic) };
+    let op = match w.opcode {
+        IBV_WR_SEND => SendOp::Send,
+        IBV_WR_SEND_WITH_IMM => SendOp::SendWithImm(u32::from_be(w.imm_data)),
+        IBV_WR_RDMA_WRITE => SendOp::Write { remote_addr: rdma.remote_addr, rkey: rdma.rkey },
+        IBV_WR_RDMA_WRITE_WITH_IMM => {
+            SendOp::WriteWithImm { remote_addr: rdma.remote_addr, rkey: rdma.rkey, imm: u32::from_be(w.imm_data) }
+        }
+        IBV_WR_RDMA_READ if !uc => SendOp::Read { remote_addr: rdma.remote_addr, rkey: rdma.rkey },
+        IBV_WR_ATOMIC_CMP_AND_SWP if !uc => SendOp::CompareSwap {
+            remote_addr: atomic.remote_addr,
+            rkey: atomic.rkey,
+            compare: atomic.compare_add,
+            swap: atomic.swap,
+        },
+        IBV_WR_ATOMIC_FETCH_AND_ADD if !uc => {
+            SendOp::FetchAdd { remote_addr: atomic.remote_addr, rkey: atomic.rkey, add: atomic.compare_add }
+        }
+        _ => return Err(libc::EINVAL),
+    };
+    let mut sg_list = Vec::with_capacity(n as usize);
+    for i in 0..n as usize {
+        // SAFETY: the caller's list of num_sge elements.
+        let s = unsafe { *w.sg_list.add(i) };
+        let lkey = if lkey_ok(s.lkey) { s.lkey } else { 0 };
+        sg_list.push(Sge { addr: s.addr, length: s.length, lkey });
+    }
+    let is_atomic = matches!(op, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. });
+    if is_atomic {
+        let total: u64 = sg_list.iter().map(|s| u64::from(s.length)).sum();
+        // rxe validate_send_wr: an atomic's buffer is 8 bytes, 8-byte aligned at the peer.
+        if sg_list.len() != 1 || total != 8 || atomic.remote_addr % 8 != 0 {
+            return Err(libc::EINVAL);
+        }
+    }
+    let mut inline = None;
+    if w.send_flags & IBV_SEND_INLINE != 0 && !matches!(op, SendOp::Read { .. }) && !is_atomic {
+        let total: u64 = sg_list.iter().map(|s| u64::from(s.length)).sum();
+        if total > u64::from(cap.max_inline_data) {
+            return Err(libc::EINVAL);
+        }
+        let mut data = Vec::with_capacity(total as usize);
+        for s in &sg_list {
+            if s.length > 0 {
+                // SAFETY: inline data is the program's memory at post time (no region).
+                data.extend_from_slice(unsafe { std::slice::from_raw_parts(s.addr as *const u8, s.length as usize) });
+            }
+        }
+        inline = Some(data);
+    }
+    Ok(SendWr {
+        wr_id: w.wr_id,
+        op,
+        sg_list,
+        signaled: sq_sig_all || w.send_flags & IBV_SEND_SIGNALED != 0,
+        solicited: w.send_flags & IBV_SEND_SOLICITED != 0,
+        inline,
+    })
+}
+
+/// The engine's receive request for a C one.
+pub fn recv_wr(w: &ibv_recv_wr, max_sge: u32, lkey_ok: &dyn Fn(u32) -> bool) -> Result<EngineRecvWr, PostError> {
+    let n = w.num_sge;
+    if n < 0 || n as u32 > max_sge.max(1) || (n > 0 && w.sg_list.is_null()) {
+        return Err(libc::EINVAL);
+    }
+    let mut sg_list = Vec::with_capacity(n as usize);
+    for i in 0..n as usize {
+        // SAFETY: the caller's list of num_sge elements.
+        let s = unsafe { *w.sg_list.add(i) };
+        let lkey = if lkey_ok(s.lkey) { s.lkey } else { 0 };
+        sg_list.push(Sge { addr: s.addr, length: s.length, lkey });
+    }
+    Ok(EngineRecvWr { wr_id: w.wr_id, sg_list })
+}
+
+/// Post a list of send requests on a connected QP without waiting for the engine's thread.
+///
+/// # Safety
+/// `wr` is the caller's list; `bad_wr` NULL or a slot.
+pub unsafe fn post_send(
+    rt: &Runtime,
+    q: &crate::verbs::Qp,
+    mirror: &Arc<QpMirror>,
+    wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
+    let uc = q.c.qp_type == IBV_QPT_UC;
+    let table = rt.mrs.read().ok();
+    let pd = q.pd;
+    let lkey_ok = |k: u32| table.as_ref().is_some_and(|t| t.get(k).is_some_and(|r| r.pd == pd));
+    let mut batch = Vec::new();
+    let mut cur = wr;
+    let fail = |at: *mut ibv_send_wr, e: c_int| {
+        if !bad_wr.is_null() {
+            // SAFETY: the caller's slot.
+            unsafe { *bad_wr = at };
+        }
+        e
+    };
+    let state = mirror.state.load(Ordering::Acquire);
+    let held = mirror.sq_len.load(Ordering::Acquire) + mirror.sq_pending.load(Ordering::Acquire);
+    while !cur.is_null() {
+        // SAFETY: the caller's work request.
+        let w = unsafe { &*cur };
+        if !matches!(state, IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_ERR) {
+            break;
+        }
+        if held + batch.len() as u32 >= q.cap.max_send_wr {
+            break;
+        }
+        match send_wr(w, uc, &q.cap, q.sq_sig_all, &lkey_ok) {
+            Ok(s) => batch.push(s),
+            Err(_) => break,
+        }
+        cur = w.next;
+    }
+    drop(table);
+    // The ones before a refused request are posted (as the kernel's post_send does).
+    let refused = cur;
+    let rc = if refused.is_null() {
+        0
+    } else if !matches!(state, IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_ERR) {
+        fail(refused, libc::EINVAL)
+    } else if held + batch.len() as u32 >= q.cap.max_send_wr {
+        fail(refused, libc::ENOMEM)
+    } else {
+        fail(refused, libc::EINVAL)
+    };
+    if !batch.is_empty() {
+        mirror.sq_pending.fetch_add(batch.len() as u32, Ordering::AcqRel);
+        let qpn = q.qpn;
+        rt.post(move |e| {
+            for s in batch {
+                e.post_conn_send(qpn, s);
+            }
+        });
+    }
+    rc
+}
+
+/// Post a list of receive requests on a connected QP (its own queue).
+///
+/// # Safety
+/// As [`post_send`].
+pub unsafe fn post_recv(
+    rt: &Runtime,
+    q: &crate::verbs::Qp,
+    mirror: &Arc<QpMirror>,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    let table = rt.mrs.read().ok();
+    let pd = q.pd;
+    let lkey_ok = |k: u32| table.as_ref().is_some_and(|t| t.get(k).is_some_and(|r| r.pd == pd));
+    let state = mirror.state.load(Ordering::Acquire);
+    let held = mirror.rq_len.load(Ordering::Acquire) + mirror.rq_pending.load(Ordering::Acquire);
+    let mut batch = Vec::new();
+    let mut cur = wr;
+    let mut err = 0;
+    while !cur.is_null() {
+        // SAFETY: the caller's work request.
+        let w = unsafe { &*cur };
+        // rxe_post_recv: EINVAL in RESET (and on a QP with an SRQ).
+        if state == IBV_QPS_RESET || !q.c.srq.is_null() {
+            err = libc::EINVAL;
+            break;
+        }
+        if held + batch.len() as u32 >= q.cap.max_recv_wr.max(1) {
+            err = libc::ENOMEM;
+            break;
+        }
+        match recv_wr(w, q.cap.max_recv_sge, &lkey_ok) {
+            Ok(r) => batch.push(r),
+            Err(e) => {
+                err = e;
+                break;
+            }
+        }
+        cur = w.next;
+    }
+    drop(table);
+    if err != 0 && !bad_wr.is_null() {
+        // SAFETY: the caller's slot.
+        unsafe { *bad_wr = cur };
+    }
+    if !batch.is_empty() {
+        mirror.rq_pending.fetch_add(batch.len() as u32, Ordering::AcqRel);
+        let (qpn, m) = (q.qpn, mirror.clone());
+        rt.post(move |e| {
+            for r in batch {
+                let (wr_id, refused) = (r.wr_id, e.d.stack.rc_mut().post_recv(qpn, r).is_err());
+                m.rq_pending.fetch_sub(1, Ordering::AcqRel);
+                if refused {
+                    if let Some(l) = e.conn_qps.get(&qpn) {
+                        let mut c =
+                            ibv_wc { wr_id, status: IBV_WC_LOC_QP_OP_ERR, opcode: IBV_WC_RECV, ..Default::default() };
+                        c.qp_num = qpn;
+                        l.recv_cq.push(c);
+                    }
+                }
+            }
+        });
+    }
+    err
+}
+
+/// Unlink a connected QP from the engine's thread (before its object is freed).
+pub fn unlink(e: &mut Engine, qpn: u32) {
+    e.conn_qps.remove(&qpn);
+    let _ = e.d.stack.rc_mut().destroy_qp(qpn);
+}
+
+// ------------------------------------------------------------------------------------------
+// Creation and destruction through the C calls
+
+/// A connected QP for `ibv_create_qp` (`id`: None) or `rdma_create_qp` (the id's QP, which
+/// the engine moves to INIT at once and the CM on to RTS). `attr.cap` is given back as rxe
+/// reports it.
+pub fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr, id: Option<roce_cm::CmId>) -> Result<*mut Qp, i32> {
+    if pd.is_null() || attr.send_cq.is_null() || attr.recv_cq.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: an Srq of ours, or NULL.
+    let srq = (!attr.srq.is_null()).then(|| unsafe { (*attr.srq.cast::<Srq>()).srqn });
+    let cap = check_caps(&attr.cap, srq.is_some())?;
+    let rt = crate::runtime::runtime()?;
+    let init = qp_init(attr.qp_type, &cap, srq);
+    let qpn = rt
+        .call(move |e| match id {
+            Some(cm) => e.d.stack.create_qp_for_id_with(cm, init.cap, init.srq),
+            None => e.d.stack.create_qp_with(init),
+        })?
+        .map_err(|er| er.value())?;
+    attr.cap = cap;
+    let mirror = Arc::new(QpMirror::default());
+    let Some(qp) = crate::verbs::new_qp(pd, attr, qpn, 0, id.is_some(), Some(mirror.clone())) else {
+        let _ = rt.call(move |e| unlink(e, qpn));
+        return Err(libc::EINVAL);
+    };
+    // SAFETY: the QP just made.
+    let (send_cq, recv_cq) = unsafe { ((*qp).send_cq.clone(), (*qp).recv_cq.clone()) };
+    let m = mirror.clone();
+    let _ = rt.call(move |e| {
+        e.conn_qps.insert(qpn, ConnQpLink { send_cq, recv_cq, mirror: m });
+        e.deliver_completions();
+    });
+    // SAFETY: as above.
+    unsafe { (*qp).c.state = mirror.state.load(Ordering::Acquire) };
+    Ok(qp)
+}
+
+use crate::verbs::Qp;
+
+/// A shared receive queue.
+#[repr(C)]
+pub struct Srq {
+    /// What the program sees.
+    pub c: ibv_srq,
+    /// The engine's SRQ number.
+    pub srqn: u32,
+    /// The PD's address.
+    pub pd: usize,
+    /// Its most SGEs per receive.
+    pub max_sge: u32,
+}
+
+/// rxe's deepest SRQ (`RXE_MAX_SRQ_WR`).
+pub const MAX_SRQ_WR: u32 = 0x4000;
+
+/// `ibv_create_srq`: EINVAL for a depth of 0 or past rxe's, more SGEs than rxe's, or a limit
+/// past the depth (rxe_srq_chk_init).
+///
+/// # Safety
+/// `pd` is a PD of ours; `attr` points to an `ibv_srq_init_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> *mut ibv_srq {
+    crate::ffi::boundary("ibv_create_srq", std::ptr::null_mut(), || {
+        if pd.is_null() || attr.is_null() {
+            return crate::ffi::null_errno(libc::EINVAL);
+        }
+        // SAFETY: the caller's attributes.
+        let a = unsafe { &mut *attr };
+        let (max_wr, max_sge, limit) = (a.attr.max_wr, a.attr.max_sge, a.attr.srq_limit);
+        if max_wr == 0 || max_wr > MAX_SRQ_WR || max_sge > roce_cm::rc::srq::MAX_SRQ_SGE || limit > max_wr {
+            return crate::ffi::null_errno(libc::EINVAL);
+        }
+        let rt = match crate::runtime::runtime() {
+            Ok(rt) => rt,
+            Err(e) => return crate::ffi::null_errno(e),
+        };
+        let srqn = match rt.call(move |e| e.d.stack.rc_mut().create_srq(max_wr, max_sge.max(1), limit)) {
+            Ok(Ok(n)) => n,
+            Ok(Err(e)) => return crate::ffi::null_errno(e.value()),
+            Err(e) => return crate::ffi::null_errno(e),
+        };
+        // SAFETY: plain C data; zero is valid.
+        let mut c: ibv_srq = unsafe { std::mem::zeroed() };
+        // SAFETY: the PD's context.
+        c.context = unsafe { (*pd).context };
+        c.srq_context = a.srq_context;
+        c.pd = pd;
+        c.handle = srqn;
+        let s = Box::into_raw(Box::new(Srq { c, srqn, pd: pd as usize, max_sge: max_sge.max(1) }));
+        // SAFETY: the SRQ just boxed.
+        unsafe {
+            libc::pthread_mutex_init(&mut (*s).c.mutex, std::ptr::null());
+            libc::pthread_cond_init(&mut (*s).c.cond, std::ptr::null());
+        }
+        let ptr = s as usize;
+        let _ = rt.call(move |e| {
+            e.srqs.insert(srqn, SrqLink { srq_ptr: ptr });
+        });
+        a.attr.max_sge = max_sge.max(1);
+        s.cast()
+    })
+}
+
+fn srq_of<'a>(srq: *mut ibv_srq) -> Option<&'a Srq> {
+    // SAFETY: an Srq of ours, or NULL.
+    (!srq.is_null()).then(|| unsafe { &*srq.cast::<Srq>() })
+}
+
+/// `ibv_modify_srq`: the limit (arming the SRQ_LIMIT_REACHED event); a new depth is
+/// EINVAL here (the engine's SRQs do not resize).
+///
+/// # Safety
+/// `srq` is ours; `attr` points to an `ibv_srq_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_modify_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: c_int) -> c_int {
+    crate::ffi::boundary("ibv_modify_srq", libc::EIO, || {
+        let Some(s) = srq_of(srq) else { return libc::EINVAL };
+        if attr.is_null() || mask & !(IBV_SRQ_LIMIT | IBV_SRQ_MAX_WR) != 0 {
+            return libc::EINVAL;
+        }
+        if mask & IBV_SRQ_MAX_WR != 0 {
+            crate::ffi::say_once("ibv_modify_srq", "roce: ibv_modify_srq: resizing an SRQ is not supported: EINVAL");
+            return libc::EINVAL;
+        }
+        let Some(rt) = crate::runtime::started() else { return libc::EINVAL };
+        // SAFETY: the caller's attributes.
+        let limit = unsafe { (*attr).srq_limit };
+        let srqn = s.srqn;
+        match rt.call(move |e| e.d.stack.rc_mut().modify_srq(srqn, limit)) {
+            Ok(Ok(())) => 0,
+            Ok(Err(e)) => e.value(),
+            Err(e) => e,
+        }
+    })
+}
+
+/// `ibv_query_srq`.
+///
+/// # Safety
+/// `srq` is ours; `attr` points to an `ibv_srq_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int {
+    crate::ffi::boundary("ibv_query_srq", libc::EIO, || {
+        let Some(s) = srq_of(srq) else { return libc::EINVAL };
+        let Some(rt) = crate::runtime::started() else { return libc::EINVAL };
+        if attr.is_null() {
+            return libc::EINVAL;
+        }
+        let srqn = s.srqn;
+        match rt.call(move |e| e.d.stack.rc().query_srq(srqn)) {
+            Ok(Some(q)) => {
+                // SAFETY: the caller's struct.
+                unsafe { *attr = ibv_srq_attr { max_wr: q.max_wr, max_sge: q.max_sge, srq_limit: q.srq_limit } };
+                0
+            }
+            _ => libc::EINVAL,
+        }
+    })
+}
+
+/// `ibv_destroy_srq`: EBUSY while a QP uses it.
+///
+/// # Safety
+/// `srq` is ours; not used after this.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
+    crate::ffi::boundary("ibv_destroy_srq", libc::EIO, || {
+        let Some(s) = srq_of(srq) else { return libc::EINVAL };
+        let srqn = s.srqn;
+        if let Some(rt) = crate::runtime::started() {
+            let r = rt.call(move |e| {
+                let r = e.d.stack.rc_mut().destroy_srq(srqn);
+                if r.is_ok() {
+                    e.srqs.remove(&srqn);
+                }
+                r
+            });
+            match r {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return e.value(),
+                Err(e) => return e,
+            }
+        }
+        // SAFETY: an Srq boxed by ibv_create_srq; not used after this.
+        unsafe { drop(Box::from_raw(srq.cast::<Srq>())) };
+        0
+    })
+}
+
+/// `ibv_post_srq_recv` (through `ops.post_srq_recv`): each request reaches the engine's SRQ
+/// before the call returns (ENOMEM when it is full, EINVAL for too many SGEs).
+///
+/// # Safety
+/// `srq` is ours; `wr` a list of work requests; `bad_wr` NULL or a slot.
+pub unsafe extern "C" fn post_srq_recv(
+    srq: *mut ibv_srq,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    crate::ffi::boundary("ibv_post_srq_recv", libc::EIO, || {
+        let Some(s) = srq_of(srq) else { return libc::EINVAL };
+        let Ok(rt) = crate::runtime::runtime() else { return libc::ENODEV };
+        let table = rt.mrs.read().ok();
+        let pd = s.pd;
+        let lkey_ok = |k: u32| table.as_ref().is_some_and(|t| t.get(k).is_some_and(|r| r.pd == pd));
+        let mut batch = Vec::new();
+        let mut cur = wr;
+        while !cur.is_null() {
+            // SAFETY: the caller's work request.
+            let w = unsafe { &*cur };
+            match recv_wr(w, s.max_sge, &lkey_ok) {
+                Ok(r) => batch.push((cur as usize, r)),
+                Err(e) => {
+                    if !bad_wr.is_null() {
+                        // SAFETY: the caller's slot.
+                        unsafe { *bad_wr = cur };
+                    }
+                    return e;
+                }
+            }
+            cur = w.next;
+        }
+        drop(table);
+        let srqn = s.srqn;
+        let r = rt.call(move |e| {
+            for (at, r) in batch {
+                if let Err(er) = e.d.stack.rc_mut().post_srq_recv(srqn, r) {
+                    return Err((at, er.value()));
+                }
+            }
+            Ok(())
+        });
+        match r {
+            Ok(Ok(())) => 0,
+            Ok(Err((at, e))) => {
+                if !bad_wr.is_null() {
+                    // SAFETY: the caller's slot.
+                    unsafe { *bad_wr = at as *mut ibv_recv_wr };
+                }
+                e
+            }
+            Err(e) => e,
+        }
+    })
+}
