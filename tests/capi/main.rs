@@ -12,4 +12,5 @@ mod common;
 mod death;
 mod debian;
 mod library;
+mod rc;
 mod veth;

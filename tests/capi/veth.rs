@@ -143,7 +143,7 @@ fn debian_mckey_to_debian_mckey_on_raw_sockets() {
 /// 198.18.7.2, its ports the peers of u0 and of c's vs) and `c` (vs: 198.18.7.5; the SA at .3
 /// on a raw socket). A raw socket does not see the frames its own host sends, so the SA has a
 /// host of its own.
-fn three_hosts(tag: &str) -> (Netns, Netns, Netns) {
+pub fn three_hosts(tag: &str) -> (Netns, Netns, Netns) {
     let (a, b, c) = (Netns::new(&format!("{tag}a")), Netns::new(&format!("{tag}b")), Netns::new(&format!("{tag}c")));
     for ns in [&a, &b, &c] {
         ns.sh("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1");

@@ -1,0 +1,138 @@
+//! Debian's connected-mode programs, unmodified, program against program with both ends over
+//! roce (issue 35): `rping` (SEND, RDMA READ and WRITE, `-V` verifying every byte), `ucmatose`,
+//! and libibverbs' pingpong examples (`ibv_rc_pingpong`, with `-e` too, `ibv_uc_pingpong`,
+//! `ibv_srq_pingpong` with and without `-e`, `ibv_ud_pingpong`), on raw sockets and, as nobody,
+//! on the udp transport. What is asserted is what the peers saw: each program's own success
+//! (rping's verification, the pingpongs' iteration reports), and in a capture of one end the
+//! RC opcodes each program puts on the wire.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use crate::common;
+use crate::common::netns::Netns;
+use crate::debian;
+use crate::library::exec;
+use crate::veth::{as_nobody, finish_within, spawn, text, three_hosts};
+
+/// One program in both roles: the server started first, the client after it listens.
+struct Case {
+    program: &'static str,
+    server: Vec<String>,
+    client: Vec<String>,
+    /// What each side's output must hold.
+    want: &'static str,
+}
+
+fn cases(server_addr: &str, pingpong_server: &str) -> Vec<Case> {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let pp = |program: &'static str, extra: &[&str]| {
+        let mut server = s(&["-g", "1", "-n", "200"]);
+        server.extend(s(extra));
+        let mut client = server.clone();
+        client.push(pingpong_server.to_string());
+        Case { program, server, client, want: "200 iters in" }
+    };
+    vec![
+        Case {
+            program: "rping",
+            server: s(&["-s", "-a", server_addr, "-C", "20", "-V", "-S", "3000"]),
+            client: s(&["-c", "-a", server_addr, "-C", "20", "-V", "-S", "3000"]),
+            want: "DISCONNECT EVENT",
+        },
+        Case { program: "ucmatose", server: vec![], client: s(&["-s", server_addr]), want: "return status 0" },
+        pp("ibv_rc_pingpong", &[]),
+        pp("ibv_rc_pingpong", &["-e"]),
+        pp("ibv_uc_pingpong", &[]),
+        pp("ibv_srq_pingpong", &[]),
+        pp("ibv_srq_pingpong", &["-e"]),
+        pp("ibv_ud_pingpong", &[]),
+    ]
+}
+
+/// Run every case; `server`/`client` build the commands.
+fn run_cases(
+    cases: &[Case],
+    dir: &Path,
+    server: &dyn Fn(&Path, &[String], Option<&Path>) -> Command,
+    client: &dyn Fn(&Path, &[String]) -> Command,
+) {
+    let mut log = String::new();
+    for (i, c) in cases.iter().enumerate() {
+        let bin = debian::bin(c.program);
+        let pcap = dir.join(format!("{i}-{}.pcap", c.program));
+        let srv = spawn(server(&bin, &c.server, Some(&pcap)));
+        std::thread::sleep(Duration::from_millis(1000));
+        let cli = finish_within(spawn(client(&bin, &c.client)), Duration::from_secs(60));
+        let srv: Output = finish_within(srv, Duration::from_secs(30));
+        let (ts, tc) = (text(&srv), text(&cli));
+        log.push_str(&format!("== {} {:?}\nserver:\n{ts}\nclient:\n{tc}\n", c.program, c.client));
+        std::fs::write(dir.join("outputs.txt"), &log).unwrap();
+        assert!(srv.status.success() && ts.contains(c.want), "{} server {:?}:\n{ts}", c.program, c.server);
+        assert!(cli.status.success() && tc.contains(c.want), "{} client {:?}:\n{tc}", c.program, c.client);
+        let wire = opcodes(&pcap);
+        let expect: &[&str] = match c.program {
+            "rping" => &["RC_SEND_ONLY", "RC_RDMA_READ_REQUEST", "RC_RDMA_READ_RESPONSE", "RC_RDMA_WRITE", "RC_ACK"],
+            "ucmatose" | "ibv_rc_pingpong" | "ibv_srq_pingpong" => &["RC_SEND_", "RC_ACK"],
+            "ibv_uc_pingpong" => &["UC_SEND_"],
+            _ => &["UD_SEND_ONLY"],
+        };
+        for op in expect {
+            assert!(wire.iter().any(|l| l.contains(op)), "{}: no {op} in the capture:\n{}", c.program, wire.join("\n"));
+        }
+        if c.program != "ibv_ud_pingpong" && c.program != "ibv_uc_pingpong" {
+            // A reliable connection loses nothing on a veth: no NAK, no retransmission.
+            assert!(!wire.iter().any(|l| l.contains("NAK")), "{}: NAKs:\n{}", c.program, wire.join("\n"));
+        }
+    }
+}
+
+/// The capture's transport lines, as `roce decode` prints them.
+fn opcodes(pcap: &Path) -> Vec<String> {
+    let dec = Command::new(env!("CARGO_BIN_EXE_roce")).arg("decode").arg(pcap).output().unwrap();
+    String::from_utf8_lossy(&dec.stdout).lines().map(str::to_string).collect()
+}
+
+#[test]
+fn debian_connected_programs_against_themselves_on_raw_sockets() {
+    let ns = Netns::bridge("capirc", 2);
+    let dir = common::artefact_dir("capi_rc_raw");
+    let server = |bin: &Path, args: &[String], pcap: Option<&Path>| {
+        let mut roce = vec!["-I", "198.18.1.3", "--iface", "veth1", "--transport", "raw"];
+        let p = pcap.map(|p| p.display().to_string()).unwrap_or_default();
+        if pcap.is_some() {
+            roce.extend(["--pcap", p.as_str()]);
+        }
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        exec(&ns, &roce, bin, &a)
+    };
+    let client = |bin: &Path, args: &[String]| {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        exec(&ns, &["-I", "198.18.1.1", "--iface", "veth0", "--transport", "raw"], bin, &a)
+    };
+    // The pingpongs' TCP exchange goes to the server host's kernel address (veth1's).
+    run_cases(&cases("198.18.1.3", "198.18.1.11"), &dir, &server, &client);
+}
+
+#[test]
+fn debian_connected_programs_against_themselves_as_nobody_on_udp() {
+    let (a, b, _c) = three_hosts("capircu");
+    let dir = common::artefact_dir("capi_rc_udp");
+    let server = |bin: &Path, args: &[String], pcap: Option<&Path>| {
+        let mut roce = vec!["-I", "198.18.7.2", "--transport", "udp"];
+        let p = pcap.map(|p| p.display().to_string()).unwrap_or_default();
+        if pcap.is_some() {
+            roce.extend(["--pcap", p.as_str()]);
+        }
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        as_nobody(&b, &roce, bin, &a)
+    };
+    let client = |bin: &Path, args: &[String]| {
+        let x: Vec<&str> = args.iter().map(String::as_str).collect();
+        as_nobody(&a, &["-I", "198.18.7.1", "--transport", "udp"], bin, &x)
+    };
+    // The capture is written by nobody: a directory it may write to.
+    let _ = Command::new("chmod").arg("777").arg(&dir).status();
+    run_cases(&cases("198.18.7.2", "198.18.7.2"), &dir, &server, &client);
+}
