@@ -10,7 +10,11 @@
 //! c. the host's `mckey` receives what the guest's `mckey -s` sends;
 //! d. `udaddy` both roles against the guest's (SIDR, then UD datagrams both ways);
 //! e. the host's `mckey` killed with SIGKILL while joined: the agent receives and answers its
-//!    SubnAdmDelete.
+//!    SubnAdmDelete;
+//! f. connected mode (issue 35): `rping -V` (SEND, RDMA READ, RDMA WRITE, every byte checked)
+//!    and `ucmatose`, each in both roles against the guest's, and the four pingpong examples
+//!    in both roles against the guest's, with the guest's rxe counters: packets both ways, no
+//!    retry, no sequence error, no duplicate.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -183,10 +187,114 @@ fn debians_mckey_and_udaddy_over_roce_against_the_kernel() {
     );
     std::fs::write(art.join("report.txt"), &report).unwrap();
     let del = del.unwrap_or_else(|| panic!("no Delete for 239.1.2.6 after SIGKILL:\n{agent}"));
+    connected_programs(&mut g, &art, &mut report);
     assert!(del.contains("mask=0x10003") && del.contains("JoinState=FullMember"), "{del}");
     let answered = agent.lines().filter(|l| l.contains("-> SubnAdmDeleteResp(MCMemberRecord)")).count();
     assert!(answered >= 3, "the agent answered the three Deletes (a, b, e):\n{agent}");
     g.signal("end");
     g.finish();
     println!("{report}");
+}
+
+/// f. Debian's connected-mode programs over roce against the guest's, both roles.
+fn connected_programs(g: &mut Guest, art: &std::path::Path, report: &mut String) {
+    use crate::pingpong::{assert_results, check_counters, counters, listening, opts};
+    let ours = "-I 198.18.0.1 --transport raw";
+    // rping and ucmatose: the guest serves, then ours does.
+    // What each role prints when it succeeded: rping's server its DISCONNECT EVENT (its main
+    // thread waits for it); rping's client exits 0 (-V: no "data mismatch") and may end before
+    // its CM thread prints the event.
+    for (program, server, client, want_server, want_client) in [
+        ("rping", "-s -a {S} -C 10 -V -S 3000", "-c -a {S} -C 10 -V -S 3000", "server DISCONNECT EVENT", ""),
+        ("ucmatose", "-C 10", "-s {S} -C 10", "return status 0", "return status 0"),
+    ] {
+        let (c0, _) = counters(g);
+        let guest_srv = server.replace("{S}", "198.18.0.2");
+        let (rc, out) = g.guest_exec(&format!("({program} {guest_srv}; echo rc=$?) > /tmp/{program}.log 2>&1 &"), T);
+        assert_eq!(rc, 0, "{out}");
+        std::thread::sleep(Duration::from_secs(2));
+        let cmd = exec(ours, program, &client.replace("{S}", "198.18.0.2"));
+        let (rc, out) = g.run_in_netns(&format!("timeout -s KILL 120 {cmd}"));
+        let log = wait_guest_log(g, &format!("/tmp/{program}.log"), "rc=", Duration::from_secs(60));
+        let (c1, stats) = counters(g);
+        let _ = writeln!(report, "--- f. guest {program} {guest_srv}:\n{log}\nours: {cmd}\nexit {rc}\n{out}");
+        std::fs::write(art.join("report.txt"), &*report).unwrap();
+        assert!(rc == 0 && out.contains(want_client), "our {program} client:\n{out}\nguest:\n{log}");
+        assert!(log.contains("rc=0") && log.contains(want_server), "the guest's {program} server:\n{log}");
+        check_rc_counters(program, &c0, &c1, &stats);
+
+        let (c0, _) = counters(g);
+        let cmd = exec(ours, program, &server.replace("{S}", "198.18.0.1"));
+        let srv = g.spawn_in_netns(&format!("exec timeout -s KILL 120 {cmd}"));
+        std::thread::sleep(Duration::from_secs(2));
+        let (grc, glog) =
+            g.guest_exec(&format!("{program} {} 2>&1; echo rc=$?", client.replace("{S}", "198.18.0.1")), T);
+        let (rc, out) = harness::wait_tool(&cmd, srv);
+        let (c1, stats) = counters(g);
+        let _ = writeln!(report, "--- f. ours: {cmd}\nexit {rc}\n{out}\nguest {program} client (rc {grc}):\n{glog}");
+        std::fs::write(art.join("report.txt"), &*report).unwrap();
+        assert!(rc == 0 && out.contains(want_server), "our {program} server:\n{out}\nguest:\n{glog}");
+        assert!(glog.contains("rc=0") && glog.contains(want_client), "the guest's {program} client:\n{glog}");
+        check_rc_counters(program, &c0, &c1, &stats);
+    }
+    // The pingpong examples, as tests/interop/pingpong.rs runs them against `roce pingpong`.
+    for kind in ["rc", "uc", "ud", "srq"] {
+        let tool = format!("ibv_{kind}_pingpong");
+        let o = opts(kind);
+        let (c0, _) = counters(g);
+        let (rc, out) = g.guest_exec(&format!("({tool} {o}; echo rc=$?) > /tmp/pp_{kind}.log 2>&1 &"), T);
+        assert_eq!(rc, 0, "{out}");
+        let cmd = exec(ours, &tool, &format!("{o} 198.18.0.2"));
+        let end = Instant::now() + Duration::from_secs(30);
+        let (rc, out) = loop {
+            let (rc, out) = g.run_in_netns(&format!("timeout -s KILL 60 {cmd}"));
+            if !out.contains("Couldn't connect") || Instant::now() >= end {
+                break (rc, out);
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        };
+        let log = wait_guest_log(g, &format!("/tmp/pp_{kind}.log"), "rc=", Duration::from_secs(60));
+        let (c1, stats) = counters(g);
+        let _ = writeln!(report, "--- f. guest {tool} {o}:\n{log}\nours: {cmd}\nexit {rc}\n{out}");
+        std::fs::write(art.join("report.txt"), &*report).unwrap();
+        assert_eq!(rc, 0, "our {tool} client:\n{out}\nguest:\n{log}");
+        assert!(log.contains("rc=0"), "the guest's {tool} server:\n{log}");
+        assert_results(&format!("guest {tool} server"), &log, kind);
+        assert_results(&format!("our {tool} client"), &out, kind);
+        check_counters(kind, &c0, &c1, &stats);
+
+        let (c0, _) = counters(g);
+        let cmd = exec(ours, &tool, &o);
+        let srv = g.spawn_in_netns(&format!("exec timeout -s KILL 60 {cmd}"));
+        let end = Instant::now() + Duration::from_secs(20);
+        while !listening(g) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let (grc, glog) = g.guest_exec(&format!("{tool} {o} 198.18.0.1 2>&1; echo rc=$?"), T);
+        let (rc, out) = harness::wait_tool(&cmd, srv);
+        let (c1, stats) = counters(g);
+        let _ = writeln!(report, "--- f. ours: {cmd}\nexit {rc}\n{out}\nguest {tool} client (rc {grc}):\n{glog}");
+        std::fs::write(art.join("report.txt"), &*report).unwrap();
+        assert_eq!(rc, 0, "our {tool} server:\n{out}\nguest:\n{glog}");
+        assert!(glog.contains("rc=0"), "the guest's {tool} client:\n{glog}");
+        assert_results(&format!("guest {tool} client"), &glog, kind);
+        assert_results(&format!("our {tool} server"), &out, kind);
+        check_counters(kind, &c0, &c1, &stats);
+    }
+}
+
+/// The guest's rxe saw a clean RC run: packets both ways, no retry, no sequence error, no
+/// duplicate request.
+fn check_rc_counters(
+    program: &str,
+    before: &std::collections::BTreeMap<String, u64>,
+    after: &std::collections::BTreeMap<String, u64>,
+    text: &str,
+) {
+    use crate::pingpong::delta;
+    assert!(delta(before, after, "sent_pkts") >= 10, "{program}: sent_pkts:\n{text}");
+    assert!(delta(before, after, "rcvd_pkts") >= 10, "{program}: rcvd_pkts:\n{text}");
+    for name in ["retry_exceeded_err", "rcvd_seq_err", "duplicate_request", "out_of_seq_request"] {
+        assert_eq!(delta(before, after, name), 0, "{program}: {name}:\n{text}");
+    }
 }

@@ -22,20 +22,20 @@ const T: Duration = Duration::from_secs(90);
 const ITERS: u32 = 20;
 
 /// The guest's rxe counters (`rdma statistic show`: "name value" pairs).
-fn counters(g: &mut harness::Guest) -> (BTreeMap<String, u64>, String) {
+pub(crate) fn counters(g: &mut harness::Guest) -> (BTreeMap<String, u64>, String) {
     let (_, out) = g.guest_exec("rdma statistic show 2>&1", T);
     let words: Vec<&str> = out.split_whitespace().collect();
     let map = words.windows(2).filter_map(|w| w[1].parse::<u64>().ok().map(|v| (w[0].to_string(), v))).collect();
     (map, out)
 }
 
-fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, name: &str) -> u64 {
+pub(crate) fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, name: &str) -> u64 {
     after.get(name).copied().unwrap_or(0).saturating_sub(before.get(name).copied().unwrap_or(0))
 }
 
 /// The example's options for a kind: its default size, -n, -c (the client marks a byte per
 /// page, the server checks it), and 4 QPs on the SRQ.
-fn opts(kind: &str) -> String {
+pub(crate) fn opts(kind: &str) -> String {
     match kind {
         "srq" => format!("-g 1 -n {ITERS} -c -q 4"),
         _ => format!("-g 1 -n {ITERS} -c"),
@@ -51,7 +51,7 @@ fn size(kind: &str) -> u64 {
 }
 
 /// The two result lines of an example that ran `ITERS` exchanges of `size` bytes.
-fn assert_results(who: &str, out: &str, kind: &str) {
+pub(crate) fn assert_results(who: &str, out: &str, kind: &str) {
     let bytes = format!("{} bytes in ", size(kind) * u64::from(ITERS) * 2);
     let iters = format!("{ITERS} iters in ");
     assert!(!out.contains("invalid data in page"), "{who}: -c found a page the client did not mark:\n{out}");
@@ -61,7 +61,7 @@ fn assert_results(who: &str, out: &str, kind: &str) {
 
 /// Whether a TCP socket in the namespace listens on 18515 (our server is ready for the
 /// guest's client, which does not retry).
-fn listening(g: &harness::Guest) -> bool {
+pub(crate) fn listening(g: &harness::Guest) -> bool {
     let o = g.exec_in_netns("ss -ltn 'sport = :18515'");
     String::from_utf8_lossy(&o.stdout).contains(":18515")
 }
@@ -144,7 +144,7 @@ fn kernel_rxe_pingpong_examples_both_roles() {
 /// The guest's rxe saw the run: at least `ITERS` messages' packets each way (a message of
 /// 4096 bytes is 4 packets at MTU 1024; UD's 1024 bytes one), no retry, no sequence error, no
 /// duplicate.
-fn check_counters(kind: &str, before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, text: &str) {
+pub(crate) fn check_counters(kind: &str, before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, text: &str) {
     let pkts = u64::from(ITERS) * size(kind).div_ceil(1024);
     assert!(delta(before, after, "sent_pkts") >= pkts, "{kind}: sent_pkts:\n{text}");
     assert!(delta(before, after, "rcvd_pkts") >= pkts, "{kind}: rcvd_pkts:\n{text}");

@@ -353,6 +353,36 @@ pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_i
     boundary("rdma_listen", -1, || engine_call(id, move |e, cm| e.d.stack.listen(cm, backlog.max(0) as u32)))
 }
 
+/// The device's most outstanding READs/atomics per QP, as responder and as initiator
+/// (`max_qp_rd_atom`, `max_qp_init_rd_atom`: rxe's 128).
+const MAX_RD_ATOM: u8 = 128;
+/// `RDMA_MAX_RESP_RES` / `RDMA_MAX_INIT_DEPTH`: "as many as the device allows".
+const RDMA_MAX: u8 = 0xff;
+
+/// The parameters librdmacm sends for `p` (rdma_connect / rdma_accept): with none, or with
+/// RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH, the `most` (responder resources, initiator
+/// depth) it would use — the device's for a connect, the request's offer capped at the
+/// device's for an accept; retries 7 and 7 with no parameters (ucma_copy_conn_param_to_kern).
+fn connect_param_or(p: *const rdma_conn_param, most: (u8, u8)) -> ConnectParam {
+    if p.is_null() {
+        return ConnectParam {
+            responder_resources: most.0,
+            initiator_depth: most.1,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            ..ConnectParam::default()
+        };
+    }
+    let mut c = connect_param(p);
+    if c.responder_resources == RDMA_MAX {
+        c.responder_resources = most.0;
+    }
+    if c.initiator_depth == RDMA_MAX {
+        c.initiator_depth = most.1;
+    }
+    c
+}
+
 fn connect_param(p: *const rdma_conn_param) -> ConnectParam {
     if p.is_null() {
         return ConnectParam::default();
@@ -383,7 +413,7 @@ fn connect_param(p: *const rdma_conn_param) -> ConnectParam {
 #[no_mangle]
 pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
     boundary("rdma_connect", -1, || {
-        let p = connect_param(param);
+        let p = connect_param_or(param, (MAX_RD_ATOM, MAX_RD_ATOM));
         engine_call(id, move |e, cm| {
             let now = e.d.now();
             e.d.stack.connect(now, cm, &p)
@@ -398,7 +428,9 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
 #[no_mangle]
 pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
     boundary("rdma_accept", -1, || {
-        let p = connect_param(param);
+        let offered = id_of(id).map_or(0, |i| i.offered.load(std::sync::atomic::Ordering::Acquire));
+        let most = (((offered >> 8) as u8).min(MAX_RD_ATOM), (offered as u8).min(MAX_RD_ATOM));
+        let p = connect_param_or(param, most);
         engine_call(id, move |e, cm| {
             let now = e.d.now();
             e.d.stack.accept(now, cm, &p)

@@ -8,7 +8,7 @@ use core::ffi::c_void;
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use roce_cm::{CmEvent, CmId, EventKind, EventParam, Stack};
@@ -49,6 +49,11 @@ pub struct Id {
     pub groups: Mutex<HashMap<IpAddr, usize>>,
     /// The route's one path record.
     pub path: Box<ibv_sa_path_rec>,
+    /// What a connection request offered, as its event gave it to the program: responder
+    /// resources (high byte) and initiator depth (low byte). `rdma_accept` with no
+    /// parameters (or RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH) answers with these, capped at
+    /// the device's, as librdmacm does.
+    pub offered: AtomicU16,
 }
 
 /// A new id object (boxed; the program gets its address).
@@ -76,6 +81,7 @@ pub fn new_id(
         destroyed: AtomicBool::new(false),
         groups: Mutex::new(HashMap::new()),
         path,
+        offered: AtomicU16::new(0),
     }))
 }
 
@@ -191,6 +197,12 @@ pub fn deliver_event(
                     qkey: 0,
                 };
             } else {
+                if ev.kind == EventKind::ConnectRequest {
+                    // SAFETY: the id's C object, alive while it is in the table.
+                    let i = unsafe { &*(link.id_ptr as *const Id) };
+                    let v = u16::from(p.responder_resources) << 8 | u16::from(p.initiator_depth);
+                    i.offered.store(v, Ordering::Release);
+                }
                 c.param.conn = rdma_conn_param {
                     private_data: std::ptr::null(),
                     private_data_len: private.len().min(255) as u8,
