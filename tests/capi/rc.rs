@@ -1,7 +1,8 @@
 //! Debian's connected-mode programs, unmodified, program against program with both ends over
 //! roce (issue 35): `rping` (SEND, RDMA READ and WRITE, `-V` verifying every byte), `ucmatose`,
 //! and libibverbs' pingpong examples (`ibv_rc_pingpong`, with `-e` too, `ibv_uc_pingpong`,
-//! `ibv_srq_pingpong` with and without `-e`, `ibv_ud_pingpong`), on raw sockets and, as nobody,
+//! `ibv_srq_pingpong` with and without `-e`, `ibv_ud_pingpong`), `rdma_server`/`rdma_client` and
+//! `rdma_xserver`/`rdma_xclient` (librdmacm's synchronous mode), on raw sockets and, as nobody,
 //! on the udp transport. What is asserted is what the peers saw: each program's own success
 //! (rping's verification, the pingpongs' iteration reports), and in a capture of one end the
 //! RC opcodes each program puts on the wire.
@@ -49,6 +50,16 @@ fn cases(server_addr: &str, pingpong_server: &str) -> Vec<Case> {
             client: s(&["-s", server_addr]),
             want: ("return status 0", "return status 0"),
         },
+        // librdmacm's synchronous mode: rdma_getaddrinfo, rdma_create_ep, rdma_get_request and
+        // rdma_verbs.h's helpers on the CQs rdma_create_qp made for the id.
+        Case {
+            program: "rdma_server",
+            server: s(&["-s", server_addr]),
+            client: s(&["-s", server_addr]),
+            want: ("rdma_server: end 0", "rdma_client: end 0"),
+        },
+        // The RC mode (its default) of the pair; its XRC mode (-c x) is issue 37's.
+        Case { program: "rdma_xserver", server: vec![], client: s(&["-s", server_addr]), want: ("end 0", "end 0") },
         pp("ibv_rc_pingpong", &[]),
         pp("ibv_rc_pingpong", &["-e"]),
         pp("ibv_uc_pingpong", &[]),
@@ -68,10 +79,15 @@ fn run_cases(
     let mut log = String::new();
     for (i, c) in cases.iter().enumerate() {
         let bin = debian::bin(c.program);
+        let client_bin = match c.program {
+            "rdma_server" => debian::bin("rdma_client"),
+            "rdma_xserver" => debian::bin("rdma_xclient"),
+            _ => bin.clone(),
+        };
         let pcap = dir.join(format!("{i}-{}.pcap", c.program));
         let srv = spawn(server(&bin, &c.server, Some(&pcap)));
         std::thread::sleep(Duration::from_millis(1000));
-        let cli = finish_within(spawn(client(&bin, &c.client)), Duration::from_secs(60));
+        let cli = finish_within(spawn(client(&client_bin, &c.client)), Duration::from_secs(60));
         let srv: Output = finish_within(srv, Duration::from_secs(30));
         let (ts, tc) = (text(&srv), text(&cli));
         log.push_str(&format!("== {} {:?}\nserver:\n{ts}\nclient:\n{tc}\n", c.program, c.client));
@@ -81,7 +97,9 @@ fn run_cases(
         let wire = opcodes(&pcap);
         let expect: &[&str] = match c.program {
             "rping" => &["RC_SEND_ONLY", "RC_RDMA_READ_REQUEST", "RC_RDMA_READ_RESPONSE", "RC_RDMA_WRITE", "RC_ACK"],
-            "ucmatose" | "ibv_rc_pingpong" | "ibv_srq_pingpong" => &["RC_SEND_", "RC_ACK"],
+            "ucmatose" | "ibv_rc_pingpong" | "ibv_srq_pingpong" | "rdma_server" | "rdma_xserver" => {
+                &["RC_SEND_", "RC_ACK"]
+            }
             "ibv_uc_pingpong" => &["UC_SEND_"],
             _ => &["UD_SEND_ONLY"],
         };

@@ -950,7 +950,7 @@ impl Stack {
     pub fn multicast_macs(&self) -> std::collections::BTreeSet<[u8; 6]> {
         let mut s = std::collections::BTreeSet::new();
         s.insert(l2::ipv4_multicast_mac(std::net::Ipv4Addr::new(224, 0, 0, 1)));
-        s.insert(l2::ipv6_multicast_mac("ff02::1".parse().expect("ff02::1")));
+        s.insert(l2::ipv6_multicast_mac(std::net::Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1)));
         let mut v6 = vec![self.cfg.link_local()];
         v6.extend(self.cfg.ipv6.iter().map(|(a, _)| *a));
         for a in v6 {

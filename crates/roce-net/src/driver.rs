@@ -412,10 +412,9 @@ impl<D: Device + MulticastFilter> Driver<D> {
         served
     }
 
-    /// One turn of the loop: send what is queued, wait up to `max_wait` for a frame or the
-    /// stack's next timer, handle what came.
-    pub fn turn(&mut self, max_wait: Duration) -> io::Result<()> {
-        self.flush()?;
+    /// How long a turn may wait, at most `max_wait`: until the stack's or the RMPP sender's
+    /// next timer, or not at all when a stop was asked or SA requests wait.
+    pub fn next_wait(&self, max_wait: Duration) -> Duration {
         let now = self.now();
         let mut wait = max_wait;
         if let Some(t) = self.stack.poll_timeout() {
@@ -427,6 +426,20 @@ impl<D: Device + MulticastFilter> Driver<D> {
         if self.stopped() || !self.sa_queue.is_empty() {
             wait = Duration::ZERO;
         }
+        wait
+    }
+
+    /// The descriptors a turn waits on for input (the device's, the SA link's): for a loop
+    /// that waits itself, without holding the driver (an engine shared between threads).
+    pub fn input_fds(&self) -> [Option<RawFd>; 2] {
+        [self.dev.raw_fd(), self.sa_link.as_ref().and_then(|l| l.raw_fd())]
+    }
+
+    /// One turn of the loop: send what is queued, wait up to `max_wait` for a frame or the
+    /// stack's next timer, handle what came.
+    pub fn turn(&mut self, max_wait: Duration) -> io::Result<()> {
+        self.flush()?;
+        let mut wait = self.next_wait(max_wait);
         let stop_fd = self.stop.as_ref().map(|(fd, _)| *fd);
         // At most three descriptors: the device, the SA link, the stop pipe (no allocation).
         let mut pfds = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 3];

@@ -40,6 +40,14 @@ pub struct Channel {
     rfd: OwnedFd,
 }
 
+/// A new channel and what it shares with the engine (None: no pipe to be had).
+pub fn new_channel() -> Option<(*mut rdma_event_channel, Arc<ChannelShared>)> {
+    let (r, w) = blocking_pipe().ok()?;
+    let shared = Arc::new(ChannelShared { queue: Mutex::new(VecDeque::new()), wfd: w });
+    let ch = Box::new(Channel { c: rdma_event_channel { fd: r.as_raw_fd() }, shared: shared.clone(), rfd: r });
+    Some((Box::into_raw(ch).cast(), shared))
+}
+
 /// `rdma_create_event_channel`: ENODEV when there is no device (no configuration).
 #[no_mangle]
 pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
@@ -47,16 +55,10 @@ pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
         if crate::port::port().is_none() {
             return null_errno(libc::ENODEV);
         }
-        let (r, w) = match blocking_pipe() {
-            Ok(p) => p,
-            Err(e) => return null_errno(e.raw_os_error().unwrap_or(libc::EMFILE)),
-        };
-        let ch = Box::new(Channel {
-            c: rdma_event_channel { fd: r.as_raw_fd() },
-            shared: Arc::new(ChannelShared { queue: Mutex::new(VecDeque::new()), wfd: w }),
-            rfd: r,
-        });
-        Box::into_raw(ch).cast()
+        match new_channel() {
+            Some((c, _)) => c,
+            None => null_errno(libc::EMFILE),
+        }
     })
 }
 
@@ -126,12 +128,11 @@ pub unsafe extern "C" fn rdma_create_id(
         let Some(space) = u16::try_from(ps).ok().and_then(PortSpace::from_value) else {
             return fail_errno(libc::EINVAL);
         };
+        // No channel: librdmacm's synchronous mode, a channel of the id's own.
+        let sync = channel.is_null();
+        let channel = if sync { rdma_create_event_channel() } else { channel };
         if channel.is_null() {
-            crate::ffi::say_once(
-                "sync",
-                "roce: rdma_create_id with no event channel (synchronous mode) is not implemented yet: EINVAL",
-            );
-            return fail_errno(libc::EINVAL);
+            return -1;
         }
         let (qt, ibv_qt) = qp_type_of(space);
         let rt = match runtime() {
@@ -146,6 +147,8 @@ pub unsafe extern "C" fn rdma_create_id(
         // SAFETY: a Channel of ours.
         let shared = unsafe { (*channel.cast::<Channel>()).shared.clone() };
         let p = new_id(cm, channel, shared.clone(), context, ps, ibv_qt);
+        // SAFETY: the id just made.
+        unsafe { (*p).sync.store(sync, Ordering::Release) };
         let link = IdLink { id_ptr: p as usize, channel: shared };
         let _ = rt.call(move |e| {
             e.ids.insert(cm, link);
@@ -176,6 +179,36 @@ fn engine_call(
         Ok(Ok(())) => 0,
         Ok(Err(e)) => fail_errno(e.value()),
         Err(e) => fail_errno(e),
+    }
+}
+
+/// librdmacm's `ucma_complete`: for a synchronous id, wait for the event the call produced
+/// (acknowledging the one before), and fail with its status (ECONNREFUSED for REJECTED).
+/// An asynchronous id returns 0 at once.
+fn complete(id: *mut rdma_cm_id, r: c_int) -> c_int {
+    let Some(i) = id_of(id) else { return r };
+    if r != 0 || !i.sync.load(Ordering::Acquire) {
+        return r;
+    }
+    if !i.c.event.is_null() {
+        // SAFETY: the id's last event, ours.
+        unsafe { rdma_ack_cm_event(i.c.event) };
+        i.c.event = std::ptr::null_mut();
+    }
+    let mut ev: *mut rdma_cm_event = std::ptr::null_mut();
+    // SAFETY: the id's own channel; a slot for the event.
+    if unsafe { rdma_get_cm_event(i.c.channel, &mut ev) } != 0 {
+        return -1;
+    }
+    i.c.event = ev;
+    // SAFETY: the event just taken.
+    let (kind, status) = unsafe { ((*ev).event, (*ev).status) };
+    if status == 0 {
+        0
+    } else if kind == RDMA_CM_EVENT_REJECTED {
+        fail_errno(libc::ECONNREFUSED)
+    } else {
+        fail_errno(status.abs())
     }
 }
 
@@ -305,27 +338,30 @@ pub unsafe extern "C" fn rdma_resolve_addr(
     timeout_ms: c_int,
 ) -> c_int {
     boundary("rdma_resolve_addr", -1, || {
-        // SAFETY: the caller's sockaddrs.
-        let (s, d) = match unsafe { (socket_addr(src), socket_addr(dst)) } {
-            (Ok(s), Ok(Some(d))) => (s, d),
-            (Err(e), _) | (_, Err(e)) => return fail_errno(e),
-            _ => return fail_errno(libc::EINVAL),
-        };
-        let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
-        let Ok(rt) = runtime() else { return fail_errno(libc::ENODEV) };
-        let cm = i.cm;
-        let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
-        match rt.call(move |e| {
-            let now = e.d.now();
-            e.d.stack.resolve_addr(now, cm, s, d, timeout).map(|()| addresses(&e.d.stack, cm))
-        }) {
-            Ok(Ok((src, dst))) => {
-                refresh_id(i, src, dst, false);
-                0
+        let r = (|| {
+            // SAFETY: the caller's sockaddrs.
+            let (s, d) = match unsafe { (socket_addr(src), socket_addr(dst)) } {
+                (Ok(s), Ok(Some(d))) => (s, d),
+                (Err(e), _) | (_, Err(e)) => return fail_errno(e),
+                _ => return fail_errno(libc::EINVAL),
+            };
+            let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
+            let Ok(rt) = runtime() else { return fail_errno(libc::ENODEV) };
+            let cm = i.cm;
+            let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+            match rt.call(move |e| {
+                let now = e.d.now();
+                e.d.stack.resolve_addr(now, cm, s, d, timeout).map(|()| addresses(&e.d.stack, cm))
+            }) {
+                Ok(Ok((src, dst))) => {
+                    refresh_id(i, src, dst, false);
+                    0
+                }
+                Ok(Err(e)) => fail_errno(e.value()),
+                Err(e) => fail_errno(e),
             }
-            Ok(Err(e)) => fail_errno(e.value()),
-            Err(e) => fail_errno(e),
-        }
+        })();
+        complete(id, r)
     })
 }
 
@@ -336,11 +372,14 @@ pub unsafe extern "C" fn rdma_resolve_addr(
 #[no_mangle]
 pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> c_int {
     boundary("rdma_resolve_route", -1, || {
-        let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
-        engine_call(id, move |e, cm| {
-            let now = e.d.now();
-            e.d.stack.resolve_route(now, cm, timeout)
-        })
+        let r = (|| {
+            let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+            engine_call(id, move |e, cm| {
+                let now = e.d.now();
+                e.d.stack.resolve_route(now, cm, timeout)
+            })
+        })();
+        complete(id, r)
     })
 }
 
@@ -413,11 +452,14 @@ fn connect_param(p: *const rdma_conn_param) -> ConnectParam {
 #[no_mangle]
 pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
     boundary("rdma_connect", -1, || {
-        let p = connect_param_or(param, (MAX_RD_ATOM, MAX_RD_ATOM));
-        engine_call(id, move |e, cm| {
-            let now = e.d.now();
-            e.d.stack.connect(now, cm, &p)
-        })
+        let r = (|| {
+            let p = connect_param_or(param, (MAX_RD_ATOM, MAX_RD_ATOM));
+            engine_call(id, move |e, cm| {
+                let now = e.d.now();
+                e.d.stack.connect(now, cm, &p)
+            })
+        })();
+        complete(id, r)
     })
 }
 
@@ -428,13 +470,21 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
 #[no_mangle]
 pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
     boundary("rdma_accept", -1, || {
-        let offered = id_of(id).map_or(0, |i| i.offered.load(std::sync::atomic::Ordering::Acquire));
-        let most = (((offered >> 8) as u8).min(MAX_RD_ATOM), (offered as u8).min(MAX_RD_ATOM));
-        let p = connect_param_or(param, most);
-        engine_call(id, move |e, cm| {
-            let now = e.d.now();
-            e.d.stack.accept(now, cm, &p)
-        })
+        let ud = id_of(id).is_some_and(|i| i.c.qp_type == IBV_QPT_UD);
+        let r = (|| {
+            let offered = id_of(id).map_or(0, |i| i.offered.load(std::sync::atomic::Ordering::Acquire));
+            let most = (((offered >> 8) as u8).min(MAX_RD_ATOM), (offered as u8).min(MAX_RD_ATOM));
+            let p = connect_param_or(param, most);
+            engine_call(id, move |e, cm| {
+                let now = e.d.now();
+                e.d.stack.accept(now, cm, &p)
+            })
+        })();
+        if ud {
+            r
+        } else {
+            complete(id, r)
+        }
     })
 }
 
@@ -462,10 +512,13 @@ pub unsafe extern "C" fn rdma_reject(id: *mut rdma_cm_id, data: *const c_void, l
 #[no_mangle]
 pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
     boundary("rdma_disconnect", -1, || {
-        engine_call(id, |e, cm| {
-            let now = e.d.now();
-            e.d.stack.disconnect(now, cm)
-        })
+        let r = (|| {
+            engine_call(id, |e, cm| {
+                let now = e.d.now();
+                e.d.stack.disconnect(now, cm)
+            })
+        })();
+        complete(id, r)
     })
 }
 
@@ -484,6 +537,14 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
     boundary("rdma_destroy_id", -1, || {
         let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
         let cm = i.cm;
+        // A synchronous id's last event is acknowledged here, and its own channel ends with
+        // it (librdmacm's rdma_destroy_id and ucma_free_id).
+        let own_channel = i.sync.load(Ordering::Acquire).then_some(i.c.channel);
+        if own_channel.is_some() && !i.c.event.is_null() {
+            // SAFETY: the id's last event, ours.
+            unsafe { rdma_ack_cm_event(i.c.event) };
+            i.c.event = std::ptr::null_mut();
+        }
         if let Some(rt) = crate::runtime::started() {
             let _ = rt.call(move |e| {
                 let now = e.d.now();
@@ -495,12 +556,314 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
         if i.outstanding.load(Ordering::Acquire) == 0 {
             free_id(id.cast());
         }
+        if let Some(ch) = own_channel {
+            // SAFETY: the channel the id was created with, no other id's.
+            unsafe { rdma_destroy_event_channel(ch) };
+        }
         0
     })
 }
 
 // ------------------------------------------------------------------------------------------
 // QPs of ids
+
+/// A CQ of `size` entries and its completion channel for an id, the id as the CQ's context.
+fn id_cq(i: &Id, id: *mut rdma_cm_id, size: u32) -> Result<(*mut ibv_comp_channel, *mut ibv_cq), i32> {
+    // SAFETY: the id's context; the channel just made; the id as the context.
+    unsafe {
+        let ch = crate::verbs::ibv_create_comp_channel(i.c.verbs);
+        if ch.is_null() {
+            return Err(crate::ffi::errno());
+        }
+        let cq = crate::verbs::ibv_create_cq(i.c.verbs, size.max(1) as c_int, id.cast(), ch, 0);
+        if cq.is_null() {
+            let e = crate::ffi::errno();
+            crate::verbs::ibv_destroy_comp_channel(ch);
+            return Err(e);
+        }
+        Ok((ch, cq))
+    }
+}
+
+/// librdmacm's ucma_create_cqs: a receive CQ of `recv` and a send CQ of `send` entries (none
+/// for 0), each with its own channel.
+fn create_id_cqs(i: &mut Id, id: *mut rdma_cm_id, send: u32, recv: u32) -> Result<(), i32> {
+    if recv > 0 {
+        let (ch, cq) = id_cq(i, id, recv)?;
+        i.c.recv_cq_channel = ch;
+        i.c.recv_cq = cq;
+    }
+    if send > 0 {
+        let (ch, cq) = id_cq(i, id, send)?;
+        i.c.send_cq_channel = ch;
+        i.c.send_cq = cq;
+    }
+    i.own_cqs.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// librdmacm's ucma_destroy_cqs: the CQs and channels [`create_id_cqs`] made.
+fn destroy_id_cqs(i: &mut Id) {
+    if !i.own_cqs.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: the CQs and channels made for the id, no QP using them any more.
+    unsafe {
+        if !i.c.recv_cq.is_null() {
+            crate::verbs::ibv_destroy_cq(i.c.recv_cq);
+        }
+        if !i.c.recv_cq_channel.is_null() {
+            crate::verbs::ibv_destroy_comp_channel(i.c.recv_cq_channel);
+        }
+        if !i.c.send_cq.is_null() && i.c.send_cq != i.c.recv_cq {
+            crate::verbs::ibv_destroy_cq(i.c.send_cq);
+        }
+        if !i.c.send_cq_channel.is_null() && i.c.send_cq_channel != i.c.recv_cq_channel {
+            crate::verbs::ibv_destroy_comp_channel(i.c.send_cq_channel);
+        }
+    }
+    i.c.recv_cq = std::ptr::null_mut();
+    i.c.recv_cq_channel = std::ptr::null_mut();
+    i.c.send_cq = std::ptr::null_mut();
+    i.c.send_cq_channel = std::ptr::null_mut();
+}
+
+/// `rdma_get_request`: the next connection request of a synchronous listener, with a QP of
+/// the endpoint's attributes if `rdma_create_ep` gave some. EINVAL for an asynchronous
+/// listener or another event; ECONNREFUSED for REJECTED.
+///
+/// # Safety
+/// `listen` is ours; `id` a pointer slot.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut rdma_cm_id) -> c_int {
+    boundary("rdma_get_request", -1, || {
+        let Some(l) = id_of(listen) else { return fail_errno(libc::EINVAL) };
+        if id.is_null() || !l.sync.load(Ordering::Acquire) {
+            return fail_errno(libc::EINVAL);
+        }
+        if !l.c.event.is_null() {
+            // SAFETY: the listener's last event, ours.
+            unsafe { rdma_ack_cm_event(l.c.event) };
+            l.c.event = std::ptr::null_mut();
+        }
+        let mut ev: *mut rdma_cm_event = std::ptr::null_mut();
+        // SAFETY: the listener's own channel; a slot.
+        if unsafe { rdma_get_cm_event(l.c.channel, &mut ev) } != 0 {
+            return -1;
+        }
+        // SAFETY: the event just taken.
+        let (kind, status, child) = unsafe { ((*ev).event, (*ev).status, (*ev).id) };
+        let fail = |l: &mut Id, e: i32| {
+            l.c.event = ev;
+            fail_errno(e)
+        };
+        if kind == RDMA_CM_EVENT_REJECTED {
+            return fail(l, libc::ECONNREFUSED);
+        }
+        if status != 0 {
+            return fail(l, status.abs());
+        }
+        if kind != RDMA_CM_EVENT_CONNECT_REQUEST {
+            return fail(l, libc::EINVAL);
+        }
+        let init = l.ep_qp_init.lock().ok().and_then(|g| *g);
+        if let Some(mut attr) = init {
+            if create_qp_for(child, l.c.pd, &mut attr) != 0 {
+                let e = crate::ffi::errno();
+                return fail(l, e);
+            }
+        }
+        // SAFETY: the request's id (ours) and the caller's slot.
+        unsafe {
+            (*child).event = ev;
+            *id = child;
+        }
+        0
+    })
+}
+
+/// `rdma_create_ep`: a synchronous id for `res` — passive (RAI_PASSIVE): bound, with `pd`
+/// and the QP attributes kept for [`rdma_get_request`]; active: address and route resolved
+/// (2 s each) and its QP made from `qp_init_attr` if given.
+///
+/// # Safety
+/// `id` a pointer slot; `res` from `rdma_getaddrinfo`; `pd` NULL or ours; `qp_init_attr` NULL
+/// or attributes.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_ep(
+    id: *mut *mut rdma_cm_id,
+    res: *mut rdma_addrinfo,
+    pd: *mut ibv_pd,
+    qp_init_attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    boundary("rdma_create_ep", -1, || {
+        if id.is_null() || res.is_null() {
+            return fail_errno(libc::EINVAL);
+        }
+        // SAFETY: the caller's address info.
+        let r = unsafe { &*res };
+        let mut cm_id: *mut rdma_cm_id = std::ptr::null_mut();
+        // SAFETY: a slot for the new id.
+        if unsafe { rdma_create_id(std::ptr::null_mut(), &mut cm_id, std::ptr::null_mut(), r.ai_port_space as u32) }
+            != 0
+        {
+            return -1;
+        }
+        let made = (|| {
+            if r.ai_flags & RAI_PASSIVE as c_int != 0 {
+                // SAFETY: the id just made and the caller's source address.
+                if unsafe { rdma_bind_addr(cm_id, r.ai_src_addr) } != 0 {
+                    return -1;
+                }
+                let i = id_of(cm_id).expect("the id just made");
+                if !pd.is_null() {
+                    i.c.pd = pd;
+                }
+                if !qp_init_attr.is_null() {
+                    // SAFETY: the caller's attributes.
+                    let mut a = unsafe { *qp_init_attr };
+                    a.qp_type = r.ai_qp_type as u32;
+                    if let Ok(mut g) = i.ep_qp_init.lock() {
+                        *g = Some(a);
+                    }
+                }
+                return 0;
+            }
+            // SAFETY: the id just made and the caller's addresses.
+            if unsafe { rdma_resolve_addr(cm_id, r.ai_src_addr, r.ai_dst_addr, 2000) } != 0 {
+                return -1;
+            }
+            // SAFETY: as above.
+            if unsafe { rdma_resolve_route(cm_id, 2000) } != 0 {
+                return -1;
+            }
+            if !qp_init_attr.is_null() {
+                // SAFETY: the caller's attributes (librdmacm writes the type back).
+                unsafe { (*qp_init_attr).qp_type = r.ai_qp_type as u32 };
+                // SAFETY: as above.
+                if unsafe { rdma_create_qp(cm_id, pd, qp_init_attr) } != 0 {
+                    return -1;
+                }
+            }
+            0
+        })();
+        if made != 0 {
+            let e = crate::ffi::errno();
+            // SAFETY: the id made above, not handed out.
+            unsafe { rdma_destroy_ep(cm_id) };
+            return fail_errno(e);
+        }
+        // SAFETY: the caller's slot.
+        unsafe { *id = cm_id };
+        0
+    })
+}
+
+/// `rdma_destroy_ep`: the id's QP, the CQs made for it, then the id.
+///
+/// # Safety
+/// `id` is ours; not used after this.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
+    boundary("rdma_destroy_ep", (), || {
+        let Some(i) = id_of(id) else { return };
+        if !i.c.qp.is_null() {
+            // SAFETY: the id's QP.
+            unsafe { rdma_destroy_qp(id) };
+        }
+        destroy_id_cqs(i);
+        // SAFETY: ours; not used after this.
+        unsafe { rdma_destroy_id(id) };
+    })
+}
+
+/// `rdma_migrate_id`: the id's events go to `channel` from now on (NULL: a channel of its
+/// own, synchronous). EINVAL for NULL on an id that is synchronous already.
+///
+/// # Safety
+/// `id` is ours; `channel` NULL or ours.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
+    boundary("rdma_migrate_id", -1, || {
+        let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
+        let was_sync = i.sync.load(Ordering::Acquire);
+        if was_sync && channel.is_null() {
+            return fail_errno(libc::EINVAL);
+        }
+        let (channel, shared, sync) = if channel.is_null() {
+            match new_channel() {
+                Some((c, sh)) => (c, sh, true),
+                None => return fail_errno(libc::EMFILE),
+            }
+        } else {
+            // SAFETY: a Channel of ours.
+            (channel, unsafe { (*channel.cast::<Channel>()).shared.clone() }, false)
+        };
+        let Ok(rt) = runtime() else { return fail_errno(libc::ENODEV) };
+        let (cm, ptr, sh) = (i.cm, id as usize, shared.clone());
+        let _ = rt.call(move |e| {
+            e.ids.insert(cm, IdLink { id_ptr: ptr, channel: sh });
+        });
+        let old = i.c.channel;
+        if was_sync {
+            if !i.c.event.is_null() {
+                // SAFETY: the id's last event, ours.
+                unsafe { rdma_ack_cm_event(i.c.event) };
+                i.c.event = std::ptr::null_mut();
+            }
+        }
+        i.channel = shared;
+        i.c.channel = channel;
+        i.sync.store(sync, Ordering::Release);
+        if was_sync {
+            // SAFETY: the id's own old channel, no other id's.
+            unsafe { rdma_destroy_event_channel(old) };
+        }
+        0
+    })
+}
+
+/// `rdma_init_qp_attr`: the attributes and mask that move the id's QP to `qp_attr.qp_state`
+/// (INIT, RTR or RTS), as the CM would (ib_cm_init_qp_attr's rules: EINVAL in a CM state
+/// that has none).
+///
+/// # Safety
+/// `id` is ours; `qp_attr` and `qp_attr_mask` point to their types.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_init_qp_attr(
+    id: *mut rdma_cm_id,
+    qp_attr: *mut ibv_qp_attr,
+    qp_attr_mask: *mut c_int,
+) -> c_int {
+    boundary("rdma_init_qp_attr", -1, || {
+        let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
+        if qp_attr.is_null() || qp_attr_mask.is_null() {
+            return fail_errno(libc::EINVAL);
+        }
+        // SAFETY: the caller's attributes.
+        let want = unsafe { (*qp_attr).qp_state };
+        let state = match want {
+            IBV_QPS_INIT => roce_cm::InitQpState::Init,
+            IBV_QPS_RTR => roce_cm::InitQpState::Rtr,
+            IBV_QPS_RTS => roce_cm::InitQpState::Rts,
+            _ => return fail_errno(libc::EINVAL),
+        };
+        let Ok(rt) = runtime() else { return fail_errno(libc::ENODEV) };
+        let cm = i.cm;
+        let at = match rt.call(move |e| e.d.stack.init_qp_attr(cm, state)) {
+            Ok(Ok(at)) => at,
+            Ok(Err(e)) => return fail_errno(e.value()),
+            Err(e) => return fail_errno(e),
+        };
+        let (a, mask) = crate::conn::ibv_attr_for(want, &at);
+        // SAFETY: the caller's out-parameters.
+        unsafe {
+            *qp_attr = a;
+            *qp_attr_mask = mask as c_int;
+        }
+        0
+    })
+}
 
 fn create_qp_for(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> c_int {
     let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
@@ -510,6 +873,21 @@ fn create_qp_for(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: &mut ibv_qp_init_at
     let pd = if pd.is_null() { i.c.pd } else { pd };
     if pd.is_null() || i.c.verbs.is_null() {
         return fail_errno(libc::EINVAL);
+    }
+    // NULL CQs: the id's own, made here with completion channels (librdmacm's
+    // ucma_create_cqs; rdma_verbs.h's rdma_get_send_comp/rdma_get_recv_comp wait on them).
+    if attr.send_cq.is_null() || attr.recv_cq.is_null() {
+        let send = if attr.send_cq.is_null() && i.c.send_cq.is_null() { attr.cap.max_send_wr } else { 0 };
+        let recv = if attr.recv_cq.is_null() && i.c.recv_cq.is_null() { attr.cap.max_recv_wr } else { 0 };
+        if let Err(e) = create_id_cqs(i, id, send, recv) {
+            return fail_errno(e);
+        }
+        if attr.send_cq.is_null() {
+            attr.send_cq = i.c.send_cq;
+        }
+        if attr.recv_cq.is_null() {
+            attr.recv_cq = i.c.recv_cq;
+        }
     }
     if attr.qp_type != i.c.qp_type {
         // The id's port space fixed its QP type (RDMA_PS_TCP: RC, RDMA_PS_UDP: UD).
@@ -627,7 +1005,7 @@ fn join(id: *mut rdma_cm_id, addr: *mut libc::sockaddr, join_state: JoinState, c
             g.insert(group, context as usize);
         }
     }
-    r
+    complete(id, r)
 }
 
 /// `rdma_join_multicast`: a FullMember join; MULTICAST_JOIN or MULTICAST_ERROR follows, with
@@ -733,7 +1111,6 @@ pub unsafe extern "C" fn rdma_get_cm_event(ch: *mut rdma_event_channel, event: *
             let i = &mut *(*eb).ev.id.cast::<Id>();
             i.outstanding.fetch_add(1, Ordering::AcqRel);
             refresh_id(i, (*eb).src, (*eb).dst, (*eb).route);
-            i.c.event = &mut (*eb).ev;
             *event = &mut (*eb).ev;
         }
         0

@@ -392,11 +392,38 @@ pub fn modify(e: &mut Engine, qpn: u32, a: &ibv_qp_attr, mask: u32, uc: bool) ->
     Ok(to)
 }
 
+/// The C attributes and mask that move a QP to `state` with the engine's attributes `at`
+/// (what `rdma_init_qp_attr` gives: INIT access, port and P_Key index; RTR the path and the
+/// responder's side; RTS the requester's).
+pub fn ibv_attr_for(state: u32, at: &QpAttr) -> (ibv_qp_attr, u32) {
+    let mut a = attr_of(QpState::Reset, at, ibv_qp_cap::default());
+    a.qp_state = state;
+    let mask = IBV_QP_STATE
+        | match state {
+            IBV_QPS_INIT => IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT,
+            IBV_QPS_RTR => {
+                IBV_QP_AV
+                    | IBV_QP_PATH_MTU
+                    | IBV_QP_DEST_QPN
+                    | IBV_QP_RQ_PSN
+                    | IBV_QP_MAX_DEST_RD_ATOMIC
+                    | IBV_QP_MIN_RNR_TIMER
+            }
+            _ => IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC,
+        };
+    (a, mask)
+}
+
 /// `ibv_query_qp` of a connected QP: the engine's attributes in the C shape.
 pub fn query(e: &Engine, qpn: u32, cap: ibv_qp_cap) -> Option<ibv_qp_attr> {
     let rc = e.d.stack.rc();
     let s = rc.qp_state(qpn)?;
     let at = rc.query_qp(qpn)?;
+    Some(attr_of(s, &at, cap))
+}
+
+/// The C shape of the engine's attributes of a QP in state `s`.
+fn attr_of(s: QpState, at: &QpAttr, cap: ibv_qp_cap) -> ibv_qp_attr {
     // SAFETY: plain C data; zero is valid.
     let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
     a.qp_state = ibv_state(s);
@@ -421,7 +448,7 @@ pub fn query(e: &Engine, qpn: u32, cap: ibv_qp_cap) -> Option<ibv_qp_attr> {
     a.timeout = at.timeout;
     a.retry_cnt = at.retry_cnt;
     a.rnr_retry = at.rnr_retry;
-    Some(a)
+    a
 }
 
 // ------------------------------------------------------------------------------------------

@@ -11,6 +11,12 @@ pub fn set_errno(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// The calling thread's errno.
+pub fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
 static SAID: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
 /// Print `msg` on stderr the first time `key` is said in this process.

@@ -54,6 +54,16 @@ pub struct Id {
     /// parameters (or RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH) answers with these, capped at
     /// the device's, as librdmacm does.
     pub offered: AtomicU16,
+    /// librdmacm's synchronous mode: the id was created without a channel (or is the
+    /// request of a synchronous listener); its channel is its own, and each call that
+    /// produces an event waits for it.
+    pub sync: AtomicBool,
+    /// A passive endpoint's QP attributes (`rdma_create_ep`): `rdma_get_request` gives each
+    /// request a QP of these.
+    pub ep_qp_init: Mutex<Option<ibv_qp_init_attr>>,
+    /// CQs and channels `rdma_create_qp` made for the id (a NULL CQ in its attributes, as
+    /// librdmacm's ucma_create_cqs): `rdma_destroy_ep` ends them.
+    pub own_cqs: AtomicBool,
 }
 
 /// A new id object (boxed; the program gets its address).
@@ -82,6 +92,9 @@ pub fn new_id(
         groups: Mutex::new(HashMap::new()),
         path,
         offered: AtomicU16::new(0),
+        sync: AtomicBool::new(false),
+        ep_qp_init: Mutex::new(None),
+        own_cqs: AtomicBool::new(false),
     }))
 }
 
@@ -129,14 +142,25 @@ pub fn deliver_event(
     let link = if ev.kind == EventKind::ConnectRequest {
         let Some(parent) = ev.listen_id.and_then(|l| links.get(&l)).cloned() else { return };
         // SAFETY: the listener's Id, alive while it is in the table.
-        let (channel_ptr, context, ps, qp_type) = unsafe {
+        let (channel_ptr, context, ps, qp_type, sync) = unsafe {
             let p = &*(parent.id_ptr as *const Id);
-            (p.c.channel, p.c.context, p.c.ps, p.c.qp_type)
+            (p.c.channel, p.c.context, p.c.ps, p.c.qp_type, p.sync.load(Ordering::Acquire))
         };
-        let child = new_id(ev.id, channel_ptr, parent.channel.clone(), context, ps, qp_type);
-        let link = IdLink { id_ptr: child as usize, channel: parent.channel.clone() };
-        links.insert(ev.id, link.clone());
-        link
+        // A synchronous listener's requests get channels of their own (librdmacm migrates
+        // each to a new channel: ucma_process_conn_req); the request event itself goes to
+        // the listener's.
+        let own = sync.then(crate::cm::new_channel).flatten();
+        let (child_channel, child_shared) = match &own {
+            Some((c, sh)) => (*c, sh.clone()),
+            None => (channel_ptr, parent.channel.clone()),
+        };
+        let child = new_id(ev.id, child_channel, child_shared.clone(), context, ps, qp_type);
+        if own.is_some() {
+            // SAFETY: the id just made.
+            unsafe { (*child).sync.store(true, Ordering::Release) };
+        }
+        links.insert(ev.id, IdLink { id_ptr: child as usize, channel: child_shared });
+        IdLink { id_ptr: child as usize, channel: parent.channel.clone() }
     } else {
         match links.get(&ev.id) {
             Some(l) => l.clone(),

@@ -1,9 +1,17 @@
 //! The stack inside the program: one engine ([`roce_cm::Stack`] on roce-net's [`Driver`],
-//! opened exactly as the `roce` tools open their port) on one thread that owns it. The C
-//! calls reach it through a queue and, when they need an answer, wait for it ([`call`]);
-//! work requests go without waiting ([`post`]). The thread hands events to the event
-//! channels and completions to the CQs, whose own locks `ibv_poll_cq` takes: a program
-//! spinning on its CQ never takes the engine's.
+//! opened exactly as the `roce` tools open their port), shared behind one lock by the
+//! program's threads and a thread of its own.
+//!
+//! - **The program's threads drive it** (run to completion, as the `roce` tools' own loop
+//!   does): a C call locks it, does its work, sends what the work queued and takes what
+//!   arrived ([`Runtime::call`], [`Runtime::post`]); a program spinning on an empty CQ takes
+//!   the next frames itself when the lock is free ([`Runtime::progress`]). No handoff between
+//!   threads on the data path.
+//! - **The stack's thread** waits on the device, the SA link and a wake pipe *without* the
+//!   lock, for the frames nobody polls for and the timers (retransmissions, SA retries); a
+//!   call that set an earlier timer than the one it sleeps for wakes it.
+//! - Events go to the event channels and completions to the CQs, whose own locks
+//!   `ibv_poll_cq` takes.
 //!
 //! Started at the first call that needs the port; with it a watcher process (watcher.rs)
 //! that puts the frames of the process's end on the wire when the process dies without
@@ -12,9 +20,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::AtomicBool;
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use roce::plumbing::port::{open_port, set_port_mtu_from, CliDevice, PortOptions};
@@ -26,21 +32,17 @@ use crate::mr::MrTable;
 use crate::queues::UdQpLink;
 use crate::watcher::Watcher;
 
-/// A unit of work for the engine's thread.
-pub type Cmd = Box<dyn FnOnce(&mut Engine) + Send>;
-
-/// The running stack: the way to its thread, and what the C side reads without it.
+/// The running stack: the engine, and what the C side reads without it.
 pub struct Runtime {
-    tx: Mutex<mpsc::Sender<Cmd>>,
+    engine: Arc<Mutex<Engine>>,
     wake: OwnedFd,
     /// The memory regions (lkey/rkey ▶ the program's memory), read by the posting threads.
     pub mrs: RwLock<MrTable>,
     /// The port's options (as `roce exec` or the environment gave them).
     pub options: PortOptions,
-    thread: std::thread::ThreadId,
 }
 
-/// What the engine's thread owns.
+/// The engine and what goes with it, behind the runtime's lock.
 pub struct Engine {
     /// The driven stack.
     pub d: Driver<CliDevice>,
@@ -60,6 +62,16 @@ pub struct Engine {
     pub orphan_completions: u64,
     watcher: Option<Watcher>,
     last_death_set: Vec<Vec<u8>>,
+    /// Something changed what a death must send since the watcher last heard (worked out
+    /// once the engine has been quiet for a millisecond: a copy of the whole engine).
+    dirty: Option<Instant>,
+    /// Until when (the engine's clock) the stack's thread sleeps: a call that needs it
+    /// earlier wakes it.
+    sleeping_until: Option<roce_cm::Instant>,
+    /// When a program's thread last took frames itself (spinning on a CQ): while one does,
+    /// the stack's thread leaves the device to it and wakes only for timers, so that the two
+    /// do not race for each frame (and for the cores).
+    polled_at: Option<Instant>,
 }
 
 static RUNTIME: OnceLock<Result<Runtime, (i32, String)>> = OnceLock::new();
@@ -87,8 +99,6 @@ fn start() -> Result<Runtime, (i32, String)> {
     let mut d = open_port(&options).map_err(|e| (libc::ENODEV, format!("roce: {}: {}", options.iface, e.message)))?;
     set_port_mtu_from(&mut d, &options.iface);
     let (wake_rx, wake_tx) = pipe().map_err(|e| (libc::EMFILE, format!("roce: a pipe for the engine: {e}")))?;
-    // The driver's wait wakes on this pipe (a command arrived); its flag is never set.
-    d.set_stop(wake_rx.as_raw_fd(), Arc::new(AtomicBool::new(false)));
     let device_fds: Vec<RawFd> = crate::ffi::open_fds().into_iter().filter(|fd| !before.contains(fd)).collect();
     // The watcher is forked before the engine's thread exists: it owns a copy of the device.
     let watcher = match Watcher::spawn(&mut d.dev, &options.iface, &device_fds) {
@@ -98,8 +108,7 @@ fn start() -> Result<Runtime, (i32, String)> {
             None
         }
     };
-    let (tx, rx) = mpsc::channel::<Cmd>();
-    let mut engine = Engine {
+    let engine = Arc::new(Mutex::new(Engine {
         d,
         ids: HashMap::new(),
         ud_qps: HashMap::new(),
@@ -110,47 +119,114 @@ fn start() -> Result<Runtime, (i32, String)> {
         orphan_completions: 0,
         watcher,
         last_death_set: Vec::new(),
-    };
-    let thread = std::thread::Builder::new()
+        dirty: None,
+        sleeping_until: None,
+        polled_at: None,
+    }));
+    let shared = engine.clone();
+    std::thread::Builder::new()
         .name("roce-stack".into())
-        .spawn(move || {
-            let _keep = wake_rx;
-            engine.run(rx, _keep.as_raw_fd());
-        })
+        .spawn(move || run(&shared, wake_rx))
         .map_err(|e| (libc::EAGAIN, format!("roce: the engine's thread: {e}")))?;
     // SAFETY: registering a plain extern "C" function with atexit.
     unsafe { libc::atexit(at_exit) };
-    Ok(Runtime {
-        tx: Mutex::new(tx),
-        wake: wake_tx,
-        mrs: RwLock::new(MrTable::default()),
-        options,
-        thread: thread.thread().id(),
-    })
+    Ok(Runtime { engine, wake: wake_tx, mrs: RwLock::new(MrTable::default()), options })
+}
+
+fn lock(m: &Mutex<Engine>) -> MutexGuard<'_, Engine> {
+    // A panic caught at the C boundary while the engine was held leaves it usable.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Runtime {
-    /// Run `f` on the engine's thread and wait for its answer.
-    pub fn call<R: Send + 'static>(&self, f: impl FnOnce(&mut Engine) -> R + Send + 'static) -> Result<R, i32> {
-        if std::thread::current().id() == self.thread {
-            // A call from the engine's own thread (an atexit handler run there) cannot wait on it.
-            return Err(libc::EDEADLK);
-        }
-        let (tx, rx) = mpsc::sync_channel(1);
-        self.post(move |e| {
-            let _ = tx.send(f(e));
-        });
-        rx.recv().map_err(|_| libc::EIO)
+    /// Run `f` on the engine (on the calling thread, under the engine's lock), then send what
+    /// it queued and hand out what arrived.
+    pub fn call<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> Result<R, i32> {
+        let mut e = lock(&self.engine);
+        let r = f(&mut e);
+        e.dirty.get_or_insert_with(Instant::now);
+        self.after_work(&mut e);
+        Ok(r)
     }
 
-    /// Queue `f` for the engine's thread without waiting.
-    pub fn post(&self, f: impl FnOnce(&mut Engine) + Send + 'static) {
-        if let Ok(tx) = self.tx.lock() {
-            let _ = tx.send(Box::new(f));
+    /// As [`Runtime::call`], for work whose answer nobody waits for (a work request): it
+    /// changes nothing a death must send.
+    pub fn post(&self, f: impl FnOnce(&mut Engine)) {
+        let mut e = lock(&self.engine);
+        f(&mut e);
+        self.after_work(&mut e);
+    }
+
+    /// For a program spinning on an empty CQ: if nobody holds the engine, take what arrived
+    /// and send what is due. Returns whether it ran.
+    pub fn progress(&self) -> bool {
+        let Ok(mut e) = self.engine.try_lock() else { return false };
+        e.polled_at = Some(Instant::now());
+        self.after_work(&mut e);
+        true
+    }
+
+    fn after_work(&self, e: &mut Engine) {
+        let _ = e.d.turn(Duration::ZERO);
+        if e.dispatch() {
+            e.dirty.get_or_insert_with(Instant::now);
         }
-        // SAFETY: one byte from a valid buffer to our own pipe (non-blocking: a full pipe
-        // already wakes the thread).
-        unsafe { libc::write(self.wake.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+        // The stack's thread sleeps for its own timers: one queued now that is due earlier
+        // (a retransmission, an SA retry, the watcher's update) needs it awake.
+        let due = e.d.now() + e.d.next_wait(IDLE);
+        let due = if e.dirty.is_some() { due.min(e.d.now() + QUIET) } else { due };
+        if e.sleeping_until.is_some_and(|t| due < t) {
+            e.sleeping_until = None;
+            // SAFETY: one byte from a valid buffer to our own non-blocking pipe.
+            unsafe { libc::write(self.wake.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+        }
+    }
+}
+
+/// How long the engine stays quiet after a change before the watcher hears of it.
+const QUIET: Duration = Duration::from_millis(1);
+/// How long after a program's thread last took frames itself the stack's thread takes the
+/// device back (the program stopped spinning: it blocks on a channel, or computes).
+const SPIN_HANDOVER: Duration = Duration::from_millis(1);
+/// The stack's thread's longest sleep with nothing due.
+const IDLE: Duration = Duration::from_millis(200);
+
+/// The stack's thread: take frames and run timers under the lock, wait without it.
+fn run(engine: &Mutex<Engine>, wake: OwnedFd) {
+    let mut pfds = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 3];
+    loop {
+        let (n, wait) = {
+            let mut e = lock(engine);
+            let _ = e.d.turn(Duration::ZERO);
+            if e.dispatch() {
+                e.dirty.get_or_insert_with(Instant::now);
+            }
+            if e.dirty.is_some_and(|t| t.elapsed() >= QUIET) {
+                e.after_change();
+                e.dirty = None;
+            }
+            let spinning = e.polled_at.is_some_and(|t| t.elapsed() < SPIN_HANDOVER);
+            let max = if e.dirty.is_some() {
+                QUIET
+            } else if spinning {
+                SPIN_HANDOVER
+            } else {
+                IDLE
+            };
+            let wait = e.d.next_wait(max);
+            e.sleeping_until = Some(e.d.now() + wait);
+            let device = if spinning { [None, None] } else { e.d.input_fds() };
+            let mut n = 0;
+            for fd in device.into_iter().flatten().chain([wake.as_raw_fd()]) {
+                pfds[n] = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+                n += 1;
+            }
+            (n, wait)
+        };
+        let ms = i32::try_from(wait.as_millis().max(u128::from(!wait.is_zero()))).unwrap_or(i32::MAX);
+        // SAFETY: a valid array of `n` pollfds.
+        unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, ms) };
+        drain(wake.as_raw_fd());
     }
 }
 
@@ -161,48 +237,23 @@ extern "C" fn at_exit() {
     // exit() without destroying: destroy every id as the kernel does when the ucma file
     // closes (groups left and their answers awaited, connections disconnected), then tell the
     // watcher that nothing is left to do.
-    if let Some(rt) = started() {
-        let _ = rt.call(|e| e.end_of_process());
+    // If exit() came from a signal handler that interrupted a call holding the engine, the
+    // engine is not taken: the watcher sends the death set when the process is gone.
+    let Some(rt) = started() else { return };
+    let end = Instant::now() + Duration::from_millis(500);
+    loop {
+        if let Ok(mut e) = rt.engine.try_lock() {
+            e.end_of_process();
+            return;
+        }
+        if Instant::now() >= end {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
 impl Engine {
-    fn run(&mut self, rx: mpsc::Receiver<Cmd>, wake: RawFd) {
-        // The watcher's death set is worked out (a copy of the whole engine) once the engine has
-        // been idle for a millisecond after a change, not between a request and its answer.
-        let mut dirty = false;
-        loop {
-            let mut ran = false;
-            loop {
-                match rx.try_recv() {
-                    Ok(cmd) => {
-                        cmd(self);
-                        ran = true;
-                    }
-                    Err(mpsc::TryRecvError::Empty) => break,
-                    Err(mpsc::TryRecvError::Disconnected) => return,
-                }
-            }
-            if ran {
-                // What the commands queued leaves now (a join's Set, a leave's Delete).
-                let _ = self.d.turn(Duration::ZERO);
-                self.dispatch();
-                dirty = true;
-            }
-            let wait = if dirty { Duration::from_millis(1) } else { Duration::from_millis(200) };
-            let _ = self.d.turn(wait);
-            drain(wake);
-            if self.dispatch() {
-                dirty = true;
-                continue;
-            }
-            if dirty {
-                self.after_change();
-                dirty = false;
-            }
-        }
-    }
-
     /// Hand the engine's events to their channels and the datagrams to the posted receives.
     /// Returns whether anything happened that may change what a death must send.
     pub fn dispatch(&mut self) -> bool {

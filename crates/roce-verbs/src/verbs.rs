@@ -387,22 +387,27 @@ pub unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> 
     }
     // SAFETY: a Cq of ours.
     let shared = unsafe { &(*cq.cast::<Cq>()).shared };
-    let Ok(mut q) = shared.wcs.lock() else { return -libc::EIO };
-    let k = (n as usize).min(q.len());
-    for i in 0..k {
-        if let Some(w) = q.pop_front() {
-            // SAFETY: i < n slots of the caller's array.
-            unsafe { *wc.add(i) = w };
+    let take = |q: &mut VecDeque<ibv_wc>| {
+        let k = (n as usize).min(q.len());
+        for i in 0..k {
+            if let Some(w) = q.pop_front() {
+                // SAFETY: i < n slots of the caller's array.
+                unsafe { *wc.add(i) = w };
+            }
         }
+        k
+    };
+    let Ok(k) = shared.wcs.lock().map(|mut q| take(&mut q)) else { return -libc::EIO };
+    if k > 0 || n == 0 {
+        return k as c_int;
     }
-    drop(q);
-    if k == 0 {
-        // A program spinning on an empty CQ gives its core to the stack's thread, which has
-        // the completion to make (on two cores, two spinning programs otherwise starve both
-        // stacks until the scheduler's tick).
-        std::thread::yield_now();
+    // Empty: the spinning program takes the next frames itself when nobody holds the engine
+    // (what the `roce` tools' busy poll does), else gives its core to whoever does.
+    match crate::runtime::started() {
+        Some(rt) if rt.progress() => {}
+        _ => std::thread::yield_now(),
     }
-    k as c_int
+    shared.wcs.lock().map_or(-libc::EIO, |mut q| take(&mut q) as c_int)
 }
 
 /// `ibv_req_notify_cq` (through `ops.req_notify_cq`): the next completion wakes the channel.
