@@ -151,8 +151,12 @@ pub fn encode_value(v: &Value) -> Result<Encoded, EncodeError> {
     let lt = bounded(v, &["link_type"], linktype::ETHERNET)?;
     if lt == linktype::INFINIBAND || lt == linktype::ERF {
         let (frame, stated, (overrides, notes)) = ib::frame(v)?;
-        let data = if lt == linktype::ERF { ib::erf_record(v, frame, stated)? } else { frame };
-        let orig_len = bounded(v, &["len"], data.len() as u32)?;
+        let (data, orig_len) = if lt == linktype::ERF {
+            ib::erf_record(v, frame, stated)?
+        } else {
+            let len = bounded(v, &["len"], frame.len() as u32)?;
+            (frame, len)
+        };
         return Ok(Encoded { timestamp: timestamp(v)?, linktype: lt, orig_len, data, overrides, notes });
     }
     let kind = get(v, &["kind"]).and_then(Value::as_str).unwrap_or("");
