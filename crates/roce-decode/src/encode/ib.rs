@@ -11,10 +11,12 @@ use roce_wire::ib_frame::IbFrameRepr;
 use roce_wire::{erf, grh, lrh};
 use serde_json::Value;
 
+use super::restate::Views;
 use super::{bounded, bth_of, err, ext_of, flag, get, hex, mad, num, payload_of, EncodeError, MadReport};
 
-/// The IB packet of a line (LRH first) and how long the line says it was (for ERF's WLen).
-pub(super) fn frame(v: &Value) -> Result<(Vec<u8>, usize, MadReport), EncodeError> {
+/// The IB packet of a line (LRH first) and how long the line says it was (for ERF's WLen);
+/// `views` settles the members that restate others.
+pub(super) fn frame(v: &Value, views: &mut Views) -> Result<(Vec<u8>, usize, MadReport), EncodeError> {
     let kind = get(v, &["kind"]).and_then(Value::as_str).unwrap_or("");
     let whole = kind == "infiniband" && get(v, &["bth"]).is_some() && get(v, &["raw"]).is_none();
     if !whole {
@@ -56,9 +58,9 @@ pub(super) fn frame(v: &Value) -> Result<(Vec<u8>, usize, MadReport), EncodeErro
         }),
         _ => None,
     };
-    let b = bth_of(v)?;
+    let b = bth_of(v, views)?;
     let ext = ext_of(v, b.opcode)?;
-    let (built, payload, mut notes) = payload_of(v, &b, &ext, 0)?;
+    let (built, payload, mut notes) = payload_of(v, &b, &ext, 0, views)?;
     let pad = match hex(v, &["pad"])? {
         Some(p) if p.len() > 3 => return err("pad: more than 3 bytes"),
         Some(p) => p,
