@@ -114,7 +114,7 @@ impl<W: Write> Printer<W> {
             let us = u64::from(rel.subsec_micros());
             pad_dec(&mut line, us, 6, b'0');
             line.push(b' ');
-            pad_dec(&mut line, u64::from(roce_decode::decode::frame_len(lt, orig_len, data)), 5, b' ');
+            pad_dec(&mut line, u64::from(roce_decode::decode::frame_lengths(lt, orig_len, data).0), 5, b' ');
             line.push(b' ');
             line.extend_from_slice(self.dec.summary.text.as_bytes());
             line.push(b'\n');

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use roce_decode::capture::linktype;
-use roce_decode::encode::{encode_value, EncodeError, PcapOut};
+use roce_decode::encode::{encode_value, EncodeError, PcapOut, SettledBy};
 use serde_json::Value;
 
 use crate::plumbing::exit;
@@ -20,6 +20,9 @@ use crate::plumbing::out::warn_line;
 /// come back from their `raw` bytes. A QP1 frame's MAD is built from its `mad`, `rmpp`, `sa`,
 /// `mcmember`, `class_port_info`, `service_record` and `cm` members over its `payload` bytes;
 /// where a member and the payload disagree, the member wins and a line on stderr names it.
+/// A member that restates another (`cm.port` of `cm.fields.service_id`, `mad.response` of
+/// `mad.method`, `bth.psn` of `psn`, …) follows it when the other was edited, and wins when
+/// it was the one edited; a line on stderr says which (spec/decode.md).
 /// Native InfiniBand lines (link types 247, 197) are built from `lrh`, `grh`, the BTH and its
 /// members (an SMP's from `smp`), with the ICRC and VCRC, and the ERF header from `erf`.
 /// `roce decode --json F | roce encode - -o G` gives G with the frames and timestamps of F.
@@ -64,6 +67,7 @@ pub fn run(args: Args) -> ExitCode {
     let mut pending = Some(io::BufWriter::new(file));
     let mut n = 0u64;
     let mut overridden = 0u64;
+    let mut settled = 0u64;
     let mut first_lt: Option<u32> = None;
     for (i, line) in BufReader::new(input).lines().enumerate() {
         let line = match line {
@@ -118,6 +122,19 @@ pub fn run(args: Args) -> ExitCode {
                 f.overrides.join(", ")
             );
         }
+        // A restating member and its field disagreed: which side went to the wire, and why.
+        if !f.settled.is_empty() {
+            settled += 1;
+            let how = match f.settled_by {
+                Some(SettledBy::Checksum) => " (the line's checksum tells which was edited)",
+                Some(SettledBy::Rule) => {
+                    " (nothing in the line tells which was edited: the field wins; drop the member you did not edit)"
+                }
+                None => "",
+            };
+            let pairs: Vec<String> = f.settled.iter().map(|s| s.text()).collect();
+            warn_line!("roce encode: line {} (frame {n}): {}{how}", i + 1, pairs.join(", "));
+        }
         if !args.quiet {
             for note in &f.notes {
                 warn_line!("roce encode: line {} (frame {n}): {note}", i + 1);
@@ -133,14 +150,15 @@ pub fn run(args: Args) -> ExitCode {
         return ExitCode::from(exit::FAILED);
     }
     if !args.quiet {
-        if overridden == 0 {
-            warn_line!("roce encode: {n} frames to {}", args.output.display());
-        } else {
-            warn_line!(
-                "roce encode: {n} frames to {} ({overridden} with structured fields overriding payload)",
-                args.output.display()
-            );
+        let mut why = Vec::new();
+        if overridden > 0 {
+            why.push(format!("{overridden} with structured fields overriding payload"));
         }
+        if settled > 0 {
+            why.push(format!("{settled} with restating members settled"));
+        }
+        let why = if why.is_empty() { String::new() } else { format!(" ({})", why.join(", ")) };
+        warn_line!("roce encode: {n} frames to {}{why}", args.output.display());
     }
     ExitCode::SUCCESS
 }

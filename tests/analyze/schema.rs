@@ -15,9 +15,8 @@ fn every_document_matches_the_schema() {
     let cm = captures::cm_rc(&dir, 4);
     let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     let mut files = Vec::new();
-    for cap in
-        [lossy, tap, ecn, cm, data.join("sample.pcap"), data.join("rmpp-table.pcap"), data.join("tcpdump-any.pcap")]
-    {
+    let tests_data = ["sample.pcap", "rmpp-table.pcap", "tcpdump-any.pcap", "ib-erf.pcap", "ib-native.pcap"];
+    for cap in [lossy, tap, ecn, cm].into_iter().chain(tests_data.map(|f| data.join(f))) {
         let out = roce().args(["analyze", "--json"]).arg(&cap).output().unwrap();
         assert!(out.status.success() || out.status.code() == Some(2), "{}", String::from_utf8_lossy(&out.stderr));
         let f = dir.join(format!("{}.json", cap.file_stem().unwrap().to_string_lossy()));

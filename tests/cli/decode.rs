@@ -843,3 +843,158 @@ fn a_retransmitted_rmpp_segment_is_counted_once_and_the_table_stays_whole() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("1 tables whole, 0 incomplete, 2 duplicate segments"), "{err}");
 }
+
+// --- The frame's length on every link type (issue 36 item 2) ---
+
+/// A little-endian microsecond pcap of `linktype` whose records are (bytes held, length on
+/// the wire): a length over the bytes is a record the snap length cut.
+fn pcap_cut(linktype: u32, records: &[(Vec<u8>, u32)]) -> Vec<u8> {
+    let mut o = pcap(false, false, linktype, &[]);
+    for (i, (d, orig)) in records.iter().enumerate() {
+        for v in [1_700_000_000 + i as u32, 0, d.len() as u32, *orig] {
+            o.extend(v.to_le_bytes());
+        }
+        o.extend_from_slice(d);
+    }
+    o
+}
+
+/// The records of the classic little-endian pcap `b`: (bytes held, length on the wire).
+fn pcap_records(b: &[u8]) -> Vec<(Vec<u8>, u32)> {
+    let (mut recs, mut at) = (Vec::new(), 24);
+    while at + 16 <= b.len() {
+        let word = |k: usize| u32::from_le_bytes(b[at + k..at + k + 4].try_into().unwrap());
+        let (incl, orig) = (word(8) as usize, word(12));
+        recs.push((b[at + 16..at + 16 + incl].to_vec(), orig));
+        at += 16 + incl;
+    }
+    recs
+}
+
+/// tests/data/ib-erf.pcap's records three ways: as ibdump wrote them (padded to 8 bytes), as
+/// a DAG card's pcap holds them (the record stops at 16 + WLen while RLen counts the padding),
+/// and cut by a 64-byte snap length.
+fn erf_records() -> [Vec<(Vec<u8>, u32)>; 3] {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/ib-erf.pcap");
+    let whole = pcap_records(&std::fs::read(path).unwrap());
+    let to_wlen = |r: &[u8]| 16 + usize::from(u16::from_be_bytes([r[14], r[15]]));
+    let dag = whole.iter().map(|(r, _)| (r[..to_wlen(r)].to_vec(), to_wlen(r) as u32)).collect();
+    let cut = whole.iter().map(|(r, n)| (r[..r.len().min(64)].to_vec(), *n)).collect();
+    [whole, dag, cut]
+}
+
+/// `len` and `cap_len` of every JSON line equal tshark's `frame.len` and `frame.cap_len`, on
+/// every link type the reader takes, in pcap and pcapng, with frames whole and cut by the
+/// snap length. ERF (197): the frame after the record's headers, not the record: ibdump's
+/// records (padded to 8 bytes), a DAG card's (the pcap stops at 16 + WLen), one with an
+/// extension header, one the snap length cut; the record's sizes are under `erf`.
+#[test]
+fn len_and_cap_len_are_the_frames_on_every_link_type_as_tshark_says() {
+    let dir = common::artefact_dir("cli_decode_frame_len");
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let frames = ip_frames();
+    let with = |f: fn(&[u8]) -> Vec<u8>| frames.iter().map(|(t, d)| (*t, f(d))).collect::<Vec<_>>();
+    let version = |v: u8| -> Vec<_> {
+        frames.iter().filter(|(_, d)| d[14] >> 4 == v).map(|(t, d)| (*t, d[14..].to_vec())).collect()
+    };
+    let eth_cut: Vec<(Vec<u8>, u32)> =
+        frames.iter().map(|(_, d)| (d[..d.len().min(60)].to_vec(), d.len() as u32)).collect();
+    let [erf, dag, erf_cut] = erf_records();
+    // One extension header (type 0x01, no more after it): RLen grows by 8.
+    let ext: Vec<(Vec<u8>, u32)> = erf
+        .iter()
+        .map(|(r, _)| {
+            let mut x = r[..16].to_vec();
+            x[8] |= 0x80;
+            let rlen = u16::from_be_bytes([x[10], x[11]]) + 8;
+            x[10..12].copy_from_slice(&rlen.to_be_bytes());
+            x.extend_from_slice(&[0x01, 0, 0, 0, 0, 0, 0, 0]);
+            x.extend_from_slice(&r[16..]);
+            let n = x.len() as u32;
+            (x, n)
+        })
+        .collect();
+    let inputs: Vec<(&str, Vec<u8>)> = vec![
+        ("ethernet", std::fs::read(sample()).unwrap()),
+        ("ethernet_cut", pcap_cut(1, &eth_cut)),
+        ("sll", pcap(false, false, 113, &with(sll))),
+        ("sll2", pcap(true, true, 276, &with(sll2))),
+        ("raw", pcap(false, false, 101, &with(|d| d[14..].to_vec()))),
+        ("ipv4", pcap(false, false, 228, &version(4))),
+        ("ipv6", pcap(false, false, 229, &version(6))),
+        ("pcapng", pcapng_two_linktypes().0),
+        ("tcpdump_any", std::fs::read(data.join("tcpdump-any.pcap")).unwrap()),
+        ("erf", std::fs::read(data.join("ib-erf.pcap")).unwrap()),
+        ("erf_dag", pcap_cut(197, &dag)),
+        ("erf_extension", pcap_cut(197, &ext)),
+        ("erf_cut", pcap_cut(197, &erf_cut)),
+    ];
+    for (name, bytes) in &inputs {
+        let file = dir.join(format!("{name}.pcap"));
+        std::fs::write(&file, bytes).unwrap();
+        let out = Command::new(common::tshark())
+            .arg("-r")
+            .arg(&file)
+            .args(["-T", "fields", "-E", "separator=,", "-e", "frame.len", "-e", "frame.cap_len"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{name}: tshark: {}", String::from_utf8_lossy(&out.stderr));
+        let want: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(str::to_owned).collect();
+        let lines = json_lines(&roce().args(["decode", "--json"]).arg(&file).output().unwrap().stdout);
+        let got: Vec<String> = lines.iter().map(|v| format!("{},{}", v["len"], v["cap_len"])).collect();
+        assert!(!got.is_empty(), "{name}");
+        assert_eq!(got, want, "{name}: len,cap_len per frame");
+        // The summary line's length column is `len` too.
+        let text = roce().arg("decode").arg(&file).output().unwrap().stdout;
+        let column: Vec<String> =
+            String::from_utf8_lossy(&text).lines().map(|l| l.split_whitespace().nth(2).unwrap().to_owned()).collect();
+        assert_eq!(column, lines.iter().map(|v| v["len"].to_string()).collect::<Vec<_>>(), "{name}: summary");
+    }
+    // Link type 247, which tshark does not read from a pcap: the record is the packet (LRH
+    // first), its lengths the record's, whole or cut.
+    let ib = pcap_records(&std::fs::read(data.join("ib-native.pcap")).unwrap());
+    let ib_cut: Vec<(Vec<u8>, u32)> = ib.iter().map(|(p, n)| (p[..p.len().min(40)].to_vec(), *n)).collect();
+    for (name, records) in [("infiniband", &ib), ("infiniband_cut", &ib_cut)] {
+        let file = dir.join(format!("{name}.pcap"));
+        std::fs::write(&file, pcap_cut(247, records)).unwrap();
+        let lines = json_lines(&roce().args(["decode", "--json"]).arg(&file).output().unwrap().stdout);
+        let got: Vec<(u64, u64)> =
+            lines.iter().map(|v| (v["len"].as_u64().unwrap(), v["cap_len"].as_u64().unwrap())).collect();
+        let want: Vec<(u64, u64)> = records.iter().map(|(p, n)| (u64::from(*n), p.len() as u64)).collect();
+        assert_eq!(got, want, "{name}");
+    }
+    // ERF: the capture record's own sizes are kept under `erf`.
+    let file = dir.join("erf_cut.pcap");
+    let cut = json_lines(&roce().args(["decode", "--json"]).arg(&file).output().unwrap().stdout);
+    for (v, (held, orig)) in cut.iter().zip(&erf_cut) {
+        assert_eq!(
+            (&v["erf"]["record_len"], &v["erf"]["record_cap_len"]),
+            (&(*orig).into(), &held.len().into()),
+            "{v}"
+        );
+    }
+    let whole = json_lines(&roce().args(["decode", "--json"]).arg(data.join("ib-erf.pcap")).output().unwrap().stdout);
+    assert_eq!(
+        (&whole[0]["len"], &whole[0]["erf"]["wlen"], &whole[0]["erf"]["record_len"]),
+        (&290.into(), &290.into(), &312.into())
+    );
+}
+
+/// `decode --json | encode` gives ERF captures back byte for byte, also those whose records
+/// the snap length cut (the record's length on the wire is `erf.record_len`, not `len`) and
+/// a DAG card's (the pcap record stops at 16 + WLen).
+#[test]
+fn erf_records_whole_and_cut_round_trip_through_encode() {
+    let dir = common::artefact_dir("cli_decode_erf_round_trip");
+    let [erf, dag, cut] = erf_records();
+    for (name, bytes) in [("whole", pcap_cut(197, &erf)), ("cut", pcap_cut(197, &cut)), ("dag", pcap_cut(197, &dag))] {
+        let file = dir.join(format!("{name}.pcap"));
+        std::fs::write(&file, &bytes).unwrap();
+        let json = roce().args(["decode", "--json"]).arg(&file).output().unwrap().stdout;
+        let back = dir.join(format!("{name}-back.pcap"));
+        let mut c = roce().args(["encode", "-", "-o"]).arg(&back).stdin(Stdio::piped()).spawn().unwrap();
+        c.stdin.take().unwrap().write_all(&json).unwrap();
+        assert!(c.wait().unwrap().success(), "{name}");
+        assert_eq!(pcap_records(&std::fs::read(&back).unwrap()), pcap_records(&bytes), "{name}");
+    }
+}

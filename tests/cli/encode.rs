@@ -415,3 +415,52 @@ fn hostile_structured_members_are_usage_errors_naming_the_field() {
         assert!(!stderr.contains("panicked"), "{ptr}: {stderr}");
     }
 }
+
+/// Issue 36 item 3: a CM REQ from `roce decode --json`, `payload` and `raw` dropped, one field
+/// set with jq — `.cm.fields.service_id`, or the view `.cm.port` — encodes: the edited side
+/// reaches the wire (tshark reads the service ID), the other follows it, and one line on
+/// stderr says which side went to the wire and how that was told.
+#[test]
+fn a_field_or_its_view_edited_alone_without_payload_reaches_the_wire() {
+    let dir = common::artefact_dir("cli_encode_restated");
+    let pcap = samples_pcap(&dir);
+    let req: Value = decode_json(&pcap)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["cm"]["message"] == "REQ")
+        .unwrap();
+    let sid = u64::from_str_radix(req["cm"]["fields"]["service_id"].as_str().unwrap().trim_start_matches("0x"), 16);
+    let sid = sid.unwrap();
+    let cases: [(&str, Value, u64, &str); 2] = [
+        (
+            "/cm/fields/service_id",
+            format!("0x{:016x}", (sid & !0xffff) | 5000).into(),
+            5000,
+            "cm.port_space/cm.port follows cm.fields.service_id",
+        ),
+        ("/cm/port", 5001.into(), 5001, "cm.fields.service_id from cm.port_space/cm.port"),
+    ];
+    for (edit, value, port, note) in cases {
+        let mut v = req.clone();
+        let m = v.as_object_mut().unwrap();
+        m.remove("payload");
+        m.remove("raw");
+        *v.pointer_mut(edit).unwrap() = value;
+        let out = dir.join(format!("{}.pcap", edit.replace('/', "_")));
+        let o = run_encode(&[], format!("{v}\n").as_bytes(), &out);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{edit}: {stderr}");
+        assert!(stderr.contains(&format!("{note} (the line's checksum tells which was edited)")), "{edit}: {stderr}");
+        assert!(stderr.contains("(1 with restating members settled)"), "{edit}: {stderr}");
+        let t = Command::new(common::tshark())
+            .arg("-r")
+            .arg(&out)
+            .args(["-T", "fields", "-e", "infiniband.cm.req.serviceid"])
+            .output()
+            .unwrap();
+        let got = String::from_utf8_lossy(&t.stdout).trim().to_string();
+        assert_eq!(tshark_value(&got), Value::from((sid & !0xffff) | port), "{edit}: tshark reads {got}");
+        let back: Value = serde_json::from_str(decode_json(&out).lines().next().unwrap()).unwrap();
+        assert_eq!((&back["cm"]["port"], &back["icrc"]), (&Value::from(port), &Value::from("ok")), "{edit}");
+    }
+}

@@ -34,7 +34,16 @@ fn build() -> Vec<(&'static str, u32, Vec<u8>)> {
             let data =
                 if lt == linktype::ERF { erf_record(time_of(i), (i % 2) as u8, &s.bytes) } else { s.bytes.clone() };
             let orig_len = data.len() as u32;
-            let f = Encoded { timestamp: time_of(i), linktype: lt, orig_len, data, overrides: vec![], notes: vec![] };
+            let f = Encoded {
+                timestamp: time_of(i),
+                linktype: lt,
+                orig_len,
+                data,
+                overrides: vec![],
+                notes: vec![],
+                settled: vec![],
+                settled_by: None,
+            };
             w.write(&f).unwrap();
         }
         out.push((name, lt, w.finish().unwrap()));

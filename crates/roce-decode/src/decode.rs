@@ -111,20 +111,22 @@ impl Decoder {
         j.display("time_epoch", epoch(meta.timestamp));
         j.num("link_type", meta.linktype);
         j.num("interface", meta.interface);
-        j.num("len", meta.orig_len);
-        j.count("cap_len", data.len() as u64);
-        self.body(meta.linktype, data);
-        if (data.len() as u64) < u64::from(meta.orig_len) {
-            sum!(&mut self.summary, " [captured {} of {} bytes]", data.len(), meta.orig_len);
+        let (len, cap_len) = frame_lengths(meta.linktype, meta.orig_len, data);
+        j.num("len", len);
+        j.count("cap_len", cap_len as u64);
+        self.body(meta, data);
+        if (cap_len as u64) < u64::from(len) {
+            sum!(&mut self.summary, " [captured {cap_len} of {len} bytes]");
         }
         self.json.end();
     }
 
     /// Everything below the capture's own fields.
-    fn body(&mut self, lt: u32, data: &[u8]) {
+    fn body(&mut self, meta: &Meta, data: &[u8]) {
+        let lt = meta.linktype;
         match lt {
             linktype::INFINIBAND => return ib::describe(self, data),
-            linktype::ERF => return ib::describe_erf(self, data),
+            linktype::ERF => return ib::describe_erf(self, data, meta.orig_len),
             _ => {}
         }
         let link = LinkType::from(lt);
@@ -579,13 +581,19 @@ fn to_decoded(d: &Decoder) -> Decoded {
     Decoded { summary: d.summary.text.clone(), json }
 }
 
-/// The frame's length on the wire, as the summary line shows it (tshark's `frame.len`): the
-/// capture record's, except for an ERF record, whose header is not part of the frame: its
-/// WLen (the record's own length, header included, stays in the JSON's `len`).
-pub fn frame_len(linktype: u32, orig_len: u32, data: &[u8]) -> u32 {
+/// The frame's length on the wire and the bytes of it captured, as tshark's `frame.len` and
+/// `frame.cap_len` (the JSON's `len` and `cap_len`, the summary line's length) for a capture
+/// record of `orig_len` bytes on the wire holding `data`: the record's, except for an ERF
+/// record (197), whose headers are not part of the frame: its WLen, and the frame's bytes
+/// the record holds (the record's own sizes are under `erf`). An ERF record whose header does
+/// not parse has no frame but itself: the record's.
+pub fn frame_lengths(linktype: u32, orig_len: u32, data: &[u8]) -> (u32, usize) {
     match linktype {
-        linktype::ERF => roce_wire::erf::Repr::parse_bytes(data).map_or(orig_len, |h| u32::from(h.wlen)),
-        _ => orig_len,
+        linktype::ERF => match roce_wire::erf::parse_record(data) {
+            Ok(r) => (u32::from(r.header.wlen), r.frame.len()),
+            Err(_) => (orig_len, data.len()),
+        },
+        _ => (orig_len, data.len()),
     }
 }
 

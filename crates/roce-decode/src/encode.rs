@@ -11,7 +11,10 @@
 //! The MAD of a QP1 frame is built from its structured members (`mad`, `rmpp`, `sa`,
 //! `mcmember`, `class_port_info`, `service_record`, `cm`) over the `payload` bytes ([`mad`]):
 //! structured members over `payload`, `payload` over `raw`; where a member and the payload
-//! disagree the member wins and [`Encoded::overrides`] names it.
+//! disagree the member wins and [`Encoded::overrides`] names it. A member that restates another
+//! (`cm.port` of `cm.fields.service_id`, `bth.psn` of `psn`, …) is settled with it
+//! ([`Encoded::settled`]): the side edited wins, as `payload` or the line's checksums tell, else
+//! the field (`restate`).
 
 use std::io::{self, Write};
 use std::net::IpAddr;
@@ -29,6 +32,12 @@ use crate::capture::linktype;
 mod fields;
 mod ib;
 pub mod mad;
+mod restate;
+#[cfg(test)]
+mod restated_pairs;
+
+pub use restate::{Prefer, Settled};
+use restate::{Views, Was};
 
 /// Why a line could not be encoded.
 #[derive(Debug)]
@@ -60,6 +69,21 @@ pub struct Encoded {
     /// What was not built field by field and where its bytes came from (e.g. an unknown CM
     /// message's body from `payload`).
     pub notes: Vec<String>,
+    /// Members that restate another and disagreed with it, and which side went to the wire
+    /// (`cm.port_space/cm.port follows cm.fields.service_id`).
+    pub settled: Vec<Settled>,
+    /// How the side was chosen for the pairs `payload` did not settle, when there were any.
+    pub settled_by: Option<SettledBy>,
+}
+
+/// How `encode_value` chose the side of a restating pair that `payload` did not settle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettledBy {
+    /// The line's `icrc_expected` (and `vcrc_expected`) matched the frame built with the
+    /// other side: that side was what decode saw, this one the edit.
+    Checksum,
+    /// Nothing in the line told: the field won ([`Prefer::Field`]).
+    Rule,
 }
 
 fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
@@ -144,23 +168,86 @@ fn timestamp(v: &Value) -> Result<Duration, EncodeError> {
 }
 
 /// Encode one JSON object (a line of `roce decode --json`).
+///
+/// A member that restates another (spec/decode.md, "Members that restate others") and
+/// disagrees with it is an edit of one of the two: `payload` tells which when it holds the
+/// field; else the frame is built both ways, and the one whose checksums are the line's
+/// `icrc_expected`/`vcrc_expected` is the frame decode saw, so the other way is the edit;
+/// when neither is, the field wins.
 pub fn encode_value(v: &Value) -> Result<Encoded, EncodeError> {
+    let (first, unpinned) = encode_preferring(v, Prefer::Field)?;
+    if !unpinned {
+        return Ok(first);
+    }
+    let witness = checksums(v, v.get("link_type").and_then(Value::as_u64), None);
+    let as_decoded =
+        |e: &Encoded| witness.is_some() && checksums(v, Some(u64::from(e.linktype)), Some(&e.data)) == witness;
+    let second = encode_preferring(v, Prefer::View).ok().map(|(e, _)| e);
+    let (mut chosen, by) = match second {
+        // The views were what decode saw: the fields are the edit, and win.
+        Some(views_won) if as_decoded(&views_won) => (first, SettledBy::Checksum),
+        // The fields were what decode saw: the views are the edit.
+        Some(views_won) if as_decoded(&first) => (views_won, SettledBy::Checksum),
+        _ => (first, SettledBy::Rule),
+    };
+    chosen.settled_by = Some(by);
+    Ok(chosen)
+}
+
+/// The ICRC and VCRC decode computes for a frame: of `data` when given, else the ones the
+/// line `v` states; `None` when there are none.
+fn checksums(v: &Value, lt: Option<u64>, data: Option<&[u8]>) -> Option<(Value, Value)> {
+    let of = |m: &serde_json::Map<String, Value>| {
+        let crc = |k: &str| m.get(k).cloned().unwrap_or(Value::Null);
+        Some((crc("icrc_expected"), crc("vcrc_expected"))).filter(|c| c.0 != Value::Null)
+    };
+    match data {
+        None => of(v.as_object()?),
+        Some(d) => of(&crate::decode::decode_link(u32::try_from(lt?).ok()?, d).json),
+    }
+}
+
+/// Encode one line, settling the restating pairs nothing pins as `prefer` says; also whether
+/// there was such a pair.
+fn encode_preferring(v: &Value, prefer: Prefer) -> Result<(Encoded, bool), EncodeError> {
+    let mut views = Views::new(prefer);
+    let mut e = encode_with(v, &mut views)?;
+    let unpinned = views.unpinned();
+    e.settled = views.settled;
+    Ok((e, unpinned))
+}
+
+fn encode_with(v: &Value, views: &mut Views) -> Result<Encoded, EncodeError> {
     if !v.is_object() {
         return err("not a JSON object");
     }
     let lt = bounded(v, &["link_type"], linktype::ETHERNET)?;
     if lt == linktype::INFINIBAND || lt == linktype::ERF {
-        let (frame, stated, (overrides, notes)) = ib::frame(v)?;
-        let data = if lt == linktype::ERF { ib::erf_record(v, frame, stated)? } else { frame };
-        let orig_len = bounded(v, &["len"], data.len() as u32)?;
-        return Ok(Encoded { timestamp: timestamp(v)?, linktype: lt, orig_len, data, overrides, notes });
+        let (frame, stated, (overrides, notes)) = ib::frame(v, views)?;
+        let (data, orig_len) = if lt == linktype::ERF {
+            ib::erf_record(v, frame, stated)?
+        } else {
+            let len = bounded(v, &["len"], frame.len() as u32)?;
+            (frame, len)
+        };
+        let (settled, settled_by) = (Vec::new(), None);
+        return Ok(Encoded {
+            timestamp: timestamp(v)?,
+            linktype: lt,
+            orig_len,
+            data,
+            overrides,
+            notes,
+            settled,
+            settled_by,
+        });
     }
     let kind = get(v, &["kind"]).and_then(Value::as_str).unwrap_or("");
     let whole_roce = kind == "rocev2" && get(v, &["bth"]).is_some() && get(v, &["raw"]).is_none();
     let (mut overrides, mut notes) = (Vec::new(), Vec::new());
     // The bytes from the network layer on (non-Ethernet) or the whole frame (Ethernet).
     let body = if whole_roce {
-        let (f, b) = roce(v)?;
+        let (f, b) = roce(v, views)?;
         (overrides, notes) = b;
         if lt == linktype::ETHERNET {
             f
@@ -211,7 +298,8 @@ pub fn encode_value(v: &Value) -> Result<Encoded, EncodeError> {
         _ => body,
     };
     let orig_len = bounded(v, &["len"], data.len() as u32)?;
-    Ok(Encoded { timestamp: timestamp(v)?, linktype: lt, orig_len, data, overrides, notes })
+    let (settled, settled_by) = (Vec::new(), None);
+    Ok(Encoded { timestamp: timestamp(v)?, linktype: lt, orig_len, data, overrides, notes, settled, settled_by })
 }
 
 /// The EtherType of a network-layer packet, from its version nibble.
@@ -227,12 +315,12 @@ type MadReport = (Vec<String>, Vec<String>);
 
 /// Build a RoCEv2 frame (Ethernet first) from the decoder's fields, and its MAD when the line
 /// has MAD members.
-fn roce(v: &Value) -> Result<(Vec<u8>, MadReport), EncodeError> {
+fn roce(v: &Value, views: &mut Views) -> Result<(Vec<u8>, MadReport), EncodeError> {
     let src = ip(v, &["ip", "src"])?.ok_or_else(|| EncodeError("ip.src missing".into()))?;
     let dst = ip(v, &["ip", "dst"])?.ok_or_else(|| EncodeError("ip.dst missing".into()))?;
-    let b = bth_of(v)?;
+    let b = bth_of(v, views)?;
     let ext = ext_of(v, b.opcode)?;
-    let (built, payload, mut notes) = payload_of(v, &b, &ext, 1)?;
+    let (built, payload, mut notes) = payload_of(v, &b, &ext, 1, views)?;
     let smac = mac6(v, &["eth", "src"], [2, 0, 0, 0, 0, 1])?;
     let dmac = mac6(v, &["eth", "dst"], [2, 0, 0, 0, 0, 2])?;
     let mut r = FrameRepr::new(smac, dmac, src, dst, b, ext, &payload);
@@ -356,14 +444,14 @@ fn roce(v: &Value) -> Result<(Vec<u8>, MadReport), EncodeError> {
 }
 
 /// The BTH of a line (RoCEv2 or native IB): the top-level `opcode`/`dest_qp`/`psn`/`p_key`
-/// (the ones scripts edit), `bth.*` as the fallback.
-fn bth_of(v: &Value) -> Result<bth::Repr, EncodeError> {
-    // The top-level BTH members are the ones scripts edit; bth.* is the fallback.
-    let top_or_bth = |k: &str, bk: &str, d: u64| -> Result<u64, EncodeError> {
-        match num(v, &[k])? {
-            Some(n) => Ok(n),
-            None => num_or(v, &["bth", bk], d),
-        }
+/// (the fields, the ones scripts edit), which `bth.*` restate: settled by `views` when they
+/// disagree (nothing in the payload pins them).
+fn bth_of(v: &Value, views: &mut Views) -> Result<bth::Repr, EncodeError> {
+    let mut top_or_bth = |k: &str, bk: &str, d: u64| -> Result<u64, EncodeError> {
+        let (top, in_bth) = (num(v, &[k])?, num(v, &["bth", bk])?);
+        let Some(top) = top else { return Ok(in_bth.unwrap_or(d)) };
+        let view = format!("bth.{bk}");
+        Ok(views.settle(in_bth, top, Was::Unknown, &view, k)?.unwrap_or(top))
     };
     let opcode = Opcode::from(
         u8::try_from(top_or_bth("opcode", "opcode", 0x64)?).map_err(|_| EncodeError("opcode out of range".into()))?,
@@ -438,14 +526,20 @@ type Payload = (Option<mad::BuiltMad>, Vec<u8>, Vec<String>);
 /// The payload of a line: its MAD built from the MAD members for a UD frame of a management
 /// QP (`first_mad_qp`..=1: QP1 for RoCEv2, QP0 too for native IB, whose SMPs ride QP0),
 /// else the `payload` bytes; notes on members not applied.
-fn payload_of(v: &Value, b: &bth::Repr, ext: &ExtHeaders, first_mad_qp: u32) -> Result<Payload, EncodeError> {
+fn payload_of(
+    v: &Value,
+    b: &bth::Repr,
+    ext: &ExtHeaders,
+    first_mad_qp: u32,
+    views: &mut Views,
+) -> Result<Payload, EncodeError> {
     let given = hex(v, &["payload"])?;
     // A MAD where the decoder reads one: a UD frame to or from QP1.
     let management = |qp: u32| (first_mad_qp..=1).contains(&qp);
     let gsi = ext.deth.is_some_and(|d| management(d.src_qp)) || (management(b.dest_qp) && ext.deth.is_some());
     let mut notes = Vec::new();
     let built = match v.as_object() {
-        Some(line) if gsi => mad::build(line, given.as_deref())?,
+        Some(line) if gsi => mad::build(line, given.as_deref(), views)?,
         Some(line) => {
             if let Some(k) = mad::MAD_MEMBERS.iter().find(|k| line.get(**k).is_some_and(|m| !m.is_null())) {
                 notes.push(format!("{k}: not applied: not a UD frame of QP1 (no MAD here)"));

@@ -147,8 +147,9 @@ fn summary(frame: &Bound<'_, PyAny>, link_type: u32) -> PyResult<String> {
 /// The frame of one record, as `roce encode` writes it: byte-identical for any record that
 /// decode or read gave; fields left out are computed (lengths, IPv4 checksum, PadCnt and pad,
 /// the ICRC) or take `roce encode`'s defaults. Structured MAD members win over `payload`;
-/// each override, and each member that could not be applied, is reported as an
-/// EncodeWarning (never silently). Raises ValueError when the record cannot be built.
+/// each override, each member that restates another and disagreed with it (spec/decode.md),
+/// and each member that could not be applied, is reported as an EncodeWarning (never
+/// silently). Raises ValueError when the record cannot be built.
 #[pyfunction]
 fn encode<'py>(py: Python<'py>, record: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     if !record.is_instance_of::<PyDict>() {
@@ -166,6 +167,18 @@ fn encode<'py>(py: Python<'py>, record: &Bound<'py, PyAny>) -> PyResult<Bound<'p
             if f.overrides.len() == 1 { "s" } else { "" },
             f.overrides.join(", ")
         );
+        PyErr::warn(py, &py.get_type::<EncodeWarning>(), &std::ffi::CString::new(msg)?, 1)?;
+    }
+    if !f.settled.is_empty() {
+        // A member that restates another disagreed with it: say which side went to the wire.
+        let pairs: Vec<String> = f.settled.iter().map(|s| s.text()).collect();
+        let how = match f.settled_by {
+            Some(roce_decode::encode::SettledBy::Rule) => {
+                " (nothing in the record tells which was edited: the field wins)"
+            }
+            _ => "",
+        };
+        let msg = format!("encode: {}{how}", pairs.join(", "));
         PyErr::warn(py, &py.get_type::<EncodeWarning>(), &std::ffi::CString::new(msg)?, 1)?;
     }
     for n in &f.notes {

@@ -1,15 +1,14 @@
 //! CM connections: REQ → REP → RTU, then DREQ → DREP, or REJ (with its reason), MRAs along
 //! the way; SIDR REQ → REP. A connection is found by either side's communication ID together
-//! with the IP address of the side that chose it.
+//! with the endpoint (IP address, GID or LID) of the side that chose it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::net::IpAddr;
 
 use roce_wire::cm::{attr, RejReason};
 
 use super::series::Latency;
-use super::Note;
+use super::{Endpoint, Note};
 
 /// Connections kept in detail; beyond, only the aggregates count them
 /// ([`CmTable::connections_dropped`]).
@@ -19,9 +18,9 @@ pub const MAX_CONNECTIONS: usize = 65_536;
 #[derive(Debug, Clone)]
 pub struct Connection {
     /// The side that sent the REQ.
-    pub active: IpAddr,
+    pub active: Endpoint,
     /// The side it was sent to.
-    pub passive: IpAddr,
+    pub passive: Endpoint,
     /// The REQ's local communication ID.
     pub active_comm_id: u32,
     /// The REP's local communication ID.
@@ -76,7 +75,7 @@ impl Connection {
 pub struct CmTable {
     /// Connections, in REQ order.
     pub connections: Vec<Connection>,
-    ids: HashMap<(IpAddr, u32), usize>,
+    ids: HashMap<(Endpoint, u32), usize>,
     /// Connections (and SIDR requests waiting) past [`MAX_CONNECTIONS`].
     pub connections_dropped: u64,
     /// CM messages whose connection was not found (its REQ is before the capture).
@@ -91,7 +90,7 @@ pub struct CmTable {
     pub dreq_drep: Latency,
     /// REJs by reason code.
     pub rej_reasons: BTreeMap<u16, u64>,
-    sidr_open: HashMap<(IpAddr, u32), f64>,
+    sidr_open: HashMap<(Endpoint, u32), f64>,
     /// SIDR REQs.
     pub sidr_requests: u64,
     /// SIDR REPs by status.
@@ -109,7 +108,7 @@ fn be24(b: &[u8], at: usize) -> u32 {
 }
 
 /// The two QPs a REQ and its REP connected: (active side, its QPN, passive side, its QPN).
-pub type QpPair = (IpAddr, u32, IpAddr, u32);
+pub type QpPair = (Endpoint, u32, Endpoint, u32);
 
 /// The REJ reason's name.
 pub fn rej_reason_name(code: u16) -> String {
@@ -129,7 +128,15 @@ fn first(slot: &mut Option<f64>, t: f64, resends: &mut u64) -> bool {
 impl CmTable {
     /// Account one CM MAD (256 bytes: the caller checks) from `src` to `dst`; the first REP
     /// of a connection returns the QPs it connected.
-    pub fn mad(&mut self, src: IpAddr, dst: IpAddr, m: &[u8], t: f64, frame: u64, note: &mut Note) -> Option<QpPair> {
+    pub fn mad(
+        &mut self,
+        src: Endpoint,
+        dst: Endpoint,
+        m: &[u8],
+        t: f64,
+        frame: u64,
+        note: &mut Note,
+    ) -> Option<QpPair> {
         let a = u16::from_be_bytes([m[16], m[17]]);
         *self.messages.entry(attr::name(a)).or_default() += 1;
         let d = &m[24..];

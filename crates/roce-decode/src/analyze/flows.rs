@@ -1,5 +1,5 @@
-//! Flows: one per (IP source, IP destination, BTH destination QP), the PSN analysis of the
-//! requests they carry, and the RC acknowledgement side (ACKs, NAKs, READ responses, atomics).
+//! Flows: one per (source, destination, BTH destination QP), the endpoints IP addresses,
+//! GIDs or LIDs ([`Endpoint`]); the PSN analysis of the requests they carry, and the RC acknowledgement side (ACKs, NAKs, READ responses, atomics).
 //!
 //! The PSN verdicts, per packet of a flow in capture order (24-bit serial arithmetic):
 //! - *gap*: the PSN is ahead of the expected next one (highest seen + 1); `missing` adds the
@@ -21,12 +21,11 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
-use std::net::IpAddr;
 
 use roce_wire::bth::{Opcode, Transport};
 
 use super::series::{Buckets, Latency, Points};
-use super::{Note, Packet};
+use super::{Endpoint, Note, Packet};
 
 /// Gaps a flow remembers (to tell a late packet from a retransmission); beyond, the oldest
 /// is forgotten and counted in [`Flow::holes_forgotten`].
@@ -36,7 +35,7 @@ pub const MAX_HOLES: usize = 64;
 pub const MAX_PENDING: usize = 65_536;
 
 /// What a flow is keyed by.
-pub type FlowKey = (IpAddr, IpAddr, u32);
+pub type FlowKey = (Endpoint, Endpoint, u32);
 
 /// The kind of a point in a flow's PSN-over-time plot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,10 +121,10 @@ pub fn nak_name(code: u8) -> &'static str {
 /// One flow.
 #[derive(Debug, Clone)]
 pub struct Flow {
-    /// IP source.
-    pub src: IpAddr,
-    /// IP destination.
-    pub dst: IpAddr,
+    /// Where its packets come from.
+    pub src: Endpoint,
+    /// Where they go.
+    pub dst: Endpoint,
     /// BTH destination QP.
     pub dest_qp: u32,
     /// The transport of its first packet.
@@ -372,15 +371,15 @@ pub struct FlowTable {
     pub flows: Vec<Flow>,
     index: HashMap<FlowKey, usize>,
     /// Requests waiting for a response, by (requester, responder, PSN).
-    pending: HashMap<(IpAddr, IpAddr, u32), Pending>,
+    pending: HashMap<(Endpoint, Endpoint, u32), Pending>,
     /// The last RC request flow from a source to a destination (to put ACKs on its plot).
-    pair: HashMap<(IpAddr, IpAddr), usize>,
+    pair: HashMap<(Endpoint, Endpoint), usize>,
     /// CNP-only flows (CNPs never join an ACK or data flow of the same key).
     cnp_index: HashMap<FlowKey, usize>,
     /// Data flows by (source, destination, source QP): where a CNP to that QP belongs.
     by_src_qp: HashMap<FlowKey, usize>,
     /// Flows carrying RC requests, by (source, destination): the candidates for an ACK.
-    rc_requesters: HashMap<(IpAddr, IpAddr), Vec<usize>>,
+    rc_requesters: HashMap<(Endpoint, Endpoint), Vec<usize>>,
     /// Source QPs the CM told before the flow's first packet, by flow key (at most
     /// [`MAX_PENDING`]; beyond, counted in `pending_full`).
     cm_src_qps: HashMap<FlowKey, u32>,
@@ -604,7 +603,7 @@ impl FlowTable {
     /// exactly one RC request flow from `requester` to `responder` whose source is not known
     /// to be another QP has sent that PSN (between its first PSN and its next expected one),
     /// that flow comes from `requester_qp`.
-    fn ack_names_requester(&mut self, responder: IpAddr, requester: IpAddr, requester_qp: u32, psn: u32) {
+    fn ack_names_requester(&mut self, responder: Endpoint, requester: Endpoint, requester_qp: u32, psn: u32) {
         if self.by_src_qp.contains_key(&(requester, responder, requester_qp)) {
             return;
         }
@@ -705,7 +704,7 @@ mod tests {
     use super::*;
 
     fn verdicts(psns: &[u32]) -> Flow {
-        let k: FlowKey = ([1, 1, 1, 1].into(), [2, 2, 2, 2].into(), 5);
+        let k: FlowKey = (ep([1, 1, 1, 1]), ep([2, 2, 2, 2]), 5);
         let mut f = Flow::new(k, Transport::Rc, psns[0], 0.0, 1);
         let mut n = Note::default();
         for &p in psns {
@@ -734,6 +733,10 @@ mod tests {
     const A: [u8; 4] = [198, 18, 0, 1];
     const B: [u8; 4] = [198, 18, 0, 2];
 
+    fn ep(ip: [u8; 4]) -> Endpoint {
+        std::net::Ipv4Addr::from(ip).into()
+    }
+
     /// Hand `table` one packet: `opcode` from `src` to `dst`'s QP `qp`, PSN `psn`, `ext` bytes.
     fn packet(table: &mut FlowTable, src: [u8; 4], dst: [u8; 4], opcode: u8, qp: u32, psn: u32, ext: &[u8]) {
         let mut b = [0u8; 12];
@@ -741,8 +744,8 @@ mod tests {
         b[4..8].copy_from_slice(&qp.to_be_bytes());
         b[8..12].copy_from_slice(&psn.to_be_bytes());
         let p = Packet {
-            src: src.into(),
-            dst: dst.into(),
+            src: ep(src),
+            dst: ep(dst),
             bth: roce_wire::bth::Packet::new_unchecked(&b[..]),
             ext,
             payload: &[],
@@ -754,7 +757,7 @@ mod tests {
     }
 
     fn flow(table: &FlowTable, src: [u8; 4], qp: u32, transport: Transport) -> Option<&Flow> {
-        table.flows.iter().find(|f| f.src == IpAddr::from(src) && f.dest_qp == qp && f.transport == transport)
+        table.flows.iter().find(|f| f.src == ep(src) && f.dest_qp == qp && f.transport == transport)
     }
 
     #[test]
@@ -809,7 +812,7 @@ mod tests {
     fn the_cm_names_both_sides_qps_before_and_after_their_first_packet() {
         let mut t = FlowTable::new(16);
         packet(&mut t, A, B, 0x04, 0x0b, 1, &[]); // A's flow to B's QP exists before the REP
-        t.connected((A.into(), 0x0a, B.into(), 0x0b));
+        t.connected((ep(A), 0x0a, ep(B), 0x0b));
         packet(&mut t, B, A, 0x04, 0x0a, 50, &[]); // B's flow to A's QP comes after
         packet(&mut t, A, B, 0x81, 0x0b, 0, &[]); // A's CNP to B's QP: B's flow
         packet(&mut t, B, A, 0x81, 0x0a, 0, &[]); // B's CNP to A's QP: A's flow

@@ -6,12 +6,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::net::IpAddr;
 
 use roce_wire::mad::{attribute_name, method_name, Method, MgmtClass};
 
 use super::series::Latency;
-use super::Note;
+use super::{Endpoint, Note};
 
 /// Open transactions kept; beyond, new requests are counted in [`MadTable::open_full`].
 pub const MAX_OPEN: usize = 65_536;
@@ -69,7 +68,7 @@ pub struct Closed {
 pub struct MadTable {
     /// Rows.
     pub rows: BTreeMap<RowKey, MadRow>,
-    open: HashMap<(IpAddr, u8, u64), Open>,
+    open: HashMap<(Endpoint, u8, u64), Open>,
     /// Requests not tracked because [`MAX_OPEN`] were open.
     pub open_full: u64,
     /// Responses with no open request (their request is before the capture, or an RMPP
@@ -89,7 +88,15 @@ pub fn row_names(k: RowKey) -> (&'static str, &'static str, &'static str) {
 
 impl MadTable {
     /// Account one MAD from `src` to `dst` (at least the 24-byte header: the caller checks).
-    pub fn mad(&mut self, src: IpAddr, dst: IpAddr, m: &[u8], t: f64, frame: u64, note: &mut Note) -> Option<Closed> {
+    pub fn mad(
+        &mut self,
+        src: Endpoint,
+        dst: Endpoint,
+        m: &[u8],
+        t: f64,
+        frame: u64,
+        note: &mut Note,
+    ) -> Option<Closed> {
         self.mads += 1;
         let class = m[1];
         let method_byte = m[3];

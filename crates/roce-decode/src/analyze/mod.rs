@@ -2,7 +2,7 @@
 //! flows and open transactions (never by frames), answering what each QP did.
 //!
 //! [`Analyzer::frame`] takes one captured frame at a time; [`Analyzer::finish`] closes what
-//! is still open. The sections live one per file: [`flows`] (per (IP src, IP dst, dest QP):
+//! is still open. The sections live one per file: [`flows`] (per (source, destination, dest QP):
 //! packets, bytes, messages, PSN gaps/out-of-order/duplicates/retransmissions, the RC
 //! acknowledgement side, ECN CE, CNPs, bad ICRCs), [`mad`] (transactions by TID, RMPP),
 //! [`cm`] (connections), [`mcast`] (SA joins/leaves, IGMP/MLD). The reports render the result:
@@ -24,7 +24,8 @@ pub mod report_text;
 pub mod series;
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use roce_wire::bth;
@@ -64,15 +65,72 @@ impl Note {
     }
 }
 
+/// Where a transport packet comes from or goes to: the IP address of a RoCEv2 packet, the
+/// GID of a native InfiniBand packet with a GRH (a GID's text form is an IPv6 address's), or
+/// the LID of one routed by LID alone. Shown as the address, or as `LID 4`: never as an
+/// address it is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Endpoint {
+    /// An IP address or a GID.
+    Ip(IpAddr),
+    /// A LID (an IB packet without a GRH).
+    Lid(u16),
+}
+
+impl Endpoint {
+    /// The IP address or GID, `None` for a LID.
+    pub fn ip(self) -> Option<IpAddr> {
+        match self {
+            Endpoint::Ip(ip) => Some(ip),
+            Endpoint::Lid(_) => None,
+        }
+    }
+
+    /// The LID, `None` for an IP address or GID.
+    pub fn lid(self) -> Option<u16> {
+        match self {
+            Endpoint::Ip(_) => None,
+            Endpoint::Lid(lid) => Some(lid),
+        }
+    }
+}
+
+impl From<IpAddr> for Endpoint {
+    fn from(ip: IpAddr) -> Endpoint {
+        Endpoint::Ip(ip)
+    }
+}
+
+impl From<Ipv4Addr> for Endpoint {
+    fn from(ip: Ipv4Addr) -> Endpoint {
+        Endpoint::Ip(ip.into())
+    }
+}
+
+impl From<Ipv6Addr> for Endpoint {
+    fn from(ip: Ipv6Addr) -> Endpoint {
+        Endpoint::Ip(ip.into())
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Ip(ip) => write!(f, "{ip}"),
+            Endpoint::Lid(lid) => write!(f, "LID {lid}"),
+        }
+    }
+}
+
 /// One transport packet as the analysis sees it, whatever link carried it: RoCEv2 frames are
 /// read into it from the demux ([`Packet::from_roce`]); a native InfiniBand packet can be read
 /// into it from its LRH/GRH (the GIDs as the endpoints) and handed to [`Analyzer::packet`].
 #[derive(Debug, Clone, Copy)]
 pub struct Packet<'a> {
-    /// The source endpoint (IP address; a GID is an IPv6 address).
-    pub src: IpAddr,
+    /// The source endpoint.
+    pub src: Endpoint,
     /// The destination endpoint.
-    pub dst: IpAddr,
+    pub dst: Endpoint,
     /// The BTH.
     pub bth: bth::Packet<&'a [u8]>,
     /// The extension headers the opcode carries, in wire order.
@@ -93,8 +151,8 @@ impl<'a> Packet<'a> {
         // ECN: the low two bits of the IPv4 TOS, or of the IPv6 traffic class.
         let ecn = if fp.is_ipv6() { (b[ip + 1] >> 4) & 3 } else { b[ip + 1] & 3 };
         Packet {
-            src: fp.src_ip(),
-            dst: fp.dst_ip(),
+            src: fp.src_ip().into(),
+            dst: fp.dst_ip().into(),
             bth: fp.bth(),
             ext: &b[fp.offsets.ext..fp.offsets.payload],
             payload: fp.payload(),
@@ -106,18 +164,14 @@ impl<'a> Packet<'a> {
 
 impl<'a> Packet<'a> {
     /// The packet of a native InfiniBand transport packet (`buf` from the LRH on, parsed as
-    /// `ib`): the endpoints are the GRH's GIDs as IPv6 addresses, or, for a packet routed by
-    /// LID alone (no GRH), its LIDs as the IPv4 addresses 0.0.HH.LL (LID 0x0001 is 0.0.0.1);
-    /// the congestion mark is the BTH's FECN; the ICRC verdict is the VCRC's and the ICRC's
+    /// `ib`): the endpoints are the GRH's GIDs, or, for a packet routed by LID alone (no
+    /// GRH), its LIDs; the congestion mark is the BTH's FECN; the ICRC verdict is the VCRC's and the ICRC's
     /// together (a port drops a packet for either). `None` for a raw packet (no BTH).
     pub fn from_infiniband(buf: &'a [u8], ib: &roce_wire::ib_frame::IbFrame<'a>) -> Option<Packet<'a>> {
         let t = ib.transport()?;
         let (src, dst) = match &ib.grh {
-            Some(g) => (IpAddr::V6(std::net::Ipv6Addr::from(g.sgid)), IpAddr::V6(std::net::Ipv6Addr::from(g.dgid))),
-            None => (
-                IpAddr::V4(std::net::Ipv4Addr::from(u32::from(ib.lrh.slid))),
-                IpAddr::V4(std::net::Ipv4Addr::from(u32::from(ib.lrh.dlid))),
-            ),
+            Some(g) => (Ipv6Addr::from(g.sgid).into(), Ipv6Addr::from(g.dgid).into()),
+            None => (Endpoint::Lid(ib.lrh.slid), Endpoint::Lid(ib.lrh.dlid)),
         };
         let bth_at = ib.offsets.bth;
         let bth = bth::Packet::new_unchecked(buf.get(bth_at..bth_at + bth::BTH_LEN)?);
@@ -141,9 +195,9 @@ pub struct Rung {
     /// Frame number.
     pub frame: u64,
     /// Sender.
-    pub src: IpAddr,
+    pub src: Endpoint,
     /// Receiver.
-    pub dst: IpAddr,
+    pub dst: Endpoint,
     /// What it was ("CM REQ", "SA Set(MCMemberRecord)", …).
     pub label: String,
 }
@@ -324,7 +378,7 @@ impl Analyzer {
         }
     }
 
-    fn mad(&mut self, src: IpAddr, dst: IpAddr, m: &[u8], t: f64, frame: u64) {
+    fn mad(&mut self, src: Endpoint, dst: Endpoint, m: &[u8], t: f64, frame: u64) {
         use roce_wire::mad::{attribute_name, method_name, Method, MgmtClass};
         let class = MgmtClass::from(m[1]);
         let attr = u16::from_be_bytes([m[16], m[17]]);
@@ -369,6 +423,7 @@ mod tests {
     use super::*;
     use crate::samples::sample_frames;
     use proptest::prelude::*;
+    use serde_json::json;
 
     /// Sequences of sample frames with bytes changed, cut, or plain junk, on any link type:
     /// the analysis and every report never panic, and the JSON document is one line.
@@ -435,6 +490,35 @@ mod tests {
         assert!(by_frame.totals.roce > 300);
         assert_eq!(flows(&by_frame), flows(&by_packet));
         assert_eq!(by_frame.mads.mads, by_packet.mads.mads);
+    }
+
+    /// A LID stays a LID: the JSON's `src_lid` beside a null `src`, `LID 3` in the text; an
+    /// address has a null `_lid` beside it.
+    #[test]
+    fn lid_endpoints_never_read_as_addresses() {
+        let mut a = Analyzer::default();
+        let bth = [0x64, 0, 0xff, 0xff, 0, 0, 0, 1, 0, 0, 0, 7]; // UD SEND ONLY to QP 1, PSN 7
+        let mut p = Packet {
+            src: Endpoint::Lid(3),
+            dst: Endpoint::Lid(0xffff),
+            bth: bth::Packet::new_unchecked(&bth[..]),
+            ext: &[],
+            payload: &[],
+            icrc_ok: true,
+            ecn_ce: false,
+        };
+        a.packet(Duration::ZERO, 64, &p);
+        p.src = Ipv6Addr::LOCALHOST.into();
+        a.packet(Duration::ZERO, 64, &p);
+        let doc = report_json::document(&a);
+        let (lid, gid) = (&doc["flows"][0], &doc["flows"][1]);
+        assert_eq!(
+            (&lid["src"], &lid["src_lid"], &lid["dst"], &lid["dst_lid"]),
+            (&json!(null), &json!(3), &json!(null), &json!(0xffff))
+        );
+        assert_eq!((&gid["src"], &gid["src_lid"]), (&json!("::1"), &json!(null)));
+        let text = report_text::render(&a);
+        assert!(text.contains("LID 3") && text.contains("LID 65535") && !text.contains("0.0.0.3"), "{text}");
     }
 
     #[test]

@@ -5,11 +5,10 @@
 //! latency histograms.
 
 use std::fmt::Write as _;
-use std::net::IpAddr;
 
 use super::flows::{serial, Flow, PointKind};
 use super::series::Latency;
-use super::Analyzer;
+use super::{Analyzer, Endpoint};
 
 /// Flows that get their own PSN plot (the busiest).
 pub const MAX_PLOTTED_FLOWS: usize = 24;
@@ -170,7 +169,7 @@ fn throughput_plot(out: &mut String, flows: &[&Flow]) {
 
 fn ladder(out: &mut String, a: &Analyzer) {
     let rungs = &a.ladder.rungs;
-    let mut hosts: Vec<IpAddr> = Vec::new();
+    let mut hosts: Vec<Endpoint> = Vec::new();
     for r in rungs {
         for h in [r.src, r.dst] {
             if !hosts.contains(&h) {
@@ -185,12 +184,12 @@ fn ladder(out: &mut String, a: &Analyzer) {
         out,
         r#"<svg class="ladder" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}"><title>CM and SA ladder</title><defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto-start-reverse"><path d="M0 0L10 5L0 10z"/></marker></defs>"#
     );
-    let hx = |ip: IpAddr| 200.0 + col * hosts.iter().position(|&x| x == ip).unwrap_or(0) as f64;
-    for &ip in &hosts {
-        let x = hx(ip);
+    let hx = |e: Endpoint| 200.0 + col * hosts.iter().position(|&x| x == e).unwrap_or(0) as f64;
+    for &host in &hosts {
+        let x = hx(host);
         let _ = write!(
             out,
-            r##"<text x="{x}" y="16" font-size="11" text-anchor="middle">{ip}</text><line x1="{x}" y1="24" x2="{x}" y2="{h}" stroke="#999"/>"##
+            r##"<text x="{x}" y="16" font-size="11" text-anchor="middle">{host}</text><line x1="{x}" y1="24" x2="{x}" y2="{h}" stroke="#999"/>"##
         );
     }
     for (i, r) in rungs.iter().enumerate() {

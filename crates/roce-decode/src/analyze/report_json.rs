@@ -10,7 +10,7 @@ use super::flows::{Flow, PointKind};
 use super::mad::row_names;
 use super::mcast::{GroupId, Member};
 use super::series::Latency;
-use super::Analyzer;
+use super::{Analyzer, Endpoint};
 
 /// A latency histogram as JSON: microseconds, the non-empty power-of-two bins.
 pub fn latency(l: &Latency) -> Value {
@@ -30,14 +30,19 @@ pub fn latency(l: &Latency) -> Value {
     })
 }
 
+/// An endpoint as two members, `name` (the IP address or GID, null for a LID) and
+/// `name_lid` (the LID, null for an address): a LID never reads as an address.
+fn endpoint(obj: &mut Value, name: &str, e: Endpoint) {
+    obj[name] = e.ip().map_or(Value::Null, |ip| json!(ip.to_string()));
+    obj[format!("{name}_lid")] = json!(e.lid());
+}
+
 fn flow(f: &Flow) -> Value {
     let n = &f.naks;
     let timers: Map<String, Value> =
         n.rnr_timers.iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| (i.to_string(), json!(c))).collect();
     let kinds = |k: PointKind| f.points.items.iter().filter(|p| p.kind == k).count();
-    json!({
-        "src": f.src.to_string(),
-        "dst": f.dst.to_string(),
+    let mut v = json!({
         "dest_qp": f.dest_qp,
         "transport": f.transport.name(),
         "packets": f.packets,
@@ -87,7 +92,10 @@ fn flow(f: &Flow) -> Value {
             "acks": kinds(PointKind::Ack),
             "naks": kinds(PointKind::Nak),
         },
-    })
+    });
+    endpoint(&mut v, "src", f.src);
+    endpoint(&mut v, "dst", f.dst);
+    v
 }
 
 fn gid(g: &[u8; 16]) -> String {
@@ -122,14 +130,16 @@ pub fn document(a: &Analyzer) -> Value {
         .connections
         .iter()
         .map(|c| {
-            json!({
-                "active": c.active.to_string(), "passive": c.passive.to_string(),
+            let mut v = json!({
                 "active_comm_id": c.active_comm_id, "passive_comm_id": c.passive_comm_id,
                 "service_id": format!("0x{:016x}", c.service_id), "frame": c.frame,
                 "state": c.state(), "req": c.req, "rep": c.rep, "rtu": c.rtu,
                 "dreq": c.dreq, "drep": c.drep,
                 "rej_reason": c.rej.map(|r| r.1), "mras": c.mras, "resends": c.resends,
-            })
+            });
+            endpoint(&mut v, "active", c.active);
+            endpoint(&mut v, "passive", c.passive);
+            v
         })
         .collect();
     let groups: Vec<Value> = a

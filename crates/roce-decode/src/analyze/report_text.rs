@@ -98,7 +98,7 @@ pub fn render(a: &Analyzer) -> String {
         let _ = writeln!(out, "  malformed {why}: {n}");
     }
 
-    section(&mut out, "Flows (IP src -> IP dst, dest QP)");
+    section(&mut out, "Flows (source -> destination: IP address, GID, or LID without a GRH; dest QP)");
     let mut tab = Table::new(
         &[
             "Source",

@@ -24,8 +24,9 @@ pub(super) fn describe(d: &mut Decoder, data: &[u8]) {
     packet(d, data);
 }
 
-/// A `LINKTYPE_ERF` frame: the record header, then its frame (an IB packet for type 21).
-pub(super) fn describe_erf(d: &mut Decoder, data: &[u8]) {
+/// A `LINKTYPE_ERF` frame: the record header, then its frame (an IB packet for type 21);
+/// `record_len`: the capture record's length on the wire (`data` is what it holds).
+pub(super) fn describe_erf(d: &mut Decoder, data: &[u8], record_len: u32) {
     let rec = match erf::parse_record(data) {
         Ok(r) => r,
         Err(e) => {
@@ -36,7 +37,7 @@ pub(super) fn describe_erf(d: &mut Decoder, data: &[u8]) {
             return;
         }
     };
-    erf_json(&mut d.json, &rec);
+    erf_json(&mut d.json, &rec, record_len, data.len());
     let h = rec.header;
     if h.record_type == RecordType::Infiniband {
         if h.interface() != 0 {
@@ -51,7 +52,9 @@ pub(super) fn describe_erf(d: &mut Decoder, data: &[u8]) {
     sum!(&mut d.summary, "ERF record type {t}, {} bytes (not dissected)", rec.frame.len());
 }
 
-fn erf_json(j: &mut Json, rec: &erf::Record<'_>) {
+/// The record header, and the capture record's own sizes (`record_len` on the wire,
+/// `record_cap_len` captured): the top-level `len` and `cap_len` are the frame's.
+fn erf_json(j: &mut Json, rec: &erf::Record<'_>, record_len: u32, record_cap_len: usize) {
     let h = &rec.header;
     let (secs, nanos) = h.seconds_nanos();
     j.begin("erf");
@@ -75,6 +78,8 @@ fn erf_json(j: &mut Json, rec: &erf::Record<'_>) {
     if !rec.after.is_empty() {
         j.hex("after_record", rec.after);
     }
+    j.num("record_len", record_len);
+    j.count("record_cap_len", record_cap_len as u64);
     j.end();
 }
 

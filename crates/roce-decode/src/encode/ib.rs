@@ -11,10 +11,12 @@ use roce_wire::ib_frame::IbFrameRepr;
 use roce_wire::{erf, grh, lrh};
 use serde_json::Value;
 
+use super::restate::Views;
 use super::{bounded, bth_of, err, ext_of, flag, get, hex, mad, num, payload_of, EncodeError, MadReport};
 
-/// The IB packet of a line (LRH first) and how long the line says it was (for ERF's WLen).
-pub(super) fn frame(v: &Value) -> Result<(Vec<u8>, usize, MadReport), EncodeError> {
+/// The IB packet of a line (LRH first) and how long the line says it was (for ERF's WLen);
+/// `views` settles the members that restate others.
+pub(super) fn frame(v: &Value, views: &mut Views) -> Result<(Vec<u8>, usize, MadReport), EncodeError> {
     let kind = get(v, &["kind"]).and_then(Value::as_str).unwrap_or("");
     let whole = kind == "infiniband" && get(v, &["bth"]).is_some() && get(v, &["raw"]).is_none();
     if !whole {
@@ -56,9 +58,9 @@ pub(super) fn frame(v: &Value) -> Result<(Vec<u8>, usize, MadReport), EncodeErro
         }),
         _ => None,
     };
-    let b = bth_of(v)?;
+    let b = bth_of(v, views)?;
     let ext = ext_of(v, b.opcode)?;
-    let (built, payload, mut notes) = payload_of(v, &b, &ext, 0)?;
+    let (built, payload, mut notes) = payload_of(v, &b, &ext, 0, views)?;
     let pad = match hex(v, &["pad"])? {
         Some(p) if p.len() > 3 => return err("pad: more than 3 bytes"),
         Some(p) => p,
@@ -99,11 +101,13 @@ pub(super) fn frame(v: &Value) -> Result<(Vec<u8>, usize, MadReport), EncodeErro
     }
 }
 
-/// The ERF record around `frame` (`stated`: the frame length the line's fields state); the
-/// frame as it is when the line has no `erf` member (its `raw` is then the whole record).
-pub(super) fn erf_record(v: &Value, frame: Vec<u8>, stated: usize) -> Result<Vec<u8>, EncodeError> {
+/// The ERF record around `frame` (`stated`: the frame length the line's fields state), and
+/// the capture record's length on the wire; the frame as it is when the line has no `erf`
+/// member (its `raw` is then the whole record, and `len` the record's).
+pub(super) fn erf_record(v: &Value, frame: Vec<u8>, stated: usize) -> Result<(Vec<u8>, u32), EncodeError> {
     if !get(v, &["erf"]).is_some_and(Value::is_object) {
-        return Ok(frame);
+        let len = bounded(v, &["len"], frame.len() as u32)?;
+        return Ok((frame, len));
     }
     let extensions = hex(v, &["erf", "extensions"])?.unwrap_or_default();
     if !extensions.len().is_multiple_of(erf::EXT_LEN) {
@@ -137,5 +141,13 @@ pub(super) fn erf_record(v: &Value, frame: Vec<u8>, stated: usize) -> Result<Vec
     out.extend_from_slice(&frame);
     out.extend_from_slice(&padding);
     out.extend_from_slice(&after);
-    Ok(out)
+    // The capture record's length follows the record when the capture held all of it, and
+    // stays as given when the snap length cut it.
+    let record_len = match (num(v, &["erf", "record_len"])?, num(v, &["erf", "record_cap_len"])?) {
+        (Some(len), Some(cap)) if len != cap => {
+            u32::try_from(len).map_err(|_| EncodeError(format!("erf.record_len: {len} does not fit 32 bits")))?
+        }
+        _ => out.len() as u32,
+    };
+    Ok((out, record_len))
 }
