@@ -1,5 +1,6 @@
-//! Debian's rdma-core programs as the packages ship them: unpacked once (dpkg-deb -x) from the
-//! .debs that tests/interop/setup.sh downloaded with `apt-get download`.
+//! Debian's rdma-core programs (rdmacm-utils, ibverbs-utils) and perftest as the packages ship
+//! them: unpacked once (dpkg-deb -x) from the .debs that tests/interop/setup.sh downloaded
+//! with `apt-get download`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,13 +16,14 @@ pub fn root() -> &'static Path {
     ROOT.get_or_init(|| {
         let debs = repo().join("target/interop/cache/debs");
         let dest = repo().join("target/capi/debian");
-        if dest.join("usr/bin/mckey").is_file() && dest.join("usr/bin/ibv_devinfo").is_file() {
+        let have = ["mckey", "ibv_devinfo", "ib_write_bw"].iter().all(|b| dest.join("usr/bin").join(b).is_file());
+        if have {
             return dest;
         }
         let tmp = repo().join(format!("target/capi/debian.tmp.{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).unwrap();
-        for pkg in ["rdmacm-utils", "ibverbs-utils"] {
+        for pkg in ["rdmacm-utils", "ibverbs-utils", "perftest"] {
             let deb = std::fs::read_dir(&debs)
                 .unwrap_or_else(|e| panic!("{}: {e} (run bash tests/interop/setup.sh)", debs.display()))
                 .filter_map(|e| e.ok().map(|e| e.path()))

@@ -265,6 +265,12 @@ impl<D: Device + MulticastFilter> Driver<D> {
         Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 
+    /// Send what the stack queued (frames, SA MADs) and collect its events, without reading
+    /// the device: for a caller that posted work and reads the device elsewhere.
+    pub fn send_queued(&mut self) -> io::Result<()> {
+        self.flush()
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         let now = self.now();
         self.pump_sa_batch();
@@ -429,6 +435,12 @@ impl<D: Device + MulticastFilter> Driver<D> {
         wait
     }
 
+    /// Whether the last turn received frames (a loop that waits itself busy-polls after one,
+    /// as [`Driver::set_busy_poll`] has a turn do).
+    pub fn received_last_turn(&self) -> bool {
+        self.received_last_turn
+    }
+
     /// The descriptors a turn waits on for input (the device's, the SA link's): for a loop
     /// that waits itself, without holding the driver (an engine shared between threads).
     pub fn input_fds(&self) -> [Option<RawFd>; 2] {
@@ -464,7 +476,8 @@ impl<D: Device + MulticastFilter> Driver<D> {
                 }
                 wait = wait.saturating_sub(self.busy_poll);
             }
-            if !ready {
+            // With nothing to wait for, the receive below finds out as cheaply as poll would.
+            if !ready && !wait.is_zero() {
                 let ms = i32::try_from(wait.as_millis().max(u128::from(!wait.is_zero()))).unwrap_or(i32::MAX);
                 // SAFETY: a valid array of `n` pollfds.
                 let r = unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, ms) };

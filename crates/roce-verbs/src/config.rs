@@ -95,7 +95,9 @@ pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<PortOptions, 
         transport,
         fault: Vec::new(),
         rx_queues: 1,
-        gso: false,
+        // Programs on this library have RC data paths (rping, perftest, the pingpongs): their
+        // runs of packets go out as GSO frames on the raw transport, as the roce tools' do.
+        gso: true,
     })
 }
 

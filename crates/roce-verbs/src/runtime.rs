@@ -154,7 +154,9 @@ impl Runtime {
     pub fn post(&self, f: impl FnOnce(&mut Engine)) {
         let mut e = lock(&self.engine);
         f(&mut e);
-        self.after_work(&mut e);
+        // Only what the work queued goes out: reading the device is for whoever polls.
+        let _ = e.d.send_queued();
+        self.after_send(&mut e);
     }
 
     /// For a program spinning on an empty CQ: if nobody holds the engine, take what arrived
@@ -168,6 +170,10 @@ impl Runtime {
 
     fn after_work(&self, e: &mut Engine) {
         let _ = e.d.turn(Duration::ZERO);
+        self.after_send(e);
+    }
+
+    fn after_send(&self, e: &mut Engine) {
         if e.dispatch() {
             e.dirty.get_or_insert_with(Instant::now);
         }
@@ -188,6 +194,9 @@ const QUIET: Duration = Duration::from_millis(1);
 /// How long after a program's thread last took frames itself the stack's thread takes the
 /// device back (the program stopped spinning: it blocks on a channel, or computes).
 const SPIN_HANDOVER: Duration = Duration::from_millis(1);
+/// How long the stack's thread looks for more frames after a turn that received some
+/// (the tools' `DATA_PATH_BUSY_POLL`).
+const BUSY_POLL: Duration = roce::plumbing::port::DATA_PATH_BUSY_POLL;
 /// The stack's thread's longest sleep with nothing due.
 const IDLE: Duration = Duration::from_millis(200);
 
@@ -195,7 +204,7 @@ const IDLE: Duration = Duration::from_millis(200);
 fn run(engine: &Mutex<Engine>, wake: OwnedFd) {
     let mut pfds = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 3];
     loop {
-        let (n, wait) = {
+        let (n, wait, spin) = {
             let mut e = lock(engine);
             let _ = e.d.turn(Duration::ZERO);
             if e.dispatch() {
@@ -221,11 +230,25 @@ fn run(engine: &Mutex<Engine>, wake: OwnedFd) {
                 pfds[n] = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
                 n += 1;
             }
-            (n, wait)
+            // After a turn that received, the next frames of a stream come within
+            // microseconds: look for them a while before sleeping (the tools' busy poll), a
+            // receiver whose program does not poll (a WRITE's target) stays awake.
+            let spin = !spinning && e.d.received_last_turn();
+            (n, wait, spin)
         };
-        let ms = i32::try_from(wait.as_millis().max(u128::from(!wait.is_zero()))).unwrap_or(i32::MAX);
-        // SAFETY: a valid array of `n` pollfds.
-        unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, ms) };
+        let mut ready = false;
+        if spin {
+            let until = Instant::now() + BUSY_POLL.min(wait);
+            while !ready && Instant::now() < until {
+                // SAFETY: a valid array of `n` pollfds.
+                ready = unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, 0) } > 0;
+            }
+        }
+        if !ready {
+            let ms = i32::try_from(wait.as_millis().max(u128::from(!wait.is_zero()))).unwrap_or(i32::MAX);
+            // SAFETY: a valid array of `n` pollfds.
+            unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, ms) };
+        }
         drain(wake.as_raw_fd());
     }
 }
