@@ -12,5 +12,6 @@ mod common;
 mod death;
 mod debian;
 mod library;
+mod perftest;
 mod rc;
 mod veth;

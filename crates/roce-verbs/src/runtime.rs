@@ -192,7 +192,13 @@ impl Runtime {
 /// How long the engine stays quiet after a change before the watcher hears of it.
 const QUIET: Duration = Duration::from_millis(1);
 /// How long after a program's thread last took frames itself the stack's thread takes the
-/// device back (the program stopped spinning: it blocks on a channel, or computes).
+/// device back (the program stopped polling its CQ: it blocks on a channel, computes, or
+/// spins on memory as perftest's write_lat does). Measured on a 2-core veth pair (spec/capi.md):
+/// none had the two threads race for every frame (ib_send_lat 29 µs against 17,
+/// ibv_rc_pingpong 1.43× slower), 20 µs woke the stack's thread so often that it took the
+/// programs' cores (1.44×); 1 ms keeps CQ pollers at the tools' speed and leaves a program
+/// that spins on memory with its frames handled only once it polls or the window ends
+/// (ib_write_lat t_typical about 0.5 ms: on two cores the spinning programs hold both).
 const SPIN_HANDOVER: Duration = Duration::from_millis(1);
 /// How long the stack's thread looks for more frames after a turn that received some
 /// (the tools' `DATA_PATH_BUSY_POLL`).
@@ -214,11 +220,15 @@ fn run(engine: &Mutex<Engine>, wake: OwnedFd) {
                 e.after_change();
                 e.dirty = None;
             }
-            let spinning = e.polled_at.is_some_and(|t| t.elapsed() < SPIN_HANDOVER);
+            // A program spinning on its CQ takes its frames itself; the stack's thread leaves
+            // the device to it until the program has not polled for SPIN_HANDOVER (it then
+            // spins on memory, blocks, or computes, and frames must not wait for it).
+            let handover = e.polled_at.map(|t| SPIN_HANDOVER.saturating_sub(t.elapsed())).unwrap_or_default();
+            let spinning = !handover.is_zero();
             let max = if e.dirty.is_some() {
                 QUIET
             } else if spinning {
-                SPIN_HANDOVER
+                handover
             } else {
                 IDLE
             };
@@ -245,9 +255,10 @@ fn run(engine: &Mutex<Engine>, wake: OwnedFd) {
             }
         }
         if !ready {
-            let ms = i32::try_from(wait.as_millis().max(u128::from(!wait.is_zero()))).unwrap_or(i32::MAX);
-            // SAFETY: a valid array of `n` pollfds.
-            unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, ms) };
+            // To the microsecond (a handover window is tens of them).
+            let ts = libc::timespec { tv_sec: wait.as_secs() as libc::time_t, tv_nsec: wait.subsec_nanos().into() };
+            // SAFETY: a valid array of `n` pollfds and a valid timespec; no signal mask.
+            unsafe { libc::ppoll(pfds.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
         }
         drain(wake.as_raw_fd());
     }
