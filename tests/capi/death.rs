@@ -23,7 +23,7 @@ fn sa_frames(pcap: &Path) -> Vec<(f64, String)> {
         .iter()
         .filter_map(|f| {
             let d = roce_decode::decode::decode_ethernet(&f.data);
-            d.summary.contains("SubnAdm").then(|| (f.timestamp.as_secs_f64(), d.summary))
+            d.summary.contains("SubnAdm").then_some((f.timestamp.as_secs_f64(), d.summary))
         })
         .collect()
 }

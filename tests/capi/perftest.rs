@@ -48,7 +48,8 @@ fn run(
             return format!("ib_{test} {}: {}\n", args.join(" "), r.join(" "));
         }
     }
-    panic!("ib_{test} {args:?}: the server never listened:\n{last}");
+    let s = finish_within(srv, Duration::from_secs(1));
+    panic!("ib_{test} {args:?}: the server never listened:\n{last}\nserver:\n{}", text(&s));
 }
 
 #[test]

@@ -69,13 +69,11 @@ fn cases(server_addr: &str, pingpong_server: &str) -> Vec<Case> {
     ]
 }
 
+/// Builds a server's command: the program, its arguments, where its capture goes.
+type ServerCmd<'a> = &'a dyn Fn(&Path, &[String], Option<&Path>) -> Command;
+
 /// Run every case; `server`/`client` build the commands.
-fn run_cases(
-    cases: &[Case],
-    dir: &Path,
-    server: &dyn Fn(&Path, &[String], Option<&Path>) -> Command,
-    client: &dyn Fn(&Path, &[String]) -> Command,
-) {
+fn run_cases(cases: &[Case], dir: &Path, server: ServerCmd<'_>, client: &dyn Fn(&Path, &[String]) -> Command) {
     let mut log = String::new();
     for (i, c) in cases.iter().enumerate() {
         let bin = debian::bin(c.program);

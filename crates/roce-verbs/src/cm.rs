@@ -10,11 +10,8 @@
 //! acknowledgement.
 
 use core::ffi::{c_char, c_int, c_void};
-use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use roce_cm::{CmId, ConnectParam, PortSpace, QpType};
@@ -23,30 +20,13 @@ use roce_wire::Gid;
 
 use crate::abi::*;
 use crate::ffi::{boundary, fail_errno, null_errno};
-use crate::ids::{addresses, new_id, ChannelShared, EventBox, Id, IdLink};
-use crate::queues::{blocking_pipe, read_record};
+use crate::ids::{addresses, new_channel, new_id, Channel, EventBox, Id, IdLink};
+use crate::queues::read_record;
 use crate::runtime::{runtime, Engine};
 use crate::verbs::{new_ud_qp, Qp};
 
 // ------------------------------------------------------------------------------------------
 // Channels
-
-/// An event channel.
-#[repr(C)]
-pub struct Channel {
-    /// What the program sees.
-    pub c: rdma_event_channel,
-    shared: Arc<ChannelShared>,
-    rfd: OwnedFd,
-}
-
-/// A new channel and what it shares with the engine (None: no pipe to be had).
-pub fn new_channel() -> Option<(*mut rdma_event_channel, Arc<ChannelShared>)> {
-    let (r, w) = blocking_pipe().ok()?;
-    let shared = Arc::new(ChannelShared { queue: Mutex::new(VecDeque::new()), wfd: w });
-    let ch = Box::new(Channel { c: rdma_event_channel { fd: r.as_raw_fd() }, shared: shared.clone(), rfd: r });
-    Some((Box::into_raw(ch).cast(), shared))
-}
 
 /// `rdma_create_event_channel`: ENODEV when there is no device (no configuration).
 #[no_mangle]
@@ -372,13 +352,13 @@ pub unsafe extern "C" fn rdma_resolve_addr(
 #[no_mangle]
 pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> c_int {
     boundary("rdma_resolve_route", -1, || {
-        let r = (|| {
+        let r = {
             let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
             engine_call(id, move |e, cm| {
                 let now = e.d.now();
                 e.d.stack.resolve_route(now, cm, timeout)
             })
-        })();
+        };
         complete(id, r)
     })
 }
@@ -452,13 +432,13 @@ fn connect_param(p: *const rdma_conn_param) -> ConnectParam {
 #[no_mangle]
 pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
     boundary("rdma_connect", -1, || {
-        let r = (|| {
+        let r = {
             let p = connect_param_or(param, (MAX_RD_ATOM, MAX_RD_ATOM));
             engine_call(id, move |e, cm| {
                 let now = e.d.now();
                 e.d.stack.connect(now, cm, &p)
             })
-        })();
+        };
         complete(id, r)
     })
 }
@@ -471,7 +451,7 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
 pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
     boundary("rdma_accept", -1, || {
         let ud = id_of(id).is_some_and(|i| i.c.qp_type == IBV_QPT_UD);
-        let r = (|| {
+        let r = {
             let offered = id_of(id).map_or(0, |i| i.offered.load(std::sync::atomic::Ordering::Acquire));
             let most = (((offered >> 8) as u8).min(MAX_RD_ATOM), (offered as u8).min(MAX_RD_ATOM));
             let p = connect_param_or(param, most);
@@ -479,7 +459,7 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_
                 let now = e.d.now();
                 e.d.stack.accept(now, cm, &p)
             })
-        })();
+        };
         if ud {
             r
         } else {
@@ -512,12 +492,12 @@ pub unsafe extern "C" fn rdma_reject(id: *mut rdma_cm_id, data: *const c_void, l
 #[no_mangle]
 pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
     boundary("rdma_disconnect", -1, || {
-        let r = (|| {
+        let r = {
             engine_call(id, |e, cm| {
                 let now = e.d.now();
                 e.d.stack.disconnect(now, cm)
             })
-        })();
+        };
         complete(id, r)
     })
 }
@@ -805,12 +785,10 @@ pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma
             e.ids.insert(cm, IdLink { id_ptr: ptr, channel: sh });
         });
         let old = i.c.channel;
-        if was_sync {
-            if !i.c.event.is_null() {
-                // SAFETY: the id's last event, ours.
-                unsafe { rdma_ack_cm_event(i.c.event) };
-                i.c.event = std::ptr::null_mut();
-            }
+        if was_sync && !i.c.event.is_null() {
+            // SAFETY: the id's last event, ours.
+            unsafe { rdma_ack_cm_event(i.c.event) };
+            i.c.event = std::ptr::null_mut();
         }
         i.channel = shared;
         i.c.channel = channel;
@@ -894,7 +872,7 @@ fn create_qp_for(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: &mut ibv_qp_init_at
         return fail_errno(libc::EINVAL);
     }
     if attr.qp_type == IBV_QPT_RC || attr.qp_type == IBV_QPT_UC {
-        return match crate::conn::create(pd, attr, Some(i.cm)) {
+        return match crate::verbs::create_conn_qp(pd, attr, Some(i.cm)) {
             Ok(qp) => {
                 i.c.qp = qp.cast();
                 i.c.send_cq = attr.send_cq;

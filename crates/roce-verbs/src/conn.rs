@@ -17,7 +17,7 @@
 
 use core::ffi::c_int;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use roce_cm::rc::{
@@ -27,7 +27,7 @@ use roce_cm::rc::{
 use roce_wire::Gid;
 
 use crate::abi::*;
-use crate::queues::CqShared;
+use crate::queues::{QpMirror, SrqLink};
 use crate::runtime::{Engine, Runtime};
 
 /// rxe's largest inline payload (`RXE_MAX_INLINE_DATA`: a WQE of 32 SGEs' room).
@@ -102,40 +102,6 @@ impl LentMemory for ProgramMemory {
 /// The engine's access flags of `IBV_ACCESS_*` (the four it checks).
 pub fn access_of(flags: u32) -> Access {
     Access(flags & 0xf)
-}
-
-// ------------------------------------------------------------------------------------------
-// What a QP shares with the engine's thread
-
-/// A connected QP's counts, mirrored by the engine's thread for the posting threads.
-#[derive(Debug, Default)]
-pub struct QpMirror {
-    /// The engine's QP state (`ibv_qp_state`).
-    pub state: AtomicU32,
-    /// Send work requests the engine holds.
-    pub sq_len: AtomicU32,
-    /// Receive work requests it holds.
-    pub rq_len: AtomicU32,
-    /// Send requests posted and not yet taken by the engine's thread.
-    pub sq_pending: AtomicU32,
-    /// Receive requests posted and not yet taken.
-    pub rq_pending: AtomicU32,
-}
-
-/// A connected QP as the engine's thread sees it.
-pub struct ConnQpLink {
-    /// Where send completions go.
-    pub send_cq: Arc<CqShared>,
-    /// Where receive completions go.
-    pub recv_cq: Arc<CqShared>,
-    /// The counts it mirrors.
-    pub mirror: Arc<QpMirror>,
-}
-
-/// An SRQ as the engine's thread sees it (the address its async events carry).
-pub struct SrqLink {
-    /// The `ibv_srq` object's address.
-    pub srq_ptr: usize,
 }
 
 /// `ibv_qp_state` of an engine state.
@@ -220,7 +186,7 @@ impl Engine {
             match ev {
                 AsyncEvent::SrqLimitReached(srqn) => {
                     if let Some(s) = self.srqs.get(&srqn) {
-                        crate::verbs::raise_async_event(
+                        crate::queues::raise_async_event(
                             ibv_async_event_element { srq: s.srq_ptr as *mut ibv_srq },
                             IBV_EVENT_SRQ_LIMIT_REACHED,
                         );
@@ -548,18 +514,36 @@ pub fn recv_wr(w: &ibv_recv_wr, max_sge: u32, lkey_ok: &dyn Fn(u32) -> bool) -> 
     Ok(EngineRecvWr { wr_id: w.wr_id, sg_list })
 }
 
+/// What posting needs of a connected QP's C object (verbs.rs builds it: this module does not
+/// see the object).
+#[derive(Debug, Clone, Copy)]
+pub struct QpView {
+    /// The engine's QPN.
+    pub qpn: u32,
+    /// `IBV_QPT_UC` (else RC).
+    pub uc: bool,
+    /// The PD's address.
+    pub pd: usize,
+    /// Its capacities.
+    pub cap: ibv_qp_cap,
+    /// `sq_sig_all`.
+    pub sq_sig_all: bool,
+    /// Created on an SRQ (its receives are the SRQ's).
+    pub has_srq: bool,
+}
+
 /// Post a list of send requests on a connected QP without waiting for the engine's thread.
 ///
 /// # Safety
 /// `wr` is the caller's list; `bad_wr` NULL or a slot.
 pub unsafe fn post_send(
     rt: &Runtime,
-    q: &crate::verbs::Qp,
+    q: QpView,
     mirror: &Arc<QpMirror>,
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    let uc = q.c.qp_type == IBV_QPT_UC;
+    let uc = q.uc;
     let table = rt.mrs.read().ok();
     let pd = q.pd;
     let lkey_ok = |k: u32| table.as_ref().is_some_and(|t| t.get(k).is_some_and(|r| r.pd == pd));
@@ -619,7 +603,7 @@ pub unsafe fn post_send(
 /// As [`post_send`].
 pub unsafe fn post_recv(
     rt: &Runtime,
-    q: &crate::verbs::Qp,
+    q: QpView,
     mirror: &Arc<QpMirror>,
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
@@ -636,7 +620,7 @@ pub unsafe fn post_recv(
         // SAFETY: the caller's work request.
         let w = unsafe { &*cur };
         // rxe_post_recv: EINVAL in RESET (and on a QP with an SRQ).
-        if state == IBV_QPS_RESET || !q.c.srq.is_null() {
+        if state == IBV_QPS_RESET || q.has_srq {
             err = libc::EINVAL;
             break;
         }
@@ -686,45 +670,7 @@ pub fn unlink(e: &mut Engine, qpn: u32) {
 }
 
 // ------------------------------------------------------------------------------------------
-// Creation and destruction through the C calls
-
-/// A connected QP for `ibv_create_qp` (`id`: None) or `rdma_create_qp` (the id's QP, which
-/// the engine moves to INIT at once and the CM on to RTS). `attr.cap` is given back as rxe
-/// reports it.
-pub fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr, id: Option<roce_cm::CmId>) -> Result<*mut Qp, i32> {
-    if pd.is_null() || attr.send_cq.is_null() || attr.recv_cq.is_null() {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: an Srq of ours, or NULL.
-    let srq = (!attr.srq.is_null()).then(|| unsafe { (*attr.srq.cast::<Srq>()).srqn });
-    let cap = check_caps(&attr.cap, srq.is_some())?;
-    let rt = crate::runtime::runtime()?;
-    let init = qp_init(attr.qp_type, &cap, srq);
-    let qpn = rt
-        .call(move |e| match id {
-            Some(cm) => e.d.stack.create_qp_for_id_with(cm, init.cap, init.srq),
-            None => e.d.stack.create_qp_with(init),
-        })?
-        .map_err(|er| er.value())?;
-    attr.cap = cap;
-    let mirror = Arc::new(QpMirror::default());
-    let Some(qp) = crate::verbs::new_qp(pd, attr, qpn, 0, id.is_some(), Some(mirror.clone())) else {
-        let _ = rt.call(move |e| unlink(e, qpn));
-        return Err(libc::EINVAL);
-    };
-    // SAFETY: the QP just made.
-    let (send_cq, recv_cq) = unsafe { ((*qp).send_cq.clone(), (*qp).recv_cq.clone()) };
-    let m = mirror.clone();
-    let _ = rt.call(move |e| {
-        e.conn_qps.insert(qpn, ConnQpLink { send_cq, recv_cq, mirror: m });
-        e.deliver_completions();
-    });
-    // SAFETY: as above.
-    unsafe { (*qp).c.state = mirror.state.load(Ordering::Acquire) };
-    Ok(qp)
-}
-
-use crate::verbs::Qp;
+// SRQs
 
 /// A shared receive queue.
 #[repr(C)]

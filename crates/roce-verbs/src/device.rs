@@ -140,7 +140,7 @@ pub fn open_context() -> *mut ibv_context {
     c.device = device();
     c.ops = crate::verbs::context_ops();
     c.cmd_fd = -1;
-    c.async_fd = crate::verbs::async_fd();
+    c.async_fd = crate::queues::async_fd();
     c.num_comp_vectors = 1;
     // SAFETY: initialising the context's own mutex in place.
     unsafe { libc::pthread_mutex_init(&mut c.mutex, std::ptr::null()) };

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use roce_cm::{CmEvent, CmId, EventKind, EventParam, Stack};
 
 use crate::abi::*;
+use crate::queues::blocking_pipe;
 
 /// An engine id's C side.
 #[derive(Clone)]
@@ -149,7 +150,7 @@ pub fn deliver_event(
         // A synchronous listener's requests get channels of their own (librdmacm migrates
         // each to a new channel: ucma_process_conn_req); the request event itself goes to
         // the listener's.
-        let own = sync.then(crate::cm::new_channel).flatten();
+        let own = sync.then(new_channel).flatten();
         let (child_channel, child_shared) = match &own {
             Some((c, sh)) => (*c, sh.clone()),
             None => (channel_ptr, parent.channel.clone()),
@@ -266,4 +267,23 @@ pub fn deliver_event(
 /// The engine id's source and destination addresses.
 pub fn addresses(stack: &Stack, cm: CmId) -> (Option<SocketAddr>, Option<SocketAddr>) {
     stack.id(cm).map_or((None, None), |r| (r.src, r.dst))
+}
+
+/// An event channel.
+#[repr(C)]
+pub struct Channel {
+    /// What the program sees.
+    pub c: rdma_event_channel,
+    /// What it shares with the engine.
+    pub shared: Arc<ChannelShared>,
+    /// The read end of its pipe.
+    pub rfd: OwnedFd,
+}
+
+/// A new channel and what it shares with the engine (None: no pipe to be had).
+pub fn new_channel() -> Option<(*mut rdma_event_channel, Arc<ChannelShared>)> {
+    let (r, w) = blocking_pipe().ok()?;
+    let shared = Arc::new(ChannelShared { queue: Mutex::new(VecDeque::new()), wfd: w });
+    let ch = Box::new(Channel { c: rdma_event_channel { fd: r.as_raw_fd() }, shared: shared.clone(), rfd: r });
+    Some((Box::into_raw(ch).cast(), shared))
 }

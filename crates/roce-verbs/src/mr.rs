@@ -61,8 +61,8 @@ impl MrTable {
             self.next_index = (self.next_index % 0xff_ffff) + 1;
             self.next_key = self.next_key.wrapping_add(1);
             let key = (self.next_index << 8) | u32::from(self.next_key);
-            if !self.regions.contains_key(&key) {
-                self.regions.insert(key, r);
+            if let std::collections::btree_map::Entry::Vacant(v) = self.regions.entry(key) {
+                v.insert(r);
                 return Ok(key);
             }
         }

@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::abi::*;
 
@@ -209,4 +209,53 @@ pub fn deliver_datagrams(
             link.recv_cq.push(c);
         }
     }
+}
+
+/// A connected QP's counts, mirrored by the engine's thread for the posting threads.
+#[derive(Debug, Default)]
+pub struct QpMirror {
+    /// The engine's QP state (`ibv_qp_state`).
+    pub state: AtomicU32,
+    /// Send work requests the engine holds.
+    pub sq_len: AtomicU32,
+    /// Receive work requests it holds.
+    pub rq_len: AtomicU32,
+    /// Send requests posted and not yet taken by the engine's thread.
+    pub sq_pending: AtomicU32,
+    /// Receive requests posted and not yet taken.
+    pub rq_pending: AtomicU32,
+}
+
+/// A connected QP as the engine's thread sees it.
+pub struct ConnQpLink {
+    /// Where send completions go.
+    pub send_cq: Arc<CqShared>,
+    /// Where receive completions go.
+    pub recv_cq: Arc<CqShared>,
+    /// The counts it mirrors.
+    pub mirror: Arc<QpMirror>,
+}
+
+/// An SRQ as the engine's thread sees it (the address its async events carry).
+pub struct SrqLink {
+    /// The `ibv_srq` object's address.
+    pub srq_ptr: usize,
+}
+
+struct AsyncPipe(OwnedFd, OwnedFd);
+static ASYNC: OnceLock<Option<AsyncPipe>> = OnceLock::new();
+
+/// Queue an asynchronous event for `ibv_get_async_event` (the engine's thread).
+pub fn raise_async_event(element: ibv_async_event_element, event_type: u32) {
+    let Some(p) = ASYNC.get_or_init(|| blocking_pipe().ok().map(|(r, w)| AsyncPipe(r, w))).as_ref() else { return };
+    let ev = ibv_async_event { element, event_type };
+    // SAFETY: the event's bytes, whole, to our own pipe (one record per write).
+    unsafe {
+        libc::write(p.1.as_raw_fd(), (&ev as *const ibv_async_event).cast(), std::mem::size_of::<ibv_async_event>())
+    };
+}
+
+/// The read end of the asynchronous events' pipe (`ibv_context.async_fd`).
+pub fn async_fd() -> c_int {
+    ASYNC.get_or_init(|| blocking_pipe().ok().map(|(r, w)| AsyncPipe(r, w))).as_ref().map_or(-1, |p| p.0.as_raw_fd())
 }

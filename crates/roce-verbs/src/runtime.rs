@@ -55,9 +55,9 @@ pub struct Engine {
     /// Peers' MACs learned from their datagrams and the CM (for address handles).
     pub macs: HashMap<std::net::IpAddr, [u8; 6]>,
     /// Each connected QP's CQs and mirrored counts.
-    pub conn_qps: HashMap<u32, crate::conn::ConnQpLink>,
+    pub conn_qps: HashMap<u32, crate::queues::ConnQpLink>,
     /// Each SRQ's C object (for its asynchronous events).
-    pub srqs: HashMap<u32, crate::conn::SrqLink>,
+    pub srqs: HashMap<u32, crate::queues::SrqLink>,
     /// Completions of a QP already destroyed (counted, not delivered).
     pub orphan_completions: u64,
     watcher: Option<Watcher>,

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use roce_cm::event::AddressHandle;
 use roce_cm::UdDest;
@@ -90,7 +90,21 @@ pub struct Qp {
     /// Created by `rdma_create_qp` (the id's QP: `rdma_destroy_qp` ends it).
     pub of_id: bool,
     /// A connected QP's (RC, UC) counts mirrored by the engine's thread; None for UD.
-    pub conn: Option<Arc<crate::conn::QpMirror>>,
+    pub conn: Option<Arc<crate::queues::QpMirror>>,
+}
+
+impl Qp {
+    /// What posting on a connected QP needs of it.
+    pub fn view(&self) -> crate::conn::QpView {
+        crate::conn::QpView {
+            qpn: self.qpn,
+            uc: self.c.qp_type == IBV_QPT_UC,
+            pd: self.pd,
+            cap: self.cap,
+            sq_sig_all: self.sq_sig_all,
+            has_srq: !self.c.srq.is_null(),
+        }
+    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -106,24 +120,6 @@ pub fn context_ops() -> ibv_context_ops {
     ops.post_recv = Some(post_recv);
     ops.post_srq_recv = Some(crate::conn::post_srq_recv);
     ops
-}
-
-struct AsyncPipe(OwnedFd, OwnedFd);
-static ASYNC: OnceLock<Option<AsyncPipe>> = OnceLock::new();
-
-/// Queue an asynchronous event for `ibv_get_async_event` (the engine's thread).
-pub fn raise_async_event(element: ibv_async_event_element, event_type: u32) {
-    let Some(p) = ASYNC.get_or_init(|| blocking_pipe().ok().map(|(r, w)| AsyncPipe(r, w))).as_ref() else { return };
-    let ev = ibv_async_event { element, event_type };
-    // SAFETY: the event's bytes, whole, to our own pipe (one record per write).
-    unsafe {
-        libc::write(p.1.as_raw_fd(), (&ev as *const ibv_async_event).cast(), std::mem::size_of::<ibv_async_event>())
-    };
-}
-
-/// The read end of the asynchronous events' pipe (`ibv_context.async_fd`).
-pub fn async_fd() -> c_int {
-    ASYNC.get_or_init(|| blocking_pipe().ok().map(|(r, w)| AsyncPipe(r, w))).as_ref().map_or(-1, |p| p.0.as_raw_fd())
 }
 
 // ------------------------------------------------------------------------------------------
@@ -319,7 +315,7 @@ pub unsafe extern "C" fn ibv_create_cq(
     _comp_vector: c_int,
 ) -> *mut ibv_cq {
     boundary("ibv_create_cq", std::ptr::null_mut(), || {
-        if ctx.is_null() || cqe < 1 || cqe > (1 << 15) - 1 {
+        if ctx.is_null() || !(1..(1 << 15)).contains(&cqe) {
             return null_errno(libc::EINVAL);
         }
         let ch = if channel.is_null() {
@@ -350,7 +346,8 @@ pub unsafe extern "C" fn ibv_create_cq(
         unsafe {
             libc::pthread_mutex_init(&mut (*cq).c.mutex, std::ptr::null());
             libc::pthread_cond_init(&mut (*cq).c.cond, std::ptr::null());
-            (&(*cq).shared).cq_addr.store(cq as usize, Ordering::Release);
+            let shared: &Arc<CqShared> = &(*cq).shared;
+            shared.cq_addr.store(cq as usize, Ordering::Release);
         }
         cq.cast()
     })
@@ -528,7 +525,7 @@ pub(crate) fn new_qp(
     qpn: u32,
     qkey: u32,
     of_id: bool,
-    conn: Option<Arc<crate::conn::QpMirror>>,
+    conn: Option<Arc<crate::queues::QpMirror>>,
 ) -> Option<*mut Qp> {
     let send_cq = cq_shared(attr.send_cq)?;
     let recv_cq = cq_shared(attr.recv_cq)?;
@@ -615,7 +612,7 @@ pub unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_a
         let a = unsafe { *attr };
         if a.qp_type == IBV_QPT_RC || a.qp_type == IBV_QPT_UC {
             // SAFETY: as above (the capacities are given back).
-            return match crate::conn::create(pd, unsafe { &mut *attr }, None) {
+            return match create_conn_qp(pd, unsafe { &mut *attr }, None) {
                 Ok(qp) => qp.cast(),
                 Err(e) => null_errno(e),
             };
@@ -1031,7 +1028,7 @@ pub unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad_wr
         let Ok(rt) = runtime() else { return libc::ENODEV };
         if let Some(m) = &q.conn {
             // SAFETY: the caller's list and slot.
-            return unsafe { crate::conn::post_send(rt, q, m, wr, bad_wr) };
+            return unsafe { crate::conn::post_send(rt, q.view(), m, wr, bad_wr) };
         }
         let mtu = crate::port::port().map_or(1024, |p| 128usize << p.active_mtu);
         let mut cur = wr;
@@ -1110,7 +1107,7 @@ pub unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad_wr
         let Ok(rt) = runtime() else { return libc::ENODEV };
         if let Some(m) = &q.conn {
             // SAFETY: the caller's list and slot.
-            return unsafe { crate::conn::post_recv(rt, q, m, wr, bad_wr) };
+            return unsafe { crate::conn::post_recv(rt, q.view(), m, wr, bad_wr) };
         }
         let mut cur = wr;
         let mut batch = Vec::new();
@@ -1205,4 +1202,40 @@ pub extern "C" fn ibv_wc_status_str(status: u32) -> *const c_char {
 #[no_mangle]
 pub extern "C" fn ibv_fork_init() -> c_int {
     0
+}
+
+/// A connected QP for `ibv_create_qp` (`id`: None) or `rdma_create_qp` (the id's QP, which
+/// the engine moves to INIT at once and the CM on to RTS). `attr.cap` is given back as rxe
+/// reports it.
+pub fn create_conn_qp(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr, id: Option<roce_cm::CmId>) -> Result<*mut Qp, i32> {
+    if pd.is_null() || attr.send_cq.is_null() || attr.recv_cq.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: an Srq of ours, or NULL.
+    let srq = (!attr.srq.is_null()).then(|| unsafe { (*attr.srq.cast::<crate::conn::Srq>()).srqn });
+    let cap = crate::conn::check_caps(&attr.cap, srq.is_some())?;
+    let rt = crate::runtime::runtime()?;
+    let init = crate::conn::qp_init(attr.qp_type, &cap, srq);
+    let qpn = rt
+        .call(move |e| match id {
+            Some(cm) => e.d.stack.create_qp_for_id_with(cm, init.cap, init.srq),
+            None => e.d.stack.create_qp_with(init),
+        })?
+        .map_err(|er| er.value())?;
+    attr.cap = cap;
+    let mirror = Arc::new(crate::queues::QpMirror::default());
+    let Some(qp) = new_qp(pd, attr, qpn, 0, id.is_some(), Some(mirror.clone())) else {
+        let _ = rt.call(move |e| crate::conn::unlink(e, qpn));
+        return Err(libc::EINVAL);
+    };
+    // SAFETY: the QP just made.
+    let (send_cq, recv_cq) = unsafe { ((*qp).send_cq.clone(), (*qp).recv_cq.clone()) };
+    let m = mirror.clone();
+    let _ = rt.call(move |e| {
+        e.conn_qps.insert(qpn, crate::queues::ConnQpLink { send_cq, recv_cq, mirror: m });
+        e.deliver_completions();
+    });
+    // SAFETY: as above.
+    unsafe { (*qp).c.state = mirror.state.load(Ordering::Acquire) };
+    Ok(qp)
 }
