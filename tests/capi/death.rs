@@ -169,3 +169,57 @@ int main(int argc, char **argv) {
     exit(0);
 }
 "#;
+
+/// A connected program killed mid-transfer disconnects on the wire, as the kernel does for a
+/// dead process's ids: Debian's `rping` client over roce, SIGKILLed while it pings our `rping`
+/// server; the watcher sends the DREQ (a capture on the server's port shows it from the
+/// client's address after the kill), and the server sees its DISCONNECT EVENT and exits.
+#[test]
+fn a_connected_program_killed_mid_transfer_sends_its_dreq() {
+    let ns = Netns::bridge("capidreq", 2);
+    let dir = common::artefact_dir("capi_death_dreq");
+    let rping = debian::bin("rping");
+    let pcap = dir.join("server.pcap");
+    let mut cap = tcpdump(&ns, "veth1", &pcap);
+    std::thread::sleep(Duration::from_millis(500));
+    let server = spawn(exec(
+        &ns,
+        &["-I", "198.18.1.3", "--iface", "veth1", "--transport", "raw"],
+        &rping,
+        &["-s", "-a", "198.18.1.3", "-C", "1000000", "-S", "4000"],
+    ));
+    std::thread::sleep(Duration::from_millis(800));
+    let client = spawn(exec(
+        &ns,
+        &["-I", "198.18.1.1", "--iface", "veth0", "--transport", "raw"],
+        &rping,
+        &["-c", "-a", "198.18.1.3", "-C", "1000000", "-S", "4000"],
+    ));
+    // Pinging: READs and WRITEs on the wire for a second, then the kill.
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+    // SAFETY: kill(2) on our own child (`ip netns exec` and `roce exec` exec the program).
+    assert_eq!(unsafe { libc::kill(client.id() as i32, libc::SIGKILL) }, 0);
+    let _ = client.wait_with_output();
+    let server = crate::veth::finish_within(server, Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own tcpdump.
+    unsafe { libc::kill(cap.id() as i32, libc::SIGTERM) };
+    let _ = cap.wait();
+    let frames = roce_decode::capture::read_file(&pcap).expect("the capture");
+    let lines: Vec<(f64, String)> = frames
+        .iter()
+        .map(|f| (f.timestamp.as_secs_f64(), roce_decode::decode::decode_ethernet(&f.data).summary))
+        .collect();
+    let all = lines.iter().map(|(t, l)| format!("{t:.6} {l}")).collect::<Vec<_>>().join("\n");
+    std::fs::write(dir.join("capture.txt"), &all).unwrap();
+    let st = crate::veth::text(&server);
+    assert!(lines.iter().any(|(_, l)| l.contains("RC_RDMA_READ_REQUEST")), "no transfer before the kill:\n{all}");
+    let dreq = lines
+        .iter()
+        .find(|(_, l)| l.starts_with("198.18.1.1 →") && l.contains("CM DREQ"))
+        .unwrap_or_else(|| panic!("no DREQ from the killed client:\n{all}\nserver:\n{st}"));
+    assert!(dreq.0 >= killed - 0.01, "the DREQ came after the kill ({} < {killed}):\n{all}", dreq.0);
+    assert!(lines.iter().any(|(_, l)| l.contains("CM DREP")), "the server answered the DREQ:\n{all}");
+    assert!(st.contains("server DISCONNECT EVENT"), "the server saw the disconnect:\n{st}");
+}

@@ -93,6 +93,7 @@ pub fn build_c(dir: &Path, name: &str, source: &str) -> PathBuf {
         .arg(&bin)
         .arg(format!("-L{}", lib_dir().display()))
         .arg("-l:librdmacm.so.1")
+        .arg("-l:libibverbs.so.1")
         .status()
         .is_ok_and(|s| s.success());
     assert!(ok, "cc {}", src.display());

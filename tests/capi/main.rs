@@ -11,6 +11,7 @@ mod common;
 
 mod death;
 mod debian;
+mod errors;
 mod library;
 mod perftest;
 mod rc;
