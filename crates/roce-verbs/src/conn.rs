@@ -177,7 +177,7 @@ impl Engine {
         }
         while let Some(w) = self.d.stack.rc_mut().poll_cq() {
             match self.conn_qps.get(&w.qp_num) {
-                Some(l) if is_receive(w.opcode) => l.recv_cq.push(ibv_wc_of(&w)),
+                Some(l) if is_receive(w.opcode) => l.recv_cq.push_solicited(ibv_wc_of(&w), w.solicited),
                 Some(l) => l.send_cq.push(ibv_wc_of(&w)),
                 None => self.orphan_completions += 1,
             }
@@ -212,6 +212,7 @@ impl Engine {
                     qp_num: qpn,
                     byte_len: 0,
                     imm_data: None,
+                    solicited: true,
                 };
                 l.send_cq.push(ibv_wc_of(&w));
             }

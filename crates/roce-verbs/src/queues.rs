@@ -7,7 +7,7 @@ use core::ffi::c_int;
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::abi::*;
@@ -24,8 +24,9 @@ pub struct CqShared {
     pub wcs: Mutex<VecDeque<ibv_wc>>,
     /// The CQ's capacity (`cqe`); past it a completion is counted as an overrun and dropped.
     pub capacity: usize,
-    /// Armed by `ibv_req_notify_cq`: the next completion writes the CQ to its channel.
-    pub armed: AtomicBool,
+    /// Armed by `ibv_req_notify_cq`: [`ARMED_NEXT`] (the next completion writes the CQ to its
+    /// channel), [`ARMED_SOLICITED`] (the next solicited one), 0 (not armed).
+    pub armed: AtomicU8,
     /// The CQ's completion channel, if any.
     pub channel: Option<Arc<CompChannelShared>>,
     /// The CQ's address (what the channel carries).
@@ -35,8 +36,16 @@ pub struct CqShared {
 }
 
 impl CqShared {
-    /// Queue a completion; wake the channel if the CQ is armed.
+    /// Queue a completion; wake the channel if the CQ is armed for it. Only an error is
+    /// solicited among completions that carry no Solicited Event bit (sends, UD receives).
     pub fn push(&self, wc: ibv_wc) {
+        let solicited = wc.status != IBV_WC_SUCCESS;
+        self.push_solicited(wc, solicited);
+    }
+
+    /// As [`CqShared::push`], for a receive whose message carried the Solicited Event bit or
+    /// not (rxe_cq_post's `solicited`: a CQ armed with `solicited_only` wakes only for one).
+    pub fn push_solicited(&self, wc: ibv_wc, solicited: bool) {
         if let Ok(mut q) = self.wcs.lock() {
             if q.len() >= self.capacity {
                 self.overruns.fetch_add(1, Ordering::Relaxed);
@@ -44,7 +53,9 @@ impl CqShared {
             }
             q.push_back(wc);
         }
-        if self.armed.swap(false, Ordering::AcqRel) {
+        let mode = self.armed.load(Ordering::Acquire);
+        let fires = mode == ARMED_NEXT || (mode == ARMED_SOLICITED && solicited);
+        if fires && self.armed.compare_exchange(mode, 0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
             if let Some(ch) = &self.channel {
                 let addr = self.cq_addr.load(Ordering::Acquire).to_ne_bytes();
                 // SAFETY: 8 bytes from a local array to the channel's pipe.
@@ -53,6 +64,11 @@ impl CqShared {
         }
     }
 }
+
+/// [`CqShared::armed`]: armed for the next completion.
+pub const ARMED_NEXT: u8 = 1;
+/// [`CqShared::armed`]: armed for the next solicited completion (or error).
+pub const ARMED_SOLICITED: u8 = 2;
 
 /// A posted receive: where a datagram goes.
 #[derive(Debug, Clone)]
@@ -258,4 +274,59 @@ pub fn raise_async_event(element: ibv_async_event_element, event_type: u32) {
 /// The read end of the asynchronous events' pipe (`ibv_context.async_fd`).
 pub fn async_fd() -> c_int {
     ASYNC.get_or_init(|| blocking_pipe().ok().map(|(r, w)| AsyncPipe(r, w))).as_ref().map_or(-1, |p| p.0.as_raw_fd())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn armed_cq() -> (CqShared, OwnedFd) {
+        let (r, w) = blocking_pipe().unwrap();
+        let cq = CqShared {
+            wcs: Mutex::new(VecDeque::new()),
+            capacity: 16,
+            armed: AtomicU8::new(0),
+            channel: Some(Arc::new(CompChannelShared { wfd: w })),
+            cq_addr: std::sync::atomic::AtomicUsize::new(0x1234),
+            overruns: AtomicU32::new(0),
+        };
+        (cq, r)
+    }
+
+    fn fired(r: &OwnedFd) -> usize {
+        // SAFETY: fcntl and a read on our own pipe, made non-blocking for the count.
+        unsafe {
+            let fl = libc::fcntl(r.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(r.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+        }
+        let mut n = 0;
+        let mut b = [0u8; 8];
+        // SAFETY: reads into a local buffer of its length.
+        while unsafe { libc::read(r.as_raw_fd(), b.as_mut_ptr().cast(), 8) } == 8 {
+            n += 1;
+        }
+        n
+    }
+
+    /// `ibv_req_notify_cq(cq, 1)` wakes the channel only for a solicited completion or an
+    /// error (rxe_cq_post); `ibv_req_notify_cq(cq, 0)` for the next one; either fires once.
+    #[test]
+    fn solicited_only_arming_fires_for_solicited_receives_and_errors() {
+        let (cq, r) = armed_cq();
+        let ok = ibv_wc { status: IBV_WC_SUCCESS, ..Default::default() };
+        cq.armed.store(ARMED_SOLICITED, Ordering::Release);
+        cq.push_solicited(ok, false);
+        cq.push(ok);
+        assert_eq!(fired(&r), 0);
+        cq.push_solicited(ok, true);
+        cq.push_solicited(ok, true);
+        assert_eq!(fired(&r), 1, "once, then disarmed");
+        cq.armed.store(ARMED_SOLICITED, Ordering::Release);
+        cq.push(ibv_wc { status: IBV_WC_REM_ACCESS_ERR, ..Default::default() });
+        assert_eq!(fired(&r), 1, "an error is solicited");
+        cq.armed.store(ARMED_NEXT, Ordering::Release);
+        cq.push_solicited(ok, false);
+        assert_eq!(fired(&r), 1);
+        assert_eq!(cq.wcs.lock().unwrap().len(), 6);
+    }
 }

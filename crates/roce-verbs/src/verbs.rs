@@ -12,7 +12,7 @@ use core::ffi::{c_char, c_int, c_uint, c_void};
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use roce_cm::event::AddressHandle;
@@ -330,7 +330,7 @@ pub unsafe extern "C" fn ibv_create_cq(
         let shared = Arc::new(CqShared {
             wcs: Mutex::new(VecDeque::with_capacity(cqe as usize)),
             capacity: cqe as usize,
-            armed: AtomicBool::new(false),
+            armed: std::sync::atomic::AtomicU8::new(0),
             channel: ch,
             cq_addr: Default::default(),
             overruns: AtomicU32::new(0),
@@ -407,11 +407,12 @@ pub unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> 
     shared.wcs.lock().map_or(-libc::EIO, |mut q| take(&mut q) as c_int)
 }
 
-/// `ibv_req_notify_cq` (through `ops.req_notify_cq`): the next completion wakes the channel.
+/// `ibv_req_notify_cq` (through `ops.req_notify_cq`): the next completion (with
+/// `solicited_only`, the next solicited one or error) wakes the channel.
 ///
 /// # Safety
 /// `cq` is a CQ of ours.
-pub unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) -> c_int {
+pub unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     if cq.is_null() {
         return libc::EINVAL;
     }
@@ -420,7 +421,8 @@ pub unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) 
     if shared.channel.is_none() {
         return libc::EINVAL;
     }
-    shared.armed.store(true, Ordering::Release);
+    let mode = if solicited_only != 0 { crate::queues::ARMED_SOLICITED } else { crate::queues::ARMED_NEXT };
+    shared.armed.store(mode, Ordering::Release);
     0
 }
 

@@ -770,6 +770,7 @@ impl Test<'_> {
                 qp_num: self.qpns[i],
                 byte_len: size as u32,
                 imm_data: None,
+                solicited: false,
             });
         }
         Ok(())
@@ -804,6 +805,7 @@ impl Test<'_> {
                         qp_num: qpn,
                         byte_len: (dg.payload.len() as u64 + UD_ADDITION) as u32,
                         imm_data: None,
+                        solicited: false,
                     });
                 }
             }

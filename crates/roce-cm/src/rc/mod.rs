@@ -418,6 +418,10 @@ pub struct WorkCompletion {
     pub byte_len: u32,
     /// Immediate data of a receive.
     pub imm_data: Option<u32>,
+    /// A receive whose message's last packet had the BTH's Solicited Event bit (an error
+    /// completion counts as solicited): what wakes a CQ armed for solicited completions only
+    /// [rxe_resp.c do_complete: `bth_se(pkt)`, 1 without a packet].
+    pub solicited: bool,
 }
 
 /// QP capacities (`struct ibv_qp_cap`).
@@ -1155,6 +1159,7 @@ impl RcQp {
             qp_num: self.qpn,
             byte_len: w.len as u32,
             imm_data: None,
+            solicited: status != WcStatus::Success,
         }
     }
 
@@ -1166,7 +1171,8 @@ impl RcQp {
         byte_len: u64,
         imm_data: Option<u32>,
     ) -> WorkCompletion {
-        WorkCompletion { wr_id, status, opcode, qp_num: self.qpn, byte_len: byte_len as u32, imm_data }
+        let solicited = status != WcStatus::Success;
+        WorkCompletion { wr_id, status, opcode, qp_num: self.qpn, byte_len: byte_len as u32, imm_data, solicited }
     }
 
     /// Enter ERR: flush every outstanding send and receive request [rxe_qp_error, flush_send_queue].

@@ -210,8 +210,9 @@ impl RcQp {
         if ends {
             self.cur = None;
             if let Some(r) = self.rq.pop_front() {
-                let wc =
+                let mut wc =
                     self.recv_wc(r.wr_id, WcStatus::Success, WcOpcode::Recv, offset, ext.immdt.map(|i| i.imm_data));
+                wc.solicited = b.solicited;
                 ctx.cq.push_back(wc);
             }
         } else {
@@ -260,14 +261,21 @@ impl RcQp {
         }
         va = va.wrapping_add(len);
         resid -= len;
-        self.write_placed(ctx, ends, InMsg::Write { va, rkey, resid, total }, imm);
+        self.write_placed(ctx, ends, InMsg::Write { va, rkey, resid, total }, imm, b.solicited);
         self.accept(ctx, b, ends);
     }
 
     /// A WRITE packet is placed: at the message's end it closes (a WRITE with immediate
     /// completes its receive with the message's length), otherwise `next` says where the
     /// next packet goes.
-    pub(crate) fn write_placed(&mut self, ctx: &mut Ctx<'_>, ends: bool, next: InMsg, imm: Option<u32>) {
+    pub(crate) fn write_placed(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        ends: bool,
+        next: InMsg,
+        imm: Option<u32>,
+        solicited: bool,
+    ) {
         if !ends {
             self.cur = Some(next);
             return;
@@ -276,7 +284,8 @@ impl RcQp {
         let InMsg::Write { total, .. } = next else { return };
         if imm.is_some() {
             if let Some(r) = self.rq.pop_front() {
-                let wc = self.recv_wc(r.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, total, imm);
+                let mut wc = self.recv_wc(r.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, total, imm);
+                wc.solicited = solicited;
                 ctx.cq.push_back(wc);
             }
         }

@@ -976,3 +976,27 @@ fn lent_memory_serves_every_operation_and_inline_data_is_kept_for_retransmission
     p.run(Duration::from_secs(1));
     assert_eq!(Pair::wcs(&mut p.a)[0].status, WcStatus::RemAccessErr);
 }
+
+/// A receive completes as solicited when its message's last packet carried SE (the sender's
+/// IBV_SEND_SOLICITED), for SEND and for WRITE with immediate; an unsolicited one does not.
+#[test]
+fn receives_carry_the_solicited_event_bit_of_their_message() {
+    let mut p = Pair::new(1024, 5);
+    let src = mr(&mut p.a, 4096);
+    let dst = mr(&mut p.b, 8192);
+    for (i, se) in [(1u64, true), (2, false)] {
+        p.b.post_recv(QB, RecvWr { wr_id: i, sg_list: vec![sge(&dst, 0, 4096)] }).unwrap();
+        let mut w = wr(i, SendOp::Send, vec![sge(&src, 0, 3000)]);
+        w.solicited = se;
+        p.a.post_send(p.now, QA, w).unwrap();
+    }
+    p.b.post_recv(QB, RecvWr { wr_id: 3, sg_list: vec![] }).unwrap();
+    let write = SendOp::WriteWithImm { remote_addr: dst.addr + 4096, rkey: dst.rkey, imm: 9 };
+    let mut w = wr(3, write, vec![sge(&src, 0, 100)]);
+    w.solicited = true;
+    p.a.post_send(p.now, QA, w).unwrap();
+    p.run(Duration::from_secs(1));
+    let got: Vec<(u64, bool)> = Pair::wcs(&mut p.b).iter().map(|c| (c.wr_id, c.solicited)).collect();
+    assert_eq!(got, vec![(1, true), (2, false), (3, true)]);
+    assert!(Pair::wcs(&mut p.a).iter().all(|c| !c.solicited), "send completions are never solicited");
+}

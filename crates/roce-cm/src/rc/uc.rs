@@ -38,6 +38,8 @@ struct UcPacket<'p> {
     starts: bool,
     /// LAST or ONLY.
     ends: bool,
+    /// The BTH's Solicited Event bit.
+    solicited: bool,
 }
 
 /// The RC opcode with the same position in its message (UC opcodes are the RC ones with
@@ -115,7 +117,7 @@ impl RcQp {
         if !data_length_ok(starts, ends, payload.len(), self.attr.path_mtu as usize) {
             return self.uc_drop_message(ctx, UcDrop::Invalid);
         }
-        let pkt = UcPacket { ext, payload, starts, ends };
+        let pkt = UcPacket { ext, payload, starts, ends, solicited: b.solicited };
         let placed = if is_send { self.uc_send(ctx, pkt) } else { self.uc_write(ctx, pkt) };
         match placed {
             Ok(()) => {}
@@ -131,7 +133,7 @@ impl RcQp {
     }
 
     fn uc_send(&mut self, ctx: &mut Ctx<'_>, pkt: UcPacket<'_>) -> Result<(), UcDrop> {
-        let UcPacket { ext, payload, starts, ends } = pkt;
+        let UcPacket { ext, payload, starts, ends, solicited } = pkt;
         if starts && !self.take_recv(ctx) {
             return Err(UcDrop::NoRecv);
         }
@@ -146,7 +148,9 @@ impl RcQp {
             self.cur = None;
             if let Some(r) = self.rq.pop_front() {
                 let imm = ext.immdt.map(|i| i.imm_data);
-                ctx.cq.push_back(self.recv_wc(r.wr_id, WcStatus::Success, WcOpcode::Recv, offset, imm));
+                let mut wc = self.recv_wc(r.wr_id, WcStatus::Success, WcOpcode::Recv, offset, imm);
+                wc.solicited = solicited;
+                ctx.cq.push_back(wc);
             }
         } else {
             self.cur = Some(InMsg::Send { offset });
@@ -155,7 +159,7 @@ impl RcQp {
     }
 
     fn uc_write(&mut self, ctx: &mut Ctx<'_>, pkt: UcPacket<'_>) -> Result<(), UcDrop> {
-        let UcPacket { ext, payload, starts, ends } = pkt;
+        let UcPacket { ext, payload, starts, ends, solicited } = pkt;
         let (va, rkey, resid, total) = match (self.cur, ext.reth) {
             (Some(InMsg::Write { va, rkey, resid, total }), _) if !starts => (va, rkey, resid, total),
             (_, Some(r)) if starts => {
@@ -181,7 +185,13 @@ impl RcQp {
         if len > 0 && ctx.mrs.remote_write(rkey, va, payload).is_err() {
             return Err(UcDrop::Invalid);
         }
-        self.write_placed(ctx, ends, InMsg::Write { va: va.wrapping_add(len), rkey, resid: resid - len, total }, imm);
+        self.write_placed(
+            ctx,
+            ends,
+            InMsg::Write { va: va.wrapping_add(len), rkey, resid: resid - len, total },
+            imm,
+            solicited,
+        );
         Ok(())
     }
 
