@@ -31,7 +31,12 @@ fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> std::process::Ex
 #[allow(clippy::zombie_processes)] // the caller waits for the child it gets back
 fn joined_mckey(f: &Fabric, prefix: &str) -> (Child, BufReader<std::process::ChildStdout>, String) {
     let bin = env!("CARGO_BIN_EXE_roce");
-    let mut child = Command::new("sh")
+    let mut cmd = Command::new("sh");
+    // The signals at their default action whatever this test process inherited (a run under
+    // nohup ignores SIGHUP, and the tool keeps a signal ignored at start, as a background job
+    // expects): `prefix` decides what the tool starts with.
+    crate::common::netns::default_signals(&mut cmd);
+    let mut child = cmd
         .arg("-c")
         .arg(format!("{prefix} exec {bin} mckey --ibsim Hca2 -m 239.1.2.3 --leave-after 60"))
         .env("IBSIM_SOCKNAME", &f.sockname)
