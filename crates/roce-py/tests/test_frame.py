@@ -97,8 +97,9 @@ def test_service_name_text_alone_names_the_service():
         d = roce.decode(frame(service_name_text="roce-svc"))
     assert d["service_record"]["service_name_text"] == "roce-svc"
     assert d["service_record"]["service_name"] == (b"roce-svc" + bytes(56)).hex()
-    # Both, disagreeing: the bytes win, with a warning.
-    with pytest.warns(roce.EncodeWarning, match="service_name bytes are kept"):
+    # Both, disagreeing, nothing in the record telling which was edited: the bytes (the field
+    # the text restates) win, with a warning (spec/decode.md, "Members that restate others").
+    with pytest.warns(roce.EncodeWarning, match="service_name_text follows service_record.service_name"):
         b = frame(service_name_text="other", service_name=(b"roce-svc" + bytes(56)).hex())
     assert roce.decode(b)["service_record"]["service_name_text"] == "roce-svc"
 
