@@ -14,7 +14,7 @@
 //! .debs).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 #[path = "../tests/capi/debian.rs"]
@@ -23,6 +23,9 @@ mod debian;
 #[path = "../crates/roce-net/benches/veth/mod.rs"]
 mod veth;
 use veth::Nets;
+#[path = "perftest_common/mod.rs"]
+mod perftest_common;
+use perftest_common::{iperf3, median, netns, row, text};
 
 const STACK_A: &str = "198.18.6.1";
 const STACK_B: &str = "198.18.6.2";
@@ -36,23 +39,6 @@ fn stack_addresses(transport: &str) -> (&'static str, &'static str) {
     } else {
         (STACK_A, STACK_B)
     }
-}
-
-fn netns(ns: &str, cmd: &str) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, "sh", "-c", cmd]);
-    c
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-/// The row under perftest's " #bytes" header, split at blanks.
-fn row(out: &str) -> Vec<f64> {
-    let mut lines = out.lines().skip_while(|l| !l.trim_start().starts_with("#bytes"));
-    lines.next();
-    lines.next().map(|r| r.split_whitespace().filter_map(|f| f.parse().ok()).collect()).unwrap_or_default()
 }
 
 /// Who runs the test: Debian's binary over the library, or `roce perftest`.
@@ -109,25 +95,6 @@ fn run(nets: &Nets, side: Side, transport: &str, test: &str, size: u64, iters: u
     *figure.unwrap_or_else(|| panic!("{test}: no result row:\n{out}"))
 }
 
-fn iperf3(nets: &Nets, secs: u32) -> f64 {
-    let server = netns(&nets.1, &format!("iperf3 -s -1 -B {KERNEL_B}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("iperf3 -s (tests/setup.sh installs iperf3)");
-    std::thread::sleep(Duration::from_millis(300));
-    let c = netns(&nets.0, &format!("iperf3 -c {KERNEL_B} -t {secs} -J")).output().expect("iperf3 -c");
-    let _ = server.wait_with_output();
-    assert!(c.status.success(), "iperf3:\n{}", text(&c));
-    let json: serde_json::Value = serde_json::from_slice(&c.stdout).expect("iperf3 -J output");
-    json["end"]["sum_received"]["bits_per_second"].as_f64().expect("bits_per_second") / 8.0 / 1048576.0
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (rounds, bw_iters, lat_iters, tcp_secs) = if full { (3, 20000, 10000, 5) } else { (1, 200, 200, 1) };
@@ -139,7 +106,7 @@ fn main() {
     let mut figures = vec![vec![[Vec::new(), Vec::new()]; cases.len()]; TRANSPORTS.len()];
     let mut tcp = Vec::new();
     for _ in 0..rounds {
-        tcp.push(iperf3(&nets, tcp_secs));
+        tcp.push(iperf3(&nets.0, &nets.1, KERNEL_B, tcp_secs));
         for (t, transport) in TRANSPORTS.iter().enumerate() {
             for (i, (test, size, iters)) in cases.iter().enumerate() {
                 // Alternated, so that a drift of the machine's speed touches both alike.

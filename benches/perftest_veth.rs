@@ -16,12 +16,15 @@
 //! `cargo test --benches` (no `--bench` argument) one round with 100 messages and a 1 s TCP
 //! stream, so that it cannot rot.
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 #[path = "../crates/roce-net/benches/veth/mod.rs"]
 mod veth;
 use veth::Nets;
+#[path = "perftest_common/mod.rs"]
+mod perftest_common;
+use perftest_common::{iperf3, median, netns, row, text};
 
 const STACK_A: &str = "198.18.5.1";
 const STACK_B: &str = "198.18.5.2";
@@ -39,23 +42,6 @@ fn stack_addresses(transport: &str) -> (&'static str, &'static str) {
     } else {
         (STACK_A, STACK_B)
     }
-}
-
-fn netns(ns: &str, cmd: &str) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, "sh", "-c", cmd]);
-    c
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-/// The row under perftest's " #bytes" header, split at blanks.
-fn row(out: &str) -> Vec<f64> {
-    let mut lines = out.lines().skip_while(|l| !l.trim_start().starts_with("#bytes"));
-    lines.next();
-    lines.next().map(|r| r.split_whitespace().filter_map(|f| f.parse().ok()).collect()).unwrap_or_default()
 }
 
 /// One perftest run; the client's figure: BW average (MB/s) for bandwidth tests, t_typical
@@ -94,28 +80,6 @@ fn perftest(nets: &Nets, transport: &str, test: &str, size: u64, iters: u64) -> 
     *figure.unwrap_or_else(|| panic!("{test}: no result row:\n{out}"))
 }
 
-/// One iperf3 stream for `secs`: the receiver's MB/s (2^20 bytes/s).
-fn iperf3(nets: &Nets, secs: u32) -> f64 {
-    let server = netns(&nets.1, &format!("iperf3 -s -1 -B {KERNEL_B}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("iperf3 -s (tests/setup.sh installs iperf3)");
-    std::thread::sleep(Duration::from_millis(300));
-    let c = netns(&nets.0, &format!("iperf3 -c {KERNEL_B} -t {secs} -J")).output().expect("iperf3 -c");
-    let _ = server.wait_with_output();
-    let out = String::from_utf8_lossy(&c.stdout).to_string();
-    assert!(c.status.success(), "iperf3:\n{}", text(&c));
-    let json: serde_json::Value = serde_json::from_str(&out).expect("iperf3 -J output");
-    let bps = json["end"]["sum_received"]["bits_per_second"].as_f64().expect("bits_per_second");
-    bps / 8.0 / 1048576.0
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (rounds, bw_iters, lat_iters, tcp_secs) = if full { (3, 20000, 10000, 5) } else { (1, 100, 100, 1) };
@@ -130,7 +94,7 @@ fn main() {
     let mut figures: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); cases.len()]; TRANSPORTS.len()];
     let mut tcp = Vec::new();
     for _ in 0..rounds {
-        tcp.push(iperf3(&nets, tcp_secs));
+        tcp.push(iperf3(&nets.0, &nets.1, KERNEL_B, tcp_secs));
         for (t, transport) in TRANSPORTS.iter().enumerate() {
             for (i, (test, size, iters)) in cases.iter().enumerate() {
                 figures[t][i].push(perftest(&nets, transport, test, *size, *iters));

@@ -459,13 +459,7 @@ pub fn send_wr(
         }
         _ => return Err(libc::EINVAL),
     };
-    let mut sg_list = Vec::with_capacity(n as usize);
-    for i in 0..n as usize {
-        // SAFETY: the caller's list of num_sge elements.
-        let s = unsafe { *w.sg_list.add(i) };
-        let lkey = if lkey_ok(s.lkey) { s.lkey } else { 0 };
-        sg_list.push(Sge { addr: s.addr, length: s.length, lkey });
-    }
+    let sg_list = sges(w.sg_list, n as usize, lkey_ok);
     let is_atomic = matches!(op, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. });
     if is_atomic {
         let total: u64 = sg_list.iter().map(|s| u64::from(s.length)).sum();
@@ -499,19 +493,25 @@ pub fn send_wr(
     })
 }
 
+/// The engine's SGEs for the caller's `n` elements at `list`; an lkey `lkey_ok` refuses becomes
+/// 0, a key no region has (the engine completes with IBV_WC_LOC_PROT_ERR, as rxe).
+fn sges(list: *const ibv_sge, n: usize, lkey_ok: &dyn Fn(u32) -> bool) -> Vec<Sge> {
+    (0..n)
+        .map(|i| {
+            // SAFETY: the caller's list of n elements (checked non-NULL when n > 0).
+            let s = unsafe { *list.add(i) };
+            Sge { addr: s.addr, length: s.length, lkey: if lkey_ok(s.lkey) { s.lkey } else { 0 } }
+        })
+        .collect()
+}
+
 /// The engine's receive request for a C one.
 pub fn recv_wr(w: &ibv_recv_wr, max_sge: u32, lkey_ok: &dyn Fn(u32) -> bool) -> Result<EngineRecvWr, PostError> {
     let n = w.num_sge;
     if n < 0 || n as u32 > max_sge.max(1) || (n > 0 && w.sg_list.is_null()) {
         return Err(libc::EINVAL);
     }
-    let mut sg_list = Vec::with_capacity(n as usize);
-    for i in 0..n as usize {
-        // SAFETY: the caller's list of num_sge elements.
-        let s = unsafe { *w.sg_list.add(i) };
-        let lkey = if lkey_ok(s.lkey) { s.lkey } else { 0 };
-        sg_list.push(Sge { addr: s.addr, length: s.length, lkey });
-    }
+    let sg_list = sges(w.sg_list, n as usize, lkey_ok);
     Ok(EngineRecvWr { wr_id: w.wr_id, sg_list })
 }
 
@@ -547,7 +547,7 @@ pub unsafe fn post_send(
     let uc = q.uc;
     let table = rt.mrs.read().ok();
     let pd = q.pd;
-    let lkey_ok = |k: u32| table.as_ref().is_some_and(|t| t.get(k).is_some_and(|r| r.pd == pd));
+    let lkey_ok = |k: u32| table.as_ref().is_some_and(|t| t.in_pd(k, pd));
     let mut batch = Vec::new();
     let mut cur = wr;
     let fail = |at: *mut ibv_send_wr, e: c_int| {
@@ -611,7 +611,7 @@ pub unsafe fn post_recv(
 ) -> c_int {
     let table = rt.mrs.read().ok();
     let pd = q.pd;
-    let lkey_ok = |k: u32| table.as_ref().is_some_and(|t| t.get(k).is_some_and(|r| r.pd == pd));
+    let lkey_ok = |k: u32| table.as_ref().is_some_and(|t| t.in_pd(k, pd));
     let state = mirror.state.load(Ordering::Acquire);
     let held = mirror.rq_len.load(Ordering::Acquire) + mirror.rq_pending.load(Ordering::Acquire);
     let mut batch = Vec::new();
@@ -838,7 +838,7 @@ pub unsafe extern "C" fn post_srq_recv(
         let Ok(rt) = crate::runtime::runtime() else { return libc::ENODEV };
         let table = rt.mrs.read().ok();
         let pd = s.pd;
-        let lkey_ok = |k: u32| table.as_ref().is_some_and(|t| t.get(k).is_some_and(|r| r.pd == pd));
+        let lkey_ok = |k: u32| table.as_ref().is_some_and(|t| t.in_pd(k, pd));
         let mut batch = Vec::new();
         let mut cur = wr;
         while !cur.is_null() {

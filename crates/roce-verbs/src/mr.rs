@@ -78,6 +78,11 @@ impl MrTable {
         self.regions.get(&key)
     }
 
+    /// Whether `key` names a region of the PD at `pd` (what an SGE of a QP of that PD may use).
+    pub fn in_pd(&self, key: u32, pd: usize) -> bool {
+        self.get(key).is_some_and(|r| r.pd == pd)
+    }
+
     /// Check an element `[addr, addr+len)` with `lkey` for a local access by a QP of `pd`;
     /// `write`: the engine writes there (a receive).
     pub fn check_local(&self, lkey: u32, pd: usize, addr: u64, len: u64, write: bool) -> Result<(), MrError> {
