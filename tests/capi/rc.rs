@@ -1,5 +1,6 @@
 //! Debian's connected-mode programs, unmodified, program against program with both ends over
-//! roce (issue 35): `rping` (SEND, RDMA READ and WRITE, `-V` verifying every byte), `ucmatose`,
+//! roce (issue 35): `rping` (SEND, RDMA READ and WRITE, `-V` verifying every byte; and `-q`,
+//! its own QP with `rdma_establish`), `ucmatose`,
 //! and libibverbs' pingpong examples (`ibv_rc_pingpong`, with `-e` too, `ibv_uc_pingpong`,
 //! `ibv_srq_pingpong` with and without `-e`, `ibv_ud_pingpong`), `rdma_server`/`rdma_client` and
 //! `rdma_xserver`/`rdma_xclient` (librdmacm's synchronous mode), on raw sockets and, as nobody,
@@ -42,6 +43,15 @@ fn cases(server_addr: &str, pingpong_server: &str) -> Vec<Case> {
             client: s(&["-c", "-a", server_addr, "-C", "20", "-V", "-S", "3000"]),
             // The server's main thread waits for its DISCONNECT EVENT; the client may exit
             // (0: -V found no "data mismatch") before its CM thread prints it.
+            want: ("server DISCONNECT EVENT", ""),
+        },
+        // -q: each side creates and moves its own QP (ibv_create_qp, rdma_init_qp_attr,
+        // ibv_modify_qp) and hands its number to the CM in the connection parameters; the
+        // client's REP comes as CONNECT_RESPONSE and it sends the RTU with rdma_establish.
+        Case {
+            program: "rping",
+            server: s(&["-s", "-q", "-a", server_addr, "-C", "20", "-V", "-S", "3000"]),
+            client: s(&["-c", "-q", "-a", server_addr, "-C", "20", "-V", "-S", "3000"]),
             want: ("server DISCONNECT EVENT", ""),
         },
         Case {

@@ -337,6 +337,17 @@ impl Stack {
         })
     }
 
+    /// `rdma_establish`: an active id without a QP, whose REP was reported as
+    /// CONNECT_RESPONSE, sends its RTU (the application has moved its own QP to RTS); the
+    /// connection is established with no further event. EINVAL in any other state.
+    pub fn establish(&mut self, id: CmId) -> Result<(), Errno> {
+        if self.rec(id)?.state != CmState::Connect {
+            return Err(Errno::EINVAL);
+        }
+        let (cm, mut cx) = self.cm_parts();
+        cm.establish(&mut cx, id)
+    }
+
     /// `rdma_reject`: EINVAL without an IB CM id; then what ib_send_cm_rej allows: a REQ
     /// received or sent, or a REP sent (REJ), or a SIDR_REQ received (SIDR_REP, Rejected);
     /// EINVAL in any other CM state (established, disconnecting, TIMEWAIT, idle).

@@ -13,9 +13,11 @@
 //! only on a duplicate REQ), and one resent into TIMEWAIT with REJ 10 (stale connection)
 //! (cm_dup_req_handler). MRA reaches no rdma_cm_id (cma ignores IB_CM_MRA_RECEIVED).
 //!
-//! Deliberate simplifications (spec/cm-states.md): we never send an MRA for a REP; an
-//! active id always answers a REP with RTU and reports ESTABLISHED (the kernel reports
-//! CONNECT_RESPONSE to ids without a QP and lets them call accept); a DREQ is answered with
+//! A REP reaches an active id as the kernel delivers it: with a QP, the QP moves to RTR and
+//! RTS, the RTU goes out, ESTABLISHED; without one (the application's own QP, `rping -q`),
+//! CONNECT_RESPONSE, and the RTU waits for `establish` (rdma_establish).
+//!
+//! Deliberate simplifications (spec/cm-states.md): we never send an MRA for a REP; a DREQ is answered with
 //! DREP at once (the kernel waits for the application's rdma_disconnect or destroy); a
 //! connection given up or rejected leaves no TIMEWAIT behind; LAP/APR are not handled.
 
@@ -185,6 +187,12 @@ pub struct ConnectParam {
     pub retry_count: u8,
     /// RNR retry count (3 bits).
     pub rnr_retry_count: u8,
+    /// The QP of an id without one (`conn_param->qp_num`): the application created it with
+    /// `ibv_create_qp` and moves it itself (rdma_init_qp_attr). Its number goes in the REQ or
+    /// REP; an active id without a QP reports the REP as CONNECT_RESPONSE and sends the RTU
+    /// when the application calls `establish`. Ignored when the id has a QP (cma.c
+    /// `rdma_connect_locked`/`rdma_accept`: `if (!id->qp) id_priv->qp_num = ...`).
+    pub qp_num: u32,
 }
 
 fn copy_private(dst: &mut [u8], at: usize, data: &[u8]) {
@@ -253,7 +261,7 @@ impl Cm {
                 local_comm_id: comm,
                 service_id,
                 local_ca_guid: cx.local_ca_guid(),
-                local_qpn: rec.qpn.unwrap_or(0),
+                local_qpn: rec.qpn.unwrap_or(param.qp_num),
                 responder_resources: param.responder_resources,
                 initiator_depth: param.initiator_depth,
                 remote_cm_response_timeout: 20,
@@ -642,19 +650,27 @@ impl Cm {
         }
         c.remote_comm_id = r.local_comm_id;
         c.remote_qpn = r.local_qpn;
-        c.state = ConnState::Established;
         c.qp.remote_psn = r.starting_psn;
         c.qp.rnr_retry_count = r.rnr_retry_count;
         c.qp.initiator_depth = c.qp.initiator_depth.min(r.responder_resources);
         let (id, peer, qp) = (c.id, c.peer, c.peer_gsi_qp);
         let cmqp = c.qp;
-        // cma_rep_recv: the QP to RTR and RTS before the RTU goes out.
-        if let Some(qpn) = cx.rc_qp_of(id) {
+        // cma_ib_handler: an id with a QP moves it to RTR and RTS and sends the RTU
+        // (cma_rep_recv), ESTABLISHED; one without reports CONNECT_RESPONSE, and the RTU
+        // waits for the application's `establish` (IB_CM_REP_RCVD).
+        let rc_qp = cx.rc_qp_of(id);
+        let kind = if let Some(qpn) = rc_qp {
             let _ = cx.rc_ready(_now, qpn, peer, r.local_qpn, &cmqp);
-        }
-        let rtu =
-            cm::RtuRepr { local_comm_id: r.remote_comm_id, remote_comm_id: r.local_comm_id, ..Default::default() };
-        cx.send(peer, qp, tid, &CmMessage::Rtu(rtu));
+            c.state = ConnState::Established;
+            let rtu =
+                cm::RtuRepr { local_comm_id: r.remote_comm_id, remote_comm_id: r.local_comm_id, ..Default::default() };
+            cx.send(peer, qp, tid, &CmMessage::Rtu(rtu));
+            EventKind::Established
+        } else {
+            c.state = ConnState::RepRcvd;
+            c.tid = tid;
+            EventKind::ConnectResponse
+        };
         let param = ConnParam {
             private_data: r.private_data.to_vec(),
             responder_resources: r.responder_resources,
@@ -664,8 +680,24 @@ impl Cm {
             retry_count: 0,
         };
         cx.timers.unschedule(|w| *w == Work::CmTimer(r.remote_comm_id));
-        cx.conn_event(id, EventKind::Established, 0, EventParam::Conn(param));
+        cx.conn_event(id, kind, 0, EventParam::Conn(param));
         true
+    }
+
+    /// `rdma_establish` (the kernel's `rdma_accept` on an active id, cma_rep_recv without a
+    /// QP): the RTU for a REP reported as CONNECT_RESPONSE; the connection is established, no
+    /// event follows. EINVAL in any other CM state (ib_send_cm_rtu).
+    pub(crate) fn establish(&mut self, cx: &mut CmCtx<'_>, id: CmId) -> Result<(), Errno> {
+        let comm = cx.ids.conn(id).ok_or(Errno::EINVAL)?;
+        let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
+        if c.state != ConnState::RepRcvd {
+            return Err(Errno::EINVAL);
+        }
+        c.state = ConnState::Established;
+        let rtu = cm::RtuRepr { local_comm_id: comm, remote_comm_id: c.remote_comm_id, ..Default::default() };
+        let (peer, qp, tid) = (c.peer, c.peer_gsi_qp, c.tid);
+        cx.send(peer, qp, tid, &CmMessage::Rtu(rtu));
+        Ok(())
     }
 
     fn cm_rtu(&mut self, cx: &mut CmCtx<'_>, local_comm: u32) -> bool {
@@ -795,7 +827,7 @@ impl Cm {
         param: &ConnectParam,
     ) -> Result<(), Errno> {
         let comm = cx.ids.conn(id).ok_or(Errno::EINVAL)?;
-        let qpn = cx.ids.qpn(id).unwrap_or(0);
+        let qpn = cx.ids.qpn(id).unwrap_or(param.qp_num);
         let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
         match c.state {
             ConnState::ReqRcvd => {
@@ -873,7 +905,7 @@ impl Cm {
                 copy_private(&mut rep.private_data, 0, private_data);
                 CmMessage::SidrRep(rep)
             }
-            (false, ConnState::ReqSent | ConnState::ReqRcvd | ConnState::RepSent) => {
+            (false, ConnState::ReqSent | ConnState::ReqRcvd | ConnState::RepSent | ConnState::RepRcvd) => {
                 CmMessage::Rej(rej_for(c, RejReason::ConsumerDefined, private_data))
             }
             _ => return Err(Errno::EINVAL),
@@ -945,7 +977,7 @@ impl Cm {
                     };
                     Some((c.tid.wrapping_add(1 << 32), CmMessage::Dreq(dreq)))
                 }
-                ConnState::ReqRcvd | ConnState::RepSent => {
+                ConnState::ReqRcvd | ConnState::RepSent | ConnState::RepRcvd => {
                     Some((c.tid, CmMessage::Rej(rej_for(&c, RejReason::ConsumerDefined, &[]))))
                 }
                 ConnState::ReqSent => {
@@ -1108,11 +1140,18 @@ impl Cm {
             InitQpState::Init => {
                 matches!(
                     conn.state,
-                    ConnState::ReqSent | ConnState::ReqRcvd | ConnState::RepSent | ConnState::Established
+                    ConnState::ReqSent
+                        | ConnState::ReqRcvd
+                        | ConnState::RepSent
+                        | ConnState::RepRcvd
+                        | ConnState::Established
                 )
             }
             InitQpState::Rtr | InitQpState::Rts => {
-                matches!(conn.state, ConnState::ReqRcvd | ConnState::RepSent | ConnState::Established)
+                matches!(
+                    conn.state,
+                    ConnState::ReqRcvd | ConnState::RepSent | ConnState::RepRcvd | ConnState::Established
+                )
             }
         };
         if !ok {

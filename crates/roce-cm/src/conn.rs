@@ -14,6 +14,9 @@ pub(crate) enum ConnState {
     ReqSent,
     ReqRcvd,
     RepSent,
+    /// An active id without a QP got the REP (CONNECT_RESPONSE): the RTU waits for
+    /// `establish` (IB_CM_REP_RCVD).
+    RepRcvd,
     Established,
     DreqSent,
     TimeWait,

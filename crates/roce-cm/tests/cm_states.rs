@@ -165,6 +165,8 @@ struct Wire {
     policy: Policy,
     /// The peer's child ids, in the order their requests arrived.
     peer_children: Vec<CmId>,
+    /// Every event of the peer (its id and kind), in order.
+    peer_events: Vec<(CmId, EventKind)>,
     /// Every event of stack 0 since the last [`Wire::take_events`].
     events: Vec<CmEvent>,
 }
@@ -188,6 +190,7 @@ impl Wire {
             link_up: true,
             policy: Policy::Accept,
             peer_children: Vec::new(),
+            peer_events: Vec::new(),
             events: Vec::new(),
         }
     }
@@ -200,6 +203,7 @@ impl Wire {
     fn peer_app(&mut self) {
         let now = self.now;
         while let Some(ev) = self.stacks[1].poll_event() {
+            self.peer_events.push((ev.id, ev.kind));
             if ev.kind == EventKind::ConnectRequest {
                 self.peer_children.push(ev.id);
                 let r = match self.policy {
@@ -208,6 +212,11 @@ impl Wire {
                     Policy::Hold => Ok(()),
                 };
                 r.expect("the peer answers the request");
+            }
+            // The peer's ids have no QP: the REP comes as CONNECT_RESPONSE, and the peer's
+            // application sends the RTU (rdma_establish).
+            if ev.kind == EventKind::ConnectResponse {
+                self.stacks[1].establish(ev.id).expect("the peer establishes");
             }
         }
         while let Some(req) = self.stacks[1].poll_mad_request() {
@@ -330,10 +339,13 @@ fn connecting(w: &mut Wire, ps: PortSpace, qp: QpType) -> CmId {
     id
 }
 
-/// An active TCP/RC id, established with the peer.
+/// An active TCP/RC id, established with the peer. The id has no QP, so the REP is
+/// reported as CONNECT_RESPONSE and the application sends the RTU (`rdma_establish`).
 fn established(w: &mut Wire) -> CmId {
     let id = connecting(w, PortSpace::Tcp, QpType::Rc);
-    w.expect_event(EventKind::Established);
+    w.expect_event(EventKind::ConnectResponse);
+    w.host().establish(id).unwrap();
+    w.run_for(SETTLE);
     id
 }
 
@@ -729,7 +741,7 @@ fn mra_keeps_a_held_request_alive() {
     assert_eq!(w.peer_children.len(), 1, "one CONNECT_REQUEST for the resent REQs");
     let (now, child) = (w.now, w.peer_children[0]);
     w.stacks[1].accept(now, child, &ConnectParam::default()).unwrap();
-    assert_eq!(w.expect_event(EventKind::Established).id, id);
+    assert_eq!(w.expect_event(EventKind::ConnectResponse).id, id);
 }
 
 /// Without the peer's MRA (the link drops everything) the REQ is given up after its sends:
@@ -743,4 +755,24 @@ fn unanswered_req_is_unreachable_without_mra() {
     let ev: Vec<_> = w.take_events().into_iter().filter(|e| e.id == id).collect();
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!((ev[0].kind, ev[0].status), (EventKind::Unreachable, -110));
+}
+
+/// `establish` (rdma_establish) sends the RTU only for a REP reported as CONNECT_RESPONSE:
+/// EINVAL before it (REQ outstanding) and after it (already established); the peer's child
+/// is ESTABLISHED once the RTU arrives.
+#[test]
+fn establish_answers_only_a_connect_response() {
+    let mut w = Wire::new();
+    w.policy = Policy::Hold;
+    let id = connecting(&mut w, PortSpace::Tcp, QpType::Rc);
+    w.run_for(SETTLE);
+    assert_eq!(w.host().establish(id), Err(roce_cm::Errno::EINVAL), "REQ outstanding");
+    let (now, child) = (w.now, w.peer_children[0]);
+    w.stacks[1].accept(now, child, &ConnectParam::default()).unwrap();
+    w.expect_event(EventKind::ConnectResponse);
+    assert!(!w.peer_events.contains(&(child, EventKind::Established)), "no RTU before establish");
+    w.host().establish(id).unwrap();
+    w.run_for(SETTLE);
+    assert!(w.peer_events.contains(&(child, EventKind::Established)), "the peer's events: {:?}", w.peer_events);
+    assert_eq!(w.host().establish(id), Err(roce_cm::Errno::EINVAL), "already established");
 }

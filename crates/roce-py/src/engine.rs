@@ -384,6 +384,13 @@ impl PyStack {
         self.with_conn_param(py, private_data, now, |s, t, p| s.accept(t, CmId(id), p))
     }
 
+    /// establish(id, now=None): rdma_establish (the RTU of an id without a QP whose REP came
+    /// as CONNECT_RESPONSE).
+    #[pyo3(signature = (id, now = None))]
+    fn establish(&mut self, py: Python<'_>, id: u32, now: Option<f64>) -> PyResult<()> {
+        self.with(py, now, |s, _| s.establish(CmId(id)))
+    }
+
     /// disconnect(id, now=None): rdma_disconnect.
     #[pyo3(signature = (id, now = None))]
     fn disconnect(&mut self, py: Python<'_>, id: u32, now: Option<f64>) -> PyResult<()> {
@@ -499,6 +506,7 @@ fn conn_param(private_data: Option<&Bound<'_, PyAny>>) -> PyResult<ConnectParam>
         initiator_depth: 1,
         retry_count: 7,
         rnr_retry_count: 7,
+        qp_num: 0,
     })
 }
 

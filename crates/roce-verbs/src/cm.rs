@@ -420,6 +420,7 @@ fn connect_param(p: *const rdma_conn_param) -> ConnectParam {
             initiator_depth: p.initiator_depth,
             retry_count: p.retry_count,
             rnr_retry_count: p.rnr_retry_count,
+            qp_num: p.qp_num & 0xff_ffff,
         }
     }
 }
@@ -482,6 +483,23 @@ pub unsafe extern "C" fn rdma_reject(id: *mut rdma_cm_id, data: *const c_void, l
             unsafe { std::slice::from_raw_parts(data.cast::<u8>(), usize::from(len)).to_vec() }
         };
         engine_call(id, move |e, cm| e.d.stack.reject(cm, &d))
+    })
+}
+
+/// `rdma_establish`: the RTU of an active id without a QP whose REP came as
+/// CONNECT_RESPONSE, once the program has moved its own QP (`rping -q`); no event follows.
+/// EINVAL when the id has a QP (librdmacm) or no REP is waiting.
+///
+/// # Safety
+/// `id` is ours.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
+    boundary("rdma_establish", -1, || {
+        let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
+        if !i.c.qp.is_null() {
+            return fail_errno(libc::EINVAL);
+        }
+        engine_call(id, |e, cm| e.d.stack.establish(cm))
     })
 }
 
