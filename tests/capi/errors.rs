@@ -10,6 +10,8 @@
 //! - an RDMA READ with an rkey the peer never gave: IBV_WC_REM_ACCESS_ERR (10);
 //! - an ATOMIC on an address that is not 8-byte aligned: the post fails with EINVAL;
 //! - a post on a QP not yet connected (INIT): the post fails with EINVAL;
+//! - a peer that vanishes without a DREQ (its link cut while connected): the READ is sent
+//!   retry_count + 1 times, then IBV_WC_RETRY_EXC_ERR (12) (rxe_comp.c, COMPST_ERROR_RETRY);
 //! - and the good control case: an RDMA READ inside the region: IBV_WC_SUCCESS (0) with the
 //!   peer's bytes.
 
@@ -26,6 +28,7 @@ const RCERR: &str = r#"#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <netdb.h>
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
@@ -132,7 +135,7 @@ static int post(struct conn *c, enum ibv_wr_opcode op, uint64_t raddr, uint32_t 
     return ibv_post_send(c->id->qp, &wr, &bad);
 }
 
-static int client(const char *dst) {
+static int client(const char *dst, const char *sync_dir) {
     struct conn c = connect_to(dst, 1);
     int r = post(&c, IBV_WR_RDMA_READ, c.peer.addr, c.peer.rkey, c.mr->lkey, 4096);
     int st = r ? -r : wait_wc(c.cq);
@@ -171,6 +174,20 @@ static int client(const char *dst) {
     printf("case=not_connected post=%d\n", r);
     rdma_destroy_qp(c.id);
     rdma_destroy_id(c.id);
+
+    /* The peer vanishes without a DREQ (the test cuts its link once we say we are
+     * connected): the READ is retried retry_count times, then RETRY_EXC_ERR. */
+    c = connect_to(dst, 1);
+    char path[512];
+    snprintf(path, sizeof path, "%s/connected", sync_dir);
+    fclose(fopen(path, "w"));
+    snprintf(path, sizeof path, "%s/go", sync_dir);
+    while (access(path, F_OK)) usleep(10000);
+    r = post(&c, IBV_WR_RDMA_READ, c.peer.addr, c.peer.rkey, c.mr->lkey, 64);
+    printf("case=peer_vanished status=%d\n", r ? -r : wait_wc(c.cq));
+    fflush(stdout);
+    rdma_destroy_qp(c.id);
+    rdma_destroy_id(c.id);
     return 0;
 }
 
@@ -178,8 +195,8 @@ int main(int argc, char **argv) {
     ch = rdma_create_event_channel();
     if (!ch) { perror("channel"); return 2; }
     if (argc == 3 && !strcmp(argv[1], "-s")) return server(argv[2]);
-    if (argc == 3 && !strcmp(argv[1], "-c")) return client(argv[2]);
-    fprintf(stderr, "usage: rcerr -s ADDR | -c ADDR\n");
+    if (argc == 4 && !strcmp(argv[1], "-c")) return client(argv[2], argv[3]);
+    fprintf(stderr, "usage: rcerr -s ADDR | -c ADDR SYNC_DIR\n");
     return 2;
 }
 "#;
@@ -192,10 +209,25 @@ fn bad_work_requests_complete_with_rxes_statuses_and_never_crash_the_program() {
     let server =
         spawn(exec(&ns, &["-I", "198.18.1.3", "--iface", "veth1", "--transport", "raw"], &prog, &["-s", "198.18.1.3"]));
     std::thread::sleep(Duration::from_millis(800));
-    let client = finish_within(
-        spawn(exec(&ns, &["-I", "198.18.1.1", "--iface", "veth0", "--transport", "raw"], &prog, &["-c", "198.18.1.3"])),
-        Duration::from_secs(60),
-    );
+    let sync = dir.join("sync");
+    let _ = std::fs::remove_dir_all(&sync);
+    std::fs::create_dir_all(&sync).unwrap();
+    let sync_arg = sync.to_str().unwrap();
+    let client = spawn(exec(
+        &ns,
+        &["-I", "198.18.1.1", "--iface", "veth0", "--transport", "raw"],
+        &prog,
+        &["-c", "198.18.1.3", sync_arg],
+    ));
+    // The last case: once connected, the server's port on the bridge goes down (the peer
+    // vanishes, no DREQ), then the client posts its READ.
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    while !sync.join("connected").exists() && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ns.sh("ip link set port1 down");
+    std::fs::write(sync.join("go"), b"").unwrap();
+    let client = finish_within(client, Duration::from_secs(60));
     // SAFETY: kill(2) on our own child: the server loops until killed.
     unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
     let server = finish_within(server, Duration::from_secs(10));
@@ -211,6 +243,7 @@ fn bad_work_requests_complete_with_rxes_statuses_and_never_crash_the_program() {
         "case=bad_rkey status=10",
         &format!("case=atomic_misaligned post={}", libc::EINVAL),
         &format!("case=not_connected post={}", libc::EINVAL),
+        "case=peer_vanished status=12",
     ] {
         assert!(out.lines().any(|l| l == want), "wanted '{want}':\n{out}");
     }
