@@ -18,8 +18,23 @@ RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --release --targe
 # run, then runs again on its 6.12 kernel and on the newest kernel of Debian's unstable suite (`sid`; setup.sh
 # built all three and printed sid's version).
 ROCE_KERNEL=6.1 cargo test --workspace --locked
-ROCE_KERNEL=6.12 cargo test --locked --test interop
-ROCE_KERNEL=sid cargo test --locked --test interop
+# 6.12's and sid's suites at once, each into its own log, printed when both are done: one
+# guest of a kernel at a time (tests/interop/harness.rs), and a suite keeps about a quarter
+# of two cores busy, so two overlap well. Either failing fails the command.
+interop_bin=$(cargo test --locked --test interop --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\))$/\1/p')
+[ -x "$interop_bin" ] || { echo "run-all: no interop test binary" >&2; exit 1; }
+interop_rc=0
+ROCE_KERNEL=6.12 "$interop_bin" >target/interop/run-6.12.log 2>&1 &
+interop_612=$!
+ROCE_KERNEL=sid "$interop_bin" >target/interop/run-sid.log 2>&1 &
+interop_sid=$!
+wait "$interop_612" || interop_rc=1
+echo "=== interop on 6.12 (target/interop/run-6.12.log)"
+cat target/interop/run-6.12.log
+wait "$interop_sid" || interop_rc=1
+echo "=== interop on sid (target/interop/run-sid.log)"
+cat target/interop/run-sid.log
+[ "$interop_rc" = 0 ] || { echo "run-all: the interop suite failed on 6.12 or sid (above)" >&2; exit 1; }
 # The fuzz targets (their own workspace, cargo-fuzz's layout) built as ClusterFuzzLite's builder
 # builds them (.clusterfuzzlite/build.sh, address sanitizer), each run over its seeds and corpus.
 bash tests/clusterfuzzlite.sh

@@ -16,8 +16,9 @@ pub fn root() -> &'static Path {
     ROOT.get_or_init(|| {
         let debs = repo().join("target/interop/cache/debs");
         let dest = repo().join("target/capi/debian");
-        let have = ["mckey", "ibv_devinfo", "ib_write_bw"].iter().all(|b| dest.join("usr/bin").join(b).is_file());
-        if have {
+        let have =
+            |d: &Path| ["mckey", "ibv_devinfo", "ib_write_bw"].iter().all(|b| d.join("usr/bin").join(b).is_file());
+        if have(&dest) {
             return dest;
         }
         let tmp = repo().join(format!("target/capi/debian.tmp.{}", std::process::id()));
@@ -32,8 +33,14 @@ pub fn root() -> &'static Path {
             let st = Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&tmp).status().unwrap();
             assert!(st.success(), "dpkg-deb -x {}", deb.display());
         }
-        let _ = std::fs::remove_dir_all(&dest);
-        std::fs::rename(&tmp, &dest).unwrap();
+        // Another test process may have unpacked them meanwhile: its copy stays.
+        if !have(&dest) {
+            let _ = std::fs::remove_dir_all(&dest);
+        }
+        if std::fs::rename(&tmp, &dest).is_err() {
+            assert!(have(&dest), "cannot move {} to {}", tmp.display(), dest.display());
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
         dest
     })
 }

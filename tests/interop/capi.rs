@@ -11,10 +11,11 @@
 //! d. `udaddy` both roles against the guest's (SIDR, then UD datagrams both ways);
 //! e. the host's `mckey` killed with SIGKILL while joined: the agent receives and answers its
 //!    SubnAdmDelete;
-//! f. connected mode (issue 35): `rping -V` (SEND, RDMA READ, RDMA WRITE, every byte checked)
-//!    and `ucmatose`, each in both roles against the guest's, and the four pingpong examples
-//!    in both roles against the guest's, with the guest's rxe counters: packets both ways, no
-//!    retry, no sequence error, no duplicate.
+//! f. connected mode (issue 35): `rping -V` (SEND, RDMA READ, RDMA WRITE, every byte checked;
+//!    again with `-q`, each side's own QP and `rdma_establish`) and `ucmatose`, each in both
+//!    roles against the guest's, and the four pingpong examples in both roles against the
+//!    guest's, with the guest's rxe counters: packets both ways, no retry, no sequence error,
+//!    no duplicate.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -31,6 +32,14 @@ fn wait_guest_log(g: &mut Guest, path: &str, needle: &str, timeout: Duration) ->
 /// `roce exec` on tap0 with `opts`, running Debian's `program` with `args`.
 fn exec(opts: &str, program: &str, args: &str) -> String {
     roce(&format!("exec --iface tap0 {opts} -- {} {args}", debian::bin(program).display()))
+}
+
+/// Wait until the guest's `program` listens (an rdma_cm id in LISTEN): a TCG guest on a
+/// loaded host can take longer than any fixed pause, and a request before the listen is
+/// answered "unreachable" (SIDR) or rejected.
+fn guest_listening(g: &mut Guest, program: &str) {
+    let l = g.wait_for_output("rdma res show cm_id", "LISTEN", Duration::from_secs(60), T, Duration::from_millis(200));
+    assert!(l.contains("LISTEN"), "the guest's {program} does not listen:\n{l}");
 }
 
 fn rxe_stats(g: &mut Guest) -> String {
@@ -142,7 +151,7 @@ fn debians_mckey_and_udaddy_over_roce_against_the_kernel() {
     // d. udaddy: the guest's server, our client; then ours, the guest's client.
     let (rc, out) = g.guest_exec("(udaddy -C 10; echo rc=$?) > /tmp/udaddy_srv.log 2>&1 &", T);
     assert_eq!(rc, 0, "{out}");
-    std::thread::sleep(Duration::from_millis(500));
+    guest_listening(&mut g, "udaddy");
     let cmd = exec("-I 198.18.0.1 --transport raw", "udaddy", "-s 198.18.0.2 -b 198.18.0.1 -C 10");
     let (rc, out) = g.run_in_netns(&cmd);
     let log = wait_guest_log(&mut g, "/tmp/udaddy_srv.log", "rc=", Duration::from_secs(30));
@@ -206,13 +215,15 @@ fn connected_programs(g: &mut Guest, art: &std::path::Path, report: &mut String)
     // its CM thread prints the event.
     for (program, server, client, want_server, want_client) in [
         ("rping", "-s -a {S} -C 10 -V -S 3000", "-c -a {S} -C 10 -V -S 3000", "server DISCONNECT EVENT", ""),
+        // -q: each side's own QP (ibv_create_qp, rdma_init_qp_attr), rdma_establish's RTU.
+        ("rping", "-s -q -a {S} -C 10 -V -S 3000", "-c -q -a {S} -C 10 -V -S 3000", "server DISCONNECT EVENT", ""),
         ("ucmatose", "-C 10", "-s {S} -C 10", "return status 0", "return status 0"),
     ] {
         let (c0, _) = counters(g);
         let guest_srv = server.replace("{S}", "198.18.0.2");
         let (rc, out) = g.guest_exec(&format!("({program} {guest_srv}; echo rc=$?) > /tmp/{program}.log 2>&1 &"), T);
         assert_eq!(rc, 0, "{out}");
-        std::thread::sleep(Duration::from_secs(2));
+        guest_listening(g, program);
         let cmd = exec(ours, program, &client.replace("{S}", "198.18.0.2"));
         let (rc, out) = g.run_in_netns(&format!("timeout -s KILL 120 {cmd}"));
         let log = wait_guest_log(g, &format!("/tmp/{program}.log"), "rc=", Duration::from_secs(60));

@@ -27,8 +27,9 @@
 //! - teardown (qemu, tcpdump, the namespace) on `finish`, on drop and on panic; qemu and tcpdump
 //!   also die with the test thread (PR_SET_PDEATHSIG) if the test process is killed.
 //!
-//! Guests run one at a time (a file lock on `$TMPDIR/roce-interop-guest.lock`, held for a guest's
-//! life, across test threads, test binaries and work trees): a TCG guest takes a whole core.
+//! Guests of one kernel run one at a time (a file lock on `$TMPDIR/roce-interop-guest-<kernel>.lock`,
+//! held for a guest's life, across test threads, test binaries and work trees); the test
+//! command runs two kernels' suites at once (a TCG guest is CPU-bound mostly while it boots).
 //!
 //! Prerequisites (missing ones are a test failure, never a skip): root, `qemu-system-x86_64`,
 //! `tcpdump`, `ip`, `gzip`, and `target/interop/{vmlinuz,base.cpio.gz}` from
@@ -403,9 +404,12 @@ impl Guest {
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let dir = interop_dir();
         fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        // One guest at a time on this machine, whichever work tree or test binary asks: a TCG
-        // guest is CPU-bound and two would slow each other past their timeouts.
-        let lock_path = std::env::temp_dir().join("roce-interop-guest.lock");
+        // One guest of a kernel at a time on this machine, whichever work tree or test binary
+        // asks: the tests of one run share it in turn. Runs of two kernels may overlap (the
+        // test command runs 6.12's and sid's at once): a guest's CPU is busy mostly while it
+        // boots, and a suite keeps about a quarter of two cores busy (16.5 min wall, 8.6 min
+        // CPU for 6.12's, measured).
+        let lock_path = std::env::temp_dir().join(format!("roce-interop-guest-{}.lock", kernel().name));
         let lock = File::options()
             .create(true)
             .truncate(false)

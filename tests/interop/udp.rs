@@ -232,7 +232,12 @@ fn our_unprivileged_udp_perftest_write_bw_both_roles() {
     let pcap_dir = nobody_dir(&g);
     // (what our socket sent is counted in our capture: perftest prints its counters only with
     // --debug, which prints every frame too, more than the server's stdout pipe holds)
-    let how = How { options: "--transport udp", wrap: &|cmd| as_nobody(&cmd), pcap_dir: &pcap_dir };
+    let how = How {
+        host: perftest::Host::Roce,
+        options: "--transport udp",
+        wrap: &|cmd| as_nobody(&cmd),
+        pcap_dir: &pcap_dir,
+    };
     let case = perftest::rc("write_bw", 65536, true);
     let tap_mac = g.tap_mac;
     let before = rxe_stats(&mut g);
