@@ -742,8 +742,8 @@ fn srq_of<'a>(srq: *mut ibv_srq) -> Option<&'a Srq> {
     (!srq.is_null()).then(|| unsafe { &*srq.cast::<Srq>() })
 }
 
-/// `ibv_modify_srq`: the limit (arming the SRQ_LIMIT_REACHED event); a new depth is
-/// EINVAL here (the engine's SRQs do not resize).
+/// `ibv_modify_srq`: a new depth (IBV_SRQ_MAX_WR, keeping the receives posted), then the
+/// limit (IBV_SRQ_LIMIT, arming the SRQ_LIMIT_REACHED event), in rxe_srq_from_attr's order.
 ///
 /// # Safety
 /// `srq` is ours; `attr` points to an `ibv_srq_attr`.
@@ -754,15 +754,21 @@ pub unsafe extern "C" fn ibv_modify_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_at
         if attr.is_null() || mask & !(IBV_SRQ_LIMIT | IBV_SRQ_MAX_WR) != 0 {
             return libc::EINVAL;
         }
-        if mask & IBV_SRQ_MAX_WR != 0 {
-            crate::ffi::say_once("ibv_modify_srq", "roce: ibv_modify_srq: resizing an SRQ is not supported: EINVAL");
-            return libc::EINVAL;
-        }
         let Some(rt) = crate::runtime::started() else { return libc::EINVAL };
         // SAFETY: the caller's attributes.
-        let limit = unsafe { (*attr).srq_limit };
+        let (max_wr, limit) = unsafe { ((*attr).max_wr, (*attr).srq_limit) };
         let srqn = s.srqn;
-        match rt.call(move |e| e.d.stack.rc_mut().modify_srq(srqn, limit)) {
+        let r = rt.call(move |e| -> Result<(), roce_cm::Errno> {
+            let rc = e.d.stack.rc_mut();
+            if mask & IBV_SRQ_MAX_WR != 0 {
+                rc.resize_srq(srqn, max_wr)?;
+            }
+            if mask & IBV_SRQ_LIMIT != 0 {
+                rc.modify_srq(srqn, limit)?;
+            }
+            Ok(())
+        });
+        match r {
             Ok(Ok(())) => 0,
             Ok(Err(e)) => e.value(),
             Err(e) => e,

@@ -74,6 +74,22 @@ impl Rc {
         Ok(())
     }
 
+    /// `ibv_modify_srq` with `IBV_SRQ_MAX_WR`: resize the queue, keeping the receives posted
+    /// (rxe_srq_from_attr, rxe_queue_resize). EINVAL: no such SRQ, 0 or above `MAX_SRQ_WR`,
+    /// below the armed limit (rxe_srq_chk_attr), or below the receives now posted (the
+    /// resized queue cannot hold them).
+    pub fn resize_srq(&mut self, srqn: u32, max_wr: u32) -> Result<(), Errno> {
+        let srq = self.srqs.get_mut(&srqn).ok_or(Errno::EINVAL)?;
+        if max_wr == 0 || max_wr > MAX_SRQ_WR || (srq.limit > 0 && max_wr < srq.limit) {
+            return Err(Errno::EINVAL);
+        }
+        if (max_wr as usize) < srq.rq.len() {
+            return Err(Errno::EINVAL);
+        }
+        srq.max_wr = max_wr;
+        Ok(())
+    }
+
     /// `ibv_query_srq`.
     pub fn query_srq(&self, srqn: u32) -> Option<SrqAttr> {
         self.srqs.get(&srqn).map(|s| SrqAttr { max_wr: s.max_wr, max_sge: s.max_sge, srq_limit: s.limit })

@@ -481,6 +481,29 @@ fn destroy_srq_is_ebusy_while_a_qp_uses_it() {
     assert_eq!(rc.query_srq(srq), None);
 }
 
+/// `ibv_modify_srq` with IBV_SRQ_MAX_WR resizes as rxe does: the receives posted stay; a
+/// size below them, below the armed limit, 0 or past the maximum is EINVAL.
+#[test]
+fn resize_srq_keeps_the_posted_receives() {
+    let mut rc = Rc::new(1);
+    let srq = rc.create_srq(2, 1, 0).unwrap();
+    let w = RecvWr { wr_id: 1, sg_list: vec![] };
+    rc.post_srq_recv(srq, w.clone()).unwrap();
+    rc.post_srq_recv(srq, w.clone()).unwrap();
+    assert_eq!(rc.post_srq_recv(srq, w.clone()), Err(Errno::ENOMEM));
+    rc.resize_srq(srq, 4).unwrap();
+    rc.post_srq_recv(srq, w.clone()).unwrap();
+    assert_eq!(rc.srq_count(srq), Some(3));
+    assert_eq!(rc.query_srq(srq).map(|a| a.max_wr), Some(4));
+    assert_eq!(rc.resize_srq(srq, 2), Err(Errno::EINVAL), "below the 3 posted");
+    assert_eq!(rc.resize_srq(srq, 0), Err(Errno::EINVAL));
+    assert_eq!(rc.resize_srq(srq, srq::MAX_SRQ_WR + 1), Err(Errno::EINVAL));
+    rc.modify_srq(srq, 4).unwrap();
+    assert_eq!(rc.resize_srq(srq, 3), Err(Errno::EINVAL), "below the armed limit");
+    assert_eq!(rc.resize_srq(srq + 1, 8), Err(Errno::EINVAL), "no such SRQ");
+    assert_eq!(rc.srq_count(srq), Some(3), "a refused resize keeps every receive");
+}
+
 /// UC on an SRQ: a message cut by a gap had taken an SRQ receive, which cannot go back:
 /// it completes with REM_INV_REQ_ERR (rxe class E); the next message takes the next one.
 #[test]
