@@ -130,14 +130,19 @@ impl CmChannel {
                 }
                 return Ok(wc);
             }
+            // Look again only if this round brought one of ours: a completion of the other
+            // kind already kept (the peer's next message before our SEND's completion) must
+            // not keep the loop from turning the driver, or from its timeout.
+            let mut polled_mine = false;
             while let Some(wc) = d.stack.rc_mut().poll_cq() {
                 if wc.qp_num == self.qpn {
                     self.mine.push_back(wc);
+                    polled_mine = true;
                 } else {
                     self.others.push(wc);
                 }
             }
-            if !self.mine.is_empty() {
+            if polled_mine {
                 continue;
             }
             if d.events.iter().any(|e| e.id == self.id && e.kind == EventKind::Disconnected) {
