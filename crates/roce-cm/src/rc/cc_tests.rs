@@ -1,0 +1,190 @@
+//! Congestion control through the engine: a CE-marked packet makes the responder's QP send a
+//! CNP to the requester's QP, the CNP cuts the requester's rate, the requester then paces its
+//! packets; with congestion control off nothing of that happens (only the counters move).
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use roce_wire::bth::Opcode;
+
+use super::tests::{mr, sge, wr, Pair, A, B, QA, QB};
+use super::*;
+
+const G: u64 = 1_000_000_000;
+
+fn dcqcn(line_rate: u64) -> Congestion {
+    Congestion::Dcqcn(DcqcnParams::nic().with_line_rate(line_rate))
+}
+
+/// Every packet A has ready at `now`.
+fn drain(rc: &mut Rc, now: Instant) -> Vec<RcPacket> {
+    std::iter::from_fn(|| rc.poll_transmit(now)).collect()
+}
+
+#[test]
+fn a_ce_marked_write_brings_one_cnp_to_the_senders_qp_and_it_cuts_the_rate() {
+    let mut p = Pair::new(1024, 3);
+    p.a.set_congestion(dcqcn(100 * G));
+    p.b.set_congestion(dcqcn(100 * G));
+    let src = mr(&mut p.a, 8192);
+    let dst = mr(&mut p.b, 8192);
+    let write = SendOp::Write { remote_addr: dst.addr, rkey: dst.rkey };
+    p.a.post_send(p.now, QA, wr(1, write, vec![sge(&src, 0, 4096)])).unwrap();
+    let now = p.now;
+    let pkts = drain(&mut p.a, now);
+    assert_eq!(pkts.len(), 4);
+    for k in &pkts {
+        assert_eq!(Ecn::of(k.traffic_class), Ecn::Ect0, "data goes out ECN-capable");
+        p.b.handle_packet_ecn(now, A, Ecn::Ce, &k.bth, &k.ext, &k.payload);
+    }
+    let c = p.b.counters().cc;
+    assert_eq!((c.ce_received, c.cnp_suppressed_by_interval), (4, 3), "one CNP per 4 µs");
+    let out = drain(&mut p.b, now);
+    assert_eq!(out.iter().map(|k| k.bth.opcode).collect::<Vec<_>>(), [Opcode::Cnp, Opcode::RcAcknowledge]);
+    let cnp = &out[0];
+    assert_eq!((cnp.bth.dest_qp, cnp.bth.psn, cnp.bth.pkey, cnp.bth.becn), (QA, 0, 0xffff, true));
+    assert_eq!((cnp.src_qp, cnp.dst), (QB, A));
+    assert_eq!(cnp.payload, [0u8; 16], "the 16 reserved bytes");
+    assert_eq!(Ecn::of(cnp.traffic_class), Ecn::NotEct);
+    assert_eq!(Ecn::of(out[1].traffic_class), Ecn::NotEct, "ACKs are not marked ECN-capable");
+    assert_eq!(p.b.counters().cc.cnp_sent, 1);
+    assert!(p.a.qp_rate(QA).is_none(), "no reaction point before a CNP");
+    for k in &out {
+        p.a.handle_packet_ecn(now, B, Ecn::of(k.traffic_class), &k.bth, &k.ext, &k.payload);
+    }
+    let c = p.a.counters().cc;
+    assert_eq!((c.cnp_received, c.rate_cuts, c.cnp_ignored), (1, 1, 0));
+    let rp = p.a.qp_rate(QA).unwrap();
+    assert_eq!(rp.rate(), (100.0 * G as f64 * (1.0 - 1023.0 / 2048.0)).round() as u64);
+    assert_eq!(rp.target_rate(), 100 * G);
+    assert_eq!(Pair::wcs(&mut p.a).len(), 1, "the WRITE completed");
+}
+
+#[test]
+fn with_congestion_control_off_marks_and_cnps_only_count() {
+    let mut p = Pair::new(1024, 4);
+    let src = mr(&mut p.a, 8192);
+    let dst = mr(&mut p.b, 8192);
+    let write = SendOp::Write { remote_addr: dst.addr, rkey: dst.rkey };
+    p.a.post_send(p.now, QA, wr(1, write, vec![sge(&src, 0, 2048)])).unwrap();
+    let now = p.now;
+    let pkts = drain(&mut p.a, now);
+    assert!(pkts.iter().all(|k| k.traffic_class == 0), "not ECN-capable: the QP's traffic class as set");
+    for k in &pkts {
+        p.b.handle_packet_ecn(now, A, Ecn::Ce, &k.bth, &k.ext, &k.payload);
+    }
+    let out = drain(&mut p.b, now);
+    assert_eq!(out.iter().map(|k| k.bth.opcode).collect::<Vec<_>>(), [Opcode::RcAcknowledge], "no CNP");
+    assert_eq!((p.b.counters().cc.ce_received, p.b.counters().cc.cnp_sent), (2, 0));
+    // A CNP anyway (a peer with congestion control on): counted, nothing cut.
+    let cnp = roce_wire::bth::Repr::new(Opcode::Cnp, QA, 0);
+    p.a.handle_packet_ecn(now, B, Ecn::NotEct, &cnp, &ExtHeaders::default(), &[0; 16]);
+    let c = p.a.counters().cc;
+    assert_eq!((c.cnp_received, c.cnp_ignored, c.rate_cuts), (1, 1, 0));
+    assert!(p.a.qp_rate(QA).is_none());
+}
+
+#[test]
+fn a_cnp_for_another_qp_or_from_another_address_is_dropped_and_counted() {
+    let mut p = Pair::new(1024, 5);
+    p.a.set_congestion(dcqcn(10 * G));
+    let now = p.now;
+    let cnp = roce_wire::bth::Repr::new(Opcode::Cnp, QA, 0);
+    let other = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 9));
+    p.a.handle_packet_ecn(now, other, Ecn::NotEct, &cnp, &ExtHeaders::default(), &[0; 16]);
+    let unknown = roce_wire::bth::Repr::new(Opcode::Cnp, 0x77, 0);
+    p.a.handle_packet_ecn(now, B, Ecn::NotEct, &unknown, &ExtHeaders::default(), &[0; 16]);
+    let c = p.a.counters();
+    assert_eq!((c.drop_wrong_source, c.drop_unknown_qp, c.cc.cnp_received), (1, 1, 0));
+    assert!(p.a.qp_rate(QA).is_none());
+}
+
+/// After a cut the requester sends no faster than its rate: one packet, then a wake-up at
+/// the time the next may go; a whole transfer under constant CE marking still completes,
+/// paced, and the ACKs are never held back.
+#[test]
+fn a_cut_requester_paces_its_packets_and_still_completes() {
+    let mut p = Pair::new(1024, 6);
+    p.a.set_congestion(dcqcn(2 * G));
+    p.b.set_congestion(dcqcn(2 * G));
+    let cnp = roce_wire::bth::Repr::new(Opcode::Cnp, QA, 0);
+    p.a.handle_packet_ecn(p.now, B, Ecn::NotEct, &cnp, &ExtHeaders::default(), &[0; 16]);
+    let rate = p.a.qp_rate(QA).unwrap().rate();
+    assert!(rate < 2 * G);
+    let src = mr(&mut p.a, 1 << 16);
+    let dst = mr(&mut p.b, 1 << 16);
+    let write = SendOp::Write { remote_addr: dst.addr, rkey: dst.rkey };
+    p.a.post_send(p.now, QA, wr(1, write, vec![sge(&src, 0, 1 << 16)])).unwrap();
+    let now = p.now;
+    let first = drain(&mut p.a, now);
+    assert_eq!(first.len(), 1, "the gate closes after one packet");
+    assert_eq!(p.a.counters().cc.paced, 1);
+    // 1024 payload + RETH 16 + headers 14 + 20 + 8 + 12 + ICRC 4 = 1098 bytes at the rate.
+    let gap = Duration::from_nanos((1098 * 8 * G).div_ceil(rate));
+    assert_eq!(p.a.poll_timeout(), Some(now + gap));
+    assert!(drain(&mut p.a, now + (gap - Duration::from_nanos(1))).is_empty());
+    assert_eq!(drain(&mut p.a, now + gap).len(), 1);
+    // The rest of the message under constant marking.
+    p.ce_ab = true;
+    p.now = now + gap;
+    p.run(Duration::from_millis(50));
+    let wcs = Pair::wcs(&mut p.a);
+    assert_eq!(wcs.len(), 1);
+    assert_eq!(wcs[0].status, WcStatus::Success);
+    let (ca, cb) = (p.a.counters().cc, p.b.counters().cc);
+    assert!(cb.cnp_sent >= 2 && ca.cnp_received == cb.cnp_sent + 1, "{ca:?} {cb:?}");
+    assert!(ca.rate_cuts >= 2, "{ca:?}");
+    assert!(p.a.qp_rate(QA).unwrap().rate() < rate, "cut again");
+    assert_eq!(p.b.mr(dst.lkey).unwrap(), p.a.mr(src.lkey).unwrap());
+}
+
+/// A CE-marked frame through the stacks: the CNP frame on the wire is the ConnectX-4 one's
+/// shape (opcode 0x81, the sender's QP, PSN 0, 16 zero bytes, a right ICRC, not ECN-capable)
+/// and, handed to the sender's stack, cuts its QP's rate.
+#[test]
+fn through_the_stack_a_ce_frame_gets_a_cnp_frame_that_cuts_the_rate() {
+    use crate::{Stack, StackConfig};
+    let (ma, mb) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    let (ia, ib) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
+    let mut stacks = [(ma, ia), (mb, ib)].map(|(m, i)| {
+        let mut c = StackConfig::new(m, i, 24);
+        c.congestion = dcqcn(10 * G);
+        Stack::new(c)
+    });
+    let now = Instant::ZERO;
+    let qps: Vec<u32> = stacks.iter_mut().map(|s| s.create_rc_qp(QpCap::default()).unwrap()).collect();
+    for (k, (peer, mac)) in [(ib, mb), (ia, ma)].into_iter().enumerate() {
+        let mut at = QpAttr::new(IpAddr::V4(peer), qps[1 - k]);
+        at.dmac = Some(mac);
+        for st in [QpState::Init, QpState::Rtr, QpState::Rts] {
+            stacks[k].rc_mut().modify_qp(now, qps[k], st, &at).unwrap();
+        }
+    }
+    let m = stacks[0].rc_mut().reg_mr(2048, Access::ALL).unwrap();
+    stacks[0].rc_mut().post_send(now, qps[0], wr(1, SendOp::Send, vec![sge(&m, 0, 100)])).unwrap();
+    let r = stacks[1].rc_mut().reg_mr(2048, Access::ALL).unwrap();
+    stacks[1].rc_mut().post_recv(qps[1], RecvWr { wr_id: 1, sg_list: vec![sge(&r, 0, 2048)] }).unwrap();
+    let mut buf = vec![0u8; 9000];
+    let n = stacks[0].poll_transmit(now, &mut buf).unwrap();
+    let mut frame = buf[..n].to_vec();
+    assert_eq!(frame[15] & 3, 2, "ECT(0) in the IPv4 TOS");
+    // The switch marks it CE (the ICRC masks the TOS; the IPv4 checksum is redone).
+    frame[15] |= 3;
+    frame[24..26].fill(0);
+    let sum = roce_wire::frame::ipv4_checksum(&frame[14..34]);
+    frame[24..26].copy_from_slice(&sum.to_be_bytes());
+    stacks[1].handle_frame(now, &frame);
+    assert_eq!(stacks[1].counters().rx_accepted, 1);
+    let n = stacks[1].poll_transmit(now, &mut buf).unwrap();
+    let f = roce_wire::frame::parse(&buf[..n]).unwrap();
+    assert_eq!(f.repr.bth.opcode, Opcode::Cnp);
+    assert_eq!((f.repr.bth.dest_qp, f.repr.bth.psn, f.repr.payload), (qps[0], 0, &[0u8; 16][..]));
+    assert!(f.icrc_ok());
+    assert_eq!(f.repr.ip.traffic_class() & 3, 0, "the CNP is not ECN-capable");
+    assert_eq!(n, 74, "as long as the ConnectX-4 CNP");
+    let cnp = buf[..n].to_vec();
+    stacks[0].handle_frame(now, &cnp);
+    let c = stacks[0].rc().counters().cc;
+    assert_eq!((c.cnp_received, c.rate_cuts), (1, 1));
+    assert!(stacks[0].rc().qp_rate(qps[0]).unwrap().rate() < 10 * G);
+}
