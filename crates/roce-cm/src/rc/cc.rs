@@ -588,6 +588,15 @@ impl QpCc {
         p
     }
 
+    /// The timer ran at `now`: a wake for a held-back packet due by then is delivered (the
+    /// next `poll_transmit` sends it), not asked for again, so a driver that cannot transmit
+    /// yet is not woken in a loop.
+    pub fn woken(&mut self, now: Instant) {
+        if self.wake().is_some_and(|t| t <= now) {
+            self.gated = false;
+        }
+    }
+
     /// When the QP wants to be polled again: the time its held-back packet may go.
     pub fn wake(&self) -> Option<Instant> {
         if !self.gated {

@@ -123,6 +123,9 @@ fn a_cut_requester_paces_its_packets_and_still_completes() {
     let gap = Duration::from_nanos((1098 * 8 * G).div_ceil(rate));
     assert_eq!(p.a.poll_timeout(), Some(now + gap));
     assert!(drain(&mut p.a, now + (gap - Duration::from_nanos(1))).is_empty());
+    // The wake is delivered once: after the timer ran, no past time is asked for again.
+    p.a.handle_timeout(now + gap);
+    assert_ne!(p.a.poll_timeout(), Some(now + gap));
     assert_eq!(drain(&mut p.a, now + gap).len(), 1);
     // The rest of the message under constant marking.
     p.ce_ab = true;

@@ -1297,6 +1297,7 @@ impl RcQp {
     }
 
     fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
+        self.cc.woken(ctx.now);
         if self.rnr_deadline.is_some_and(|t| t <= ctx.now) {
             self.rnr_deadline = None;
             self.rewind();
