@@ -13,7 +13,11 @@ fn bench(args: &[&str]) -> (Option<i32>, String, String) {
         .args(args)
         .output()
         .unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn json(args: &[&str]) -> (String, Value) {
@@ -36,7 +40,8 @@ fn the_json_document_has_every_figure_and_dcqcn_reacts() {
     let flows = v["flows"].as_array().unwrap();
     assert_eq!(flows.len(), 2);
     for f in flows {
-        for k in ["messages", "retransmitted_pkts", "ack_timeouts", "failed", "ce_received", "cnp_sent", "cnp_received"] {
+        for k in ["messages", "retransmitted_pkts", "ack_timeouts", "failed", "ce_received", "cnp_sent", "cnp_received"]
+        {
             u(f, k);
         }
         assert!(f["goodput_gbit"].as_f64().unwrap() > 0.0, "{f}");

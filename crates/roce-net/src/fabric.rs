@@ -517,9 +517,11 @@ impl Sim {
             c.seed = roce_wire::rng::SplitMix64::stream(cfg.seed, h as u64).next_u64();
             c.congestion = congestion;
             let mut stack = Stack::new(c);
-            let qpn = stack
-                .create_rc_qp(roce_cm::rc::QpCap::default())
-                .map_err(|errno| FabricError::Engine { flow: h / 2, call: "create_qp", errno })?;
+            let qpn = stack.create_rc_qp(roce_cm::rc::QpCap::default()).map_err(|errno| FabricError::Engine {
+                flow: h / 2,
+                call: "create_qp",
+                errno,
+            })?;
             hosts.push(Host { stack, qpn, link_busy: false, timer: None, timer_gen: 0 });
         }
         let mut rng = Rng::stream(cfg.seed, 0x5747);
@@ -546,10 +548,11 @@ impl Sim {
             }
             let len = cfg.message as usize;
             let reg = |h: &mut Host| {
-                h.stack
-                    .rc_mut()
-                    .reg_mr(len, Access::ALL)
-                    .map_err(|errno| FabricError::Engine { flow: i, call: "reg_mr", errno })
+                h.stack.rc_mut().reg_mr(len, Access::ALL).map_err(|errno| FabricError::Engine {
+                    flow: i,
+                    call: "reg_mr",
+                    errno,
+                })
             };
             let local = reg(&mut hosts[s])?;
             let remote = reg(&mut hosts[r])?;

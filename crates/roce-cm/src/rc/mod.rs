@@ -11,14 +11,14 @@
 //! off by default) is [`cc`] and spec/congestion.md.
 
 pub mod cc;
+#[cfg(test)]
+mod cc_tests;
 mod completer;
 pub mod mr;
 pub mod psn;
 mod requester;
 mod responder;
 pub mod srq;
-#[cfg(test)]
-mod cc_tests;
 #[cfg(test)]
 mod tests;
 mod uc;
@@ -1108,7 +1108,10 @@ impl Rc {
     /// When `handle_timeout` is next due (a QP held back by its rate counts with the time its
     /// next packet may go).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps.values().filter_map(|q| [q.ack_deadline, q.rnr_deadline, q.cc.wake()].into_iter().flatten().min()).min()
+        self.qps
+            .values()
+            .filter_map(|q| [q.ack_deadline, q.rnr_deadline, q.cc.wake()].into_iter().flatten().min())
+            .min()
     }
 
     /// Run the QPs' local ACK and RNR timers.
