@@ -213,7 +213,7 @@ pub struct StackConfig {
     pub rc_max_unacked_psns: u32,
     /// The congestion control of connected QPs ([`crate::rc::Rc::set_congestion`]; off by
     /// default, as rxe has none).
-    pub congestion: crate::rc::Congestion,
+    pub congestion: crate::cc::Congestion,
 }
 
 impl StackConfig {
@@ -243,7 +243,7 @@ impl StackConfig {
             neighbors: NeighborResolution::Arp,
             udp_source_port: None,
             rc_max_unacked_psns: DEFAULT_MAX_UNACKED_PSNS,
-            congestion: crate::rc::Congestion::Off,
+            congestion: crate::cc::Congestion::Off,
         }
     }
 

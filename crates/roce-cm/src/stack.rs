@@ -550,7 +550,7 @@ impl Stack {
         match d.transport_headers() {
             Ok((bth, ext)) => {
                 self.counters.rx_accepted += 1;
-                let ecn = crate::rc::Ecn::of(arrival.traffic_class);
+                let ecn = crate::cc::Ecn::of(arrival.traffic_class);
                 self.rc.handle_packet_ecn(now, arrival.src.ip(), ecn, &bth, &ext, d.payload());
             }
             Err(e) => self.counters.drop(DropReason::Malformed(e.layer())),
@@ -661,7 +661,7 @@ impl Stack {
             match p.transport_headers() {
                 Ok((bth, ext)) => {
                     self.counters.rx_accepted += 1;
-                    let ecn = crate::rc::Ecn::of(p.traffic_class());
+                    let ecn = crate::cc::Ecn::of(p.traffic_class());
                     self.rc.handle_packet_ecn(now, p.src_ip(), ecn, &bth, &ext, p.payload());
                 }
                 Err(e) => self.counters.drop(DropReason::Malformed(e.layer())),

@@ -8,9 +8,9 @@
 //! out through [`Rc::poll_transmit`], time through [`Rc::poll_timeout`] /
 //! [`Rc::handle_timeout`]. The [`crate::Stack`] routes RC opcodes to it and frames what it
 //! sends; nothing else reaches into its state. See spec/rc.md; congestion control (DCQCN,
-//! off by default) is [`cc`] and spec/congestion.md.
+//! off by default) is [`crate::cc`] and spec/congestion.md.
 
-pub mod cc;
+mod cc;
 #[cfg(test)]
 mod cc_tests;
 mod completer;
@@ -32,8 +32,8 @@ use std::time::Duration;
 use roce_wire::bth;
 use roce_wire::ext::ExtHeaders;
 
+pub use crate::cc::{CcCounters, Congestion, Dcqcn, DcqcnParams, Ecn};
 pub use crate::config::DEFAULT_MAX_UNACKED_PSNS;
-pub use cc::{CcCounters, Congestion, Dcqcn, DcqcnParams, Ecn};
 pub use mr::{Access, LentMemory, MrInfo, MrTable, Sge};
 pub use requester::{MAX_UNACKED_PSNS_LIMIT, RXE_MAX_UNACKED_PSNS};
 pub use srq::{AsyncEvent, SrqAttr};
@@ -506,7 +506,7 @@ pub struct RcCounters {
     pub uc_partial_discarded_pkts: u64,
     /// SRQ receives handed to a QP.
     pub srq_recv_taken: u64,
-    /// The congestion path: CE marks, CNPs, rate cuts and increases ([`cc`]).
+    /// The congestion path: CE marks, CNPs, rate cuts and increases ([`crate::cc`]).
     pub cc: CcCounters,
 }
 
