@@ -15,8 +15,7 @@
 //! receiver's link and the sender's without a queue of its own (its load is a few packets
 //! per message).
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
@@ -413,30 +412,6 @@ enum What {
     Start(usize),
 }
 
-struct Event {
-    at: Instant,
-    seq: u64,
-    what: What,
-}
-
-impl PartialEq for Event {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Event {}
-impl PartialOrd for Event {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Event {
-    /// Reversed: the heap pops the earliest, then the first scheduled.
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.at, o.seq).cmp(&(self.at, self.seq))
-    }
-}
-
 /// One host: its engine, its link's state, its timer.
 struct Host {
     stack: Stack,
@@ -462,7 +437,8 @@ struct Sim {
     cfg: FabricConfig,
     now: Instant,
     seq: u64,
-    events: BinaryHeap<Event>,
+    /// What happens next, by time and then in the order it was scheduled.
+    events: BTreeMap<(Instant, u64), What>,
     hosts: Vec<Host>,
     flows: Vec<Flow>,
     port: SwitchPort,
@@ -473,6 +449,11 @@ struct Sim {
 /// Host `2i` sends flow `i` to host `2i + 1`.
 fn sender(flow: usize) -> usize {
     2 * flow
+}
+
+/// Whether host `h` is a flow's sender (else its receiver).
+fn is_sender(h: usize) -> bool {
+    h.is_multiple_of(2)
 }
 
 fn host_ip(h: usize) -> Ipv4Addr {
@@ -492,14 +473,15 @@ pub fn run(cfg: &FabricConfig) -> Result<FabricReport, FabricError> {
     cfg.check()?;
     let mut sim = Sim::new(cfg.clone())?;
     let end = Instant::ZERO + cfg.duration;
-    while let Some(e) = sim.events.peek() {
-        if e.at > end {
+    while let Some(e) = sim.events.first_entry() {
+        let (at, _) = *e.key();
+        if at > end {
             break;
         }
-        let Some(e) = sim.events.pop() else { break };
-        sim.now = sim.now.max(e.at);
+        let what = e.remove();
+        sim.now = sim.now.max(at);
         sim.count += 1;
-        sim.handle(e.what);
+        sim.handle(what);
     }
     sim.now = end;
     Ok(sim.report())
@@ -574,7 +556,7 @@ impl Sim {
             cfg,
             now: Instant::ZERO,
             seq: 0,
-            events: BinaryHeap::new(),
+            events: BTreeMap::new(),
             hosts,
             flows,
             port,
@@ -589,7 +571,7 @@ impl Sim {
 
     fn schedule(&mut self, at: Instant, what: What) {
         self.seq += 1;
-        self.events.push(Event { at, seq: self.seq, what });
+        self.events.insert((at, self.seq), what);
     }
 
     fn handle(&mut self, what: What) {
@@ -637,7 +619,7 @@ impl Sim {
 
     /// After an input: a sender reaps its completions and posts more; the host transmits.
     fn after_input(&mut self, h: usize) {
-        if h % 2 == 0 {
+        if is_sender(h) {
             self.reap(h / 2);
         } else {
             // (A receiver's completions: none, WRITEs take no receive.)
@@ -696,7 +678,7 @@ impl Sim {
                     self.hosts[h].link_busy = true;
                     self.schedule(self.now + wire, What::LinkFree(h));
                     let delay = self.cfg.link_delay;
-                    if h % 2 == 0 {
+                    if is_sender(h) {
                         self.schedule(self.now + wire + delay, What::AtSwitch(h / 2, frame));
                     } else {
                         // Back through an uncongested port: the receiver's link, then the sender's.
@@ -707,7 +689,7 @@ impl Sim {
             match self.hosts[h].stack.poll_timeout() {
                 Some(t) if t <= self.now => {
                     self.hosts[h].stack.handle_timeout(self.now);
-                    if h % 2 == 0 {
+                    if is_sender(h) {
                         self.reap(h / 2);
                     }
                 }

@@ -22,22 +22,29 @@ fn drain(rc: &mut Rc, now: Instant) -> Vec<RcPacket> {
     std::iter::from_fn(|| rc.poll_transmit(now)).collect()
 }
 
+/// A posts a WRITE of `len` bytes to B; its packets, all sent at once, each handed to B as
+/// arrived CE-marked.
+fn write_arriving_ce(p: &mut Pair, len: u32) -> Vec<RcPacket> {
+    let src = mr(&mut p.a, 8192);
+    let dst = mr(&mut p.b, 8192);
+    let write = SendOp::Write { remote_addr: dst.addr, rkey: dst.rkey };
+    p.a.post_send(p.now, QA, wr(1, write, vec![sge(&src, 0, len)])).unwrap();
+    let pkts = drain(&mut p.a, p.now);
+    for k in &pkts {
+        p.b.handle_packet_ecn(p.now, A, Ecn::Ce, &k.bth, &k.ext, &k.payload);
+    }
+    pkts
+}
+
 #[test]
 fn a_ce_marked_write_brings_one_cnp_to_the_senders_qp_and_it_cuts_the_rate() {
     let mut p = Pair::new(1024, 3);
     p.a.set_congestion(dcqcn(100 * G));
     p.b.set_congestion(dcqcn(100 * G));
-    let src = mr(&mut p.a, 8192);
-    let dst = mr(&mut p.b, 8192);
-    let write = SendOp::Write { remote_addr: dst.addr, rkey: dst.rkey };
-    p.a.post_send(p.now, QA, wr(1, write, vec![sge(&src, 0, 4096)])).unwrap();
     let now = p.now;
-    let pkts = drain(&mut p.a, now);
+    let pkts = write_arriving_ce(&mut p, 4096);
     assert_eq!(pkts.len(), 4);
-    for k in &pkts {
-        assert_eq!(Ecn::of(k.traffic_class), Ecn::Ect0, "data goes out ECN-capable");
-        p.b.handle_packet_ecn(now, A, Ecn::Ce, &k.bth, &k.ext, &k.payload);
-    }
+    assert!(pkts.iter().all(|k| Ecn::of(k.traffic_class) == Ecn::Ect0), "data goes out ECN-capable");
     let c = p.b.counters().cc;
     assert_eq!((c.ce_received, c.cnp_suppressed_by_interval), (4, 3), "one CNP per 4 µs");
     let out = drain(&mut p.b, now);
@@ -64,16 +71,9 @@ fn a_ce_marked_write_brings_one_cnp_to_the_senders_qp_and_it_cuts_the_rate() {
 #[test]
 fn with_congestion_control_off_marks_and_cnps_only_count() {
     let mut p = Pair::new(1024, 4);
-    let src = mr(&mut p.a, 8192);
-    let dst = mr(&mut p.b, 8192);
-    let write = SendOp::Write { remote_addr: dst.addr, rkey: dst.rkey };
-    p.a.post_send(p.now, QA, wr(1, write, vec![sge(&src, 0, 2048)])).unwrap();
     let now = p.now;
-    let pkts = drain(&mut p.a, now);
+    let pkts = write_arriving_ce(&mut p, 2048);
     assert!(pkts.iter().all(|k| k.traffic_class == 0), "not ECN-capable: the QP's traffic class as set");
-    for k in &pkts {
-        p.b.handle_packet_ecn(now, A, Ecn::Ce, &k.bth, &k.ext, &k.payload);
-    }
     let out = drain(&mut p.b, now);
     assert_eq!(out.iter().map(|k| k.bth.opcode).collect::<Vec<_>>(), [Opcode::RcAcknowledge], "no CNP");
     assert_eq!((p.b.counters().cc.ce_received, p.b.counters().cc.cnp_sent), (2, 0));
