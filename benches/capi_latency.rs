@@ -124,6 +124,7 @@ fn engine_side(n: usize) -> Vec<(String, f64, f64)> {
         fault: Vec::new(),
         rx_queues: 1,
         gso: false,
+        congestion: roce_cm::rc::Congestion::Off,
     };
     let mut d = roce::plumbing::port::open_port(&o).unwrap_or_else(|e| panic!("{}", e.message));
     let mut out = Vec::new();

@@ -3,12 +3,17 @@
 //! `roce bench analyze`: `roce analyze` against `tshark -q -z conv,udp -z io,stat,1` on one
 //! generated capture of RC flows, and `roce analyze`'s peak memory (max RSS) on that capture
 //! and on one `--scale` times larger, streamed through standard input.
+//! `roce bench congestion`: RC flows between real engines through one simulated switch port
+//! that marks ECN as DCQCN's switches do, in virtual time (roce-net's `fabric`; the machines
+//! have no ECN-marking qdisc): goodput, fairness, drops, marks, CNPs and queue depths, with
+//! `--cc dcqcn` and `--cc off` to compare (spec/congestion.md).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::plumbing::exit;
+use crate::plumbing::options::{probability, CcArg};
 
 /// Benchmarks as ratios measured in one run (`roce bench decode`: against tshark).
 #[derive(clap::Args, Debug)]
@@ -33,6 +38,93 @@ pub enum BenchWhat {
     ///
     /// Example: roce bench analyze --frames 1000000 --scale 16
     Analyze(AnalyzeBench),
+    /// N RC flows of 64 KiB WRITEs, each between two real engines, through one simulated
+    /// switch egress port (an N:1 incast) in virtual time: a queue drained at the rate, ECN
+    /// CE marked between K_min and K_max with probability rising to P_max, drops past the
+    /// buffer (the DCQCN paper's switch by default). Prints per flow goodput and
+    /// retransmissions, Jain's fairness, drops, CE marks, CNPs and the queue's depth
+    /// percentiles (as arriving packets found it).
+    ///
+    /// Example: roce bench congestion --flows 2 --rate 2 --cc dcqcn
+    Congestion(CongestionBench),
+}
+
+/// Options of `roce bench congestion`.
+#[derive(clap::Args, Debug)]
+pub struct CongestionBench {
+    /// RC flows, each a sender and a receiver of its own (1 to 1024).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub flows: u32,
+    /// Every link's rate and the switch port's, Gbit/s (above 0, at most 1000).
+    #[arg(long, default_value = "2", value_parser = gbit)]
+    pub rate: u64,
+    /// The engines' congestion control.
+    #[arg(long, value_enum, default_value_t = CcArg::Dcqcn)]
+    pub cc: CcArg,
+    /// DCQCN's parameters: a ConnectX NIC's defaults, or the paper's (spec/congestion.md).
+    #[arg(long, value_enum, default_value_t = DcqcnPreset::Nic)]
+    pub dcqcn_params: DcqcnPreset,
+    /// Virtual seconds the flows run (above 0, at most 3600).
+    #[arg(long, default_value = "0.2", value_parser = sim_secs)]
+    pub duration: Duration,
+    /// Seed of everything random (the engines, the switch's marking, the flows' starts).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// K_min: bytes queued at or below which nothing is marked (the paper: 5 KB).
+    #[arg(long, default_value_t = 5_000)]
+    pub kmin: u64,
+    /// K_max: bytes queued from which every ECN-capable packet is marked (the paper: 200 KB).
+    #[arg(long, default_value_t = 200_000)]
+    pub kmax: u64,
+    /// P_max: the marking probability just below K_max (the paper: 0.01).
+    #[arg(long, default_value = "0.01", value_parser = probability)]
+    pub pmax: f64,
+    /// Bytes the switch port holds; a packet that does not fit is dropped (the paper's
+    /// switch: 12 MB).
+    #[arg(long, default_value_t = 12_000_000)]
+    pub buffer: u64,
+    /// Each link's propagation delay, microseconds (0 to 1,000,000).
+    #[arg(long, default_value = "1", value_parser = micros)]
+    pub delay: Duration,
+    /// Print one JSON document instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--dcqcn-params`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DcqcnPreset {
+    /// mlx5 / ConnectX defaults (rpg_time_reset 300 µs, rpg_ai_rate 5 Mbit/s, ...).
+    Nic,
+    /// The paper's (T = 55 µs, B = 10 MB, F = 5, R_AI = 40 Mbit/s, ...).
+    Paper,
+}
+
+/// A rate in Gbit/s as bits per second.
+fn gbit(s: &str) -> Result<u64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number of Gbit/s"))?;
+    if !v.is_finite() || v <= 0.0 || v > 1000.0 {
+        return Err(format!("must be above 0 and at most 1000 Gbit/s, not {s}"));
+    }
+    Ok((v * 1e9).round().max(1.0) as u64)
+}
+
+/// Virtual seconds: above 0, at most an hour.
+fn sim_secs(s: &str) -> Result<Duration, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !v.is_finite() || v <= 0.0 || v > 3600.0 {
+        return Err(format!("must be above 0 and at most 3600 seconds, not {s}"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// Microseconds, 0 to one second.
+fn micros(s: &str) -> Result<Duration, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("'{s}' is not a number of microseconds"))?;
+    if !v.is_finite() || !(0.0..=1e6).contains(&v) {
+        return Err(format!("must be 0 to 1000000 microseconds, not {s}"));
+    }
+    Ok(Duration::from_secs_f64(v / 1e6))
 }
 
 /// Options of `roce bench analyze`.
@@ -89,6 +181,7 @@ fn best(runs: u64, mut cmd: impl FnMut() -> Command) -> Result<Duration, String>
 pub fn run(args: Args) -> ExitCode {
     match args.what {
         BenchWhat::Decode(a) => decode(&a),
+        BenchWhat::Congestion(a) => congestion(&a),
         BenchWhat::Analyze(a) => match analyze(&a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -233,4 +326,135 @@ fn measure(a: &DecodeBench, path: &Path) -> Result<(), String> {
     println!("summary ratio     {:>9.1}x (goal 20x)", ts.as_secs_f64() / rs.as_secs_f64());
     println!("json ratio        {:>9.1}x (goal 40x)", tj.as_secs_f64() / rj.as_secs_f64());
     Ok(())
+}
+
+fn congestion(a: &CongestionBench) -> ExitCode {
+    use roce_cm::rc::{Congestion, DcqcnParams};
+    use roce_net::fabric::{self, EcnQueueConfig, FabricConfig};
+    let congestion = match (a.cc, a.dcqcn_params) {
+        (CcArg::Off, _) => Congestion::Off,
+        (CcArg::Dcqcn, DcqcnPreset::Nic) => Congestion::Dcqcn(DcqcnParams::nic()),
+        (CcArg::Dcqcn, DcqcnPreset::Paper) => Congestion::Dcqcn(DcqcnParams::paper()),
+    };
+    let mut cfg = FabricConfig::new(a.flows as usize, a.rate, congestion, a.duration, a.seed);
+    cfg.queue = EcnQueueConfig { rate: a.rate, kmin: a.kmin, kmax: a.kmax, pmax: a.pmax, buffer: a.buffer };
+    cfg.link_delay = a.delay;
+    let started = Instant::now();
+    let r = match fabric::run(&cfg) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("roce bench congestion: {e}");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    let wall = started.elapsed();
+    let gb = |bps: f64| bps / 1e9;
+    let rate = a.rate as f64;
+    let depth = &r.port.depth;
+    let sum = |f: &dyn Fn(&fabric::FlowReport) -> u64| r.flows.iter().map(f).sum::<u64>();
+    let cnps = sum(&|f| f.receiver.cnp_sent);
+    let cuts = sum(&|f| f.sender.rate_cuts);
+    let retrans = sum(&|f| f.retransmitted_pkts);
+    let cc = match a.cc {
+        CcArg::Off => "off",
+        CcArg::Dcqcn => "dcqcn",
+    };
+    if a.json {
+        let flows: Vec<serde_json::Value> = r
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                serde_json::json!({
+                    "flow": i,
+                    "goodput_gbit": gb(f.goodput),
+                    "messages": f.messages,
+                    "retransmitted_pkts": f.retransmitted_pkts,
+                    "ack_timeouts": f.ack_timeouts,
+                    "failed": f.failed,
+                    "ce_received": f.receiver.ce_received,
+                    "cnp_sent": f.receiver.cnp_sent,
+                    "cnp_suppressed_by_interval": f.receiver.cnp_suppressed_by_interval,
+                    "cnp_received": f.sender.cnp_received,
+                    "rate_cuts": f.sender.rate_cuts,
+                    "rate_increases": {
+                        "fast_recovery": f.sender.rate_increase_fast_recovery,
+                        "additive": f.sender.rate_increase_additive,
+                        "hyper": f.sender.rate_increase_hyper,
+                    },
+                    "final_rate_gbit": gb(f.final_rate as f64),
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "config": {
+                "flows": a.flows,
+                "rate_gbit": gb(rate),
+                "cc": cc,
+                "dcqcn_params": match a.dcqcn_params { DcqcnPreset::Nic => "nic", DcqcnPreset::Paper => "paper" },
+                "duration_s": a.duration.as_secs_f64(),
+                "seed": a.seed,
+                "kmin": a.kmin,
+                "kmax": a.kmax,
+                "pmax": a.pmax,
+                "buffer": a.buffer,
+                "link_delay_us": a.delay.as_secs_f64() * 1e6,
+                "message": cfg.message,
+                "mtu": cfg.mtu,
+            },
+            "flows": flows,
+            "goodput_gbit": gb(r.total_goodput()),
+            "goodput_of_rate": r.total_goodput() / rate,
+            "fairness": r.fairness,
+            "packets": r.port.enqueued,
+            "drops": r.port.dropped,
+            "ce_marks": r.port.ce_marked,
+            "cnps": cnps,
+            "rate_cuts": cuts,
+            "retransmitted_pkts": retrans,
+            "queue_bytes": { "p50": depth.quantile(0.5), "p99": depth.quantile(0.99), "max": depth.max() },
+            "events": r.events,
+        });
+        println!("{doc}");
+        return ExitCode::SUCCESS;
+    }
+    println!(
+        "{} flows, {} Gbit/s links, cc {cc}, {} s virtual ({:.2} s wall, {} events), seed {}",
+        a.flows,
+        gb(rate),
+        a.duration.as_secs_f64(),
+        wall.as_secs_f64(),
+        r.events,
+        a.seed
+    );
+    println!("flow  goodput Gbit/s  messages  retransmitted  CNPs sent  rate cuts  final rate Gbit/s");
+    for (i, f) in r.flows.iter().enumerate() {
+        println!(
+            "{i:>4}  {:>14.3}  {:>8}  {:>13}  {:>9}  {:>9}  {:>17.3}",
+            gb(f.goodput),
+            f.messages,
+            f.retransmitted_pkts,
+            f.receiver.cnp_sent,
+            f.sender.rate_cuts,
+            gb(f.final_rate as f64)
+        );
+    }
+    println!(
+        "total goodput {:.3} Gbit/s ({:.3} of the rate), Jain's fairness {:.4}",
+        gb(r.total_goodput()),
+        r.total_goodput() / rate,
+        r.fairness
+    );
+    println!(
+        "switch: {} packets, {} dropped, {} CE-marked; queue p50 {:.1} KB, p99 {:.1} KB, max {:.1} KB (buffer {:.0} KB)",
+        r.port.enqueued,
+        r.port.dropped,
+        r.port.ce_marked,
+        depth.quantile(0.5) as f64 / 1e3,
+        depth.quantile(0.99) as f64 / 1e3,
+        depth.max() as f64 / 1e3,
+        a.buffer as f64 / 1e3
+    );
+    println!("CNPs {cnps}, rate cuts {cuts}, retransmitted packets {retrans}");
+    ExitCode::SUCCESS
 }

@@ -53,12 +53,18 @@ pub struct Args {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub port: RawPortArgs,
+    /// Congestion control of the RC QP: off (as rxe) or dcqcn (ECN-capable data, CNPs, rate
+    /// cuts; spec/congestion.md).
+    #[arg(long, value_enum, default_value_t = crate::plumbing::options::CcArg::Off)]
+    pub cc: crate::plumbing::options::CcArg,
 }
 
 /// Run `roce cmatose`.
 pub fn run(args: Args) -> ExitCode {
     crate::plumbing::shutdown::install();
-    ExitCode::from(cmatose(&args, &args.port.options(args.addrs.bind)))
+    let mut port = args.port.options(args.addrs.bind);
+    port.congestion = args.cc.congestion();
+    ExitCode::from(cmatose(&args, &port))
 }
 
 /// `roce cmatose`: a connected (RDMA_PS_TCP, RC) id through the CM handshake and back, as

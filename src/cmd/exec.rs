@@ -55,6 +55,10 @@ pub struct Args {
     /// Print every frame on stderr (ROCE_VERBOSE=1).
     #[arg(short = 'v', long)]
     pub verbose: bool,
+    /// Congestion control of the program's connected QPs (ROCE_CC): off (the library's
+    /// default, as rxe) or dcqcn.
+    #[arg(long, value_enum)]
+    pub cc: Option<crate::plumbing::options::CcArg>,
     /// Print the directory that holds the library (for LD_LIBRARY_PATH) and exit.
     #[arg(long)]
     pub print_lib_dir: bool,
@@ -166,6 +170,13 @@ fn environment(a: &Args) -> Result<Env, (u8, String)> {
         ("ROCE_MAC", a.mac.map(|m| roce_wire::MacAddr(m).to_string().into())),
         ("ROCE_PCAP", a.pcap.as_ref().map(|p| p.as_os_str().to_owned())),
         ("ROCE_VERBOSE", a.verbose.then(|| "1".into())),
+        (
+            "ROCE_CC",
+            a.cc.map(|c| match c {
+                crate::plumbing::options::CcArg::Off => "off".into(),
+                crate::plumbing::options::CcArg::Dcqcn => "dcqcn".into(),
+            }),
+        ),
     ])
 }
 

@@ -98,6 +98,10 @@ pub struct Args {
     /// Seconds to wait for each step (0 to 3600).
     #[arg(long, default_value_t = 20.0, value_parser = parse_timeout)]
     pub timeout: f64,
+    /// Congestion control of the RC QP: off (as rxe) or dcqcn (ECN-capable data, CNPs, rate
+    /// cuts; spec/congestion.md).
+    #[arg(long, value_enum, default_value_t = crate::plumbing::options::CcArg::Off)]
+    pub cc: crate::plumbing::options::CcArg,
 }
 
 /// The buffers of one side, as rping registers them.
@@ -429,6 +433,7 @@ pub fn run(args: Args) -> ExitCode {
     }
     let mut po = a.net.options(local, a.debug);
     po.gso = true;
+    po.congestion = a.cc.congestion();
     crate::plumbing::out::set_quiet(a.quiet);
     let mut d = match open_port_or_exit("roce rping", &po) {
         Ok(d) => d,

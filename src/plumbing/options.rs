@@ -51,6 +51,27 @@ pub fn probability(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// `--cc`: the congestion control of the RC tools' connected QPs (spec/congestion.md).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CcArg {
+    /// None, as rxe: packets go out not ECN-capable, CE marks and CNPs are only counted.
+    #[default]
+    Off,
+    /// DCQCN with a ConnectX NIC's defaults: data ECT(0), CNPs for CE marks, rate cuts on
+    /// CNPs.
+    Dcqcn,
+}
+
+impl CcArg {
+    /// The engine's setting.
+    pub fn congestion(self) -> roce_cm::rc::Congestion {
+        match self {
+            CcArg::Off => roce_cm::rc::Congestion::Off,
+            CcArg::Dcqcn => roce_cm::rc::Congestion::dcqcn(),
+        }
+    }
+}
+
 /// The most receive polls a reordered frame is held (`--fault hold=N`).
 pub const MAX_FAULT_HOLD: u32 = 1_000;
 
@@ -275,6 +296,7 @@ impl LinkArgs {
             fault: self.fault.clone(),
             rx_queues: 1,
             gso: false,
+            congestion: roce_cm::rc::Congestion::Off,
         }
     }
 }

@@ -241,6 +241,9 @@ pub struct PortOptions {
     /// frames never form runs, and `roce sa-server` answered 5× fewer joins a second through a
     /// GSO socket (sa_soak: 1,808 against 9,019; spec/net.md).
     pub gso: bool,
+    /// The congestion control of the stack's connected QPs (`--cc` of the RC tools,
+    /// `ROCE_CC` of the C library; off by default).
+    pub congestion: roce_cm::rc::Congestion,
 }
 
 /// Why a port could not be opened: the exit status (2 usage, 3 cannot run here) and the message.
@@ -426,6 +429,7 @@ pub fn open_port(o: &PortOptions) -> Result<Driver<CliDevice>, OpenError> {
             );
         }
     }
+    d.stack.rc_mut().set_congestion(o.congestion);
     if o.verbose {
         d.set_tap(Box::new(|dir, now, f| {
             let s = roce_decode::decode::decode_ethernet(f).summary;

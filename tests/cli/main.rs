@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod congestion;
 mod decode;
 mod demo;
 mod encode;

@@ -95,6 +95,54 @@ fn perftest_against_itself_every_test_and_mode() {
     }
 }
 
+/// `--cc dcqcn` on both sides: the WRITEs go out ECN-capable (ECT(0) in the IPv4 TOS), the
+/// ACKs do not, and the test runs as without it (nothing marks CE on a veth).
+#[test]
+fn perftest_cc_dcqcn_sends_its_data_ecn_capable() {
+    let ns = pair();
+    let dir = crate::common::artefact_dir("cli_perftest_cc");
+    let cap = dir.join("client.pcap");
+    let srv =
+        perftest(&ns, "write_bw --iface veth1 -I 198.18.6.2 -u 18 --timeout 10 --accept-timeout 10 -n 20 --cc dcqcn")
+            .spawn()
+            .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let args = format!(
+        "write_bw --iface veth0 -I 198.18.6.1 -u 18 --timeout 10 -n 20 --cc dcqcn --pcap {} 198.18.6.12",
+        cap.display()
+    );
+    let c = perftest(&ns, &args).output().unwrap();
+    let s = srv.wait_with_output().unwrap();
+    assert!(c.status.success() && s.status.success(), "client:\n{}\nserver:\n{}", text(&c), text(&s));
+    assert_eq!(row(&text(&c)), Some((65536, 20)));
+    // The capture (pcap, Ethernet): RoCEv2 frames' TOS by BTH opcode.
+    let bytes = std::fs::read(&cap).unwrap();
+    let big_endian = bytes[0] == 0xa1; // (the magic as written: a1b2c3d4 or, in ns, a1b23c4d)
+    let (mut writes, mut acks) = (0, 0);
+    let mut at = 24;
+    while at + 16 <= bytes.len() {
+        let field: [u8; 4] = bytes[at + 8..at + 12].try_into().unwrap();
+        let len = if big_endian { u32::from_be_bytes(field) } else { u32::from_le_bytes(field) } as usize;
+        let f = &bytes[at + 16..at + 16 + len];
+        at += 16 + len;
+        if f.len() < 54 || f[12..14] != [0x08, 0x00] || f[23] != 17 || f[36..38] != [0x12, 0xb7] {
+            continue;
+        }
+        match f[42] {
+            0x06..=0x0b => {
+                assert_eq!(f[15] & 3, 2, "a WRITE packet not ECT(0): TOS {:#04x}", f[15]);
+                writes += 1;
+            }
+            0x11 => {
+                assert_eq!(f[15] & 3, 0, "an ACK marked ECN-capable");
+                acks += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(writes >= 20 * 64 && acks > 0, "{writes} WRITE packets, {acks} ACKs");
+}
+
 /// A fake perftest peer in the namespace on 198.18.6.12:`port`: it accepts, reads the
 /// client's 16-byte version, answers `version`, then reads until the connection closes.
 /// Returns how long the close took after its answer.

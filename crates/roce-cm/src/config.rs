@@ -211,6 +211,9 @@ pub struct StackConfig {
     /// ([`crate::rc::Rc::set_max_unacked_psns`]; default
     /// [`DEFAULT_MAX_UNACKED_PSNS`], rxe's is [`crate::rc::RXE_MAX_UNACKED_PSNS`]).
     pub rc_max_unacked_psns: u32,
+    /// The congestion control of connected QPs ([`crate::rc::Rc::set_congestion`]; off by
+    /// default, as rxe has none).
+    pub congestion: crate::cc::Congestion,
 }
 
 impl StackConfig {
@@ -240,6 +243,7 @@ impl StackConfig {
             neighbors: NeighborResolution::Arp,
             udp_source_port: None,
             rc_max_unacked_psns: DEFAULT_MAX_UNACKED_PSNS,
+            congestion: crate::cc::Congestion::Off,
         }
     }
 

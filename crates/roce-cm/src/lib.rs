@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod cc;
 pub mod cm;
 pub mod config;
 mod conn;

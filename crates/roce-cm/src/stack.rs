@@ -140,6 +140,7 @@ impl Stack {
             rc: {
                 let mut rc = crate::rc::Rc::new(splitmix(seed ^ 0x0c0c));
                 rc.set_max_unacked_psns(cfg.rc_max_unacked_psns);
+                rc.set_congestion(cfg.congestion);
                 rc
             },
             datagram_frame: Vec::new(),
@@ -527,7 +528,7 @@ impl Stack {
         let for_rc_qp = datagram.len() >= bth::BTH_LEN && {
             let transport = Opcode::from(datagram[0]).transport();
             let qpn = u32::from_be_bytes([0, datagram[5], datagram[6], datagram[7]]);
-            matches!(transport, bth::Transport::Rc | bth::Transport::Uc)
+            matches!(transport, bth::Transport::Rc | bth::Transport::Uc | bth::Transport::Cnp)
                 && self.rc.has_qp(qpn)
                 && !is_multicast_dst(&arrival.dst)
                 && self.is_local(&arrival.dst)
@@ -549,7 +550,8 @@ impl Stack {
         match d.transport_headers() {
             Ok((bth, ext)) => {
                 self.counters.rx_accepted += 1;
-                self.rc.handle_packet(now, arrival.src.ip(), &bth, &ext, d.payload());
+                let ecn = crate::cc::Ecn::of(arrival.traffic_class);
+                self.rc.handle_packet_ecn(now, arrival.src.ip(), ecn, &bth, &ext, d.payload());
             }
             Err(e) => self.counters.drop(DropReason::Malformed(e.layer())),
         }
@@ -651,14 +653,16 @@ impl Stack {
             self.counters.drop(DropReason::UnknownQp);
             return;
         }
-        if matches!(op.transport(), bth::Transport::Rc | bth::Transport::Uc) && self.rc.has_qp(qpn) {
-            // RC and UC packets go to rc/ with their BTH and extension headers owned (the
-            // rest read from the view, no copy of the payload); rc/ drops one whose transport
-            // is not its QP's.
+        let connected = matches!(op.transport(), bth::Transport::Rc | bth::Transport::Uc | bth::Transport::Cnp);
+        if connected && self.rc.has_qp(qpn) {
+            // RC and UC packets (and CNPs for their QPs) go to rc/ with their BTH and
+            // extension headers owned and the IP header's ECN field (the rest read from the
+            // view, no copy of the payload); rc/ drops one whose transport is not its QP's.
             match p.transport_headers() {
                 Ok((bth, ext)) => {
                     self.counters.rx_accepted += 1;
-                    self.rc.handle_packet(now, p.src_ip(), &bth, &ext, p.payload());
+                    let ecn = crate::cc::Ecn::of(p.traffic_class());
+                    self.rc.handle_packet_ecn(now, p.src_ip(), ecn, &bth, &ext, p.payload());
                 }
                 Err(e) => self.counters.drop(DropReason::Malformed(e.layer())),
             }

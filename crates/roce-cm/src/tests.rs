@@ -916,3 +916,58 @@ fn rc_datagrams_handed_in_place_land_as_frames_do() {
     let c = b.counters();
     assert!(c.dropped(DropReason::BadTver) >= 2 && c.dropped(DropReason::BadPkey) >= 2, "{c:?}");
 }
+
+/// A CE-marked frame through the stacks: the CNP frame on the wire is the ConnectX-4 one's
+/// shape (opcode 0x81, the sender's QP, PSN 0, 16 zero bytes, a right ICRC, not ECN-capable)
+/// and, handed to the sender's stack, cuts its QP's rate.
+#[test]
+fn a_ce_frame_through_the_stacks_gets_a_cnp_frame_that_cuts_the_rate() {
+    use crate::rc::{Access, Congestion, DcqcnParams, QpAttr, QpCap, QpState, RecvWr, SendOp, SendWr, Sge};
+    const G: u64 = 1_000_000_000;
+    let dcqcn = |rate| Congestion::Dcqcn(DcqcnParams::nic().with_line_rate(rate));
+    let sge = |m: &crate::rc::MrInfo| vec![Sge { addr: m.addr, length: 100, lkey: m.lkey }];
+    let (ma, mb) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    let (ia, ib) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
+    let mut stacks = [(ma, ia), (mb, ib)].map(|(m, i)| {
+        let mut c = StackConfig::new(m, i, 24);
+        c.congestion = dcqcn(10 * G);
+        Stack::new(c)
+    });
+    let now = Instant::ZERO;
+    let qps: Vec<u32> = stacks.iter_mut().map(|s| s.create_rc_qp(QpCap::default()).unwrap()).collect();
+    for (k, (peer, mac)) in [(ib, mb), (ia, ma)].into_iter().enumerate() {
+        let mut at = QpAttr::new(IpAddr::V4(peer), qps[1 - k]);
+        at.dmac = Some(mac);
+        for st in [QpState::Init, QpState::Rtr, QpState::Rts] {
+            stacks[k].rc_mut().modify_qp(now, qps[k], st, &at).unwrap();
+        }
+    }
+    let m = stacks[0].rc_mut().reg_mr(2048, Access::ALL).unwrap();
+    let wr = SendWr { wr_id: 1, op: SendOp::Send, sg_list: sge(&m), signaled: true, solicited: false, inline: None };
+    stacks[0].rc_mut().post_send(now, qps[0], wr).unwrap();
+    let r = stacks[1].rc_mut().reg_mr(2048, Access::ALL).unwrap();
+    stacks[1].rc_mut().post_recv(qps[1], RecvWr { wr_id: 1, sg_list: sge(&r) }).unwrap();
+    let mut buf = vec![0u8; 9000];
+    let n = stacks[0].poll_transmit(now, &mut buf).unwrap();
+    let mut frame = buf[..n].to_vec();
+    assert_eq!(frame[15] & 3, 2, "ECT(0) in the IPv4 TOS");
+    // The switch marks it CE (the ICRC masks the TOS; the IPv4 checksum is redone).
+    frame[15] |= 3;
+    frame[24..26].fill(0);
+    let sum = frame::ipv4_checksum(&frame[14..34]);
+    frame[24..26].copy_from_slice(&sum.to_be_bytes());
+    stacks[1].handle_frame(now, &frame);
+    assert_eq!(stacks[1].counters().rx_accepted, 1);
+    let n = stacks[1].poll_transmit(now, &mut buf).unwrap();
+    let f = frame::parse(&buf[..n]).unwrap();
+    assert_eq!(f.repr.bth.opcode, roce_wire::bth::Opcode::Cnp);
+    assert_eq!((f.repr.bth.dest_qp, f.repr.bth.psn, f.repr.payload), (qps[0], 0, &[0u8; 16][..]));
+    assert!(f.icrc_ok());
+    assert_eq!(f.repr.ip.traffic_class() & 3, 0, "the CNP is not ECN-capable");
+    assert_eq!(n, 74, "as long as the ConnectX-4 CNP");
+    let cnp = buf[..n].to_vec();
+    stacks[0].handle_frame(now, &cnp);
+    let c = stacks[0].rc().counters().cc;
+    assert_eq!((c.cnp_received, c.rate_cuts), (1, 1));
+    assert!(stacks[0].rc().qp_rate(qps[0]).unwrap().rate() < 10 * G);
+}

@@ -13,6 +13,8 @@
 //!   ([`ring::RingConfig`]: a TPACKET_V3 receive ring, a transmit ring) with a counted fallback.
 //! - [`udp::RoceUdpSocket`]: the device that needs no privilege, a kernel UDP socket on port
 //!   4791 (the kernel writes the IP and UDP headers, resolves neighbours and reports groups).
+//! - [`fabric`]: RC flows between real engines through one simulated switch egress port that
+//!   marks ECN as DCQCN's switches do, in virtual time (`roce bench congestion`).
 //! - [`sa_queue::RequestQueue`]: an SA server's requests queued per requester and answered in
 //!   deficit round robin, bounded and counted, so one host's flood cannot delay another's join.
 //! - [`pcap`]: reading pcap/pcapng and writing pcap (roce-decode's `capture`, re-exported).
@@ -22,6 +24,7 @@ mod corrupt;
 pub mod device;
 pub mod driver;
 pub mod error;
+pub mod fabric;
 pub mod fault;
 mod gso;
 pub mod ibsim;

@@ -11,6 +11,7 @@
 //! | `ROCE_MAC` | the stack's own MAC (raw transport only) |
 //! | `ROCE_PCAP` | capture every frame of the stack to this pcap file |
 //! | `ROCE_VERBOSE` | `1`: print every frame on stderr |
+//! | `ROCE_CC` | congestion control of the connected QPs: `off` (the default, as rxe) or `dcqcn` |
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -19,7 +20,7 @@ use roce::plumbing::port::{PortOptions, Transport};
 use roce_cm::MulticastPaths;
 
 /// The environment variables the library reads, with what each means (for messages and docs).
-pub const VARIABLES: [(&str, &str); 7] = [
+pub const VARIABLES: [(&str, &str); 8] = [
     ("ROCE_ADDR", "the stack's own address"),
     ("ROCE_IFACE", "the interface"),
     ("ROCE_SA", "the SA's address"),
@@ -27,6 +28,7 @@ pub const VARIABLES: [(&str, &str); 7] = [
     ("ROCE_MAC", "the stack's own MAC (raw transport)"),
     ("ROCE_PCAP", "a pcap file for every frame"),
     ("ROCE_VERBOSE", "1: every frame on stderr"),
+    ("ROCE_CC", "off or dcqcn: congestion control of the connected QPs"),
 ];
 
 /// Why the configuration cannot give a device.
@@ -81,6 +83,11 @@ pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<PortOptions, 
         })?,
     };
     let verbose = get("ROCE_VERBOSE").is_some_and(|v| v == "1");
+    let congestion = match get("ROCE_CC").as_deref() {
+        None | Some("") | Some("off") => roce_cm::rc::Congestion::Off,
+        Some("dcqcn") => roce_cm::rc::Congestion::dcqcn(),
+        Some(c) => return Err(bad(format!("ROCE_CC={c}: expected off or dcqcn"))),
+    };
     Ok(PortOptions {
         iface,
         ibsim: None,
@@ -98,6 +105,7 @@ pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<PortOptions, 
         // Programs on this library have RC data paths (rping, perftest, the pingpongs): their
         // runs of packets go out as GSO frames on the raw transport, as the roce tools' do.
         gso: true,
+        congestion,
     })
 }
 
@@ -146,6 +154,7 @@ mod tests {
             (vec![("ROCE_ADDR", "198.18.0.1"), ("ROCE_IFACE", "lo"), ("ROCE_SA", "fd00::1")], "ROCE_SA=fd00::1"),
             (vec![("ROCE_ADDR", "198.18.0.1"), ("ROCE_IFACE", "lo"), ("ROCE_TRANSPORT", "tcp")], "ROCE_TRANSPORT=tcp"),
             (vec![("ROCE_ADDR", "198.18.0.1"), ("ROCE_IFACE", "lo"), ("ROCE_MAC", "01:00:5e:00:00:01")], "ROCE_MAC="),
+            (vec![("ROCE_ADDR", "198.18.0.1"), ("ROCE_IFACE", "lo"), ("ROCE_CC", "dctcp")], "ROCE_CC=dctcp"),
         ] {
             let e = cfg(&pairs).unwrap_err();
             assert!(!e.absent && e.message.contains(var), "{}", e.message);
@@ -158,5 +167,13 @@ mod tests {
         assert_eq!(o.paths, MulticastPaths::BOTH);
         let o = cfg(&[("ROCE_ADDR", "198.18.0.1"), ("ROCE_IFACE", "lo")]).unwrap();
         assert_eq!(o.paths, MulticastPaths::IGMP_MLD_ONLY);
+    }
+
+    #[test]
+    fn roce_cc_turns_dcqcn_on() {
+        let o = cfg(&[("ROCE_ADDR", "198.18.0.1"), ("ROCE_IFACE", "lo")]).unwrap();
+        assert_eq!(o.congestion, roce_cm::rc::Congestion::Off);
+        let o = cfg(&[("ROCE_ADDR", "198.18.0.1"), ("ROCE_IFACE", "lo"), ("ROCE_CC", "dcqcn")]).unwrap();
+        assert_eq!(o.congestion, roce_cm::rc::Congestion::dcqcn());
     }
 }

@@ -244,6 +244,17 @@ impl<'a> FramePacket<'a> {
         ip_at(self.buf, self.offsets.ip, self.ipv6, false)
     }
 
+    /// The IPv4 TOS byte or the IPv6 traffic class (DSCP and ECN).
+    #[inline]
+    pub fn traffic_class(&self) -> u8 {
+        let ip = self.offsets.ip;
+        if self.ipv6 {
+            (self.buf[ip] << 4) | (self.buf[ip + 1] >> 4)
+        } else {
+            self.buf[ip + 1]
+        }
+    }
+
     /// The BTH.
     #[inline]
     pub fn bth(&self) -> bth::Packet<&'a [u8]> {
@@ -1103,6 +1114,27 @@ mod tests {
         assert_eq!(f.repr.bth.psn, 13_571_856);
         let f = parse(&golden::CX4_CNP).unwrap();
         assert_eq!(f.icrc, 0x2A00_FD82);
+    }
+
+    /// The view's traffic class is the owned header's (IPv4 TOS; IPv6 across the nibbles).
+    #[test]
+    fn view_traffic_class_is_the_headers() {
+        let cnp = FramePacket::new_checked(&golden::CX4_CNP).unwrap();
+        assert_eq!(cnp.traffic_class(), 0xc2); // DSCP 48, ECT(0)
+        let mut v6 = std::vec::Vec::new();
+        let f = parse(&golden::SCAPY_UC_SEND_ONLY).unwrap();
+        let mut r = f.repr.clone();
+        r.ip = IpHeader::V6(etherparse::Ipv6Header {
+            traffic_class: 0xa7,
+            source: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            destination: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+            hop_limit: 64,
+            ..Default::default()
+        });
+        v6.resize(r.buffer_len() + 14, 0);
+        let n = r.emit(&mut v6).unwrap();
+        let p = FramePacket::new_checked(&v6[..n]).unwrap();
+        assert_eq!(p.traffic_class(), 0xa7);
     }
 
     #[test]

@@ -201,6 +201,10 @@ pub struct Args {
     /// Print every frame, and the engine's counters at exit.
     #[arg(long)]
     pub debug: bool,
+    /// Congestion control of the test QPs: off (as rxe) or dcqcn (ECN-capable data, CNPs,
+    /// rate cuts; spec/congestion.md).
+    #[arg(long, value_enum, default_value_t = crate::plumbing::options::CcArg::Off)]
+    pub cc: crate::plumbing::options::CcArg,
 }
 
 /// `roce perftest`. Exit status: 0 the test ran; 1 it failed (the peer refused, vanished,
@@ -223,6 +227,7 @@ pub fn run(args: Args) -> ExitCode {
     }
     let mut po = a.net.options(a.source, a.debug);
     po.gso = true;
+    po.congestion = a.cc.congestion();
     let mut d = match open_port_or_exit("roce perftest", &po) {
         Ok(d) => d,
         Err(code) => return ExitCode::from(code),

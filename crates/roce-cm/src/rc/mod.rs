@@ -7,8 +7,12 @@
 //! is sans-IO like the rest of the engine: packets in through [`Rc::handle_packet`], packets
 //! out through [`Rc::poll_transmit`], time through [`Rc::poll_timeout`] /
 //! [`Rc::handle_timeout`]. The [`crate::Stack`] routes RC opcodes to it and frames what it
-//! sends; nothing else reaches into its state. See spec/rc.md.
+//! sends; nothing else reaches into its state. See spec/rc.md; congestion control (DCQCN,
+//! off by default) is [`crate::cc`] and spec/congestion.md.
 
+mod cc;
+#[cfg(test)]
+mod cc_tests;
 mod completer;
 pub mod mr;
 pub mod psn;
@@ -28,6 +32,7 @@ use std::time::Duration;
 use roce_wire::bth;
 use roce_wire::ext::ExtHeaders;
 
+pub use crate::cc::{CcCounters, Congestion, Dcqcn, DcqcnParams, Ecn};
 pub use crate::config::DEFAULT_MAX_UNACKED_PSNS;
 pub use mr::{Access, LentMemory, MrInfo, MrTable, Sge};
 pub use requester::{MAX_UNACKED_PSNS_LIMIT, RXE_MAX_UNACKED_PSNS};
@@ -501,6 +506,8 @@ pub struct RcCounters {
     pub uc_partial_discarded_pkts: u64,
     /// SRQ receives handed to a QP.
     pub srq_recv_taken: u64,
+    /// The congestion path: CE marks, CNPs, rate cuts and increases ([`crate::cc`]).
+    pub cc: CcCounters,
 }
 
 /// A packet the RC engine wants sent; the stack frames it.
@@ -611,6 +618,9 @@ pub(crate) struct RcQp {
     pub uc_drop: Option<uc::UcDrop>,
     /// UC: packets placed of the message in progress.
     pub uc_cur_pkts: u32,
+    /// Congestion control: the reaction point (from the first CNP on), the notification
+    /// point's pacer, a CNP to send.
+    pub cc: cc::QpCc,
 }
 
 /// The connected-QP engine of one port: RC and UC QPs, memory regions, SRQs, one
@@ -632,6 +642,7 @@ pub struct Rc {
     /// into (no allocation per packet in steady state).
     spare_payloads: Vec<Vec<u8>>,
     window: SendWindow,
+    congestion: Congestion,
 }
 
 /// How many PSNs a requester may have in flight ([`Rc::set_max_unacked_psns`]).
@@ -667,6 +678,8 @@ pub(crate) struct Ctx<'a> {
     pub in_place: Option<InPlace<'a>>,
     /// PSNs a requester may have in flight.
     pub max_unacked_psns: u32,
+    /// The DCQCN parameters when congestion control is on.
+    pub cc: Option<&'a DcqcnParams>,
 }
 
 impl Ctx<'_> {
@@ -696,8 +709,27 @@ impl Rc {
             spare_payloads: &mut self.spare_payloads,
             in_place: None,
             max_unacked_psns: self.window.0,
+            cc: self.congestion.params(),
         };
         Some((qp, ctx))
+    }
+
+    /// The congestion control of every connected QP ([`Congestion::Off`] by default: nothing
+    /// is marked, paced or answered). Switching it off leaves a QP's rate state as it was,
+    /// unused; switching it on again resumes it.
+    pub fn set_congestion(&mut self, c: Congestion) {
+        self.congestion = c;
+    }
+
+    /// The congestion control in use ([`Rc::set_congestion`]).
+    pub fn congestion(&self) -> &Congestion {
+        &self.congestion
+    }
+
+    /// A QP's DCQCN reaction point, once it has received a CNP (its current and target rate,
+    /// alpha); `None` before, or for no such QP.
+    pub fn qp_rate(&self, qpn: u32) -> Option<&Dcqcn> {
+        self.qps.get(&qpn).and_then(|q| q.cc.rp.as_ref())
     }
 
     /// How many PSNs each requester may have in flight before it waits for an ACK: clamped to
@@ -934,8 +966,24 @@ impl Rc {
 
     // ---- sans-IO
 
-    /// A packet for RC QP `bth.dest_qp` from `src`.
+    /// A packet for RC QP `bth.dest_qp` from `src`, its IP header not ECN-marked (see
+    /// [`Rc::handle_packet_ecn`]).
     pub fn handle_packet(&mut self, now: Instant, src: IpAddr, bth: &bth::Repr, ext: &ExtHeaders, payload: &[u8]) {
+        self.handle_packet_ecn(now, src, Ecn::NotEct, bth, ext, payload);
+    }
+
+    /// A packet for connected QP `bth.dest_qp` from `src`, with its IP header's ECN field: a
+    /// CE mark is counted and, with congestion control on, answered with a CNP to the sender's
+    /// QP (at most one per interval); a CNP (opcode 0x81) cuts the QP's rate.
+    pub fn handle_packet_ecn(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        ecn: Ecn,
+        bth: &bth::Repr,
+        ext: &ExtHeaders,
+        payload: &[u8],
+    ) {
         self.counters.rcvd_pkts += 1;
         let Some((qp, mut ctx)) = self.ctx_qp(now, bth.dest_qp) else {
             self.counters.drop_unknown_qp += 1;
@@ -948,6 +996,12 @@ impl Rc {
         if src != qp.attr.dest {
             ctx.c.drop_wrong_source += 1;
             return;
+        }
+        if bth.opcode == bth::Opcode::Cnp {
+            return qp.handle_cnp(&mut ctx);
+        }
+        if ecn == Ecn::Ce {
+            qp.congestion_experienced(&mut ctx);
         }
         if bth.opcode.transport() != qp.service.bth_transport() {
             ctx.c.drop_wrong_transport += 1;
@@ -1051,9 +1105,13 @@ impl Rc {
         }
     }
 
-    /// When `handle_timeout` is next due.
+    /// When `handle_timeout` is next due (a QP held back by its rate counts with the time its
+    /// next packet may go).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps.values().filter_map(|q| [q.ack_deadline, q.rnr_deadline].into_iter().flatten().min()).min()
+        self.qps
+            .values()
+            .filter_map(|q| [q.ack_deadline, q.rnr_deadline, q.cc.wake()].into_iter().flatten().min())
+            .min()
     }
 
     /// Run the QPs' local ACK and RNR timers.
@@ -1144,6 +1202,7 @@ impl RcQp {
             resp_out: VecDeque::new(),
             uc_drop: None,
             uc_cur_pkts: 0,
+            cc: cc::QpCc::default(),
         }
     }
 
@@ -1193,6 +1252,7 @@ impl RcQp {
         self.rnr_deadline = None;
         self.resp_out.clear();
         self.pending_ack = None;
+        self.cc.cnp_out = None;
     }
 
     /// Complete the oldest send request with an error and enter ERR.
@@ -1204,16 +1264,43 @@ impl RcQp {
     }
 
     fn poll_transmit(&mut self, ctx: &mut Ctx<'_>) -> Option<RcPacket> {
-        if let Some(p) = self.resp_out.pop_front() {
+        if ctx.cc.is_none() {
+            if let Some(p) = self.resp_out.pop_front() {
+                return Some(p);
+            }
+            if let Some(psn) = self.pending_ack.take() {
+                return Some(self.ack_packet(psn, crate::rc::responder::AETH_ACK, None));
+            }
+            return self.next_request(ctx);
+        }
+        // Congestion control on: a CNP first; then what the rate lets go (ACKs always).
+        if let Some(p) = self.cc.cnp_out.take() {
+            ctx.c.cc.cnp_sent += 1;
             return Some(p);
+        }
+        let open = self.cc.gate_open(ctx);
+        if let Some(front) = self.resp_out.front() {
+            if !open && cc::paced(front.bth.opcode) {
+                return self.cc.hold(ctx);
+            }
+            let p = self.resp_out.pop_front()?;
+            return Some(self.cc.sent(ctx, p));
         }
         if let Some(psn) = self.pending_ack.take() {
             return Some(self.ack_packet(psn, crate::rc::responder::AETH_ACK, None));
         }
-        self.next_request(ctx)
+        if !open {
+            if self.req_idx < self.sq.len() {
+                return self.cc.hold(ctx);
+            }
+            return None;
+        }
+        let p = self.next_request(ctx)?;
+        Some(self.cc.sent(ctx, p))
     }
 
     fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
+        self.cc.woken(ctx.now);
         if self.rnr_deadline.is_some_and(|t| t <= ctx.now) {
             self.rnr_deadline = None;
             self.rewind();

@@ -35,6 +35,8 @@ pub(crate) struct Pair {
     pub sent_ba: Vec<roce_wire::bth::Opcode>,
     /// PSNs of the A→B packets the wire lost (scripted or by chance), in order.
     pub lost_ab: Vec<u32>,
+    /// Mark every ECN-capable A→B packet CE (a congested switch on the way).
+    pub ce_ab: bool,
 }
 
 pub(crate) fn attr(dest: IpAddr, dest_qpn: u32, mtu: u32, psn_a: u32, psn_b: u32) -> QpAttr {
@@ -84,6 +86,7 @@ impl Pair {
             sent_ab: Vec::new(),
             sent_ba: Vec::new(),
             lost_ab: Vec::new(),
+            ce_ab: false,
         }
     }
 
@@ -92,7 +95,10 @@ impl Pair {
         p > 0.0 && (self.rng >> 11) as f64 / (1u64 << 53) as f64 <= p
     }
 
-    fn put(&mut self, to_b: bool, p: RcPacket) {
+    fn put(&mut self, to_b: bool, mut p: RcPacket) {
+        if to_b && self.ce_ab && Ecn::of(p.traffic_class).is_ect() {
+            p.traffic_class = Ecn::Ce.set(p.traffic_class);
+        }
         if to_b {
             self.sent_ab.push(p.bth.opcode);
         } else {
@@ -162,7 +168,7 @@ impl Pair {
                 self.now = self.now.max(t);
                 for (_, _, to_b, p) in due {
                     let (dst, src) = if to_b { (&mut self.b, A) } else { (&mut self.a, B) };
-                    dst.handle_packet(self.now, src, &p.bth, &p.ext, &p.payload);
+                    dst.handle_packet_ecn(self.now, src, Ecn::of(p.traffic_class), &p.bth, &p.ext, &p.payload);
                 }
             }
             (_, Some(t)) => {
