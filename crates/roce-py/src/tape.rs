@@ -249,7 +249,8 @@ struct Step {
 pub struct Builder {
     values: Values,
     items: Items,
-    shapes: std::collections::HashMap<u64, Shape, std::hash::BuildHasherDefault<Fnv>>,
+    /// Shape hash ▶ its template (None: a shape that has none).
+    shapes: std::collections::HashMap<u64, Option<Shape>, std::hash::BuildHasherDefault<Fnv>>,
 }
 
 /// The key and value caches.
@@ -532,17 +533,23 @@ impl Builder {
             if arrays || items.len() > MAX_SHAPE_ITEMS || !items.first().is_some_and(|i| i.kind == K_OBJECT) {
                 return self.members(py, items, text, None);
             }
-            if let Some(s) = self.shapes.get(&h) {
-                // Another shape of the same hash (it never happened): member by member.
-                return match s.fill(py, &mut self.values, items, text)? {
-                    Some(v) => Ok(v),
-                    None => self.members(py, items, text, None),
-                };
+            match self.shapes.get(&h) {
+                Some(Some(s)) => {
+                    return match s.fill(py, &mut self.values, items, text)? {
+                        Some(v) => Ok(v),
+                        // Another shape of the same hash (it never happened): member by member.
+                        None => self.members(py, items, text, None),
+                    }
+                }
+                // A shape without template.
+                Some(None) => return self.members(py, items, text, None),
+                None => {}
             }
             let mut made = Vec::new();
             let v = self.members(py, items, text, Some(&mut made))?;
             if self.shapes.len() < MAX_SHAPES {
-                self.shapes.insert(h, Shape::new(items, text, made)?);
+                let shape = Shape::new(py, items, text, made)?;
+                self.shapes.insert(h, shape);
             }
             Ok(v)
         });
@@ -703,9 +710,16 @@ impl Items {
 }
 
 impl Shape {
-    /// The template of the shape of `items`, from the objects its first frame was built with.
+    /// The template of the shape of `items`, from the objects its first frame was built with;
+    /// None for a shape with a name twice in one object (the last value stays, which the
+    /// fill's skip of equal values could not keep).
     #[allow(clippy::type_complexity)]
-    fn new(items: &[Item], text: &[u8], made: Vec<(Bound<'_, PyAny>, Option<Bound<'_, PyString>>)>) -> PyResult<Shape> {
+    fn new<'py>(
+        py: Python<'py>,
+        items: &[Item],
+        text: &[u8],
+        made: Vec<(Bound<'py, PyAny>, Option<Bound<'py, PyString>>)>,
+    ) -> PyResult<Option<Shape>> {
         let mut names = Vec::new();
         let mut dicts: Vec<Py<PyDict>> = Vec::new();
         let mut steps = Vec::with_capacity(items.len());
@@ -726,7 +740,7 @@ impl Shape {
                     // The template's own copy; a nested object in it is replaced on each fill.
                     let copy = obj.cast::<PyDict>()?.copy()?;
                     if let Some(p) = dicts.get(parent) {
-                        set(p.bind(obj.py()).as_any(), key.as_ref().ok_or_else(unbalanced)?, obj.py().None().bind(obj.py()))?;
+                        set(p.bind(py).as_any(), key.as_ref().ok_or_else(unbalanced)?, py.None().bind(py))?;
                     }
                     dicts.push(copy.unbind());
                     open.push(me);
@@ -740,7 +754,16 @@ impl Shape {
             };
             steps.push(Step { sig, parent, key: key.map(Bound::unbind), held });
         }
-        Ok(Shape { names, dicts, steps })
+        let mut members = vec![0usize; dicts.len()];
+        for st in &steps {
+            if let (Some(n), false) = (members.get_mut(st.parent), matches!(st.held, Held::Close)) {
+                *n += 1;
+            }
+        }
+        if dicts.iter().zip(&members).any(|(d, &n)| d.bind(py).len() != n) {
+            return Ok(None);
+        }
+        Ok(Some(Shape { names, dicts, steps }))
     }
 
     /// A frame of this shape: copies of the template's dicts, the values that differ set;
