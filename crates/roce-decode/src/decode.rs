@@ -284,7 +284,9 @@ impl Decoder {
         // A refused ICRC is the walk's last check (nothing before it refused): the fields were
         // read as strictly as a clean frame's, whose emit is not checked either (the ICRC
         // itself is kept by `icrc_value`).
-        let lenient = strict.as_ref().is_some_and(|e| !matches!(e, Error::Content { kind: ContentError::IcrcMismatch { .. }, .. }));
+        let lenient = strict
+            .as_ref()
+            .is_some_and(|e| !matches!(e, Error::Content { kind: ContentError::IcrcMismatch { .. }, .. }));
         if let Some(e) = strict {
             error_json(j, "error", &e);
             if !matches!(e, Error::Content { kind: ContentError::IcrcMismatch { .. }, .. }) {

@@ -813,7 +813,8 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&j.buf).unwrap();
         assert_eq!(v["a"], "198.18.0.255");
         assert_eq!(v["b"], "fd00::1");
-        for (k, d) in [("c", 0), ("d", 1), ("e", 999_999_999), ("f", 1_764_460_800_000_000_001), ("g", 12_345_678_900)] {
+        for (k, d) in [("c", 0), ("d", 1), ("e", 999_999_999), ("f", 1_764_460_800_000_000_001), ("g", 12_345_678_900)]
+        {
             let d = std::time::Duration::from_nanos(d);
             assert_eq!(v[k], format!("{}.{:09}", d.as_secs(), d.subsec_nanos()), "{k}");
         }

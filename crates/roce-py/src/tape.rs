@@ -452,7 +452,9 @@ impl Values {
         match n {
             Name::Static(k) => Ok(self.key(py, k)),
             // The serde bridge's names are the wire crate's field names: no escapes.
-            Name::Text(a, b) => Ok(convert::key(py, std::str::from_utf8(&text[a..b]).map_err(|e| bad_json(a, &e.to_string()))?)),
+            Name::Text(a, b) => {
+                Ok(convert::key(py, std::str::from_utf8(&text[a..b]).map_err(|e| bad_json(a, &e.to_string()))?))
+            }
         }
     }
 
@@ -530,7 +532,7 @@ impl Builder {
         items.clear();
         let r = flatten(tape, range, skip, &mut items).and_then(|arrays| {
             let (text, h, items) = (&tape.text, items.hash, &items.v);
-            if arrays || items.len() > MAX_SHAPE_ITEMS || !items.first().is_some_and(|i| i.kind == K_OBJECT) {
+            if arrays || items.len() > MAX_SHAPE_ITEMS || items.first().is_none_or(|i| i.kind != K_OBJECT) {
                 return self.members(py, items, text, None);
             }
             match self.shapes.get(&h) {
@@ -539,7 +541,7 @@ impl Builder {
                         Some(v) => Ok(v),
                         // Another shape of the same hash (it never happened): member by member.
                         None => self.members(py, items, text, None),
-                    }
+                    };
                 }
                 // A shape without template.
                 Some(None) => return self.members(py, items, text, None),
