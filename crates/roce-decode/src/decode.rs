@@ -8,7 +8,7 @@
 //! method and attribute, TID, SA component mask, MCMemberRecord MGID/PortGID/JoinState, ICRC
 //! verdict). [`decode_ethernet`] and [`decode_captured`] give the same as owned values.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use etherparse::{Ethernet2Header, Ipv4Header, Ipv6Header, SingleVlanHeader, UdpHeader};
@@ -77,17 +77,6 @@ pub struct Decoder {
     pub(crate) rmpp: mad::rmpp::Reassembly,
 }
 
-/// Epoch seconds with nanoseconds, as tshark's `frame.time_epoch`.
-fn epoch(d: Duration) -> impl std::fmt::Display {
-    struct E(Duration);
-    impl std::fmt::Display for E {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "{}.{:09}", self.0.as_secs(), self.0.subsec_nanos())
-        }
-    }
-    E(d)
-}
-
 impl Decoder {
     /// A decoder with empty buffers.
     pub fn new() -> Self {
@@ -108,7 +97,7 @@ impl Decoder {
         j.begin("");
         j.count("frame", meta.number);
         j.float("time", meta.relative.as_secs_f64());
-        j.display("time_epoch", epoch(meta.timestamp));
+        j.epoch("time_epoch", meta.timestamp);
         j.num("link_type", meta.linktype);
         j.num("interface", meta.interface);
         let (len, cap_len) = frame_lengths(meta.linktype, meta.orig_len, data);
@@ -292,7 +281,12 @@ impl Decoder {
             j.hex("trailer", f.trailer);
         }
         // What the strict (rxe-like) parser refuses: the ICRC, TVer, pad, IPv4 checksum.
-        let lenient = strict.is_some();
+        // A refused ICRC is the walk's last check (nothing before it refused): the fields were
+        // read as strictly as a clean frame's, whose emit is not checked either (the ICRC
+        // itself is kept by `icrc_value`).
+        let lenient = strict
+            .as_ref()
+            .is_some_and(|e| !matches!(e, Error::Content { kind: ContentError::IcrcMismatch { .. }, .. }));
         if let Some(e) = strict {
             error_json(j, "error", &e);
             if !matches!(e, Error::Content { kind: ContentError::IcrcMismatch { .. }, .. }) {
@@ -375,8 +369,8 @@ pub(crate) fn vlan_json(j: &mut Json, v: &SingleVlanHeader) {
 pub(crate) fn ipv4_json(j: &mut Json, h: &Ipv4Header, checksum_ok: bool) {
     j.begin("ip");
     j.num("version", 4);
-    j.display("src", Ipv4Addr::from(h.source));
-    j.display("dst", Ipv4Addr::from(h.destination));
+    j.ipv4("src", h.source);
+    j.ipv4("dst", h.destination);
     j.num("ihl", (h.header_len() / 4) as u32);
     j.num("dscp", u32::from(h.dscp.value()));
     j.num("ecn", u32::from(h.ecn.value()));
@@ -398,8 +392,8 @@ pub(crate) fn ipv4_json(j: &mut Json, h: &Ipv4Header, checksum_ok: bool) {
 pub(crate) fn ipv6_json(j: &mut Json, h: &Ipv6Header) {
     j.begin("ip");
     j.num("version", 6);
-    j.display("src", Ipv6Addr::from(h.source));
-    j.display("dst", Ipv6Addr::from(h.destination));
+    j.ipv6("src", h.source);
+    j.ipv6("dst", h.destination);
     j.num("traffic_class", u32::from(h.traffic_class));
     j.num("flow_label", h.flow_label.value());
     j.num("payload_len", u32::from(h.payload_length));

@@ -2,6 +2,7 @@
 """roce vs scapy, side by side in one run (a benchmark, not a test).
 
     python bench/bench.py [--frames 20000] [--capture-frames 1000000] [--scapy-read 20000]
+                          [--kind-frames 2000] [--kinds-only]
 
 1. dissect: roce.decode(b) vs scapy's Ether(b) on the same frames (a mix of RC SEND, RDMA
    WRITE, ACK, UD SEND and SA MCMemberRecord frames, as a RoCE capture holds), the results kept
@@ -11,7 +12,14 @@
 2. build: RDMA WRITE frames with their ICRC, roce's layers (and roce.encode of a record) vs
    scapy's Ether()/IP()/UDP()/BTH()/Raw(RETH + payload) (scapy.contrib.roce has no RETH);
 3. read: roce.dataframe of a capture of --capture-frames frames vs scapy's rdpcap; scapy reads
-   only the first --scapy-read frames and its time is scaled to the whole capture.
+   only the first --scapy-read frames and its time is scaled to the whole capture;
+4. per kind (issue 36): for each kind of frame of workloads.py (IPv4/IPv6 x payload 0-64 B /
+   ~1 KiB x good/bad ICRC, SA MCMemberRecord MADs) and issue 36's 20,000-frame data mix,
+   --kind-frames frames each (the mix: --frames): roce.Frame(b).bth.psn vs Ether(b)[BTH].psn,
+   roce.decode(b) vs Ether(b) (each result dropped at once, as a script that looks at each
+   frame and moves on), and the same frame built from its layers and bytes() (scapy: Ether /
+   IP or IPv6 / UDP / BTH / Raw(extension headers + payload + pad), its ICRC given by hand for
+   a bad one; scapy.contrib.roce has no extension headers). --kinds-only runs this part alone.
 
 Run it with a release build of the package (pip install ./crates/roce-py builds one). Times
 are this process's CPU time (time.process_time), so other programs on the machine do not
@@ -30,13 +38,17 @@ import time
 logging.getLogger("scapy.runtime").setLevel(logging.ERROR)
 
 import roce  # noqa: E402
-from roce import BTH, DETH, MAD, RETH, SA, UDP, AETH, Ether, IPv4, MCMemberRecord  # noqa: E402
+from roce import BTH, DETH, MAD, RETH, SA, UDP, AETH, Ether, IPv4, IPv6, MCMemberRecord  # noqa: E402
 from scapy.contrib.roce import BTH as SBTH  # noqa: E402
 from scapy.layers.inet import IP as SIP  # noqa: E402
 from scapy.layers.inet import UDP as SUDP  # noqa: E402
+from scapy.layers.inet6 import IPv6 as SIPv6  # noqa: E402
 from scapy.layers.l2 import Ether as SEther  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 from scapy.utils import rdpcap  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import workloads  # noqa: E402
 
 L2 = Ether(src="02:00:00:00:00:01", dst="52:54:00:12:34:56")
 V4 = IPv4(src="198.18.0.1", dst="198.18.0.2")
@@ -69,6 +81,92 @@ def row(what, n_roce, t_roce, n_scapy, t_scapy, note=""):
     return r_rate / s_rate
 
 
+EXT_LAYERS = {"deth": DETH, "reth": RETH, "aeth": AETH, "atomic_eth": roce.AtomicETH, "atomic_ack_eth": roce.AtomicAckETH,
+              "immdt": roce.ImmDt, "ieth": roce.IETH}
+
+
+def build_args(b):
+    """What a script would give to build frame `b` again, for roce's layers and for scapy's: (roce
+    layer constructors and the payload, scapy's)."""
+    r = roce.decode(b)
+    eth = (Ether, {"src": r["eth"]["src"], "dst": r["eth"]["dst"]})
+    v6 = r["ip"]["version"] == 6
+    ip = (IPv6 if v6 else IPv4, {"src": r["ip"]["src"], "dst": r["ip"]["dst"]})
+    udp = (UDP, {"src_port": r["udp"]["src_port"]})
+    bth = r["bth"]
+    bth_kw = {"opcode": bth["opcode"], "dest_qp": bth["dest_qp"], "psn": bth["psn"], "ack_req": bth["ack_req"]}
+    s_bth = {"opcode": bth["opcode"], "dqpn": bth["dest_qp"], "psn": bth["psn"], "ackreq": int(bth["ack_req"]),
+             "padcount": bth["pad_count"]}
+    if r["icrc"] == "bad":
+        bth_kw["icrc"] = r["icrc_value"]
+        # scapy's icrc field is the 4 bytes read big-endian; roce's value the ICRC (little-endian on the wire).
+        s_bth["icrc"] = int.from_bytes(struct.pack("<I", r["icrc_value"]), "big")
+    layers = [eth, ip, udp, (BTH, bth_kw)]
+    if "mcmember" in r:
+        m, mc = r["mad"], r["mcmember"]
+        layers += [(DETH, {"q_key": r["deth"]["q_key"], "src_qp": r["deth"]["src_qp"]}),
+                   (MAD, {"method": m["method"], "tid": m["tid"]}),
+                   (SA, {"component_mask": r["sa"]["component_mask"]}),
+                   (MCMemberRecord, {k: mc[k] for k in ("mgid", "port_gid", "join_state", "q_key", "mlid")})]
+        payload = b""
+    else:
+        layers += [(cls, r[m]) for m, cls in EXT_LAYERS.items() if m in r]
+        payload = bytes.fromhex(r.get("payload", ""))
+    # scapy: its BTH, then the bytes it has no layers for (extension headers, MAD, payload, pad).
+    ip_len = 40 if v6 else 20
+    rest = b[14 + ip_len + 8 + 12:14 + ip_len + r["udp"]["length"] - 4]
+    s_ip = {"src": r["ip"]["src"], "dst": r["ip"]["dst"]}
+    if not v6:
+        s_ip.update(flags="DF", id=0)
+    return layers, payload, (v6, s_ip, r["udp"]["src_port"], s_bth, rest)
+
+
+def roce_build(args):
+    layers, payload = args[0], args[1]
+    p = None
+    for cls, kw in layers:
+        p = cls(**kw) if p is None else p / cls(**kw)
+    return bytes(p / payload) if payload else bytes(p)
+
+
+def scapy_build(args):
+    v6, ip, sport, bth, rest = args[2]
+    return bytes(SEther(src="02:00:00:00:00:01", dst="52:54:00:12:34:56") / (SIPv6(**ip) if v6 else SIP(**ip))
+                 / SUDP(sport=sport, dport=4791, chksum=0) / SBTH(**bth) / Raw(rest))
+
+
+def per_kind(kind_frames, mix_frames):
+    """Section 4: per kind of frame, us/frame of roce and scapy and their ratio (CPU time)."""
+    print()
+    print(f"per kind (issue 36), CPU us/frame: {kind_frames} frames a kind, the mix {mix_frames}; load {os.getloadavg()[0]:.1f}")
+    print(f"{'kind':<24} {'Frame(b).bth.psn':>26} {'decode(b) vs Ether(b)':>26} {'layers -> bytes':>26}")
+    print(f"{'':<24}" + f" {'roce':>7} {'scapy':>8} {'ratio':>8}" * 3)
+    kinds = [(k, workloads.kind_frames(k, kind_frames)) for k in workloads.KINDS]
+    kinds.append(("issue 36 mix", workloads.data_mix(mix_frames)))
+    out = {}
+    for name, frames in kinds:
+        n = len(frames)
+        args = [build_args(b) for b in frames]
+        for a, b in zip(args[:50], frames):
+            assert roce_build(a) == b and scapy_build(a) == b, (name, b.hex())
+
+        def each(f):
+            for b in frames:
+                f(b)
+
+        cols = []
+        # Each pair timed twice, the better of the two kept (the machine is shared).
+        for r_f, s_f in ((lambda: [roce.Frame(b).bth.psn for b in frames], lambda: [SEther(b)[SBTH].psn for b in frames]),
+                         (lambda: each(roce.decode), lambda: each(SEther)),
+                         (lambda: [roce_build(a) for a in args], lambda: [scapy_build(a) for a in args])):
+            tr = min(timed(r_f), timed(r_f)) / n * 1e6
+            ts = min(timed(s_f), timed(s_f)) / n * 1e6
+            cols.append((tr, ts, ts / tr))
+        out[name] = cols
+        print(f"{name:<24}" + "".join(f" {tr:>7.2f} {ts:>8.1f} {x:>7.0f}x" for tr, ts, x in cols))
+    return out
+
+
 def write_capture(path, frames, n):
     """A pcap of n frames cycling through `frames` (1 us apart)."""
     with open(path, "wb") as f:
@@ -91,9 +189,14 @@ def main():
     ap.add_argument("--frames", type=int, default=20_000)
     ap.add_argument("--capture-frames", type=int, default=1_000_000)
     ap.add_argument("--scapy-read", type=int, default=20_000)
+    ap.add_argument("--kind-frames", type=int, default=2_000, help="frames of each kind in the per-kind section")
+    ap.add_argument("--kinds-only", action="store_true", help="run the per-kind section only")
     a = ap.parse_args()
     n = a.frames
     print(f"python {sys.version.split()[0]}, roce {roce.__version__}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    if a.kinds_only:
+        per_kind(a.kind_frames, n)
+        return
     print(f"{'':<44} {'roce':>16} {'scapy':>14} {'ratio':>9}")
 
     frames = mix(n)
@@ -192,6 +295,7 @@ def main():
         t_fr = timed(lambda: [f.bth.psn for f in roce.frames(path)])
         row("  (roce.frames: a Frame each, bth.psn read)", a.capture_frames, t_fr, a.capture_frames, scaled)
         print(f"CPU time: roce.dataframe {a.capture_frames} frames {t_df:.1f} s; rdpcap {min(a.scapy_read, a.capture_frames)} frames {t_rd:.1f} s")
+    per_kind(a.kind_frames, n)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ use serde_json::{Map, Number, Value};
 use std::borrow::Cow;
 
 /// The string object of a key: keys repeat on every frame, so each name is made once.
-fn key<'py>(py: Python<'py>, k: &str) -> Bound<'py, PyString> {
+pub fn key<'py>(py: Python<'py>, k: &str) -> Bound<'py, PyString> {
     KEYS.with(|keys| {
         let mut keys = keys.borrow_mut();
         if let Some(s) = keys.get(k) {
@@ -491,17 +491,21 @@ impl<'a> TextParser<'a> {
     }
 
     fn number<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let (t, float) = self.number_token()?;
-        if !float {
-            if let Ok(u) = t.parse::<u64>() {
-                return Ok(u.into_pyobject(py)?.into_any());
-            }
-            if let Ok(i) = t.parse::<i64>() {
-                return Ok(i.into_pyobject(py)?.into_any());
-            }
-        }
-        // Correctly rounded, as json.loads reads the CLI's text.
-        let f: f64 = t.parse().map_err(|_| self.fail("bad number"))?;
-        Ok(PyFloat::new(py, f).into_any())
+        let (t, _) = self.number_token()?;
+        number(py, t).ok_or_else(|| self.fail("bad number"))
     }
+}
+
+/// The object of a JSON number token, as json.loads makes it (None: not a number).
+pub fn number<'py>(py: Python<'py>, t: &str) -> Option<Bound<'py, PyAny>> {
+    if !t.bytes().any(|c| matches!(c, b'.' | b'e' | b'E')) {
+        if let Ok(u) = t.parse::<u64>() {
+            return u.into_pyobject(py).ok().map(|o| o.into_any());
+        }
+        if let Ok(i) = t.parse::<i64>() {
+            return i.into_pyobject(py).ok().map(|o| o.into_any());
+        }
+    }
+    // Correctly rounded, as json.loads reads the CLI's text.
+    t.parse::<f64>().ok().map(|f| PyFloat::new(py, f).into_any())
 }

@@ -4,8 +4,9 @@
 //! not the decoder's. A script that reads a field or two (`f.bth.psn`, scapy's `pkt[BTH].psn`)
 //! needs none of the rest. A `Frame` checks the whole frame when it is made and keeps its bytes:
 //!
-//! - a clean RoCEv2 frame (rxe would take it; every byte is in its fields): the wire crate's
-//!   walk and ICRC check only, keeping the BTH and extension headers; its transport members are
+//! - a RoCEv2 frame that is clean (rxe would take it; every byte is in its fields) or whose
+//!   only fault is its ICRC: the wire crate's walk and ICRC check only, keeping the BTH and
+//!   extension headers and whether the ICRC was right; its transport members are
 //!   rendered by the decoder's own renderer ([`roce_decode::decode::transport_json`]) on the
 //!   first read of one, the rest (a MAD's records and their `mad_error` too) by the decoder on
 //!   the first read of another member. In a capture, a frame that carries a MAD is decoded at
@@ -36,23 +37,32 @@ const EXT_MEMBERS: [&str; 8] = ["deth", "feth", "reth", "atomic_eth", "aeth", "a
 /// method, any other the member.
 const METHODS: [&str; 8] = ["to_dict", "summary", "layers", "keys", "items", "values", "get", "data"];
 
-/// What the wire walk kept of a clean RoCEv2 frame.
+/// What the wire walk kept of a RoCEv2 frame that is clean or whose only fault is its ICRC.
 struct Transport {
     bth: roce_wire::bth::Repr,
     ext: ExtHeaders,
+    /// The ICRC was right (the frame is clean): the decoder's object has no `error` then.
+    icrc_ok: bool,
 }
 
-/// The walk of a clean RoCEv2 Ethernet frame, exactly when the decoder describes it without
-/// `error` and without `raw` (see `Decoder::roce`). With `mad_too` false, a frame that carries
-/// a MAD is left to the decoder (a capture's RMPP state goes with it).
+/// The walk of a RoCEv2 Ethernet frame whose transport members the decoder writes from the
+/// same BTH and extension headers (see `Decoder::roce`): a clean frame (no `error`, no `raw`),
+/// or one whose only fault is its ICRC (the strict walk's refusal, the last check it makes:
+/// nothing before it refused) and that the walk covers to its last byte. With `mad_too`
+/// false, a frame that carries a MAD is left to the decoder (a capture's RMPP state goes with
+/// it).
 fn clean_transport(data: &[u8], link_type: u32, mad_too: bool) -> Option<Transport> {
     if link_type != roce_decode::capture::linktype::ETHERNET {
         return None;
     }
-    let Ok(Sliced { payload: Payload::RoceV2 { packet, refused: None }, .. }) =
-        Sliced::from_ethernet(data, Checks::Lax)
+    let Ok(Sliced { payload: Payload::RoceV2 { packet, refused }, .. }) = Sliced::from_ethernet(data, Checks::Lax)
     else {
         return None;
+    };
+    let icrc_ok = match refused {
+        None => true,
+        Some(roce_wire::Error::Content { kind: roce_wire::ContentError::IcrcMismatch { .. }, .. }) => false,
+        Some(_) => return None,
     };
     let f = packet.to_frame().ok()?;
     let (bth, ext) = (f.repr.bth, f.repr.ext);
@@ -60,7 +70,7 @@ fn clean_transport(data: &[u8], link_type: u32, mad_too: bool) -> Option<Transpo
     let gsi = (bth.dest_qp == 1 || ext.deth.is_some_and(|d| d.src_qp == 1)) && ext.deth.is_some();
     // Bytes the fields do not give back come along as `raw`.
     let covered = f.offsets.end + f.trailer.len() == data.len();
-    ((mad_too || !gsi) && covered).then_some(Transport { bth, ext })
+    ((mad_too || !gsi) && covered).then_some(Transport { bth, ext, icrc_ok })
 }
 
 /// A JSON text shared by a frame and its views.
@@ -97,7 +107,8 @@ fn value_at<'py>(py: Python<'py>, text: &Text, start: usize) -> PyResult<Bound<'
 /// as a `LayerView` (a read-only Mapping with attribute access too). Raises DecodeError when
 /// the frame is not even Ethernet (or its link type's header), as decode does.
 ///
-/// A clean RoCEv2 frame (rxe would take it) is walked and its ICRC checked by the wire crate;
+/// A clean RoCEv2 frame (rxe would take it), or one whose only fault is its ICRC, is walked
+/// and its ICRC checked by the wire crate;
 /// its transport members (opcode … bth and the extension headers) are rendered on the first
 /// read, by the decoder's own renderer; any other member (and a MAD's records, with their
 /// `mad_error`) by the decoder on the first read of one. Any other frame is decoded at once.
@@ -107,7 +118,8 @@ pub struct Frame {
     meta: Meta,
     /// Made from bytes alone (no capture): the capture's own members are left out.
     lone: bool,
-    /// The wire walk of a clean RoCEv2 frame, and its transport members' text once rendered.
+    /// The wire walk of a clean RoCEv2 frame (or one with a bad ICRC only), and its transport
+    /// members' text once rendered.
     transport: Option<(Transport, Option<Text>)>,
     /// The decoder's JSON text and summary (made at once unless `transport`, else on demand).
     text: Option<(Text, String)>,
@@ -213,7 +225,7 @@ impl Frame {
             if let Some(a) = find(text, 0, n)? {
                 return Ok(Some((text.clone(), a)));
             }
-            if EXT_MEMBERS.contains(&n) || n == "error" {
+            if EXT_MEMBERS.contains(&n) || (n == "error" && t.icrc_ok) {
                 return Ok(None);
             }
         }
