@@ -206,6 +206,7 @@ pub const IBV_WC_FETCH_ADD: ibv_wc_opcode = 4;
 pub const IBV_WC_BIND_MW: ibv_wc_opcode = 5;
 pub const IBV_WC_LOCAL_INV: ibv_wc_opcode = 6;
 pub const IBV_WC_TSO: ibv_wc_opcode = 7;
+pub const IBV_WC_FLUSH: ibv_wc_opcode = 8;
 pub const IBV_WC_ATOMIC_WRITE: ibv_wc_opcode = 9;
 pub const IBV_WC_RECV: ibv_wc_opcode = 1 << 7;
 pub const IBV_WC_RECV_RDMA_WITH_IMM: ibv_wc_opcode = 129;

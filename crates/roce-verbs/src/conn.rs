@@ -138,6 +138,8 @@ pub fn ibv_wc_of(w: &WorkCompletion) -> ibv_wc {
         WcOpcode::RdmaRead => IBV_WC_RDMA_READ,
         WcOpcode::CompSwap => IBV_WC_COMP_SWAP,
         WcOpcode::FetchAdd => IBV_WC_FETCH_ADD,
+        WcOpcode::Flush => IBV_WC_FLUSH,
+        WcOpcode::AtomicWrite => IBV_WC_ATOMIC_WRITE,
         WcOpcode::Recv => IBV_WC_RECV,
         WcOpcode::RecvRdmaWithImm => IBV_WC_RECV_RDMA_WITH_IMM,
     };

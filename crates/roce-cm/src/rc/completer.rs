@@ -128,6 +128,9 @@ impl RcQp {
             return self.retry(ctx, false);
         }
         let Some(w) = self.sq.front() else { return };
+        if w.wr.op.is_placement() {
+            return self.handle_placement_response(ctx, b, syndrome, payload);
+        }
         let SendOp::Read { .. } = w.wr.op else {
             ctx.c.duplicate_response += 1;
             return;
@@ -158,6 +161,25 @@ impl RcQp {
         if is_last {
             self.complete_front(ctx);
         }
+        self.progress(ctx);
+    }
+
+    /// The answer to an ATOMIC WRITE or FLUSH at the front: an RDMA READ Response Only with
+    /// no payload and an ACK syndrome [rxe_comp.c check_ack; rxe_resp.c
+    /// send_read_response_ack]. (A later ACK completes it too, as it does a WRITE: nothing
+    /// comes back but the acknowledgement.)
+    fn handle_placement_response(&mut self, ctx: &mut Ctx<'_>, b: &bth::Repr, syndrome: Option<u8>, payload: &[u8]) {
+        let Some(w) = self.sq.front() else { return };
+        if b.psn != w.first_psn {
+            ctx.c.duplicate_response += 1;
+            return;
+        }
+        let ok =
+            b.opcode == Opcode::RcRdmaReadResponseOnly && payload.is_empty() && syndrome.is_some_and(|s| s >> 5 == 0);
+        if !ok {
+            return self.fail_front(ctx, WcStatus::BadRespErr);
+        }
+        self.complete_front(ctx);
         self.progress(ctx);
     }
 

@@ -15,6 +15,8 @@ mod cc;
 mod cc_tests;
 mod completer;
 pub mod mr;
+#[cfg(test)]
+mod placement_tests;
 pub mod psn;
 mod requester;
 mod responder;
@@ -276,6 +278,55 @@ pub enum SendOp {
         /// Value added.
         add: u64,
     },
+    /// ATOMIC WRITE (IBA 1.5 memory placement extensions; `ibv_wr_atomic_write`): the 8
+    /// bytes `data` replace the 8 at `remote_addr` as one store, after every earlier request
+    /// of the QP took effect. No SGE: the bytes travel in the request, copied as they are.
+    AtomicWrite {
+        /// Remote virtual address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key (needs REMOTE_WRITE).
+        rkey: u32,
+        /// The bytes written.
+        data: [u8; 8],
+    },
+    /// FLUSH (IBA 1.5; `ibv_wr_flush`): make what earlier requests placed in the range (or
+    /// the whole region) globally visible or persistent before the flush completes.
+    Flush {
+        /// Remote virtual address of the range.
+        remote_addr: u64,
+        /// Remote key (the region needs the FLUSH access of the placement type).
+        rkey: u32,
+        /// Length of the range (ignored for [`FlushLevel::Mr`]).
+        len: u32,
+        /// Placement type: [`FLUSH_GLOBAL`], [`FLUSH_PERSISTENT`] or both.
+        placement: u8,
+        /// Selectivity level: a range or the whole region.
+        level: FlushLevel,
+    },
+}
+
+/// FLUSH placement type: global visibility (`IB_FLUSH_GLOBAL`, FETH bit 0).
+pub const FLUSH_GLOBAL: u8 = 1;
+/// FLUSH placement type: persistence (`IB_FLUSH_PERSISTENT`, FETH bit 1).
+pub const FLUSH_PERSISTENT: u8 = 2;
+
+/// FLUSH selectivity level (FETH bits 5:4; `IB_FLUSH_RANGE`, `IB_FLUSH_MR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FlushLevel {
+    /// The RETH's range.
+    Range,
+    /// The whole region the rkey names.
+    Mr,
+}
+
+impl FlushLevel {
+    /// The FETH's selectivity level value.
+    pub const fn wire(self) -> u8 {
+        match self {
+            FlushLevel::Range => 0,
+            FlushLevel::Mr => 1,
+        }
+    }
 }
 
 impl SendOp {
@@ -287,13 +338,30 @@ impl SendOp {
             SendOp::Read { .. } => WcOpcode::RdmaRead,
             SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
             SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+            SendOp::AtomicWrite { .. } => WcOpcode::AtomicWrite,
+            SendOp::Flush { .. } => WcOpcode::Flush,
         }
     }
+    /// A READ or an atomic: its response carries data, so a later ACK cannot stand in for it
+    /// (rxe's `WR_ATOMIC_OR_READ_MASK`).
     fn is_read_or_atomic(self) -> bool {
         matches!(self, SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
     }
     fn is_atomic(self) -> bool {
         matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
+    }
+    /// Holds one of the responder's READ/atomic resources, so counts against `max_rd_atomic`
+    /// [rxe_req.c: `RXE_READ_OR_ATOMIC_MASK | RXE_ATOMIC_WRITE_MASK` → check_init_depth].
+    fn uses_rd_atomic(self) -> bool {
+        self.is_read_or_atomic() || matches!(self, SendOp::AtomicWrite { .. })
+    }
+    /// The memory placement operations: one packet, answered by an empty READ response.
+    fn is_placement(self) -> bool {
+        matches!(self, SendOp::AtomicWrite { .. } | SendOp::Flush { .. })
+    }
+    /// Only an RC QP may post it (rxe_verbs.c validate_send_wr), never inline.
+    fn rc_only(self) -> bool {
+        self.is_read_or_atomic() || self.is_placement()
     }
 }
 
@@ -402,6 +470,10 @@ pub enum WcOpcode {
     CompSwap,
     /// `IBV_WC_FETCH_ADD`.
     FetchAdd,
+    /// `IBV_WC_FLUSH`.
+    Flush,
+    /// `IBV_WC_ATOMIC_WRITE`.
+    AtomicWrite,
     /// `IBV_WC_RECV`.
     Recv,
     /// `IBV_WC_RECV_RDMA_WITH_IMM`.
@@ -578,8 +650,20 @@ pub(crate) enum InMsg {
 /// A READ or atomic request the responder remembers, to answer duplicates [rxe resp_res].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Resource {
-    Read { first_psn: u32, last_psn: u32, rkey: u32 },
-    Atomic { psn: u32, orig: u64 },
+    Read {
+        first_psn: u32,
+        last_psn: u32,
+        rkey: u32,
+    },
+    Atomic {
+        psn: u32,
+        orig: u64,
+    },
+    /// An ATOMIC WRITE or FLUSH done: a duplicate is answered again, not done again
+    /// [rxe duplicate_request; IBA oA19-14, oA19-15].
+    Placement {
+        psn: u32,
+    },
 }
 
 /// One RC QP.
@@ -909,22 +993,28 @@ impl Rc {
         if wr.op.is_atomic() && (wr.sg_list.len() != 1 || wr.sg_list[0].length != 8) {
             return Err(Errno::EINVAL);
         }
-        if qp.service == TransportService::Uc && wr.op.is_read_or_atomic() {
-            // rxe_verbs.c validate_send_wr: no READ or atomic opcode for a UC QP.
+        if wr.op.is_placement() && !wr.sg_list.is_empty() {
+            return Err(Errno::EINVAL); // the data of an ATOMIC WRITE travels in the request
+        }
+        if qp.service == TransportService::Uc && wr.op.rc_only() {
+            // rxe_verbs.c validate_send_wr: no READ, atomic or placement opcode for a UC QP.
             return Err(Errno::EINVAL);
         }
-        if wr.inline.is_some() && wr.op.is_read_or_atomic() {
+        if wr.inline.is_some() && wr.op.rc_only() {
             return Err(Errno::EINVAL); // inline data is for SEND and WRITE only
         }
-        let len: u64 = match &wr.inline {
-            Some(d) => d.len() as u64,
-            None => wr.sg_list.iter().map(|s| u64::from(s.length)).sum(),
+        let len: u64 = match (&wr.inline, wr.op) {
+            (_, SendOp::AtomicWrite { .. }) => 8,
+            (_, SendOp::Flush { len, .. }) => u64::from(len),
+            (Some(d), _) => d.len() as u64,
+            (None, _) => wr.sg_list.iter().map(|s| u64::from(s.length)).sum(),
         };
         if len > 1 << 31 {
             return Err(Errno::EINVAL);
         }
         let mtu = u64::from(qp.attr.path_mtu);
-        let npkts = if wr.op.is_atomic() { 1 } else { len.div_ceil(mtu).max(1) as u32 };
+        let one_packet = wr.op.is_atomic() || wr.op.is_placement();
+        let npkts = if one_packet { 1 } else { len.div_ceil(mtu).max(1) as u32 };
         let wqe = Wqe { wr, len, npkts, first_psn: 0, next_pkt: 0, started: false };
         if qp.state == QpState::Err {
             ctx.cq.push_back(qp.wc(&wqe, WcStatus::WrFlushErr));
@@ -1038,9 +1128,11 @@ impl Rc {
             | RcRdmaWriteOnlyWithImmediate
             | RcRdmaReadRequest
             | RcCompareSwap
-            | RcFetchAdd => qp.handle_request(&mut ctx, bth, ext, payload),
-            // SEND with invalidate, FLUSH, ATOMIC WRITE: no memory windows or persistence
-            // here; rxe answers an unsupported opcode with "invalid request".
+            | RcFetchAdd
+            | RcAtomicWrite
+            | RcFlush => qp.handle_request(&mut ctx, bth, ext, payload),
+            // SEND with invalidate: no memory windows here; rxe answers an unsupported
+            // opcode with "invalid request".
             _ => qp.nak_invalid(&mut ctx, bth.psn),
         }
     }

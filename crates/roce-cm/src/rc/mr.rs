@@ -29,6 +29,12 @@ impl Access {
     pub const REMOTE_ATOMIC: Access = Access(8);
     /// Every flag above.
     pub const ALL: Access = Access(15);
+    /// `IBV_ACCESS_FLUSH_GLOBAL`: FLUSH with the global-visibility placement type.
+    pub const FLUSH_GLOBAL: Access = Access(1 << 8);
+    /// `IBV_ACCESS_FLUSH_PERSISTENT`: FLUSH to persistence. No region here can have it: a
+    /// region is ordinary memory, and rxe refuses it for a page that is not persistent
+    /// memory (rxe_mr.c "Page can't be persistent": EINVAL).
+    pub const FLUSH_PERSISTENT: Access = Access(1 << 9);
 
     /// Both sets.
     pub const fn union(self, o: Access) -> Access {
@@ -143,6 +149,16 @@ pub struct MrTable {
     next_addr: u64,
 }
 
+/// The registration rules of `ib_check_mr_access` and rxe: remote write or atomic needs local
+/// write (EINVAL); persistence needs persistent memory, which no region here is (EINVAL).
+fn check_reg_access(access: Access) -> Result<(), Errno> {
+    let needs_lw = access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC);
+    if (needs_lw && !access.contains(Access::LOCAL_WRITE)) || access.contains(Access::FLUSH_PERSISTENT) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
 /// Regions start at this address and are 4 KiB aligned, one guard page apart, so that an
 /// address always names at most one region.
 const BASE_ADDR: u64 = 0x7f00_0000_0000;
@@ -151,10 +167,7 @@ impl MrTable {
     /// `ibv_reg_mr` of a zeroed buffer of `length` bytes. Remote flags need LOCAL_WRITE with
     /// them when they include REMOTE_WRITE or REMOTE_ATOMIC (`ib_check_mr_access`: EINVAL).
     pub fn reg(&mut self, length: usize, access: Access, key_byte: u8) -> Result<MrInfo, Errno> {
-        let needs_lw = access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC);
-        if needs_lw && !access.contains(Access::LOCAL_WRITE) {
-            return Err(Errno::EINVAL);
-        }
+        check_reg_access(access)?;
         if length > (1 << 31) || self.mrs.len() >= 1 << 20 {
             return Err(Errno::ENOMEM);
         }
@@ -183,8 +196,8 @@ impl MrTable {
         access: Access,
         mem: Arc<dyn LentMemory>,
     ) -> Result<MrInfo, Errno> {
-        let needs_lw = access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC);
-        if (needs_lw && !access.contains(Access::LOCAL_WRITE)) || self.mrs.contains_key(&key) {
+        check_reg_access(access)?;
+        if self.mrs.contains_key(&key) {
             return Err(Errno::EINVAL);
         }
         if addr.checked_add(length as u64).is_none() {
@@ -262,6 +275,28 @@ impl MrTable {
         let off = self.check(rkey, va, 8, Access::REMOTE_ATOMIC, true)?;
         let m = self.mrs.get_mut(&rkey).ok_or(MrError::BadKey)?;
         Ok(m.buf.update_u64(off, &mut f))
+    }
+
+    /// An ATOMIC WRITE: the 8 bytes at `va` under `rkey` (REMOTE_WRITE) become `data` in one
+    /// store, against the program's own atomics as an atomic operation is.
+    pub(crate) fn remote_atomic_write(&mut self, rkey: u32, va: u64, data: [u8; 8]) -> Result<(), MrError> {
+        let off = self.check(rkey, va, 8, Access::REMOTE_WRITE, true)?;
+        let m = self.mrs.get_mut(&rkey).ok_or(MrError::BadKey)?;
+        let v = u64::from_ne_bytes(data);
+        m.buf.update_u64(off, &mut |_| v);
+        Ok(())
+    }
+
+    /// Whether `rkey` is a remote key with `need` (any range: a FLUSH of the whole region).
+    pub(crate) fn check_remote_key(&self, rkey: u32, need: Access) -> Result<(), MrError> {
+        let m = self.mrs.get(&rkey).ok_or(MrError::BadKey)?;
+        if m.info.rkey != rkey {
+            return Err(MrError::BadKey);
+        }
+        if !m.info.access.contains(need) {
+            return Err(MrError::Access);
+        }
+        Ok(())
     }
 
     /// Check a remote range without touching it.

@@ -6,7 +6,7 @@
 
 use roce_wire::bth::{self, Opcode};
 use roce_wire::ext::ExtHeaders;
-use roce_wire::{atomic_eth, immdt, reth};
+use roce_wire::{atomic_eth, feth, immdt, reth};
 
 use super::mr::Access;
 use super::{psn, Ctx, QpState, RcPacket, RcQp, SendOp, TransportService, WcStatus};
@@ -34,8 +34,8 @@ impl RcQp {
         if psn::diff(self.sq_psn, self.comp_psn) >= ctx.max_unacked_psns {
             return None;
         }
-        if w.wr.op.is_read_or_atomic() && w.next_pkt == 0 {
-            let outstanding = self.sq.iter().take(idx).filter(|w| w.wr.op.is_read_or_atomic()).count();
+        if w.wr.op.uses_rd_atomic() && w.next_pkt == 0 {
+            let outstanding = self.sq.iter().take(idx).filter(|w| w.wr.op.uses_rd_atomic()).count();
             if outstanding >= usize::from(self.attr.max_rd_atomic.max(1)) {
                 return None;
             }
@@ -138,6 +138,21 @@ impl RcQp {
             SendOp::FetchAdd { remote_addr, rkey, add } => {
                 ext.atomic_eth = Some(atomic_eth::Repr { va: remote_addr, rkey, swap_add: add, compare: 0 });
                 (Opcode::RcFetchAdd, 1)
+            }
+            SendOp::AtomicWrite { remote_addr, rkey, data } => {
+                // RETH with the 8 bytes' length, the bytes as the payload [rxe finish_packet].
+                ext.reth = Some(reth::Repr { va: remote_addr, rkey, dma_len: 8 });
+                payload = ctx.payload_buffer();
+                payload.extend_from_slice(&data);
+                payload_len = 8;
+                (Opcode::RcAtomicWrite, 1)
+            }
+            SendOp::Flush { remote_addr, rkey, len, placement, level } => {
+                // FETH then RETH, no payload (oA19-2) [rxe init_req_packet, feth_init].
+                let bits = (u32::from(level.wire()) << 4 & 0x30) | u32::from(placement & 0x0f);
+                ext.feth = Some(feth::Repr { bits });
+                ext.reth = Some(reth::Repr { va: remote_addr, rkey, dma_len: len });
+                (Opcode::RcFlush, 1)
             }
         };
         let solicited = w.wr.solicited && last;

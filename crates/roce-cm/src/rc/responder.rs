@@ -40,6 +40,8 @@ pub(crate) fn starts_message(op: Opcode) -> bool {
             | RcRdmaReadRequest
             | RcCompareSwap
             | RcFetchAdd
+            | RcAtomicWrite
+            | RcFlush
     )
 }
 
@@ -67,6 +69,20 @@ pub(crate) fn data_length_ok(starts: bool, ends: bool, len: usize, mtu: usize) -
         (_, false) => len == mtu,
         (false, true) => len > 0 && len <= mtu,
     }
+}
+
+/// The QP and region access a FLUSH needs for its placement type [rxe_resp.c
+/// check_qp_attr_access]: FLUSH_GLOBAL for bit 0, FLUSH_PERSISTENT for bit 1.
+fn flush_access(ext: &ExtHeaders) -> Access {
+    let plt = ext.feth.map_or(0, |f| f.placement_type());
+    let mut need = Access::NONE;
+    if plt & super::FLUSH_GLOBAL != 0 {
+        need = need.union(Access::FLUSH_GLOBAL);
+    }
+    if plt & super::FLUSH_PERSISTENT != 0 {
+        need = need.union(Access::FLUSH_PERSISTENT);
+    }
+    need
 }
 
 impl RcQp {
@@ -142,6 +158,7 @@ impl RcQp {
         let need = match op {
             RcRdmaReadRequest => Access::REMOTE_READ,
             RcCompareSwap | RcFetchAdd => Access::REMOTE_ATOMIC,
+            RcFlush => flush_access(ext),
             RcSendFirst
             | RcSendMiddle
             | RcSendLast
@@ -158,7 +175,9 @@ impl RcQp {
         let len = payload.len();
         let ends = ends_message(op);
         let len_ok = match op {
-            RcRdmaReadRequest | RcCompareSwap | RcFetchAdd => len == 0,
+            RcRdmaReadRequest | RcCompareSwap | RcFetchAdd | RcFlush => len == 0,
+            // Eight bytes, and a RETH that says so [rxe check_rkey: pktlen != resid].
+            RcAtomicWrite => len == 8 && ext.reth.is_some_and(|r| r.dma_len == 8),
             _ => data_length_ok(starts, ends, len, mtu),
         };
         if !len_ok {
@@ -167,6 +186,8 @@ impl RcQp {
         match op {
             RcRdmaReadRequest => self.read_request(ctx, b, ext),
             RcCompareSwap | RcFetchAdd => self.atomic(ctx, b, ext),
+            RcAtomicWrite => self.atomic_write(ctx, b, ext, payload),
+            RcFlush => self.flush(ctx, b, ext),
             RcSendFirst
             | RcSendMiddle
             | RcSendLast
@@ -377,6 +398,68 @@ impl RcQp {
         self.rq_psn = psn::add(p, 1);
     }
 
+    /// ATOMIC WRITE: the rkey and range as for a WRITE (a remote access NAK), an aligned
+    /// address (else "invalid request", rxe's ERR_MISALIGNED_ATOMIC), then one 8-byte store;
+    /// answered, as rxe does, by an RDMA READ Response Only without payload
+    /// [rxe_resp.c atomic_write_reply, send_read_response_ack].
+    fn atomic_write(&mut self, ctx: &mut Ctx<'_>, b: &bth::Repr, ext: &ExtHeaders, payload: &[u8]) {
+        let p = b.psn;
+        let Some(r) = ext.reth else { return self.nak_invalid(ctx, p) };
+        if ctx.mrs.check_remote(r.rkey, r.va, 8, Access::REMOTE_WRITE).is_err() {
+            return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
+        }
+        if r.va % 8 != 0 {
+            return self.nak_invalid(ctx, p);
+        }
+        let mut data = [0u8; 8];
+        data.copy_from_slice(payload);
+        if ctx.mrs.remote_atomic_write(r.rkey, r.va, data).is_err() {
+            return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
+        }
+        self.placement_done(ctx, p);
+    }
+
+    /// FLUSH: the QP's access was checked for the placement type; the region must have it
+    /// too, and hold the range unless the whole region is asked for (a remote access NAK)
+    /// [rxe_resp.c check_rkey, process_flush]. Every earlier request of this QP is already
+    /// placed (requests are executed in PSN order, each one's bytes copied into the region
+    /// before the next is looked at), so global visibility needs only a release fence; no
+    /// region here is persistent (registration refuses FLUSH_PERSISTENT), so a persistent
+    /// FLUSH cannot get this far.
+    fn flush(&mut self, ctx: &mut Ctx<'_>, b: &bth::Repr, ext: &ExtHeaders) {
+        let p = b.psn;
+        let (Some(f), Some(r)) = (ext.feth, ext.reth) else { return self.nak_invalid(ctx, p) };
+        let need = flush_access(ext);
+        let checked = if f.selectivity_level() == super::FlushLevel::Mr.wire() {
+            ctx.mrs.check_remote_key(r.rkey, need)
+        } else {
+            ctx.mrs.check_remote(r.rkey, r.va, r.dma_len as usize, need)
+        };
+        if checked.is_err() {
+            return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        self.placement_done(ctx, p);
+    }
+
+    /// An ATOMIC WRITE or FLUSH at `p` took effect: count the message, remember it for a
+    /// duplicate, answer with an empty READ response.
+    fn placement_done(&mut self, ctx: &mut Ctx<'_>, p: u32) {
+        self.msn = psn::add(self.msn, 1);
+        self.remember(Resource::Placement { psn: p });
+        let resp = self.placement_response(p);
+        self.queue_resp(ctx, resp);
+        self.rq_psn = psn::add(p, 1);
+    }
+
+    /// RDMA READ Response Only, no payload, ACK syndrome: the answer to ATOMIC WRITE and FLUSH.
+    fn placement_response(&self, p: u32) -> RcPacket {
+        let mut bth = bth::Repr::new(Opcode::RcRdmaReadResponseOnly, self.attr.dest_qpn, p);
+        bth.pkey = self.attr.pkey;
+        let ext = ExtHeaders { aeth: Some(aeth::Repr { syndrome: AETH_ACK, msn: self.msn }), ..ExtHeaders::default() };
+        self.packet(bth, ext, Vec::new())
+    }
+
     /// A request behind the expected PSN.
     fn duplicate(&mut self, ctx: &mut Ctx<'_>, b: &bth::Repr, ext: &ExtHeaders) {
         let p = b.psn;
@@ -405,6 +488,18 @@ impl RcQp {
                         self.queue_resp(ctx, ack);
                     }
                     None => ctx.c.drop_forgotten_request += 1,
+                }
+            }
+            Opcode::RcAtomicWrite | Opcode::RcFlush => {
+                // Answered again, not done again. (rxe 6.2+ does this for ATOMIC WRITE; for a
+                // FLUSH its rxe_prepare_res leaves the resource's PSNs unset, so a duplicate
+                // FLUSH is usually not found and dropped: we answer it as IBA oA19-14 asks.)
+                let saved = self.resources.iter().any(|res| matches!(*res, Resource::Placement { psn } if psn == p));
+                if saved {
+                    let resp = self.placement_response(p);
+                    self.queue_resp(ctx, resp);
+                } else {
+                    ctx.c.drop_forgotten_request += 1;
                 }
             }
             _ => {

@@ -60,7 +60,20 @@ impl Pair {
 
     /// A pair whose QPs `make` describes (RC or UC, an SRQ it creates on that side); `make`
     /// gets each engine and whether it is B.
-    pub fn build(mtu: u32, seed: u64, psn_a: u32, psn_b: u32, mut make: impl FnMut(&mut Rc, bool) -> QpInit) -> Pair {
+    pub fn build(mtu: u32, seed: u64, psn_a: u32, psn_b: u32, make: impl FnMut(&mut Rc, bool) -> QpInit) -> Pair {
+        Self::build_with(mtu, seed, psn_a, psn_b, make, |_, _| {})
+    }
+
+    /// [`Pair::build`], with `edit` changing each side's QP attributes (it gets whether it
+    /// is B's) before the QPs go through INIT, RTR and RTS.
+    pub fn build_with(
+        mtu: u32,
+        seed: u64,
+        psn_a: u32,
+        psn_b: u32,
+        mut make: impl FnMut(&mut Rc, bool) -> QpInit,
+        mut edit: impl FnMut(&mut QpAttr, bool),
+    ) -> Pair {
         let mut a = Rc::new(seed);
         let mut b = Rc::new(seed ^ 1);
         let now = Instant::ZERO;
@@ -68,8 +81,10 @@ impl Pair {
         let ib = make(&mut b, true);
         a.create_qp_with(QA, ia).unwrap();
         b.create_qp_with(QB, ib).unwrap();
-        let at = attr(B, QB, mtu, psn_a, psn_b);
-        let bt = attr(A, QA, mtu, psn_b, psn_a);
+        let mut at = attr(B, QB, mtu, psn_a, psn_b);
+        let mut bt = attr(A, QA, mtu, psn_b, psn_a);
+        edit(&mut at, false);
+        edit(&mut bt, true);
         for s in [QpState::Init, QpState::Rtr, QpState::Rts] {
             a.modify_qp(now, QA, s, &at).unwrap();
             b.modify_qp(now, QB, s, &bt).unwrap();
