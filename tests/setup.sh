@@ -9,6 +9,7 @@
 #   - zip/unzip and cargo-fuzz (tests/clusterfuzzlite.sh runs ClusterFuzzLite's build.sh)
 #   - chromium (tests/analyze opens `roce analyze --html` reports in it, headless)
 #   - gcc, binutils, util-linux (tests/capi: C programs against Debian's headers, readelf, setpriv)
+#   - libpci3 (the library Debian's perftest needs beside rdma-core's, tests/capi/perftest.rs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +27,9 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 command -v readelf >/dev/null 2>&1 || need_apt+=(binutils)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
+# Debian's perftest (unpacked, never installed) links libpci.so.3, its one library outside
+# rdma-core (whose libraries roce provides); a fresh machine does not have it.
+ldconfig -p 2>/dev/null | grep -q 'libpci\.so\.3 ' || need_apt+=(libpci3)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "setup: need root to install: ${need_apt[*]}" >&2
