@@ -108,6 +108,17 @@ impl CliDevice {
         r
     }
 
+    /// Write out a capture's buffered frames, keeping it open (a process killed later keeps
+    /// them: the C library's stack thread calls this before it sleeps).
+    pub fn flush_capture(&mut self) {
+        match self {
+            CliDevice::Pcap(p) => p.flush_capture(),
+            CliDevice::UdpPcap(p) => p.flush_capture(),
+            CliDevice::Fault(f) => f.inner_mut().flush_capture(),
+            _ => {}
+        }
+    }
+
     /// The raw socket's counts (kernel drops read now), if there is a raw socket.
     pub fn raw_stats(&mut self) -> Option<roce_net::raw::RawStats> {
         match self {

@@ -14,5 +14,6 @@ mod debian;
 mod errors;
 mod library;
 mod perftest;
+mod placement;
 mod rc;
 mod veth;

@@ -1,7 +1,7 @@
 //! Debian's connected-mode programs, unmodified, program against program with both ends over
 //! roce (issue 35): `rping` (SEND, RDMA READ and WRITE, `-V` verifying every byte; and `-q`,
 //! its own QP with `rdma_establish`), `ucmatose`,
-//! and libibverbs' pingpong examples (`ibv_rc_pingpong`, with `-e` too, `ibv_uc_pingpong`,
+//! and libibverbs' pingpong examples (`ibv_rc_pingpong`, with `-e` and `-N` too, `ibv_uc_pingpong`,
 //! `ibv_srq_pingpong` with and without `-e`, `ibv_ud_pingpong`), `rdma_server`/`rdma_client` and
 //! `rdma_xserver`/`rdma_xclient` (librdmacm's synchronous mode), on raw sockets and, as nobody,
 //! on the udp transport. What is asserted is what the peers saw: each program's own success
@@ -72,6 +72,9 @@ fn cases(server_addr: &str, pingpong_server: &str) -> Vec<Case> {
         Case { program: "rdma_xserver", server: vec![], client: s(&["-s", server_addr]), want: ("end 0", "end 0") },
         pp("ibv_rc_pingpong", &[]),
         pp("ibv_rc_pingpong", &["-e"]),
+        // -N: the SENDs through the work-request builder (ibv_create_qp_ex with send-ops
+        // flags, ibv_qp_to_qp_ex, ibv_wr_start/ibv_wr_send/ibv_wr_set_sge/ibv_wr_complete).
+        pp("ibv_rc_pingpong", &["-N"]),
         pp("ibv_uc_pingpong", &[]),
         pp("ibv_srq_pingpong", &[]),
         pp("ibv_srq_pingpong", &["-e"]),

@@ -121,7 +121,7 @@ struct Oracle<'a> {
     sock: harness::RawSocket,
     ep: Endpoints,
     reads: u32,
-    pcap: PcapFileWriter<std::io::BufWriter<std::fs::File>>,
+    pcap: PcapFileWriter<roce_net::pcap::CaptureFile>,
     t0: Instant,
 }
 

@@ -69,13 +69,36 @@ pub fn read_bytes(data: &[u8]) -> Result<Vec<CapturedFrame>, CaptureError> {
 /// A pcap (not pcapng) writer for Ethernet frames, as tcpdump writes them.
 pub struct PcapFileWriter<W: Write> {
     inner: PcapWriter<W>,
+    /// The file under `inner`, when it is one ([`PcapFileWriter::create`]): what
+    /// [`PcapFileWriter::flush`] reaches.
+    file: Option<CaptureFile>,
 }
 
-impl PcapFileWriter<BufWriter<File>> {
+/// A buffered capture file that can be flushed from outside the pcap writer that owns it:
+/// a process that is killed keeps what was flushed, so a long-running port flushes whenever it
+/// goes idle (the drop-in library's stack thread before it sleeps).
+#[derive(Clone, Debug)]
+pub struct CaptureFile(std::sync::Arc<std::sync::Mutex<BufWriter<File>>>);
+
+impl Write for CaptureFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().map_err(|_| io::Error::other("capture file poisoned"))?.write(buf)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.0.lock().map_err(|_| io::Error::other("capture file poisoned"))?.write_all(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.lock().map_err(|_| io::Error::other("capture file poisoned"))?.flush()
+    }
+}
+
+impl PcapFileWriter<CaptureFile> {
     /// Create (truncate) a pcap file.
     pub fn create(path: &Path) -> io::Result<Self> {
-        let f = BufWriter::new(File::create(path)?);
-        PcapFileWriter::new(f)
+        let f = CaptureFile(std::sync::Arc::new(std::sync::Mutex::new(BufWriter::new(File::create(path)?))));
+        let mut w = PcapFileWriter::new(f.clone())?;
+        w.file = Some(f);
+        Ok(w)
     }
 }
 
@@ -88,7 +111,16 @@ impl<W: Write> PcapFileWriter<W> {
             ..Default::default()
         };
         let inner = PcapWriter::with_header(w, header).map_err(io::Error::other)?;
-        Ok(PcapFileWriter { inner })
+        Ok(PcapFileWriter { inner, file: None })
+    }
+
+    /// Write out the frames buffered so far (a file made by [`PcapFileWriter::create`]; other
+    /// writers are flushed by [`PcapFileWriter::finish`]).
+    pub fn flush(&mut self) -> io::Result<()> {
+        match &mut self.file {
+            Some(f) => f.flush(),
+            None => Ok(()),
+        }
     }
 
     /// Append one frame.

@@ -2,13 +2,12 @@
 //! `PcapWriter`).
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::device::{Device, RecvBatch};
-use crate::pcap::PcapFileWriter;
+use crate::pcap::{CaptureFile, PcapFileWriter};
 
 /// Where a [`PcapDevice`] takes its timestamps from.
 pub type Clock = Box<dyn FnMut() -> Duration + Send>;
@@ -25,7 +24,7 @@ pub fn system_clock() -> Clock {
 /// batch goes to the inner device as one batch (the udp transport's GSO runs, the raw
 /// socket's sendmmsg), and only the frames it took are written. A capture write error never fails or loses a frame: the first one is kept
 /// ([`PcapDevice::capture_error`]), capturing stops, and [`PcapDevice::finish`] returns it.
-pub struct PcapDevice<D, W: Write = BufWriter<File>> {
+pub struct PcapDevice<D, W: Write = CaptureFile> {
     inner: D,
     writer: PcapFileWriter<W>,
     clock: Clock,
@@ -79,6 +78,16 @@ impl<D: Device, W: Write> PcapDevice<D, W> {
     /// The wrapped device, mutably (frames sent through it directly are not captured).
     pub fn inner_mut(&mut self) -> &mut D {
         &mut self.inner
+    }
+
+    /// Write out the frames captured so far (for a file capture; see
+    /// [`PcapFileWriter::flush`]). A flush error is kept as a write error is.
+    pub fn flush_capture(&mut self) {
+        if self.error.is_none() {
+            if let Err(e) = self.writer.flush() {
+                self.error = Some(e);
+            }
+        }
     }
 
     /// Flush the capture and return the device and the capture's writer, or the first capture

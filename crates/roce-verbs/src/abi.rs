@@ -206,6 +206,7 @@ pub const IBV_WC_FETCH_ADD: ibv_wc_opcode = 4;
 pub const IBV_WC_BIND_MW: ibv_wc_opcode = 5;
 pub const IBV_WC_LOCAL_INV: ibv_wc_opcode = 6;
 pub const IBV_WC_TSO: ibv_wc_opcode = 7;
+/// `IBV_WC_FLUSH` (rdma-core 45 on; v44, whose ABI this is, has no FLUSH verb).
 pub const IBV_WC_FLUSH: ibv_wc_opcode = 8;
 pub const IBV_WC_ATOMIC_WRITE: ibv_wc_opcode = 9;
 pub const IBV_WC_RECV: ibv_wc_opcode = 1 << 7;
@@ -871,6 +872,66 @@ pub struct ibv_qp_attr {
 // ---------------------------------------------------------------------------------------------
 // Work requests and completions
 
+/// `enum ibv_qp_create_send_ops_flags` (`ibv_qp_init_attr_ex.send_ops_flags`).
+pub const IBV_QP_EX_WITH_RDMA_WRITE: u64 = 1 << 0;
+pub const IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+pub const IBV_QP_EX_WITH_SEND: u64 = 1 << 2;
+pub const IBV_QP_EX_WITH_SEND_WITH_IMM: u64 = 1 << 3;
+pub const IBV_QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
+pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
+pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+pub const IBV_QP_EX_WITH_LOCAL_INV: u64 = 1 << 7;
+pub const IBV_QP_EX_WITH_BIND_MW: u64 = 1 << 8;
+pub const IBV_QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
+pub const IBV_QP_EX_WITH_TSO: u64 = 1 << 10;
+pub const IBV_QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
+
+/// `struct ibv_data_buf` (`ibv_wr_set_inline_data_list`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_data_buf {
+    pub addr: *mut c_void,
+    pub length: usize,
+}
+
+/// The members of `struct ibv_qp_ex` after its `qp_base`: the work-request builder the
+/// `ibv_wr_*` inlines call through (rdma-core v44 verbs.h).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_qp_ex_ops {
+    pub comp_mask: u64,
+    pub wr_id: u64,
+    pub wr_flags: c_uint,
+    pub wr_atomic_cmp_swp: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64, u64)>,
+    pub wr_atomic_fetch_add: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64)>,
+    pub wr_bind_mw: ibv_opaque_fn,
+    pub wr_local_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_rdma_read: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
+    pub wr_rdma_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
+    pub wr_rdma_write_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
+    pub wr_send: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_send_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_send_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_send_tso: ibv_opaque_fn,
+    pub wr_set_ud_addr: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_ah, u32, u32)>,
+    pub wr_set_xrc_srqn: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_set_inline_data: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, usize)>,
+    pub wr_set_inline_data_list: Option<unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_data_buf)>,
+    pub wr_set_sge: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
+    pub wr_set_sge_list: Option<unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_sge)>,
+    pub wr_start: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_complete: Option<unsafe extern "C" fn(*mut ibv_qp_ex) -> c_int>,
+    pub wr_abort: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_atomic_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, *const c_void)>,
+}
+
+/// `struct ibv_qp_ex`: a QP with the work-request builder (`ibv_qp_to_qp_ex`).
+#[repr(C)]
+pub struct ibv_qp_ex {
+    pub qp_base: ibv_qp,
+    pub ops: ibv_qp_ex_ops,
+}
+
 /// `struct ibv_sge`: one scatter/gather element.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -1229,6 +1290,8 @@ assert_size! {
     ibv_cq = 128,
     ibv_srq = 128,
     ibv_qp = 160,
+    ibv_qp_ex = 352,
+    ibv_data_buf = 16,
     ibv_ah = 24,
     ibv_global_route = 24,
     ibv_ah_attr = 32,

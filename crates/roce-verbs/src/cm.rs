@@ -956,17 +956,23 @@ pub unsafe extern "C" fn rdma_create_qp_ex(id: *mut rdma_cm_id, attr: *mut ibv_q
         }
         // SAFETY: the caller's attributes.
         let a = unsafe { *attr };
-        let pd = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 { a.pd } else { std::ptr::null_mut() };
-        let mut basic = ibv_qp_init_attr {
-            qp_context: a.qp_context,
-            send_cq: a.send_cq,
-            recv_cq: a.recv_cq,
-            srq: a.srq,
-            cap: a.cap,
-            qp_type: a.qp_type,
-            sq_sig_all: a.sq_sig_all,
+        let send_ops = match crate::qp_ex::check_attr(&a) {
+            Ok(s) => s,
+            Err(e) => return fail_errno(e),
         };
-        create_qp_for(id, pd, &mut basic)
+        let pd = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 { a.pd } else { std::ptr::null_mut() };
+        let mut basic = crate::qp_ex::basic_attr(&a);
+        let rc = create_qp_for(id, pd, &mut basic);
+        if rc == 0 {
+            if let Some(i) = id_of(id) {
+                // SAFETY: the id's QP just made (ours), the caller's attributes.
+                unsafe {
+                    (*i.c.qp.cast::<crate::verbs::Qp>()).send_ops = send_ops;
+                    (*attr).cap = basic.cap;
+                }
+            }
+        }
+        rc
     })
 }
 

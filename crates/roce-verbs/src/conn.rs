@@ -588,16 +588,43 @@ pub unsafe fn post_send(
     } else {
         fail(refused, libc::EINVAL)
     };
-    if !batch.is_empty() {
-        mirror.sq_pending.fetch_add(batch.len() as u32, Ordering::AcqRel);
-        let qpn = q.qpn;
-        rt.post(move |e| {
-            for s in batch {
-                e.post_conn_send(qpn, s);
-            }
-        });
-    }
+    submit(rt, q.qpn, mirror, batch);
     rc
+}
+
+/// Hand engine send requests to the engine's thread (counted as pending until it has them).
+fn submit(rt: &Runtime, qpn: u32, mirror: &Arc<QpMirror>, batch: Vec<SendWr>) {
+    if batch.is_empty() {
+        return;
+    }
+    mirror.sq_pending.fetch_add(batch.len() as u32, Ordering::AcqRel);
+    rt.post(move |e| {
+        for s in batch {
+            e.post_conn_send(qpn, s);
+        }
+    });
+}
+
+/// Post engine send requests on a connected QP all together or not at all (`ibv_wr_complete`,
+/// qp_ex.rs): EINVAL outside RTS, SQD and ERR, ENOSPC when the send queue cannot take them all
+/// (rxe's provider: `check_qp_queue_full`).
+pub fn post_batch(rt: &Runtime, q: QpView, mirror: &Arc<QpMirror>, batch: Vec<SendWr>) -> c_int {
+    let state = mirror.state.load(Ordering::Acquire);
+    if !matches!(state, IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_ERR) {
+        return libc::EINVAL;
+    }
+    let held = mirror.sq_len.load(Ordering::Acquire) + mirror.sq_pending.load(Ordering::Acquire);
+    if u64::from(held) + batch.len() as u64 > u64::from(q.cap.max_send_wr) {
+        return libc::ENOSPC;
+    }
+    submit(rt, q.qpn, mirror, batch);
+    0
+}
+
+/// Whether a key belongs to the PD at `pd` (see [`send_wr`]'s `lkey_ok`).
+pub fn lkey_in_pd(rt: &Runtime, pd: usize) -> impl Fn(u32) -> bool + '_ {
+    let table = rt.mrs.read().ok();
+    move |k| table.as_ref().is_some_and(|t| t.in_pd(k, pd))
 }
 
 /// Post a list of receive requests on a connected QP (its own queue).

@@ -133,10 +133,15 @@ pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_conte
     })
 }
 
-/// A new context on our device.
+/// A new context on our device: the `ibv_context` at the end of a `verbs_context`, as
+/// libibverbs allocates every context, so that the inlines that look for an extended op
+/// (`ibv_create_qp_ex`) find ours; the ops left NULL send them to their legacy path.
 pub fn open_context() -> *mut ibv_context {
-    // SAFETY: ibv_context is plain C data (pointers, ints, a mutex); all-zero is valid for it.
-    let mut c: Box<ibv_context> = Box::new(unsafe { std::mem::zeroed() });
+    // SAFETY: verbs_context is plain C data (pointers, ints, a mutex); all-zero is valid for it.
+    let mut v: Box<verbs_context> = Box::new(unsafe { std::mem::zeroed() });
+    v.sz = std::mem::size_of::<verbs_context>();
+    v.create_qp_ex = Some(crate::qp_ex::create_qp_ex);
+    let c = &mut v.context;
     c.device = device();
     c.ops = crate::verbs::context_ops();
     c.cmd_fd = -1;
@@ -144,8 +149,10 @@ pub fn open_context() -> *mut ibv_context {
     c.num_comp_vectors = 1;
     // SAFETY: initialising the context's own mutex in place.
     unsafe { libc::pthread_mutex_init(&mut c.mutex, std::ptr::null()) };
-    c.abi_compat = std::ptr::null_mut();
-    Box::into_raw(c)
+    c.abi_compat = __VERBS_ABI_IS_EXTENDED as *mut c_void;
+    let v = Box::into_raw(v);
+    // SAFETY: the verbs_context just boxed; its context lives as long as it does.
+    unsafe { &raw mut (*v).context }
 }
 
 /// The process's default context (`rdma_cm_id.verbs`), opened once.
@@ -174,8 +181,11 @@ pub unsafe extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
         if std::ptr::eq(ctx, default_context()) {
             return 0;
         }
-        // SAFETY: a context boxed by open_context, not used after close.
-        unsafe { drop(Box::from_raw(ctx)) };
+        // SAFETY: the context of a verbs_context boxed by open_context, not used after close.
+        unsafe {
+            let v = ctx.byte_sub(std::mem::offset_of!(verbs_context, context)).cast::<verbs_context>();
+            drop(Box::from_raw(v));
+        }
         0
     })
 }

@@ -19,6 +19,7 @@ pub mod ffi;
 pub mod ids;
 pub mod mr;
 pub mod port;
+pub mod qp_ex;
 pub mod queues;
 pub mod runtime;
 pub mod stub;

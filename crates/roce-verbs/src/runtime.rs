@@ -203,6 +203,8 @@ const SPIN_HANDOVER: Duration = Duration::from_millis(1);
 /// How long the stack's thread looks for more frames after a turn that received some
 /// (the tools' `DATA_PATH_BUSY_POLL`).
 const BUSY_POLL: Duration = roce::plumbing::port::DATA_PATH_BUSY_POLL;
+/// A sleep at least this long flushes the capture first (shorter ones are the data path's).
+const FLUSH_IDLE: Duration = Duration::from_millis(5);
 /// The stack's thread's longest sleep with nothing due.
 const IDLE: Duration = Duration::from_millis(200);
 
@@ -247,6 +249,11 @@ fn run(engine: &Mutex<Engine>, wake: OwnedFd) {
             (n, wait, spin)
         };
         let mut ready = false;
+        if !spin && wait >= FLUSH_IDLE {
+            // Going to sleep: a capture's frames reach the file now, so that a program
+            // killed while it sleeps (SIGKILL, a signal it does not catch) leaves them.
+            lock(engine).d.dev.flush_capture();
+        }
         if spin {
             let until = Instant::now() + BUSY_POLL.min(wait);
             while !ready && Instant::now() < until {

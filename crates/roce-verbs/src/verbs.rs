@@ -74,6 +74,14 @@ pub struct Ah {
 pub struct Qp {
     /// What the program sees.
     pub c: ibv_qp,
+    /// The rest of `struct ibv_qp_ex` (right after `c`, so that the QP is one to a program
+    /// that asked for the work-request builder: `ibv_qp_to_qp_ex`, qp_ex.rs).
+    pub ex: ibv_qp_ex_ops,
+    /// The `send_ops_flags` it was created with (`ibv_create_qp_ex`); None: a plain QP, which
+    /// `ibv_qp_to_qp_ex` does not turn into an extended one.
+    pub send_ops: Option<u64>,
+    /// The work requests between `ibv_wr_start` and `ibv_wr_complete`.
+    pub batch: Mutex<Option<crate::qp_ex::Batch>>,
     /// The engine's QPN.
     pub qpn: u32,
     /// The PD's address.
@@ -92,6 +100,10 @@ pub struct Qp {
     /// A connected QP's (RC, UC) counts mirrored by the engine's thread; None for UD.
     pub conn: Option<Arc<crate::queues::QpMirror>>,
 }
+
+// `ibv_qp_to_qp_ex` hands out the QP itself: the builder must sit where `struct ibv_qp_ex`
+// has it.
+const _: () = assert!(std::mem::offset_of!(Qp, ex) == std::mem::offset_of!(ibv_qp_ex, ops));
 
 impl Qp {
     /// What posting on a connected QP needs of it.
@@ -550,6 +562,9 @@ pub(crate) fn new_qp(
     c.qp_type = attr.qp_type;
     let qp = Box::into_raw(Box::new(Qp {
         c,
+        ex: crate::qp_ex::ops(),
+        send_ops: None,
+        batch: Mutex::new(None),
         qpn,
         pd: pd as usize,
         send_cq,

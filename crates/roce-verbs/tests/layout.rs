@@ -104,6 +104,8 @@ fn rust_lines() -> Vec<String> {
     layout!(o, ibv_srq; context, srq_context, pd, handle, mutex, cond, events_completed);
     layout!(o, ibv_qp; context, qp_context, pd, send_cq, recv_cq, srq, handle, qp_num, state, qp_type, mutex,
         cond, events_completed);
+    layout!(o, ibv_qp_ex; qp_base, "comp_mask" = ops.comp_mask, "wr_id" = ops.wr_id, "wr_flags" = ops.wr_flags, "wr_atomic_cmp_swp" = ops.wr_atomic_cmp_swp, "wr_atomic_fetch_add" = ops.wr_atomic_fetch_add, "wr_bind_mw" = ops.wr_bind_mw, "wr_local_inv" = ops.wr_local_inv, "wr_rdma_read" = ops.wr_rdma_read, "wr_rdma_write" = ops.wr_rdma_write, "wr_rdma_write_imm" = ops.wr_rdma_write_imm, "wr_send" = ops.wr_send, "wr_send_imm" = ops.wr_send_imm, "wr_send_inv" = ops.wr_send_inv, "wr_send_tso" = ops.wr_send_tso, "wr_set_ud_addr" = ops.wr_set_ud_addr, "wr_set_xrc_srqn" = ops.wr_set_xrc_srqn, "wr_set_inline_data" = ops.wr_set_inline_data, "wr_set_inline_data_list" = ops.wr_set_inline_data_list, "wr_set_sge" = ops.wr_set_sge, "wr_set_sge_list" = ops.wr_set_sge_list, "wr_start" = ops.wr_start, "wr_complete" = ops.wr_complete, "wr_abort" = ops.wr_abort, "wr_atomic_write" = ops.wr_atomic_write);
+    layout!(o, ibv_data_buf; addr, length);
     layout!(o, ibv_ah; context, pd, handle);
     layout!(o, ibv_global_route; dgid, flow_label, sgid_index, hop_limit, traffic_class);
     layout!(o, ibv_ah_attr; grh, grh.dgid, grh.sgid_index, dlid, sl, src_path_bits, static_rate, is_global,
@@ -198,6 +200,10 @@ fn rust_lines() -> Vec<String> {
     consts!(o; IBV_QP_INIT_ATTR_PD, IBV_QP_INIT_ATTR_XRCD, IBV_QP_INIT_ATTR_CREATE_FLAGS,
         IBV_QP_INIT_ATTR_MAX_TSO_HEADER, IBV_QP_INIT_ATTR_IND_TABLE, IBV_QP_INIT_ATTR_RX_HASH,
         IBV_QP_INIT_ATTR_SEND_OPS_FLAGS);
+    consts!(o; IBV_QP_EX_WITH_RDMA_WRITE, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM, IBV_QP_EX_WITH_SEND,
+        IBV_QP_EX_WITH_SEND_WITH_IMM, IBV_QP_EX_WITH_RDMA_READ, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
+        IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD, IBV_QP_EX_WITH_LOCAL_INV, IBV_QP_EX_WITH_BIND_MW,
+        IBV_QP_EX_WITH_SEND_WITH_INV, IBV_QP_EX_WITH_TSO, IBV_QP_EX_WITH_ATOMIC_WRITE);
     consts!(o; IBV_QP_STATE, IBV_QP_CUR_STATE, IBV_QP_EN_SQD_ASYNC_NOTIFY, IBV_QP_ACCESS_FLAGS,
         IBV_QP_PKEY_INDEX, IBV_QP_PORT, IBV_QP_QKEY, IBV_QP_AV, IBV_QP_PATH_MTU, IBV_QP_TIMEOUT,
         IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY, IBV_QP_RQ_PSN, IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_ALT_PATH,

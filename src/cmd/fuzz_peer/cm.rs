@@ -842,7 +842,7 @@ pub fn run_log_cmd(cmd: &str, timeout: Duration) -> Result<String, String> {
     }
 }
 
-type Pcap = Option<PcapFileWriter<io::BufWriter<fs::File>>>;
+type Pcap = Option<PcapFileWriter<roce_net::pcap::CaptureFile>>;
 
 /// The CM fuzzer's loop (`--target cm`): sequences until `--duration`, a liveness probe every
 /// `--probe-every` messages, `--log-cmd` every `--log-every` seconds. Err: an I/O error on the

@@ -594,7 +594,7 @@ struct SendCtx {
 fn check_liveness(
     a: &Args,
     sock: &mut RawSocket,
-    pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>,
+    pcap: &mut Option<PcapFileWriter<roce_net::pcap::CaptureFile>>,
     ctx: SendCtx,
     gen: &mut Generator,
     n_probe: u64,
@@ -666,7 +666,7 @@ fn send_counted(
     f: &[u8],
     s: &mut Summary,
     sock: &mut RawSocket,
-    pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>,
+    pcap: &mut Option<PcapFileWriter<roce_net::pcap::CaptureFile>>,
     ep: Endpoints,
     t0: Instant,
 ) -> bool {
@@ -1184,7 +1184,7 @@ pub fn run(args: Args) -> ExitCode {
         |f: &[u8],
          s: &mut Summary,
          sock: &mut RawSocket,
-         pcap: &mut Option<PcapFileWriter<io::BufWriter<fs::File>>>| send_counted(f, s, sock, pcap, ep, t0);
+         pcap: &mut Option<PcapFileWriter<roce_net::pcap::CaptureFile>>| send_counted(f, s, sock, pcap, ep, t0);
     if a.target == Target::Cm {
         if let Err(e) = cm::run(a, &mut sock, ep, &mut pcap, &mut s) {
             eprintln!("roce fuzz-peer: {e}");
