@@ -98,6 +98,9 @@ pub struct GuestKernel {
     /// `rcv_has_same_gid` compares a GID with rxe's IPv4 GRH buffer, kernel-findings.md §3;
     /// `rmpp::kernel_rmpp_sender_and_our_receiver` case d).
     pub rmpp_ack_over_ipv4_matches: bool,
+    /// rxe has ATOMIC WRITE and FLUSH (the IBA 1.5 memory placement opcodes, rxe_opcode.c
+    /// from 6.2 on; `capi::atomic_write_both_ways`).
+    pub memory_placement: bool,
 }
 
 impl GuestKernel {
@@ -125,6 +128,7 @@ pub static KERNELS: [GuestKernel; 3] = [
         oversize_send_kills_gsi: true,
         ipv6_short_bth_oopses: true,
         rmpp_ack_over_ipv4_matches: false,
+        memory_placement: false,
     },
     GuestKernel {
         name: "6.12",
@@ -132,6 +136,7 @@ pub static KERNELS: [GuestKernel; 3] = [
         oversize_send_kills_gsi: false,
         ipv6_short_bth_oopses: true,
         rmpp_ack_over_ipv4_matches: false,
+        memory_placement: true,
     },
     GuestKernel {
         name: "sid",
@@ -139,6 +144,7 @@ pub static KERNELS: [GuestKernel; 3] = [
         oversize_send_kills_gsi: false,
         ipv6_short_bth_oopses: true,
         rmpp_ack_over_ipv4_matches: false,
+        memory_placement: true,
     },
 ];
 

@@ -333,6 +333,8 @@ pub const IBV_WR_BIND_MW: ibv_wr_opcode = 8;
 pub const IBV_WR_SEND_WITH_INV: ibv_wr_opcode = 9;
 pub const IBV_WR_TSO: ibv_wr_opcode = 10;
 pub const IBV_WR_DRIVER1: ibv_wr_opcode = 11;
+/// `IBV_WR_FLUSH` (rdma-core 45 on).
+pub const IBV_WR_FLUSH: ibv_wr_opcode = 14;
 pub const IBV_WR_ATOMIC_WRITE: ibv_wr_opcode = 15;
 
 /// `enum ibv_send_flags`.
@@ -885,6 +887,13 @@ pub const IBV_QP_EX_WITH_BIND_MW: u64 = 1 << 8;
 pub const IBV_QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
 pub const IBV_QP_EX_WITH_TSO: u64 = 1 << 10;
 pub const IBV_QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
+/// `IBV_QP_EX_WITH_FLUSH` (rdma-core 45 on; `ibv_wr_flush` sits right after v44's
+/// `struct ibv_qp_ex`, see [`ibv_wr_flush_fn`]).
+pub const IBV_QP_EX_WITH_FLUSH: u64 = 1 << 11;
+
+/// `void (*wr_flush)(struct ibv_qp_ex *, uint32_t rkey, uint64_t remote_addr, size_t len,
+/// uint8_t type, uint8_t level)`: rdma-core 45's member after `wr_atomic_write`.
+pub type ibv_wr_flush_fn = Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, usize, u8, u8)>;
 
 /// `struct ibv_data_buf` (`ibv_wr_set_inline_data_list`).
 #[repr(C)]

@@ -99,9 +99,10 @@ impl LentMemory for ProgramMemory {
     }
 }
 
-/// The engine's access flags of `IBV_ACCESS_*` (the four it checks).
+/// The engine's access flags of `IBV_ACCESS_*` (the four remote/local ones and rdma-core 45's
+/// FLUSH_GLOBAL and FLUSH_PERSISTENT, 1 << 8 and 1 << 9, which v44 programs may pass as bits).
 pub fn access_of(flags: u32) -> Access {
-    Access(flags & 0xf)
+    Access(flags & (0xf | Access::FLUSH_GLOBAL.0 | Access::FLUSH_PERSISTENT.0))
 }
 
 /// `ibv_qp_state` of an engine state.

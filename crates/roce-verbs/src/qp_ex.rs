@@ -17,7 +17,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use roce_cm::rc::{SendOp, SendWr};
+use roce_cm::rc::{FlushLevel, SendOp, SendWr, FLUSH_GLOBAL, FLUSH_PERSISTENT};
 
 use crate::abi::*;
 use crate::ffi::{boundary, null_errno, say_once};
@@ -33,6 +33,8 @@ struct Entry {
     inline: Option<Vec<u8>>,
     /// `ibv_wr_atomic_write`: the 8 bytes, copied at the call.
     atomic_write: Option<[u8; 8]>,
+    /// `ibv_wr_flush` (rdma-core 45): the request, already the engine's.
+    flush: Option<SendOp>,
 }
 
 /// The work requests between `ibv_wr_start` and `ibv_wr_complete`, and the first error met.
@@ -85,6 +87,7 @@ pub fn supported_send_ops(qp_type: u32) -> u64 {
                 | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
                 | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
                 | IBV_QP_EX_WITH_ATOMIC_WRITE
+                | IBV_QP_EX_WITH_FLUSH
         }
         IBV_QPT_UC => two_sided | write,
         IBV_QPT_UD => two_sided,
@@ -225,7 +228,7 @@ unsafe fn begin(qpx: *mut ibv_qp_ex, opcode: ibv_wr_opcode, need: u64, fill: imp
         wr.opcode = opcode;
         wr.send_flags = wr_flags;
         fill(&mut wr);
-        b.entries.push(Entry { wr, sges: Vec::new(), inline: None, atomic_write: None });
+        b.entries.push(Entry { wr, sges: Vec::new(), inline: None, atomic_write: None, flush: None });
     });
 }
 
@@ -353,6 +356,38 @@ unsafe extern "C" fn wr_atomic_write(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr
     })
 }
 
+/// `ibv_wr_flush` (rdma-core 45's member after v44's `struct ibv_qp_ex`): FLUSH `len` bytes at
+/// `remote_addr` (`level` IBV_FLUSH_RANGE, 0) or the whole region (IBV_FLUSH_MR, 1) to global
+/// visibility (`type` bit 0) and/or persistence (bit 1). A length past 2 GiB, or a type or
+/// level with other bits, fails the batch with EINVAL.
+///
+/// # Safety
+/// As the other builder calls.
+pub unsafe extern "C" fn wr_flush(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, len: usize, type_: u8, level: u8) {
+    boundary("ibv_wr_flush", (), || {
+        let level = match level {
+            0 => Some(FlushLevel::Range),
+            1 => Some(FlushLevel::Mr),
+            _ => None,
+        };
+        let ok = len <= 1 << 31 && type_ & !(FLUSH_GLOBAL | FLUSH_PERSISTENT) == 0;
+        // SAFETY: the builder of one of our QPs.
+        unsafe {
+            begin(qpx, IBV_WR_FLUSH, IBV_QP_EX_WITH_FLUSH, |w| w.wr.rdma = ibv_send_wr_rdma { remote_addr, rkey })
+        };
+        // SAFETY: as above.
+        let q = unsafe { qp(qpx) };
+        match (level, ok) {
+            (Some(level), true) => last(q, |e| {
+                if e.wr.opcode == IBV_WR_FLUSH {
+                    e.flush = Some(SendOp::Flush { remote_addr, rkey, len: len as u32, placement: type_, level });
+                }
+            }),
+            _ => with_batch(q, |b| b.err = if b.err == 0 { libc::EINVAL } else { b.err }),
+        }
+    })
+}
+
 /// `ibv_wr_local_inv`, `ibv_wr_send_inv`, `ibv_wr_set_xrc_srqn`: a QP cannot have been
 /// created with them (check_attr), so the batch fails as for any op not asked for.
 unsafe extern "C" fn wr_unsupported_key(qpx: *mut ibv_qp_ex, _key: u32) {
@@ -470,6 +505,21 @@ fn post_connected(q: &Qp, mirror: &std::sync::Arc<crate::queues::QpMirror>, entr
     {
         let lkey_ok = crate::conn::lkey_in_pd(rt, view.pd);
         for e in entries {
+            let signaled = view.sq_sig_all || e.wr.send_flags & IBV_SEND_SIGNALED != 0;
+            if let Some(op) = e.flush {
+                if view.uc {
+                    return libc::EINVAL;
+                }
+                batch.push(SendWr {
+                    wr_id: e.wr.wr_id,
+                    op,
+                    sg_list: Vec::new(),
+                    signaled,
+                    solicited: false,
+                    inline: None,
+                });
+                continue;
+            }
             let wr = match e.atomic_write {
                 Some(data) => {
                     // SAFETY: begun by wr_atomic_write, which filled the rdma member.
@@ -481,7 +531,7 @@ fn post_connected(q: &Qp, mirror: &std::sync::Arc<crate::queues::QpMirror>, entr
                         wr_id: e.wr.wr_id,
                         op: SendOp::AtomicWrite { remote_addr: rdma.remote_addr, rkey: rdma.rkey, data },
                         sg_list: Vec::new(),
-                        signaled: view.sq_sig_all || e.wr.send_flags & IBV_SEND_SIGNALED != 0,
+                        signaled,
                         solicited: false,
                         inline: None,
                     }
@@ -500,7 +550,7 @@ fn post_connected(q: &Qp, mirror: &std::sync::Arc<crate::queues::QpMirror>, entr
 /// A UD QP's batch: chained and handed to the UD post path (which posts the requests before
 /// one it refuses, as `ibv_post_send` does).
 fn post_ud(q: &Qp, entries: &mut [Entry]) -> c_int {
-    if entries.iter().any(|e| e.atomic_write.is_some()) {
+    if entries.iter().any(|e| e.atomic_write.is_some() || e.flush.is_some()) {
         return libc::EINVAL;
     }
     for i in (0..entries.len()).rev() {

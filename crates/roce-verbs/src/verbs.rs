@@ -77,6 +77,9 @@ pub struct Qp {
     /// The rest of `struct ibv_qp_ex` (right after `c`, so that the QP is one to a program
     /// that asked for the work-request builder: `ibv_qp_to_qp_ex`, qp_ex.rs).
     pub ex: ibv_qp_ex_ops,
+    /// rdma-core 45's `wr_flush`, the member after v44's `struct ibv_qp_ex`: a program built
+    /// against newer headers finds FLUSH here.
+    pub ex_flush: ibv_wr_flush_fn,
     /// The `send_ops_flags` it was created with (`ibv_create_qp_ex`); None: a plain QP, which
     /// `ibv_qp_to_qp_ex` does not turn into an extended one.
     pub send_ops: Option<u64>,
@@ -104,6 +107,7 @@ pub struct Qp {
 // `ibv_qp_to_qp_ex` hands out the QP itself: the builder must sit where `struct ibv_qp_ex`
 // has it.
 const _: () = assert!(std::mem::offset_of!(Qp, ex) == std::mem::offset_of!(ibv_qp_ex, ops));
+const _: () = assert!(std::mem::offset_of!(Qp, ex_flush) == std::mem::size_of::<ibv_qp_ex>());
 
 impl Qp {
     /// What posting on a connected QP needs of it.
@@ -563,6 +567,7 @@ pub(crate) fn new_qp(
     let qp = Box::into_raw(Box::new(Qp {
         c,
         ex: crate::qp_ex::ops(),
+        ex_flush: Some(crate::qp_ex::wr_flush),
         send_ops: None,
         batch: Mutex::new(None),
         qpn,

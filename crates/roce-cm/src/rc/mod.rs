@@ -968,6 +968,9 @@ impl Rc {
                 qp.rnr_left = attr.rnr_retry;
             }
             QpState::Rts | QpState::Sqd | QpState::Sqe => {
+                // Access flags may change here too (ib_modify_qp_is_ok: optional in RTS→RTS,
+                // SQD→RTS, SQE→RTS): a program grants FLUSH after rdma_accept so.
+                qp.attr.access = attr.access;
                 qp.attr.timeout = attr.timeout;
                 qp.attr.retry_cnt = attr.retry_cnt;
                 qp.attr.rnr_retry = attr.rnr_retry;
