@@ -40,10 +40,8 @@ pub const CLIENT_WANTS: [&str; 7] = [
 ];
 
 /// The client's FLUSH lines (`-f`): a range and the whole region, both IBV_WC_FLUSH (8).
-pub const FLUSH_WANTS: [&str; 2] = [
-    "case=flush complete=0 status=0 opcode=8 wr_id=6",
-    "case=flush_mr complete=0 status=0 opcode=8 wr_id=7",
-];
+pub const FLUSH_WANTS: [&str; 2] =
+    ["case=flush complete=0 status=0 opcode=8 wr_id=6", "case=flush_mr complete=0 status=0 opcode=8 wr_id=7"];
 
 /// The server's line once the client has gone: the word the ATOMIC WRITE placed, and the
 /// inline SEND's bytes.
@@ -63,8 +61,12 @@ fn atomic_write_and_the_work_request_builder_through_the_library() {
         &["-s", "198.18.1.3", "-f"],
     ));
     std::thread::sleep(Duration::from_millis(800));
-    let client =
-        spawn(exec(&ns, &["-I", "198.18.1.1", "--iface", "veth0", "--transport", "raw"], &prog, &["-c", "198.18.1.3", "-f"]));
+    let client = spawn(exec(
+        &ns,
+        &["-I", "198.18.1.1", "--iface", "veth0", "--transport", "raw"],
+        &prog,
+        &["-c", "198.18.1.3", "-f"],
+    ));
     let client = finish_within(client, Duration::from_secs(60));
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: kill(2) on our own child: the server loops until killed.

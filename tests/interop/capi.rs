@@ -332,11 +332,13 @@ fn atomic_write_both_ways(g: &mut Guest, atomwr: &std::path::Path, report: &mut 
     let kernel = harness::kernel();
     let ours =
         |args: &str| roce(&format!("exec --iface tap0 -I 198.18.0.1 --transport raw -- {} {args}", atomwr.display()));
-    // The guest serves, ours writes into its memory.
-    let (rc, out) = g.guest_exec("(atomwr -s 198.18.0.2; echo rc=$?) > /tmp/aw.log 2>&1 &", T);
+    // The guest serves, ours writes into its memory (and, where rxe has FLUSH, flushes it:
+    // the guest grants FLUSH_GLOBAL; the guest's rdma-core v44 cannot post one itself).
+    let f = if kernel.memory_placement { " -f" } else { "" };
+    let (rc, out) = g.guest_exec(&format!("(atomwr -s 198.18.0.2{f}; echo rc=$?) > /tmp/aw.log 2>&1 &"), T);
     assert_eq!(rc, 0, "{out}");
     guest_listening(g, "atomwr");
-    let cmd = ours("-c 198.18.0.2");
+    let cmd = ours(&format!("-c 198.18.0.2{f}"));
     let (rc, out) = g.run_in_netns(&format!("timeout -s KILL 60 {cmd}"));
     let log = wait_guest_log(g, "/tmp/aw.log", "server word=", Duration::from_secs(30));
     let _ = g.guest_exec("killall atomwr; true", T);
@@ -344,9 +346,10 @@ fn atomic_write_both_ways(g: &mut Guest, atomwr: &std::path::Path, report: &mut 
     let client_has = |out: &str, want: &str| out.lines().any(|l| l == want);
     if kernel.memory_placement {
         assert_eq!(rc, 0, "our atomwr client:\n{out}\nguest:\n{log}");
-        for want in placement_wants() {
+        for want in placement_wants().iter().chain(FLUSH_WANTS.iter()) {
             assert!(client_has(&out, want), "our client against {kernel}: wanted '{want}':\n{out}\nguest:\n{log}");
         }
+        assert!(log.lines().any(|l| l == "server flush_access=0"), "the guest's QP takes FLUSH on {kernel}:\n{log}");
         assert!(log.lines().any(|l| l == SERVER_WANTS), "the guest's server on {kernel}:\n{log}");
     } else {
         assert!(
@@ -390,6 +393,10 @@ fn placement_wants() -> [&'static str; 7] {
         "case=atomic_write_misaligned complete=0 status=9",
     ]
 }
+
+/// The client's FLUSH lines (tests/capi/placement.rs).
+const FLUSH_WANTS: [&str; 2] =
+    ["case=flush complete=0 status=0 opcode=8 wr_id=6", "case=flush_mr complete=0 status=0 opcode=8 wr_id=7"];
 
 /// The server's line once the client has gone (tests/capi/placement.rs).
 const SERVER_WANTS: &str = "server word=1122334455667788 recv=1 status=0 len=5 text=done!";

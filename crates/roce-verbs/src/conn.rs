@@ -139,6 +139,8 @@ pub fn ibv_wc_of(w: &WorkCompletion) -> ibv_wc {
         WcOpcode::RdmaRead => IBV_WC_RDMA_READ,
         WcOpcode::CompSwap => IBV_WC_COMP_SWAP,
         WcOpcode::FetchAdd => IBV_WC_FETCH_ADD,
+        WcOpcode::BindMw => IBV_WC_BIND_MW,
+        WcOpcode::LocalInv => IBV_WC_LOCAL_INV,
         WcOpcode::Flush => IBV_WC_FLUSH,
         WcOpcode::AtomicWrite => IBV_WC_ATOMIC_WRITE,
         WcOpcode::Recv => IBV_WC_RECV,
@@ -155,6 +157,10 @@ pub fn ibv_wc_of(w: &WorkCompletion) -> ibv_wc {
     if let Some(imm) = w.imm_data {
         c.imm_data = imm.to_be(); // __be32, as the wire carries it
         c.wc_flags |= IBV_WC_WITH_IMM;
+    }
+    if let Some(rkey) = w.invalidated_rkey {
+        c.imm_data = rkey; // the union's invalidated_rkey: host order
+        c.wc_flags |= IBV_WC_WITH_INV;
     }
     c
 }
@@ -216,6 +222,7 @@ impl Engine {
                     byte_len: 0,
                     imm_data: None,
                     solicited: true,
+                    invalidated_rkey: None,
                 };
                 l.send_cq.push(ibv_wc_of(&w));
             }

@@ -771,6 +771,7 @@ impl Test<'_> {
                 byte_len: size as u32,
                 imm_data: None,
                 solicited: false,
+                invalidated_rkey: None,
             });
         }
         Ok(())
@@ -806,6 +807,7 @@ impl Test<'_> {
                         byte_len: (dg.payload.len() as u64 + UD_ADDITION) as u32,
                         imm_data: None,
                         solicited: false,
+                        invalidated_rkey: None,
                     });
                 }
             }

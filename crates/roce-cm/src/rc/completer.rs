@@ -31,6 +31,7 @@ impl RcQp {
             if w.wr.signaled {
                 ctx.cq.push_back(self.wc(&w, WcStatus::Success));
             }
+            self.complete_done_locals(ctx);
         }
     }
 

@@ -16,6 +16,8 @@ mod cc_tests;
 mod completer;
 pub mod mr;
 #[cfg(test)]
+mod mw_tests;
+#[cfg(test)]
 mod placement_tests;
 pub mod psn;
 mod requester;
@@ -36,7 +38,7 @@ use roce_wire::ext::ExtHeaders;
 
 pub use crate::cc::{CcCounters, Congestion, Dcqcn, DcqcnParams, Ecn};
 pub use crate::config::DEFAULT_MAX_UNACKED_PSNS;
-pub use mr::{Access, LentMemory, MrInfo, MrTable, Sge};
+pub use mr::{Access, LentMemory, MrInfo, MrTable, MwBind, MwInfo, MwState, MwType, Sge, MW_INDEX_FIRST};
 pub use requester::{MAX_UNACKED_PSNS_LIMIT, RXE_MAX_UNACKED_PSNS};
 pub use srq::{AsyncEvent, SrqAttr};
 
@@ -303,6 +305,27 @@ pub enum SendOp {
         /// Selectivity level: a range or the whole region.
         level: FlushLevel,
     },
+    /// SEND that invalidates `rkey` at the responder once placed (SEND with invalidate:
+    /// `IBV_WR_SEND_WITH_INV`; the IETH on its last packet).
+    SendWithInv {
+        /// The responder's window (or region) key to invalidate.
+        rkey: u32,
+    },
+    /// Bind a memory window (`IBV_WR_BIND_MW`, and `ibv_bind_mw` for a type 1 window): a
+    /// local operation, done when the requester reaches it, completed in order.
+    BindMw {
+        /// The window's current rkey.
+        mw_rkey: u32,
+        /// The rkey it gets (its low byte is taken).
+        new_rkey: u32,
+        /// What it is bound to.
+        bind: MwBind,
+    },
+    /// Invalidate a type 2 window locally (`IBV_WR_LOCAL_INV`): a local operation.
+    LocalInv {
+        /// The window's rkey.
+        rkey: u32,
+    },
 }
 
 /// FLUSH placement type: global visibility (`IB_FLUSH_GLOBAL`, FETH bit 0).
@@ -333,7 +356,9 @@ impl SendOp {
     /// The completion opcode of this request.
     pub fn wc_opcode(self) -> WcOpcode {
         match self {
-            SendOp::Send | SendOp::SendWithImm(_) => WcOpcode::Send,
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv { .. } => WcOpcode::Send,
+            SendOp::BindMw { .. } => WcOpcode::BindMw,
+            SendOp::LocalInv { .. } => WcOpcode::LocalInv,
             SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WcOpcode::RdmaWrite,
             SendOp::Read { .. } => WcOpcode::RdmaRead,
             SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
@@ -361,7 +386,11 @@ impl SendOp {
     }
     /// Only an RC QP may post it (rxe_verbs.c validate_send_wr), never inline.
     fn rc_only(self) -> bool {
-        self.is_read_or_atomic() || self.is_placement()
+        self.is_read_or_atomic() || self.is_placement() || matches!(self, SendOp::SendWithInv { .. })
+    }
+    /// A local operation: done by the requester when it gets there, nothing on the wire.
+    pub(crate) fn is_local(self) -> bool {
+        matches!(self, SendOp::BindMw { .. } | SendOp::LocalInv { .. })
     }
 }
 
@@ -406,6 +435,8 @@ pub enum WcStatus {
     LocProtErr,
     /// `IBV_WC_WR_FLUSH_ERR`: flushed because the QP went to ERR.
     WrFlushErr,
+    /// `IBV_WC_MW_BIND_ERR`: a memory window bind the rules refuse.
+    MwBindErr,
     /// `IBV_WC_BAD_RESP_ERR`: a response that does not fit the request.
     BadRespErr,
     /// `IBV_WC_REM_INV_REQ_ERR`: the responder's NAK "invalid request".
@@ -430,6 +461,7 @@ impl WcStatus {
             WcStatus::LocQpOpErr => 2,
             WcStatus::LocProtErr => 4,
             WcStatus::WrFlushErr => 5,
+            WcStatus::MwBindErr => 6,
             WcStatus::BadRespErr => 7,
             WcStatus::RemInvReqErr => 9,
             WcStatus::RemAccessErr => 10,
@@ -447,6 +479,7 @@ impl WcStatus {
             WcStatus::LocQpOpErr => "local QP operation error",
             WcStatus::LocProtErr => "local protection error",
             WcStatus::WrFlushErr => "Work Request Flushed Error",
+            WcStatus::MwBindErr => "memory bind operation error",
             WcStatus::BadRespErr => "bad response error",
             WcStatus::RemInvReqErr => "remote invalid request error",
             WcStatus::RemAccessErr => "remote access error",
@@ -470,6 +503,10 @@ pub enum WcOpcode {
     CompSwap,
     /// `IBV_WC_FETCH_ADD`.
     FetchAdd,
+    /// `IBV_WC_BIND_MW`.
+    BindMw,
+    /// `IBV_WC_LOCAL_INV`.
+    LocalInv,
     /// `IBV_WC_FLUSH`.
     Flush,
     /// `IBV_WC_ATOMIC_WRITE`.
@@ -499,6 +536,8 @@ pub struct WorkCompletion {
     /// completion counts as solicited): what wakes a CQ armed for solicited completions only
     /// [rxe_resp.c do_complete: `bth_se(pkt)`, 1 without a packet].
     pub solicited: bool,
+    /// A receive of a SEND with invalidate: the key it invalidated (`IBV_WC_WITH_INV`).
+    pub invalidated_rkey: Option<u32>,
 }
 
 /// QP capacities (`struct ibv_qp_cap`).
@@ -630,11 +669,14 @@ pub(crate) struct Wqe {
     /// Packets sent so far (a READ request reserves all of them at once).
     pub next_pkt: u32,
     pub started: bool,
+    /// A local operation the requester has done: how it went (it completes, in order, once
+    /// everything before it has).
+    pub local: Option<WcStatus>,
 }
 
 impl Wqe {
     pub fn last_psn(&self) -> u32 {
-        psn::add(self.first_psn, self.npkts - 1)
+        psn::add(self.first_psn, self.npkts.max(1) - 1)
     }
 }
 
@@ -864,6 +906,24 @@ impl Rc {
         self.mrs.get_mut(lkey)
     }
 
+    // ---- memory windows
+
+    /// `ibv_alloc_mw`: a window of `mw_type`; its rkey.
+    pub fn alloc_mw(&mut self, mw_type: MwType) -> Result<u32, Errno> {
+        self.key_seed = crate::ctx::splitmix(self.key_seed);
+        self.mrs.alloc_mw(mw_type, self.key_seed as u8)
+    }
+
+    /// `ibv_dealloc_mw`.
+    pub fn dealloc_mw(&mut self, rkey: u32) -> Result<(), Errno> {
+        self.mrs.dealloc_mw(rkey)
+    }
+
+    /// A window, by its current rkey.
+    pub fn mw(&self, rkey: u32) -> Option<MwInfo> {
+        self.mrs.mw(rkey)
+    }
+
     // ---- QPs
 
     /// `ibv_create_qp` of an RC QP numbered `qpn` (the stack allocates numbers); it starts
@@ -996,8 +1056,11 @@ impl Rc {
         if wr.op.is_atomic() && (wr.sg_list.len() != 1 || wr.sg_list[0].length != 8) {
             return Err(Errno::EINVAL);
         }
-        if wr.op.is_placement() && !wr.sg_list.is_empty() {
+        if (wr.op.is_placement() || wr.op.is_local()) && !wr.sg_list.is_empty() {
             return Err(Errno::EINVAL); // the data of an ATOMIC WRITE travels in the request
+        }
+        if wr.op.is_local() && wr.inline.is_some() {
+            return Err(Errno::EINVAL);
         }
         if qp.service == TransportService::Uc && wr.op.rc_only() {
             // rxe_verbs.c validate_send_wr: no READ, atomic or placement opcode for a UC QP.
@@ -1017,8 +1080,15 @@ impl Rc {
         }
         let mtu = u64::from(qp.attr.path_mtu);
         let one_packet = wr.op.is_atomic() || wr.op.is_placement();
-        let npkts = if one_packet { 1 } else { len.div_ceil(mtu).max(1) as u32 };
-        let wqe = Wqe { wr, len, npkts, first_psn: 0, next_pkt: 0, started: false };
+        let npkts = if wr.op.is_local() {
+            0
+        } else if one_packet {
+            1
+        } else {
+            len.div_ceil(mtu).max(1) as u32
+        };
+        let len = if wr.op.is_local() { 0 } else { len };
+        let wqe = Wqe { wr, len, npkts, first_psn: 0, next_pkt: 0, started: false, local: None };
         if qp.state == QpState::Err {
             ctx.cq.push_back(qp.wc(&wqe, WcStatus::WrFlushErr));
             return Ok(());
@@ -1133,9 +1203,11 @@ impl Rc {
             | RcCompareSwap
             | RcFetchAdd
             | RcAtomicWrite
-            | RcFlush => qp.handle_request(&mut ctx, bth, ext, payload),
-            // SEND with invalidate: no memory windows here; rxe answers an unsupported
-            // opcode with "invalid request".
+            | RcFlush
+            | RcSendLastWithInvalidate
+            | RcSendOnlyWithInvalidate => qp.handle_request(&mut ctx, bth, ext, payload),
+            // Anything else (RD, vendor): rxe answers an unsupported opcode with "invalid
+            // request".
             _ => qp.nak_invalid(&mut ctx, bth.psn),
         }
     }
@@ -1314,6 +1386,7 @@ impl RcQp {
             byte_len: w.len as u32,
             imm_data: None,
             solicited: status != WcStatus::Success,
+            invalidated_rkey: None,
         }
     }
 
@@ -1326,7 +1399,16 @@ impl RcQp {
         imm_data: Option<u32>,
     ) -> WorkCompletion {
         let solicited = status != WcStatus::Success;
-        WorkCompletion { wr_id, status, opcode, qp_num: self.qpn, byte_len: byte_len as u32, imm_data, solicited }
+        WorkCompletion {
+            wr_id,
+            status,
+            opcode,
+            qp_num: self.qpn,
+            byte_len: byte_len as u32,
+            imm_data,
+            solicited,
+            invalidated_rkey: None,
+        }
     }
 
     /// Enter ERR: flush every outstanding send and receive request [rxe_qp_error, flush_send_queue].

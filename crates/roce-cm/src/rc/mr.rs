@@ -29,6 +29,10 @@ impl Access {
     pub const REMOTE_ATOMIC: Access = Access(8);
     /// Every flag above.
     pub const ALL: Access = Access(15);
+    /// `IBV_ACCESS_MW_BIND`: windows may be bound to the region.
+    pub const MW_BIND: Access = Access(1 << 4);
+    /// `IBV_ACCESS_ZERO_BASED`: a (type 2) window's addresses count from its start.
+    pub const ZERO_BASED: Access = Access(1 << 5);
     /// `IBV_ACCESS_FLUSH_GLOBAL`: FLUSH with the global-visibility placement type.
     pub const FLUSH_GLOBAL: Access = Access(1 << 8);
     /// `IBV_ACCESS_FLUSH_PERSISTENT`: FLUSH to persistence. No region here can have it: a
@@ -147,6 +151,83 @@ pub struct MrTable {
     mrs: BTreeMap<u32, Mr>,
     next_index: u32,
     next_addr: u64,
+    /// Memory windows, by index (`rkey >> 8`).
+    mws: BTreeMap<u32, Mw>,
+    next_mw_index: u32,
+}
+
+/// `enum ibv_mw_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MwType {
+    /// Type 1: bound by `ibv_bind_mw` (a bind work request), unbound by binding length 0;
+    /// not invalidated.
+    Type1,
+    /// Type 2 (rxe's 2B): bound by a bind work request to the QP that posted it, which alone
+    /// may use it; freed again by LOCAL_INV or a SEND with invalidate.
+    Type2,
+}
+
+/// A window's state [rxe_mw.c RXE_MW_STATE_*].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MwState {
+    /// A type 2 window that is not bound.
+    Free,
+    /// Usable (a type 1 window from allocation on, with length 0 until bound).
+    Valid,
+}
+
+/// What a bind work request binds (`struct ibv_mw_bind_info` and the window's new key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MwBind {
+    /// The region under the window (its lkey); ignored when `length` is 0.
+    pub mr_lkey: u32,
+    /// The window's first address (a virtual address of the region).
+    pub addr: u64,
+    /// Its length; 0 unbinds a type 1 window.
+    pub length: u64,
+    /// REMOTE_READ/WRITE/ATOMIC (and ZERO_BASED for type 2) the window grants.
+    pub access: Access,
+}
+
+/// A window as `ibv_alloc_mw`/the binds left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MwInfo {
+    /// Type 1 or 2.
+    pub mw_type: MwType,
+    /// Its current rkey (the low byte is the one the last bind chose).
+    pub rkey: u32,
+    /// Free or valid.
+    pub state: MwState,
+    /// A bound type 2 window's QP.
+    pub qpn: Option<u32>,
+    /// The region under it, when bound with a length.
+    pub mr: Option<u32>,
+    /// Its first address (an offset into it when zero based).
+    pub addr: u64,
+    /// Its length.
+    pub length: u64,
+    /// What it grants.
+    pub access: Access,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Mw {
+    info: MwInfo,
+}
+
+/// Window indices start here, above any region index a process reaches (the C library numbers
+/// its regions below it), so that a key names a window or a region, never both (rxe keeps
+/// separate index ranges, rkey_is_mw).
+pub const MW_INDEX_FIRST: u32 = 0xF0_0001;
+
+/// Why a bind or an invalidation was refused (the work request's completion says which).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MwError {
+    /// No such window or region, a key that is not the current one, or a rule of
+    /// rxe_check_bind_mw / rxe_check_invalidate_mw broken.
+    Invalid,
+    /// An access flag windows do not take.
+    NotSupported,
 }
 
 /// The registration rules of `ib_check_mr_access` and rxe: remote write or atomic needs local
@@ -209,9 +290,136 @@ impl MrTable {
         Ok(info)
     }
 
-    /// `ibv_dereg_mr`.
+    /// `ibv_dereg_mr`: EINVAL for an unknown key, or a region a window is bound to (rxe:
+    /// `num_mw > 0`).
     pub fn dereg(&mut self, lkey: u32) -> Result<(), Errno> {
+        if self.mws.values().any(|w| w.info.mr == Some(lkey)) {
+            return Err(Errno::EINVAL);
+        }
         self.mrs.remove(&lkey).map(|_| ()).ok_or(Errno::EINVAL)
+    }
+
+    // ---- memory windows [rxe_mw.c]
+
+    /// `ibv_alloc_mw`: a type 1 window starts valid with nothing bound, a type 2 free. Returns
+    /// its rkey.
+    pub fn alloc_mw(&mut self, mw_type: MwType, key_byte: u8) -> Result<u32, Errno> {
+        if self.mws.len() >= 1 << 16 {
+            return Err(Errno::ENOMEM);
+        }
+        let mut index = self.next_mw_index.max(MW_INDEX_FIRST);
+        while self.mws.contains_key(&index) {
+            index = if index >= 0xFF_FFFF { MW_INDEX_FIRST } else { index + 1 };
+        }
+        self.next_mw_index = if index >= 0xFF_FFFF { MW_INDEX_FIRST } else { index + 1 };
+        let rkey = (index << 8) | u32::from(key_byte);
+        let state = if mw_type == MwType::Type1 { MwState::Valid } else { MwState::Free };
+        let info = MwInfo { mw_type, rkey, state, qpn: None, mr: None, addr: 0, length: 0, access: Access::NONE };
+        self.mws.insert(index, Mw { info });
+        Ok(rkey)
+    }
+
+    /// `ibv_dealloc_mw`: EINVAL for an unknown window.
+    pub fn dealloc_mw(&mut self, rkey: u32) -> Result<(), Errno> {
+        match self.mws.get(&(rkey >> 8)) {
+            Some(w) if w.info.rkey >> 8 == rkey >> 8 => {
+                self.mws.remove(&(rkey >> 8));
+                Ok(())
+            }
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// A window's description, by its current rkey.
+    pub fn mw(&self, rkey: u32) -> Option<MwInfo> {
+        self.mws.get(&(rkey >> 8)).map(|w| w.info).filter(|i| i.rkey == rkey)
+    }
+
+    /// A bind work request of QP `qpn`: window `mw_rkey` (its current key) gets `new_rkey`'s
+    /// low byte and `bind` [rxe_bind_mw, rxe_check_bind_mw: o10-36.2.2, o10-37.2.30,
+    /// o10-37.2.40, C10-73..75]. Returns the window's new rkey.
+    pub(crate) fn bind_mw(&mut self, qpn: u32, mw_rkey: u32, new_rkey: u32, bind: &MwBind) -> Result<u32, MwError> {
+        let w = self.mws.get(&(mw_rkey >> 8)).ok_or(MwError::Invalid)?.info;
+        if w.rkey != mw_rkey {
+            return Err(MwError::Invalid);
+        }
+        let mr = if bind.length > 0 {
+            let m = self.mrs.get(&bind.mr_lkey).ok_or(MwError::Invalid)?;
+            Some(m.info)
+        } else {
+            None
+        };
+        let supported = Access::ALL.union(Access::MW_BIND).union(Access::ZERO_BASED);
+        if bind.access.0 & !supported.0 != 0 {
+            return Err(MwError::NotSupported);
+        }
+        let zero_based = bind.access.contains(Access::ZERO_BASED);
+        match w.mw_type {
+            MwType::Type1 if w.state != MwState::Valid || zero_based => return Err(MwError::Invalid),
+            MwType::Type2 if w.state != MwState::Free || mr.is_none() => return Err(MwError::Invalid),
+            _ => {}
+        }
+        if let Some(m) = mr {
+            let writable = bind.access.contains(Access::REMOTE_WRITE) || bind.access.contains(Access::REMOTE_ATOMIC);
+            // The window inside the region, zero based or not (rxe checks only the length of a
+            // zero-based one; its address is still where in the region it starts).
+            let inside = bind.addr >= m.addr
+                && bind.addr.checked_add(bind.length).is_some_and(|e| e <= m.addr + m.length as u64);
+            if !m.access.contains(Access::MW_BIND) || (writable && !m.access.contains(Access::LOCAL_WRITE)) || !inside {
+                return Err(MwError::Invalid);
+            }
+        }
+        let rkey = (mw_rkey & !0xff) | (new_rkey & 0xff);
+        let info = MwInfo {
+            mw_type: w.mw_type,
+            rkey,
+            state: MwState::Valid,
+            qpn: (w.mw_type == MwType::Type2).then_some(qpn),
+            mr: mr.map(|m| m.lkey),
+            addr: bind.addr,
+            length: if mr.is_some() { bind.length } else { 0 },
+            access: bind.access,
+        };
+        self.mws.insert(mw_rkey >> 8, Mw { info });
+        Ok(rkey)
+    }
+
+    /// LOCAL_INV or a SEND with invalidate of `rkey`: a valid type 2 window becomes free
+    /// [rxe_invalidate_mw: o10-37.2.26, a type 1 window cannot be]. A region's key is refused
+    /// too: only fast-registration regions can be invalidated (rxe_invalidate_mr), and there
+    /// are none here.
+    pub(crate) fn invalidate(&mut self, rkey: u32) -> Result<(), MwError> {
+        let w = self.mws.get_mut(&(rkey >> 8)).ok_or(MwError::Invalid)?;
+        if w.info.rkey != rkey || w.info.mw_type == MwType::Type1 || w.info.state != MwState::Valid {
+            return Err(MwError::Invalid);
+        }
+        let i = &mut w.info;
+        (i.state, i.qpn, i.mr, i.addr, i.length, i.access) = (MwState::Free, None, None, 0, 0, Access::NONE);
+        Ok(())
+    }
+
+    /// The region key and region address a remote access of QP `qpn` reaches: an MR's rkey as
+    /// it is, or a window's rkey translated [rxe_lookup_mw: the current key, a type 2 window
+    /// bound to this QP, a length, the access, valid]. A window's own bounds are checked too
+    /// (IBA C10-?: an access stays inside the window), which rxe does not (it checks only the
+    /// region under it: spec/rc.md).
+    fn resolve_remote(&self, qpn: u32, rkey: u32, va: u64, len: u64, need: Access) -> Result<(u32, u64), MrError> {
+        let Some(w) = self.mws.get(&(rkey >> 8)) else { return Ok((rkey, va)) };
+        let i = &w.info;
+        let bound_here = i.mw_type == MwType::Type1 || i.qpn == Some(qpn);
+        if i.rkey != rkey || i.state != MwState::Valid || i.length == 0 || !bound_here {
+            return Err(MrError::BadKey);
+        }
+        if !i.access.contains(need) {
+            return Err(MrError::Access);
+        }
+        let start =
+            if i.access.contains(Access::ZERO_BASED) { va } else { va.checked_sub(i.addr).ok_or(MrError::Range)? };
+        if start.checked_add(len).is_none_or(|e| e > i.length) {
+            return Err(MrError::Range);
+        }
+        let mr = i.mr.ok_or(MrError::BadKey)?;
+        Ok((mr, i.addr.wrapping_add(start)))
     }
 
     /// A region's description.
@@ -254,7 +462,8 @@ impl MrTable {
     }
 
     /// A remote WRITE of `data` at `va` under `rkey` (responder side).
-    pub(crate) fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> Result<(), MrError> {
+    pub(crate) fn remote_write(&mut self, qpn: u32, rkey: u32, va: u64, data: &[u8]) -> Result<(), MrError> {
+        let (rkey, va) = self.resolve_remote(qpn, rkey, va, data.len() as u64, Access::REMOTE_WRITE)?;
         let off = self.check(rkey, va, data.len() as u64, Access::REMOTE_WRITE, true)?;
         let m = self.mrs.get_mut(&rkey).ok_or(MrError::BadKey)?;
         m.buf.write(off, data);
@@ -262,7 +471,8 @@ impl MrTable {
     }
 
     /// A remote READ of `out.len()` bytes at `va` under `rkey` (responder side).
-    pub(crate) fn remote_read(&self, rkey: u32, va: u64, out: &mut [u8]) -> Result<(), MrError> {
+    pub(crate) fn remote_read(&self, qpn: u32, rkey: u32, va: u64, out: &mut [u8]) -> Result<(), MrError> {
+        let (rkey, va) = self.resolve_remote(qpn, rkey, va, out.len() as u64, Access::REMOTE_READ)?;
         let off = self.check(rkey, va, out.len() as u64, Access::REMOTE_READ, true)?;
         let m = self.mrs.get(&rkey).ok_or(MrError::BadKey)?;
         m.buf.read(off, out);
@@ -271,7 +481,14 @@ impl MrTable {
 
     /// A remote atomic on the 8 bytes at `va` under `rkey`: `f(old)` replaces them; returns
     /// the old value (responder side).
-    pub(crate) fn remote_atomic(&mut self, rkey: u32, va: u64, mut f: impl FnMut(u64) -> u64) -> Result<u64, MrError> {
+    pub(crate) fn remote_atomic(
+        &mut self,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        mut f: impl FnMut(u64) -> u64,
+    ) -> Result<u64, MrError> {
+        let (rkey, va) = self.resolve_remote(qpn, rkey, va, 8, Access::REMOTE_ATOMIC)?;
         let off = self.check(rkey, va, 8, Access::REMOTE_ATOMIC, true)?;
         let m = self.mrs.get_mut(&rkey).ok_or(MrError::BadKey)?;
         Ok(m.buf.update_u64(off, &mut f))
@@ -279,7 +496,8 @@ impl MrTable {
 
     /// An ATOMIC WRITE: the 8 bytes at `va` under `rkey` (REMOTE_WRITE) become `data` in one
     /// store, against the program's own atomics as an atomic operation is.
-    pub(crate) fn remote_atomic_write(&mut self, rkey: u32, va: u64, data: [u8; 8]) -> Result<(), MrError> {
+    pub(crate) fn remote_atomic_write(&mut self, qpn: u32, rkey: u32, va: u64, data: [u8; 8]) -> Result<(), MrError> {
+        let (rkey, va) = self.resolve_remote(qpn, rkey, va, 8, Access::REMOTE_WRITE)?;
         let off = self.check(rkey, va, 8, Access::REMOTE_WRITE, true)?;
         let m = self.mrs.get_mut(&rkey).ok_or(MrError::BadKey)?;
         let v = u64::from_ne_bytes(data);
@@ -288,7 +506,12 @@ impl MrTable {
     }
 
     /// Whether `rkey` is a remote key with `need` (any range: a FLUSH of the whole region).
-    pub(crate) fn check_remote_key(&self, rkey: u32, need: Access) -> Result<(), MrError> {
+    pub(crate) fn check_remote_key(&self, qpn: u32, rkey: u32, need: Access) -> Result<(), MrError> {
+        if let Some(w) = self.mw(rkey) {
+            // A whole-region FLUSH through a window: the window's whole range.
+            let va = if w.access.contains(Access::ZERO_BASED) { 0 } else { w.addr };
+            return self.check_remote(qpn, rkey, va, w.length as usize, need);
+        }
         let m = self.mrs.get(&rkey).ok_or(MrError::BadKey)?;
         if m.info.rkey != rkey {
             return Err(MrError::BadKey);
@@ -300,7 +523,8 @@ impl MrTable {
     }
 
     /// Check a remote range without touching it.
-    pub(crate) fn check_remote(&self, rkey: u32, va: u64, len: usize, need: Access) -> Result<(), MrError> {
+    pub(crate) fn check_remote(&self, qpn: u32, rkey: u32, va: u64, len: usize, need: Access) -> Result<(), MrError> {
+        let (rkey, va) = self.resolve_remote(qpn, rkey, va, len as u64, need)?;
         self.check(rkey, va, len as u64, need, true).map(|_| ())
     }
 
@@ -414,12 +638,12 @@ mod tests {
         assert_eq!(a.lkey & 0xff, 7);
         assert_eq!(b.rkey, 0);
         assert!(b.addr > a.addr + 100);
-        assert_eq!(t.check_remote(a.rkey, a.addr + 90, 10, Access::REMOTE_READ), Ok(()));
-        assert_eq!(t.check_remote(a.rkey, a.addr + 91, 10, Access::REMOTE_READ), Err(MrError::Range));
-        assert_eq!(t.check_remote(a.rkey, a.addr - 1, 1, Access::REMOTE_READ), Err(MrError::Range));
-        assert_eq!(t.check_remote(a.rkey, a.addr, 1, Access::REMOTE_WRITE), Err(MrError::Access));
-        assert_eq!(t.check_remote(b.lkey, b.addr, 1, Access::NONE), Err(MrError::BadKey));
-        assert_eq!(t.check_remote(a.rkey ^ 1, a.addr, 1, Access::NONE), Err(MrError::BadKey));
+        assert_eq!(t.check_remote(1, a.rkey, a.addr + 90, 10, Access::REMOTE_READ), Ok(()));
+        assert_eq!(t.check_remote(1, a.rkey, a.addr + 91, 10, Access::REMOTE_READ), Err(MrError::Range));
+        assert_eq!(t.check_remote(1, a.rkey, a.addr - 1, 1, Access::REMOTE_READ), Err(MrError::Range));
+        assert_eq!(t.check_remote(1, a.rkey, a.addr, 1, Access::REMOTE_WRITE), Err(MrError::Access));
+        assert_eq!(t.check_remote(1, b.lkey, b.addr, 1, Access::NONE), Err(MrError::BadKey));
+        assert_eq!(t.check_remote(1, a.rkey ^ 1, a.addr, 1, Access::NONE), Err(MrError::BadKey));
         let sges = [Sge { addr: a.addr + 98, length: 2, lkey: a.lkey }, Sge { addr: b.addr, length: 3, lkey: b.lkey }];
         assert_eq!(t.scatter(&sges[..1], 0, b"xy"), Ok(()));
         assert_eq!(t.scatter(&sges, 0, b"xyz"), Err(MrError::Access)); // b has no LOCAL_WRITE

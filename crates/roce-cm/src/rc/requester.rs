@@ -6,9 +6,10 @@
 
 use roce_wire::bth::{self, Opcode};
 use roce_wire::ext::ExtHeaders;
-use roce_wire::{atomic_eth, feth, immdt, reth};
+use roce_wire::{atomic_eth, feth, ieth, immdt, reth};
 
 use super::mr::Access;
+use super::mr::MwError;
 use super::{psn, Ctx, QpState, RcPacket, RcQp, SendOp, TransportService, WcStatus};
 
 /// Packets sent without an ACK request before one is asked for [rxe RXE_MAX_PKT_PER_ACK].
@@ -26,6 +27,31 @@ impl RcQp {
         if !matches!(self.state, QpState::Rts | QpState::Sqd) || self.rnr_deadline.is_some() {
             return None;
         }
+        // Local operations (window binds and invalidations) are done as the requester reaches
+        // them, nothing on the wire [rxe_requester → rxe_do_local_ops]; they complete in
+        // order. A refused one stops the requester: it fails once everything before it has
+        // completed, and the QP goes to ERR.
+        while let Some(w) = self.sq.get(self.req_idx) {
+            if !w.wr.op.is_local() {
+                break;
+            }
+            match w.local {
+                None if self.state == QpState::Sqd => return None,
+                None => {
+                    let outcome = self.do_local(ctx, self.req_idx);
+                    let w = &mut self.sq[self.req_idx];
+                    (w.local, w.started, w.first_psn) = (Some(outcome), true, self.sq_psn);
+                    if outcome != WcStatus::Success {
+                        self.complete_done_locals(ctx);
+                        return None;
+                    }
+                }
+                Some(WcStatus::Success) => {}
+                Some(_) => return None,
+            }
+            self.req_idx += 1;
+        }
+        self.complete_done_locals(ctx);
         let idx = self.req_idx;
         let w = self.sq.get(idx)?;
         if self.state == QpState::Sqd && !w.started {
@@ -66,10 +92,18 @@ impl RcQp {
         let mut payload_len = 0;
         let mut in_place = false;
         let (op, consumed) = match w.wr.op {
-            SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write { .. } | SendOp::WriteWithImm { .. } => {
+            SendOp::Send
+            | SendOp::SendWithImm(_)
+            | SendOp::SendWithInv { .. }
+            | SendOp::Write { .. }
+            | SendOp::WriteWithImm { .. } => {
                 let n = (w.len - off).min(mtu) as usize;
                 payload_len = n;
                 let op = match (w.wr.op, first, last) {
+                    (SendOp::SendWithInv { .. }, true, true) => Opcode::RcSendOnlyWithInvalidate,
+                    (SendOp::SendWithInv { .. }, true, false) => Opcode::RcSendFirst,
+                    (SendOp::SendWithInv { .. }, false, false) => Opcode::RcSendMiddle,
+                    (SendOp::SendWithInv { .. }, false, true) => Opcode::RcSendLastWithInvalidate,
                     (SendOp::Send, true, true) => Opcode::RcSendOnly,
                     (SendOp::SendWithImm(_), true, true) => Opcode::RcSendOnlyWithImmediate,
                     (SendOp::Send | SendOp::SendWithImm(_), true, false) => Opcode::RcSendFirst,
@@ -91,6 +125,11 @@ impl RcQp {
                 if let SendOp::SendWithImm(imm) | SendOp::WriteWithImm { imm, .. } = w.wr.op {
                     if last {
                         ext.immdt = Some(immdt::Repr { imm_data: imm });
+                    }
+                }
+                if let SendOp::SendWithInv { rkey } = w.wr.op {
+                    if last {
+                        ext.ieth = Some(ieth::Repr { rkey });
                     }
                 }
                 // Straight into the frame when the caller gave its buffer (the headers are
@@ -154,6 +193,7 @@ impl RcQp {
                 ext.reth = Some(reth::Repr { va: remote_addr, rkey, dma_len: len });
                 (Opcode::RcFlush, 1)
             }
+            SendOp::BindMw { .. } | SendOp::LocalInv { .. } => return None, // done above
         };
         let solicited = w.wr.solicited && last;
         let end = k + consumed == w.npkts;
@@ -200,6 +240,40 @@ impl RcQp {
         Some(self.request_packet(b, ext, payload, in_place.then_some(payload_len)))
     }
 
+    /// Do the local operation at `idx`: its completion status [rxe_do_local_ops: a refused
+    /// bind IBV_WC_MW_BIND_ERR, a refused invalidation IBV_WC_LOC_QP_OP_ERR].
+    fn do_local(&mut self, ctx: &mut Ctx<'_>, idx: usize) -> WcStatus {
+        match self.sq[idx].wr.op {
+            SendOp::BindMw { mw_rkey, new_rkey, bind } => match ctx.mrs.bind_mw(self.qpn, mw_rkey, new_rkey, &bind) {
+                Ok(_) => WcStatus::Success,
+                Err(MwError::Invalid | MwError::NotSupported) => WcStatus::MwBindErr,
+            },
+            SendOp::LocalInv { rkey } => match ctx.mrs.invalidate(rkey) {
+                Ok(()) => WcStatus::Success,
+                Err(_) => WcStatus::LocQpOpErr,
+            },
+            _ => WcStatus::Success,
+        }
+    }
+
+    /// Complete the local operations done at the front of the send queue (in order: once
+    /// everything before them completed); a refused one ends the QP.
+    pub(crate) fn complete_done_locals(&mut self, ctx: &mut Ctx<'_>) {
+        while let Some(w) = self.sq.front() {
+            match (w.wr.op.is_local(), w.local) {
+                (true, Some(WcStatus::Success)) => {
+                    let w = self.sq.pop_front().expect("front");
+                    self.req_idx = self.req_idx.saturating_sub(1);
+                    if w.wr.signaled {
+                        ctx.cq.push_back(self.wc(&w, WcStatus::Success));
+                    }
+                }
+                (true, Some(status)) => return self.fail_front(ctx, status),
+                _ => return,
+            }
+        }
+    }
+
     fn request_packet(&self, b: bth::Repr, ext: ExtHeaders, payload: Vec<u8>, in_place: Option<usize>) -> RcPacket {
         RcPacket { payload_in_place: in_place, ..self.packet(b, ext, payload) }
     }
@@ -212,6 +286,9 @@ impl RcQp {
         for (i, w) in self.sq.iter_mut().enumerate() {
             if !w.started {
                 break;
+            }
+            if w.wr.op.is_local() {
+                continue; // done once, not again
             }
             if i == 0 && !w.wr.op.is_atomic() && psn::ge(comp, w.first_psn) {
                 w.next_pkt = psn::diff(comp, w.first_psn).min(w.npkts - 1);

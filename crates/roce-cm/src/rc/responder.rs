@@ -34,6 +34,7 @@ pub(crate) fn starts_message(op: Opcode) -> bool {
         RcSendFirst
             | RcSendOnly
             | RcSendOnlyWithImmediate
+            | RcSendOnlyWithInvalidate
             | RcRdmaWriteFirst
             | RcRdmaWriteOnly
             | RcRdmaWriteOnlyWithImmediate
@@ -52,8 +53,10 @@ pub(crate) fn ends_message(op: Opcode) -> bool {
         op,
         RcSendLast
             | RcSendLastWithImmediate
+            | RcSendLastWithInvalidate
             | RcSendOnly
             | RcSendOnlyWithImmediate
+            | RcSendOnlyWithInvalidate
             | RcRdmaWriteLast
             | RcRdmaWriteLastWithImmediate
             | RcRdmaWriteOnly
@@ -150,7 +153,9 @@ impl RcQp {
         let starts = starts_message(op);
         let seq_ok = match self.cur {
             None => starts,
-            Some(InMsg::Send { .. }) => matches!(op, RcSendMiddle | RcSendLast | RcSendLastWithImmediate),
+            Some(InMsg::Send { .. }) => {
+                matches!(op, RcSendMiddle | RcSendLast | RcSendLastWithImmediate | RcSendLastWithInvalidate)
+            }
             Some(InMsg::Write { .. }) => {
                 matches!(op, RcRdmaWriteMiddle | RcRdmaWriteLast | RcRdmaWriteLastWithImmediate)
             }
@@ -163,8 +168,10 @@ impl RcQp {
             | RcSendMiddle
             | RcSendLast
             | RcSendLastWithImmediate
+            | RcSendLastWithInvalidate
             | RcSendOnly
-            | RcSendOnlyWithImmediate => Access::NONE,
+            | RcSendOnlyWithImmediate
+            | RcSendOnlyWithInvalidate => Access::NONE,
             _ => Access::REMOTE_WRITE,
         };
         if !seq_ok || !self.attr.access.contains(need) {
@@ -192,8 +199,10 @@ impl RcQp {
             | RcSendMiddle
             | RcSendLast
             | RcSendLastWithImmediate
+            | RcSendLastWithInvalidate
             | RcSendOnly
-            | RcSendOnlyWithImmediate => self.send(ctx, b, ext, payload, starts, ends),
+            | RcSendOnlyWithImmediate
+            | RcSendOnlyWithInvalidate => self.send(ctx, b, ext, payload, starts, ends),
             _ => self.write(ctx, b, ext, payload, starts, ends),
         }
     }
@@ -230,10 +239,25 @@ impl RcQp {
         let offset = offset + payload.len() as u64;
         if ends {
             self.cur = None;
+            // SEND with invalidate: the key goes once the message is placed [rxe execute →
+            // invalidate_rkey]. One the rules refuse (a type 1 window, a region, a window not
+            // valid) completes the receive with REM_INV_REQ_ERR and ends the QP, with an
+            // "invalid request" NAK (rxe, class J: the same completion and ERR, but an ACK).
+            let inv = ext.ieth.map(|i| i.rkey);
+            if let Some(rkey) = inv {
+                if ctx.mrs.invalidate(rkey).is_err() {
+                    if let Some(r) = self.rq.pop_front() {
+                        let wc = self.recv_wc(r.wr_id, WcStatus::RemInvReqErr, WcOpcode::Recv, offset, None);
+                        ctx.cq.push_back(wc);
+                    }
+                    return self.nak_fatal(ctx, b.psn, AETH_NAK_INVALID);
+                }
+            }
             if let Some(r) = self.rq.pop_front() {
                 let mut wc =
                     self.recv_wc(r.wr_id, WcStatus::Success, WcOpcode::Recv, offset, ext.immdt.map(|i| i.imm_data));
                 wc.solicited = b.solicited;
+                wc.invalidated_rkey = inv;
                 ctx.cq.push_back(wc);
             }
         } else {
@@ -262,7 +286,9 @@ impl RcQp {
             (Some(InMsg::Write { va, rkey, resid, total }), _) if !starts => (va, rkey, resid, total),
             (_, Some(r)) => {
                 let total = u64::from(r.dma_len);
-                if total > 0 && ctx.mrs.check_remote(r.rkey, r.va, r.dma_len as usize, Access::REMOTE_WRITE).is_err() {
+                if total > 0
+                    && ctx.mrs.check_remote(self.qpn, r.rkey, r.va, r.dma_len as usize, Access::REMOTE_WRITE).is_err()
+                {
                     return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
                 }
                 (r.va, r.rkey, total, total)
@@ -277,7 +303,7 @@ impl RcQp {
         if len > resid || (ends && len != resid) {
             return self.nak_invalid(ctx, p);
         }
-        if len > 0 && ctx.mrs.remote_write(rkey, va, payload).is_err() {
+        if len > 0 && ctx.mrs.remote_write(self.qpn, rkey, va, payload).is_err() {
             return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
         }
         va = va.wrapping_add(len);
@@ -318,7 +344,9 @@ impl RcQp {
         if r.dma_len > 1 << 31 {
             return self.nak_invalid(ctx, p);
         }
-        if r.dma_len > 0 && ctx.mrs.check_remote(r.rkey, r.va, r.dma_len as usize, Access::REMOTE_READ).is_err() {
+        if r.dma_len > 0
+            && ctx.mrs.check_remote(self.qpn, r.rkey, r.va, r.dma_len as usize, Access::REMOTE_READ).is_err()
+        {
             return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
         }
         let npkts = (r.dma_len as u64).div_ceil(u64::from(self.attr.path_mtu)).max(1) as u32;
@@ -348,7 +376,7 @@ impl RcQp {
             } else {
                 let mut d = ctx.payload_buffer();
                 d.resize(n, 0);
-                if ctx.mrs.remote_read(rkey, va.wrapping_add(off), &mut d).is_err() {
+                if ctx.mrs.remote_read(self.qpn, rkey, va.wrapping_add(off), &mut d).is_err() {
                     return self.nak_fatal(ctx, psn::add(p, k), AETH_NAK_REM_ACCESS);
                 }
                 d
@@ -387,7 +415,7 @@ impl RcQp {
                 old
             }
         };
-        let orig = match ctx.mrs.remote_atomic(a.rkey, a.va, update) {
+        let orig = match ctx.mrs.remote_atomic(self.qpn, a.rkey, a.va, update) {
             Ok(old) => old,
             Err(_) => return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS),
         };
@@ -405,7 +433,7 @@ impl RcQp {
     fn atomic_write(&mut self, ctx: &mut Ctx<'_>, b: &bth::Repr, ext: &ExtHeaders, payload: &[u8]) {
         let p = b.psn;
         let Some(r) = ext.reth else { return self.nak_invalid(ctx, p) };
-        if ctx.mrs.check_remote(r.rkey, r.va, 8, Access::REMOTE_WRITE).is_err() {
+        if ctx.mrs.check_remote(self.qpn, r.rkey, r.va, 8, Access::REMOTE_WRITE).is_err() {
             return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
         }
         if r.va % 8 != 0 {
@@ -413,7 +441,7 @@ impl RcQp {
         }
         let mut data = [0u8; 8];
         data.copy_from_slice(payload);
-        if ctx.mrs.remote_atomic_write(r.rkey, r.va, data).is_err() {
+        if ctx.mrs.remote_atomic_write(self.qpn, r.rkey, r.va, data).is_err() {
             return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
         }
         self.placement_done(ctx, p);
@@ -431,9 +459,9 @@ impl RcQp {
         let (Some(f), Some(r)) = (ext.feth, ext.reth) else { return self.nak_invalid(ctx, p) };
         let need = flush_access(ext);
         let checked = if f.selectivity_level() == super::FlushLevel::Mr.wire() {
-            ctx.mrs.check_remote_key(r.rkey, need)
+            ctx.mrs.check_remote_key(self.qpn, r.rkey, need)
         } else {
-            ctx.mrs.check_remote(r.rkey, r.va, r.dma_len as usize, need)
+            ctx.mrs.check_remote(self.qpn, r.rkey, r.va, r.dma_len as usize, need)
         };
         if checked.is_err() {
             return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);

@@ -166,7 +166,10 @@ impl RcQp {
                 let total = u64::from(r.dma_len);
                 if total > 1 << 31
                     || (total > 0
-                        && ctx.mrs.check_remote(r.rkey, r.va, r.dma_len as usize, Access::REMOTE_WRITE).is_err())
+                        && ctx
+                            .mrs
+                            .check_remote(self.qpn, r.rkey, r.va, r.dma_len as usize, Access::REMOTE_WRITE)
+                            .is_err())
                 {
                     return Err(UcDrop::Invalid); // rkey violation, UC: class D/E drop
                 }
@@ -182,7 +185,7 @@ impl RcQp {
         if imm.is_some() && !self.take_recv(ctx) {
             return Err(UcDrop::NoRecv);
         }
-        if len > 0 && ctx.mrs.remote_write(rkey, va, payload).is_err() {
+        if len > 0 && ctx.mrs.remote_write(self.qpn, rkey, va, payload).is_err() {
             return Err(UcDrop::Invalid);
         }
         self.write_placed(
