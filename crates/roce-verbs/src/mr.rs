@@ -54,11 +54,14 @@ impl MrTable {
         {
             return Err(libc::EINVAL);
         }
-        if self.regions.len() >= 0xff_ffff {
+        // Region indices stay below the engine's window indices (roce_cm::rc::MW_INDEX_FIRST),
+        // so that a key names one or the other.
+        let last = roce_cm::rc::MW_INDEX_FIRST - 1;
+        if self.regions.len() >= last as usize {
             return Err(libc::ENOMEM);
         }
         loop {
-            self.next_index = (self.next_index % 0xff_ffff) + 1;
+            self.next_index = (self.next_index % last) + 1;
             self.next_key = self.next_key.wrapping_add(1);
             let key = (self.next_index << 8) | u32::from(self.next_key);
             if let std::collections::btree_map::Entry::Vacant(v) = self.regions.entry(key) {
