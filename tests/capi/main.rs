@@ -17,3 +17,4 @@ mod perftest;
 mod placement;
 mod rc;
 mod veth;
+mod windows;

@@ -16,6 +16,9 @@
 //!    roles against the guest's, and the four pingpong examples in both roles against the
 //!    guest's, with the guest's rxe counters: packets both ways, no retry, no sequence error,
 //!    no duplicate; `ibv_rc_pingpong -N` (the work-request builder) both roles too;
+//! h. memory windows (tests/capi/mw.c: a type 2 window bound by a work request, a type 1 by
+//!    `ibv_bind_mw`, READs through both, a SEND with invalidate, a READ refused after it), both
+//!    directions, on every kernel (rxe has windows since 5.13);
 //! g. ATOMIC WRITE through the work-request builder (issue 37), one C program
 //!    (tests/capi/atomwr.c) on our libraries and on the guest's real ones, both directions:
 //!    where the guest's rxe has the opcode (6.2 on) every case as between two roce ends and the
@@ -95,9 +98,11 @@ fn debians_mckey_and_udaddy_over_roce_against_the_kernel() {
     let aw_dir = harness::interop_dir().join(format!("atomwr-{}", harness::kernel().name));
     std::fs::create_dir_all(&aw_dir).unwrap();
     let atomwr = debian::build_c(&aw_dir, "atomwr", include_str!("../capi/atomwr.c"));
+    let mw = debian::build_c(&aw_dir, "mw", include_str!("../capi/mw.c"));
     let mut g = GuestBuilder::new("interop_capi")
         .binary(static_roce(), "roce")
         .binary(&atomwr, "atomwr")
+        .binary(&mw, "mw")
         .scenario("serve\n")
         .boot();
     let art = g.artefacts.clone();
@@ -210,6 +215,7 @@ fn debians_mckey_and_udaddy_over_roce_against_the_kernel() {
     let del = del.unwrap_or_else(|| panic!("no Delete for 239.1.2.6 after SIGKILL:\n{agent}"));
     connected_programs(&mut g, &art, &mut report);
     atomic_write_both_ways(&mut g, &atomwr, &mut report);
+    memory_windows_both_ways(&mut g, &mw, &mut report);
     std::fs::write(art.join("report.txt"), &report).unwrap();
     assert!(del.contains("mask=0x10003") && del.contains("JoinState=FullMember"), "{del}");
     let answered = agent.lines().filter(|l| l.contains("-> SubnAdmDeleteResp(MCMemberRecord)")).count();
@@ -404,3 +410,58 @@ const SERVER_WANTS: &str = "server word=1122334455667788 recv=1 status=0 len=5 t
 const RXE_6_1_RESPONDER: &str = "case=atomic_write status=TBD";
 /// 6.1's rxe as the requester of the guest program's ATOMIC WRITE: TBD.
 const RXE_6_1_REQUESTER: &str = "case=atomic_write status=TBD";
+
+/// h. tests/capi/mw.c, ours against the guest's, both directions: the same lines as between
+/// two roce ends (tests/capi/windows.rs).
+fn memory_windows_both_ways(g: &mut Guest, mw: &std::path::Path, report: &mut String) {
+    let ours =
+        |args: &str| roce(&format!("exec --iface tap0 -I 198.18.0.1 --transport raw -- {} {args}", mw.display()));
+    let (rc, out) = g.guest_exec("(mw -s 198.18.0.2; echo rc=$?) > /tmp/mw.log 2>&1 &", T);
+    assert_eq!(rc, 0, "{out}");
+    guest_listening(g, "mw");
+    let cmd = ours("-c 198.18.0.2");
+    let (rc, out) = g.run_in_netns(&format!("timeout -s KILL 60 {cmd}"));
+    let log = wait_guest_log(g, "/tmp/mw.log", "server recv=", Duration::from_secs(30));
+    let _ = g.guest_exec("killall mw; true", T);
+    let _ = writeln!(report, "--- h. guest mw -s:\n{log}\nours: {cmd}\nexit {rc}\n{out}");
+    assert_eq!(rc, 0, "our mw client:\n{out}\nguest:\n{log}");
+    for want in WINDOW_CLIENT {
+        assert!(out.lines().any(|l| l == want), "our client: wanted '{want}':\n{out}\nguest:\n{log}");
+    }
+    for want in WINDOW_SERVER {
+        assert!(log.lines().any(|l| l == want), "the guest's server: wanted '{want}':\n{log}\nours:\n{out}");
+    }
+
+    let cmd = ours("-s 198.18.0.1");
+    let srv = g.spawn_in_netns(&format!("exec timeout -s KILL 60 {cmd}"));
+    std::thread::sleep(Duration::from_secs(2));
+    let (grc, glog) = g.guest_exec("mw -c 198.18.0.1 2>&1; echo rc=$?", T);
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = g.run_in_netns("pkill -TERM -f 'mw -s 198.18.0.1'; true");
+    let (rc, out) = harness::wait_tool(&cmd, srv);
+    let _ = writeln!(report, "--- h. ours: {cmd}\nexit {rc}\n{out}\nguest mw -c (rc {grc}):\n{glog}");
+    assert!(glog.contains("rc=0"), "the guest's mw client:\n{glog}\nours:\n{out}");
+    for want in WINDOW_CLIENT {
+        assert!(glog.lines().any(|l| l == want), "the guest's client: wanted '{want}':\n{glog}\nours:\n{out}");
+    }
+    for want in WINDOW_SERVER {
+        assert!(out.lines().any(|l| l == want), "our server: wanted '{want}':\n{out}\nguest:\n{glog}");
+    }
+}
+
+/// tests/capi/windows.rs's client lines.
+const WINDOW_CLIENT: [&str; 5] = [
+    "case=keys status=0 len=16",
+    "case=read_type2 status=0 same=1",
+    "case=read_type1 status=0 same=1",
+    "case=send_inv status=0",
+    "case=read_after_inv status=10",
+];
+
+/// tests/capi/windows.rs's server lines.
+const WINDOW_SERVER: [&str; 4] = [
+    "server bind2 status=0 opcode=5",
+    "server bind1 status=0 opcode=5 rkey_changed=1",
+    "server keys status=0",
+    "server recv=1 status=0 with_inv=1 rkey_ok=1",
+];

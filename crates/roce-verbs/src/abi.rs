@@ -913,7 +913,7 @@ pub struct ibv_qp_ex_ops {
     pub wr_flags: c_uint,
     pub wr_atomic_cmp_swp: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64, u64)>,
     pub wr_atomic_fetch_add: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64)>,
-    pub wr_bind_mw: ibv_opaque_fn,
+    pub wr_bind_mw: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_mw, u32, *const ibv_mw_bind_info)>,
     pub wr_local_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
     pub wr_rdma_read: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
     pub wr_rdma_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,

@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use roce_cm::rc::{
-    Access, AsyncEvent, LentMemory, QpAttr, QpCap, QpInit, QpState, RecvWr as EngineRecvWr, SendOp, SendWr, Sge,
-    TransportService, WcOpcode, WorkCompletion,
+    Access, AsyncEvent, LentMemory, MwBind, QpAttr, QpCap, QpInit, QpState, RecvWr as EngineRecvWr, SendOp, SendWr,
+    Sge, TransportService, WcOpcode, WorkCompletion,
 };
 use roce_wire::Gid;
 
@@ -99,10 +99,11 @@ impl LentMemory for ProgramMemory {
     }
 }
 
-/// The engine's access flags of `IBV_ACCESS_*` (the four remote/local ones and rdma-core 45's
-/// FLUSH_GLOBAL and FLUSH_PERSISTENT, 1 << 8 and 1 << 9, which v44 programs may pass as bits).
+/// The engine's access flags of `IBV_ACCESS_*` (the four remote/local ones, MW_BIND and
+/// ZERO_BASED, and rdma-core 45's FLUSH_GLOBAL and FLUSH_PERSISTENT, 1 << 8 and 1 << 9, which
+/// v44 programs may pass as bits).
 pub fn access_of(flags: u32) -> Access {
-    Access(flags & (0xf | Access::FLUSH_GLOBAL.0 | Access::FLUSH_PERSISTENT.0))
+    Access(flags & (0x3f | Access::FLUSH_GLOBAL.0 | Access::FLUSH_PERSISTENT.0))
 }
 
 /// `ibv_qp_state` of an engine state.
@@ -467,8 +468,35 @@ pub fn send_wr(
         IBV_WR_ATOMIC_FETCH_AND_ADD if !uc => {
             SendOp::FetchAdd { remote_addr: atomic.remote_addr, rkey: atomic.rkey, add: atomic.compare_add }
         }
+        // The union's invalidate_rkey (host order).
+        IBV_WR_SEND_WITH_INV if !uc => SendOp::SendWithInv { rkey: w.imm_data },
+        IBV_WR_LOCAL_INV => SendOp::LocalInv { rkey: w.imm_data },
+        IBV_WR_BIND_MW => {
+            // SAFETY: the opcode says the bind_mw member is filled.
+            let b = unsafe { w.bind_mw_tso.bind_mw };
+            if b.mw.is_null() {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: the program's window and region (ours), read now.
+            let (mw_rkey, mr_lkey) =
+                unsafe { ((*b.mw).rkey, if b.bind_info.mr.is_null() { 0 } else { (*b.bind_info.mr).lkey }) };
+            let i = b.bind_info;
+            let bind = MwBind { mr_lkey, addr: i.addr, length: i.length, access: Access(i.mw_access_flags) };
+            SendOp::BindMw { mw_rkey, new_rkey: b.rkey, bind }
+        }
         _ => return Err(libc::EINVAL),
     };
+    if matches!(op, SendOp::LocalInv { .. } | SendOp::BindMw { .. }) {
+        // Local operations carry no data: their SGEs are not looked at (rxe's provider).
+        return Ok(SendWr {
+            wr_id: w.wr_id,
+            op,
+            sg_list: Vec::new(),
+            signaled: sq_sig_all || w.send_flags & IBV_SEND_SIGNALED != 0,
+            solicited: false,
+            inline: None,
+        });
+    }
     let sg_list = sges(w.sg_list, n as usize, lkey_ok);
     let is_atomic = matches!(op, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. });
     if is_atomic {

@@ -18,6 +18,7 @@ pub mod device;
 pub mod ffi;
 pub mod ids;
 pub mod mr;
+pub mod mw;
 pub mod port;
 pub mod qp_ex;
 pub mod queues;

@@ -11,9 +11,8 @@
 //! program gets the same checks and completions either way; `ibv_wr_atomic_write` is the one
 //! operation only this API has (rdma-core v44 gives it no `ibv_send_wr` form).
 //!
-//! Not here (no memory windows yet): `ibv_wr_local_inv`, `ibv_wr_bind_mw`, `ibv_wr_send_inv`;
-//! nor `ibv_wr_send_tso` (no TSO on RoCE) and `ibv_wr_set_xrc_srqn` (no XRC): asking for them
-//! in `send_ops_flags` is EOPNOTSUPP at creation, as rxe's provider answers for what it lacks.
+//! Not here: `ibv_wr_send_tso` (no TSO on RoCE; asking for it in `send_ops_flags` is
+//! EOPNOTSUPP at creation, as rxe's provider answers) and `ibv_wr_set_xrc_srqn` (no XRC yet).
 
 use core::ffi::{c_int, c_void};
 
@@ -52,14 +51,14 @@ pub fn ops() -> ibv_qp_ex_ops {
         wr_flags: 0,
         wr_atomic_cmp_swp: Some(wr_atomic_cmp_swp),
         wr_atomic_fetch_add: Some(wr_atomic_fetch_add),
-        wr_bind_mw: None,
-        wr_local_inv: Some(wr_unsupported_key),
+        wr_bind_mw: Some(wr_bind_mw),
+        wr_local_inv: Some(wr_local_inv),
         wr_rdma_read: Some(wr_rdma_read),
         wr_rdma_write: Some(wr_rdma_write),
         wr_rdma_write_imm: Some(wr_rdma_write_imm),
         wr_send: Some(wr_send),
         wr_send_imm: Some(wr_send_imm),
-        wr_send_inv: Some(wr_unsupported_key),
+        wr_send_inv: Some(wr_send_inv),
         wr_send_tso: None,
         wr_set_ud_addr: Some(wr_set_ud_addr),
         wr_set_xrc_srqn: Some(wr_unsupported_key),
@@ -75,7 +74,7 @@ pub fn ops() -> ibv_qp_ex_ops {
 }
 
 /// The `send_ops_flags` a QP of `qp_type` may ask for here: rxe's provider's sets
-/// (providers/rxe/rxe.c) without the memory-window ones.
+/// (providers/rxe/rxe.c RXE_SUP_*_QP_SEND_OPS_FLAGS).
 pub fn supported_send_ops(qp_type: u32) -> u64 {
     let two_sided = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
     let write = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
@@ -88,8 +87,11 @@ pub fn supported_send_ops(qp_type: u32) -> u64 {
                 | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
                 | IBV_QP_EX_WITH_ATOMIC_WRITE
                 | IBV_QP_EX_WITH_FLUSH
+                | IBV_QP_EX_WITH_LOCAL_INV
+                | IBV_QP_EX_WITH_BIND_MW
+                | IBV_QP_EX_WITH_SEND_WITH_INV
         }
-        IBV_QPT_UC => two_sided | write,
+        IBV_QPT_UC => two_sided | write | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV,
         IBV_QPT_UD => two_sided,
         _ => 0,
     }
@@ -116,7 +118,7 @@ pub fn check_attr(a: &ibv_qp_init_attr_ex) -> Result<Option<u64>, c_int> {
             "ibv_create_qp_ex send_ops",
             &format!(
                 "roce: ibv_create_qp_ex: send_ops_flags {missing:#x} are not supported for QP type {} \
-                 (memory windows, TSO and XRC are not): EOPNOTSUPP",
+                 (TSO is not): EOPNOTSUPP",
                 a.qp_type
             ),
         );
@@ -388,10 +390,41 @@ pub unsafe extern "C" fn wr_flush(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u
     })
 }
 
-/// `ibv_wr_local_inv`, `ibv_wr_send_inv`, `ibv_wr_set_xrc_srqn`: a QP cannot have been
-/// created with them (check_attr), so the batch fails as for any op not asked for.
+unsafe extern "C" fn wr_bind_mw(qpx: *mut ibv_qp_ex, mw: *mut ibv_mw, rkey: u32, info: *const ibv_mw_bind_info) {
+    boundary("ibv_wr_bind_mw", (), || {
+        if info.is_null() {
+            // SAFETY: the builder of one of our QPs.
+            let q = unsafe { qp(qpx) };
+            return with_batch(q, |b| b.err = if b.err == 0 { libc::EINVAL } else { b.err });
+        }
+        // SAFETY: the program's bind information, copied now.
+        let bind_info = unsafe { *info };
+        // SAFETY: as above.
+        unsafe {
+            begin(qpx, IBV_WR_BIND_MW, IBV_QP_EX_WITH_BIND_MW, |w| {
+                w.bind_mw_tso.bind_mw = ibv_send_wr_bind_mw { mw, rkey, bind_info }
+            })
+        }
+    })
+}
+
+unsafe extern "C" fn wr_local_inv(qpx: *mut ibv_qp_ex, invalidate_rkey: u32) {
+    boundary("ibv_wr_local_inv", (), || {
+        // SAFETY: the builder of one of our QPs.
+        unsafe { begin(qpx, IBV_WR_LOCAL_INV, IBV_QP_EX_WITH_LOCAL_INV, |w| w.imm_data = invalidate_rkey) }
+    })
+}
+
+unsafe extern "C" fn wr_send_inv(qpx: *mut ibv_qp_ex, invalidate_rkey: u32) {
+    boundary("ibv_wr_send_inv", (), || {
+        // SAFETY: as above.
+        unsafe { begin(qpx, IBV_WR_SEND_WITH_INV, IBV_QP_EX_WITH_SEND_WITH_INV, |w| w.imm_data = invalidate_rkey) }
+    })
+}
+
+/// `ibv_wr_set_xrc_srqn`: no XRC QP here, so the batch fails as for any op not asked for.
 unsafe extern "C" fn wr_unsupported_key(qpx: *mut ibv_qp_ex, _key: u32) {
-    boundary("ibv_wr (memory windows, XRC)", (), || {
+    boundary("ibv_wr_set_xrc_srqn", (), || {
         // SAFETY: the builder of one of our QPs.
         let q = unsafe { qp(qpx) };
         with_batch(q, |b| b.err = if b.err == 0 { libc::EOPNOTSUPP } else { b.err });

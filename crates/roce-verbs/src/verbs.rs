@@ -135,6 +135,9 @@ pub fn context_ops() -> ibv_context_ops {
     ops.post_send = Some(post_send);
     ops.post_recv = Some(post_recv);
     ops.post_srq_recv = Some(crate::conn::post_srq_recv);
+    ops.alloc_mw = Some(crate::mw::alloc_mw);
+    ops.bind_mw = Some(crate::mw::bind_mw);
+    ops.dealloc_mw = Some(crate::mw::dealloc_mw);
     ops
 }
 
