@@ -90,9 +90,10 @@ pub struct FaultSpec {
 }
 
 /// The keys `--fault` takes, in its messages.
-const FAULT_KEYS: &str = "drop, reorder, dup, hold, seed, dir, only";
+const FAULT_KEYS: &str = "drop, reorder, dup, ce, hold, seed, dir, only";
 
-/// A `--fault` value: comma-separated `KEY=VALUE`s: `drop=P`, `reorder=P`, `dup=P` (each a
+/// A `--fault` value: comma-separated `KEY=VALUE`s: `drop=P`, `reorder=P`, `dup=P`, `ce=P`
+/// (an ECN-capable frame marked congestion experienced, as a congested switch does; each a
 /// [`probability`]), `hold=N` (receive polls a reordered frame is held back, 1 to
 /// [`MAX_FAULT_HOLD`], default 3), `seed=N` (default 1), `dir=tx|rx|both` (default tx),
 /// `only=requests|responses|all` (which RoCEv2 frames the faults hit, by BTH opcode: default all
@@ -109,6 +110,7 @@ pub fn fault_spec(s: &str) -> Result<FaultSpec, String> {
             "drop" => spec.config.drop = rate()?,
             "reorder" => spec.config.delay = rate()?,
             "dup" => spec.config.duplicate = rate()?,
+            "ce" => spec.config.mark_ce = rate()?,
             "hold" => {
                 spec.config.delay_polls =
                     value.trim().parse().ok().filter(|n| (1..=MAX_FAULT_HOLD).contains(n)).ok_or_else(|| {
@@ -261,9 +263,11 @@ pub struct LinkArgs {
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
     /// Faults on our own frames, from a seed: drop=P,reorder=P,dup=P (probabilities),
-    /// hold=N (receive polls a reordered frame is held, default 3), seed=N (default 1),
-    /// dir=tx|rx|both (default tx). Counted at exit (`fault sent: dropped N, reordered N,
-    /// duplicated N`); a dropped frame is never counted as sent, and --pcap holds what passed.
+    /// ce=P (an ECN-capable frame marked congestion experienced, as a congested switch does:
+    /// with `--cc dcqcn`, dir=rx on the receiver makes it send CNPs), hold=N (receive polls a
+    /// reordered frame is held, default 3), seed=N (default 1), dir=tx|rx|both (default tx).
+    /// Counted at exit (`fault sent: dropped N, reordered N, duplicated N[, CE marked N]`); a
+    /// dropped frame is never counted as sent, and --pcap holds what passed.
     /// Repeatable, for other faults each way (`--fault drop=0.03,dir=rx --fault reorder=0.02,dir=tx`):
     /// a later one replaces an earlier one's faults for its direction; the seed is the first's.
     #[arg(long, value_parser = fault_spec, value_name = "SPEC", action = clap::ArgAction::Append)]

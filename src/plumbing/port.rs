@@ -798,12 +798,34 @@ pub fn fault_text(d: &Driver<CliDevice>) -> Option<String> {
     Some(fault_lines((f.tx_config(), f.tx_stats()), (f.rx_config(), f.rx_stats())))
 }
 
+/// The congestion-control line of a port whose RC engine runs DCQCN (None when it is off):
+/// `congestion (dcqcn): CE received N, CNPs sent N (N suppressed by the interval), CNPs
+/// received N, rate cuts N, increases N fast recovery / N additive / N hyper`.
+pub fn cc_text(d: &Driver<CliDevice>) -> Option<String> {
+    let rc = d.stack.rc();
+    rc.congestion().params()?;
+    let c = rc.counters().cc;
+    Some(format!(
+        "  congestion (dcqcn): CE received {}, CNPs sent {} ({} suppressed by the interval), CNPs received {}, \
+         rate cuts {}, increases {} fast recovery / {} additive / {} hyper",
+        c.ce_received,
+        c.cnp_sent,
+        c.cnp_suppressed_by_interval,
+        c.cnp_received,
+        c.rate_cuts,
+        c.rate_increase_fast_recovery,
+        c.rate_increase_additive,
+        c.rate_increase_hyper
+    ))
+}
+
 /// The lines of [`fault_text`] for what was configured and done each way (sent, received):
 /// a direction with faults configured has its line; with none at all, the sent one.
 fn fault_lines(tx: (&FaultConfig, FaultStats), rx: (&FaultConfig, FaultStats)) -> String {
     let none = FaultConfig::default();
     let line = |dir: &str, s: FaultStats| {
-        format!("  fault {dir}: dropped {}, reordered {}, duplicated {}", s.dropped, s.delayed, s.duplicated)
+        let ce = if s.ce_marked > 0 { format!(", CE marked {}", s.ce_marked) } else { String::new() };
+        format!("  fault {dir}: dropped {}, reordered {}, duplicated {}{ce}", s.dropped, s.delayed, s.duplicated)
     };
     let mut lines = Vec::new();
     if tx.0 != &none || rx.0 == &none {

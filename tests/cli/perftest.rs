@@ -143,6 +143,57 @@ fn perftest_cc_dcqcn_sends_its_data_ecn_capable() {
     assert!(writes >= 20 * 64 && acks > 0, "{writes} WRITE packets, {acks} ACKs");
 }
 
+/// The whole DCQCN loop over a real veth (issue 37 item 6): the receiver's fault layer marks
+/// CE on a share of the ECN-capable WRITEs it receives (`--fault ce=0.2,dir=rx`, a congested
+/// switch's doing), its engine answers with CNPs (at most one per QP per interval), and the
+/// sender's rate is cut and recovers, as both ends' counters and the sender's capture show.
+#[test]
+fn ce_marks_on_the_receiver_bring_cnps_and_rate_cuts_to_the_sender() {
+    let ns = pair();
+    let dir = crate::common::artefact_dir("cli_perftest_ce");
+    let cap = dir.join("client.pcap");
+    let srv = perftest(
+        &ns,
+        "write_bw --iface veth1 -I 198.18.6.2 -u 18 --timeout 20 --accept-timeout 10 -n 2000 --cc dcqcn \
+         --fault ce=0.2,dir=rx,seed=5",
+    )
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let args = format!(
+        "write_bw --iface veth0 -I 198.18.6.1 -u 18 --timeout 20 -n 2000 --cc dcqcn --pcap {} 198.18.6.12",
+        cap.display()
+    );
+    let c = perftest(&ns, &args).output().unwrap();
+    let s = srv.wait_with_output().unwrap();
+    let (ct, st) = (text(&c), text(&s));
+    std::fs::write(dir.join("outputs.txt"), format!("client:\n{ct}\nserver:\n{st}")).unwrap();
+    assert!(c.status.success() && s.status.success(), "client:\n{ct}\nserver:\n{st}");
+    assert_eq!(row(&ct), Some((65536, 2000)));
+    let num = |t: &str, after: &str| -> u64 {
+        let i = t.find(after).unwrap_or_else(|| panic!("no '{after}' in:\n{t}")) + after.len();
+        t[i..].trim_start().split(|ch: char| !ch.is_ascii_digit()).next().unwrap().parse().unwrap()
+    };
+    let marked = num(&st, "CE marked");
+    let ce_received = num(&st, "CE received");
+    let cnps_sent = num(&st, "CNPs sent");
+    let cnps_received = num(&ct, "CNPs received");
+    let cuts = num(&ct, "rate cuts");
+    let recovered = num(&ct, "increases");
+    assert!(marked > 100 && ce_received == marked, "server: {marked} marked, {ce_received} received:\n{st}");
+    assert!(cnps_sent > 0 && cnps_sent <= ce_received, "server: {cnps_sent} CNPs for {ce_received} CE:\n{st}");
+    assert!(cnps_received > 0 && cuts > 0 && recovered > 0, "client:\n{ct}");
+    // The CNPs in the sender's capture: RoCEv2 opcode 0x81, from the receiver, one per CNP
+    // the sender counted.
+    let frames = roce_decode::capture::read_file(&cap).unwrap();
+    let cnps = frames
+        .iter()
+        .filter(|f| f.data.len() > 42 && f.data[12..14] == [0x08, 0x00] && f.data[36..38] == [0x12, 0xb7])
+        .filter(|f| f.data[42] == 0x81 && f.data[26..30] == [198, 18, 6, 2])
+        .count() as u64;
+    assert_eq!(cnps, cnps_received, "CNPs captured vs counted:\n{ct}");
+}
+
 /// A fake perftest peer in the namespace on 198.18.6.12:`port`: it accepts, reads the
 /// client's 16-byte version, answers `version`, then reads until the connection closes.
 /// Returns how long the close took after its answer.

@@ -23,6 +23,10 @@ pub struct FaultConfig {
     /// How many receive polls (calls of `recv`) a delayed frame is held: it comes out on the
     /// `delay_polls`-th poll after the one that took it in (0 counts as 1).
     pub delay_polls: u32,
+    /// Probability that an ECN-capable frame (ECT(0) or ECT(1) in its IP header) is marked
+    /// congestion experienced, as a congested switch marks it (the IPv4 checksum follows; the
+    /// ICRC leaves the field out). Frames that are not ECN-capable draw no number.
+    pub mark_ce: f64,
     /// Probability that a frame is passed on twice.
     pub duplicate: f64,
     /// Which frames the faults apply to; the others pass untouched and draw no random
@@ -85,6 +89,7 @@ impl Default for FaultConfig {
             corrupt_scope: CorruptScope::Any,
             delay: 0.0,
             delay_polls: 1,
+            mark_ce: 0.0,
             duplicate: 0.0,
             frames: FaultFrames::All,
         }
@@ -108,6 +113,8 @@ pub struct FaultStats {
     pub delayed: u64,
     /// Extra copies made.
     pub duplicated: u64,
+    /// ECN-capable frames marked congestion experienced.
+    pub ce_marked: u64,
 }
 
 /// Wraps a device and applies [`FaultConfig`]s to what is received and what is sent.
@@ -237,6 +244,13 @@ impl<D: Device> FaultDevice<D> {
         if rng.chance(config.drop) {
             stats.dropped += 1;
             return (None, None, false);
+        }
+        if config.mark_ce > 0.0
+            && crate::fabric::ecn_of(&frame).is_some_and(|e| e.is_ect())
+            && rng.chance(config.mark_ce)
+            && crate::fabric::mark_ce(&mut frame)
+        {
+            stats.ce_marked += 1;
         }
         if rng.chance(config.corrupt) {
             if corrupt(&mut frame, config.corrupt_scope, rng).is_some() {

@@ -266,6 +266,10 @@ pub fn run(args: Args) -> ExitCode {
         if let Some(text) = crate::plumbing::port::fault_text(&d) {
             eprintln!("{text}");
         }
+        // With congestion control on, what it did (its counters, spec/congestion.md).
+        if let Some(text) = crate::plumbing::port::cc_text(&d) {
+            eprintln!("{text}");
+        }
         // A failed test says what the QPs went through (retries, timeouts, NAKs) so a
         // failure on a real link can be read without a rerun under --debug.
         if code != exit::OK {
