@@ -27,8 +27,11 @@ fn headless(dir: &Path) -> Command {
 fn html_report_renders_in_chromium_with_its_plots() {
     let dir = common::artefact_dir("analyze-html");
     let pcap = captures::cm_rc(&dir, 3);
-    // One report of an RC connection made through the CM, one of CM and SA exchanges.
-    for (name, cap) in [("rc", pcap.as_path()), ("sample", sample().as_path())] {
+    let (lossy, qa, _) = captures::lossy_rc(&dir, 12);
+    let congested = captures::with_ecn_and_cnps(&dir, &lossy, qa);
+    // One report of an RC connection made through the CM, one of CM and SA exchanges, one of
+    // an RC flow with ECN CE marks and CNPs back to its sender.
+    for (name, cap) in [("rc", pcap.as_path()), ("sample", sample().as_path()), ("congestion", congested.as_path())] {
         let html = dir.join(format!("{name}.html"));
         let st = captures::roce()
             .args(["analyze", "-q", "--html"])
@@ -53,6 +56,9 @@ fn html_report_renders_in_chromium_with_its_plots() {
         assert!(!log.contains(":CONSOLE("), "console message: {log}");
         assert!(dom.contains("class=\"throughput-plot\""), "throughput plot in the DOM");
         assert!(dom.contains("class=\"ladder\""), "ladder in the DOM");
+        if name != "congestion" {
+            assert!(!dom.contains("class=\"rate-plot\""), "no congestion plot without CE or CNPs");
+        }
         if name == "rc" {
             assert!(dom.contains("class=\"psn-plot\""), "PSN plot");
             assert!(dom.contains("class=\"retx\""), "retransmissions marked");
@@ -60,6 +66,12 @@ fn html_report_renders_in_chromium_with_its_plots() {
             assert!(dom.contains("class=\"ack\""), "ACKs marked");
             assert!(dom.contains("class=\"bar\""), "latency histogram bars");
             assert!(dom.matches("class=\"rung\"").count() >= 5, "REQ, REP, RTU, DREQ, DREP");
+        } else if name == "congestion" {
+            // The sender's rate over time, CE marks below it, CNPs above.
+            assert!(dom.contains("class=\"rate-plot\""), "rate plot");
+            assert!(dom.contains("class=\"rate\""), "the rate's line");
+            assert!(dom.contains("class=\"ce\""), "CE marks");
+            assert!(dom.contains("class=\"cnp\""), "CNPs");
         } else {
             assert!(dom.matches("class=\"rung\"").count() >= 10, "CM and SA ladder rungs");
             assert!(dom.matches("class=\"members\"").count() >= 2, "members over time of the SA and IGMP groups");

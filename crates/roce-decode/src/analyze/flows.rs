@@ -202,6 +202,11 @@ pub struct Flow {
     pub points: Points<PsnPoint>,
     /// Payload bytes over time from the flow's first packet (bounded).
     pub throughput: Buckets,
+    /// When the frames marked ECN CE passed (capture time; bounded).
+    pub ce_times: Points<f64>,
+    /// When the CNPs answering this flow passed (capture time; bounded): a CNP-only flow's own
+    /// packets, carried over to the data flow they answer at the end.
+    pub cnp_times: Points<f64>,
 }
 
 impl Flow {
@@ -250,6 +255,8 @@ impl Flow {
             rc_requester: false,
             points: Points::default(),
             throughput: Buckets::default(),
+            ce_times: Points::default(),
+            cnp_times: Points::default(),
         }
     }
 
@@ -435,7 +442,11 @@ impl FlowTable {
         }
         if fp.ecn_ce {
             f.ecn_ce += 1;
+            f.ce_times.push(t);
             note.add("ECN CE");
+        }
+        if f.transport == Transport::Cnp {
+            f.cnp_times.push(t);
         }
         use Opcode::*;
         match op {
@@ -632,6 +643,10 @@ impl FlowTable {
         for (&(src, dst, qp), &c) in &self.cnp_index {
             if let Some(&j) = self.by_src_qp.get(&(dst, src, qp)) {
                 self.flows[j].cnps += self.flows[c].packets;
+                let times = std::mem::take(&mut self.flows[c].cnp_times);
+                for t in times.items {
+                    self.flows[j].cnp_times.push(t);
+                }
                 gone[c] = true;
             }
         }

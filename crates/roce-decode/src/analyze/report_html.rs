@@ -167,6 +167,38 @@ fn throughput_plot(out: &mut String, flows: &[&Flow]) {
     out.push_str("</svg>");
 }
 
+/// A flow under congestion control: the sender's rate over time (its payload bits per second,
+/// as the capture saw the flow), with the CE marks its frames carried along the bottom and the
+/// CNPs that came back to its source along the top.
+fn congestion_plot(out: &mut String, f: &Flow) {
+    let tp = &f.throughput;
+    let span = (f.first_time, f.last_time.max(f.first_time + tp.width));
+    let ymax = tp.bytes.iter().fold(1.0f64, |m, &b| m.max(b as f64 * 8.0 / tp.width));
+    let title = format!("Sender's rate: {} -> {} QP 0x{:06x}", f.src, f.dst, f.dest_qp);
+    let _ = write!(
+        out,
+        "<h3>{}</h3><p class=congestion>ECN CE {} (&#9650; below), CNPs back to the source {} (&#9660; above)</p>",
+        esc(&title),
+        f.ecn_ce,
+        f.cnps
+    );
+    axes(out, "rate-plot", &title, (span.0, span.1, "s"), (String::from("0"), super::report_text::rate(ymax), ""));
+    let mut d = String::new();
+    for (k, &b) in tp.bytes.iter().enumerate() {
+        let t = f.first_time + (k as f64 + 0.5) * tp.width;
+        let (x, y) = (x_of(t.min(span.1), span), y_of(b as f64 * 8.0 / tp.width, 0.0, ymax));
+        let _ = write!(d, "{}{x:.1} {y:.1}", if k == 0 { "M" } else { "L" });
+    }
+    let _ = write!(out, r##"<path class="rate" d="{d}" fill="none" stroke="#1f4e99" stroke-width="1.4"/>"##);
+    for &t in &f.ce_times.items {
+        let _ = write!(out, r##"<path class="ce" d="M{:.1} {:.1}v-6" stroke="#e69500"/>"##, x_of(t, span), H - B);
+    }
+    for &t in &f.cnp_times.items {
+        let _ = write!(out, r##"<path class="cnp" d="M{:.1} 8v6" stroke="#c00"/>"##, x_of(t, span));
+    }
+    out.push_str("</svg>");
+}
+
 fn ladder(out: &mut String, a: &Analyzer) {
     let rungs = &a.ladder.rungs;
     let mut hosts: Vec<Endpoint> = Vec::new();
@@ -317,6 +349,21 @@ svg{border:1px solid #ddd;margin:.3em 0;background:#fff}.note{color:#666;font-si
     top.sort_by_key(|f| std::cmp::Reverse(f.bytes));
     top.truncate(6);
     throughput_plot(&mut out, &top);
+    // Congestion: the flows that were marked or got CNPs back, their sender's rate over time.
+    let mut congested: Vec<&Flow> = a
+        .flows
+        .flows
+        .iter()
+        .filter(|f| f.ecn_ce + f.cnps > 0 && f.transport != roce_wire::bth::Transport::Cnp)
+        .collect();
+    if !congested.is_empty() {
+        congested.sort_by_key(|f| std::cmp::Reverse(f.ecn_ce + f.cnps));
+        congested.truncate(MAX_PLOTTED_FLOWS);
+        out.push_str("<h2>Congestion: the sender's rate over time</h2>");
+        for f in &congested {
+            congestion_plot(&mut out, f);
+        }
+    }
     out.push_str("<h2>CM and SA ladder</h2>");
     ladder(&mut out, a);
     out.push_str("<h2>Multicast members over time</h2>");
