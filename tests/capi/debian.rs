@@ -106,3 +106,59 @@ pub fn build_c(dir: &Path, name: &str, source: &str) -> PathBuf {
     assert!(ok, "cc {}", src.display());
     bin
 }
+
+/// Debian 12's own libibverbs1 and librdmacm1 (and libnl, which they need), unpacked once from
+/// the .debs tests/interop/setup.sh downloaded: what a program built for the kernel rxe guest
+/// links against.
+fn real_libs() -> &'static Path {
+    static LIBS: OnceLock<PathBuf> = OnceLock::new();
+    LIBS.get_or_init(|| {
+        let debs = repo().join("target/interop/cache/debs");
+        let dest = repo().join("target/capi/real-libs");
+        let lib = dest.join("usr/lib/x86_64-linux-gnu");
+        if lib.join("librdmacm.so.1").exists() && lib.join("libibverbs.so.1").exists() {
+            return lib;
+        }
+        let tmp = repo().join(format!("target/capi/real-libs.tmp.{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        for pkg in ["libibverbs1", "librdmacm1", "libnl-3-200", "libnl-route-3-200"] {
+            let deb = std::fs::read_dir(&debs)
+                .unwrap_or_else(|e| panic!("{}: {e} (run bash tests/interop/setup.sh)", debs.display()))
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&format!("{pkg}_"))))
+                .unwrap_or_else(|| panic!("no {pkg}_*.deb in {}", debs.display()));
+            assert!(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&tmp).status().unwrap().success());
+        }
+        if std::fs::rename(&tmp, &dest).is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        assert!(lib.join("librdmacm.so.1").exists(), "{}", lib.display());
+        lib
+    })
+}
+
+/// Build the C program `source` as `dir/name` against Debian's headers and Debian's own
+/// libraries (each symbol bound to its library's version: RDMACM_1.0 from librdmacm.so.1,
+/// IBVERBS_1.x from libibverbs.so.1), so that it runs on the guest's real libraries and, under
+/// `roce exec`, on ours, which export both sets.
+pub fn build_c_for_both(dir: &Path, name: &str, source: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let bin = dir.join(name);
+    let lib = real_libs();
+    let ok = Command::new("cc")
+        .arg(format!("-I{}", headers().display()))
+        .args(["-O2", "-Wall"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&bin)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath-link,{}", lib.display()))
+        .arg("-l:librdmacm.so.1")
+        .arg("-l:libibverbs.so.1")
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "cc {}", src.display());
+    bin
+}

@@ -97,8 +97,8 @@ static int server(const char *addr) {
             rdma_ack_cm_event(ev);
             struct ibv_wc wc;
             int n = cq ? ibv_poll_cq(cq, 1, &wc) : 0;
-            printf("server recv=%d status=%d with_inv=%d rkey_ok=%d\n", n, n == 1 ? (int)wc.status : -1,
-                   n == 1 && (wc.wc_flags & IBV_WC_WITH_INV) != 0, n == 1 && wc.invalidated_rkey == k.rkey2);
+            printf("server recv=%d status=%d flags=%#x rkey_ok=%d\n", n, n == 1 ? (int)wc.status : -1,
+                   n == 1 ? wc.wc_flags : 0, n == 1 && wc.invalidated_rkey == k.rkey2);
             fflush(stdout);
             rdma_disconnect(id);
         } else {

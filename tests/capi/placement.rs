@@ -50,7 +50,7 @@ pub const SERVER_WANTS: &str = "server word=1122334455667788 recv=1 status=0 len
 #[test]
 fn atomic_write_and_the_work_request_builder_through_the_library() {
     let dir = common::artefact_dir("capi_placement");
-    let prog = debian::build_c(&dir, "atomwr", ATOMWR);
+    let prog = debian::build_c_for_both(&dir, "atomwr", ATOMWR);
     let ns = Netns::bridge("capiaw", 2);
     let pcap = dir.join("server.pcap");
     let p = pcap.display().to_string();

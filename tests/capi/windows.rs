@@ -28,13 +28,13 @@ pub const SERVER_WANTS: [&str; 4] = [
     "server bind2 status=0 opcode=5",
     "server bind1 status=0 opcode=5 rkey_changed=1",
     "server keys status=0",
-    "server recv=1 status=0 with_inv=1 rkey_ok=1",
+    "server recv=1 status=0 flags=0x8 rkey_ok=1",
 ];
 
 #[test]
 fn memory_windows_through_the_library() {
     let dir = common::artefact_dir("capi_windows");
-    let prog = debian::build_c(&dir, "mw", include_str!("mw.c"));
+    let prog = debian::build_c_for_both(&dir, "mw", include_str!("mw.c"));
     let ns = Netns::bridge("capimw", 2);
     let pcap = dir.join("server.pcap");
     let p = pcap.display().to_string();
