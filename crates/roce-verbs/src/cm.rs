@@ -967,7 +967,9 @@ pub unsafe extern "C" fn rdma_create_qp_ex(id: *mut rdma_cm_id, attr: *mut ibv_q
             if let Some(i) = id_of(id) {
                 // SAFETY: the id's QP just made (ours), the caller's attributes.
                 unsafe {
-                    (*i.c.qp.cast::<crate::verbs::Qp>()).send_ops = send_ops;
+                    if let Some(flags) = send_ops {
+                        crate::qp_ex::enable(i.c.qp.cast::<crate::verbs::Qp>(), flags);
+                    }
                     (*attr).cap = basic.cap;
                 }
             }

@@ -144,6 +144,9 @@ pub fn open_context() -> *mut ibv_context {
     let c = &mut v.context;
     c.device = device();
     c.ops = crate::verbs::context_ops();
+    c.ops.alloc_mw = Some(crate::mw::alloc_mw);
+    c.ops.bind_mw = Some(crate::mw::bind_mw);
+    c.ops.dealloc_mw = Some(crate::mw::dealloc_mw);
     c.cmd_fd = -1;
     c.async_fd = crate::queues::async_fd();
     c.num_comp_vectors = 1;

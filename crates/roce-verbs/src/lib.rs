@@ -26,6 +26,7 @@ pub mod runtime;
 pub mod stub;
 pub mod verbs;
 pub mod watcher;
+pub mod wr_batch;
 
 /// `verbs_allow_disassociate_destroy` (IBVERBS_PRIVATE_34): a provider's flag in the real
 /// library; nothing here reads it.

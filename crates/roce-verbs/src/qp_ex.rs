@@ -21,27 +21,7 @@ use roce_cm::rc::{FlushLevel, SendOp, SendWr, FLUSH_GLOBAL, FLUSH_PERSISTENT};
 use crate::abi::*;
 use crate::ffi::{boundary, null_errno, say_once};
 use crate::verbs::Qp;
-
-/// One work request being built.
-struct Entry {
-    /// The C form (opcode, wr_id, flags, immediate, remote address), its SGE list attached at
-    /// `ibv_wr_complete`.
-    wr: ibv_send_wr,
-    sges: Vec<ibv_sge>,
-    /// `ibv_wr_set_inline_data*`: the bytes, copied at the call (the program may reuse them).
-    inline: Option<Vec<u8>>,
-    /// `ibv_wr_atomic_write`: the 8 bytes, copied at the call.
-    atomic_write: Option<[u8; 8]>,
-    /// `ibv_wr_flush` (rdma-core 45): the request, already the engine's.
-    flush: Option<SendOp>,
-}
-
-/// The work requests between `ibv_wr_start` and `ibv_wr_complete`, and the first error met.
-#[derive(Default)]
-pub struct Batch {
-    entries: Vec<Entry>,
-    err: c_int,
-}
+use crate::wr_batch::{Batch, Entry};
 
 /// The builder's function pointers, as every QP of this library carries them.
 pub fn ops() -> ibv_qp_ex_ops {
@@ -166,10 +146,25 @@ pub unsafe extern "C" fn create_qp_ex(_ctx: *mut ibv_context, attr: *mut ibv_qp_
             return qp;
         }
         a.cap = basic.cap;
-        // SAFETY: the Qp just made, not yet seen by anyone else.
-        unsafe { (*qp.cast::<Qp>()).send_ops = send_ops };
+        if let Some(flags) = send_ops {
+            // SAFETY: the Qp just made, not yet seen by anyone else.
+            unsafe { enable(qp.cast::<Qp>(), flags) };
+        }
         qp
     })
+}
+
+/// Make `qp` extended with `send_ops`: its builder's functions (and rdma-core 45's `wr_flush`
+/// after them) are set, and `ibv_qp_to_qp_ex` gives it out.
+///
+/// # Safety
+/// `qp` is a QP of ours that no other thread uses yet.
+pub unsafe fn enable(qp: *mut Qp, send_ops: u64) {
+    // SAFETY: per the contract.
+    let q = unsafe { &mut *qp };
+    q.ex = ops();
+    q.ex_flush = Some(wr_flush);
+    q.send_ops = Some(send_ops);
 }
 
 /// `ibv_qp_to_qp_ex`: the QP as a `struct ibv_qp_ex` when it was created with send-ops flags,

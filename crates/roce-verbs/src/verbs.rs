@@ -84,7 +84,7 @@ pub struct Qp {
     /// `ibv_qp_to_qp_ex` does not turn into an extended one.
     pub send_ops: Option<u64>,
     /// The work requests between `ibv_wr_start` and `ibv_wr_complete`.
-    pub batch: Mutex<Option<crate::qp_ex::Batch>>,
+    pub batch: Mutex<Option<crate::wr_batch::Batch>>,
     /// The engine's QPN.
     pub qpn: u32,
     /// The PD's address.
@@ -135,9 +135,6 @@ pub fn context_ops() -> ibv_context_ops {
     ops.post_send = Some(post_send);
     ops.post_recv = Some(post_recv);
     ops.post_srq_recv = Some(crate::conn::post_srq_recv);
-    ops.alloc_mw = Some(crate::mw::alloc_mw);
-    ops.bind_mw = Some(crate::mw::bind_mw);
-    ops.dealloc_mw = Some(crate::mw::dealloc_mw);
     ops
 }
 
@@ -569,8 +566,10 @@ pub(crate) fn new_qp(
     c.qp_type = attr.qp_type;
     let qp = Box::into_raw(Box::new(Qp {
         c,
-        ex: crate::qp_ex::ops(),
-        ex_flush: Some(crate::qp_ex::wr_flush),
+        // SAFETY: plain C data (numbers and optional function pointers); zero is valid. The
+        // builder's functions are set when the QP becomes extended (qp_ex.rs `enable`).
+        ex: unsafe { std::mem::zeroed() },
+        ex_flush: None,
         send_ops: None,
         batch: Mutex::new(None),
         qpn,
