@@ -12,6 +12,7 @@ mod common;
 mod death;
 mod debian;
 mod errors;
+mod expect;
 mod library;
 mod perftest;
 mod placement;

@@ -22,30 +22,12 @@ use std::time::Duration;
 use crate::common;
 use crate::common::netns::Netns;
 use crate::debian;
+use crate::expect::{ATOMWR_CLIENT, ATOMWR_FLUSH, ATOMWR_SERVER};
 use crate::library::exec;
 use crate::veth::{finish_within, spawn, text};
 
 /// The program (also built for the kernel rxe guest by tests/interop/capi.rs).
 pub const ATOMWR: &str = include_str!("atomwr.c");
-
-/// The client's lines every RC peer with ATOMIC WRITE gives (rxe 6.2 on, roce).
-pub const CLIENT_WANTS: [&str; 7] = [
-    "case=qp_ex ok=1",
-    "case=batch complete=0",
-    "case=atomic_write status=0 opcode=9 wr_id=1",
-    "case=read status=0 wr_id=2 same=1",
-    "case=abort wcs=0",
-    "case=send_inline complete=0 status=0 wr_id=4",
-    "case=atomic_write_misaligned complete=0 status=9",
-];
-
-/// The client's FLUSH lines (`-f`): a range and the whole region, both IBV_WC_FLUSH (8).
-pub const FLUSH_WANTS: [&str; 2] =
-    ["case=flush complete=0 status=0 opcode=8 wr_id=6", "case=flush_mr complete=0 status=0 opcode=8 wr_id=7"];
-
-/// The server's line once the client has gone: the word the ATOMIC WRITE placed, and the
-/// inline SEND's bytes.
-pub const SERVER_WANTS: &str = "server word=1122334455667788 recv=1 status=0 len=5 text=done!";
 
 #[test]
 fn atomic_write_and_the_work_request_builder_through_the_library() {
@@ -75,14 +57,14 @@ fn atomic_write_and_the_work_request_builder_through_the_library() {
     let (out, sout) = (text(&client), text(&server));
     std::fs::write(dir.join("outputs.txt"), format!("client:\n{out}\nserver:\n{sout}")).unwrap();
     assert!(client.status.success(), "client:\n{out}\nserver:\n{sout}");
-    for want in CLIENT_WANTS {
+    for want in ATOMWR_CLIENT {
         assert!(out.lines().any(|l| l == want), "wanted '{want}':\n{out}\nserver:\n{sout}");
     }
-    for want in FLUSH_WANTS {
+    for want in ATOMWR_FLUSH {
         assert!(out.lines().any(|l| l == want), "wanted '{want}':\n{out}\nserver:\n{sout}");
     }
     assert!(sout.lines().any(|l| l == "server flush_access=0"), "the server's QP takes FLUSH:\n{sout}");
-    assert!(sout.lines().any(|l| l == SERVER_WANTS), "wanted '{SERVER_WANTS}':\n{sout}");
+    assert!(sout.lines().any(|l| l == ATOMWR_SERVER), "wanted '{ATOMWR_SERVER}':\n{sout}");
     // On the wire: the ATOMIC WRITE and its empty READ response, as tshark and roce decode
     // read them.
     let dec = std::process::Command::new(env!("CARGO_BIN_EXE_roce")).arg("decode").arg(&pcap).output().unwrap();

@@ -11,25 +11,9 @@ use std::time::Duration;
 use crate::common;
 use crate::common::netns::Netns;
 use crate::debian;
+use crate::expect::{MW_CLIENT, MW_SERVER};
 use crate::library::exec;
 use crate::veth::{finish_within, spawn, text};
-
-/// The client's lines between two ends that have memory windows.
-pub const CLIENT_WANTS: [&str; 5] = [
-    "case=keys status=0 len=16",
-    "case=read_type2 status=0 same=1",
-    "case=read_type1 status=0 same=1",
-    "case=send_inv status=0",
-    "case=read_after_inv status=10",
-];
-
-/// The server's lines.
-pub const SERVER_WANTS: [&str; 4] = [
-    "server bind2 status=0 opcode=5",
-    "server bind1 status=0 opcode=5 rkey_changed=1",
-    "server keys status=0",
-    "server recv=1 status=0 flags=0x8 rkey_ok=1",
-];
 
 #[test]
 fn memory_windows_through_the_library() {
@@ -55,10 +39,10 @@ fn memory_windows_through_the_library() {
     let (out, sout) = (text(&client), text(&server));
     std::fs::write(dir.join("outputs.txt"), format!("client:\n{out}\nserver:\n{sout}")).unwrap();
     assert!(client.status.success(), "client:\n{out}\nserver:\n{sout}");
-    for want in CLIENT_WANTS {
+    for want in MW_CLIENT {
         assert!(out.lines().any(|l| l == want), "wanted '{want}':\n{out}\nserver:\n{sout}");
     }
-    for want in SERVER_WANTS {
+    for want in MW_SERVER {
         assert!(sout.lines().any(|l| l == want), "wanted '{want}' of the server:\n{sout}\nclient:\n{out}");
     }
     let dec = std::process::Command::new(env!("CARGO_BIN_EXE_roce")).arg("decode").arg(&pcap).output().unwrap();

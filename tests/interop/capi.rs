@@ -29,6 +29,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use crate::debian;
+use crate::expect::{ATOMWR_CLIENT, ATOMWR_SERVER, MW_CLIENT, MW_SERVER};
 use crate::harness::{self, as_nobody, rdma_stat, roce, static_roce, Guest, GuestBuilder};
 
 const T: Duration = Duration::from_secs(60);
@@ -359,10 +360,10 @@ fn atomic_write_both_ways(g: &mut Guest, atomwr: &std::path::Path, report: &mut 
     let client_has = |out: &str, want: &str| out.lines().any(|l| l == want);
     if kernel.memory_placement {
         assert_eq!(rc, 0, "our atomwr client:\n{out}\nguest:\n{log}");
-        for want in placement_wants() {
+        for want in ATOMWR_CLIENT {
             assert!(client_has(&out, want), "our client against {kernel}: wanted '{want}':\n{out}\nguest:\n{log}");
         }
-        assert!(log.lines().any(|l| l == SERVER_WANTS), "the guest's server on {kernel}:\n{log}");
+        assert!(log.lines().any(|l| l == ATOMWR_SERVER), "the guest's server on {kernel}:\n{log}");
     } else {
         for want in RXE_6_1_RESPONDER {
             assert!(
@@ -385,10 +386,10 @@ fn atomic_write_both_ways(g: &mut Guest, atomwr: &std::path::Path, report: &mut 
     let _ = writeln!(report, "--- g. ours: {cmd}\nexit {rc}\n{out}\nguest atomwr -c (rc {grc}):\n{glog}");
     if kernel.memory_placement {
         assert!(glog.contains("rc=0"), "the guest's atomwr client on {kernel}:\n{glog}\nours:\n{out}");
-        for want in placement_wants() {
+        for want in ATOMWR_CLIENT {
             assert!(client_has(&glog, want), "the guest's client on {kernel}: wanted '{want}':\n{glog}\nours:\n{out}");
         }
-        assert!(out.lines().any(|l| l == SERVER_WANTS), "our server:\n{out}\nguest:\n{glog}");
+        assert!(out.lines().any(|l| l == ATOMWR_SERVER), "our server:\n{out}\nguest:\n{glog}");
     } else {
         for want in RXE_6_1_REQUESTER {
             assert!(
@@ -400,21 +401,6 @@ fn atomic_write_both_ways(g: &mut Guest, atomwr: &std::path::Path, report: &mut 
     }
 }
 
-/// What tests/capi/placement.rs's client prints between two ends that have ATOMIC WRITE.
-fn placement_wants() -> [&'static str; 7] {
-    [
-        "case=qp_ex ok=1",
-        "case=batch complete=0",
-        "case=atomic_write status=0 opcode=9 wr_id=1",
-        "case=read status=0 wr_id=2 same=1",
-        "case=abort wcs=0",
-        "case=send_inline complete=0 status=0 wr_id=4",
-        "case=atomic_write_misaligned complete=0 status=9",
-    ]
-}
-
-/// The server's line once the client has gone (tests/capi/placement.rs).
-const SERVER_WANTS: &str = "server word=1122334455667788 recv=1 status=0 len=5 text=done!";
 /// 6.1's rxe as the responder to our ATOMIC WRITE (opcode 0x1D, which its table lacks): no
 /// answer at all, so our requester retries until IBV_WC_RETRY_EXC_ERR (12) and the QP's other
 /// requests are flushed (5) (seen 2026-12-07).
@@ -440,10 +426,10 @@ fn memory_windows_both_ways(g: &mut Guest, mw: &std::path::Path, report: &mut St
     let _ = g.guest_exec("killall mw; true", T);
     let _ = writeln!(report, "--- h. guest mw -s:\n{log}\nours: {cmd}\nexit {rc}\n{out}");
     assert_eq!(rc, 0, "our mw client:\n{out}\nguest:\n{log}");
-    for want in WINDOW_CLIENT {
+    for want in MW_CLIENT {
         assert!(out.lines().any(|l| l == want), "our client: wanted '{want}':\n{out}\nguest:\n{log}");
     }
-    for want in &WINDOW_SERVER[..3] {
+    for want in &MW_SERVER[..3] {
         assert!(log.lines().any(|l| l == *want), "the guest's server: wanted '{want}':\n{log}\nours:\n{out}");
     }
     // rxe hands the receive of a SEND with invalidate to the program with the key but with
@@ -463,33 +449,16 @@ fn memory_windows_both_ways(g: &mut Guest, mw: &std::path::Path, report: &mut St
     let (rc, out) = harness::wait_tool(&cmd, srv);
     let _ = writeln!(report, "--- h. ours: {cmd}\nexit {rc}\n{out}\nguest mw -c (rc {grc}):\n{glog}");
     assert!(glog.contains("rc=0"), "the guest's mw client:\n{glog}\nours:\n{out}");
-    for want in WINDOW_CLIENT {
+    for want in MW_CLIENT {
         assert!(glog.lines().any(|l| l == want), "the guest's client: wanted '{want}':\n{glog}\nours:\n{out}");
     }
-    for want in WINDOW_SERVER {
+    for want in MW_SERVER {
         assert!(out.lines().any(|l| l == want), "our server: wanted '{want}':\n{out}\nguest:\n{glog}");
     }
 }
-
-/// tests/capi/windows.rs's client lines.
-const WINDOW_CLIENT: [&str; 5] = [
-    "case=keys status=0 len=16",
-    "case=read_type2 status=0 same=1",
-    "case=read_type1 status=0 same=1",
-    "case=send_inv status=0",
-    "case=read_after_inv status=10",
-];
 
 /// The guest's server's receive of our SEND with invalidate, as rxe completes it: the key
 /// right, but wc_flags 0x5, IBV_WC_GRH | bit 2, the kernel's IB_WC_WITH_INVALIDATE, which
 /// libibverbs calls IBV_WC_IP_CSUM_OK; IBV_WC_WITH_INV (bit 3) is not set (seen on 6.1,
 /// 2026-12-07: rxe copies the kernel's flags into the user CQE).
 const RXE_INV_RECV: &str = "server recv=1 status=0 flags=0x5 rkey_ok=1";
-
-/// tests/capi/windows.rs's server lines.
-const WINDOW_SERVER: [&str; 4] = [
-    "server bind2 status=0 opcode=5",
-    "server bind1 status=0 opcode=5 rkey_changed=1",
-    "server keys status=0",
-    "server recv=1 status=0 flags=0x8 rkey_ok=1",
-];

@@ -11,6 +11,9 @@ mod common;
 #[path = "../capi/debian.rs"]
 #[allow(dead_code)] // (the interop tests need only the programs)
 mod debian;
+#[path = "../capi/expect.rs"]
+#[allow(dead_code)] // (FLUSH is not asserted against the guest: spec/kernel-findings.md §6)
+mod expect;
 #[path = "../analyze/flow_oracle.rs"]
 mod flow_oracle;
 mod harness;

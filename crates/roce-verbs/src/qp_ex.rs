@@ -216,7 +216,7 @@ unsafe fn begin(qpx: *mut ibv_qp_ex, opcode: ibv_wr_opcode, need: u64, fill: imp
     let allowed = q.send_ops.unwrap_or(0) & need != 0;
     with_batch(q, |b| {
         if !allowed {
-            b.err = if b.err == 0 { libc::EOPNOTSUPP } else { b.err };
+            b.fail(libc::EOPNOTSUPP);
             return;
         }
         // SAFETY: plain C data; all-zero is valid.
@@ -348,7 +348,7 @@ unsafe extern "C" fn wr_atomic_write(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr
             }
         });
         if atomic_wr.is_null() {
-            with_batch(q, |b| b.err = if b.err == 0 { libc::EINVAL } else { b.err });
+            with_batch(q, |b| b.fail(libc::EINVAL));
         }
     })
 }
@@ -380,7 +380,7 @@ pub unsafe extern "C" fn wr_flush(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u
                     e.flush = Some(SendOp::Flush { remote_addr, rkey, len: len as u32, placement: type_, level });
                 }
             }),
-            _ => with_batch(q, |b| b.err = if b.err == 0 { libc::EINVAL } else { b.err }),
+            _ => with_batch(q, |b| b.fail(libc::EINVAL)),
         }
     })
 }
@@ -390,7 +390,7 @@ unsafe extern "C" fn wr_bind_mw(qpx: *mut ibv_qp_ex, mw: *mut ibv_mw, rkey: u32,
         if info.is_null() {
             // SAFETY: the builder of one of our QPs.
             let q = unsafe { qp(qpx) };
-            return with_batch(q, |b| b.err = if b.err == 0 { libc::EINVAL } else { b.err });
+            return with_batch(q, |b| b.fail(libc::EINVAL));
         }
         // SAFETY: the program's bind information, copied now.
         let bind_info = unsafe { *info };
@@ -422,7 +422,7 @@ unsafe extern "C" fn wr_unsupported_key(qpx: *mut ibv_qp_ex, _key: u32) {
     boundary("ibv_wr_set_xrc_srqn", (), || {
         // SAFETY: the builder of one of our QPs.
         let q = unsafe { qp(qpx) };
-        with_batch(q, |b| b.err = if b.err == 0 { libc::EOPNOTSUPP } else { b.err });
+        with_batch(q, |b| b.fail(libc::EOPNOTSUPP));
     })
 }
 
@@ -479,7 +479,7 @@ unsafe extern "C" fn wr_set_inline_data_list(qpx: *mut ibv_qp_ex, num_buf: usize
             e.inline = Some(data);
         });
         if too_long {
-            with_batch(q, |b| b.err = if b.err == 0 { libc::EINVAL } else { b.err });
+            with_batch(q, |b| b.fail(libc::EINVAL));
         }
     })
 }

@@ -30,3 +30,12 @@ pub struct Batch {
     /// The first error (0: none), what `ibv_wr_complete` returns.
     pub err: c_int,
 }
+
+impl Batch {
+    /// Remember `err` unless an earlier error is already what `ibv_wr_complete` returns.
+    pub fn fail(&mut self, err: c_int) {
+        if self.err == 0 {
+            self.err = err;
+        }
+    }
+}
