@@ -583,9 +583,7 @@ pub unsafe fn post_send(
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
     let uc = q.uc;
-    let table = rt.mrs.read().ok();
-    let pd = q.pd;
-    let lkey_ok = |k: u32| table.as_ref().is_some_and(|t| t.in_pd(k, pd));
+    let lkey_ok = lkey_in_pd(rt, q.pd);
     let mut batch = Vec::new();
     let mut cur = wr;
     let fail = |at: *mut ibv_send_wr, e: c_int| {
@@ -612,7 +610,7 @@ pub unsafe fn post_send(
         }
         cur = w.next;
     }
-    drop(table);
+    drop(lkey_ok);
     // The ones before a refused request are posted (as the kernel's post_send does).
     let refused = cur;
     let rc = if refused.is_null() {
@@ -674,9 +672,7 @@ pub unsafe fn post_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    let table = rt.mrs.read().ok();
-    let pd = q.pd;
-    let lkey_ok = |k: u32| table.as_ref().is_some_and(|t| t.in_pd(k, pd));
+    let lkey_ok = lkey_in_pd(rt, q.pd);
     let state = mirror.state.load(Ordering::Acquire);
     let held = mirror.rq_len.load(Ordering::Acquire) + mirror.rq_pending.load(Ordering::Acquire);
     let mut batch = Vec::new();
@@ -703,7 +699,7 @@ pub unsafe fn post_recv(
         }
         cur = w.next;
     }
-    drop(table);
+    drop(lkey_ok);
     if err != 0 && !bad_wr.is_null() {
         // SAFETY: the caller's slot.
         unsafe { *bad_wr = cur };
@@ -907,9 +903,7 @@ pub unsafe extern "C" fn post_srq_recv(
     crate::ffi::boundary("ibv_post_srq_recv", libc::EIO, || {
         let Some(s) = srq_of(srq) else { return libc::EINVAL };
         let Ok(rt) = crate::runtime::runtime() else { return libc::ENODEV };
-        let table = rt.mrs.read().ok();
-        let pd = s.pd;
-        let lkey_ok = |k: u32| table.as_ref().is_some_and(|t| t.in_pd(k, pd));
+        let lkey_ok = lkey_in_pd(rt, s.pd);
         let mut batch = Vec::new();
         let mut cur = wr;
         while !cur.is_null() {
@@ -927,7 +921,7 @@ pub unsafe extern "C" fn post_srq_recv(
             }
             cur = w.next;
         }
-        drop(table);
+        drop(lkey_ok);
         let srqn = s.srqn;
         let r = rt.call(move |e| {
             for (at, r) in batch {
