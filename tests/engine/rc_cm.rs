@@ -165,12 +165,65 @@ fn data_moves_over_the_connection_and_disconnect_flushes() {
     p.net.node_mut::<Stack>(cli).disconnect(now, p.cid).unwrap();
     p.net.run_for(Duration::from_millis(50));
     assert!(events(&mut p.net, srv).iter().any(|e| e.kind == EventKind::Disconnected));
+    // The DREQ left the server's QP alone (cma_ib_handler, librdmacm's DISCONNECTED): its
+    // consumer's rdma_disconnect flushes it.
+    assert_eq!(p.net.node::<Stack>(srv).rc().qp_state(sq), Some(QpState::Rts));
+    assert!(p.net.node_mut::<Stack>(srv).rc_mut().poll_cq().is_none());
+    let now = p.net.now();
+    p.net.node_mut::<Stack>(srv).disconnect(now, p.sid).unwrap();
     for (n, q) in [(srv, sq), (cli, cq)] {
         let s = p.net.node_mut::<Stack>(n).rc_mut();
         assert_eq!(s.qp_state(q), Some(QpState::Err));
         let w = s.poll_cq().unwrap();
         assert_eq!((w.wr_id, w.status, w.opcode), (77, WcStatus::WrFlushErr, WcOpcode::Recv));
     }
+}
+
+/// The peer's DREQ overtakes its ACK of our last SEND (rxe posts the receive's completion
+/// before it sends the ACK, so its consumer's rdma_disconnect can put the DREQ on the wire
+/// first; seen against 7.2's rxe): the DREQ reports DISCONNECTED and leaves our QP in RTS, so
+/// the ACK behind it still completes the SEND successfully; our own disconnect then moves the
+/// QP to ERR.
+#[test]
+fn a_send_acked_after_the_peers_dreq_completes_successfully() {
+    let mut p = connect(4, LinkConfig::with_latency(Duration::from_micros(50)));
+    let (srv, cli, sq, cq) = (p.srv, p.cli, p.sq, p.cq);
+    p.net.node_mut::<Stack>(srv).rc_mut().post_recv(sq, RecvWr { wr_id: 1, sg_list: vec![] }).unwrap();
+    let now = p.net.now();
+    let send = SendWr { wr_id: 9, op: SendOp::Send, sg_list: vec![], signaled: true, solicited: false, inline: None };
+    p.net.node_mut::<Stack>(cli).rc_mut().post_send(now, cq, send).unwrap();
+    // The SEND is on its way; from now on everything for the client is captured and lost
+    // until it is replayed below (a cable's faults apply to the frames crossing it later).
+    p.net.run_for(Duration::from_micros(10));
+    let clean = LinkConfig::with_latency(Duration::from_micros(50));
+    p.net.set_link(cli, LinkConfig { loss: 1.0, ..clean.clone() });
+    let lost_from = p.net.now();
+    p.net.run_for(Duration::from_millis(1));
+    let w = p.net.node_mut::<Stack>(srv).rc_mut().poll_cq().expect("the server's receive");
+    assert_eq!((w.wr_id, w.status), (1, WcStatus::Success));
+    let now = p.net.now();
+    p.net.node_mut::<Stack>(srv).disconnect(now, p.sid).unwrap();
+    p.net.run_for(Duration::from_micros(10));
+    // After Ethernet, IPv4 and UDP: the BTH opcode at 42 (0x11 RC ACKNOWLEDGE), and behind
+    // BTH and DETH the MAD's attribute ID at 78 (0x0015 DREQ).
+    let from_srv: Vec<_> =
+        p.net.captured().iter().filter(|c| c.from == srv && c.time >= lost_from).map(|c| c.data.clone()).collect();
+    let ack = from_srv.iter().find(|f| f.len() > 42 && f[42] == 0x11).expect("the server's ACK").clone();
+    let dreq = from_srv.iter().find(|f| f.len() > 80 && f[78..80] == [0, 0x15]).expect("the server's DREQ").clone();
+    p.net.set_link(cli, clean);
+    p.net.inject(srv, &dreq);
+    p.net.run_for(Duration::from_micros(60));
+    p.net.inject(srv, &ack);
+    p.net.run_for(Duration::from_millis(1));
+    let ev = events(&mut p.net, cli);
+    assert!(ev.iter().any(|e| e.kind == EventKind::Disconnected));
+    let c = p.net.node_mut::<Stack>(cli);
+    let w = c.rc_mut().poll_cq().expect("the SEND's completion");
+    assert_eq!((w.wr_id, w.status, w.opcode), (9, WcStatus::Success, WcOpcode::Send));
+    assert_eq!(c.rc().qp_state(cq), Some(QpState::Rts));
+    let now = p.net.now();
+    p.net.node_mut::<Stack>(cli).disconnect(now, p.cid).unwrap();
+    assert_eq!(p.net.node::<Stack>(cli).rc().qp_state(cq), Some(QpState::Err));
 }
 
 #[test]

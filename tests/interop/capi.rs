@@ -55,6 +55,27 @@ fn guest_listening(g: &mut Guest, program: &str) {
     }
 }
 
+/// Our server `cmd` (a `roce exec` of tests/capi's atomwr or mw, which print `listening` once
+/// they listen), started in the namespace under a 60 s KILL timeout with its output in
+/// `log`; returns once that line is there (at most 20 s), so that the guest's client never
+/// races its start.
+fn our_listening_server(g: &Guest, cmd: &str, log: &std::path::Path) -> std::process::Child {
+    let srv = g.spawn_in_netns(&format!("exec timeout -s KILL 60 {cmd} > {} 2>&1", log.display()));
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end && !std::fs::read_to_string(log).unwrap_or_default().contains("listening") {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    srv
+}
+
+/// (exit code, output) of a server started by [`our_listening_server`], once it has ended.
+fn our_server_output(cmd: &str, srv: std::process::Child, log: &std::path::Path) -> (i32, String) {
+    let (rc, _) = harness::wait_tool(cmd, srv);
+    let out = std::fs::read_to_string(log).unwrap_or_else(|e| format!("({}: {e})", log.display()));
+    harness::assert_no_send_errors(cmd, &out);
+    (rc, out)
+}
+
 fn rxe_stats(g: &mut Guest) -> String {
     std::thread::sleep(harness::HW_STATS_LIFESPAN);
     g.guest_exec("rdma statistic show 2>&1", T).1
@@ -221,8 +242,8 @@ fn debians_mckey_and_udaddy_over_roce_against_the_kernel() {
     std::fs::write(art.join("report.txt"), &report).unwrap();
     let del = del.unwrap_or_else(|| panic!("no Delete for 239.1.2.6 after SIGKILL:\n{agent}"));
     connected_programs(&mut g, &art, &mut report);
-    atomic_write_both_ways(&mut g, &atomwr, &mut report);
-    memory_windows_both_ways(&mut g, &mw, &mut report);
+    atomic_write_both_ways(&mut g, &art, &atomwr, &mut report);
+    memory_windows_both_ways(&mut g, &art, &mw, &mut report);
     std::fs::write(art.join("report.txt"), &report).unwrap();
     assert!(del.contains("mask=0x10003") && del.contains("JoinState=FullMember"), "{del}");
     let answered = agent.lines().filter(|l| l.contains("-> SubnAdmDeleteResp(MCMemberRecord)")).count();
@@ -265,8 +286,10 @@ fn connected_programs(g: &mut Guest, art: &std::path::Path, report: &mut String)
         let cmd = exec(ours, program, &server.replace("{S}", "198.18.0.1"));
         let srv = g.spawn_in_netns(&format!("exec timeout -s KILL 120 {cmd}"));
         std::thread::sleep(Duration::from_secs(2));
-        let (grc, glog) =
-            g.guest_exec(&format!("{program} {} 2>&1; echo rc=$?", client.replace("{S}", "198.18.0.1")), T);
+        let (grc, glog) = g.guest_exec(
+            &format!("timeout -s KILL 45 {program} {} 2>&1; echo rc=$?", client.replace("{S}", "198.18.0.1")),
+            T,
+        );
         let (rc, out) = harness::wait_tool(&cmd, srv);
         let (c1, stats) = counters(g);
         let _ = writeln!(report, "--- f. ours: {cmd}\nexit {rc}\n{out}\nguest {program} client (rc {grc}):\n{glog}");
@@ -310,7 +333,7 @@ fn connected_programs(g: &mut Guest, art: &std::path::Path, report: &mut String)
         while !listening(g) && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(100));
         }
-        let (grc, glog) = g.guest_exec(&format!("{tool} {o} 198.18.0.1 2>&1; echo rc=$?"), T);
+        let (grc, glog) = g.guest_exec(&format!("timeout -s KILL 45 {tool} {o} 198.18.0.1 2>&1; echo rc=$?"), T);
         let (rc, out) = harness::wait_tool(&cmd, srv);
         let (c1, stats) = counters(g);
         let _ = writeln!(report, "--- f. ours: {cmd}\nexit {rc}\n{out}\nguest {tool} client (rc {grc}):\n{glog}");
@@ -341,7 +364,7 @@ fn check_rc_counters(
 
 /// g. The C program of tests/capi/atomwr.c, ours (roce's libraries) against the guest's (the
 /// kernel's rxe and rdma-core v44's rxe provider), both directions.
-fn atomic_write_both_ways(g: &mut Guest, atomwr: &std::path::Path, report: &mut String) {
+fn atomic_write_both_ways(g: &mut Guest, art: &std::path::Path, atomwr: &std::path::Path, report: &mut String) {
     let kernel = harness::kernel();
     let ours =
         |args: &str| roce(&format!("exec --iface tap0 -I 198.18.0.1 --transport raw -- {} {args}", atomwr.display()));
@@ -357,6 +380,7 @@ fn atomic_write_both_ways(g: &mut Guest, atomwr: &std::path::Path, report: &mut 
     let log = wait_guest_log(g, "/tmp/aw.log", "server word=", Duration::from_secs(30));
     let _ = g.guest_exec("killall atomwr; true", T);
     let _ = writeln!(report, "--- g. guest atomwr -s:\n{log}\nours: {cmd}\nexit {rc}\n{out}");
+    std::fs::write(art.join("report.txt"), &*report).unwrap();
     let client_has = |out: &str, want: &str| out.lines().any(|l| l == want);
     if kernel.memory_placement {
         assert_eq!(rc, 0, "our atomwr client:\n{out}\nguest:\n{log}");
@@ -377,13 +401,15 @@ fn atomic_write_both_ways(g: &mut Guest, atomwr: &std::path::Path, report: &mut 
 
     // Ours serves, the guest's writes into our memory.
     let cmd = ours("-s 198.18.0.1");
-    let srv = g.spawn_in_netns(&format!("exec timeout -s KILL 60 {cmd}"));
-    std::thread::sleep(Duration::from_secs(2));
-    let (grc, glog) = g.guest_exec("atomwr -c 198.18.0.1 2>&1; echo rc=$?", T);
+    let srv_log = art.join("atomwr_server.log");
+    let srv = our_listening_server(g, &cmd, &srv_log);
+    // Within the guest's own timeout, so that a hang still reports both sides.
+    let (grc, glog) = g.guest_exec("timeout -s KILL 40 atomwr -c 198.18.0.1 2>&1; echo rc=$?", T);
     std::thread::sleep(Duration::from_millis(500));
     let _ = g.run_in_netns("pkill -TERM -f 'atomwr -s 198.18.0.1'; true");
-    let (rc, out) = harness::wait_tool(&cmd, srv);
+    let (rc, out) = our_server_output(&cmd, srv, &srv_log);
     let _ = writeln!(report, "--- g. ours: {cmd}\nexit {rc}\n{out}\nguest atomwr -c (rc {grc}):\n{glog}");
+    std::fs::write(art.join("report.txt"), &*report).unwrap();
     if kernel.memory_placement {
         assert!(glog.contains("rc=0"), "the guest's atomwr client on {kernel}:\n{glog}\nours:\n{out}");
         for want in ATOMWR_CLIENT {
@@ -414,7 +440,7 @@ const RXE_6_1_REQUESTER: [&str; 2] =
 
 /// h. tests/capi/mw.c, ours against the guest's, both directions: the same lines as between
 /// two roce ends (tests/capi/windows.rs).
-fn memory_windows_both_ways(g: &mut Guest, mw: &std::path::Path, report: &mut String) {
+fn memory_windows_both_ways(g: &mut Guest, art: &std::path::Path, mw: &std::path::Path, report: &mut String) {
     let ours =
         |args: &str| roce(&format!("exec --iface tap0 -I 198.18.0.1 --transport raw -- {} {args}", mw.display()));
     let (rc, out) = g.guest_exec("(mw -s 198.18.0.2; echo rc=$?) > /tmp/mw.log 2>&1 &", T);
@@ -425,6 +451,7 @@ fn memory_windows_both_ways(g: &mut Guest, mw: &std::path::Path, report: &mut St
     let log = wait_guest_log(g, "/tmp/mw.log", "server recv=", Duration::from_secs(30));
     let _ = g.guest_exec("killall mw; true", T);
     let _ = writeln!(report, "--- h. guest mw -s:\n{log}\nours: {cmd}\nexit {rc}\n{out}");
+    std::fs::write(art.join("report.txt"), &*report).unwrap();
     assert_eq!(rc, 0, "our mw client:\n{out}\nguest:\n{log}");
     for want in MW_CLIENT {
         assert!(out.lines().any(|l| l == want), "our client: wanted '{want}':\n{out}\nguest:\n{log}");
@@ -441,13 +468,14 @@ fn memory_windows_both_ways(g: &mut Guest, mw: &std::path::Path, report: &mut St
     );
 
     let cmd = ours("-s 198.18.0.1");
-    let srv = g.spawn_in_netns(&format!("exec timeout -s KILL 60 {cmd}"));
-    std::thread::sleep(Duration::from_secs(2));
-    let (grc, glog) = g.guest_exec("mw -c 198.18.0.1 2>&1; echo rc=$?", T);
+    let srv_log = art.join("mw_server.log");
+    let srv = our_listening_server(g, &cmd, &srv_log);
+    let (grc, glog) = g.guest_exec("timeout -s KILL 40 mw -c 198.18.0.1 2>&1; echo rc=$?", T);
     std::thread::sleep(Duration::from_millis(500));
     let _ = g.run_in_netns("pkill -TERM -f 'mw -s 198.18.0.1'; true");
-    let (rc, out) = harness::wait_tool(&cmd, srv);
+    let (rc, out) = our_server_output(&cmd, srv, &srv_log);
     let _ = writeln!(report, "--- h. ours: {cmd}\nexit {rc}\n{out}\nguest mw -c (rc {grc}):\n{glog}");
+    std::fs::write(art.join("report.txt"), &*report).unwrap();
     assert!(glog.contains("rc=0"), "the guest's mw client:\n{glog}\nours:\n{out}");
     for want in MW_CLIENT {
         assert!(glog.lines().any(|l| l == want), "the guest's client: wanted '{want}':\n{glog}\nours:\n{out}");

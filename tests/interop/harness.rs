@@ -833,15 +833,28 @@ impl Guest {
     }
 }
 
+impl Guest {
+    /// tshark's one-line summaries of the last `n` frames of tap0's capture: what was on the
+    /// wire when a test failed, in the log itself (a CI machine's artefacts are gone with it).
+    fn capture_tail(&self, n: usize) -> String {
+        let pcap = self.pcap_path();
+        match Command::new(crate::common::tshark()).args(["-n", "-t", "r", "-r"]).arg(&pcap).output() {
+            Ok(o) => tail(&String::from_utf8_lossy(&o.stdout), n),
+            Err(e) => format!("(tshark -r {}: {e})", pcap.display()),
+        }
+    }
+}
+
 impl Drop for Guest {
     fn drop(&mut self) {
         self.teardown();
         if std::thread::panicking() {
             eprintln!(
-                "interop: {} failed; artefacts in {}; console tail:\n{}",
+                "interop: {} failed; artefacts in {}; console tail:\n{}\nthe capture's last frames (tshark):\n{}",
                 self.test,
                 self.artefacts.display(),
-                tail(&self.console_log(), 25)
+                tail(&self.console_log(), 25),
+                self.capture_tail(30)
             );
         }
     }

@@ -772,9 +772,12 @@ impl Cm {
         cx.send(src, src_qp, tid, &CmMessage::Drep(drep));
         // cm_dreq_handler: an established connection, or one whose REP or DREQ is
         // outstanding, goes to TIMEWAIT (the DREP is sent at once here; see spec/cm-states.md).
+        // The QP is left as it is: neither the kernel's CM (cma_ib_handler) nor librdmacm's
+        // DISCONNECTED touches it; the consumer's rdma_disconnect or destroy moves it to ERR.
+        // Until then it completes what the peer still acknowledges (the peer's ACK of our last
+        // SEND may well come after its DREQ).
         if matches!(state, ConnState::Established | ConnState::RepSent | ConnState::DreqSent) {
             self.enter_timewait(cx, now, local_comm);
-            cx.rc_flush(now, id); // DREQ flushes the QP
             cx.conn_disconnected(id, 0);
         }
         true
