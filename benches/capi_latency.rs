@@ -125,6 +125,7 @@ fn engine_side(n: usize) -> Vec<(String, f64, f64)> {
         rx_queues: 1,
         gso: false,
         congestion: roce_cm::rc::Congestion::Off,
+        rxe_flush_icrc: false,
     };
     let mut d = roce::plumbing::port::open_port(&o).unwrap_or_else(|e| panic!("{}", e.message));
     let mut out = Vec::new();

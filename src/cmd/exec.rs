@@ -59,6 +59,11 @@ pub struct Args {
     /// default, as rxe) or dcqcn.
     #[arg(long, value_enum)]
     pub cc: Option<crate::plumbing::options::CcArg>,
+    /// Send RC FLUSH requests with the ICRC Linux rxe computes for them, and accept either
+    /// (ROCE_RXE_FLUSH_ICRC=1): rxe (6.2 on) drops a FLUSH with the IBA's ICRC unanswered
+    /// (spec/kernel-findings.md §6).
+    #[arg(long)]
+    pub rxe_flush_icrc: bool,
     /// Print the directory that holds the library (for LD_LIBRARY_PATH) and exit.
     #[arg(long)]
     pub print_lib_dir: bool,
@@ -177,6 +182,7 @@ fn environment(a: &Args) -> Result<Env, (u8, String)> {
                 crate::plumbing::options::CcArg::Dcqcn => "dcqcn".into(),
             }),
         ),
+        ("ROCE_RXE_FLUSH_ICRC", a.rxe_flush_icrc.then(|| "1".into())),
     ])
 }
 

@@ -301,6 +301,7 @@ impl LinkArgs {
             rx_queues: 1,
             gso: false,
             congestion: roce_cm::rc::Congestion::Off,
+            rxe_flush_icrc: false,
         }
     }
 }

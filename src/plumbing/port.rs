@@ -255,6 +255,9 @@ pub struct PortOptions {
     /// The congestion control of the stack's connected QPs (`--cc` of the RC tools,
     /// `ROCE_CC` of the C library; off by default).
     pub congestion: roce_cm::rc::Congestion,
+    /// RC FLUSH with rxe's ICRC (`ROCE_RXE_FLUSH_ICRC=1` of the C library;
+    /// [`roce_cm::StackConfig::rxe_flush_icrc`]).
+    pub rxe_flush_icrc: bool,
 }
 
 /// Why a port could not be opened: the exit status (2 usage, 3 cannot run here) and the message.
@@ -602,6 +605,7 @@ fn port_config(
     };
     cfg.sa = o.sa;
     cfg.multicast_paths = o.paths;
+    cfg.rxe_flush_icrc = o.rxe_flush_icrc;
     cfg.seed = seed();
     Ok(cfg)
 }

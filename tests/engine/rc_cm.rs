@@ -27,11 +27,18 @@ struct Pair {
 pub(crate) use crate::common::sim::{events, resolve};
 
 fn connect(seed: u64, link: LinkConfig) -> Pair {
+    connect_with(seed, link, |_| {})
+}
+
+/// [`connect`] with each side's configuration changed by `tune` first.
+fn connect_with(seed: u64, link: LinkConfig, tune: impl Fn(&mut StackConfig)) -> Pair {
     let mut net = SimNet::new(seed);
     let mut ca = StackConfig::new([2, 0, 0, 0, 0, 1], A, 24);
     ca.seed = seed;
     let mut cb = StackConfig::new([2, 0, 0, 0, 0, 2], B, 24);
     cb.seed = seed + 1;
+    tune(&mut ca);
+    tune(&mut cb);
     let srv = net.add(Stack::new(ca), link.clone());
     let cli = net.add(Stack::new(cb), link);
     let s = net.node_mut::<Stack>(srv);
@@ -224,6 +231,56 @@ fn a_send_acked_after_the_peers_dreq_completes_successfully() {
     let now = p.net.now();
     p.net.node_mut::<Stack>(cli).disconnect(now, p.cid).unwrap();
     assert_eq!(p.net.node::<Stack>(cli).rc().qp_state(cq), Some(QpState::Err));
+}
+
+/// `rxe_flush_icrc` (spec/kernel-findings.md §6): a FLUSH leaves with rxe's ICRC (the
+/// headers covered twice), which a stack with the setting accepts and answers and one without
+/// drops as `bad_icrc`, as rxe drops the IBA's.
+#[test]
+fn rxe_flush_icrc_is_what_both_ends_must_agree_on() {
+    use roce_cm::rc::{FlushLevel, FLUSH_GLOBAL};
+    use roce_cm::DropReason;
+    for server_has_it in [true, false] {
+        let mut p = connect_with(5, LinkConfig::with_latency(Duration::from_micros(50)), |c| c.rxe_flush_icrc = true);
+        let (srv, cli, sq, cq) = (p.srv, p.cli, p.sq, p.cq);
+        p.net.set_capture(true);
+        let now = p.net.now();
+        let s = p.net.node_mut::<Stack>(srv);
+        let mut at = s.rc().query_qp(sq).unwrap();
+        at.access = at.access.union(Access::FLUSH_GLOBAL);
+        s.rc_mut().modify_qp(now, sq, QpState::Rts, &at).unwrap();
+        let mr = s.rc_mut().reg_mr(4096, Access::ALL.union(Access::FLUSH_GLOBAL)).unwrap();
+        if !server_has_it {
+            // The same server, now as a stack without the setting would check it.
+            s.set_rxe_flush_icrc(false);
+        }
+        let before = p.net.node::<Stack>(srv).counters().dropped(DropReason::BadIcrc);
+        let op = SendOp::Flush {
+            remote_addr: mr.addr,
+            rkey: mr.rkey,
+            len: 4096,
+            placement: FLUSH_GLOBAL,
+            level: FlushLevel::Range,
+        };
+        let wr = SendWr { wr_id: 3, op, sg_list: vec![], signaled: true, solicited: false, inline: None };
+        p.net.node_mut::<Stack>(cli).rc_mut().post_send(now, cq, wr).unwrap();
+        p.net.run_for(Duration::from_millis(5));
+        let flush = p.net.captured().iter().find(|c| c.from == cli && c.data.get(42) == Some(&0x1c)).expect("a FLUSH");
+        let f = &flush.data;
+        let n = f.len();
+        let rxe = roce_wire::icrc::compute_rxe_flush(&f[14..n - 4], roce_wire::icrc::IpVersion::V4, 20).unwrap();
+        assert_eq!(roce_wire::icrc::from_wire(f[n - 4..].try_into().unwrap()), rxe, "rxe's ICRC on the wire");
+        let dropped = p.net.node::<Stack>(srv).counters().dropped(DropReason::BadIcrc) - before;
+        let wc = p.net.node_mut::<Stack>(cli).rc_mut().poll_cq();
+        if server_has_it {
+            assert_eq!(dropped, 0);
+            let w = wc.expect("the FLUSH's completion");
+            assert_eq!((w.wr_id, w.status, w.opcode), (3, WcStatus::Success, WcOpcode::Flush));
+        } else {
+            assert!(dropped >= 1, "the standard check refuses rxe's ICRC");
+            assert!(wc.is_none(), "unanswered: {wc:?}");
+        }
+    }
 }
 
 #[test]

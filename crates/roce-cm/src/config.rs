@@ -214,6 +214,11 @@ pub struct StackConfig {
     /// The congestion control of connected QPs ([`crate::rc::Rc::set_congestion`]; off by
     /// default, as rxe has none).
     pub congestion: crate::cc::Congestion,
+    /// Send RC FLUSH requests with the ICRC Linux rxe computes for them (the 32 header bytes
+    /// covered twice; [`roce_wire::icrc::compute_rxe_flush`]) instead of the IBA's, and accept
+    /// a received FLUSH with either. Off by default: only an rxe peer (6.2 and later) wants
+    /// it, and it drops a standard FLUSH without a word (spec/kernel-findings.md §6).
+    pub rxe_flush_icrc: bool,
 }
 
 impl StackConfig {
@@ -244,6 +249,7 @@ impl StackConfig {
             udp_source_port: None,
             rc_max_unacked_psns: DEFAULT_MAX_UNACKED_PSNS,
             congestion: crate::cc::Congestion::Off,
+            rxe_flush_icrc: false,
         }
     }
 

@@ -220,6 +220,12 @@ impl Stack {
     // ----------------------------------------------------------------------------------
     // Outputs
 
+    /// Turn [`StackConfig::rxe_flush_icrc`] on or off (the FLUSH frames framed from now on,
+    /// and the check of those received).
+    pub fn set_rxe_flush_icrc(&mut self, on: bool) {
+        self.cfg.rxe_flush_icrc = on;
+    }
+
     /// The next event for the application.
     #[inline] // an event is a few hundred bytes: built in the caller's frame, not copied out
     pub fn poll_event(&mut self) -> Option<CmEvent> {
@@ -390,11 +396,15 @@ impl Stack {
     /// [`Stack::frame_roce`] for an RC/UC packet as its QP made it.
     fn frame_rc(&self, p: &crate::rc::RcPacket, dst_mac: [u8; 6], buf: &mut [u8]) -> Option<usize> {
         let h = self.roce_headers(p, dst_mac)?;
-        match p.payload_in_place {
+        let n = match p.payload_in_place {
             // (Gathered where `h.header_len()` puts it: the headers go around it.)
             Some(n) => frame::emit_roce(&h, buf, None, n).ok(),
             None => frame::emit_roce(&h, buf, Some(&p.payload), p.payload.len()).ok(),
+        }?;
+        if self.cfg.rxe_flush_icrc && p.bth.opcode == Opcode::RcFlush {
+            rxe_flush_icrc(&mut buf[..n], h.src.is_ipv4());
         }
+        Some(n)
     }
 
     /// The headers of a RoCE packet's frame (written by `frame::emit_roce` straight from
@@ -616,6 +626,12 @@ impl Stack {
                 // checksum is a malformed IGMP frame.)
                 Err(e) => self.counters.drop(DropReason::Malformed(e.layer())),
             },
+            Err(e) if self.cfg.rxe_flush_icrc && is_icrc_mismatch(&e) && has_rxe_flush_icrc(bytes) => {
+                match Sliced::from_ethernet_icrc_verified(bytes) {
+                    Ok(Sliced { payload: Payload::RoceV2 { packet, .. }, .. }) => self.handle_roce(now, &packet),
+                    _ => self.drop_malformed(e),
+                }
+            }
             Err(e) => self.drop_malformed(e),
         }
     }
@@ -1214,5 +1230,49 @@ mod tests {
         assert!(!pkey_match(0x8000, 0xffff));
         assert!(!pkey_match(0x0000, 0xffff));
         assert!(!pkey_match(0xfffe, 0xffff));
+    }
+}
+
+/// Whether the walk refused a frame for its ICRC.
+fn is_icrc_mismatch(e: &WireError) -> bool {
+    matches!(e, WireError::Content { kind: ContentError::IcrcMismatch { .. }, .. })
+}
+
+/// Where a RoCEv2 frame's IP packet lies (`(start, end, ip_header_len, ipv4)`): an untagged
+/// Ethernet frame with IPv4 (no options) or IPv6 and UDP to port 4791; `None` for anything
+/// else.
+fn roce_ip_span(frame: &[u8]) -> Option<(usize, usize, usize, bool)> {
+    let ethertype = u16::from_be_bytes(frame.get(12..14)?.try_into().ok()?);
+    let (ipv4, hl, total) = match ethertype {
+        0x0800 if *frame.get(14)? == 0x45 => {
+            (true, 20, usize::from(u16::from_be_bytes(frame.get(16..18)?.try_into().ok()?)))
+        }
+        0x86dd => (false, 40, 40 + usize::from(u16::from_be_bytes(frame.get(18..20)?.try_into().ok()?))),
+        _ => return None,
+    };
+    let end = 14 + total;
+    let udp_dst = u16::from_be_bytes(frame.get(14 + hl + 2..14 + hl + 4)?.try_into().ok()?);
+    (end <= frame.len() && udp_dst == roce_wire::ROCEV2_UDP_PORT).then_some((14, end, hl, ipv4))
+}
+
+/// Whether `frame` is an RC FLUSH whose ICRC is the one rxe computes
+/// ([`roce_wire::icrc::compute_rxe_flush`]).
+fn has_rxe_flush_icrc(frame: &[u8]) -> bool {
+    let Some((start, end, hl, ipv4)) = roce_ip_span(frame) else { return false };
+    if frame.get(start + hl + 8) != Some(&u8::from(Opcode::RcFlush)) || end < start + 4 {
+        return false;
+    }
+    let version = if ipv4 { roce_wire::icrc::IpVersion::V4 } else { roce_wire::icrc::IpVersion::V6 };
+    let wire = roce_wire::icrc::from_wire([frame[end - 4], frame[end - 3], frame[end - 2], frame[end - 1]]);
+    roce_wire::icrc::compute_rxe_flush(&frame[start..end - 4], version, hl).is_ok_and(|c| c == wire)
+}
+
+/// Put rxe's FLUSH ICRC on an emitted FLUSH frame (`frame` ends with its ICRC).
+fn rxe_flush_icrc(frame: &mut [u8], ipv4: bool) {
+    let hl = if ipv4 { 20 } else { 40 };
+    let version = if ipv4 { roce_wire::icrc::IpVersion::V4 } else { roce_wire::icrc::IpVersion::V6 };
+    let n = frame.len();
+    if let Ok(c) = roce_wire::icrc::compute_rxe_flush(&frame[14..n - 4], version, hl) {
+        frame[n - 4..].copy_from_slice(&c.to_le_bytes());
     }
 }

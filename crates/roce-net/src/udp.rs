@@ -148,6 +148,8 @@ pub struct Datagram {
     pub hop_limit: u8,
     /// Where the UDP payload (BTH … ICRC) sits in the frame.
     pub payload: Range<usize>,
+    /// Whether it must go alone, never in a GSO run (an RC FLUSH: see `vnet::is_rc_flush`).
+    pub alone: bool,
 }
 
 impl gso::RunMember for Datagram {
@@ -155,14 +157,23 @@ impl gso::RunMember for Datagram {
         self.payload.len()
     }
     fn joins(&self, first: &Self) -> bool {
-        self.dst == first.dst && self.traffic_class == first.traffic_class && self.hop_limit == first.hop_limit
+        !self.alone
+            && !first.alone
+            && self.dst == first.dst
+            && self.traffic_class == first.traffic_class
+            && self.hop_limit == first.hop_limit
     }
 }
 
 impl Datagram {
     /// A placeholder (for arrays filled as frames are classified).
-    const EMPTY: Datagram =
-        Datagram { dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED), traffic_class: 0, hop_limit: 0, payload: 0..0 };
+    const EMPTY: Datagram = Datagram {
+        dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        traffic_class: 0,
+        hop_limit: 0,
+        payload: 0..0,
+        alone: false,
+    };
 }
 
 const ETH_LEN: usize = 14;
@@ -241,7 +252,8 @@ pub fn classify(frame: &[u8], local: IpAddr, mac: [u8; 6]) -> Result<Datagram, N
         return Err(NotSent::ForeignPort);
     }
     let at = ETH_LEN + udp_at + UDP_LEN;
-    Ok(Datagram { dst, traffic_class: tc, hop_limit: hop, payload: at..ETH_LEN + udp_at + udp_len })
+    let alone = crate::vnet::is_rc_flush(frame.get(at).copied());
+    Ok(Datagram { dst, traffic_class: tc, hop_limit: hop, payload: at..ETH_LEN + udp_at + udp_len, alone })
 }
 
 /// How a received datagram arrived (what the socket reports of its IP and UDP headers).

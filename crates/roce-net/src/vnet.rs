@@ -98,7 +98,7 @@ impl RunFrame<'_> {
         let end = udp_at + usize::from(u16::from_be_bytes([udp[4], udp[5]]));
         (end <= frame.len() && end >= udp_at + UDP_LEN + ICRC_LEN).then_some(RunFrame {
             frame,
-            runnable: true,
+            runnable: !is_rc_flush(frame.get(udp_at + UDP_LEN).copied()),
             ipv4,
             udp_at,
             end,
@@ -167,6 +167,13 @@ impl RunMember for RunFrame<'_> {
                 .get(self.udp_at + UDP_LEN)
                 .is_some_and(|&op| matches!(Opcode::from(op).transport(), Transport::Rc | Transport::Uc))
     }
+}
+
+/// Whether a datagram whose BTH opcode is `op` is an RC FLUSH, which always goes alone: its
+/// ICRC may be rxe's (the headers covered twice, `roce_cm::StackConfig::rxe_flush_icrc`), which
+/// the per-segment IPv4 ID correction, linear in the standard ICRC's length, would break.
+pub(crate) fn is_rc_flush(op: Option<u8>) -> bool {
+    op == Some(u8::from(roce_wire::bth::Opcode::RcFlush))
 }
 
 /// The headers of a run of `first`'s kind carrying `payload` UDP payload bytes in all, and the
@@ -368,6 +375,33 @@ mod tests {
     }
 
     /// Frames of other destinations, or that cannot be a run member, are not joined.
+    /// An RC FLUSH goes alone on both transports: its ICRC may be rxe's, which the ID
+    /// correction of a run's later segments would break.
+    #[test]
+    fn a_flush_never_joins_a_run() {
+        let mut fs = frames("10.0.0.1", "10.0.0.2", &[32, 32, 32]);
+        let at = ETH_LEN + 20 + UDP_LEN;
+        for f in &mut fs[1..] {
+            f[at] = u8::from(roce_wire::bth::Opcode::RcFlush);
+        }
+        let run: Vec<RunFrame<'_>> = fs.iter().map(|f| RunFrame::classify(f).unwrap()).collect();
+        assert!(!run[1].joins(&run[0]) && !run[2].joins(&run[1]));
+        // The udp transport's frames leave from port 4791.
+        let local: IpAddr = "10.0.0.1".parse().unwrap();
+        let d: Vec<_> = (0..3u8)
+            .map(|i| {
+                let mut f = crate::udp::tests::rc_engine_frame(local, "10.0.0.2".parse().unwrap(), 4791, &[i; 32]);
+                if i > 0 {
+                    f[at] = u8::from(roce_wire::bth::Opcode::RcFlush);
+                }
+                let mac = f[6..12].try_into().unwrap();
+                crate::udp::classify(&f, local, mac).unwrap()
+            })
+            .collect();
+        use crate::gso::RunMember;
+        assert!(!d[1].joins(&d[0]) && !d[2].joins(&d[1]) && d[1].alone && !d[0].alone);
+    }
+
     #[test]
     fn only_like_frames_join() {
         let mut fs = frames("10.0.0.1", "10.0.0.2", &[100, 100]);

@@ -106,6 +106,11 @@ pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<PortOptions, 
         // runs of packets go out as GSO frames on the raw transport, as the roce tools' do.
         gso: true,
         congestion,
+        rxe_flush_icrc: match get("ROCE_RXE_FLUSH_ICRC").as_deref() {
+            None | Some("") | Some("0") => false,
+            Some("1") => true,
+            Some(v) => return Err(bad(format!("ROCE_RXE_FLUSH_ICRC={v}: expected 0 or 1"))),
+        },
     })
 }
 

@@ -145,17 +145,17 @@ pub fn compute_split(ip_udp: &[u8], version: IpVersion, ip_header_len: usize, da
     if datagram.len() < BTH_LEN {
         return Err(Error::len(Layer::Icrc, head, BTH_LEN, datagram.len()));
     }
-    Ok(compute_by_copy_split(ip_udp, &datagram[..BTH_LEN], &datagram[BTH_LEN..], version, ip_header_len))
+    Ok(compute_by_copy_split(ip_udp, &datagram[..BTH_LEN], &[&datagram[BTH_LEN..]], version, ip_header_len))
 }
 
 /// The reference form: copy the headers, set the masked fields to ones, hash in two parts.
 fn compute_by_copy(packet: &[u8], version: IpVersion, ip_header_len: usize) -> u32 {
     let prefix_len = ip_header_len + UDP_LEN + BTH_LEN;
-    compute_by_copy_split(&packet[..prefix_len], &[], &packet[prefix_len..], version, ip_header_len)
+    compute_by_copy_split(&packet[..prefix_len], &[], &[&packet[prefix_len..]], version, ip_header_len)
 }
 
 /// [`compute_by_copy`] of `head ‖ bth ‖ rest`, where `head ‖ bth` is the masked prefix.
-fn compute_by_copy_split(head: &[u8], bth: &[u8], rest: &[u8], version: IpVersion, ip_header_len: usize) -> u32 {
+fn compute_by_copy_split(head: &[u8], bth: &[u8], rest: &[&[u8]], version: IpVersion, ip_header_len: usize) -> u32 {
     let prefix_len = ip_header_len + UDP_LEN + BTH_LEN;
     let mut prefix = [0u8; MAX_PREFIX];
     let masked = &mut prefix[..prefix_len];
@@ -181,7 +181,9 @@ fn compute_by_copy_split(head: &[u8], bth: &[u8], rest: &[u8], version: IpVersio
     masked[ip_header_len + UDP_LEN + 4] = 0xff;
     let mut h = seeded();
     h.update(masked);
-    h.update(rest);
+    for r in rest {
+        h.update(r);
+    }
     h.finalize()
 }
 
@@ -384,6 +386,32 @@ pub fn check(packet_with_icrc: &[u8], version: IpVersion, ip_header_len: usize) 
     Ok((found, compute(&packet_with_icrc[..n - 4], version, ip_header_len)?))
 }
 
+/// The headers of an RC FLUSH request after its BTH: FETH and RETH.
+const FLUSH_EXT_LEN: usize = crate::feth::LEN + crate::reth::LEN;
+
+/// The ICRC Linux rxe (6.2 and later) puts on, and expects of, an RC FLUSH request (opcode
+/// 0x1C): the standard ICRC's bytes followed by the 32 header bytes (BTH, FETH, RETH, as they
+/// are) a second time. rxe_opcode.c's `IB_OPCODE_RC_FLUSH` entry gives no `RXE_PAYLOAD`
+/// offset, so `payload_addr()` is the BTH and `payload_size()` the headers' length, and
+/// rxe_icrc_check / rxe_icrc_generate run over them again; a FLUSH with the IBA's ICRC fails
+/// rxe's check and is dropped without an answer (spec/kernel-findings.md §6). `packet` is as
+/// for [`compute`] (IP header to the last header byte; a FLUSH has no payload or pad); a
+/// length error when it is shorter than the IP, UDP, BTH, FETH and RETH headers.
+pub fn compute_rxe_flush(packet: &[u8], version: IpVersion, ip_header_len: usize) -> Result<u32> {
+    let bth_at = ip_header_len + UDP_LEN;
+    let end = bth_at + BTH_LEN + FLUSH_EXT_LEN;
+    if bth_at + BTH_LEN > MAX_PREFIX || packet.len() < end {
+        return Err(Error::len(Layer::Icrc, 0, end, packet.len()));
+    }
+    Ok(compute_by_copy_split(
+        &packet[..bth_at],
+        &packet[bth_at..bth_at + BTH_LEN],
+        &[&packet[bth_at + BTH_LEN..], &packet[bth_at..end]],
+        version,
+        ip_header_len,
+    ))
+}
+
 /// Length of the LRH the native ICRC starts with.
 const LRH_LEN: usize = crate::lrh::LEN;
 /// Length of the GRH of a native global packet.
@@ -426,6 +454,29 @@ pub fn compute_native(packet: &[u8], global: bool) -> Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
+
+    /// rxe's FLUSH ICRC is the standard one of the packet with its 32 header bytes appended,
+    /// never the standard ICRC of the packet itself; too short a packet is a length error.
+    #[test]
+    fn rxe_flush_icrc_covers_the_headers_twice() {
+        for (version, ip_len) in [(IpVersion::V4, 20), (IpVersion::V6, 40)] {
+            let mut p = vec![0u8; ip_len + 8 + 12 + 20];
+            p[0] = if ip_len == 20 { 0x45 } else { 0x60 };
+            for (i, b) in p.iter_mut().enumerate().skip(1) {
+                *b = (i * 37) as u8;
+            }
+            p[ip_len + 8] = 0x1c; // RC FLUSH
+            let headers = p[ip_len + 8..].to_vec();
+            let mut twice = p.clone();
+            twice.extend_from_slice(&headers);
+            let rxe = compute_rxe_flush(&p, version, ip_len).unwrap();
+            assert_eq!(rxe, compute(&twice, version, ip_len).unwrap());
+            assert_ne!(rxe, compute(&p, version, ip_len).unwrap());
+            let short = &p[..p.len() - 1];
+            assert!(compute_rxe_flush(short, version, ip_len).is_err());
+        }
+    }
 
     #[test]
     fn seed_is_eight_ff_bytes() {
