@@ -39,6 +39,16 @@ pub fn num(s: &str) -> u64 {
 
 /// Extension-header bytes per opcode [IBA table 38], written out here on purpose.
 fn ext_len(op: u64) -> u64 {
+    // XRC (0xA0 + RC's low bits): RC's headers, after a 4-byte XRCETH on every request (not on
+    // the READ responses, ACK and ATOMIC ACK); 0xB5 and 0xB8–0xBF are no XRC opcode.
+    if (0xa0..0xc0).contains(&op) {
+        let rc = op - 0xa0;
+        return match rc {
+            0x0d..=0x12 => ext_len(rc),
+            0x00..=0x14 | 0x16 | 0x17 => 4 + ext_len(rc),
+            _ => 0,
+        };
+    }
     let base = if (0x20..0x40).contains(&op) { op - 0x20 } else { op };
     match op {
         0x64 => 8,

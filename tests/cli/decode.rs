@@ -357,11 +357,13 @@ fn pcapng_with_two_link_types_in_two_byte_orders() {
     assert_eq!(lines.len(), n);
     let frames = ip_frames();
     for (i, v) in lines.iter().enumerate() {
-        let (t, _) = &frames[i % frames.len()];
-        assert_eq!(v["link_type"], if i % 2 == 0 { 1 } else { 276 });
-        assert_eq!(v["interface"], (i % 2) as u64);
+        // Each section alternates from its first frame (interface 0, Ethernet).
+        let k = i % frames.len();
+        let (t, _) = &frames[k];
+        assert_eq!(v["link_type"], if k % 2 == 0 { 1 } else { 276 });
+        assert_eq!(v["interface"], (k % 2) as u64);
         let want =
-            format!("{}.{:09}", t.as_secs(), if i % 2 == 0 { t.subsec_micros() * 1000 } else { t.subsec_nanos() });
+            format!("{}.{:09}", t.as_secs(), if k % 2 == 0 { t.subsec_micros() * 1000 } else { t.subsec_nanos() });
         assert_eq!(v["time_epoch"], want.as_str());
     }
 }
@@ -651,14 +653,19 @@ fn live_capture_needs_an_interface_that_exists() {
 
 /// A real `tcpdump -i any` capture (Linux cooked v2, tests/data/tcpdump-any.pcap): scapy sent
 /// the sample's frames on one end of a veth pair, tcpdump saw each twice (out on veth0, in on
-/// veth1). Every frame decodes as its Ethernet original does.
+/// veth1). Every frame decodes as its Ethernet original does. (The capture was made of the
+/// sample's first 44 frames; the XRC frames after them came later.)
+/// How many of the sample's frames tests/data/tcpdump-any.pcap holds (each twice).
+const TCPDUMP_ANY_FRAMES: usize = 44;
+
 #[test]
 fn a_tcpdump_any_capture_decodes_like_the_ethernet_sample() {
     let any = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tcpdump-any.pcap");
     let out = roce().arg("decode").arg(&any).output().unwrap();
     assert!(out.status.success());
     let got = texts(&out.stdout);
-    let want = texts(&roce().arg("decode").arg(sample()).output().unwrap().stdout);
+    let mut want = texts(&roce().arg("decode").arg(sample()).output().unwrap().stdout);
+    want.truncate(TCPDUMP_ANY_FRAMES);
     assert_eq!(got.len(), 2 * want.len());
     for (i, w) in want.iter().enumerate() {
         assert_eq!(&got[2 * i], w, "frame {}", 2 * i + 1);

@@ -15,7 +15,7 @@ use roce_wire::bth::{self, Opcode};
 use roce_wire::ext::{ExtHeaders, ExtMask};
 use roce_wire::frame::{FrameRepr, IpHeader};
 use roce_wire::rng::XorShift64Star;
-use roce_wire::{aeth, atomic_ack_eth, atomic_eth, deth, feth, ieth, immdt, reth};
+use roce_wire::{aeth, atomic_ack_eth, atomic_eth, deth, feth, ieth, immdt, reth, xrceth};
 
 /// roce-wire's xorshift64* over a bare state: deterministic randomness for reproducible
 /// oracle runs (the seeds the tests give are kept, so are their sequences).
@@ -41,6 +41,9 @@ pub fn random_ext(rng: &mut Rng, mask: ExtMask) -> ExtHeaders {
     let mut h = ExtHeaders::default();
     if mask.contains(ExtMask::DETH) {
         h.deth = Some(deth::Repr { qkey: rng.next() as u32, reserved: 0, src_qp: rng.next() as u32 & 0xff_ffff });
+    }
+    if mask.contains(ExtMask::XRCETH) {
+        h.xrceth = Some(xrceth::Repr { reserved: rng.next() as u8, xrc_srq: rng.next() as u32 & 0xff_ffff });
     }
     if mask.contains(ExtMask::FETH) {
         h.feth = Some(feth::Repr { bits: rng.next() as u32 });

@@ -30,9 +30,12 @@
 //!
 //! Not dissected by tshark 4.0, so only their MAD header and raw body are compared: the CM
 //! messages MRA, SIDR_REQ and SIDR_REP (`parse_COM_MGT` handles REQ, REP, RTU, REJ, DREQ and
-//! DREP only). Opcodes tshark 4.0 does not know (FLUSH 0x1c, ATOMIC WRITE 0x1d, CNP 0x81, XRC
-//! and vendor opcodes) it shows as "Vendor Specific or Unknown Header Sequence": the BTH and
-//! those raw bytes are compared. 0x40–0x5f (RD) it reads as Mellanox DC: the BTH and the ICRC
+//! DREP only). Opcodes tshark 4.0 does not know (FLUSH 0x1c, ATOMIC WRITE 0x1d, CNP 0x81 and
+//! vendor opcodes), and the XRC opcodes, which it names but whose XRCETH it does not dissect,
+//! it shows as "Vendor Specific or Unknown Header Sequence": the BTH and those raw bytes are
+//! compared, and an XRC request's XRCETH must read, from tshark's bytes, as ours (their first
+//! 4). Its opcode names are compared with ours for every RC, UC, UD and XRC opcode
+//! (`tshark -G values`). 0x40–0x5f (RD) it reads as Mellanox DC: the BTH and the ICRC
 //! are compared. tshark shows the ICRC but never verifies it (no status field, no expert
 //! info; the `bad_icrc` sample decodes silently), so the ICRC value is compared and our
 //! verdict must be "good" on every frame.
@@ -63,7 +66,7 @@ use roce_wire::mld::{self, AddressRecordRepr, MldMessage, QueryRepr, ReportRepr,
 use roce_wire::ndisc::{self, NdiscMessage};
 use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::service_record::ServiceRecord;
-use roce_wire::{icrc, Gid};
+use roce_wire::{icrc, xrceth, Gid};
 
 /// The floor for the number of field values compared: the run compares about 16,000 (288
 /// distinct fields); a renamed field family or a frame kind tshark stops decoding shows up
@@ -623,6 +626,7 @@ fn payload_len(rng: &mut Rng, op: Opcode) -> usize {
     use Opcode::*;
     match op {
         RcRdmaReadRequest | RcAcknowledge | RcAtomicAcknowledge | RcCompareSwap | RcFetchAdd | RcFlush => 0,
+        XrcRdmaReadRequest | XrcAcknowledge | XrcAtomicAcknowledge | XrcCompareSwap | XrcFetchAdd => 0,
         RcAtomicWrite => 8,
         Cnp => 16,
         // 0x40–0x5f are RD opcodes (IBA), which tshark 4.0 reads as Mellanox DC: 8 more BTH
@@ -905,7 +909,8 @@ fn check_ipv6(cx: &mut Cx, h: &etherparse::Ipv6Header) {
 enum TsharkLayout {
     /// The IBA layout, as ours (RC, UC and UD opcodes but FLUSH and ATOMIC WRITE).
     Ours,
-    /// "Vendor Specific or Unknown Header Sequence": FLUSH, ATOMIC WRITE, CNP, XRC, vendor.
+    /// "Vendor Specific or Unknown Header Sequence": FLUSH, ATOMIC WRITE, CNP, vendor, and XRC
+    /// (tshark 4.0 names its opcodes, but `find_next_header_sequence` has no XRC sequence).
     Vendor,
     /// 0x40–0x5f: RD in the IBA, read by tshark as Mellanox DC (a 20-byte BTH, then RDETH,
     /// DETH …). We keep RD bytes as payload; only the BTH is compared.
@@ -916,6 +921,7 @@ fn tshark_layout(op: Opcode) -> TsharkLayout {
     match op {
         Opcode::Unknown(x) if x >> 5 == 2 => TsharkLayout::Dc,
         Opcode::Unknown(_) | Opcode::Cnp | Opcode::RcFlush | Opcode::RcAtomicWrite => TsharkLayout::Vendor,
+        _ if op.transport() == roce_wire::bth::Transport::Xrc => TsharkLayout::Vendor,
         _ => TsharkLayout::Ours,
     }
 }
@@ -986,6 +992,9 @@ fn check_roce(cx: &mut Cx, bytes: &[u8], f: &Frame) {
         TsharkLayout::Vendor => {
             let after_bth = &bytes[f.offsets.bth + 12..udp_end];
             cx.one("infiniband.vendor_tree/infiniband.vendor", b(after_bth));
+            if let Some(ours) = e.xrceth {
+                check_xrceth(cx, ours);
+            }
         }
         TsharkLayout::Dc => {}
     }
@@ -1075,6 +1084,21 @@ fn check_roce(cx: &mut Cx, bytes: &[u8], f: &Frame) {
     }
     if !f.icrc_ok() {
         cx.fail(format!("our ICRC verdict is bad ({:08x} != {:08x})", f.icrc, f.icrc_expected));
+    }
+}
+
+/// An XRC request's XRCETH, read from the bytes tshark shows right after the BTH (tshark 4.0
+/// has no XRCETH fields: the first 4 bytes of its vendor blob), must be ours.
+fn check_xrceth(cx: &mut Cx, ours: xrceth::Repr) {
+    let blob = cx.t.get("infiniband.vendor_tree/infiniband.vendor").first().and_then(|t| read_as(t, &b(&[])));
+    let theirs = match blob {
+        Some(V::B(bytes)) => xrceth::Repr::parse_bytes(&bytes),
+        _ => return cx.fail("tshark shows no bytes after the BTH of an XRC request".to_string()),
+    };
+    match theirs {
+        Ok(t) if t == ours => {}
+        Ok(t) => cx.fail(format!("XRCETH: tshark's bytes read {t:?}, ours {ours:?}")),
+        Err(e) => cx.fail(format!("XRCETH: tshark's bytes do not hold one: {e}")),
     }
 }
 
@@ -1742,6 +1766,55 @@ fn tshark_agrees_on_every_field_of_every_frame() {
         "fields in MAPPING that tshark never reported (renamed? not decoded any more?): {never:?}"
     );
     assert!(tally.compared >= MIN_COMPARED, "only {} field values compared (floor {MIN_COMPARED})", tally.compared);
+}
+
+/// tshark's name of an opcode (`Extended Reliable Connection (XRC) - RDMA READ response First`)
+/// spelled as [`Opcode::name`] spells it (`XRC_RDMA_READ_RESPONSE_FIRST`).
+fn tshark_opcode_name(n: &str) -> String {
+    let (transport, op) = n.split_once(" - ").unwrap_or_else(|| panic!("opcode name {n:?}"));
+    let short = transport.rsplit_once('(').map_or(transport, |(_, t)| t.trim_end_matches(')'));
+    let op =
+        op.trim().to_uppercase().replace(' ', "_").replace("CMPSWAP", "COMPARE_SWAP").replace("FETCHADD", "FETCH_ADD");
+    format!("{short}_{op}")
+}
+
+/// tshark 4.0's opcode names (`tshark -G values`: its BTH opcode table) against ours for the RC,
+/// UC, UD and XRC transports: every opcode one side names, the other names alike, and the XRC
+/// opcodes tshark leaves out (0xB5, 0xB8–0xBF: XRC FLUSH and ATOMIC WRITE among them) are
+/// `Unknown` here too. tshark 4.0 predates FLUSH and ATOMIC WRITE (0x1C, 0x1D); RD (which it
+/// names and we keep unknown) and CNP (its 0x80, the one CNP opcode is 0x81) are not compared.
+#[test]
+fn tshark_names_the_opcodes_as_we_do() {
+    let out = Command::new(common::tshark()).args(["-G", "values"]).output().unwrap();
+    assert!(out.status.success(), "tshark -G values: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut theirs: BTreeMap<u8, String> = BTreeMap::new();
+    for line in text.lines() {
+        let mut f = line.split('\t');
+        if (f.next(), f.next()) != (Some("V"), Some("infiniband.bth.opcode")) {
+            continue;
+        }
+        if let (Some(n), Some(name)) = (f.next(), f.next()) {
+            theirs.insert(n.parse().unwrap(), name.to_string());
+        }
+    }
+    assert!(theirs.len() > 60, "tshark's opcode table: {theirs:?}");
+    let mut xrc = 0;
+    for code in 0..=255u8 {
+        let op = Opcode::from(code);
+        if !matches!(code >> 5, 0 | 1 | 3 | 5) {
+            continue;
+        }
+        if matches!(op, Opcode::RcFlush | Opcode::RcAtomicWrite) {
+            assert!(!theirs.contains_key(&code), "tshark now names 0x{code:02x}: compare it");
+            continue;
+        }
+        let t = theirs.get(&code).filter(|n| !n.ends_with(" - Reserved")).map(|n| tshark_opcode_name(n));
+        let o = (!matches!(op, Opcode::Unknown(_))).then(|| op.name().to_string());
+        assert_eq!(o, t, "opcode 0x{code:02x}: ours {o:?}, tshark's {:?}", theirs.get(&code));
+        xrc += usize::from(code >> 5 == 5 && o.is_some());
+    }
+    assert_eq!(xrc, 23, "every XRC opcode compared");
 }
 
 /// The frames of a classic or pcapng capture, as captured.

@@ -1210,29 +1210,6 @@ impl RoceParts for crate::rc::RcPacket {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn multicast_dst_is_the_gids() {
-        for a in ["239.1.2.3", "224.0.0.1", "198.18.0.1", "ff0e::1", "::ffff:239.0.0.1", "::ffff:10.0.0.1", "fe80::1"] {
-            let ip: IpAddr = a.parse().unwrap();
-            assert_eq!(is_multicast_dst(&ip), Gid::from_ip(ip).is_multicast(), "{a}");
-        }
-    }
-
-    #[test]
-    fn pkey_match_is_rxes() {
-        assert!(pkey_match(0xffff, 0xffff));
-        assert!(pkey_match(0x7fff, 0xffff));
-        assert!(!pkey_match(0x7fff, 0x7fff));
-        assert!(!pkey_match(0x8000, 0xffff));
-        assert!(!pkey_match(0x0000, 0xffff));
-        assert!(!pkey_match(0xfffe, 0xffff));
-    }
-}
-
 /// Whether the walk refused a frame for its ICRC.
 fn is_icrc_mismatch(e: &WireError) -> bool {
     matches!(e, WireError::Content { kind: ContentError::IcrcMismatch { .. }, .. })
@@ -1274,5 +1251,28 @@ fn rxe_flush_icrc(frame: &mut [u8], ipv4: bool) {
     let n = frame.len();
     if let Ok(c) = roce_wire::icrc::compute_rxe_flush(&frame[14..n - 4], version, hl) {
         frame[n - 4..].copy_from_slice(&c.to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multicast_dst_is_the_gids() {
+        for a in ["239.1.2.3", "224.0.0.1", "198.18.0.1", "ff0e::1", "::ffff:239.0.0.1", "::ffff:10.0.0.1", "fe80::1"] {
+            let ip: IpAddr = a.parse().unwrap();
+            assert_eq!(is_multicast_dst(&ip), Gid::from_ip(ip).is_multicast(), "{a}");
+        }
+    }
+
+    #[test]
+    fn pkey_match_is_rxes() {
+        assert!(pkey_match(0xffff, 0xffff));
+        assert!(pkey_match(0x7fff, 0xffff));
+        assert!(!pkey_match(0x7fff, 0x7fff));
+        assert!(!pkey_match(0x8000, 0xffff));
+        assert!(!pkey_match(0x0000, 0xffff));
+        assert!(!pkey_match(0xfffe, 0xffff));
     }
 }

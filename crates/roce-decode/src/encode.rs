@@ -24,7 +24,7 @@ use etherparse::{IpDscp, IpEcn, IpFragOffset, Ipv6FlowLabel, SingleVlanHeader, V
 use roce_wire::bth::{self, Opcode};
 use roce_wire::ext::{ExtHeaders, ExtMask};
 use roce_wire::frame::{FrameRepr, IpHeader};
-use roce_wire::{aeth, atomic_ack_eth, atomic_eth, deth, feth, icrc, ieth, immdt, reth};
+use roce_wire::{aeth, atomic_ack_eth, atomic_eth, deth, feth, icrc, ieth, immdt, reth, xrceth};
 use serde_json::Value;
 
 use crate::capture::linktype;
@@ -482,6 +482,12 @@ fn ext_of(v: &Value, opcode: Opcode) -> Result<ExtHeaders, EncodeError> {
             qkey: bounded(v, &["deth", "q_key"], 0)?,
             reserved: bounded(v, &["deth", "reserved"], 0)?,
             src_qp: bounded::<u32>(v, &["deth", "src_qp"], 0)? & 0xff_ffff,
+        });
+    }
+    if mask.contains(ExtMask::XRCETH) {
+        ext.xrceth = Some(xrceth::Repr {
+            reserved: bounded(v, &["xrceth", "reserved"], 0)?,
+            xrc_srq: bounded::<u32>(v, &["xrceth", "xrc_srq"], 0)? & 0xff_ffff,
         });
     }
     if mask.contains(ExtMask::FETH) {

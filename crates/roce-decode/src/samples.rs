@@ -3,7 +3,7 @@
 //! seeds for the fuzzers. The story: host A (198.18.0.1) finds the SA host (198.18.0.2) by ARP,
 //! joins 239.1.2.3 (SA Set ▶ GetResp, IGMP report), sends to the group, leaves (SA Delete ▶
 //! DeleteResp, IGMP leave), probes a kernel rxe peer (Get ▶ GetResp 0x000C), talks CM (SIDR,
-//! REQ/REP/RTU/DREQ/DREP, REJ 8), then frames of every other opcode, IPv6, and bad frames.
+//! REQ/REP/RTU/DREQ/DREP, REJ 8), then frames of every other opcode, IPv6, bad frames, and XRC.
 
 // Building messages field by field reads like the wire layout; clippy prefers struct literals.
 #![allow(clippy::field_reassign_with_default)]
@@ -18,7 +18,7 @@ use roce_wire::mad::{MadStatus, Method};
 use roce_wire::mcmember::{ComponentMask, JoinState, McMemberRecord, Selector};
 use roce_wire::sa::{attr, SaData, SaMad};
 use roce_wire::{
-    aeth, atomic_ack_eth, atomic_eth, deth, ieth, immdt, reth, Gid, GSI_QKEY, MULTICAST_QPN, RDMA_UDP_QKEY,
+    aeth, atomic_ack_eth, atomic_eth, deth, ieth, immdt, reth, xrceth, Gid, GSI_QKEY, MULTICAST_QPN, RDMA_UDP_QKEY,
 };
 
 mod l2;
@@ -266,6 +266,9 @@ pub fn sample_frames() -> Vec<Sample> {
         if m.contains(ExtMask::DETH) {
             h.deth = Some(deth::Repr::new(RDMA_UDP_QKEY, 0x21));
         }
+        if m.contains(ExtMask::XRCETH) {
+            h.xrceth = Some(xrceth::Repr::new(0x2a));
+        }
         if m.contains(ExtMask::RETH) {
             h.reth = Some(reth::Repr { va: 0x7f00_dead_0000, rkey: 0x1234, dma_len: 4096 });
         }
@@ -312,5 +315,16 @@ pub fn sample_frames() -> Vec<Sample> {
     bad[n - 1] ^= 0x01;
     push("bad_icrc", bad);
     push("truncated_in_mad", roce_wire::golden::SA_DELETE_MCMEMBER[..120].to_vec());
+
+    // XRC: a request (XRCETH, then the RC opcode's headers) and a response (none), to the XRC
+    // target QP 0x13, SRQ 0x2a. After the bad frames so that the frame numbers the docs and
+    // tests cite stay put.
+    for (name, op, len) in [
+        ("xrc_send_only", Opcode::XrcSendOnly, 37),
+        ("xrc_rdma_write_only_imm", Opcode::XrcRdmaWriteOnlyWithImmediate, 37),
+        ("xrc_acknowledge", Opcode::XrcAcknowledge, 0),
+    ] {
+        push(name, data_frame(op, ext(op.ext_headers()), &payload[..len], 0x13, false));
+    }
     v
 }

@@ -31,7 +31,8 @@ use crate::{lone_frame, not_even_link_text, CAPTURE_MEMBERS};
 
 /// The members a clean RoCEv2 frame may lack besides the MAD's (its extension headers): a
 /// read of one (or of `error`) answers "absent" without running the decoder.
-const EXT_MEMBERS: [&str; 8] = ["deth", "feth", "reth", "atomic_eth", "aeth", "atomic_ack_eth", "immdt", "ieth"];
+const EXT_MEMBERS: [&str; 9] =
+    ["deth", "xrceth", "feth", "reth", "atomic_eth", "aeth", "atomic_ack_eth", "immdt", "ieth"];
 
 /// The methods and properties of `Frame`: an attribute of these names is the
 /// method, any other the member.

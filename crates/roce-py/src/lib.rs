@@ -263,6 +263,7 @@ fn opcode_headers(opcode: u8) -> Vec<&'static str> {
     use roce_wire::ext::ExtMask;
     let mask = Opcode::from(opcode).ext_headers();
     [
+        (ExtMask::XRCETH, "xrceth"),
         (ExtMask::FETH, "feth"),
         (ExtMask::RETH, "reth"),
         (ExtMask::DETH, "deth"),

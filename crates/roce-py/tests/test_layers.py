@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 import roce
-from roce import (AETH, BTH, CM_REP, CM_REQ, CM_RTU, DETH, IETH, IPv4, IPv6, MAD, RETH, SA, UDP, AtomicAckETH,
+from roce import (AETH, BTH, CM_REP, CM_REQ, CM_RTU, DETH, IETH, XRCETH, IPv4, IPv6, MAD, RETH, SA, UDP, AtomicAckETH,
                   AtomicETH, Dot1Q, Ether, ImmDt, MCMemberRecord, ClassPortInfo, ServiceRecord)
 from scapy.contrib.roce import BTH as SBTH
 from scapy.layers.inet import IP as SIP
@@ -31,6 +31,7 @@ PACKETS = [
     ("rc_cmp_swap", L2 / V4 / UDP() / BTH(opcode=0x13, dest_qp=0x14, psn=10) / AtomicETH(va=0x2000, r_key=5, swap_add=1, compare=2)),
     ("rc_atomic_ack", L2 / V4 / UDP() / BTH(opcode=0x12, dest_qp=0x15, psn=11) / AETH(syndrome=0, msn=4) / AtomicAckETH(orig=0x1122334455667788)),
     ("rc_send_inv", L2 / V4 / UDP() / BTH(opcode=0x17, dest_qp=0x16, psn=12) / IETH(r_key=0xabcd) / b"1234567"),
+    ("xrc_send", L2 / V4 / UDP() / BTH(opcode=0xa4, dest_qp=0x17, psn=13) / XRCETH(xrc_srq=0x2a) / b"to the srq"),
     ("ud_send_v6", Ether() / IPv6(src="fd00::1", dst="fd00::2", flow_label=5) / UDP(src_port=0xd000) / BTH(opcode=0x64, dest_qp=0x20) / DETH(q_key=0x11111111, src_qp=0x21) / b"datagram"),
     ("vlan", L2 / Dot1Q(vid=100, pcp=3) / V4 / UDP() / BTH(opcode=0x04, dest_qp=0x11) / b"tagged"),
     ("sa_set", L2 / V4 / UDP() / GSI / MAD(method=0x02, tid=0x5a17000000000001) / SA(component_mask=0x130C7)

@@ -34,6 +34,8 @@ pub enum Layer {
     Aeth,
     /// Datagram Extended Transport Header.
     Deth,
+    /// XRC Extended Transport Header.
+    Xrceth,
     /// Immediate data.
     ImmDt,
     /// Invalidate Extended Transport Header.
@@ -100,6 +102,7 @@ impl Layer {
             Layer::Reth => "RETH",
             Layer::Aeth => "AETH",
             Layer::Deth => "DETH",
+            Layer::Xrceth => "XRCETH",
             Layer::ImmDt => "ImmDt",
             Layer::Ieth => "IETH",
             Layer::Feth => "FETH",

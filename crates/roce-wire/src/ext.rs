@@ -1,15 +1,18 @@
 //! The extension headers that follow the BTH, chosen by the opcode.
 //!
-//! Wire order [IBA 9.2 table 38]: DETH, FETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH.
-//! (RDETH and XRCETH belong to RD and XRC, whose opcodes this crate keeps as unknown.)
+//! Wire order [IBA 9.2 table 38]: DETH, XRCETH, FETH, RETH, AtomicETH, AETH, AtomicAckETH,
+//! ImmDt, IETH. No opcode carries both DETH and XRCETH; the XRCETH precedes every header of
+//! an XRC request, FETH included (IBA 1.5 annex A19's XRC FLUSH, `BTH | XRCETH | FETH | RETH`,
+//! as quoted on linux-rdma, 2022-01-25, "RDMA/rxe: Add RDMA FLUSH operation").
+//! (RDETH belongs to RD, whose opcodes this crate keeps as unknown.)
 
 use crate::error::Result;
-use crate::{aeth, atomic_ack_eth, atomic_eth, deth, feth, ieth, immdt, reth};
+use crate::{aeth, atomic_ack_eth, atomic_eth, deth, feth, ieth, immdt, reth, xrceth};
 
-/// A set of extension headers, as a bit mask.
+/// A set of extension headers, as a bit mask (XRCETH took bit 8: bits 0–7 kept their values).
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct ExtMask(pub u8);
+pub struct ExtMask(pub u16);
 
 impl ExtMask {
     /// No extension header.
@@ -30,6 +33,10 @@ impl ExtMask {
     pub const IMMDT: ExtMask = ExtMask(1 << 6);
     /// IETH.
     pub const IETH: ExtMask = ExtMask(1 << 7);
+    /// XRCETH (every XRC request).
+    pub const XRCETH: ExtMask = ExtMask(1 << 8);
+    /// Every bit that names a header.
+    const KNOWN: u16 = (1 << 9) - 1;
 
     /// Both sets.
     pub const fn union(self, other: ExtMask) -> ExtMask {
@@ -40,9 +47,9 @@ impl ExtMask {
         self.0 & other.0 == other.0
     }
     /// Total length of the headers in the set (one table lookup: every frame in and out asks,
-    /// some several times).
+    /// some several times). Bits that name no header count for nothing.
     pub const fn len(self) -> usize {
-        LEN_BY_MASK[self.0 as usize] as usize
+        LEN_BY_MASK[(self.0 & Self::KNOWN) as usize] as usize
     }
 
     /// [`ExtMask::len`] summed header by header (the table's source).
@@ -50,6 +57,9 @@ impl ExtMask {
         let mut n = 0;
         if self.contains(Self::DETH) {
             n += deth::LEN;
+        }
+        if self.contains(Self::XRCETH) {
+            n += xrceth::LEN;
         }
         if self.contains(Self::FETH) {
             n += feth::LEN;
@@ -80,12 +90,13 @@ impl ExtMask {
     }
 }
 
-/// [`ExtMask::len`] of every mask (all eight headers make 76 bytes: a byte holds it).
-const LEN_BY_MASK: [u8; 256] = {
-    let mut t = [0u8; 256];
+/// [`ExtMask::len`] of every mask of known bits (all nine headers make 80 bytes: a byte
+/// holds it).
+const LEN_BY_MASK: [u8; ExtMask::KNOWN as usize + 1] = {
+    let mut t = [0u8; ExtMask::KNOWN as usize + 1];
     let mut m = 0;
-    while m < 256 {
-        t[m] = ExtMask(m as u8).len_by_headers() as u8;
+    while m < t.len() {
+        t[m] = ExtMask(m as u16).len_by_headers() as u8;
         m += 1;
     }
     t
@@ -97,6 +108,8 @@ const LEN_BY_MASK: [u8; 256] = {
 pub struct ExtHeaders {
     /// Datagram ETH.
     pub deth: Option<deth::Repr>,
+    /// XRC ETH.
+    pub xrceth: Option<xrceth::Repr>,
     /// Flush ETH.
     pub feth: Option<feth::Repr>,
     /// RDMA ETH.
@@ -118,6 +131,7 @@ impl ExtHeaders {
     pub const fn deth(qkey: u32, src_qp: u32) -> ExtHeaders {
         ExtHeaders {
             deth: Some(deth::Repr::new(qkey, src_qp)),
+            xrceth: None,
             feth: None,
             reth: None,
             atomic_eth: None,
@@ -132,14 +146,15 @@ impl ExtHeaders {
     pub const fn mask(&self) -> ExtMask {
         // Branch-free (every frame sent asks): one bit per present header.
         ExtMask(
-            (self.deth.is_some() as u8)
-                | ((self.feth.is_some() as u8) << 1)
-                | ((self.reth.is_some() as u8) << 2)
-                | ((self.atomic_eth.is_some() as u8) << 3)
-                | ((self.aeth.is_some() as u8) << 4)
-                | ((self.atomic_ack_eth.is_some() as u8) << 5)
-                | ((self.immdt.is_some() as u8) << 6)
-                | ((self.ieth.is_some() as u8) << 7),
+            (self.deth.is_some() as u16)
+                | ((self.feth.is_some() as u16) << 1)
+                | ((self.reth.is_some() as u16) << 2)
+                | ((self.atomic_eth.is_some() as u16) << 3)
+                | ((self.aeth.is_some() as u16) << 4)
+                | ((self.atomic_ack_eth.is_some() as u16) << 5)
+                | ((self.immdt.is_some() as u16) << 6)
+                | ((self.ieth.is_some() as u16) << 7)
+                | ((self.xrceth.is_some() as u16) << 8),
         )
     }
 
@@ -164,6 +179,7 @@ impl ExtHeaders {
             };
         }
         take!(ExtMask::DETH, deth, deth);
+        take!(ExtMask::XRCETH, xrceth, xrceth);
         take!(ExtMask::FETH, feth, feth);
         take!(ExtMask::RETH, reth, reth);
         take!(ExtMask::ATOMIC_ETH, atomic_eth, atomic_eth);
@@ -187,6 +203,7 @@ impl ExtHeaders {
             };
         }
         put!(deth, deth);
+        put!(xrceth, xrceth);
         put!(feth, feth);
         put!(reth, reth);
         put!(atomic_eth, atomic_eth);
@@ -223,5 +240,34 @@ mod tests {
         }
         let e = ExtHeaders::parse(Opcode::RcRdmaWriteOnlyWithImmediate.ext_headers(), &buf[..18]).unwrap_err();
         assert_eq!(e, Error::len(Layer::ImmDt, 16, 4, 2));
+        let e = ExtHeaders::parse(Opcode::XrcRdmaWriteOnlyWithImmediate.ext_headers(), &buf[..2]).unwrap_err();
+        assert_eq!(e, Error::len(Layer::Xrceth, 0, 4, 2));
+        let e = ExtHeaders::parse(Opcode::XrcCompareSwap.ext_headers(), &buf[..10]).unwrap_err();
+        assert_eq!(e, Error::len(Layer::AtomicEth, 4, 28, 6));
+    }
+
+    /// The XRCETH comes right after the BTH, then the RC opcode's headers in their order.
+    #[test]
+    fn xrceth_comes_first() {
+        let buf: [u8; 24] = core::array::from_fn(|i| i as u8);
+        let (h, n) = ExtHeaders::parse(Opcode::XrcRdmaWriteOnlyWithImmediate.ext_headers(), &buf).unwrap();
+        assert_eq!(n, 24);
+        assert_eq!(h.xrceth, Some(xrceth::Repr { reserved: 0, xrc_srq: 0x01_0203 }));
+        assert_eq!(h.reth.map(|r| r.va), Some(0x0405_0607_0809_0a0b));
+        assert_eq!(h.immdt.map(|i| i.imm_data), Some(0x1415_1617));
+        let (h, n) = ExtHeaders::parse(Opcode::XrcSendOnlyWithInvalidate.ext_headers(), &buf).unwrap();
+        assert_eq!((n, h.xrceth.map(|x| x.xrc_srq), h.ieth.map(|i| i.rkey)), (8, Some(0x01_0203), Some(0x0405_0607)));
+        // A response carries none.
+        let (h, _) = ExtHeaders::parse(Opcode::XrcAcknowledge.ext_headers(), &buf).unwrap();
+        assert_eq!((h.xrceth, h.aeth.map(|a| a.msn)), (None, Some(0x01_0203)));
+    }
+
+    #[test]
+    fn lengths_of_every_mask_never_panic() {
+        assert_eq!(ExtMask(0x1ff).len(), 80);
+        // Bits that name no header count for nothing (and index nothing).
+        assert_eq!(ExtMask(u16::MAX).len(), 80);
+        assert_eq!(ExtMask(0xfe00).len(), 0);
+        assert_eq!(ExtMask::XRCETH.len(), xrceth::LEN);
     }
 }

@@ -275,6 +275,15 @@ impl<'a> FramePacket<'a> {
         })
     }
 
+    /// The XRCETH, if the opcode carries one (every XRC request; it comes first among the
+    /// extension headers, as the DETH does: no opcode carries both).
+    #[inline]
+    pub fn xrceth(&self) -> Option<crate::xrceth::Packet<&'a [u8]>> {
+        self.opcode.ext_headers().contains(crate::ext::ExtMask::XRCETH).then(|| {
+            crate::xrceth::Packet::new_unchecked(&self.buf[self.offsets.ext..self.offsets.ext + crate::xrceth::LEN])
+        })
+    }
+
     /// The payload (pad excluded).
     #[inline]
     pub fn payload(&self) -> &'a [u8] {
@@ -1085,7 +1094,7 @@ mod tests {
     use super::*;
     use crate::ext::ExtMask;
     use crate::golden;
-    use crate::{aeth, atomic_ack_eth, atomic_eth, deth, feth, ieth, immdt, reth};
+    use crate::{aeth, atomic_ack_eth, atomic_eth, deth, feth, ieth, immdt, reth, xrceth};
     use proptest::prelude::*;
     use std::vec::Vec;
 
@@ -1255,6 +1264,77 @@ mod tests {
         assert_eq!(parse_lax(&buf[..n]).unwrap().repr.bth.pad_count, 0);
     }
 
+    /// An XRC RDMA WRITE Only with Immediate over IPv6: BTH ▶ XRCETH ▶ RETH ▶ ImmDt ▶ payload,
+    /// parsed where the IBA puts each, re-emitted byte for byte, the ICRC over all of it.
+    fn xrc_write_imm() -> std::vec::Vec<u8> {
+        let ext = ExtHeaders {
+            xrceth: Some(xrceth::Repr { reserved: 0x5a, xrc_srq: 0x00_0a0b }),
+            reth: Some(reth::Repr { va: 0x7f00_dead_0000, rkey: 0x1234, dma_len: 5 }),
+            immdt: Some(immdt::Repr { imm_data: 0xcafe_f00d }),
+            ..ExtHeaders::default()
+        };
+        let bth = crate::bth::Repr::new(crate::bth::Opcode::XrcRdmaWriteOnlyWithImmediate, 0x11, 9);
+        let r =
+            FrameRepr::new([2; 6], [4; 6], "fd00::1".parse().unwrap(), "fd00::2".parse().unwrap(), bth, ext, b"hello");
+        let mut out = std::vec![0u8; r.buffer_len()];
+        assert_eq!(r.emit(&mut out).unwrap(), out.len());
+        out
+    }
+
+    #[test]
+    fn xrc_frame_round_trips_with_its_xrceth_first() {
+        let f = xrc_write_imm();
+        let p = parse(&f).unwrap();
+        assert!(p.icrc_ok());
+        let e = p.repr.ext;
+        assert_eq!(e.mask(), ExtMask::XRCETH.union(ExtMask::RETH).union(ExtMask::IMMDT));
+        assert_eq!(e.xrceth, Some(xrceth::Repr { reserved: 0x5a, xrc_srq: 0x0a0b }));
+        // Ethernet 14 + IPv6 40 + UDP 8: the BTH at 62, the XRCETH at 74, the RETH at 78,
+        // the ImmDt at 94, the payload at 98 (5 bytes, 3 of pad), the ICRC at 106.
+        assert_eq!((p.offsets.bth, p.offsets.ext, p.offsets.payload, p.offsets.icrc), (62, 74, 98, 106));
+        assert_eq!(&f[74..78], &[0x5a, 0x00, 0x0a, 0x0b]);
+        assert_eq!(&f[78..86], &0x7f00_dead_0000u64.to_be_bytes());
+        assert_eq!(&f[94..98], &0xcafe_f00du32.to_be_bytes());
+        assert_eq!((p.repr.payload, p.repr.bth.pad_count), (&b"hello"[..], 3));
+        assert_eq!(reemit(&f), f);
+        let v = FramePacket::new_checked(&f).unwrap();
+        let x = v.xrceth().expect("an XRC request has an XRCETH");
+        assert_eq!((x.reserved(), x.xrc_srq()), (0x5a, 0x0a0b));
+        assert!(v.deth().is_none());
+        assert_eq!(v.payload(), b"hello");
+        // The XRCETH is covered by the ICRC.
+        let mut bad = f.clone();
+        bad[76] ^= 1;
+        assert!(matches!(parse(&bad).unwrap_err(), Error::Content { layer: Layer::Icrc, offset: 106, .. }));
+    }
+
+    /// A UDP datagram that ends inside an XRC request's headers: the error names the header
+    /// cut short and its frame offset.
+    #[test]
+    fn truncated_xrc_headers_name_the_header_and_offset() {
+        let f = xrc_write_imm();
+        // Keep `keep` bytes after the BTH (lengths fixed up: the IPv6 payload and UDP length).
+        let cut = |keep: usize| {
+            let mut t = f[..74 + keep].to_vec();
+            let udp = (8 + 12 + keep) as u16;
+            t[18..20].copy_from_slice(&udp.to_be_bytes());
+            t[58..60].copy_from_slice(&udp.to_be_bytes());
+            t
+        };
+        for keep in 0..4 {
+            assert_eq!(parse_lax(&cut(keep)).unwrap_err(), Error::len(Layer::Xrceth, 74, 4, keep));
+            assert_eq!(FramePacket::new_lax(&cut(keep)).unwrap_err(), Error::len(Layer::Xrceth, 74, 4, keep));
+        }
+        assert_eq!(parse_lax(&cut(4 + 10)).unwrap_err(), Error::len(Layer::Reth, 78, 16, 10));
+        assert_eq!(parse_lax(&cut(4 + 16 + 1)).unwrap_err(), Error::len(Layer::ImmDt, 94, 4, 1));
+        // All headers but no room for the ICRC.
+        assert_eq!(parse_lax(&cut(24)).unwrap_err(), Error::len(Layer::Icrc, 98, 4, 0));
+        assert_eq!(
+            std::format!("{}", Error::len(Layer::Xrceth, 74, 4, 2)),
+            "XRCETH at byte 74: truncated, needs 4 bytes but only 2 remain"
+        );
+    }
+
     #[test]
     fn rxe_qp1_source_port() {
         assert_eq!(rxe_udp_sport(1), 0xD872);
@@ -1265,6 +1345,9 @@ mod tests {
         let mut h = ExtHeaders::default();
         if mask.contains(ExtMask::DETH) {
             h.deth = Some(deth::Repr { qkey: w, reserved: (v >> 8) as u8, src_qp: w & 0xff_ffff });
+        }
+        if mask.contains(ExtMask::XRCETH) {
+            h.xrceth = Some(xrceth::Repr { reserved: (v >> 24) as u8, xrc_srq: w.rotate_left(5) & 0xff_ffff });
         }
         if mask.contains(ExtMask::FETH) {
             h.feth = Some(feth::Repr { bits: w.rotate_left(3) });
@@ -1426,6 +1509,7 @@ mod tests {
             prop_assert_eq!(v.bth().psn(), r.bth.psn);
             prop_assert_eq!((v.src_ip(), v.dst_ip()), (r.ip.source(), r.ip.destination()));
             prop_assert_eq!(v.deth().map(|d| d.qkey()), r.ext.deth.map(|d| d.qkey));
+            prop_assert_eq!(v.xrceth().map(|x| (x.reserved(), x.xrc_srq())), r.ext.xrceth.map(|x| (x.reserved, x.xrc_srq)));
             // The ICRC agrees with an independent whole-buffer CRC of the masked bytes.
             let ip = f.offsets.ip;
             let mut masked = buf[ip..f.offsets.icrc].to_vec();

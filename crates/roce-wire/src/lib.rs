@@ -58,6 +58,7 @@ pub mod lrh;
 pub mod reth;
 pub mod rxe_accept;
 pub mod vcrc;
+pub mod xrceth;
 
 pub mod class_port_info;
 pub mod cm;

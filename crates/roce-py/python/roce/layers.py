@@ -31,6 +31,7 @@ __all__ = [
     "UDP",
     "BTH",
     "DETH",
+    "XRCETH",
     "RETH",
     "AETH",
     "AtomicETH",
@@ -69,7 +70,7 @@ _EXT_CACHE: Dict[int, Tuple[str, ...]] = {}
 _MAD_MEMBERS = frozenset(["mad", "rmpp", "sa", "mcmember", "class_port_info", "service_record", "cm"])
 _EXT_MEMBERS = {
     "deth": "DETH", "reth": "RETH", "aeth": "AETH", "atomic_eth": "AtomicETH",
-    "atomic_ack_eth": "AtomicAckETH", "immdt": "ImmDt", "ieth": "IETH", "feth": "FETH",
+    "atomic_ack_eth": "AtomicAckETH", "immdt": "ImmDt", "ieth": "IETH", "feth": "FETH", "xrceth": "XRCETH",
 }
 # The frames the decoder reads besides RoCEv2 (ARP, IGMP, MLD, NS/NA): built by encode_l2.
 _L2_MEMBERS = frozenset(["arp", "igmp", "mld", "ndisc"])
@@ -451,6 +452,11 @@ DETH = _layer("DETH", "deth", {
     "reserved": "reserved byte",
     "src_qp": "source QP, 24 bits",
 }, "Datagram Extended Transport Header (UD).")
+
+XRCETH = _layer("XRCETH", "xrceth", {
+    "reserved": "reserved byte",
+    "xrc_srq": "the destination XRC SRQ number, 24 bits",
+}, "XRC Extended Transport Header (every XRC request, opcodes 0xA0-0xB7 but the responses).")
 
 RETH = _layer("RETH", "reth", {
     "va": "virtual address, 64 bits",
