@@ -360,10 +360,10 @@ fn pcapng_with_two_link_types_in_two_byte_orders() {
         // Each section alternates from its first frame (interface 0, Ethernet).
         let k = i % frames.len();
         let (t, _) = &frames[k];
-        assert_eq!(v["link_type"], if k % 2 == 0 { 1 } else { 276 });
+        assert_eq!(v["link_type"], if k.is_multiple_of(2) { 1 } else { 276 });
         assert_eq!(v["interface"], (k % 2) as u64);
         let want =
-            format!("{}.{:09}", t.as_secs(), if k % 2 == 0 { t.subsec_micros() * 1000 } else { t.subsec_nanos() });
+            format!("{}.{:09}", t.as_secs(), if k.is_multiple_of(2) { t.subsec_micros() * 1000 } else { t.subsec_nanos() });
         assert_eq!(v["time_epoch"], want.as_str());
     }
 }

@@ -16,3 +16,4 @@ mod rc_cm;
 mod rc_loss;
 mod sa_rmpp;
 mod uc_srq;
+mod xrc;

@@ -538,7 +538,7 @@ impl Stack {
         let for_rc_qp = datagram.len() >= bth::BTH_LEN && {
             let transport = Opcode::from(datagram[0]).transport();
             let qpn = u32::from_be_bytes([0, datagram[5], datagram[6], datagram[7]]);
-            matches!(transport, bth::Transport::Rc | bth::Transport::Uc | bth::Transport::Cnp)
+            matches!(transport, bth::Transport::Rc | bth::Transport::Uc | bth::Transport::Xrc | bth::Transport::Cnp)
                 && self.rc.has_qp(qpn)
                 && !is_multicast_dst(&arrival.dst)
                 && self.is_local(&arrival.dst)
@@ -669,9 +669,12 @@ impl Stack {
             self.counters.drop(DropReason::UnknownQp);
             return;
         }
-        let connected = matches!(op.transport(), bth::Transport::Rc | bth::Transport::Uc | bth::Transport::Cnp);
+        let connected = matches!(
+            op.transport(),
+            bth::Transport::Rc | bth::Transport::Uc | bth::Transport::Xrc | bth::Transport::Cnp
+        );
         if connected && self.rc.has_qp(qpn) {
-            // RC and UC packets (and CNPs for their QPs) go to rc/ with their BTH and
+            // RC, UC and XRC packets (and CNPs for their QPs) go to rc/ with their BTH and
             // extension headers owned and the IP header's ECN field (the rest read from the
             // view, no copy of the payload); rc/ drops one whose transport is not its QP's.
             match p.transport_headers() {

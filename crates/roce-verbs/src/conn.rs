@@ -224,6 +224,7 @@ impl Engine {
                     imm_data: None,
                     solicited: true,
                     invalidated_rkey: None,
+                    srq: None,
                 };
                 l.send_cq.push(ibv_wc_of(&w));
             }

@@ -772,6 +772,7 @@ impl Test<'_> {
                 imm_data: None,
                 solicited: false,
                 invalidated_rkey: None,
+                srq: None,
             });
         }
         Ok(())
@@ -808,6 +809,7 @@ impl Test<'_> {
                         imm_data: None,
                         solicited: false,
                         invalidated_rkey: None,
+                        srq: None,
                     });
                 }
             }

@@ -28,6 +28,8 @@ mod tests;
 mod uc;
 #[cfg(test)]
 mod uc_srq_tests;
+#[cfg(test)]
+mod xrc_tests;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
@@ -78,8 +80,8 @@ impl QpState {
     }
 }
 
-/// The transport service of a connected QP (`IBV_QPT_RC` or `IBV_QPT_UC`; the CM REQ's
-/// Transport Service Type).
+/// The transport service of a connected QP (`IBV_QPT_RC`, `IBV_QPT_UC`, `IBV_QPT_XRC_SEND`
+/// or `IBV_QPT_XRC_RECV`; the CM REQ's Transport Service Type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum TransportService {
     /// Reliable connected.
@@ -87,6 +89,16 @@ pub enum TransportService {
     Rc,
     /// Unreliable connected: SEND and RDMA WRITE only, no ACKs, no retransmission.
     Uc,
+    /// XRC initiator (`IBV_QPT_XRC_SEND`): RC's requester whose every request names the
+    /// remote XRC SRQ in an XRCETH; it has no receive queue.
+    XrcIni,
+    /// XRC target (`IBV_QPT_XRC_RECV`) of the XRC domain `xrcd`: RC's responder with no send
+    /// queue, no receive queue and no SRQ of its own: each message goes to the SRQ its
+    /// XRCETH names, which must be an XRC SRQ of the same domain.
+    XrcTgt {
+        /// Its XRC domain.
+        xrcd: u32,
+    },
 }
 
 impl TransportService {
@@ -95,6 +107,22 @@ impl TransportService {
         match self {
             TransportService::Rc => bth::Transport::Rc,
             TransportService::Uc => bth::Transport::Uc,
+            TransportService::XrcIni | TransportService::XrcTgt { .. } => bth::Transport::Xrc,
+        }
+    }
+
+    /// Whether it is one of XRC's.
+    pub fn is_xrc(self) -> bool {
+        matches!(self, TransportService::XrcIni | TransportService::XrcTgt { .. })
+    }
+
+    /// The XRC twin of an RC opcode (transport bits 101, IBA table 38), for an XRC QP; RC's
+    /// own for the others (UC maps its own where it sends).
+    pub(crate) fn xrc_opcode(self, rc: bth::Opcode) -> bth::Opcode {
+        if self.is_xrc() {
+            bth::Opcode::from((u8::from(rc) & 0x1f) | 0xa0)
+        } else {
+            rc
         }
     }
 }
@@ -538,6 +566,9 @@ pub struct WorkCompletion {
     pub solicited: bool,
     /// A receive of a SEND with invalidate: the key it invalidated (`IBV_WC_WITH_INV`).
     pub invalidated_rkey: Option<u32>,
+    /// A receive of an XRC target: the XRC SRQ it came from, whose CQ it goes to (`qp_num`
+    /// is the target's). `None` for every other completion.
+    pub srq: Option<u32>,
 }
 
 /// QP capacities (`struct ibv_qp_cap`).
@@ -599,7 +630,8 @@ pub struct RcCounters {
     /// ACKs coalesced into a later one.
     pub ack_coalesced: u64,
     /// Packets dropped: an RC opcode for a UC QP or the other way round (rxe_recv.c
-    /// check_type_state).
+    /// check_type_state), an XRC opcode for a QP of neither XRC type, a request for an XRC
+    /// initiator or a response for an XRC target.
     pub drop_wrong_transport: u64,
     /// UC packets dropped by the responder after a PSN gap (out of sequence, or the rest of
     /// a message after one) until the next FIRST/ONLY [rxe check_psn, IB_QPT_UC].
@@ -617,6 +649,9 @@ pub struct RcCounters {
     pub uc_partial_discarded_pkts: u64,
     /// SRQ receives handed to a QP.
     pub srq_recv_taken: u64,
+    /// XRC requests answered "invalid request": their XRCETH named no XRC SRQ of the
+    /// target's domain.
+    pub xrc_srq_invalid: u64,
     /// The congestion path: CE marks, CNPs, rate cuts and increases ([`crate::cc`]).
     pub cc: CcCounters,
 }
@@ -672,6 +707,8 @@ pub(crate) struct Wqe {
     /// A local operation the requester has done: how it went (it completes, in order, once
     /// everything before it has).
     pub local: Option<WcStatus>,
+    /// The remote XRC SRQ of an XRC initiator's request (`wr.qp_type.xrc.remote_srqn`).
+    pub xrc_srqn: u32,
 }
 
 impl Wqe {
@@ -756,6 +793,9 @@ pub struct Rc {
     qps: BTreeMap<u32, RcQp>,
     srqs: BTreeMap<u32, srq::Srq>,
     next_srqn: u32,
+    /// XRC domains and the targets and XRC SRQs that use each.
+    xrcds: BTreeMap<u32, u32>,
+    next_xrcd: u32,
     async_events: VecDeque<AsyncEvent>,
     mrs: MrTable,
     cq: VecDeque<WorkCompletion>,
@@ -943,6 +983,12 @@ impl Rc {
         if cap.max_send_wr == 0 || cap.max_recv_wr == 0 || cap.max_send_wr > 1 << 15 || cap.max_recv_wr > 1 << 15 {
             return Err(Errno::EINVAL);
         }
+        if init.service.is_xrc() && init.srq.is_some() {
+            return Err(Errno::EINVAL); // an XRC QP has no SRQ of its own
+        }
+        if let TransportService::XrcTgt { xrcd } = init.service {
+            *self.xrcds.get_mut(&xrcd).ok_or(Errno::EINVAL)? += 1;
+        }
         if let Some(n) = init.srq {
             self.srqs.get_mut(&n).ok_or(Errno::EINVAL)?.usecnt += 1;
         }
@@ -957,7 +1003,12 @@ impl Rc {
     /// `ibv_destroy_qp` (gives back its use of an SRQ).
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), Errno> {
         let qp = self.qps.remove(&qpn).ok_or(Errno::EINVAL)?;
-        if let Some(s) = qp.srq.and_then(|n| self.srqs.get_mut(&n)) {
+        if let TransportService::XrcTgt { xrcd } = qp.service {
+            // (A target's `srq` is the SRQ of its last message, never a use of it.)
+            if let Some(n) = self.xrcds.get_mut(&xrcd) {
+                *n -= 1;
+            }
+        } else if let Some(s) = qp.srq.and_then(|n| self.srqs.get_mut(&n)) {
             s.usecnt -= 1;
         }
         Ok(())
@@ -965,7 +1016,7 @@ impl Rc {
 
     /// A QP's transport service and SRQ.
     pub fn qp_init(&self, qpn: u32) -> Option<QpInit> {
-        self.qps.get(&qpn).map(|q| QpInit { service: q.service, cap: q.cap, srq: q.srq })
+        self.qps.get(&qpn).map(|q| q.init())
     }
 
     /// Whether `qpn` is an RC QP of this engine.
@@ -1044,12 +1095,35 @@ impl Rc {
     }
 
     /// `ibv_post_send`: EINVAL unless the QP is in RTS or SQD (or ERR, where the request is
-    /// flushed at once); ENOMEM when the send queue is full.
+    /// flushed at once), and on an XRC QP (see [`Rc::post_send_xrc`]); ENOMEM when the send
+    /// queue is full.
     pub fn post_send(&mut self, now: Instant, qpn: u32, wr: SendWr) -> Result<(), Errno> {
+        self.post_send_to(now, qpn, wr, None)
+    }
+
+    /// `ibv_post_send` on an XRC initiator, the request going to the remote XRC SRQ
+    /// `remote_srqn` (`wr.qp_type.xrc.remote_srqn`, 24 bits). EINVAL as [`Rc::post_send`],
+    /// and on any other QP, for a number wider than 24 bits, and for ATOMIC WRITE and FLUSH
+    /// (XRC's opcodes for them are not known: spec/wire.md).
+    pub fn post_send_xrc(&mut self, now: Instant, qpn: u32, remote_srqn: u32, wr: SendWr) -> Result<(), Errno> {
+        if remote_srqn > 0xff_ffff || wr.op.is_placement() {
+            return Err(Errno::EINVAL);
+        }
+        self.post_send_to(now, qpn, wr, Some(remote_srqn))
+    }
+
+    fn post_send_to(&mut self, now: Instant, qpn: u32, wr: SendWr, xrc: Option<u32>) -> Result<(), Errno> {
         let (qp, ctx) = self.ctx_qp(now, qpn).ok_or(Errno::EINVAL)?;
         if !matches!(qp.state, QpState::Rts | QpState::Sqd | QpState::Err) {
             return Err(Errno::EINVAL);
         }
+        // An initiator's requests name their SRQ; a target has no send queue.
+        if (qp.service == TransportService::XrcIni) != xrc.is_some()
+            || matches!(qp.service, TransportService::XrcTgt { .. })
+        {
+            return Err(Errno::EINVAL);
+        }
+        let xrc_srqn = xrc.unwrap_or(0);
         if qp.sq.len() >= qp.cap.max_send_wr as usize {
             return Err(Errno::ENOMEM);
         }
@@ -1088,7 +1162,7 @@ impl Rc {
             len.div_ceil(mtu).max(1) as u32
         };
         let len = if wr.op.is_local() { 0 } else { len };
-        let wqe = Wqe { wr, len, npkts, first_psn: 0, next_pkt: 0, started: false, local: None };
+        let wqe = Wqe { wr, len, npkts, first_psn: 0, next_pkt: 0, started: false, local: None, xrc_srqn };
         if qp.state == QpState::Err {
             ctx.cq.push_back(qp.wc(&wqe, WcStatus::WrFlushErr));
             return Ok(());
@@ -1101,7 +1175,7 @@ impl Rc {
     /// the receive queue is full; flushed at once in ERR.
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), Errno> {
         let qp = self.qps.get_mut(&qpn).ok_or(Errno::EINVAL)?;
-        if qp.state == QpState::Reset || qp.srq.is_some() {
+        if qp.state == QpState::Reset || qp.srq.is_some() || qp.service.is_xrc() {
             return Err(Errno::EINVAL);
         }
         if qp.rq.len() >= qp.cap.max_recv_wr as usize {
@@ -1170,6 +1244,20 @@ impl Rc {
             ctx.c.drop_wrong_transport += 1;
             return;
         }
+        // XRC runs RC's requester (initiator) or responder (target) on XRC's twins of RC's
+        // opcodes: from here on, the RC opcode.
+        let rc_twin;
+        let bth = if qp.service.is_xrc() {
+            rc_twin = bth::Repr { opcode: bth::Opcode::from(u8::from(bth.opcode) & 0x1f), ..*bth };
+            let response = matches!(u8::from(rc_twin.opcode), 0x0d..=0x12);
+            if response != (qp.service == TransportService::XrcIni) {
+                ctx.c.drop_wrong_transport += 1;
+                return;
+            }
+            &rc_twin
+        } else {
+            bth
+        };
         if qp.service == TransportService::Uc {
             return qp.handle_uc_request(&mut ctx, bth, ext, payload);
         }
@@ -1374,7 +1462,8 @@ impl RcQp {
     }
 
     fn init(&self) -> QpInit {
-        QpInit { service: self.service, cap: self.cap, srq: self.srq }
+        let srq = if self.service.is_xrc() { None } else { self.srq };
+        QpInit { service: self.service, cap: self.cap, srq }
     }
 
     pub(crate) fn wc(&self, w: &Wqe, status: WcStatus) -> WorkCompletion {
@@ -1387,6 +1476,7 @@ impl RcQp {
             imm_data: None,
             solicited: status != WcStatus::Success,
             invalidated_rkey: None,
+            srq: None,
         }
     }
 
@@ -1408,6 +1498,7 @@ impl RcQp {
             imm_data,
             solicited,
             invalidated_rkey: None,
+            srq: if self.service.is_xrc() { self.srq } else { None },
         }
     }
 

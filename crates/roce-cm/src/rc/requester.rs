@@ -88,6 +88,10 @@ impl RcQp {
         let last = k + 1 == w.npkts;
         let off = u64::from(k) * mtu;
         let mut ext = ExtHeaders::default();
+        if self.service == TransportService::XrcIni {
+            // Every XRC request names the target's SRQ, first of its headers (IBA table 38).
+            ext.xrceth = Some(roce_wire::xrceth::Repr::new(self.sq[idx].xrc_srqn));
+        }
         let mut payload = Vec::new();
         let mut payload_len = 0;
         let mut in_place = false;
@@ -199,7 +203,7 @@ impl RcQp {
         let end = k + consumed == w.npkts;
         let uc = self.service == TransportService::Uc;
         // UC opcodes are the RC ones with transport bits 001 (IBA table 38).
-        let op = if uc { Opcode::from(u8::from(op) | 0x20) } else { op };
+        let op = if uc { Opcode::from(u8::from(op) | 0x20) } else { self.service.xrc_opcode(op) };
         let mut b = bth::Repr::new(op, self.attr.dest_qpn, p);
         b.pkey = self.attr.pkey;
         b.solicited = solicited;

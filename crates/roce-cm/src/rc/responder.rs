@@ -92,7 +92,8 @@ impl RcQp {
     /// An ACK, NAK or atomic ACK with the current MSN.
     pub(crate) fn ack_packet(&self, p: u32, syndrome: u8, orig: Option<u64>) -> RcPacket {
         let op = if orig.is_some() { Opcode::RcAtomicAcknowledge } else { Opcode::RcAcknowledge };
-        let mut b = bth::Repr::new(op, self.attr.dest_qpn, p);
+        // (An XRC target answers with XRC's twins: transport bits 101.)
+        let mut b = bth::Repr::new(self.service.xrc_opcode(op), self.attr.dest_qpn, p);
         b.pkey = self.attr.pkey;
         let ext = ExtHeaders {
             aeth: Some(aeth::Repr { syndrome, msn: self.msn }),
@@ -176,6 +177,19 @@ impl RcQp {
         };
         if !seq_ok || !self.attr.access.contains(need) {
             return self.nak_invalid(ctx, p);
+        }
+        if let super::TransportService::XrcTgt { xrcd } = self.service {
+            // A message goes to the SRQ its XRCETH names, an XRC SRQ of this target's domain.
+            if starts {
+                let n = ext.xrceth.map(|x| x.xrc_srq);
+                match n.filter(|n| ctx.srqs.get(n).is_some_and(|s| s.xrcd == Some(xrcd))) {
+                    Some(n) => self.srq = Some(n),
+                    None => {
+                        ctx.c.xrc_srq_invalid += 1;
+                        return self.nak_invalid(ctx, p);
+                    }
+                }
+            }
         }
         // Payload length rules [rxe check_length; IBA C9-?: First/Middle exactly one MTU].
         let mtu = self.attr.path_mtu as usize;
@@ -387,7 +401,7 @@ impl RcQp {
                 (false, false) => Opcode::RcRdmaReadResponseMiddle,
                 (false, true) => Opcode::RcRdmaReadResponseLast,
             };
-            let mut bth = bth::Repr::new(op, self.attr.dest_qpn, psn::add(p, k));
+            let mut bth = bth::Repr::new(self.service.xrc_opcode(op), self.attr.dest_qpn, psn::add(p, k));
             bth.pkey = self.attr.pkey;
             bth.pad_count = ((4 - n % 4) % 4) as u8;
             let mut ext = ExtHeaders::default();

@@ -43,6 +43,8 @@ pub(crate) struct Srq {
     pub rq: VecDeque<RecvWr>,
     /// QPs using it [ib_srq.usecnt].
     pub usecnt: u32,
+    /// The XRC domain of an XRC SRQ (`IBV_SRQT_XRC`), whose targets' messages it receives.
+    pub xrcd: Option<u32>,
 }
 
 impl Rc {
@@ -56,9 +58,51 @@ impl Rc {
         }
         self.next_srqn += 1;
         let n = self.next_srqn;
-        let srq = Srq { max_wr, max_sge: max_sge.max(1), limit: srq_limit, rq: VecDeque::new(), usecnt: 0 };
+        let srq = Srq { max_wr, max_sge: max_sge.max(1), limit: srq_limit, rq: VecDeque::new(), usecnt: 0, xrcd: None };
         self.srqs.insert(n, srq);
         Ok(n)
+    }
+
+    /// `ibv_alloc_xrcd` (`ibv_open_xrcd` without a file): a new XRC domain's number.
+    pub fn alloc_xrcd(&mut self) -> u32 {
+        self.next_xrcd += 1;
+        self.xrcds.insert(self.next_xrcd, 0);
+        self.next_xrcd
+    }
+
+    /// `ibv_close_xrcd`: EBUSY while an XRC target or XRC SRQ of it exists (ib_dealloc_xrcd's
+    /// `usecnt`), EINVAL for no such domain.
+    pub fn dealloc_xrcd(&mut self, xrcd: u32) -> Result<(), Errno> {
+        match self.xrcds.get(&xrcd) {
+            None => Err(Errno::EINVAL),
+            Some(0) => {
+                self.xrcds.remove(&xrcd);
+                Ok(())
+            }
+            Some(_) => Err(Errno::EBUSY),
+        }
+    }
+
+    /// `ibv_create_srq_ex` of type `IBV_SRQT_XRC` in domain `xrcd`: [`Rc::create_srq`]'s
+    /// checks, and EINVAL for no such domain. Its number is the one an initiator names in
+    /// its XRCETH (`ibv_get_srq_num`); it holds a use of the domain until destroyed.
+    pub fn create_srq_xrc(&mut self, max_wr: u32, max_sge: u32, srq_limit: u32, xrcd: u32) -> Result<u32, Errno> {
+        if !self.xrcds.contains_key(&xrcd) {
+            return Err(Errno::EINVAL);
+        }
+        let n = self.create_srq(max_wr, max_sge, srq_limit)?;
+        if let Some(s) = self.srqs.get_mut(&n) {
+            s.xrcd = Some(xrcd);
+        }
+        if let Some(u) = self.xrcds.get_mut(&xrcd) {
+            *u += 1;
+        }
+        Ok(n)
+    }
+
+    /// The XRC domain of SRQ `srqn`, if it is an XRC SRQ.
+    pub fn srq_xrcd(&self, srqn: u32) -> Option<u32> {
+        self.srqs.get(&srqn).and_then(|s| s.xrcd)
     }
 
     /// `ibv_modify_srq` with `IBV_SRQ_LIMIT`: arm (or, with 0, disarm) the limit event.
@@ -106,6 +150,9 @@ impl Rc {
         let srq = self.srqs.get(&srqn).ok_or(Errno::EINVAL)?;
         if srq.usecnt > 0 {
             return Err(Errno::EBUSY);
+        }
+        if let Some(u) = srq.xrcd.and_then(|x| self.xrcds.get_mut(&x)) {
+            *u -= 1;
         }
         self.srqs.remove(&srqn);
         Ok(())
