@@ -362,8 +362,11 @@ fn pcapng_with_two_link_types_in_two_byte_orders() {
         let (t, _) = &frames[k];
         assert_eq!(v["link_type"], if k.is_multiple_of(2) { 1 } else { 276 });
         assert_eq!(v["interface"], (k % 2) as u64);
-        let want =
-            format!("{}.{:09}", t.as_secs(), if k.is_multiple_of(2) { t.subsec_micros() * 1000 } else { t.subsec_nanos() });
+        let want = format!(
+            "{}.{:09}",
+            t.as_secs(),
+            if k.is_multiple_of(2) { t.subsec_micros() * 1000 } else { t.subsec_nanos() }
+        );
         assert_eq!(v["time_epoch"], want.as_str());
     }
 }
