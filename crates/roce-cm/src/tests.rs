@@ -971,3 +971,109 @@ fn a_ce_frame_through_the_stacks_gets_a_cnp_frame_that_cuts_the_rate() {
     assert_eq!((c.cnp_received, c.rate_cuts), (1, 1));
     assert!(stacks[0].rc().qp_rate(qps[0]).unwrap().rate() < 10 * G);
 }
+
+/// Issue 37 item 6: our CNP beside a ConnectX-4 Lx's, field by field (the capture in
+/// protocol.md §1.11, from scapy's test/contrib/roce.uts). Our notification point is given the
+/// capture's MACs, addresses and sender QP and sends from UDP port 0 as the NIC did; then every
+/// byte is the NIC's but for three documented differences: the TOS (the NIC's 0xC2 is DSCP 48
+/// and ECT(0); ours keeps the QP's DSCP, 0 here, and is not ECN-capable, as spec/congestion.md
+/// says), the IPv4 ID (ours 0, the NIC's a counter) and the IPv4 checksum that follows both.
+/// With the NIC's ID put in, our ICRC is the NIC's: nothing else the ICRC covers differs.
+#[test]
+fn our_cnp_is_a_connectx_4_cnp_field_by_field() {
+    use crate::rc::{Access, Congestion, DcqcnParams, QpAttr, QpCap, QpState, RecvWr, SendOp, SendWr, Sge};
+    let hex = |s: &str| -> Vec<u8> {
+        let s: String = s.chars().filter(char::is_ascii_hexdigit).collect();
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    };
+    let nic =
+        hex("e41d2dab2bc2 7cfe90643b32 0800 45c2 003c 718c 4000 4011 9161 0a001101 0a001201 0000 12b7 0028 0000 \
+         8100ffff 40000118 00000000 00000000000000000000000000000000 82fd002a");
+    assert_eq!(nic.len(), 74);
+    let (sender_mac, np_mac) = ([0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2], [0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32]);
+    let (sender_ip, np_ip) = (Ipv4Addr::new(10, 0, 18, 1), Ipv4Addr::new(10, 0, 17, 1));
+    let dcqcn = Congestion::Dcqcn(DcqcnParams::nic().with_line_rate(10_000_000_000));
+    let mut sender = StackConfig::new(sender_mac, sender_ip, 16);
+    sender.congestion = dcqcn;
+    let mut np = StackConfig::new(np_mac, np_ip, 16);
+    np.congestion = dcqcn;
+    np.udp_source_port = Some(0);
+    let (mut a, mut b) = (Stack::new(sender), Stack::new(np));
+    let now = Instant::ZERO;
+    const SENDER_QP: u32 = 0x118;
+    a.rc_mut().create_qp(SENDER_QP, QpCap::default()).unwrap();
+    let np_qp = b.create_rc_qp(QpCap::default()).unwrap();
+    for (s, qpn, peer, peer_qp, mac) in
+        [(&mut a, SENDER_QP, np_ip, np_qp, np_mac), (&mut b, np_qp, sender_ip, SENDER_QP, sender_mac)]
+    {
+        let mut at = QpAttr::new(IpAddr::V4(peer), peer_qp);
+        at.dmac = Some(mac);
+        for st in [QpState::Init, QpState::Rtr, QpState::Rts] {
+            s.rc_mut().modify_qp(now, qpn, st, &at).unwrap();
+        }
+    }
+    let m = a.rc_mut().reg_mr(64, Access::ALL).unwrap();
+    let sg = vec![Sge { addr: m.addr, length: 64, lkey: m.lkey }];
+    a.rc_mut()
+        .post_send(
+            now,
+            SENDER_QP,
+            SendWr { wr_id: 1, op: SendOp::Send, sg_list: sg, signaled: true, solicited: false, inline: None },
+        )
+        .unwrap();
+    let r = b.rc_mut().reg_mr(64, Access::ALL).unwrap();
+    b.rc_mut()
+        .post_recv(np_qp, RecvWr { wr_id: 1, sg_list: vec![Sge { addr: r.addr, length: 64, lkey: r.lkey }] })
+        .unwrap();
+    let mut buf = vec![0u8; 9000];
+    let n = a.poll_transmit(now, &mut buf).unwrap();
+    let mut data = buf[..n].to_vec();
+    data[15] |= 3; // CE, by a switch; the IPv4 checksum redone
+    data[24..26].fill(0);
+    let sum = frame::ipv4_checksum(&data[14..34]);
+    data[24..26].copy_from_slice(&sum.to_be_bytes());
+    b.handle_frame(now, &data);
+    let n = b.poll_transmit(now, &mut buf).unwrap();
+    let ours = buf[..n].to_vec();
+    // (name, frame bytes, whether ours differs from the NIC's there and why)
+    let fields: [(&str, std::ops::Range<usize>, Option<&str>); 23] = [
+        ("Ethernet destination", 0..6, None),
+        ("Ethernet source", 6..12, None),
+        ("EtherType", 12..14, None),
+        ("IPv4 version, IHL", 14..15, None),
+        ("IPv4 TOS", 15..16, Some("DSCP 48 + ECT(0) on the NIC; the QP's DSCP and not-ECT here")),
+        ("IPv4 total length", 16..18, None),
+        ("IPv4 identification", 18..20, Some("the NIC counts; 0 here")),
+        ("IPv4 flags, fragment offset", 20..22, None),
+        ("IPv4 TTL", 22..23, None),
+        ("IPv4 protocol", 23..24, None),
+        ("IPv4 checksum", 24..26, Some("follows the TOS and the ID")),
+        ("IPv4 source", 26..30, None),
+        ("IPv4 destination", 30..34, None),
+        ("UDP source port", 34..36, None),
+        ("UDP destination port", 36..38, None),
+        ("UDP length", 38..40, None),
+        ("UDP checksum", 40..42, None),
+        ("BTH opcode, SE/M/pad/TVer", 42..44, None),
+        ("BTH P_Key", 44..46, None),
+        ("BTH FECN/BECN/reserved", 46..47, None),
+        ("BTH destination QP", 47..50, None),
+        ("BTH AckReq/reserved, PSN", 50..54, None),
+        ("16 reserved bytes", 54..70, None),
+    ];
+    assert_eq!(ours.len(), nic.len(), "74 bytes");
+    for (name, at, differs) in fields {
+        match differs {
+            None => assert_eq!(ours[at.clone()], nic[at.clone()], "{name}"),
+            Some(why) => assert_ne!(ours[at.clone()], nic[at.clone()], "{name}: expected to differ ({why})"),
+        }
+    }
+    assert_eq!(ours[15], 0x00, "DSCP 0, not ECN-capable");
+    // The ICRC: with the NIC's ID in our frame, the NIC's value (the TOS and checksum are masked).
+    let mut with_nic_id = ours.clone();
+    with_nic_id[18..20].copy_from_slice(&nic[18..20]);
+    let icrc = roce_wire::icrc::compute(&with_nic_id[14..70], roce_wire::icrc::IpVersion::V4, 20).unwrap();
+    assert_eq!(icrc.to_le_bytes(), nic[70..74], "the NIC's ICRC");
+    let ours_icrc = roce_wire::icrc::compute(&ours[14..70], roce_wire::icrc::IpVersion::V4, 20).unwrap();
+    assert_eq!(ours_icrc.to_le_bytes(), ours[70..74], "ours is right for ours");
+}
