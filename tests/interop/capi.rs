@@ -450,14 +450,10 @@ fn flush_into_the_guest(g: &mut Guest, art: &std::path::Path, atomwr: &std::path
         let _ = writeln!(report, "--- g. FLUSH: guest atomwr -s -f:\n{log}\nours: {cmd}\nexit {rc}\n{out}");
         std::fs::write(art.join("report.txt"), &*report).unwrap();
         assert!(log.lines().any(|l| l == "server flush_access=0"), "the guest granted FLUSH on {kernel}:\n{log}");
-        let want: Vec<String> = if rxe_icrc {
-            ATOMWR_FLUSH.iter().map(|s| s.to_string()).collect()
-        } else {
-            RXE_FLUSH_UNANSWERED.iter().map(|s| s.to_string()).collect()
-        };
-        for w in &want {
+        let want: &[&str] = if rxe_icrc { &ATOMWR_FLUSH } else { &RXE_FLUSH_UNANSWERED };
+        for w in want {
             assert!(
-                out.lines().any(|l| l.starts_with(w.as_str())),
+                out.lines().any(|l| l.starts_with(w)),
                 "our FLUSH client{opt} against {kernel}: wanted '{w}…':\n{out}\nguest:\n{log}"
             );
         }

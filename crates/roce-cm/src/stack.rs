@@ -1218,33 +1218,17 @@ fn is_icrc_mismatch(e: &WireError) -> bool {
     matches!(e, WireError::Content { kind: ContentError::IcrcMismatch { .. }, .. })
 }
 
-/// Where a RoCEv2 frame's IP packet lies (`(start, end, ip_header_len, ipv4)`): an untagged
-/// Ethernet frame with IPv4 (no options) or IPv6 and UDP to port 4791; `None` for anything
-/// else.
-fn roce_ip_span(frame: &[u8]) -> Option<(usize, usize, usize, bool)> {
-    let ethertype = u16::from_be_bytes(frame.get(12..14)?.try_into().ok()?);
-    let (ipv4, hl, total) = match ethertype {
-        0x0800 if *frame.get(14)? == 0x45 => {
-            (true, 20, usize::from(u16::from_be_bytes(frame.get(16..18)?.try_into().ok()?)))
-        }
-        0x86dd => (false, 40, 40 + usize::from(u16::from_be_bytes(frame.get(18..20)?.try_into().ok()?))),
-        _ => return None,
-    };
-    let end = 14 + total;
-    let udp_dst = u16::from_be_bytes(frame.get(14 + hl + 2..14 + hl + 4)?.try_into().ok()?);
-    (end <= frame.len() && udp_dst == roce_wire::ROCEV2_UDP_PORT).then_some((14, end, hl, ipv4))
-}
-
 /// Whether `frame` is an RC FLUSH whose ICRC is the one rxe computes
-/// ([`roce_wire::icrc::compute_rxe_flush`]).
+/// ([`roce_wire::icrc::compute_rxe_flush`]). (Asked only of a frame the strict walk refused for
+/// its ICRC: the lax parse finds its layers, VLAN tag and IP options included.)
 fn has_rxe_flush_icrc(frame: &[u8]) -> bool {
-    let Some((start, end, hl, ipv4)) = roce_ip_span(frame) else { return false };
-    if frame.get(start + hl + 8) != Some(&u8::from(Opcode::RcFlush)) || end < start + 4 {
+    let Ok(f) = frame::parse_lax(frame) else { return false };
+    if f.repr.bth.opcode != Opcode::RcFlush {
         return false;
     }
-    let version = if ipv4 { roce_wire::icrc::IpVersion::V4 } else { roce_wire::icrc::IpVersion::V6 };
-    let wire = roce_wire::icrc::from_wire([frame[end - 4], frame[end - 3], frame[end - 2], frame[end - 1]]);
-    roce_wire::icrc::compute_rxe_flush(&frame[start..end - 4], version, hl).is_ok_and(|c| c == wire)
+    let o = f.offsets;
+    let version = if frame[o.ip] >> 4 == 4 { roce_wire::icrc::IpVersion::V4 } else { roce_wire::icrc::IpVersion::V6 };
+    roce_wire::icrc::compute_rxe_flush(&frame[o.ip..o.icrc], version, o.udp - o.ip).is_ok_and(|c| c == f.icrc)
 }
 
 /// Put rxe's FLUSH ICRC on an emitted FLUSH frame (`frame` ends with its ICRC).

@@ -290,6 +290,16 @@ impl Opcode {
         }
     }
 
+    /// The RC opcode an XRC opcode mirrors (IBA table 38: XRC's are RC's low five bits at
+    /// 0xA0); any other opcode as it is.
+    pub fn rc_twin(self) -> Opcode {
+        if self.transport() == Transport::Xrc {
+            Opcode::from(u8::from(self) & 0x1f)
+        } else {
+            self
+        }
+    }
+
     /// The extension headers this opcode carries after the BTH, in wire order
     /// [IBA table 38; rxe_opcode.c]. Unknown opcodes carry none (their bytes stay payload).
     ///
@@ -674,7 +684,8 @@ mod tests {
         assert_eq!(xrc.len(), 23);
         for x in xrc {
             let code = u8::from(x);
-            let rc = Opcode::from(code & 0x1f);
+            let rc = x.rc_twin();
+            assert_eq!(rc, Opcode::from(code & 0x1f));
             assert!(!matches!(rc, Opcode::Unknown(_)), "{x:?} has an RC twin");
             assert_eq!(x.name().strip_prefix("XRC_"), rc.name().strip_prefix("RC_"), "{x:?}");
             let response = (0x0d..=0x12).contains(&(code & 0x1f));

@@ -1248,7 +1248,7 @@ impl Rc {
         // opcodes: from here on, the RC opcode.
         let rc_twin;
         let bth = if qp.service.is_xrc() {
-            rc_twin = bth::Repr { opcode: bth::Opcode::from(u8::from(bth.opcode) & 0x1f), ..*bth };
+            rc_twin = bth::Repr { opcode: bth.opcode.rc_twin(), ..*bth };
             let response = matches!(u8::from(rc_twin.opcode), 0x0d..=0x12);
             if response != (qp.service == TransportService::XrcIni) {
                 ctx.c.drop_wrong_transport += 1;

@@ -451,7 +451,7 @@ impl FlowTable {
         use Opcode::*;
         // XRC is RC's requester and responder on the twin opcodes (0xA0 + RC's low bits):
         // from here on, the RC opcode.
-        let op = if op.transport() == Transport::Xrc { Opcode::from(u8::from(op) & 0x1f) } else { op };
+        let op = op.rc_twin();
         match op {
             // READ responses (0x0d–0x10), ACK (0x11) and ATOMIC ACK (0x12): what a responder
             // sends back [IBA table 38].
