@@ -19,3 +19,4 @@ mod placement;
 mod rc;
 mod veth;
 mod windows;
+mod xrc;

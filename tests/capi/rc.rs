@@ -2,7 +2,9 @@
 //! roce (issue 35): `rping` (SEND, RDMA READ and WRITE, `-V` verifying every byte; and `-q`,
 //! its own QP with `rdma_establish`), `ucmatose`,
 //! and libibverbs' pingpong examples (`ibv_rc_pingpong`, with `-e` and `-N` too, `ibv_uc_pingpong`,
-//! `ibv_srq_pingpong` with and without `-e`, `ibv_ud_pingpong`), `rdma_server`/`rdma_client` and
+//! `ibv_srq_pingpong` with and without `-e`, `ibv_ud_pingpong`, and XRC's `ibv_xsrq_pingpong`:
+//! an XRC domain, an XRC SRQ and XRC target and initiator QPs, with and without `-e`, and one
+//! server with two clients on the one SRQ), `rdma_server`/`rdma_client` and
 //! `rdma_xserver`/`rdma_xclient` (librdmacm's synchronous mode), on raw sockets and, as nobody,
 //! on the udp transport. What is asserted is what the peers saw: each program's own success
 //! (rping's verification, the pingpongs' iteration reports), and in a capture of one end the
@@ -35,6 +37,15 @@ fn cases(server_addr: &str, pingpong_server: &str) -> Vec<Case> {
         let mut client = server.clone();
         client.push(pingpong_server.to_string());
         Case { program, server, client, want: ("200 iters in", "200 iters in") }
+    };
+    // XRC (issue 37): each side's initiator sends to the other's target QP, each message to the
+    // XRC SRQ it names; the program prints "success" once every message arrived.
+    let xsrq = |extra: &[&str]| {
+        let mut server = s(&["-g", "1", "-n", "50"]);
+        server.extend(s(extra));
+        let mut client = server.clone();
+        client.push(pingpong_server.to_string());
+        Case { program: "ibv_xsrq_pingpong", server, client, want: ("success", "success") }
     };
     vec![
         Case {
@@ -79,6 +90,8 @@ fn cases(server_addr: &str, pingpong_server: &str) -> Vec<Case> {
         pp("ibv_srq_pingpong", &[]),
         pp("ibv_srq_pingpong", &["-e"]),
         pp("ibv_ud_pingpong", &[]),
+        xsrq(&[]),
+        xsrq(&["-e"]),
     ]
 }
 
@@ -112,6 +125,7 @@ fn run_cases(cases: &[Case], dir: &Path, server: ServerCmd<'_>, client: &dyn Fn(
                 &["RC_SEND_", "RC_ACK"]
             }
             "ibv_uc_pingpong" => &["UC_SEND_"],
+            "ibv_xsrq_pingpong" => &["XRC_SEND_", "XRC_ACKNOWLEDGE"],
             _ => &["UD_SEND_ONLY"],
         };
         for op in expect {
@@ -171,4 +185,57 @@ fn debian_connected_programs_against_themselves_as_nobody_on_udp() {
     // The capture is written by nobody: a directory it may write to.
     let _ = Command::new("chmod").arg("777").arg(&dir).status();
     run_cases(&cases("198.18.7.2", "198.18.7.2"), &dir, &server, &client);
+}
+
+/// `ibv_xsrq_pingpong -c 2`: one server, one XRC SRQ, two clients (raw): each client's XRC
+/// SENDs reach the server's target QP for it, and every one names the server's one SRQ; the
+/// server answers each client through its own initiator.
+#[test]
+fn debian_xsrq_pingpong_one_server_two_clients_share_its_srq() {
+    let ns = Netns::bridge("capixrc", 3);
+    let dir = common::artefact_dir("capi_xsrq_two_clients");
+    let bin = debian::bin("ibv_xsrq_pingpong");
+    let pcap = dir.join("server.pcap");
+    let roce = |ip: &'static str, iface: &'static str| vec!["-I", ip, "--iface", iface, "--transport", "raw"];
+    let mut srv_opts = roce("198.18.1.3", "veth1");
+    let p = pcap.display().to_string();
+    srv_opts.extend(["--pcap", p.as_str()]);
+    let args = ["-g", "1", "-n", "50"];
+    let srv = spawn(exec(&ns, &srv_opts, &bin, &[&args[..], &["-c", "2"]].concat()));
+    std::thread::sleep(Duration::from_millis(1000));
+    let clients: Vec<_> = [("198.18.1.1", "veth0"), ("198.18.1.2", "veth2")]
+        .into_iter()
+        .map(|(ip, iface)| spawn(exec(&ns, &roce(ip, iface), &bin, &[&args[..], &["198.18.1.11"]].concat())))
+        .collect();
+    let outs: Vec<Output> = clients.into_iter().map(|c| finish_within(c, Duration::from_secs(60))).collect();
+    let srv = finish_within(srv, Duration::from_secs(30));
+    let ts = text(&srv);
+    let mut log = format!("server:\n{ts}\n");
+    for (i, o) in outs.iter().enumerate() {
+        log.push_str(&format!("client {i}:\n{}\n", text(o)));
+    }
+    std::fs::write(dir.join("outputs.txt"), &log).unwrap();
+    assert!(srv.status.success() && ts.contains("success"), "{log}");
+    assert!(outs.iter().all(|o| o.status.success() && text(o).contains("success")), "{log}");
+    // The server's own lines: "local: ... QPN RECV 000011 SEND 000012, PSN ..., SRQN 000001".
+    let field = |line: &str, key: &str| -> String {
+        line.split(key).nth(1).map(|r| r.trim_start().chars().take(6).collect()).unwrap_or_default()
+    };
+    let locals: Vec<&str> = ts.lines().filter(|l| l.trim_start().starts_with("local:")).collect();
+    assert_eq!(locals.len(), 2, "{ts}");
+    let recv_qps: Vec<u32> =
+        locals.iter().map(|l| u32::from_str_radix(&field(l, "QPN RECV"), 16).unwrap_or(0)).collect();
+    let srqn = u32::from_str_radix(&field(locals[0], "SRQN"), 16).unwrap_or(0);
+    assert!(locals.iter().all(|l| field(l, "SRQN") == field(locals[0], "SRQN")), "one SRQ: {ts}");
+    // In the server's capture: XRC SENDs into both of its target QPs, all naming its SRQ.
+    let wire = opcodes(&pcap);
+    for qpn in &recv_qps {
+        let to_qp = format!("QP={qpn:#08x}");
+        let sends: Vec<&String> =
+            wire.iter().filter(|l| l.contains("→ 198.18.1.3 RoCEv2 XRC_SEND_") && l.contains(&to_qp)).collect();
+        assert!(!sends.is_empty(), "no XRC SEND into target QP {qpn:#x}:\n{}", wire.join("\n"));
+        let srq = format!("XRCSRQ={srqn:#08x}");
+        assert!(sends.iter().all(|l| l.contains(&srq)), "each names SRQ {srqn:#x}:\n{sends:#?}");
+    }
+    assert!(!wire.iter().any(|l| l.contains("NAK")), "NAKs:\n{}", wire.join("\n"));
 }

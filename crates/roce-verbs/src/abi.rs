@@ -258,6 +258,28 @@ pub const IBV_MW_TYPE_2: ibv_mw_type = 2;
 pub const IBV_SRQ_MAX_WR: c_int = 1 << 0;
 pub const IBV_SRQ_LIMIT: c_int = 1 << 1;
 
+/// `enum ibv_srq_type`.
+pub type ibv_srq_type = u32;
+pub const IBV_SRQT_BASIC: ibv_srq_type = 0;
+pub const IBV_SRQT_XRC: ibv_srq_type = 1;
+pub const IBV_SRQT_TM: ibv_srq_type = 2;
+
+/// `enum ibv_srq_init_attr_mask`.
+pub const IBV_SRQ_INIT_ATTR_TYPE: u32 = 1 << 0;
+pub const IBV_SRQ_INIT_ATTR_PD: u32 = 1 << 1;
+pub const IBV_SRQ_INIT_ATTR_XRCD: u32 = 1 << 2;
+pub const IBV_SRQ_INIT_ATTR_CQ: u32 = 1 << 3;
+pub const IBV_SRQ_INIT_ATTR_TM: u32 = 1 << 4;
+pub const IBV_SRQ_INIT_ATTR_RESERVED: u32 = 1 << 5;
+
+/// `enum ibv_xrcd_init_attr_mask`.
+pub const IBV_XRCD_INIT_ATTR_FD: u32 = 1 << 0;
+pub const IBV_XRCD_INIT_ATTR_OFLAGS: u32 = 1 << 1;
+pub const IBV_XRCD_INIT_ATTR_RESERVED: u32 = 1 << 2;
+
+/// `IBV_DEVICE_XRC` of `enum ibv_device_cap_flags`.
+pub const IBV_DEVICE_XRC: u32 = 1 << 20;
+
 /// `enum ibv_qp_type`.
 pub type ibv_qp_type = u32;
 pub const IBV_QPT_RC: ibv_qp_type = 2;
@@ -548,8 +570,10 @@ pub struct verbs_context {
         unsafe extern "C" fn(context: *mut ibv_context, qp_init_attr_ex: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp,
     >,
     pub get_srq_num: Option<unsafe extern "C" fn(srq: *mut ibv_srq, srq_num: *mut u32) -> c_int>,
-    pub create_srq_ex: ibv_opaque_fn,
-    pub open_xrcd: ibv_opaque_fn,
+    pub create_srq_ex:
+        Option<unsafe extern "C" fn(context: *mut ibv_context, attr: *mut ibv_srq_init_attr_ex) -> *mut ibv_srq>,
+    pub open_xrcd:
+        Option<unsafe extern "C" fn(context: *mut ibv_context, attr: *mut ibv_xrcd_init_attr) -> *mut ibv_xrcd>,
     pub close_xrcd: Option<unsafe extern "C" fn(xrcd: *mut ibv_xrcd) -> c_int>,
     pub _ABI_placeholder3: u64,
     /// Bytes of this struct in use, counted back from `context` (must sit just before it).
@@ -781,6 +805,37 @@ pub struct ibv_srq_attr {
 pub struct ibv_srq_init_attr {
     pub srq_context: *mut c_void,
     pub attr: ibv_srq_attr,
+}
+
+/// `struct ibv_tm_cap` (tag matching: not offered here).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_tm_cap {
+    pub max_num_tags: u32,
+    pub max_ops: u32,
+}
+
+/// `struct ibv_srq_init_attr_ex` (`ibv_create_srq_ex`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_srq_init_attr_ex {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+    pub comp_mask: u32,
+    pub srq_type: ibv_srq_type,
+    pub pd: *mut ibv_pd,
+    pub xrcd: *mut ibv_xrcd,
+    pub cq: *mut ibv_cq,
+    pub tm_cap: ibv_tm_cap,
+}
+
+/// `struct ibv_xrcd_init_attr` (`ibv_open_xrcd`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ibv_xrcd_init_attr {
+    pub comp_mask: u32,
+    pub fd: c_int,
+    pub oflags: c_int,
 }
 
 /// `struct ibv_qp_cap`: queue sizes of a QP.
@@ -1306,6 +1361,9 @@ assert_size! {
     ibv_ah_attr = 32,
     ibv_srq_attr = 12,
     ibv_srq_init_attr = 24,
+    ibv_tm_cap = 8,
+    ibv_srq_init_attr_ex = 64,
+    ibv_xrcd_init_attr = 12,
     ibv_qp_cap = 20,
     ibv_qp_init_attr = 64,
     ibv_rx_hash_conf = 24,

@@ -186,9 +186,17 @@ impl Engine {
             }
         }
         while let Some(w) = self.d.stack.rc_mut().poll_cq() {
-            match self.conn_qps.get(&w.qp_num) {
-                Some(l) if is_receive(w.opcode) => l.recv_cq.push_solicited(ibv_wc_of(&w), w.solicited),
-                Some(l) => l.send_cq.push(ibv_wc_of(&w)),
+            let Some(l) = self.conn_qps.get(&w.qp_num) else {
+                self.orphan_completions += 1;
+                continue;
+            };
+            // A receive taken from an XRC SRQ completes on the SRQ's CQ (an XRC target has
+            // none of its own); any other on the QP's receive CQ.
+            let srq_cq = w.srq.and_then(|n| self.srqs.get(&n)).and_then(|s| s.cq.as_ref());
+            let cq = if is_receive(w.opcode) { srq_cq.or(l.recv_cq.as_ref()) } else { l.send_cq.as_ref() };
+            match cq {
+                Some(cq) if is_receive(w.opcode) => cq.push_solicited(ibv_wc_of(&w), w.solicited),
+                Some(cq) => cq.push(ibv_wc_of(&w)),
                 None => self.orphan_completions += 1,
             }
         }
@@ -208,10 +216,15 @@ impl Engine {
 
     /// Hand a send work request to the engine; one it refuses completes with
     /// IBV_WC_LOC_QP_OP_ERR (never lost silently).
-    fn post_conn_send(&mut self, qpn: u32, wr: SendWr) {
+    fn post_conn_send(&mut self, qpn: u32, (wr, xrc_srqn): Queued) {
         let now = self.d.now();
         let (wr_id, op) = (wr.wr_id, wr.op.wc_opcode());
-        let refused = self.d.stack.rc_mut().post_send(now, qpn, wr).is_err();
+        let rc = self.d.stack.rc_mut();
+        let refused = match xrc_srqn {
+            Some(srqn) => rc.post_send_xrc(now, qpn, srqn, wr),
+            None => rc.post_send(now, qpn, wr),
+        }
+        .is_err();
         if let Some(l) = self.conn_qps.get(&qpn) {
             l.mirror.sq_pending.fetch_sub(1, Ordering::AcqRel);
             if refused {
@@ -226,11 +239,18 @@ impl Engine {
                     invalidated_rkey: None,
                     srq: None,
                 };
-                l.send_cq.push(ibv_wc_of(&w));
+                match &l.send_cq {
+                    Some(cq) => cq.push(ibv_wc_of(&w)),
+                    None => self.orphan_completions += 1,
+                }
             }
         }
     }
 }
+
+/// A send request on its way to the engine, with the remote XRC SRQ an XRC initiator's
+/// request names (`ibv_send_wr.qp_type.xrc.remote_srqn`).
+pub type Queued = (SendWr, Option<u32>);
 
 // ------------------------------------------------------------------------------------------
 // Creation
@@ -262,7 +282,11 @@ pub fn check_caps(cap: &ibv_qp_cap, with_srq: bool) -> Result<ibv_qp_cap, i32> {
 /// The engine's description of a new connected QP.
 pub fn qp_init(qp_type: u32, cap: &ibv_qp_cap, srq: Option<u32>) -> QpInit {
     QpInit {
-        service: if qp_type == IBV_QPT_UC { TransportService::Uc } else { TransportService::Rc },
+        service: match qp_type {
+            IBV_QPT_UC => TransportService::Uc,
+            IBV_QPT_XRC_SEND => TransportService::XrcIni,
+            _ => TransportService::Rc,
+        },
         cap: QpCap { max_send_wr: cap.max_send_wr, max_recv_wr: cap.max_recv_wr.max(1) },
         srq,
     }
@@ -276,12 +300,17 @@ pub fn engine_cap(cap: &ibv_qp_cap) -> QpCap {
 // ------------------------------------------------------------------------------------------
 // modify_qp
 
-/// The attributes a transition requires (`ib_modify_qp_is_ok`'s `req_param` for RC and UC
-/// on Ethernet, where the port's P_Key index and the AV are as for IB).
-fn required_mask(from: QpState, to: QpState, uc: bool) -> u32 {
+/// The attributes a transition requires (`ib_modify_qp_is_ok`'s `req_param` for RC, UC and
+/// the two XRC types on Ethernet, where the port's P_Key index and the AV are as for IB): an
+/// XRC initiator is a requester (no responder's attributes at RTR), a target a responder (no
+/// requester's retry attributes at RTS).
+fn required_mask(from: QpState, to: QpState, qp_type: u32) -> u32 {
+    let uc = qp_type == IBV_QPT_UC;
     match (from, to) {
         (QpState::Reset, QpState::Init) => IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
-        (QpState::Init, QpState::Rtr) if uc => IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+        (QpState::Init, QpState::Rtr) if uc || qp_type == IBV_QPT_XRC_SEND => {
+            IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN
+        }
         (QpState::Init, QpState::Rtr) => {
             IBV_QP_AV
                 | IBV_QP_PATH_MTU
@@ -291,6 +320,7 @@ fn required_mask(from: QpState, to: QpState, uc: bool) -> u32 {
                 | IBV_QP_MIN_RNR_TIMER
         }
         (QpState::Rtr, QpState::Rts) if uc => IBV_QP_SQ_PSN,
+        (QpState::Rtr, QpState::Rts) if qp_type == IBV_QPT_XRC_RECV => IBV_QP_SQ_PSN | IBV_QP_TIMEOUT,
         (QpState::Rtr, QpState::Rts) => {
             IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC
         }
@@ -299,7 +329,7 @@ fn required_mask(from: QpState, to: QpState, uc: bool) -> u32 {
 }
 
 /// `ibv_modify_qp` of a connected QP on the engine's thread: the new state.
-pub fn modify(e: &mut Engine, qpn: u32, a: &ibv_qp_attr, mask: u32, uc: bool) -> Result<QpState, i32> {
+pub fn modify(e: &mut Engine, qpn: u32, a: &ibv_qp_attr, mask: u32, qp_type: u32) -> Result<QpState, i32> {
     let rc = e.d.stack.rc();
     let cur = rc.qp_state(qpn).ok_or(libc::EINVAL)?;
     let mut at: QpAttr = rc.query_qp(qpn).ok_or(libc::EINVAL)?;
@@ -307,7 +337,7 @@ pub fn modify(e: &mut Engine, qpn: u32, a: &ibv_qp_attr, mask: u32, uc: bool) ->
         return Err(libc::EINVAL);
     }
     let to = if mask & IBV_QP_STATE != 0 { engine_state(a.qp_state).ok_or(libc::EINVAL)? } else { cur };
-    let need = required_mask(cur, to, uc);
+    let need = required_mask(cur, to, qp_type);
     if mask & need != need {
         return Err(libc::EINVAL);
     }
@@ -560,8 +590,12 @@ pub fn recv_wr(w: &ibv_recv_wr, max_sge: u32, lkey_ok: &dyn Fn(u32) -> bool) -> 
 pub struct QpView {
     /// The engine's QPN.
     pub qpn: u32,
-    /// `IBV_QPT_UC` (else RC).
+    /// `IBV_QPT_UC`.
     pub uc: bool,
+    /// `IBV_QPT_XRC_SEND`: each send request names the remote XRC SRQ.
+    pub xrc_send: bool,
+    /// `IBV_QPT_XRC_RECV`: no send queue, no receive queue.
+    pub xrc_recv: bool,
     /// The PD's address.
     pub pd: usize,
     /// Its capacities.
@@ -596,6 +630,9 @@ pub unsafe fn post_send(
     };
     let state = mirror.state.load(Ordering::Acquire);
     let held = mirror.sq_len.load(Ordering::Acquire) + mirror.sq_pending.load(Ordering::Acquire);
+    if q.xrc_recv && !wr.is_null() {
+        return fail(wr, libc::EINVAL); // an XRC target has no send queue
+    }
     while !cur.is_null() {
         // SAFETY: the caller's work request.
         let w = unsafe { &*cur };
@@ -605,8 +642,9 @@ pub unsafe fn post_send(
         if held + batch.len() as u32 >= q.cap.max_send_wr {
             break;
         }
+        let Ok(srqn) = xrc_srqn(w, &q) else { break };
         match send_wr(w, uc, &q.cap, q.sq_sig_all, &lkey_ok) {
-            Ok(s) => batch.push(s),
+            Ok(s) => batch.push((s, srqn)),
             Err(_) => break,
         }
         cur = w.next;
@@ -627,8 +665,25 @@ pub unsafe fn post_send(
     rc
 }
 
+/// The remote XRC SRQ a send request on an XRC initiator names (None on any other QP);
+/// EINVAL past 24 bits, and on an XRC target, which has no send queue.
+pub fn xrc_srqn(w: &ibv_send_wr, q: &QpView) -> Result<Option<u32>, PostError> {
+    if q.xrc_recv {
+        return Err(libc::EINVAL);
+    }
+    if !q.xrc_send {
+        return Ok(None);
+    }
+    // SAFETY: an XRC initiator's requests fill the union's xrc member.
+    let n = unsafe { w.qp_type.xrc.remote_srqn };
+    if n > 0xff_ffff {
+        return Err(libc::EINVAL);
+    }
+    Ok(Some(n))
+}
+
 /// Hand engine send requests to the engine's thread (counted as pending until it has them).
-fn submit(rt: &Runtime, qpn: u32, mirror: &Arc<QpMirror>, batch: Vec<SendWr>) {
+fn submit(rt: &Runtime, qpn: u32, mirror: &Arc<QpMirror>, batch: Vec<Queued>) {
     if batch.is_empty() {
         return;
     }
@@ -643,7 +698,7 @@ fn submit(rt: &Runtime, qpn: u32, mirror: &Arc<QpMirror>, batch: Vec<SendWr>) {
 /// Post engine send requests on a connected QP all together or not at all (`ibv_wr_complete`,
 /// qp_ex.rs): EINVAL outside RTS, SQD and ERR, ENOSPC when the send queue cannot take them all
 /// (rxe's provider: `check_qp_queue_full`).
-pub fn post_batch(rt: &Runtime, q: QpView, mirror: &Arc<QpMirror>, batch: Vec<SendWr>) -> c_int {
+pub fn post_batch(rt: &Runtime, q: QpView, mirror: &Arc<QpMirror>, batch: Vec<Queued>) -> c_int {
     let state = mirror.state.load(Ordering::Acquire);
     if !matches!(state, IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_ERR) {
         return libc::EINVAL;
@@ -682,8 +737,9 @@ pub unsafe fn post_recv(
     while !cur.is_null() {
         // SAFETY: the caller's work request.
         let w = unsafe { &*cur };
-        // rxe_post_recv: EINVAL in RESET (and on a QP with an SRQ).
-        if state == IBV_QPS_RESET || q.has_srq {
+        // rxe_post_recv: EINVAL in RESET (and on a QP with an SRQ); the XRC types have no
+        // receive queue.
+        if state == IBV_QPS_RESET || q.has_srq || q.xrc_send || q.xrc_recv {
             err = libc::EINVAL;
             break;
         }
@@ -713,11 +769,11 @@ pub unsafe fn post_recv(
                 let (wr_id, refused) = (r.wr_id, e.d.stack.rc_mut().post_recv(qpn, r).is_err());
                 m.rq_pending.fetch_sub(1, Ordering::AcqRel);
                 if refused {
-                    if let Some(l) = e.conn_qps.get(&qpn) {
+                    if let Some(cq) = e.conn_qps.get(&qpn).and_then(|l| l.recv_cq.as_ref()) {
                         let mut c =
                             ibv_wc { wr_id, status: IBV_WC_LOC_QP_OP_ERR, opcode: IBV_WC_RECV, ..Default::default() };
                         c.qp_num = qpn;
-                        l.recv_cq.push(c);
+                        cq.push(c);
                     }
                 }
             }
@@ -746,13 +802,75 @@ pub struct Srq {
     pub pd: usize,
     /// Its most SGEs per receive.
     pub max_sge: u32,
+    /// An XRC SRQ's domain (`IBV_SRQT_XRC`); None for a basic SRQ.
+    pub xrcd: Option<u32>,
+    /// The use it holds of the domain handle it was created through (XRC only).
+    pub xrcd_use: Option<crate::xrcd::HandleUse>,
+}
+
+/// What makes an SRQ an XRC SRQ: its domain, the CQ its receives complete on, and the use of
+/// the handle it is created through.
+pub struct XrcSrq {
+    /// The engine's XRC domain.
+    pub xrcd: u32,
+    /// The CQ (`ibv_srq_init_attr_ex.cq`).
+    pub cq: Arc<crate::queues::CqShared>,
+    /// The handle's use.
+    pub handle: crate::xrcd::HandleUse,
+}
+
+/// A new SRQ (basic, or XRC with `xrc`): EINVAL for a depth of 0 or past rxe's, more SGEs
+/// than rxe's, or a limit past the depth (rxe_srq_chk_init); `attr.max_sge` is given back.
+pub(crate) fn new_srq(
+    pd: *mut ibv_pd,
+    srq_context: *mut core::ffi::c_void,
+    attr: &mut ibv_srq_attr,
+    xrc: Option<XrcSrq>,
+) -> Result<*mut Srq, i32> {
+    let (max_wr, max_sge, limit) = (attr.max_wr, attr.max_sge, attr.srq_limit);
+    if max_wr == 0 || max_wr > MAX_SRQ_WR || max_sge > roce_cm::rc::srq::MAX_SRQ_SGE || limit > max_wr {
+        return Err(libc::EINVAL);
+    }
+    let rt = crate::runtime::runtime()?;
+    let xrcd = xrc.as_ref().map(|x| x.xrcd);
+    let (cq, xrcd_use) = match xrc {
+        Some(x) => (Some(x.cq), Some(x.handle)),
+        None => (None, None),
+    };
+    let srqn = rt
+        .call(move |e| {
+            let rc = e.d.stack.rc_mut();
+            match xrcd {
+                Some(d) => rc.create_srq_xrc(max_wr, max_sge.max(1), limit, d),
+                None => rc.create_srq(max_wr, max_sge.max(1), limit),
+            }
+        })?
+        .map_err(|e| e.value())?;
+    // SAFETY: plain C data; zero is valid.
+    let mut c: ibv_srq = unsafe { std::mem::zeroed() };
+    // SAFETY: the PD's context.
+    c.context = unsafe { (*pd).context };
+    c.srq_context = srq_context;
+    c.pd = pd;
+    c.handle = srqn;
+    let s = Box::into_raw(Box::new(Srq { c, srqn, pd: pd as usize, max_sge: max_sge.max(1), xrcd, xrcd_use }));
+    // SAFETY: the SRQ just boxed.
+    unsafe {
+        libc::pthread_mutex_init(&mut (*s).c.mutex, std::ptr::null());
+        libc::pthread_cond_init(&mut (*s).c.cond, std::ptr::null());
+    }
+    let ptr = s as usize;
+    let _ = rt.call(move |e| {
+        e.srqs.insert(srqn, SrqLink { srq_ptr: ptr, cq });
+    });
+    attr.max_sge = max_sge.max(1);
+    Ok(s)
 }
 
 /// rxe's deepest SRQ (`RXE_MAX_SRQ_WR`).
 pub const MAX_SRQ_WR: u32 = 0x4000;
 
-/// `ibv_create_srq`: EINVAL for a depth of 0 or past rxe's, more SGEs than rxe's, or a limit
-/// past the depth (rxe_srq_chk_init).
+/// `ibv_create_srq`: a basic SRQ ([`new_srq`]).
 ///
 /// # Safety
 /// `pd` is a PD of ours; `attr` points to an `ibv_srq_init_attr`.
@@ -764,42 +882,15 @@ pub unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init
         }
         // SAFETY: the caller's attributes.
         let a = unsafe { &mut *attr };
-        let (max_wr, max_sge, limit) = (a.attr.max_wr, a.attr.max_sge, a.attr.srq_limit);
-        if max_wr == 0 || max_wr > MAX_SRQ_WR || max_sge > roce_cm::rc::srq::MAX_SRQ_SGE || limit > max_wr {
-            return crate::ffi::null_errno(libc::EINVAL);
+        match new_srq(pd, a.srq_context, &mut a.attr, None) {
+            Ok(s) => s.cast(),
+            Err(e) => crate::ffi::null_errno(e),
         }
-        let rt = match crate::runtime::runtime() {
-            Ok(rt) => rt,
-            Err(e) => return crate::ffi::null_errno(e),
-        };
-        let srqn = match rt.call(move |e| e.d.stack.rc_mut().create_srq(max_wr, max_sge.max(1), limit)) {
-            Ok(Ok(n)) => n,
-            Ok(Err(e)) => return crate::ffi::null_errno(e.value()),
-            Err(e) => return crate::ffi::null_errno(e),
-        };
-        // SAFETY: plain C data; zero is valid.
-        let mut c: ibv_srq = unsafe { std::mem::zeroed() };
-        // SAFETY: the PD's context.
-        c.context = unsafe { (*pd).context };
-        c.srq_context = a.srq_context;
-        c.pd = pd;
-        c.handle = srqn;
-        let s = Box::into_raw(Box::new(Srq { c, srqn, pd: pd as usize, max_sge: max_sge.max(1) }));
-        // SAFETY: the SRQ just boxed.
-        unsafe {
-            libc::pthread_mutex_init(&mut (*s).c.mutex, std::ptr::null());
-            libc::pthread_cond_init(&mut (*s).c.cond, std::ptr::null());
-        }
-        let ptr = s as usize;
-        let _ = rt.call(move |e| {
-            e.srqs.insert(srqn, SrqLink { srq_ptr: ptr });
-        });
-        a.attr.max_sge = max_sge.max(1);
-        s.cast()
     })
 }
 
-fn srq_of<'a>(srq: *mut ibv_srq) -> Option<&'a Srq> {
+/// Our SRQ behind a program's pointer (None for NULL).
+pub fn srq_of<'a>(srq: *mut ibv_srq) -> Option<&'a Srq> {
     // SAFETY: an Srq of ours, or NULL.
     (!srq.is_null()).then(|| unsafe { &*srq.cast::<Srq>() })
 }

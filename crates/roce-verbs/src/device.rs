@@ -141,6 +141,10 @@ pub fn open_context() -> *mut ibv_context {
     let mut v: Box<verbs_context> = Box::new(unsafe { std::mem::zeroed() });
     v.sz = std::mem::size_of::<verbs_context>();
     v.create_qp_ex = Some(crate::qp_ex::create_qp_ex);
+    v.open_xrcd = Some(crate::xrcd::open_xrcd);
+    v.close_xrcd = Some(crate::xrcd::close_xrcd);
+    v.create_srq_ex = Some(crate::xrc::create_srq_ex);
+    v.get_srq_num = Some(crate::xrc::get_srq_num);
     let c = &mut v.context;
     c.device = device();
     c.ops = crate::verbs::context_ops();
@@ -216,7 +220,9 @@ pub unsafe extern "C" fn ibv_query_device(ctx: *mut ibv_context, attr: *mut ibv_
         a.hw_ver = 0;
         a.max_qp = 0x10000;
         a.max_qp_wr = 0x4000;
-        a.device_cap_flags = 0;
+        // XRC is roce's beyond rxe (which has none): announced so that programs that check
+        // the flag before `ibv_open_xrcd` use it.
+        a.device_cap_flags = IBV_DEVICE_XRC;
         a.max_sge = 32;
         a.max_sge_rd = 32;
         a.max_cq = 0x4000;

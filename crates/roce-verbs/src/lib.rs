@@ -27,6 +27,8 @@ pub mod stub;
 pub mod verbs;
 pub mod watcher;
 pub mod wr_batch;
+pub mod xrc;
+pub mod xrcd;
 
 /// `verbs_allow_disassociate_destroy` (IBVERBS_PRIVATE_34): a provider's flag in the real
 /// library; nothing here reads it.

@@ -12,7 +12,7 @@
 //! operation only this API has (rdma-core v44 gives it no `ibv_send_wr` form).
 //!
 //! Not here: `ibv_wr_send_tso` (no TSO on RoCE; asking for it in `send_ops_flags` is
-//! EOPNOTSUPP at creation, as rxe's provider answers) and `ibv_wr_set_xrc_srqn` (no XRC yet).
+//! EOPNOTSUPP at creation, as rxe's provider answers).
 
 use core::ffi::{c_int, c_void};
 
@@ -41,7 +41,7 @@ pub fn ops() -> ibv_qp_ex_ops {
         wr_send_inv: Some(wr_send_inv),
         wr_send_tso: None,
         wr_set_ud_addr: Some(wr_set_ud_addr),
-        wr_set_xrc_srqn: Some(wr_unsupported_key),
+        wr_set_xrc_srqn: Some(wr_set_xrc_srqn),
         wr_set_inline_data: Some(wr_set_inline_data),
         wr_set_inline_data_list: Some(wr_set_inline_data_list),
         wr_set_sge: Some(wr_set_sge),
@@ -72,20 +72,24 @@ pub fn supported_send_ops(qp_type: u32) -> u64 {
                 | IBV_QP_EX_WITH_SEND_WITH_INV
         }
         IBV_QPT_UC => two_sided | write | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV,
+        // RC's but the memory-placement operations, which have no XRC opcode (IBA table 38
+        // gives XRC none; the engine refuses them).
+        IBV_QPT_XRC_SEND => supported_send_ops(IBV_QPT_RC) & !(IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_FLUSH),
         IBV_QPT_UD => two_sided,
         _ => 0,
     }
 }
 
-/// Check `ibv_qp_init_attr_ex` as rxe's provider does (`check_qp_init_attr`): only PD,
-/// create flags (none but the CM's loopback blocking) and send-ops flags; send ops the QP
-/// type has. Returns the send-ops flags asked for, if any.
+/// Check `ibv_qp_init_attr_ex` as rxe's provider does (`check_qp_init_attr`): only PD, XRC
+/// domain, create flags (none but the CM's loopback blocking) and send-ops flags; send ops the
+/// QP type has. Returns the send-ops flags asked for, if any.
 pub fn check_attr(a: &ibv_qp_init_attr_ex) -> Result<Option<u64>, c_int> {
-    let known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    let known =
+        IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     if a.comp_mask & !known != 0 {
         say_once(
             "ibv_create_qp_ex",
-            "roce: ibv_create_qp_ex: only PD, create and send-ops flags are supported: EOPNOTSUPP",
+            "roce: ibv_create_qp_ex: only PD, XRC domain, create and send-ops flags are supported: EOPNOTSUPP",
         );
         return Err(libc::EOPNOTSUPP);
     }
@@ -136,6 +140,15 @@ pub unsafe extern "C" fn create_qp_ex(_ctx: *mut ibv_context, attr: *mut ibv_qp_
             Ok(s) => s,
             Err(e) => return null_errno(e),
         };
+        if a.qp_type == IBV_QPT_XRC_RECV {
+            if send_ops.is_some() {
+                return null_errno(libc::EINVAL); // a target sends nothing
+            }
+            return match crate::xrc::create_target_qp(a) {
+                Ok(qp) => qp.cast(),
+                Err(e) => null_errno(e),
+            };
+        }
         if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
             return null_errno(libc::EINVAL);
         }
@@ -417,12 +430,17 @@ unsafe extern "C" fn wr_send_inv(qpx: *mut ibv_qp_ex, invalidate_rkey: u32) {
     })
 }
 
-/// `ibv_wr_set_xrc_srqn`: no XRC QP here, so the batch fails as for any op not asked for.
-unsafe extern "C" fn wr_unsupported_key(qpx: *mut ibv_qp_ex, _key: u32) {
+/// `ibv_wr_set_xrc_srqn`: the remote XRC SRQ of the last request (on an XRC initiator; any
+/// other QP fails the batch with EINVAL, as ibv_post_send would refuse the request).
+unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut ibv_qp_ex, remote_srqn: u32) {
     boundary("ibv_wr_set_xrc_srqn", (), || {
         // SAFETY: the builder of one of our QPs.
         let q = unsafe { qp(qpx) };
-        with_batch(q, |b| b.fail(libc::EOPNOTSUPP));
+        if q.c.qp_type != IBV_QPT_XRC_SEND {
+            with_batch(q, |b| b.fail(libc::EINVAL));
+            return;
+        }
+        last(q, |e| e.wr.qp_type.xrc.remote_srqn = remote_srqn);
     })
 }
 
@@ -534,18 +552,18 @@ fn post_connected(q: &Qp, mirror: &std::sync::Arc<crate::queues::QpMirror>, entr
         let lkey_ok = crate::conn::lkey_in_pd(rt, view.pd);
         for e in entries {
             let signaled = view.sq_sig_all || e.wr.send_flags & IBV_SEND_SIGNALED != 0;
+            let srqn = match crate::conn::xrc_srqn(&e.wr, &view) {
+                Ok(n) => n,
+                Err(err) => return err,
+            };
             if let Some(op) = e.flush {
                 if view.uc {
                     return libc::EINVAL;
                 }
-                batch.push(SendWr {
-                    wr_id: e.wr.wr_id,
-                    op,
-                    sg_list: Vec::new(),
-                    signaled,
-                    solicited: false,
-                    inline: None,
-                });
+                batch.push((
+                    SendWr { wr_id: e.wr.wr_id, op, sg_list: Vec::new(), signaled, solicited: false, inline: None },
+                    srqn,
+                ));
                 continue;
             }
             let wr = match e.atomic_write {
@@ -569,7 +587,7 @@ fn post_connected(q: &Qp, mirror: &std::sync::Arc<crate::queues::QpMirror>, entr
                     Err(err) => return err,
                 },
             };
-            batch.push(wr);
+            batch.push((wr, srqn));
         }
     }
     crate::conn::post_batch(rt, view, mirror, batch)

@@ -244,10 +244,10 @@ pub struct QpMirror {
 
 /// A connected QP as the engine's thread sees it.
 pub struct ConnQpLink {
-    /// Where send completions go.
-    pub send_cq: Arc<CqShared>,
-    /// Where receive completions go.
-    pub recv_cq: Arc<CqShared>,
+    /// Where send completions go (an XRC target has no send CQ).
+    pub send_cq: Option<Arc<CqShared>>,
+    /// Where receive completions go (the XRC types have none: an XRC SRQ's CQ takes them).
+    pub recv_cq: Option<Arc<CqShared>>,
     /// The counts it mirrors.
     pub mirror: Arc<QpMirror>,
 }
@@ -256,6 +256,8 @@ pub struct ConnQpLink {
 pub struct SrqLink {
     /// The `ibv_srq` object's address.
     pub srq_ptr: usize,
+    /// An XRC SRQ's CQ, where its receives complete.
+    pub cq: Option<Arc<CqShared>>,
 }
 
 struct AsyncPipe(OwnedFd, OwnedFd);

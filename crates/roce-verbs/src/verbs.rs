@@ -89,10 +89,10 @@ pub struct Qp {
     pub qpn: u32,
     /// The PD's address.
     pub pd: usize,
-    /// Where send completions go.
-    pub send_cq: Arc<CqShared>,
-    /// Where receive completions go.
-    pub recv_cq: Arc<CqShared>,
+    /// Where send completions go (None: an XRC target, which sends nothing).
+    pub send_cq: Option<Arc<CqShared>>,
+    /// Where receive completions go (None: the XRC types, whose receives are an XRC SRQ's).
+    pub recv_cq: Option<Arc<CqShared>>,
     /// `sq_sig_all`: every send completes with a work completion.
     pub sq_sig_all: bool,
     /// The capacities (as rxe reports them back).
@@ -102,6 +102,8 @@ pub struct Qp {
     pub of_id: bool,
     /// A connected QP's (RC, UC) counts mirrored by the engine's thread; None for UD.
     pub conn: Option<Arc<crate::queues::QpMirror>>,
+    /// An XRC target's use of the domain handle it was created through.
+    pub xrcd_use: Option<crate::xrcd::HandleUse>,
 }
 
 // `ibv_qp_to_qp_ex` hands out the QP itself: the builder must sit where `struct ibv_qp_ex`
@@ -115,6 +117,8 @@ impl Qp {
         crate::conn::QpView {
             qpn: self.qpn,
             uc: self.c.qp_type == IBV_QPT_UC,
+            xrc_send: self.c.qp_type == IBV_QPT_XRC_SEND,
+            xrc_recv: self.c.qp_type == IBV_QPT_XRC_RECV,
             pd: self.pd,
             cap: self.cap,
             sq_sig_all: self.sq_sig_all,
@@ -532,12 +536,16 @@ fn cq_shared(cq: *mut ibv_cq) -> Option<Arc<CqShared>> {
 }
 
 /// Build a UD QP object for engine QP `qpn`.
-pub fn new_ud_qp(pd: *mut ibv_pd, attr: &ibv_qp_init_attr, qpn: u32, qkey: u32, of_id: bool) -> Option<*mut Qp> {
-    new_qp(pd, attr, qpn, qkey, of_id, None)
+pub(crate) fn new_ud_qp(pd: *mut ibv_pd, attr: &ibv_qp_init_attr, qpn: u32, qkey: u32, of_id: bool) -> Option<*mut Qp> {
+    // SAFETY: the PD's context.
+    new_qp(unsafe { (*pd).context }, pd, attr, qpn, qkey, of_id, None)
 }
 
-/// Build a QP object for engine QP `qpn` (`conn`: a connected QP's mirror).
+/// Build a QP object for engine QP `qpn` on context `ctx` (`conn`: a connected QP's mirror).
+/// Every type but the XRC ones has both CQs; an XRC initiator has a send CQ; an XRC target
+/// has neither, nor a PD.
 pub(crate) fn new_qp(
+    ctx: *mut ibv_context,
     pd: *mut ibv_pd,
     attr: &ibv_qp_init_attr,
     qpn: u32,
@@ -545,12 +553,19 @@ pub(crate) fn new_qp(
     of_id: bool,
     conn: Option<Arc<crate::queues::QpMirror>>,
 ) -> Option<*mut Qp> {
-    let send_cq = cq_shared(attr.send_cq)?;
-    let recv_cq = cq_shared(attr.recv_cq)?;
+    let send_cq = cq_shared(attr.send_cq);
+    let recv_cq = cq_shared(attr.recv_cq);
+    let complete = match attr.qp_type {
+        IBV_QPT_XRC_RECV => true,
+        IBV_QPT_XRC_SEND => send_cq.is_some(),
+        _ => send_cq.is_some() && recv_cq.is_some(),
+    };
+    if !complete {
+        return None;
+    }
     // SAFETY: plain C data; zero is valid.
     let mut c: ibv_qp = unsafe { std::mem::zeroed() };
-    // SAFETY: the PD's context.
-    c.context = unsafe { (*pd).context };
+    c.context = ctx;
     c.qp_context = attr.qp_context;
     c.pd = pd;
     c.send_cq = attr.send_cq;
@@ -581,6 +596,7 @@ pub(crate) fn new_qp(
         qkey: AtomicU32::new(qkey),
         of_id,
         conn,
+        xrcd_use: None,
     }));
     // SAFETY: the QP just boxed.
     unsafe {
@@ -593,7 +609,9 @@ pub(crate) fn new_qp(
 impl Engine {
     /// Link a UD QP to its receive queue and CQ.
     pub fn link_ud_qp(&mut self, qp: &Qp) {
-        self.ud_qps.insert(qp.qpn, UdQpLink::new(qp.recv_cq.clone(), qp.cap.max_recv_wr.max(1) as usize));
+        if let Some(cq) = &qp.recv_cq {
+            self.ud_qps.insert(qp.qpn, UdQpLink::new(cq.clone(), qp.cap.max_recv_wr.max(1) as usize));
+        }
     }
 }
 
@@ -634,7 +652,7 @@ pub unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_a
         }
         // SAFETY: the caller's attributes.
         let a = unsafe { *attr };
-        if a.qp_type == IBV_QPT_RC || a.qp_type == IBV_QPT_UC {
+        if matches!(a.qp_type, IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_XRC_SEND) {
             // SAFETY: as above (the capacities are given back).
             return match create_conn_qp(pd, unsafe { &mut *attr }, None) {
                 Ok(qp) => qp.cast(),
@@ -704,9 +722,9 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
         let Ok(rt) = runtime() else { return libc::ENODEV };
         let qpn = q.qpn;
         if let Some(m) = q.conn.clone() {
-            let uc = q.c.qp_type == IBV_QPT_UC;
+            let qp_type = q.c.qp_type;
             let r = rt.call(move |e| {
-                let r = crate::conn::modify(e, qpn, &a, mask, uc);
+                let r = crate::conn::modify(e, qpn, &a, mask, qp_type);
                 e.deliver_completions(); // a move to ERR flushes; RESET empties
                 r
             });
@@ -1081,7 +1099,8 @@ pub unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad_wr
                 return fail(libc::EINVAL);
             }
             let signaled = q.sq_sig_all || w.send_flags & IBV_SEND_SIGNALED != 0;
-            let (qpn, send_cq) = (q.qpn, q.send_cq.clone());
+            let Some(send_cq) = q.send_cq.clone() else { return fail(libc::EINVAL) };
+            let qpn = q.qpn;
             match gather(rt, q.pd, &w) {
                 Ok(payload) if payload.len() > mtu => return fail(libc::EINVAL),
                 Ok(payload) => {
@@ -1231,15 +1250,40 @@ pub extern "C" fn ibv_fork_init() -> c_int {
 /// A connected QP for `ibv_create_qp` (`id`: None) or `rdma_create_qp` (the id's QP, which
 /// the engine moves to INIT at once and the CM on to RTS). `attr.cap` is given back as rxe
 /// reports it.
-pub fn create_conn_qp(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr, id: Option<roce_cm::CmId>) -> Result<*mut Qp, i32> {
-    if pd.is_null() || attr.send_cq.is_null() || attr.recv_cq.is_null() {
+pub(crate) fn create_conn_qp(
+    pd: *mut ibv_pd,
+    attr: &mut ibv_qp_init_attr,
+    id: Option<roce_cm::CmId>,
+) -> Result<*mut Qp, i32> {
+    // An XRC initiator has no receive side: no receive CQ, SRQ or receive capacities
+    // (ib_uverbs's create_qp zeroes them).
+    let xrc = attr.qp_type == IBV_QPT_XRC_SEND;
+    if xrc {
+        attr.recv_cq = std::ptr::null_mut();
+        attr.srq = std::ptr::null_mut();
+    }
+    if pd.is_null() || attr.send_cq.is_null() || (attr.recv_cq.is_null() && !xrc) {
         return Err(libc::EINVAL);
     }
     // SAFETY: an Srq of ours, or NULL.
     let srq = (!attr.srq.is_null()).then(|| unsafe { (*attr.srq.cast::<crate::conn::Srq>()).srqn });
-    let cap = crate::conn::check_caps(&attr.cap, srq.is_some())?;
+    let cap = crate::conn::check_caps(&attr.cap, srq.is_some() || xrc)?;
+    // SAFETY: the PD's context.
+    let ctx = unsafe { (*pd).context };
+    link_conn_qp(ctx, pd, attr, cap, crate::conn::qp_init(attr.qp_type, &cap, srq), id)
+}
+
+/// Create the engine's QP for `init` (for the CM id `id`, if any), its object and its link to
+/// the engine's thread; `attr.cap` becomes `cap`.
+pub fn link_conn_qp(
+    ctx: *mut ibv_context,
+    pd: *mut ibv_pd,
+    attr: &mut ibv_qp_init_attr,
+    cap: ibv_qp_cap,
+    init: roce_cm::rc::QpInit,
+    id: Option<roce_cm::CmId>,
+) -> Result<*mut Qp, i32> {
     let rt = crate::runtime::runtime()?;
-    let init = crate::conn::qp_init(attr.qp_type, &cap, srq);
     let qpn = rt
         .call(move |e| match id {
             Some(cm) => e.d.stack.create_qp_for_id_with(cm, init.cap, init.srq),
@@ -1248,7 +1292,7 @@ pub fn create_conn_qp(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr, id: Option<r
         .map_err(|er| er.value())?;
     attr.cap = cap;
     let mirror = Arc::new(crate::queues::QpMirror::default());
-    let Some(qp) = new_qp(pd, attr, qpn, 0, id.is_some(), Some(mirror.clone())) else {
+    let Some(qp) = new_qp(ctx, pd, attr, qpn, 0, id.is_some(), Some(mirror.clone())) else {
         let _ = rt.call(move |e| crate::conn::unlink(e, qpn));
         return Err(libc::EINVAL);
     };

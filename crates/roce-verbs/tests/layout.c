@@ -173,6 +173,18 @@ static void types(void)
 	ST(ibv_srq_init_attr)
 	S(ibv_srq_init_attr, srq_context) S(ibv_srq_init_attr, attr)
 
+	ST(ibv_tm_cap)
+	S(ibv_tm_cap, max_num_tags) S(ibv_tm_cap, max_ops)
+
+	ST(ibv_srq_init_attr_ex)
+	S(ibv_srq_init_attr_ex, srq_context) S(ibv_srq_init_attr_ex, attr)
+	S(ibv_srq_init_attr_ex, comp_mask) S(ibv_srq_init_attr_ex, srq_type)
+	S(ibv_srq_init_attr_ex, pd) S(ibv_srq_init_attr_ex, xrcd) S(ibv_srq_init_attr_ex, cq)
+	S(ibv_srq_init_attr_ex, tm_cap)
+
+	ST(ibv_xrcd_init_attr)
+	S(ibv_xrcd_init_attr, comp_mask) S(ibv_xrcd_init_attr, fd) S(ibv_xrcd_init_attr, oflags)
+
 	ST(ibv_qp_cap)
 	S(ibv_qp_cap, max_send_wr) S(ibv_qp_cap, max_recv_wr) S(ibv_qp_cap, max_send_sge)
 	S(ibv_qp_cap, max_recv_sge) S(ibv_qp_cap, max_inline_data)

@@ -112,6 +112,9 @@ fn rust_lines() -> Vec<String> {
         port_num);
     layout!(o, ibv_srq_attr; max_wr, max_sge, srq_limit);
     layout!(o, ibv_srq_init_attr; srq_context, attr);
+    layout!(o, ibv_tm_cap; max_num_tags, max_ops);
+    layout!(o, ibv_srq_init_attr_ex; srq_context, attr, comp_mask, srq_type, pd, xrcd, cq, tm_cap);
+    layout!(o, ibv_xrcd_init_attr; comp_mask, fd, oflags);
     layout!(o, ibv_qp_cap; max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data);
     layout!(o, ibv_qp_init_attr; qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all);
     layout!(o, ibv_rx_hash_conf; rx_hash_function, rx_hash_key_len, rx_hash_key, rx_hash_fields_mask);
