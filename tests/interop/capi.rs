@@ -24,6 +24,12 @@
 //!    where the guest's rxe has the opcode (6.2 on) every case as between two roce ends and the
 //!    word in the guest's memory; where it has not (6.1), the kernel's real answers (no answer
 //!    to ours: RETRY_EXC_ERR; its own: LOC_QP_OP_ERR) and the other side's word untouched.
+//! i. XRC (issue 37), which no rxe has (its rxe_opcode[] holds no XRC opcode; its provider no
+//!    `open_xrcd`): the guest's `ibv_xsrq_pingpong` in both roles gets libibverbs' answer,
+//!    EOPNOTSUPP from `ibv_open_xrcd`, and our XRC requests (SEND Only with its XRCETH, as
+//!    Debian's `ibv_xsrq_pingpong` over roce sends them: tests/capi/rc.rs) are dropped by the
+//!    guest's rxe uncounted (`rcvd_pkts` unchanged), as the acceptance predictor says
+//!    (`UnknownOpcode`, spec/rxe-acceptance.md), and answered with nothing.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -241,6 +247,7 @@ fn debians_mckey_and_udaddy_over_roce_against_the_kernel() {
     );
     std::fs::write(art.join("report.txt"), &report).unwrap();
     let del = del.unwrap_or_else(|| panic!("no Delete for 239.1.2.6 after SIGKILL:\n{agent}"));
+    xrc_refused_by_the_guest(&mut g, &art, &mut report);
     connected_programs(&mut g, &art, &mut report);
     atomic_write_both_ways(&mut g, &art, &atomwr, &mut report);
     memory_windows_both_ways(&mut g, &art, &mw, &mut report);
@@ -527,3 +534,70 @@ fn memory_windows_both_ways(g: &mut Guest, art: &std::path::Path, mw: &std::path
 /// libibverbs calls IBV_WC_IP_CSUM_OK; IBV_WC_WITH_INV (bit 3) is not set (seen on 6.1,
 /// 2026-12-07: rxe copies the kernel's flags into the user CQE).
 const RXE_INV_RECV: &str = "server recv=1 status=0 flags=0x5 rkey_ok=1";
+
+/// i. XRC against a kernel without it: the guest's program refused at `ibv_open_xrcd`, our
+/// XRC frames dropped uncounted and unanswered.
+fn xrc_refused_by_the_guest(g: &mut Guest, art: &std::path::Path, report: &mut String) {
+    use roce_wire::bth::{self, Opcode};
+    use roce_wire::ext::ExtHeaders;
+    use roce_wire::frame::FrameRepr;
+    use roce_wire::rxe_accept::RxeDrop;
+
+    for args in ["-g 1", "-g 1 198.18.0.1"] {
+        let (_, out) = g.guest_exec(&format!("timeout -s KILL 30 ibv_xsrq_pingpong {args} 2>&1; echo rc=$?"), T);
+        let _ = writeln!(report, "--- i. guest ibv_xsrq_pingpong {args}:\n{out}");
+        std::fs::write(art.join("report.txt"), &*report).unwrap();
+        // errno 95: EOPNOTSUPP, libibverbs' own op for a provider without open_xrcd.
+        assert!(out.contains("Couldn't Open the XRC Domain 95") && out.contains("rc=1"), "{args}:\n{out}");
+    }
+
+    let ep = crate::fuzz::endpoints(g, false);
+    let frames: Vec<Vec<u8>> =
+        [(Opcode::XrcSendOnly, 1), (Opcode::XrcSendOnly, 0x11), (Opcode::XrcRdmaWriteOnly, 0x11)]
+            .iter()
+            .map(|&(op, qpn)| {
+                let mut ext = ExtHeaders { xrceth: Some(roce_wire::xrceth::Repr::new(1)), ..ExtHeaders::default() };
+                if op == Opcode::XrcRdmaWriteOnly {
+                    ext.reth = Some(roce_wire::reth::Repr { va: 0x1000, rkey: 0x100, dma_len: 8 });
+                }
+                let b = bth::Repr::new(op, qpn, 1);
+                let r = FrameRepr::new(ep.src_mac, ep.dst_mac, ep.src, ep.dst, b, ext, &[0x5a; 8]);
+                let mut out = vec![0u8; r.buffer_len()];
+                let n = r.emit(&mut out).expect("an XRC frame");
+                out.truncate(n);
+                out
+            })
+            .collect();
+    for f in &frames {
+        assert_eq!(ep.predict(f), Err(RxeDrop::UnknownOpcode), "the predictor's view of an XRC frame");
+    }
+    let sock = g.raw_socket();
+    let before = g.read_counters("xrc0", T);
+    for f in &frames {
+        sock.send(f).expect("send on tap0");
+    }
+    // Any RoCEv2 frame from the guest would be an answer (nothing else of it is running).
+    let (answered, _) = sock.recv_until(Duration::from_secs(3), |f| roce_wire::frame::parse_lax(f).is_ok());
+    let after = g.read_counters("xrc1", T);
+    // The control: an SA query on the same path is counted and answered, so the frames above
+    // reached the guest's rxe.
+    let (tid, probe) = roce::fuzz_peer::Generator::new(37, ep).sa_probe();
+    assert!(ep.predict(&probe).is_ok(), "the control is one rxe counts");
+    sock.send(&probe).expect("send on tap0");
+    let probe_answered = crate::fuzz::sa_answered(&sock, tid, Duration::from_secs(10));
+    let control = g.read_counters("xrc2", T);
+    let _ = writeln!(
+        report,
+        "--- i. {} XRC frames to QPN 1 and 0x11: rcvd_pkts {} -> {}, an answer: {answered}; then an SA \
+         query: rcvd_pkts {}, answered: {probe_answered}",
+        frames.len(),
+        before["rcvd_pkts"],
+        after["rcvd_pkts"],
+        control["rcvd_pkts"]
+    );
+    std::fs::write(art.join("report.txt"), &*report).unwrap();
+    assert_eq!(after["rcvd_pkts"], before["rcvd_pkts"], "rxe drops XRC opcodes uncounted");
+    assert!(!answered, "rxe answers no XRC request");
+    assert_eq!(control["rcvd_pkts"], after["rcvd_pkts"] + 1, "the control SA query was counted");
+    assert!(probe_answered, "the control SA query was answered");
+}

@@ -48,7 +48,7 @@ const RESET_BUDGET: usize = 40;
 const PACE: Duration = Duration::from_micros(1500);
 
 /// Whether an SA Get's answer (a response with `tid`) comes back on `sock` within `timeout`.
-fn sa_answered(sock: &harness::RawSocket, tid: u64, timeout: Duration) -> bool {
+pub(crate) fn sa_answered(sock: &harness::RawSocket, tid: u64, timeout: Duration) -> bool {
     sock.recv_until(timeout, |d| {
         roce_wire::frame::parse(d)
             .ok()
@@ -344,7 +344,7 @@ fn assert_fuzz_peer(rc: i32, out: &str, counted: u64) {
     );
 }
 
-fn endpoints(g: &harness::Guest, v6: bool) -> Endpoints {
+pub(crate) fn endpoints(g: &harness::Guest, v6: bool) -> Endpoints {
     let (src, dst) =
         if v6 { (IpAddr::V6(HOST_IP6), IpAddr::V6(GUEST_IP6)) } else { (IpAddr::V4(HOST_IP4), IpAddr::V4(GUEST_IP4)) };
     Endpoints { src_mac: g.tap_mac, dst_mac: GUEST_MAC, src, dst, kernel: rxe_kernel(), gsi_index: 16 }

@@ -56,7 +56,7 @@ rdma_ucm ib_umad"
 GUEST_DEBS="busybox-static rdma-core ibverbs-providers libibverbs1 librdmacm1 rdmacm-utils ibverbs-utils perftest
 libibumad3 libnl-3-200 libnl-route-3-200 libpci3"
 # Tools copied into the guest (found in the unpacked packages, or on the host for `rdma`).
-GUEST_TOOLS="ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ibv_uc_pingpong ibv_srq_pingpong
+GUEST_TOOLS="ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ibv_uc_pingpong ibv_srq_pingpong ibv_xsrq_pingpong
 rping ucmatose udaddy mckey cmtime rdma_client rdma_server rdma_xclient rdma_xserver rstream riostream
 ib_send_bw ib_send_lat ib_write_bw ib_write_lat ib_read_bw ib_read_lat ib_atomic_bw ib_atomic_lat"
 
