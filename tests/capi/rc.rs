@@ -5,7 +5,8 @@
 //! `ibv_srq_pingpong` with and without `-e`, `ibv_ud_pingpong`, and XRC's `ibv_xsrq_pingpong`:
 //! an XRC domain, an XRC SRQ and XRC target and initiator QPs, with and without `-e`, and one
 //! server with two clients on the one SRQ), `rdma_server`/`rdma_client` and
-//! `rdma_xserver`/`rdma_xclient` (librdmacm's synchronous mode), on raw sockets and, as nobody,
+//! `rdma_xserver`/`rdma_xclient` (librdmacm's synchronous mode; the pair in RC and in XRC mode,
+//! `-c x`: XRC through the CM), on raw sockets and, as nobody,
 //! on the udp transport. What is asserted is what the peers saw: each program's own success
 //! (rping's verification, the pingpongs' iteration reports), and in a capture of one end the
 //! RC opcodes each program puts on the wire.
@@ -79,8 +80,17 @@ fn cases(server_addr: &str, pingpong_server: &str) -> Vec<Case> {
             client: s(&["-s", server_addr]),
             want: ("rdma_server: end 0", "rdma_client: end 0"),
         },
-        // The RC mode (its default) of the pair; its XRC mode (-c x) is issue 37's.
+        // The RC mode (its default) of the pair, then its XRC mode (-c x, issue 37): the
+        // server's XRC_RECV id on RDMA_PS_IB gets its target QP and an XRC SRQ
+        // (rdma_create_srq) and accepts with the SRQ's number as private data; the client's
+        // XRC_SEND id sends one inline SEND naming it.
         Case { program: "rdma_xserver", server: vec![], client: s(&["-s", server_addr]), want: ("end 0", "end 0") },
+        Case {
+            program: "rdma_xserver",
+            server: s(&["-c", "x"]),
+            client: s(&["-c", "x", "-s", server_addr]),
+            want: ("end 0", "end 0"),
+        },
         pp("ibv_rc_pingpong", &[]),
         pp("ibv_rc_pingpong", &["-e"]),
         // -N: the SENDs through the work-request builder (ibv_create_qp_ex with send-ops
@@ -119,13 +129,14 @@ fn run_cases(cases: &[Case], dir: &Path, server: ServerCmd<'_>, client: &dyn Fn(
         assert!(srv.status.success() && ts.contains(c.want.0), "{} server {:?}:\n{ts}", c.program, c.server);
         assert!(cli.status.success() && tc.contains(c.want.1), "{} client {:?}:\n{tc}", c.program, c.client);
         let wire = opcodes(&pcap);
+        let xrc = c.program == "ibv_xsrq_pingpong" || c.server.iter().any(|a| a == "x");
         let expect: &[&str] = match c.program {
+            _ if xrc => &["XRC_SEND_", "XRC_ACKNOWLEDGE"],
             "rping" => &["RC_SEND_ONLY", "RC_RDMA_READ_REQUEST", "RC_RDMA_READ_RESPONSE", "RC_RDMA_WRITE", "RC_ACK"],
             "ucmatose" | "ibv_rc_pingpong" | "ibv_srq_pingpong" | "rdma_server" | "rdma_xserver" => {
                 &["RC_SEND_", "RC_ACK"]
             }
             "ibv_uc_pingpong" => &["UC_SEND_"],
-            "ibv_xsrq_pingpong" => &["XRC_SEND_", "XRC_ACKNOWLEDGE"],
             _ => &["UD_SEND_ONLY"],
         };
         for op in expect {

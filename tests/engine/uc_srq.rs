@@ -26,7 +26,7 @@ const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const PORT: u16 = 7472;
 
 /// The CM messages captured on the link, as parsed by roce-wire.
-fn cm_messages(net: &SimNet) -> Vec<CmMessage> {
+pub(crate) fn cm_messages(net: &SimNet) -> Vec<CmMessage> {
     let mut out = Vec::new();
     for c in net.captured() {
         let Ok(f) = roce_wire::frame::parse(&c.data) else { continue };

@@ -86,6 +86,8 @@ impl Stack {
         let service = match r.qp_type {
             QpType::Rc => Some(TransportService::Rc),
             QpType::Uc => Some(TransportService::Uc),
+            QpType::XrcIni => Some(TransportService::XrcIni),
+            QpType::XrcTgt => return Err(Errno::EINVAL), // a target needs its domain
             QpType::Ud => None,
         };
         if let Some(service) = service {
@@ -99,6 +101,24 @@ impl Stack {
             r.qpn = Some(qpn);
         }
         Ok(qpn)
+    }
+
+    /// `rdma_create_qp` of a connected id with the QP's whole description (an XRC target's
+    /// domain among it): EINVAL when the service is not the id's QP type (RC, UC, XRC
+    /// initiator, XRC target of any domain) or the id has a QP already.
+    pub fn create_qp_for_id_init(&mut self, id: CmId, init: QpInit) -> Result<u32, Errno> {
+        let r = self.rec(id)?;
+        let fits = matches!(
+            (r.qp_type, init.service),
+            (QpType::Rc, TransportService::Rc)
+                | (QpType::Uc, TransportService::Uc)
+                | (QpType::XrcIni, TransportService::XrcIni)
+                | (QpType::XrcTgt, TransportService::XrcTgt { .. })
+        );
+        if !fits || r.qpn.is_some() {
+            return Err(Errno::EINVAL);
+        }
+        self.create_conn_qp_for_id(id, init.service, init.cap, init.srq)
     }
 
     /// `rdma_bind_addr`.

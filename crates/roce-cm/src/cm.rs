@@ -257,6 +257,7 @@ impl Cm {
             copy_private(&mut m.private_data, cma_hdr::HEADER_LEN, &param.private_data);
             (CmMessage::SidrReq(m), ConnState::SidrReqSent)
         } else {
+            let xrc = rec.qp_type == QpType::XrcIni;
             let mut m = cm::ReqRepr {
                 local_comm_id: comm,
                 service_id,
@@ -272,13 +273,27 @@ impl Cm {
                 path_mtu: cx.cfg.mtu,
                 rnr_retry_count: param.rnr_retry_count & 7,
                 max_cm_retries: 15,
-                // cm_req_set_qp_type: RC 0, UC 1 (the id's QP type, as cma_connect_ib passes
-                // it); the other fields as for RC: cm_format_req writes what the consumer
-                // gave, the UC peer's cm_init_qp_*_attr ignores the RC-only ones.
-                transport_service_type: if rec.qp_type == QpType::Uc { req_transport::UC } else { req_transport::RC },
+                // cm_req_set_qp_type: RC 0, UC 1, XRC initiator 3 with extended type 1 (the
+                // id's QP type, as cma_connect_ib passes it); the other fields as for RC:
+                // cm_format_req writes what the consumer gave, the UC peer's
+                // cm_init_qp_*_attr ignores the RC-only ones.
+                transport_service_type: match rec.qp_type {
+                    QpType::Uc => req_transport::UC,
+                    QpType::XrcIni => req_transport::EXTENDED,
+                    _ => req_transport::RC,
+                },
+                extended_transport_type: if xrc { req_transport::EXT_XRC } else { 0 },
                 srq,
                 ..Default::default()
             };
+            if xrc {
+                // cm_format_req: an XRC initiator has no responder, so no responder
+                // resources, and no retry counts or SRQ bit of its own.
+                m.responder_resources = 0;
+                m.retry_count = 0;
+                m.rnr_retry_count = 0;
+                m.srq = false;
+            }
             m.primary_path.local_lid = 0xffff;
             m.primary_path.remote_lid = 0xffff;
             m.primary_path.local_gid = Gid::from_ip(src.ip());
@@ -484,10 +499,13 @@ impl Cm {
             cx.send(src, src_qp, tid, &CmMessage::Rej(rej));
             return true;
         };
-        let req_type = match r.transport_service_type {
-            req_transport::RC => Some(QpType::Rc),
-            req_transport::UC => Some(QpType::Uc),
-            _ => None, // RD, XRC: no such id here
+        // cm_req_get_qp_type: RC, UC, and XRC (3 with extended type 1) for a target; RD and
+        // any other extended type: no such id here.
+        let req_type = match (r.transport_service_type, r.extended_transport_type) {
+            (req_transport::RC, _) => Some(QpType::Rc),
+            (req_transport::UC, _) => Some(QpType::Uc),
+            (req_transport::EXTENDED, req_transport::EXT_XRC) => Some(QpType::XrcTgt),
+            _ => None,
         };
         if cx.ids.get(&listener).is_some_and(|l| Some(l.qp_type) != req_type) {
             // cma_ib_check_req_qp_type: a REQ needs a listener of its QP type (RC or UC);
@@ -648,8 +666,11 @@ impl Cm {
         if c.state != ConnState::ReqSent {
             return false;
         }
+        // cm_rep_get_qpn: an XRC initiator's peer is the target in the EE context field.
+        let xrc = cx.ids.get(&c.id).is_some_and(|i| i.qp_type == QpType::XrcIni);
+        let remote_qpn = if xrc { r.local_eecn } else { r.local_qpn };
         c.remote_comm_id = r.local_comm_id;
-        c.remote_qpn = r.local_qpn;
+        c.remote_qpn = remote_qpn;
         c.qp.remote_psn = r.starting_psn;
         c.qp.rnr_retry_count = r.rnr_retry_count;
         c.qp.initiator_depth = c.qp.initiator_depth.min(r.responder_resources);
@@ -660,7 +681,7 @@ impl Cm {
         // waits for the application's `establish` (IB_CM_REP_RCVD).
         let rc_qp = cx.rc_qp_of(id);
         let kind = if let Some(qpn) = rc_qp {
-            let _ = cx.rc_ready(_now, qpn, peer, r.local_qpn, &cmqp);
+            let _ = cx.rc_ready(_now, qpn, peer, remote_qpn, &cmqp);
             c.state = ConnState::Established;
             let rtu =
                 cm::RtuRepr { local_comm_id: r.remote_comm_id, remote_comm_id: r.local_comm_id, ..Default::default() };
@@ -675,7 +696,7 @@ impl Cm {
             private_data: r.private_data.to_vec(),
             responder_resources: r.responder_resources,
             initiator_depth: r.initiator_depth,
-            remote_qpn: r.local_qpn,
+            remote_qpn,
             rnr_retry_count: r.rnr_retry_count,
             retry_count: 0,
         };
@@ -844,6 +865,7 @@ impl Cm {
                     cx.rc_ready(now, q, peer, remote_qpn, &cmqp)?;
                 }
                 let srq = cx.qp_has_srq(id);
+                let xrc = cx.ids.get(&id).is_some_and(|r| r.qp_type == QpType::XrcTgt);
                 let c = self.conns.get_mut(&comm).ok_or(Errno::EINVAL)?;
                 let mut rep = cm::RepRepr {
                     local_comm_id: comm,
@@ -856,6 +878,14 @@ impl Cm {
                     srq,
                     ..Default::default()
                 };
+                if xrc {
+                    // cm_format_rep: a target names its QP in the EE context field, the SRQ
+                    // bit set (its receives are an XRC SRQ's), no initiator depth.
+                    rep.local_qpn = 0;
+                    rep.local_eecn = qpn;
+                    rep.srq = true;
+                    rep.initiator_depth = 0;
+                }
                 copy_private(&mut rep.private_data, 0, &param.private_data);
                 c.state = ConnState::RepSent;
                 let msg = CmMessage::Rep(rep);

@@ -129,6 +129,12 @@ pub enum QpType {
     Uc,
     /// Unreliable datagram.
     Ud,
+    /// XRC initiator (`IBV_QPT_XRC_SEND`, `RDMA_PS_IB` only): its REQ says transport type 3,
+    /// extended transport type 1 (cm.c `cm_req_set_qp_type`).
+    XrcIni,
+    /// XRC target (`IBV_QPT_XRC_RECV`, `RDMA_PS_IB` only): it accepts the REQs of XRC
+    /// initiators; its REP names its QP in the EE context field (cm.c `cm_format_rep`).
+    XrcTgt,
 }
 
 /// `(port space, port)` → the ids bound to it.

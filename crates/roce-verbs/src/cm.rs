@@ -94,6 +94,45 @@ fn qp_type_of(ps: PortSpace) -> (QpType, u32) {
     }
 }
 
+/// The engine's QP type of an `ibv_qp_type` an id may have (librdmacm's `rdma_create_id2`,
+/// which `rdma_create_ep` uses with the address info's type).
+fn engine_qp_type(t: u32) -> Option<QpType> {
+    Some(match t {
+        IBV_QPT_RC => QpType::Rc,
+        IBV_QPT_UC => QpType::Uc,
+        IBV_QPT_UD => QpType::Ud,
+        IBV_QPT_XRC_SEND => QpType::XrcIni,
+        IBV_QPT_XRC_RECV => QpType::XrcTgt,
+        _ => return None,
+    })
+}
+
+/// The XRC domain librdmacm gives an id's XRC QPs and SRQs when the program names none
+/// (`ucma_get_xrcd`: one per device, opened with no file, kept for the process).
+fn default_xrcd() -> *mut ibv_xrcd {
+    struct Handle(*mut ibv_xrcd);
+    // SAFETY: written once, then only read.
+    unsafe impl Send for Handle {}
+    // SAFETY: as above.
+    unsafe impl Sync for Handle {}
+    static XRCD: std::sync::Mutex<Option<Handle>> = std::sync::Mutex::new(None);
+    let Ok(mut g) = XRCD.lock() else { return std::ptr::null_mut() };
+    if let Some(h) = g.as_ref() {
+        return h.0;
+    }
+    let mut attr = ibv_xrcd_init_attr {
+        comp_mask: IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+        fd: -1,
+        oflags: libc::O_CREAT,
+    };
+    // SAFETY: our default context and attributes.
+    let x = unsafe { crate::xrcd::open_xrcd(crate::device::default_context(), &mut attr) };
+    if !x.is_null() {
+        *g = Some(Handle(x));
+    }
+    x
+}
+
 /// `rdma_create_id`: an id in IDLE on `channel` (a NULL channel, librdmacm's synchronous
 /// mode, comes with the next issue: EINVAL).
 ///
@@ -106,42 +145,62 @@ pub unsafe extern "C" fn rdma_create_id(
     context: *mut c_void,
     ps: u32,
 ) -> c_int {
-    boundary("rdma_create_id", -1, || {
-        if id.is_null() {
-            return fail_errno(libc::EINVAL);
-        }
-        let Some(space) = u16::try_from(ps).ok().and_then(PortSpace::from_value) else {
-            return fail_errno(libc::EINVAL);
-        };
-        // No channel: librdmacm's synchronous mode, a channel of the id's own.
-        let sync = channel.is_null();
-        let channel = if sync { rdma_create_event_channel() } else { channel };
-        if channel.is_null() {
-            return -1;
-        }
-        let (qt, ibv_qt) = qp_type_of(space);
-        let rt = match runtime() {
-            Ok(rt) => rt,
-            Err(e) => return fail_errno(e),
-        };
-        let cm = match rt.call(move |e| e.d.stack.create_id(space, qt)) {
-            Ok(Ok(cm)) => cm,
-            Ok(Err(e)) => return fail_errno(e.value()),
-            Err(e) => return fail_errno(e),
-        };
-        // SAFETY: a Channel of ours.
-        let shared = unsafe { (*channel.cast::<Channel>()).shared.clone() };
-        let p = new_id(cm, channel, shared.clone(), context, ps, ibv_qt);
-        // SAFETY: the id just made.
-        unsafe { (*p).sync.store(sync, Ordering::Release) };
-        let link = IdLink { id_ptr: p as usize, channel: shared };
-        let _ = rt.call(move |e| {
-            e.ids.insert(cm, link);
-        });
-        // SAFETY: the caller's slot.
-        unsafe { *id = p.cast() };
-        0
-    })
+    // SAFETY: as the caller's.
+    boundary("rdma_create_id", -1, || unsafe { create_id_typed(channel, id, context, ps, None) })
+}
+
+/// `rdma_create_id`, or librdmacm's `rdma_create_id2` with an explicit QP type (`qp_type`:
+/// `rdma_create_ep` passes the address info's; EINVAL when the port space does not allow it).
+///
+/// # Safety
+/// As [`rdma_create_id`].
+unsafe fn create_id_typed(
+    channel: *mut rdma_event_channel,
+    id: *mut *mut rdma_cm_id,
+    context: *mut c_void,
+    ps: u32,
+    qp_type: Option<u32>,
+) -> c_int {
+    if id.is_null() {
+        return fail_errno(libc::EINVAL);
+    }
+    let Some(space) = u16::try_from(ps).ok().and_then(PortSpace::from_value) else {
+        return fail_errno(libc::EINVAL);
+    };
+    let (qt, ibv_qt) = match qp_type {
+        None => qp_type_of(space),
+        Some(t) => match engine_qp_type(t) {
+            Some(q) => (q, t),
+            None => return fail_errno(libc::EINVAL),
+        },
+    };
+    // No channel: librdmacm's synchronous mode, a channel of the id's own.
+    let sync = channel.is_null();
+    let channel = if sync { rdma_create_event_channel() } else { channel };
+    if channel.is_null() {
+        return -1;
+    }
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail_errno(e),
+    };
+    let cm = match rt.call(move |e| e.d.stack.create_id(space, qt)) {
+        Ok(Ok(cm)) => cm,
+        Ok(Err(e)) => return fail_errno(e.value()),
+        Err(e) => return fail_errno(e),
+    };
+    // SAFETY: a Channel of ours.
+    let shared = unsafe { (*channel.cast::<Channel>()).shared.clone() };
+    let p = new_id(cm, channel, shared.clone(), context, ps, ibv_qt);
+    // SAFETY: the id just made.
+    unsafe { (*p).sync.store(sync, Ordering::Release) };
+    let link = IdLink { id_ptr: p as usize, channel: shared };
+    let _ = rt.call(move |e| {
+        e.ids.insert(cm, link);
+    });
+    // SAFETY: the caller's slot.
+    unsafe { *id = p.cast() };
+    0
 }
 
 fn id_of<'a>(id: *mut rdma_cm_id) -> Option<&'a mut Id> {
@@ -671,7 +730,7 @@ pub unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut
         }
         let init = l.ep_qp_init.lock().ok().and_then(|g| *g);
         if let Some(mut attr) = init {
-            if create_qp_for(child, l.c.pd, &mut attr) != 0 {
+            if create_qp_for(child, l.c.pd, &mut attr, std::ptr::null_mut()) != 0 {
                 let e = crate::ffi::errno();
                 return fail(l, e);
             }
@@ -706,9 +765,11 @@ pub unsafe extern "C" fn rdma_create_ep(
         // SAFETY: the caller's address info.
         let r = unsafe { &*res };
         let mut cm_id: *mut rdma_cm_id = std::ptr::null_mut();
+        let qp_type = (r.ai_qp_type != 0).then_some(r.ai_qp_type as u32);
         // SAFETY: a slot for the new id.
-        if unsafe { rdma_create_id(std::ptr::null_mut(), &mut cm_id, std::ptr::null_mut(), r.ai_port_space as u32) }
-            != 0
+        if unsafe {
+            create_id_typed(std::ptr::null_mut(), &mut cm_id, std::ptr::null_mut(), r.ai_port_space as u32, qp_type)
+        } != 0
         {
             return -1;
         }
@@ -773,6 +834,10 @@ pub unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
         if !i.c.qp.is_null() {
             // SAFETY: the id's QP.
             unsafe { rdma_destroy_qp(id) };
+        }
+        if !i.c.srq.is_null() {
+            // SAFETY: the id's SRQ.
+            unsafe { rdma_destroy_srq(id) };
         }
         destroy_id_cqs(i);
         // SAFETY: ours; not used after this.
@@ -866,7 +931,7 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     })
 }
 
-fn create_qp_for(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> c_int {
+fn create_qp_for(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr, xrcd: *mut ibv_xrcd) -> c_int {
     let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
     if !i.c.qp.is_null() {
         return fail_errno(libc::EINVAL);
@@ -894,12 +959,29 @@ fn create_qp_for(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: &mut ibv_qp_init_at
         // The id's port space fixed its QP type (RDMA_PS_TCP: RC, RDMA_PS_UDP: UD).
         return fail_errno(libc::EINVAL);
     }
-    if attr.qp_type == IBV_QPT_RC || attr.qp_type == IBV_QPT_UC {
+    if matches!(attr.qp_type, IBV_QPT_RC | IBV_QPT_UC) && attr.srq.is_null() {
+        attr.srq = i.c.srq; // the id's SRQ (rdma_create_srq), as librdmacm passes it
+    }
+    if matches!(attr.qp_type, IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_XRC_SEND) {
         return match crate::verbs::create_conn_qp(pd, attr, Some(i.cm)) {
             Ok(qp) => {
                 i.c.qp = qp.cast();
                 i.c.send_cq = attr.send_cq;
-                i.c.recv_cq = attr.recv_cq;
+                if attr.qp_type != IBV_QPT_XRC_SEND {
+                    i.c.recv_cq = attr.recv_cq;
+                }
+                0
+            }
+            Err(e) => fail_errno(e),
+        };
+    }
+    if attr.qp_type == IBV_QPT_XRC_RECV {
+        // librdmacm's ucma_get_xrcd when the program names no domain.
+        let xrcd = if xrcd.is_null() { default_xrcd() } else { xrcd };
+        return match crate::xrc::target_qp(xrcd, attr.qp_context, Some(i.cm)) {
+            Ok(qp) => {
+                i.c.qp = qp.cast();
+                attr.cap = ibv_qp_cap::default();
                 0
             }
             Err(e) => fail_errno(e),
@@ -939,7 +1021,7 @@ pub unsafe extern "C" fn rdma_create_qp(id: *mut rdma_cm_id, pd: *mut ibv_pd, at
             return fail_errno(libc::EINVAL);
         }
         // SAFETY: the caller's attributes.
-        create_qp_for(id, pd, unsafe { &mut *attr })
+        create_qp_for(id, pd, unsafe { &mut *attr }, std::ptr::null_mut())
     })
 }
 
@@ -962,7 +1044,8 @@ pub unsafe extern "C" fn rdma_create_qp_ex(id: *mut rdma_cm_id, attr: *mut ibv_q
         };
         let pd = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 { a.pd } else { std::ptr::null_mut() };
         let mut basic = crate::qp_ex::basic_attr(&a);
-        let rc = create_qp_for(id, pd, &mut basic);
+        let xrcd = if a.comp_mask & IBV_QP_INIT_ATTR_XRCD != 0 { a.xrcd } else { std::ptr::null_mut() };
+        let rc = create_qp_for(id, pd, &mut basic, xrcd);
         if rc == 0 {
             if let Some(i) = id_of(id) {
                 // SAFETY: the id's QP just made (ours), the caller's attributes.
@@ -1427,4 +1510,104 @@ pub unsafe extern "C" fn rdma_freeaddrinfo(res: *mut rdma_addrinfo) {
             cur = b.ai_next;
         }
     }
+}
+
+// ------------------------------------------------------------------------------------------
+// SRQs of ids
+
+/// `rdma_create_srq_ex` (librdmacm's): an SRQ for the id on its PD unless the attributes name
+/// one; for an XRC SRQ the default domain and the id's receive CQ (made with a channel if the
+/// id has none, as ucma_create_cqs) unless named. The id keeps it (`id->srq`, where
+/// `rdma_post_recv` posts and `rdma_create_qp` takes it). EINVAL without a type.
+///
+/// # Safety
+/// `id` is ours; `attr` points to an `ibv_srq_init_attr_ex`.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_srq_ex(id: *mut rdma_cm_id, attr: *mut ibv_srq_init_attr_ex) -> c_int {
+    boundary("rdma_create_srq_ex", -1, || {
+        let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
+        if attr.is_null() {
+            return fail_errno(libc::EINVAL);
+        }
+        // SAFETY: the caller's attributes.
+        let a = unsafe { &mut *attr };
+        if a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE == 0 {
+            return fail_errno(libc::EINVAL);
+        }
+        if a.comp_mask & IBV_SRQ_INIT_ATTR_PD == 0 || a.pd.is_null() {
+            a.pd = i.c.pd;
+            a.comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+        }
+        if a.srq_type == IBV_SRQT_XRC {
+            if a.comp_mask & IBV_SRQ_INIT_ATTR_XRCD == 0 || a.xrcd.is_null() {
+                a.xrcd = default_xrcd();
+            }
+            if a.comp_mask & IBV_SRQ_INIT_ATTR_CQ == 0 || a.cq.is_null() {
+                if i.c.recv_cq.is_null() {
+                    if let Err(e) = create_id_cqs(i, id, 0, a.attr.max_wr) {
+                        return fail_errno(e);
+                    }
+                }
+                a.cq = i.c.recv_cq;
+            }
+            a.comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+        }
+        // SAFETY: the id's context and the attributes completed above.
+        let srq = unsafe { crate::xrc::create_srq_ex(i.c.verbs, a) };
+        if srq.is_null() {
+            return -1; // errno set
+        }
+        if i.c.pd.is_null() {
+            i.c.pd = a.pd;
+        }
+        i.c.srq = srq;
+        0
+    })
+}
+
+/// `rdma_create_srq`: [`rdma_create_srq_ex`] of an XRC SRQ for an XRC_RECV id, else a basic one.
+///
+/// # Safety
+/// `id` is ours; `pd` NULL or ours; `attr` points to an `ibv_srq_init_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_srq(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> c_int {
+    boundary("rdma_create_srq", -1, || {
+        let Some(i) = id_of(id) else { return fail_errno(libc::EINVAL) };
+        if attr.is_null() {
+            return fail_errno(libc::EINVAL);
+        }
+        // SAFETY: the caller's attributes.
+        let a = unsafe { &mut *attr };
+        let mut ex = ibv_srq_init_attr_ex {
+            srq_context: a.srq_context,
+            attr: a.attr,
+            comp_mask: IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD,
+            srq_type: if i.c.qp_type == IBV_QPT_XRC_RECV { IBV_SRQT_XRC } else { IBV_SRQT_BASIC },
+            pd,
+            xrcd: std::ptr::null_mut(),
+            cq: std::ptr::null_mut(),
+            tm_cap: ibv_tm_cap::default(),
+        };
+        // SAFETY: ours and the attributes above.
+        let rc = unsafe { rdma_create_srq_ex(id, &mut ex) };
+        a.attr = ex.attr;
+        rc
+    })
+}
+
+/// `rdma_destroy_srq`: the id's SRQ, then the CQs made for the id (librdmacm's order).
+///
+/// # Safety
+/// `id` is ours.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
+    boundary("rdma_destroy_srq", (), || {
+        let Some(i) = id_of(id) else { return };
+        if !i.c.srq.is_null() {
+            // SAFETY: the id's SRQ, ours.
+            unsafe { crate::conn::ibv_destroy_srq(i.c.srq) };
+            i.c.srq = std::ptr::null_mut();
+        }
+        destroy_id_cqs(i);
+    })
 }

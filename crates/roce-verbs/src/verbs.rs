@@ -1286,7 +1286,7 @@ pub fn link_conn_qp(
     let rt = crate::runtime::runtime()?;
     let qpn = rt
         .call(move |e| match id {
-            Some(cm) => e.d.stack.create_qp_for_id_with(cm, init.cap, init.srq),
+            Some(cm) => e.d.stack.create_qp_for_id_init(cm, init),
             None => e.d.stack.create_qp_with(init),
         })?
         .map_err(|er| er.value())?;

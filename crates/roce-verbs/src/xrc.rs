@@ -84,14 +84,26 @@ pub unsafe extern "C" fn get_srq_num(srq: *mut ibv_srq, srq_num: *mut u32) -> c_
 /// An XRC target QP (`ibv_create_qp_ex` of `IBV_QPT_XRC_RECV`): in the domain `xrcd` names,
 /// with no PD, CQ, SRQ or queue of its own (ib_uverbs's create_qp takes only the domain).
 pub fn create_target_qp(a: &mut ibv_qp_init_attr_ex) -> Result<*mut Qp, c_int> {
-    let xrcd = match (a.comp_mask & IBV_QP_INIT_ATTR_XRCD != 0, xrcdn_of(a.xrcd)) {
-        (true, Some(n)) => n,
-        _ => return Err(libc::EINVAL),
-    };
+    if a.comp_mask & IBV_QP_INIT_ATTR_XRCD == 0 {
+        return Err(libc::EINVAL);
+    }
+    let qp = target_qp(a.xrcd, a.qp_context, None)?;
+    a.cap = ibv_qp_cap::default();
+    Ok(qp)
+}
+
+/// An XRC target QP in the domain of handle `xrcd` (EINVAL for NULL), for the CM id `id` if
+/// any (`rdma_create_qp` of an XRC_RECV id).
+pub(crate) fn target_qp(
+    xrcd: *mut ibv_xrcd,
+    qp_context: *mut core::ffi::c_void,
+    id: Option<roce_cm::CmId>,
+) -> Result<*mut Qp, c_int> {
+    let Some(xrcdn) = xrcdn_of(xrcd) else { return Err(libc::EINVAL) };
     // SAFETY: an Xrcd of ours (checked above).
-    let ctx = unsafe { (*a.xrcd).context };
+    let ctx = unsafe { (*xrcd).context };
     let mut basic = ibv_qp_init_attr {
-        qp_context: a.qp_context,
+        qp_context,
         send_cq: std::ptr::null_mut(),
         recv_cq: std::ptr::null_mut(),
         srq: std::ptr::null_mut(),
@@ -100,11 +112,10 @@ pub fn create_target_qp(a: &mut ibv_qp_init_attr_ex) -> Result<*mut Qp, c_int> {
         sq_sig_all: 0,
     };
     let cap = ibv_qp_cap::default();
-    let init =
-        QpInit { service: TransportService::XrcTgt { xrcd }, cap: QpCap { max_send_wr: 1, max_recv_wr: 1 }, srq: None };
-    let qp = crate::verbs::link_conn_qp(ctx, std::ptr::null_mut(), &mut basic, cap, init, None)?;
+    let service = TransportService::XrcTgt { xrcd: xrcdn };
+    let init = QpInit { service, cap: QpCap { max_send_wr: 1, max_recv_wr: 1 }, srq: None };
+    let qp = crate::verbs::link_conn_qp(ctx, std::ptr::null_mut(), &mut basic, cap, init, id)?;
     // SAFETY: the QP just made, not yet seen by the program.
-    unsafe { (*qp).xrcd_use = Some(HandleUse::take(a.xrcd)) };
-    a.cap = cap;
+    unsafe { (*qp).xrcd_use = Some(HandleUse::take(xrcd)) };
     Ok(qp)
 }

@@ -265,12 +265,23 @@ fn describe_cm(j: &mut Json, s: &mut Summary, header: &MadHeader, payload: &[u8]
     match &msg {
         CmMessage::Req(r) => {
             sum!(s, " ServiceID=0x{:016x} QPN=0x{:06x}", r.service_id, r.local_qpn);
+            if r.transport_service_type == cm::req::transport::EXTENDED
+                && r.extended_transport_type == cm::req::transport::EXT_XRC
+            {
+                sum!(s, " XRC");
+            }
             if let Ok(h) = r.cma_header() {
                 cma(j, &h);
                 sum!(s, " {}:{} → {}", h.src_ip(), h.src_port, h.dst_ip());
             }
         }
-        CmMessage::Rep(r) => sum!(s, " QPN=0x{:06x}", r.local_qpn),
+        CmMessage::Rep(r) => {
+            sum!(s, " QPN=0x{:06x}", r.local_qpn);
+            // An XRC target's REP names its QP in the EE context field (cm.c cm_format_rep).
+            if r.local_eecn != 0 {
+                sum!(s, " EECN=0x{:06x}", r.local_eecn);
+            }
+        }
         CmMessage::Rej(r) => sum!(s, " Reason={} ({:?})", u16::from(r.reason), r.reason),
         CmMessage::SidrReq(r) => {
             sum!(s, " RequestID=0x{:08x} ServiceID=0x{:016x}", r.request_id, r.service_id);
