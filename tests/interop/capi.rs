@@ -29,7 +29,10 @@
 //!    EOPNOTSUPP from `ibv_open_xrcd`, and our XRC requests (SEND Only with its XRCETH, as
 //!    Debian's `ibv_xsrq_pingpong` over roce sends them: tests/capi/rc.rs) are dropped by the
 //!    guest's rxe uncounted (`rcvd_pkts` unchanged), as the acceptance predictor says
-//!    (`UnknownOpcode`, spec/rxe-acceptance.md), and answered with nothing.
+//!    (`UnknownOpcode`, spec/rxe-acceptance.md), and answered with nothing. XRC through the CM:
+//!    the guest kernel's CM takes our `rdma_xclient -c x`'s REQ (transport type 3, extended
+//!    type 1) as XRC and hands it to its `rdma_xserver -c x` as a CONNECT_REQUEST, whose
+//!    librdmacm then cannot make the target QP (EOPNOTSUPP); its CM rejects us, reason 28.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -600,4 +603,46 @@ fn xrc_refused_by_the_guest(g: &mut Guest, art: &std::path::Path, report: &mut S
     assert!(!answered, "rxe answers no XRC request");
     assert_eq!(control["rcvd_pkts"], after["rcvd_pkts"] + 1, "the control SA query was counted");
     assert!(probe_answered, "the control SA query was answered");
+
+    // XRC through the CM: the guest's rdma_xserver -c x gets our REQ as a CONNECT_REQUEST
+    // (librdmacm makes the target QP only then, in rdma_get_request, and fails there); had
+    // its kernel not read the REQ as XRC, cma_ib_check_req_qp_type would have rejected it
+    // before the program saw anything, and the server would still be waiting.
+    let (rc, out) =
+        g.guest_exec("(timeout -s KILL 60 rdma_xserver -c x; echo rc=$?) > /tmp/rdma_xserver.log 2>&1 &", T);
+    assert_eq!(rc, 0, "{out}");
+    guest_listening(g, "rdma_xserver");
+    let pcap = art.join("xrc_cm.pcap");
+    let cmd =
+        exec(&format!("-I 198.18.0.1 --transport raw --pcap {}", pcap.display()), "rdma_xclient", "-c x -s 198.18.0.2");
+    let (rc, out) = g.run_in_netns(&format!("timeout -s KILL 60 {cmd}"));
+    let log = wait_guest_log(g, "/tmp/rdma_xserver.log", "rc=", Duration::from_secs(30));
+    let fields = harness::tshark_fields(
+        &pcap,
+        "infiniband.cm.req.transpsvctype || infiniband.cm.rej.reason",
+        &["ip.src", "infiniband.cm.req.transpsvctype", "infiniband.cm.req.ext_transport", "infiniband.cm.rej.reason"],
+    );
+    let _ = writeln!(
+        report,
+        "--- i. guest rdma_xserver -c x:\n{log}\nours: {cmd}\nexit {rc}\n{out}\nthe CM in our capture (src, REQ transport, extended, REJ reason):\n{fields}"
+    );
+    std::fs::write(art.join("report.txt"), &*report).unwrap();
+    assert!(log.contains("rdma_get_request: Operation not supported"), "the guest's server:\n{log}");
+    assert!(out.contains("rdma_connect: Connection refused") && out.contains("end -1"), "ours:\n{out}");
+    // tshark prints these fields in hex ("0x03").
+    let num = |v: &str| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok();
+    // (source, REQ transport type, extended type, REJ reason)
+    type CmRow = (String, Option<u64>, Option<u64>, Option<u64>);
+    let lines: Vec<CmRow> = fields
+        .lines()
+        .map(|l| {
+            let c: Vec<&str> = l.split('\t').chain(std::iter::repeat("")).take(4).collect();
+            (c[0].to_string(), num(c[1]), num(c[2]), num(c[3]))
+        })
+        .collect();
+    assert!(
+        lines.iter().any(|l| l.0 == "198.18.0.1" && l.1 == Some(3) && l.2 == Some(1)),
+        "our REQ: transport type 3, extended 1:\n{fields}"
+    );
+    assert!(lines.iter().any(|l| l.0 == "198.18.0.2" && l.3 == Some(28)), "the guest's REJ, reason 28:\n{fields}");
 }
