@@ -289,7 +289,9 @@ fn connected_programs(g: &mut Guest, art: &std::path::Path, report: &mut String)
         let _ = writeln!(report, "--- f. guest {program} {guest_srv}:\n{log}\nours: {cmd}\nexit {rc}\n{out}");
         std::fs::write(art.join("report.txt"), &*report).unwrap();
         assert!(rc == 0 && out.contains(want_client), "our {program} client:\n{out}\nguest:\n{log}");
-        assert!(log.contains("rc=0") && log.contains(want_server), "the guest's {program} server:\n{log}");
+        // (Debian 12's rping may exit 255 after a successful run: harness::rping_cm_thread_race.)
+        let guest_ok = |log: &str| log.contains("rc=0") || program == "rping" && harness::rping_cm_thread_race(log);
+        assert!(guest_ok(&log) && log.contains(want_server), "the guest's {program} server:\n{log}");
         check_rc_counters(program, &c0, &c1, &stats);
 
         let (c0, _) = counters(g);
@@ -305,7 +307,7 @@ fn connected_programs(g: &mut Guest, art: &std::path::Path, report: &mut String)
         let _ = writeln!(report, "--- f. ours: {cmd}\nexit {rc}\n{out}\nguest {program} client (rc {grc}):\n{glog}");
         std::fs::write(art.join("report.txt"), &*report).unwrap();
         assert!(rc == 0 && out.contains(want_server), "our {program} server:\n{out}\nguest:\n{glog}");
-        assert!(glog.contains("rc=0") && glog.contains(want_client), "the guest's {program} client:\n{glog}");
+        assert!(guest_ok(&glog) && glog.contains(want_client), "the guest's {program} client:\n{glog}");
         check_rc_counters(program, &c0, &c1, &stats);
     }
     // The pingpong examples, as tests/interop/pingpong.rs runs them against `roce pingpong`;

@@ -1,8 +1,8 @@
 //! The verbs of libibverbs over the engine: protection domains, memory regions, completion
 //! queues and channels, UD queue pairs, address handles, and the data path that
 //! `<infiniband/verbs.h>` inlines through `ibv_context.ops` (post_send, post_recv, poll_cq,
-//! req_notify_cq). RC, UC and SRQs through the C library come with the next issue: their
-//! creation answers EOPNOTSUPP, naming the call.
+//! req_notify_cq); connected QPs (RC, UC and the XRC types) go on to conn.rs and xrc.rs. A
+//! QP type none of them has (raw packet, driver QPs) answers EOPNOTSUPP, naming the call.
 //!
 //! Each C object the program sees is the first field of a Rust object (`#[repr(C)]`), so the
 //! program's pointer is ours too. A CQ's completions sit in its own queue under its own lock:
@@ -620,7 +620,7 @@ fn check_init_attr(name: &'static str, attr: &ibv_qp_init_attr) -> Result<(), i3
     if attr.qp_type != IBV_QPT_UD {
         crate::ffi::say_once(
             name,
-            &format!("roce: {name}: QP type {} is not supported (RC, UC and UD are): EOPNOTSUPP", attr.qp_type),
+            &format!("roce: {name}: QP type {} is not supported (RC, UC, UD and XRC are): EOPNOTSUPP", attr.qp_type),
         );
         return Err(libc::EOPNOTSUPP);
     }
