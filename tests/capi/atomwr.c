@@ -4,7 +4,9 @@
  * -f: FLUSH too. The server grants it (IBV_ACCESS_FLUSH_GLOBAL, 1 << 8, on the region and,
  * after rdma_accept, on the QP); the client posts two through rdma-core 45's ibv_wr_flush,
  * the member after v44's struct ibv_qp_ex (these headers stop before it): only a library that
- * has it (roce's) may run the client with -f. */
+ * has it (roce's) may run the client with -f. The client flushes only once the server's "go"
+ * SEND (unsignalled, posted after the grant) has arrived: without it a busy server could
+ * still be between rdma_accept and the grant when the FLUSH lands. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,14 +36,27 @@ static struct rdma_cm_event *expect(enum rdma_cm_event_type t) {
     return ev;
 }
 
-static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc) {
+#define GO_WR_ID 99
+static int got_go; /* the server's "go" arrived: its QP grants FLUSH */
+
+/* The next completion of a send, or with want_go the server's "go" (a "go" met on the way
+ * to a send's completion is remembered, not returned). */
+static int wait_for(struct ibv_cq *cq, struct ibv_wc *wc, int want_go) {
     for (long i = 0; i < 400000000L; i++) {
+        if (want_go && got_go) return 0;
         int n = ibv_poll_cq(cq, 1, wc);
         if (n < 0) return -1;
+        if (n == 1 && wc->wr_id == GO_WR_ID) {
+            if (wc->status) return wc->status;
+            got_go = 1;
+            continue;
+        }
         if (n == 1) return wc->status;
     }
     return -2;
 }
+
+static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc) { return wait_for(cq, wc, 0); }
 
 static int server(const char *addr) {
     struct rdma_cm_id *listen;
@@ -77,6 +92,12 @@ static int server(const char *addr) {
                 struct ibv_qp_attr qa = { .qp_access_flags = access | ACCESS_FLUSH_GLOBAL };
                 int r = ibv_modify_qp(id->qp, &qa, IBV_QP_ACCESS_FLAGS);
                 printf("server flush_access=%d\n", r); fflush(stdout);
+                /* "go": the grant is in place (unsignalled, inline: no completion to poll). */
+                static char go[] = "go";
+                struct ibv_sge gs = { (uintptr_t)go, 2, 0 };
+                struct ibv_send_wr sw = { .wr_id = 98, .sg_list = &gs, .num_sge = 1, .opcode = IBV_WR_SEND,
+                                          .send_flags = IBV_SEND_INLINE }, *bsw;
+                if (ibv_post_send(id->qp, &sw, &bsw)) { perror("go"); return 2; }
             }
         } else if (ev->event == RDMA_CM_EVENT_DISCONNECTED) {
             struct rdma_cm_id *id = ev->id;
@@ -112,6 +133,14 @@ static int client(const char *dst) {
     if (!qpx) return 2;
     static uint64_t local[8] __attribute__((aligned(64)));
     struct ibv_mr *mr = ibv_reg_mr(id->pd, local, sizeof local, IBV_ACCESS_LOCAL_WRITE);
+    if (flush) {
+        /* the server's "go" (see the top) */
+        static char go[16];
+        struct ibv_mr *gmr = ibv_reg_mr(id->pd, go, sizeof go, IBV_ACCESS_LOCAL_WRITE);
+        struct ibv_sge gs = { (uintptr_t)go, sizeof go, gmr ? gmr->lkey : 0 };
+        struct ibv_recv_wr rw = { .wr_id = GO_WR_ID, .sg_list = &gs, .num_sge = 1 }, *bad;
+        if (!gmr || ibv_post_recv(id->qp, &rw, &bad)) { perror("go recv"); return 2; }
+    }
     struct rdma_conn_param p = { .responder_resources = 4, .initiator_depth = 4, .retry_count = 7, .rnr_retry_count = 7 };
     if (!mr || rdma_connect(id, &p)) { perror("connect"); return 2; }
     struct rdma_cm_event *ev = expect(RDMA_CM_EVENT_ESTABLISHED);
@@ -137,6 +166,8 @@ static int client(const char *dst) {
 
     if (flush) {
         struct qp_ex_v45 *q45 = (struct qp_ex_v45 *)qpx;
+        int g = wait_for(cq, &wc, 1);
+        if (g) { fprintf(stderr, "no go from the server: status %d\n", g); return 2; }
         ibv_wr_start(qpx);
         qpx->wr_id = 6;
         qpx->wr_flags = IBV_SEND_SIGNALED;

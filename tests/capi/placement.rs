@@ -14,8 +14,9 @@
 //! - an aborted batch sends nothing;
 //! - an ATOMIC WRITE to an address that is not 8-byte aligned: IBV_WC_REM_INV_REQ_ERR (9);
 //! - FLUSH (`-f`; rdma-core 45's `ibv_wr_flush`, the member after v44's struct) of a range
-//!   and of the whole region, once the server granted FLUSH_GLOBAL on its region and QP:
-//!   both IBV_WC_FLUSH (8).
+//!   and of the whole region, once the server granted FLUSH_GLOBAL on its region and QP (its
+//!   "go" SEND, posted after the grant, says so; CI once saw the FLUSH land between the
+//!   server's rdma_accept and its grant): both IBV_WC_FLUSH (8).
 
 use std::time::Duration;
 
