@@ -91,7 +91,8 @@ impl Stack {
             QpType::Ud => None,
         };
         if let Some(service) = service {
-            return self.create_conn_qp_for_id(id, service, cap, srq); // rc/: a QP in INIT
+            return self.create_qp_for_id_init(id, QpInit { service, cap, srq });
+            // rc/: a QP in INIT
         }
         if srq.is_some() {
             return Err(Errno::EINVAL);

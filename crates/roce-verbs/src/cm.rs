@@ -87,10 +87,11 @@ fn default_pd() -> *mut ibv_pd {
     PD.get_or_init(|| Pd(unsafe { crate::verbs::ibv_alloc_pd(crate::device::default_context()) })).0
 }
 
-fn qp_type_of(ps: PortSpace) -> (QpType, u32) {
+/// The `ibv_qp_type` an id of port space `ps` gets when none is named (`rdma_create_id`).
+fn qp_type_of(ps: PortSpace) -> u32 {
     match ps {
-        PortSpace::Udp | PortSpace::Ipoib => (QpType::Ud, IBV_QPT_UD),
-        PortSpace::Tcp | PortSpace::Ib => (QpType::Rc, IBV_QPT_RC),
+        PortSpace::Udp | PortSpace::Ipoib => IBV_QPT_UD,
+        PortSpace::Tcp | PortSpace::Ib => IBV_QPT_RC,
     }
 }
 
@@ -167,13 +168,8 @@ unsafe fn create_id_typed(
     let Some(space) = u16::try_from(ps).ok().and_then(PortSpace::from_value) else {
         return fail_errno(libc::EINVAL);
     };
-    let (qt, ibv_qt) = match qp_type {
-        None => qp_type_of(space),
-        Some(t) => match engine_qp_type(t) {
-            Some(q) => (q, t),
-            None => return fail_errno(libc::EINVAL),
-        },
-    };
+    let ibv_qt = qp_type.unwrap_or_else(|| qp_type_of(space));
+    let Some(qt) = engine_qp_type(ibv_qt) else { return fail_errno(libc::EINVAL) };
     // No channel: librdmacm's synchronous mode, a channel of the id's own.
     let sync = channel.is_null();
     let channel = if sync { rdma_create_event_channel() } else { channel };

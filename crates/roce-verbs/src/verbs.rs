@@ -530,7 +530,8 @@ pub unsafe extern "C" fn ibv_ack_async_event(_event: *mut ibv_async_event) {}
 // ------------------------------------------------------------------------------------------
 // QPs
 
-fn cq_shared(cq: *mut ibv_cq) -> Option<Arc<CqShared>> {
+/// The queue behind a CQ of ours (None for NULL).
+pub(crate) fn cq_shared(cq: *mut ibv_cq) -> Option<Arc<CqShared>> {
     // SAFETY: a Cq of ours, or NULL.
     (!cq.is_null()).then(|| unsafe { (*cq.cast::<Cq>()).shared.clone() })
 }

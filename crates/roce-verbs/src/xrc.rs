@@ -38,11 +38,7 @@ pub unsafe extern "C" fn create_srq_ex(_ctx: *mut ibv_context, attr: *mut ibv_sr
             IBV_SRQT_BASIC => None,
             IBV_SRQT_XRC => {
                 let need = IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
-                let cq = (!a.cq.is_null()).then(|| {
-                    // SAFETY: a Cq of ours.
-                    unsafe { (*a.cq.cast::<crate::verbs::Cq>()).shared.clone() }
-                });
-                match (a.comp_mask & need == need, xrcdn_of(a.xrcd), cq) {
+                match (a.comp_mask & need == need, xrcdn_of(a.xrcd), crate::verbs::cq_shared(a.cq)) {
                     (true, Some(xrcd), Some(cq)) => {
                         Some(crate::conn::XrcSrq { xrcd, cq, handle: HandleUse::take(a.xrcd) })
                     }
