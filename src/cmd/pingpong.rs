@@ -518,7 +518,7 @@ impl Pp {
                 let service = if a.kind == Kind::Uc { TransportService::Uc } else { TransportService::Rc };
                 for i in 0..nq {
                     let cap = QpCap { max_send_wr: 1, max_recv_wr: if pp.srq.is_some() { 1 } else { a.rx_depth } };
-                    let init = QpInit { service, cap, srq: pp.srq };
+                    let init = QpInit { service, cap, srq: pp.srq, pd: 0 };
                     let qpn = d.stack.create_qp_with(init).map_err(|e| format!("Couldn't create QP[{i}]: {e}"))?;
                     pp.qpns.push(qpn);
                     // INIT: pkey index 0, port 1, no remote access.

@@ -21,13 +21,15 @@ pub const ATOMWR_FLUSH: [&str; 2] =
 /// SEND's bytes.
 pub const ATOMWR_SERVER: &str = "server word=1122334455667788 recv=1 status=0 len=5 text=done!";
 
-/// mw's client between two ends with memory windows.
-pub const MW_CLIENT: [&str; 5] = [
-    "case=keys status=0 len=16",
+/// mw's client between two ends with memory windows, and a region of the server's second PD
+/// (an rkey violation: rxe's `lookup_mr(qp->pd, …)`).
+pub const MW_CLIENT: [&str; 6] = [
+    "case=keys status=0 len=28",
     "case=read_type2 status=0 same=1",
     "case=read_type1 status=0 same=1",
     "case=send_inv status=0",
     "case=read_after_inv status=10",
+    "case=read_other_pd status=10",
 ];
 
 /// mw's server (on roce: the receive of the SEND with invalidate carries IBV_WC_WITH_INV).

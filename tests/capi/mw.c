@@ -1,8 +1,10 @@
 /* Memory windows through the verbs, as rxe's users drive them: the server binds a type 2
  * window (an IBV_WR_BIND_MW work request) and a type 1 window (ibv_bind_mw) over its buffer and
  * sends the client their keys; the client READs through both, sends a SEND with invalidate of
- * the type 2 key, and READs through it again (refused: the window is free). Run on roce's
- * libraries by tests/capi/windows.rs and against the kernel's rxe by tests/interop/capi.rs. */
+ * the type 2 key, and READs through it again (refused: the window is free). On a second
+ * connection it READs a region the server registered in a second PD (refused: the server's
+ * QP is not of that PD, rxe's lookup_mr). Run on roce's libraries by tests/capi/windows.rs
+ * and against the kernel's rxe by tests/interop/capi.rs. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +12,7 @@
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
 
-struct keys { uint64_t addr; uint32_t rkey2, rkey1; } __attribute__((packed));
+struct keys { uint64_t addr; uint32_t rkey2, rkey1; uint64_t addr_pd; uint32_t rkey_pd; } __attribute__((packed));
 
 static struct rdma_event_channel *ch;
 
@@ -44,6 +46,7 @@ static int server(const char *addr) {
     inet_pton(AF_INET, addr, &sin.sin_addr);
     if (rdma_create_id(ch, &listen, NULL, RDMA_PS_TCP) || rdma_bind_addr(listen, (struct sockaddr *)&sin) || rdma_listen(listen, 8)) { perror("listen"); return 2; }
     static unsigned char buf[8192] __attribute__((aligned(64)));
+    static unsigned char other[4096] __attribute__((aligned(64)));
     static char msg[64];
     static struct keys k;
     struct ibv_cq *cq = NULL;
@@ -60,7 +63,10 @@ static int server(const char *addr) {
             struct ibv_mr *kmr = ibv_reg_mr(id->pd, &k, sizeof k, 0);
             struct ibv_mw *mw2 = ibv_alloc_mw(id->pd, IBV_MW_TYPE_2);
             struct ibv_mw *mw1 = ibv_alloc_mw(id->pd, IBV_MW_TYPE_1);
-            if (!mr || !mmr || !kmr || !mw2 || !mw1) { perror("mr/mw"); return 2; }
+            /* A region of another PD than the QP's, with every remote access. */
+            struct ibv_pd *pd2 = ibv_alloc_pd(id->verbs);
+            struct ibv_mr *omr = pd2 ? ibv_reg_mr(pd2, other, sizeof other, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ) : NULL;
+            if (!mr || !mmr || !kmr || !mw2 || !mw1 || !omr) { perror("mr/mw"); return 2; }
             struct ibv_sge rs = { (uintptr_t)msg, sizeof msg, mmr->lkey };
             struct ibv_recv_wr rw = { .wr_id = 7, .sg_list = &rs, .num_sge = 1 }, *rbad;
             if (ibv_post_recv(id->qp, &rw, &rbad)) { perror("recv"); return 2; }
@@ -86,7 +92,7 @@ static int server(const char *addr) {
             st = r ? -r : wait_wc(cq, &wc);
             printf("server bind1 status=%d opcode=%d rkey_changed=%d\n", st, r ? -1 : (int)wc.opcode, mw1->rkey != before);
             fflush(stdout);
-            k = (struct keys){ (uintptr_t)buf, b.bind_mw.rkey, mw1->rkey };
+            k = (struct keys){ (uintptr_t)buf, b.bind_mw.rkey, mw1->rkey, (uintptr_t)other, omr->rkey };
             struct ibv_sge ss = { (uintptr_t)&k, sizeof k, kmr->lkey };
             struct ibv_send_wr s = { .wr_id = 23, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED };
             r = ibv_post_send(id->qp, &s, &bad);
@@ -122,45 +128,64 @@ static int same(const unsigned char *got, uint64_t off, uint32_t len) {
     return 1;
 }
 
-static int client(const char *dst) {
-    struct rdma_cm_id *id;
+/* A connected id, its CQ and local region, and the server's keys (the first SEND). */
+struct conn { struct rdma_cm_id *id; struct ibv_cq *cq; struct ibv_mr *mr; };
+
+static struct conn connect_for_keys(const char *dst, unsigned char *local, size_t len, struct keys *k) {
+    struct conn c = {0};
     struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(7473) };
     inet_pton(AF_INET, dst, &sin.sin_addr);
-    if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) || rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 2000)) { perror("resolve"); return 2; }
+    if (rdma_create_id(ch, &c.id, NULL, RDMA_PS_TCP) || rdma_resolve_addr(c.id, NULL, (struct sockaddr *)&sin, 2000)) { perror("resolve"); exit(2); }
     rdma_ack_cm_event(expect(RDMA_CM_EVENT_ADDR_RESOLVED));
-    if (rdma_resolve_route(id, 2000)) return 2;
+    if (rdma_resolve_route(c.id, 2000)) exit(2);
     rdma_ack_cm_event(expect(RDMA_CM_EVENT_ROUTE_RESOLVED));
-    struct ibv_cq *cq = qp_for(id);
-    static unsigned char local[4096] __attribute__((aligned(64)));
-    static struct keys k;
-    struct ibv_mr *mr = ibv_reg_mr(id->pd, local, sizeof local, IBV_ACCESS_LOCAL_WRITE);
-    struct ibv_mr *kmr = ibv_reg_mr(id->pd, &k, sizeof k, IBV_ACCESS_LOCAL_WRITE);
-    struct ibv_sge rs = { (uintptr_t)&k, sizeof k, kmr->lkey };
+    c.cq = qp_for(c.id);
+    c.mr = ibv_reg_mr(c.id->pd, local, len, IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_mr *kmr = ibv_reg_mr(c.id->pd, k, sizeof *k, IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_sge rs = { (uintptr_t)k, sizeof *k, kmr ? kmr->lkey : 0 };
     struct ibv_recv_wr rw = { .wr_id = 9, .sg_list = &rs, .num_sge = 1 }, *rbad;
-    if (!mr || !kmr || ibv_post_recv(id->qp, &rw, &rbad)) { perror("mr/recv"); return 2; }
+    if (!c.mr || !kmr || ibv_post_recv(c.id->qp, &rw, &rbad)) { perror("mr/recv"); exit(2); }
     struct rdma_conn_param p = { .responder_resources = 4, .initiator_depth = 4, .retry_count = 7, .rnr_retry_count = 7 };
-    if (rdma_connect(id, &p)) { perror("connect"); return 2; }
+    if (rdma_connect(c.id, &p)) { perror("connect"); exit(2); }
     rdma_ack_cm_event(expect(RDMA_CM_EVENT_ESTABLISHED));
     struct ibv_wc wc;
-    int st = wait_wc(cq, &wc);
+    int st = wait_wc(c.cq, &wc);
     printf("case=keys status=%d len=%u\n", st, wc.byte_len);
-    st = read_at(id, cq, mr, local, k.addr + 1024, k.rkey2, 1024);
+    return c;
+}
+
+static void hang_up(struct conn *c) {
+    fflush(stdout);
+    rdma_disconnect(c->id);
+    rdma_ack_cm_event(expect(RDMA_CM_EVENT_DISCONNECTED));
+    rdma_destroy_qp(c->id);
+    rdma_destroy_id(c->id);
+}
+
+static int client(const char *dst) {
+    static unsigned char local[4096] __attribute__((aligned(64)));
+    static struct keys k;
+    struct conn c = connect_for_keys(dst, local, sizeof local, &k);
+    struct ibv_wc wc;
+    int st = read_at(c.id, c.cq, c.mr, local, k.addr + 1024, k.rkey2, 1024);
     printf("case=read_type2 status=%d same=%d\n", st, same(local, 1024, 1024));
     memset(local, 0, sizeof local);
-    st = read_at(id, cq, mr, local, k.addr + 4096, k.rkey1, 512);
+    st = read_at(c.id, c.cq, c.mr, local, k.addr + 4096, k.rkey1, 512);
     printf("case=read_type1 status=%d same=%d\n", st, same(local, 4096, 512));
     struct ibv_send_wr s = { .wr_id = 3, .opcode = IBV_WR_SEND_WITH_INV, .send_flags = IBV_SEND_SIGNALED }, *bad;
     s.invalidate_rkey = k.rkey2;
-    int r = ibv_post_send(id->qp, &s, &bad);
-    st = r ? -r : wait_wc(cq, &wc);
+    int r = ibv_post_send(c.id->qp, &s, &bad);
+    st = r ? -r : wait_wc(c.cq, &wc);
     printf("case=send_inv status=%d\n", st);
-    st = read_at(id, cq, mr, local, k.addr + 1024, k.rkey2, 64);
+    st = read_at(c.id, c.cq, c.mr, local, k.addr + 1024, k.rkey2, 64);
     printf("case=read_after_inv status=%d\n", st);
-    fflush(stdout);
-    rdma_disconnect(id);
-    rdma_ack_cm_event(expect(RDMA_CM_EVENT_DISCONNECTED));
-    rdma_destroy_qp(id);
-    rdma_destroy_id(id);
+    hang_up(&c);
+    /* A second connection (the error moved the first QP to ERR): the region of the server's
+     * second PD, whose rkey is good but not its QP's to serve. */
+    c = connect_for_keys(dst, local, sizeof local, &k);
+    st = read_at(c.id, c.cq, c.mr, local, k.addr_pd, k.rkey_pd, 64);
+    printf("case=read_other_pd status=%d\n", st);
+    hang_up(&c);
     return 0;
 }
 

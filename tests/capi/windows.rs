@@ -4,7 +4,9 @@
 //! an IBV_WR_BIND_MW work request and a type 1 window by `ibv_bind_mw` both complete as
 //! IBV_WC_BIND_MW (5), `ibv_bind_mw` moves the window's key on; READs through either window
 //! return the server's bytes; a SEND with invalidate of the type 2 key arrives with
-//! IBV_WC_WITH_INV and that key; a READ through it afterwards is IBV_WC_REM_ACCESS_ERR (10).
+//! IBV_WC_WITH_INV and that key; a READ through it afterwards is IBV_WC_REM_ACCESS_ERR (10);
+//! on a second connection a READ of a region in the server's second PD is
+//! IBV_WC_REM_ACCESS_ERR (10) too (rxe serves only regions of the QP's PD).
 
 use std::time::Duration;
 

@@ -17,8 +17,9 @@
 //!    guest's, with the guest's rxe counters: packets both ways, no retry, no sequence error,
 //!    no duplicate; `ibv_rc_pingpong -N` (the work-request builder) both roles too;
 //! h. memory windows (tests/capi/mw.c: a type 2 window bound by a work request, a type 1 by
-//!    `ibv_bind_mw`, READs through both, a SEND with invalidate, a READ refused after it), both
-//!    directions, on every kernel (rxe has windows since 5.13);
+//!    `ibv_bind_mw`, READs through both, a SEND with invalidate, a READ refused after it; then
+//!    a READ of a region in the server's second PD, refused by the serving QP's PD check),
+//!    both directions, on every kernel (rxe has windows since 5.13);
 //! g. ATOMIC WRITE through the work-request builder (issue 37), one C program
 //!    (tests/capi/atomwr.c) on our libraries and on the guest's real ones, both directions:
 //!    where the guest's rxe has the opcode (6.2 on) every case as between two roce ends and the

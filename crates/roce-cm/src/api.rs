@@ -91,7 +91,7 @@ impl Stack {
             QpType::Ud => None,
         };
         if let Some(service) = service {
-            return self.create_qp_for_id_init(id, QpInit { service, cap, srq });
+            return self.create_qp_for_id_init(id, QpInit { service, cap, srq, pd: 0 });
             // rc/: a QP in INIT
         }
         if srq.is_some() {
@@ -119,7 +119,7 @@ impl Stack {
         if !fits || r.qpn.is_some() {
             return Err(Errno::EINVAL);
         }
-        self.create_conn_qp_for_id(id, init.service, init.cap, init.srq)
+        self.create_conn_qp_for_id(id, init)
     }
 
     /// `rdma_bind_addr`.
@@ -572,14 +572,8 @@ impl Stack {
 impl Stack {
     /// `rdma_create_qp` for a connected id: an RC or UC QP moved to INIT at once, as
     /// cma_init_conn_qp does.
-    fn create_conn_qp_for_id(
-        &mut self,
-        id: CmId,
-        service: TransportService,
-        cap: QpCap,
-        srq: Option<u32>,
-    ) -> Result<u32, Errno> {
-        let qpn = self.create_qp_with(QpInit { service, cap, srq })?;
+    fn create_conn_qp_for_id(&mut self, id: CmId, init: QpInit) -> Result<u32, Errno> {
+        let qpn = self.create_qp_with(init)?;
         // cma_ib_init_qp_attr without a CM id: no remote access until the CM grants it.
         let mut at = QpAttr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
         at.access = Access::LOCAL_WRITE;

@@ -279,8 +279,8 @@ pub fn check_caps(cap: &ibv_qp_cap, with_srq: bool) -> Result<ibv_qp_cap, i32> {
     Ok(out)
 }
 
-/// The engine's description of a new connected QP.
-pub fn qp_init(qp_type: u32, cap: &ibv_qp_cap, srq: Option<u32>) -> QpInit {
+/// The engine's description of a new connected QP of the PD numbered `pd`.
+pub fn qp_init(qp_type: u32, cap: &ibv_qp_cap, srq: Option<u32>, pd: u32) -> QpInit {
     QpInit {
         service: match qp_type {
             IBV_QPT_UC => TransportService::Uc,
@@ -289,6 +289,7 @@ pub fn qp_init(qp_type: u32, cap: &ibv_qp_cap, srq: Option<u32>) -> QpInit {
         },
         cap: QpCap { max_send_wr: cap.max_send_wr, max_recv_wr: cap.max_recv_wr.max(1) },
         srq,
+        pd,
     }
 }
 
@@ -837,14 +838,10 @@ pub(crate) fn new_srq(
         Some(x) => (Some(x.cq), Some(x.handle)),
         None => (None, None),
     };
+    // SAFETY: a PD of ours (the callers checked it is not NULL).
+    let pdn = unsafe { (*pd).handle };
     let srqn = rt
-        .call(move |e| {
-            let rc = e.d.stack.rc_mut();
-            match xrcd {
-                Some(d) => rc.create_srq_xrc(max_wr, max_sge.max(1), limit, d),
-                None => rc.create_srq(max_wr, max_sge.max(1), limit),
-            }
-        })?
+        .call(move |e| e.d.stack.rc_mut().create_srq_in(pdn, max_wr, max_sge.max(1), limit, xrcd))?
         .map_err(|e| e.value())?;
     // SAFETY: plain C data; zero is valid.
     let mut c: ibv_srq = unsafe { std::mem::zeroed() };

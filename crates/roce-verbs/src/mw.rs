@@ -36,7 +36,9 @@ pub unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, type_: ibv_mw_type) -> *mut i
             Ok(rt) => rt,
             Err(e) => return null_errno(e),
         };
-        let rkey = match rt.call(move |e| e.d.stack.rc_mut().alloc_mw(mw_type)) {
+        // SAFETY: the PD's number, written at allocation.
+        let pdn = unsafe { (*pd).handle };
+        let rkey = match rt.call(move |e| e.d.stack.rc_mut().alloc_mw_in(pdn, mw_type)) {
             Ok(Ok(k)) => k,
             Ok(Err(e)) => return null_errno(e.value()),
             Err(e) => return null_errno(e),

@@ -192,8 +192,12 @@ fn reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: 
     // at `addr` in the program.
     let mem = std::sync::Arc::new(crate::conn::ProgramMemory::new(addr as usize, length));
     let eng_access = crate::conn::access_of(access as u32);
-    let registered =
-        rt.call(move |e| e.d.stack.rc_mut().reg_lent_mr(key, iova, length, eng_access, mem).map_err(|er| er.value()));
+    // SAFETY: the PD's number, written at allocation: the peer reaches the region only
+    // through QPs of this PD.
+    let pdn = unsafe { (*pd).handle };
+    let registered = rt.call(move |e| {
+        e.d.stack.rc_mut().reg_lent_mr(pdn, key, iova, length, eng_access, mem).map_err(|er| er.value())
+    });
     if let Err(e) = registered.and_then(|r| r) {
         if let Ok(mut t) = rt.mrs.write() {
             let _ = t.deregister(key);
@@ -1271,7 +1275,9 @@ pub(crate) fn create_conn_qp(
     let cap = crate::conn::check_caps(&attr.cap, srq.is_some() || xrc)?;
     // SAFETY: the PD's context.
     let ctx = unsafe { (*pd).context };
-    link_conn_qp(ctx, pd, attr, cap, crate::conn::qp_init(attr.qp_type, &cap, srq), id)
+    // SAFETY: the PD's number, written at allocation.
+    let pdn = unsafe { (*pd).handle };
+    link_conn_qp(ctx, pd, attr, cap, crate::conn::qp_init(attr.qp_type, &cap, srq, pdn), id)
 }
 
 /// Create the engine's QP for `init` (for the CM id `id`, if any), its object and its link to

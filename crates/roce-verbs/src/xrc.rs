@@ -109,7 +109,8 @@ pub(crate) fn target_qp(
     };
     let cap = ibv_qp_cap::default();
     let service = TransportService::XrcTgt { xrcd: xrcdn };
-    let init = QpInit { service, cap: QpCap { max_send_wr: 1, max_recv_wr: 1 }, srq: None };
+    // No PD of its own: each request is checked against its XRC SRQ's.
+    let init = QpInit { service, cap: QpCap { max_send_wr: 1, max_recv_wr: 1 }, srq: None, pd: 0 };
     let qp = crate::verbs::link_conn_qp(ctx, std::ptr::null_mut(), &mut basic, cap, init, id)?;
     // SAFETY: the QP just made, not yet seen by the program.
     unsafe { (*qp).xrcd_use = Some(HandleUse::take(xrcd)) };

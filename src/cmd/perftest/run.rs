@@ -469,7 +469,7 @@ impl Test<'_> {
                 let q = self
                     .d
                     .stack
-                    .create_qp_with(QpInit { service, cap, srq: None })
+                    .create_qp_with(QpInit { service, cap, srq: None, pd: 0 })
                     .map_err(|e| format!("Couldn't create QP: ibv_create_qp: {e}"))?;
                 res.qps.push(q);
                 q

@@ -18,6 +18,8 @@ pub mod mr;
 #[cfg(test)]
 mod mw_tests;
 #[cfg(test)]
+mod pd_tests;
+#[cfg(test)]
 mod placement_tests;
 pub mod psn;
 mod requester;
@@ -136,6 +138,10 @@ pub struct QpInit {
     pub cap: QpCap,
     /// The shared receive queue the QP takes its receives from, if any.
     pub srq: Option<u32>,
+    /// Its protection domain (`ibv_qp_init_attr.pd`; the `roce` tools have one, 0): the
+    /// regions and windows the peer may reach through it. An XRC target has none of its
+    /// own: each request is checked against the PD of the XRC SRQ it names.
+    pub pd: u32,
 }
 
 /// The modify_qp transitions an RC QP accepts [IBA table 93 "QP state transition"; the
@@ -752,6 +758,8 @@ pub(crate) struct RcQp {
     pub service: TransportService,
     /// The SRQ receives come from (then `rq` holds at most the one being filled).
     pub srq: Option<u32>,
+    /// Its protection domain ([`QpInit::pd`]).
+    pub pd: u32,
     pub state: QpState,
     pub attr: QpAttr,
     pub cap: QpCap,
@@ -848,6 +856,19 @@ pub(crate) struct Ctx<'a> {
     pub cc: Option<&'a DcqcnParams>,
 }
 
+impl RcQp {
+    /// Who the peer's requests reach memory as: this QP with its protection domain, or on an
+    /// XRC target the PD of the XRC SRQ the message in progress names (set from its XRCETH
+    /// when it began; none yet: PD 0 of no region of a program, refused where it matters).
+    pub(crate) fn remote_accessor(&self, srqs: &BTreeMap<u32, srq::Srq>) -> mr::RemoteAccessor {
+        let pd = match self.service {
+            TransportService::XrcTgt { .. } => self.srq.and_then(|n| srqs.get(&n)).map_or(self.pd, |s| s.pd),
+            _ => self.pd,
+        };
+        mr::RemoteAccessor { qpn: self.qpn, pd }
+    }
+}
+
 impl Ctx<'_> {
     /// An empty payload buffer, reused if one was given back ([`Rc::recycle_payload`]).
     pub fn payload_buffer(&mut self) -> Vec<u8> {
@@ -912,23 +933,31 @@ impl Rc {
 
     // ---- memory regions
 
-    /// `ibv_reg_mr`: a zeroed region of `length` bytes.
+    /// `ibv_reg_mr`: a zeroed region of `length` bytes in protection domain 0 (the `roce`
+    /// tools' one).
     pub fn reg_mr(&mut self, length: usize, access: Access) -> Result<MrInfo, Errno> {
-        self.key_seed = crate::ctx::splitmix(self.key_seed);
-        self.mrs.reg(length, access, self.key_seed as u8)
+        self.reg_mr_in(0, length, access)
     }
 
-    /// `ibv_reg_mr` of memory the embedder lends (a program's own buffer at `addr`), under
-    /// the embedder's `key` ([`MrTable::reg_lent`]).
+    /// `ibv_reg_mr(pd, …)`: a zeroed region of `length` bytes in protection domain `pd`,
+    /// which only QPs of that PD reach from the wire.
+    pub fn reg_mr_in(&mut self, pd: u32, length: usize, access: Access) -> Result<MrInfo, Errno> {
+        self.key_seed = crate::ctx::splitmix(self.key_seed);
+        self.mrs.reg(pd, length, access, self.key_seed as u8)
+    }
+
+    /// `ibv_reg_mr` of memory the embedder lends (a program's own buffer at `addr`) in
+    /// protection domain `pd`, under the embedder's `key` ([`MrTable::reg_lent`]).
     pub fn reg_lent_mr(
         &mut self,
+        pd: u32,
         key: u32,
         addr: u64,
         length: usize,
         access: Access,
         mem: std::sync::Arc<dyn mr::LentMemory>,
     ) -> Result<MrInfo, Errno> {
-        self.mrs.reg_lent(key, addr, length, access, mem)
+        self.mrs.reg_lent(pd, key, addr, length, access, mem)
     }
 
     /// `ibv_dereg_mr`.
@@ -948,10 +977,16 @@ impl Rc {
 
     // ---- memory windows
 
-    /// `ibv_alloc_mw`: a window of `mw_type`; its rkey.
+    /// `ibv_alloc_mw`: a window of `mw_type` in protection domain 0 (the `roce` tools'); its
+    /// rkey.
     pub fn alloc_mw(&mut self, mw_type: MwType) -> Result<u32, Errno> {
+        self.alloc_mw_in(0, mw_type)
+    }
+
+    /// `ibv_alloc_mw(pd, mw_type)`: a window of protection domain `pd`; its rkey.
+    pub fn alloc_mw_in(&mut self, pd: u32, mw_type: MwType) -> Result<u32, Errno> {
         self.key_seed = crate::ctx::splitmix(self.key_seed);
-        self.mrs.alloc_mw(mw_type, self.key_seed as u8)
+        self.mrs.alloc_mw(pd, mw_type, self.key_seed as u8)
     }
 
     /// `ibv_dealloc_mw`.
@@ -1433,6 +1468,7 @@ impl RcQp {
             qpn,
             service: init.service,
             srq: init.srq,
+            pd: init.pd,
             state: QpState::Reset,
             attr,
             cap,
@@ -1463,7 +1499,7 @@ impl RcQp {
 
     fn init(&self) -> QpInit {
         let srq = if self.service.is_xrc() { None } else { self.srq };
-        QpInit { service: self.service, cap: self.cap, srq }
+        QpInit { service: self.service, cap: self.cap, srq, pd: self.pd }
     }
 
     pub(crate) fn wc(&self, w: &Wqe, status: WcStatus) -> WorkCompletion {

@@ -63,6 +63,22 @@ pub struct MrInfo {
     pub rkey: u32,
     /// The access flags it was registered with.
     pub access: Access,
+    /// Its protection domain (a number the embedder chooses; the `roce` tools have one, 0):
+    /// only a QP of the same domain reaches it remotely.
+    pub pd: u32,
+}
+
+/// Who reaches registered memory from the wire: a QP (a type 2 window serves only the QP it
+/// is bound to) and the protection domain its accesses are checked against — the QP's, or
+/// for an XRC target the domain of the XRC SRQ the request names [IBA 9.4.1.1 XRC; rxe
+/// `lookup_mr(qp->pd, …)` and `rxe_lookup_mw`: a region or window of another PD is an rkey
+/// violation].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RemoteAccessor {
+    /// The responding QP.
+    pub qpn: u32,
+    /// The protection domain of the access.
+    pub pd: u32,
 }
 
 /// A scatter/gather element (`struct ibv_sge`).
@@ -208,6 +224,8 @@ pub struct MwInfo {
     pub length: u64,
     /// What it grants.
     pub access: Access,
+    /// Its protection domain ([`MrInfo::pd`]).
+    pub pd: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -247,7 +265,8 @@ const BASE_ADDR: u64 = 0x7f00_0000_0000;
 impl MrTable {
     /// `ibv_reg_mr` of a zeroed buffer of `length` bytes. Remote flags need LOCAL_WRITE with
     /// them when they include REMOTE_WRITE or REMOTE_ATOMIC (`ib_check_mr_access`: EINVAL).
-    pub fn reg(&mut self, length: usize, access: Access, key_byte: u8) -> Result<MrInfo, Errno> {
+    /// The region is in protection domain `pd`.
+    pub fn reg(&mut self, pd: u32, length: usize, access: Access, key_byte: u8) -> Result<MrInfo, Errno> {
         check_reg_access(access)?;
         if length > (1 << 31) || self.mrs.len() >= 1 << 20 {
             return Err(Errno::ENOMEM);
@@ -259,18 +278,19 @@ impl MrTable {
         // rxe: key = index << 8 | a random byte; lkey and rkey are the same number.
         let key = (self.next_index << 8) | u32::from(key_byte);
         let remote = access.0 & (Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0 | Access::REMOTE_ATOMIC.0) != 0;
-        let info = MrInfo { addr: self.next_addr, length, lkey: key, rkey: if remote { key } else { 0 }, access };
+        let info = MrInfo { addr: self.next_addr, length, lkey: key, rkey: if remote { key } else { 0 }, access, pd };
         self.next_addr += (length as u64).div_ceil(4096) * 4096 + 4096;
         self.mrs.insert(key, Mr { info, buf: Bytes::Owned(vec![0; length]) });
         Ok(info)
     }
 
-    /// Register the embedder's memory `mem` as a region at `addr` of `length` bytes under
-    /// `key` (the embedder numbers its regions, rxe-shaped: lkey == rkey, the rkey 0 without
-    /// remote access). EINVAL for a key in use or remote write/atomic without local write;
-    /// regions may overlap, as registrations of one buffer do.
+    /// Register the embedder's memory `mem` as a region of protection domain `pd` at `addr` of
+    /// `length` bytes under `key` (the embedder numbers its regions, rxe-shaped: lkey == rkey,
+    /// the rkey 0 without remote access). EINVAL for a key in use or remote write/atomic
+    /// without local write; regions may overlap, as registrations of one buffer do.
     pub fn reg_lent(
         &mut self,
+        pd: u32,
         key: u32,
         addr: u64,
         length: usize,
@@ -285,7 +305,7 @@ impl MrTable {
             return Err(Errno::EINVAL);
         }
         let remote = access.0 & (Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0 | Access::REMOTE_ATOMIC.0) != 0;
-        let info = MrInfo { addr, length, lkey: key, rkey: if remote { key } else { 0 }, access };
+        let info = MrInfo { addr, length, lkey: key, rkey: if remote { key } else { 0 }, access, pd };
         self.mrs.insert(key, Mr { info, buf: Bytes::Lent(mem) });
         Ok(info)
     }
@@ -301,9 +321,9 @@ impl MrTable {
 
     // ---- memory windows [rxe_mw.c]
 
-    /// `ibv_alloc_mw`: a type 1 window starts valid with nothing bound, a type 2 free. Returns
-    /// its rkey.
-    pub fn alloc_mw(&mut self, mw_type: MwType, key_byte: u8) -> Result<u32, Errno> {
+    /// `ibv_alloc_mw` in protection domain `pd`: a type 1 window starts valid with nothing
+    /// bound, a type 2 free. Returns its rkey.
+    pub fn alloc_mw(&mut self, pd: u32, mw_type: MwType, key_byte: u8) -> Result<u32, Errno> {
         if self.mws.len() >= 1 << 16 {
             return Err(Errno::ENOMEM);
         }
@@ -314,7 +334,7 @@ impl MrTable {
         self.next_mw_index = if index >= 0xFF_FFFF { MW_INDEX_FIRST } else { index + 1 };
         let rkey = (index << 8) | u32::from(key_byte);
         let state = if mw_type == MwType::Type1 { MwState::Valid } else { MwState::Free };
-        let info = MwInfo { mw_type, rkey, state, qpn: None, mr: None, addr: 0, length: 0, access: Access::NONE };
+        let info = MwInfo { mw_type, rkey, state, qpn: None, mr: None, addr: 0, length: 0, access: Access::NONE, pd };
         self.mws.insert(index, Mw { info });
         Ok(rkey)
     }
@@ -335,10 +355,18 @@ impl MrTable {
         self.mws.get(&(rkey >> 8)).map(|w| w.info).filter(|i| i.rkey == rkey)
     }
 
-    /// A bind work request of QP `qpn`: window `mw_rkey` (its current key) gets `new_rkey`'s
-    /// low byte and `bind` [rxe_bind_mw, rxe_check_bind_mw: o10-36.2.2, o10-37.2.30,
-    /// o10-37.2.40, C10-73..75]. Returns the window's new rkey.
-    pub(crate) fn bind_mw(&mut self, qpn: u32, mw_rkey: u32, new_rkey: u32, bind: &MwBind) -> Result<u32, MwError> {
+    /// A bind work request of QP `by.qpn` (of PD `by.pd`): window `mw_rkey` (its current key)
+    /// gets `new_rkey`'s low byte and `bind` [rxe_bind_mw, rxe_check_bind_mw: o10-36.2.2,
+    /// o10-37.2.30, C10-72 (a type 2 window of another PD than the QP's), o10-37.2.40,
+    /// C10-73..75]. Returns the window's new rkey.
+    pub(crate) fn bind_mw(
+        &mut self,
+        by: RemoteAccessor,
+        mw_rkey: u32,
+        new_rkey: u32,
+        bind: &MwBind,
+    ) -> Result<u32, MwError> {
+        let qpn = by.qpn;
         let w = self.mws.get(&(mw_rkey >> 8)).ok_or(MwError::Invalid)?.info;
         if w.rkey != mw_rkey {
             return Err(MwError::Invalid);
@@ -356,7 +384,7 @@ impl MrTable {
         let zero_based = bind.access.contains(Access::ZERO_BASED);
         match w.mw_type {
             MwType::Type1 if w.state != MwState::Valid || zero_based => return Err(MwError::Invalid),
-            MwType::Type2 if w.state != MwState::Free || mr.is_none() => return Err(MwError::Invalid),
+            MwType::Type2 if w.state != MwState::Free || w.pd != by.pd || mr.is_none() => return Err(MwError::Invalid),
             _ => {}
         }
         if let Some(m) = mr {
@@ -379,6 +407,7 @@ impl MrTable {
             addr: bind.addr,
             length: if mr.is_some() { bind.length } else { 0 },
             access: bind.access,
+            pd: w.pd,
         };
         self.mws.insert(mw_rkey >> 8, Mw { info });
         Ok(rkey)
@@ -398,16 +427,23 @@ impl MrTable {
         Ok(())
     }
 
-    /// The region key and region address a remote access of QP `qpn` reaches: an MR's rkey as
-    /// it is, or a window's rkey translated [rxe_lookup_mw: the current key, a type 2 window
-    /// bound to this QP, a length, the access, valid]. A window's own bounds are checked too
+    /// The region key and region address a remote access by `by` reaches: an MR's rkey as
+    /// it is, or a window's rkey translated [rxe_lookup_mw: the current key, the QP's PD, a
+    /// type 2 window bound to this QP, a length, the access, valid]. A window's own bounds are checked too
     /// (IBA C10-?: an access stays inside the window), which rxe does not (it checks only the
     /// region under it: spec/rc.md).
-    fn resolve_remote(&self, qpn: u32, rkey: u32, va: u64, len: u64, need: Access) -> Result<(u32, u64), MrError> {
+    fn resolve_remote(
+        &self,
+        by: RemoteAccessor,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<(u32, u64), MrError> {
         let Some(w) = self.mws.get(&(rkey >> 8)) else { return Ok((rkey, va)) };
         let i = &w.info;
-        let bound_here = i.mw_type == MwType::Type1 || i.qpn == Some(qpn);
-        if i.rkey != rkey || i.state != MwState::Valid || i.length == 0 || !bound_here {
+        let bound_here = i.mw_type == MwType::Type1 || i.qpn == Some(by.qpn);
+        if i.rkey != rkey || i.pd != by.pd || i.state != MwState::Valid || i.length == 0 || !bound_here {
             return Err(MrError::BadKey);
         }
         if !i.access.contains(need) {
@@ -443,11 +479,11 @@ impl MrTable {
         }
     }
 
-    /// The byte offset of `[addr, addr+len)` in the region `key`, checked for `need` (and for
-    /// being a remote key when `remote`).
-    fn check(&self, key: u32, addr: u64, len: u64, need: Access, remote: bool) -> Result<usize, MrError> {
+    /// The byte offset of `[addr, addr+len)` in the region `key`, checked for `need` (and,
+    /// for a remote access, for being a remote key of the accessor's protection domain).
+    fn check(&self, key: u32, addr: u64, len: u64, need: Access, remote: Option<u32>) -> Result<usize, MrError> {
         let m = self.mrs.get(&key).ok_or(MrError::BadKey)?;
-        if remote && m.info.rkey != key {
+        if remote.is_some_and(|pd| m.info.rkey != key || m.info.pd != pd) {
             return Err(MrError::BadKey);
         }
         if !m.info.access.contains(need) {
@@ -462,18 +498,18 @@ impl MrTable {
     }
 
     /// A remote WRITE of `data` at `va` under `rkey` (responder side).
-    pub(crate) fn remote_write(&mut self, qpn: u32, rkey: u32, va: u64, data: &[u8]) -> Result<(), MrError> {
-        let (rkey, va) = self.resolve_remote(qpn, rkey, va, data.len() as u64, Access::REMOTE_WRITE)?;
-        let off = self.check(rkey, va, data.len() as u64, Access::REMOTE_WRITE, true)?;
+    pub(crate) fn remote_write(&mut self, by: RemoteAccessor, rkey: u32, va: u64, data: &[u8]) -> Result<(), MrError> {
+        let (rkey, va) = self.resolve_remote(by, rkey, va, data.len() as u64, Access::REMOTE_WRITE)?;
+        let off = self.check(rkey, va, data.len() as u64, Access::REMOTE_WRITE, Some(by.pd))?;
         let m = self.mrs.get_mut(&rkey).ok_or(MrError::BadKey)?;
         m.buf.write(off, data);
         Ok(())
     }
 
     /// A remote READ of `out.len()` bytes at `va` under `rkey` (responder side).
-    pub(crate) fn remote_read(&self, qpn: u32, rkey: u32, va: u64, out: &mut [u8]) -> Result<(), MrError> {
-        let (rkey, va) = self.resolve_remote(qpn, rkey, va, out.len() as u64, Access::REMOTE_READ)?;
-        let off = self.check(rkey, va, out.len() as u64, Access::REMOTE_READ, true)?;
+    pub(crate) fn remote_read(&self, by: RemoteAccessor, rkey: u32, va: u64, out: &mut [u8]) -> Result<(), MrError> {
+        let (rkey, va) = self.resolve_remote(by, rkey, va, out.len() as u64, Access::REMOTE_READ)?;
+        let off = self.check(rkey, va, out.len() as u64, Access::REMOTE_READ, Some(by.pd))?;
         let m = self.mrs.get(&rkey).ok_or(MrError::BadKey)?;
         m.buf.read(off, out);
         Ok(())
@@ -483,22 +519,28 @@ impl MrTable {
     /// the old value (responder side).
     pub(crate) fn remote_atomic(
         &mut self,
-        qpn: u32,
+        by: RemoteAccessor,
         rkey: u32,
         va: u64,
         mut f: impl FnMut(u64) -> u64,
     ) -> Result<u64, MrError> {
-        let (rkey, va) = self.resolve_remote(qpn, rkey, va, 8, Access::REMOTE_ATOMIC)?;
-        let off = self.check(rkey, va, 8, Access::REMOTE_ATOMIC, true)?;
+        let (rkey, va) = self.resolve_remote(by, rkey, va, 8, Access::REMOTE_ATOMIC)?;
+        let off = self.check(rkey, va, 8, Access::REMOTE_ATOMIC, Some(by.pd))?;
         let m = self.mrs.get_mut(&rkey).ok_or(MrError::BadKey)?;
         Ok(m.buf.update_u64(off, &mut f))
     }
 
     /// An ATOMIC WRITE: the 8 bytes at `va` under `rkey` (REMOTE_WRITE) become `data` in one
     /// store, against the program's own atomics as an atomic operation is.
-    pub(crate) fn remote_atomic_write(&mut self, qpn: u32, rkey: u32, va: u64, data: [u8; 8]) -> Result<(), MrError> {
-        let (rkey, va) = self.resolve_remote(qpn, rkey, va, 8, Access::REMOTE_WRITE)?;
-        let off = self.check(rkey, va, 8, Access::REMOTE_WRITE, true)?;
+    pub(crate) fn remote_atomic_write(
+        &mut self,
+        by: RemoteAccessor,
+        rkey: u32,
+        va: u64,
+        data: [u8; 8],
+    ) -> Result<(), MrError> {
+        let (rkey, va) = self.resolve_remote(by, rkey, va, 8, Access::REMOTE_WRITE)?;
+        let off = self.check(rkey, va, 8, Access::REMOTE_WRITE, Some(by.pd))?;
         let m = self.mrs.get_mut(&rkey).ok_or(MrError::BadKey)?;
         let v = u64::from_ne_bytes(data);
         m.buf.update_u64(off, &mut |_| v);
@@ -506,14 +548,14 @@ impl MrTable {
     }
 
     /// Whether `rkey` is a remote key with `need` (any range: a FLUSH of the whole region).
-    pub(crate) fn check_remote_key(&self, qpn: u32, rkey: u32, need: Access) -> Result<(), MrError> {
+    pub(crate) fn check_remote_key(&self, by: RemoteAccessor, rkey: u32, need: Access) -> Result<(), MrError> {
         if let Some(w) = self.mw(rkey) {
             // A whole-region FLUSH through a window: the window's whole range.
             let va = if w.access.contains(Access::ZERO_BASED) { 0 } else { w.addr };
-            return self.check_remote(qpn, rkey, va, w.length as usize, need);
+            return self.check_remote(by, rkey, va, w.length as usize, need);
         }
         let m = self.mrs.get(&rkey).ok_or(MrError::BadKey)?;
-        if m.info.rkey != rkey {
+        if m.info.rkey != rkey || m.info.pd != by.pd {
             return Err(MrError::BadKey);
         }
         if !m.info.access.contains(need) {
@@ -523,16 +565,23 @@ impl MrTable {
     }
 
     /// Check a remote range without touching it.
-    pub(crate) fn check_remote(&self, qpn: u32, rkey: u32, va: u64, len: usize, need: Access) -> Result<(), MrError> {
-        let (rkey, va) = self.resolve_remote(qpn, rkey, va, len as u64, need)?;
-        self.check(rkey, va, len as u64, need, true).map(|_| ())
+    pub(crate) fn check_remote(
+        &self,
+        by: RemoteAccessor,
+        rkey: u32,
+        va: u64,
+        len: usize,
+        need: Access,
+    ) -> Result<(), MrError> {
+        let (rkey, va) = self.resolve_remote(by, rkey, va, len as u64, need)?;
+        self.check(rkey, va, len as u64, need, Some(by.pd)).map(|_| ())
     }
 
     /// Check every SGE of a local list; returns the total length.
     pub(crate) fn check_sges(&self, sges: &[Sge], need: Access) -> Result<u64, MrError> {
         let mut total = 0u64;
         for s in sges {
-            self.check(s.lkey, s.addr, u64::from(s.length), need, false)?;
+            self.check(s.lkey, s.addr, u64::from(s.length), need, None)?;
             total += u64::from(s.length);
         }
         Ok(total)
@@ -551,7 +600,7 @@ impl MrTable {
                 continue;
             }
             let n = ((sl - offset) as usize).min(out.len() - done);
-            let off = self.check(s.lkey, s.addr.wrapping_add(offset), n as u64, Access::NONE, false)?;
+            let off = self.check(s.lkey, s.addr.wrapping_add(offset), n as u64, Access::NONE, None)?;
             let m = self.mrs.get(&s.lkey).ok_or(MrError::BadKey)?;
             m.buf.read(off, &mut out[done..done + n]);
             done += n;
@@ -583,7 +632,7 @@ impl MrTable {
                 continue;
             }
             let n = ((sl - offset) as usize).min(len);
-            let off = self.check(s.lkey, s.addr.wrapping_add(offset), n as u64, Access::NONE, false)?;
+            let off = self.check(s.lkey, s.addr.wrapping_add(offset), n as u64, Access::NONE, None)?;
             let m = self.mrs.get(&s.lkey).ok_or(MrError::BadKey)?;
             let at = out.len();
             out.resize(at + n, 0);
@@ -611,7 +660,7 @@ impl MrTable {
                 continue;
             }
             let n = ((sl - offset) as usize).min(data.len());
-            let off = self.check(s.lkey, s.addr.wrapping_add(offset), n as u64, Access::LOCAL_WRITE, false)?;
+            let off = self.check(s.lkey, s.addr.wrapping_add(offset), n as u64, Access::LOCAL_WRITE, None)?;
             let m = self.mrs.get_mut(&s.lkey).ok_or(MrError::BadKey)?;
             m.buf.write(off, &data[..n]);
             data = &data[n..];
@@ -632,18 +681,24 @@ mod tests {
     #[test]
     fn keys_bounds_and_access() {
         let mut t = MrTable::default();
-        assert_eq!(t.reg(16, Access::REMOTE_WRITE, 1), Err(Errno::EINVAL));
-        let a = t.reg(100, Access::LOCAL_WRITE.union(Access::REMOTE_READ), 7).unwrap();
-        let b = t.reg(10, Access::NONE, 9).unwrap();
+        assert_eq!(t.reg(0, 16, Access::REMOTE_WRITE, 1), Err(Errno::EINVAL));
+        let a = t.reg(0, 100, Access::LOCAL_WRITE.union(Access::REMOTE_READ), 7).unwrap();
+        let b = t.reg(0, 10, Access::NONE, 9).unwrap();
         assert_eq!(a.lkey & 0xff, 7);
         assert_eq!(b.rkey, 0);
         assert!(b.addr > a.addr + 100);
-        assert_eq!(t.check_remote(1, a.rkey, a.addr + 90, 10, Access::REMOTE_READ), Ok(()));
-        assert_eq!(t.check_remote(1, a.rkey, a.addr + 91, 10, Access::REMOTE_READ), Err(MrError::Range));
-        assert_eq!(t.check_remote(1, a.rkey, a.addr - 1, 1, Access::REMOTE_READ), Err(MrError::Range));
-        assert_eq!(t.check_remote(1, a.rkey, a.addr, 1, Access::REMOTE_WRITE), Err(MrError::Access));
-        assert_eq!(t.check_remote(1, b.lkey, b.addr, 1, Access::NONE), Err(MrError::BadKey));
-        assert_eq!(t.check_remote(1, a.rkey ^ 1, a.addr, 1, Access::NONE), Err(MrError::BadKey));
+        let qp1 = RemoteAccessor { qpn: 1, pd: 0 };
+        assert_eq!(t.check_remote(qp1, a.rkey, a.addr + 90, 10, Access::REMOTE_READ), Ok(()));
+        // The same key through a QP of another PD: not its region to reach.
+        assert_eq!(
+            t.check_remote(RemoteAccessor { qpn: 1, pd: 2 }, a.rkey, a.addr + 90, 10, Access::REMOTE_READ),
+            Err(MrError::BadKey)
+        );
+        assert_eq!(t.check_remote(qp1, a.rkey, a.addr + 91, 10, Access::REMOTE_READ), Err(MrError::Range));
+        assert_eq!(t.check_remote(qp1, a.rkey, a.addr - 1, 1, Access::REMOTE_READ), Err(MrError::Range));
+        assert_eq!(t.check_remote(qp1, a.rkey, a.addr, 1, Access::REMOTE_WRITE), Err(MrError::Access));
+        assert_eq!(t.check_remote(qp1, b.lkey, b.addr, 1, Access::NONE), Err(MrError::BadKey));
+        assert_eq!(t.check_remote(qp1, a.rkey ^ 1, a.addr, 1, Access::NONE), Err(MrError::BadKey));
         let sges = [Sge { addr: a.addr + 98, length: 2, lkey: a.lkey }, Sge { addr: b.addr, length: 3, lkey: b.lkey }];
         assert_eq!(t.scatter(&sges[..1], 0, b"xy"), Ok(()));
         assert_eq!(t.scatter(&sges, 0, b"xyz"), Err(MrError::Access)); // b has no LOCAL_WRITE

@@ -248,10 +248,12 @@ impl RcQp {
     /// bind IBV_WC_MW_BIND_ERR, a refused invalidation IBV_WC_LOC_QP_OP_ERR].
     fn do_local(&mut self, ctx: &mut Ctx<'_>, idx: usize) -> WcStatus {
         match self.sq[idx].wr.op {
-            SendOp::BindMw { mw_rkey, new_rkey, bind } => match ctx.mrs.bind_mw(self.qpn, mw_rkey, new_rkey, &bind) {
-                Ok(_) => WcStatus::Success,
-                Err(MwError::Invalid | MwError::NotSupported) => WcStatus::MwBindErr,
-            },
+            SendOp::BindMw { mw_rkey, new_rkey, bind } => {
+                match ctx.mrs.bind_mw(self.remote_accessor(ctx.srqs), mw_rkey, new_rkey, &bind) {
+                    Ok(_) => WcStatus::Success,
+                    Err(MwError::Invalid | MwError::NotSupported) => WcStatus::MwBindErr,
+                }
+            }
             SendOp::LocalInv { rkey } => match ctx.mrs.invalidate(rkey) {
                 Ok(()) => WcStatus::Success,
                 Err(_) => WcStatus::LocQpOpErr,

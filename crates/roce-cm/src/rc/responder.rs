@@ -301,7 +301,16 @@ impl RcQp {
             (_, Some(r)) => {
                 let total = u64::from(r.dma_len);
                 if total > 0
-                    && ctx.mrs.check_remote(self.qpn, r.rkey, r.va, r.dma_len as usize, Access::REMOTE_WRITE).is_err()
+                    && ctx
+                        .mrs
+                        .check_remote(
+                            self.remote_accessor(ctx.srqs),
+                            r.rkey,
+                            r.va,
+                            r.dma_len as usize,
+                            Access::REMOTE_WRITE,
+                        )
+                        .is_err()
                 {
                     return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
                 }
@@ -317,7 +326,7 @@ impl RcQp {
         if len > resid || (ends && len != resid) {
             return self.nak_invalid(ctx, p);
         }
-        if len > 0 && ctx.mrs.remote_write(self.qpn, rkey, va, payload).is_err() {
+        if len > 0 && ctx.mrs.remote_write(self.remote_accessor(ctx.srqs), rkey, va, payload).is_err() {
             return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
         }
         va = va.wrapping_add(len);
@@ -359,7 +368,10 @@ impl RcQp {
             return self.nak_invalid(ctx, p);
         }
         if r.dma_len > 0
-            && ctx.mrs.check_remote(self.qpn, r.rkey, r.va, r.dma_len as usize, Access::REMOTE_READ).is_err()
+            && ctx
+                .mrs
+                .check_remote(self.remote_accessor(ctx.srqs), r.rkey, r.va, r.dma_len as usize, Access::REMOTE_READ)
+                .is_err()
         {
             return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
         }
@@ -390,7 +402,7 @@ impl RcQp {
             } else {
                 let mut d = ctx.payload_buffer();
                 d.resize(n, 0);
-                if ctx.mrs.remote_read(self.qpn, rkey, va.wrapping_add(off), &mut d).is_err() {
+                if ctx.mrs.remote_read(self.remote_accessor(ctx.srqs), rkey, va.wrapping_add(off), &mut d).is_err() {
                     return self.nak_fatal(ctx, psn::add(p, k), AETH_NAK_REM_ACCESS);
                 }
                 d
@@ -429,7 +441,7 @@ impl RcQp {
                 old
             }
         };
-        let orig = match ctx.mrs.remote_atomic(self.qpn, a.rkey, a.va, update) {
+        let orig = match ctx.mrs.remote_atomic(self.remote_accessor(ctx.srqs), a.rkey, a.va, update) {
             Ok(old) => old,
             Err(_) => return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS),
         };
@@ -447,7 +459,7 @@ impl RcQp {
     fn atomic_write(&mut self, ctx: &mut Ctx<'_>, b: &bth::Repr, ext: &ExtHeaders, payload: &[u8]) {
         let p = b.psn;
         let Some(r) = ext.reth else { return self.nak_invalid(ctx, p) };
-        if ctx.mrs.check_remote(self.qpn, r.rkey, r.va, 8, Access::REMOTE_WRITE).is_err() {
+        if ctx.mrs.check_remote(self.remote_accessor(ctx.srqs), r.rkey, r.va, 8, Access::REMOTE_WRITE).is_err() {
             return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
         }
         if r.va % 8 != 0 {
@@ -455,7 +467,7 @@ impl RcQp {
         }
         let mut data = [0u8; 8];
         data.copy_from_slice(payload);
-        if ctx.mrs.remote_atomic_write(self.qpn, r.rkey, r.va, data).is_err() {
+        if ctx.mrs.remote_atomic_write(self.remote_accessor(ctx.srqs), r.rkey, r.va, data).is_err() {
             return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
         }
         self.placement_done(ctx, p);
@@ -473,9 +485,9 @@ impl RcQp {
         let (Some(f), Some(r)) = (ext.feth, ext.reth) else { return self.nak_invalid(ctx, p) };
         let need = flush_access(ext);
         let checked = if f.selectivity_level() == super::FlushLevel::Mr.wire() {
-            ctx.mrs.check_remote_key(self.qpn, r.rkey, need)
+            ctx.mrs.check_remote_key(self.remote_accessor(ctx.srqs), r.rkey, need)
         } else {
-            ctx.mrs.check_remote(self.qpn, r.rkey, r.va, r.dma_len as usize, need)
+            ctx.mrs.check_remote(self.remote_accessor(ctx.srqs), r.rkey, r.va, r.dma_len as usize, need)
         };
         if checked.is_err() {
             return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);

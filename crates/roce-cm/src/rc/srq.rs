@@ -45,6 +45,8 @@ pub(crate) struct Srq {
     pub usecnt: u32,
     /// The XRC domain of an XRC SRQ (`IBV_SRQT_XRC`), whose targets' messages it receives.
     pub xrcd: Option<u32>,
+    /// Its protection domain: an XRC target's requests for it are checked against this PD.
+    pub pd: u32,
 }
 
 impl Rc {
@@ -52,14 +54,34 @@ impl Rc {
     /// `srq_limit` arms it at once, as rxe_srq_from_init sets `srq->limit` from the init
     /// attributes. EINVAL: `max_wr` 0 or above `MAX_SRQ_WR`, `max_sge` above
     /// `MAX_SRQ_SGE`, a limit above `max_wr` (rxe_srq_chk_attr).
+    /// The SRQ is in protection domain 0 (the `roce` tools' one; [`Rc::create_srq_in`]).
     pub fn create_srq(&mut self, max_wr: u32, max_sge: u32, srq_limit: u32) -> Result<u32, Errno> {
+        self.create_srq_in(0, max_wr, max_sge, srq_limit, None)
+    }
+
+    /// `ibv_create_srq(pd, …)` or `ibv_create_srq_ex`: [`Rc::create_srq`] in protection domain
+    /// `pd`, or with `xrcd` [`Rc::create_srq_xrc`] in it.
+    pub fn create_srq_in(
+        &mut self,
+        pd: u32,
+        max_wr: u32,
+        max_sge: u32,
+        srq_limit: u32,
+        xrcd: Option<u32>,
+    ) -> Result<u32, Errno> {
+        if xrcd.is_some_and(|d| !self.xrcds.contains_key(&d)) {
+            return Err(Errno::EINVAL);
+        }
         if max_wr == 0 || max_wr > MAX_SRQ_WR || max_sge > MAX_SRQ_SGE || srq_limit > max_wr {
             return Err(Errno::EINVAL);
         }
         self.next_srqn += 1;
         let n = self.next_srqn;
-        let srq = Srq { max_wr, max_sge: max_sge.max(1), limit: srq_limit, rq: VecDeque::new(), usecnt: 0, xrcd: None };
+        let srq = Srq { max_wr, max_sge: max_sge.max(1), limit: srq_limit, rq: VecDeque::new(), usecnt: 0, xrcd, pd };
         self.srqs.insert(n, srq);
+        if let Some(u) = xrcd.and_then(|d| self.xrcds.get_mut(&d)) {
+            *u += 1;
+        }
         Ok(n)
     }
 
@@ -87,17 +109,7 @@ impl Rc {
     /// checks, and EINVAL for no such domain. Its number is the one an initiator names in
     /// its XRCETH (`ibv_get_srq_num`); it holds a use of the domain until destroyed.
     pub fn create_srq_xrc(&mut self, max_wr: u32, max_sge: u32, srq_limit: u32, xrcd: u32) -> Result<u32, Errno> {
-        if !self.xrcds.contains_key(&xrcd) {
-            return Err(Errno::EINVAL);
-        }
-        let n = self.create_srq(max_wr, max_sge, srq_limit)?;
-        if let Some(s) = self.srqs.get_mut(&n) {
-            s.xrcd = Some(xrcd);
-        }
-        if let Some(u) = self.xrcds.get_mut(&xrcd) {
-            *u += 1;
-        }
-        Ok(n)
+        self.create_srq_in(0, max_wr, max_sge, srq_limit, Some(xrcd))
     }
 
     /// The XRC domain of SRQ `srqn`, if it is an XRC SRQ.

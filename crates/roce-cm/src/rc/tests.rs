@@ -956,16 +956,16 @@ fn lent_memory_serves_every_operation_and_inline_data_is_kept_for_retransmission
     let mut p = Pair::new(1024, 4);
     let a_mem = Arc::new(Lent(std::sync::Mutex::new((0..8192u32).map(|i| (i * 7) as u8).collect())));
     let b_mem = Arc::new(Lent(std::sync::Mutex::new(vec![0u8; 8192])));
-    let a = p.a.mrs.reg_lent(0x1234_5601, 0x5555_0000, 8192, Access::ALL, a_mem.clone()).unwrap();
-    let b = p.b.mrs.reg_lent(0x0000_0702, 0x7777_1000, 8192, Access::ALL, b_mem.clone()).unwrap();
-    assert_eq!(p.b.mrs.reg_lent(0x0000_0702, 0, 1, Access::NONE, b_mem.clone()), Err(Errno::EINVAL));
+    let a = p.a.mrs.reg_lent(0, 0x1234_5601, 0x5555_0000, 8192, Access::ALL, a_mem.clone()).unwrap();
+    let b = p.b.mrs.reg_lent(0, 0x0000_0702, 0x7777_1000, 8192, Access::ALL, b_mem.clone()).unwrap();
+    assert_eq!(p.b.mrs.reg_lent(0, 0x0000_0702, 0, 1, Access::NONE, b_mem.clone()), Err(Errno::EINVAL));
     assert!(p.a.mr(a.lkey).is_none(), "lent bytes are their owner's");
     // WRITE a → b, READ it back into a's second half, fetch-add and compare-swap on b.
     let write = SendOp::Write { remote_addr: b.addr + 100, rkey: b.rkey };
     p.a.post_send(p.now, QA, wr(1, write, vec![sge(&a, 0, 3000)])).unwrap();
     let read = SendOp::Read { remote_addr: b.addr + 100, rkey: b.rkey };
     p.a.post_send(p.now, QA, wr(2, read, vec![sge(&a, 4096, 3000)])).unwrap();
-    p.b.mrs.reg_lent(0x0000_0803, 0x7777_1000, 8192, Access::LOCAL_WRITE, b_mem.clone()).unwrap();
+    p.b.mrs.reg_lent(0, 0x0000_0803, 0x7777_1000, 8192, Access::LOCAL_WRITE, b_mem.clone()).unwrap();
     let fa = SendOp::FetchAdd { remote_addr: b.addr + 4000, rkey: b.rkey, add: 5 };
     p.a.post_send(p.now, QA, wr(3, fa, vec![sge(&a, 8000, 8)])).unwrap();
     let cs = SendOp::CompareSwap { remote_addr: b.addr + 4000, rkey: b.rkey, compare: 5, swap: 99 };

@@ -168,7 +168,13 @@ impl RcQp {
                     || (total > 0
                         && ctx
                             .mrs
-                            .check_remote(self.qpn, r.rkey, r.va, r.dma_len as usize, Access::REMOTE_WRITE)
+                            .check_remote(
+                                self.remote_accessor(ctx.srqs),
+                                r.rkey,
+                                r.va,
+                                r.dma_len as usize,
+                                Access::REMOTE_WRITE,
+                            )
                             .is_err())
                 {
                     return Err(UcDrop::Invalid); // rkey violation, UC: class D/E drop
@@ -185,7 +191,7 @@ impl RcQp {
         if imm.is_some() && !self.take_recv(ctx) {
             return Err(UcDrop::NoRecv);
         }
-        if len > 0 && ctx.mrs.remote_write(self.qpn, rkey, va, payload).is_err() {
+        if len > 0 && ctx.mrs.remote_write(self.remote_accessor(ctx.srqs), rkey, va, payload).is_err() {
             return Err(UcDrop::Invalid);
         }
         self.write_placed(
