@@ -27,13 +27,24 @@ pub fn row(out: &str) -> Vec<f64> {
 /// One iperf3 stream for `secs` from namespace `client_ns` to `server` in `server_ns`: the
 /// receiver's MB/s (2^20 bytes/s).
 pub fn iperf3(client_ns: &str, server_ns: &str, server: &str, secs: u32) -> f64 {
+    iperf3_with(client_ns, server_ns, server, &format!("-t {secs}"))
+}
+
+/// One iperf3 stream from namespace `client_ns` to `server` in `server_ns` that moves `bytes`
+/// in writes of `len` bytes (`-n`, `-l`): the same work as a perftest run of `bytes / len`
+/// messages of `len` bytes. The receiver's MB/s (2^20 bytes/s).
+pub fn iperf3_bytes(client_ns: &str, server_ns: &str, server: &str, bytes: u64, len: u64) -> f64 {
+    iperf3_with(client_ns, server_ns, server, &format!("-n {bytes} -l {len}"))
+}
+
+fn iperf3_with(client_ns: &str, server_ns: &str, server: &str, how: &str) -> f64 {
     let srv = netns(server_ns, &format!("iperf3 -s -1 -B {server}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("iperf3 -s (tests/setup.sh installs iperf3)");
     std::thread::sleep(Duration::from_millis(300));
-    let c = netns(client_ns, &format!("iperf3 -c {server} -t {secs} -J")).output().expect("iperf3 -c");
+    let c = netns(client_ns, &format!("iperf3 -c {server} {how} -J")).output().expect("iperf3 -c");
     let _ = srv.wait_with_output();
     assert!(c.status.success(), "iperf3:\n{}", text(&c));
     let json: serde_json::Value = serde_json::from_slice(&c.stdout).expect("iperf3 -J output");
