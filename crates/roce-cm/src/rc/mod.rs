@@ -867,6 +867,12 @@ impl RcQp {
         };
         mr::RemoteAccessor { qpn: self.qpn, pd }
     }
+
+    /// Whether the peer may reach a RETH's whole range with `need`, as this QP
+    /// ([`MrTable::check_remote`] with [`RcQp::remote_accessor`]).
+    pub(crate) fn reth_reachable(&self, ctx: &Ctx<'_>, r: &roce_wire::reth::Repr, need: Access) -> bool {
+        ctx.mrs.check_remote(self.remote_accessor(ctx.srqs), r.rkey, r.va, r.dma_len as usize, need).is_ok()
+    }
 }
 
 impl Ctx<'_> {

@@ -429,9 +429,9 @@ impl MrTable {
 
     /// The region key and region address a remote access by `by` reaches: an MR's rkey as
     /// it is, or a window's rkey translated [rxe_lookup_mw: the current key, the QP's PD, a
-    /// type 2 window bound to this QP, a length, the access, valid]. A window's own bounds are checked too
-    /// (IBA C10-?: an access stays inside the window), which rxe does not (it checks only the
-    /// region under it: spec/rc.md).
+    /// type 2 window bound to this QP, a length, the access, valid]. A window's own bounds
+    /// are checked too (IBA C10-?: an access stays inside the window), which rxe does not (it
+    /// checks only the region under it: spec/rc.md).
     fn resolve_remote(
         &self,
         by: RemoteAccessor,
@@ -554,14 +554,9 @@ impl MrTable {
             let va = if w.access.contains(Access::ZERO_BASED) { 0 } else { w.addr };
             return self.check_remote(by, rkey, va, w.length as usize, need);
         }
-        let m = self.mrs.get(&rkey).ok_or(MrError::BadKey)?;
-        if m.info.rkey != rkey || m.info.pd != by.pd {
-            return Err(MrError::BadKey);
-        }
-        if !m.info.access.contains(need) {
-            return Err(MrError::Access);
-        }
-        Ok(())
+        // A region's: its key, PD and access as any remote access, over no bytes.
+        let addr = self.mrs.get(&rkey).ok_or(MrError::BadKey)?.info.addr;
+        self.check(rkey, addr, 0, need, Some(by.pd)).map(|_| ())
     }
 
     /// Check a remote range without touching it.

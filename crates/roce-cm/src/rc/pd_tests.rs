@@ -46,59 +46,39 @@ fn the_peer_reaches_a_region_only_through_a_qp_of_its_pd() {
     }
 }
 
+/// On a pair whose B QP is in PD 5, a window of PD `window_pd` bound by B's QP over a region
+/// of PD 5: the bind's completion (the only one at B), then, when it bound, how A's WRITE
+/// through the window completes.
+fn bind_then_write(seed: u64, window_pd: u32, mw_type: MwType) -> (WcStatus, Option<WcStatus>) {
+    let mut p = pair_with_b_in(5, seed);
+    let la = mr(&mut p.a, 4096);
+    let rb = p.b.reg_mr_in(5, 4096, Access::ALL.union(Access::MW_BIND)).unwrap();
+    let mw = p.b.alloc_mw_in(window_pd, mw_type).unwrap();
+    assert_eq!(p.b.mw(mw).unwrap().pd, window_pd);
+    let key = (mw & !0xff) | 7;
+    let bind = MwBind { mr_lkey: rb.lkey, addr: rb.addr, length: 1024, access: Access::REMOTE_WRITE };
+    p.b.post_send(p.now, QB, wr(90, SendOp::BindMw { mw_rkey: mw, new_rkey: key, bind }, vec![])).unwrap();
+    p.run(Duration::from_millis(1));
+    let w: Vec<_> = Pair::wcs(&mut p.b).iter().map(|w| (w.wr_id, w.status)).collect();
+    let [(90, bound)] = w[..] else { panic!("the bind's completion alone: {w:?}") };
+    if bound != WcStatus::Success {
+        return (bound, None);
+    }
+    p.a.post_send(p.now, QA, wr(1, SendOp::Write { remote_addr: rb.addr, rkey: key }, vec![sge(&la, 0, 512)])).unwrap();
+    p.run(Duration::from_secs(1));
+    let w = statuses(&mut p);
+    let [(1, wrote)] = w[..] else { panic!("the WRITE's completion alone: {w:?}") };
+    (bound, Some(wrote))
+}
+
 /// A type 2 window of another PD than the binding QP's is not bound (MW_BIND_ERR, C10-72);
-/// a type 1 window (bound whatever the QP) is reached only through a QP of its own PD.
+/// one of the QP's PD is, and A writes through it; a type 1 window of another PD (rxe binds
+/// it whatever the QP's PD) is an rkey violation when A's WRITE reaches B's QP through it.
 #[test]
 fn windows_answer_to_their_pd() {
-    // Type 2, window in PD 0, B's QP and region in PD 5: the bind fails.
-    let mut p = pair_with_b_in(5, 50);
-    let rb = p.b.reg_mr_in(5, 4096, Access::ALL.union(Access::MW_BIND)).unwrap();
-    let mw = p.b.alloc_mw_in(0, MwType::Type2).unwrap();
-    assert_eq!(p.b.mw(mw).unwrap().pd, 0);
-    let bind = |mw_rkey: u32| SendOp::BindMw {
-        mw_rkey,
-        new_rkey: (mw_rkey & !0xff) | 7,
-        bind: MwBind { mr_lkey: rb.lkey, addr: rb.addr, length: 1024, access: Access::REMOTE_WRITE },
-    };
-    p.b.post_send(p.now, QB, wr(90, bind(mw), vec![])).unwrap();
-    p.run(Duration::from_millis(1));
-    let w = Pair::wcs(&mut p.b);
-    assert_eq!(w.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), [(90, WcStatus::MwBindErr)]);
-    // The same bind of a window of the QP's PD succeeds, and A writes through it.
-    let mut p = pair_with_b_in(5, 51);
-    let la = mr(&mut p.a, 4096);
-    let rb = p.b.reg_mr_in(5, 4096, Access::ALL.union(Access::MW_BIND)).unwrap();
-    let mw = p.b.alloc_mw_in(5, MwType::Type2).unwrap();
-    let op = SendOp::BindMw {
-        mw_rkey: mw,
-        new_rkey: (mw & !0xff) | 7,
-        bind: MwBind { mr_lkey: rb.lkey, addr: rb.addr, length: 1024, access: Access::REMOTE_WRITE },
-    };
-    p.b.post_send(p.now, QB, wr(90, op, vec![])).unwrap();
-    p.run(Duration::from_millis(1));
-    assert_eq!(Pair::wcs(&mut p.b)[0].status, WcStatus::Success);
-    let key = (mw & !0xff) | 7;
-    p.a.post_send(p.now, QA, wr(1, SendOp::Write { remote_addr: rb.addr, rkey: key }, vec![sge(&la, 0, 512)])).unwrap();
-    p.run(Duration::from_secs(1));
-    assert_eq!(statuses(&mut p), [(1, WcStatus::Success)]);
-    // Type 1: a window of PD 0 bound over a region of B's (rxe binds it whatever the QP's
-    // PD); A's WRITE through it reaches B's QP of PD 5: an rkey violation.
-    let mut p = pair_with_b_in(5, 52);
-    let la = mr(&mut p.a, 4096);
-    let rb = p.b.reg_mr_in(5, 4096, Access::ALL.union(Access::MW_BIND)).unwrap();
-    let mw = p.b.alloc_mw_in(0, MwType::Type1).unwrap();
-    let op = SendOp::BindMw {
-        mw_rkey: mw,
-        new_rkey: (mw & !0xff) | 7,
-        bind: MwBind { mr_lkey: rb.lkey, addr: rb.addr, length: 1024, access: Access::REMOTE_WRITE },
-    };
-    p.b.post_send(p.now, QB, wr(90, op, vec![])).unwrap();
-    p.run(Duration::from_millis(1));
-    assert_eq!(Pair::wcs(&mut p.b)[0].status, WcStatus::Success);
-    let key = (mw & !0xff) | 7;
-    p.a.post_send(p.now, QA, wr(1, SendOp::Write { remote_addr: rb.addr, rkey: key }, vec![sge(&la, 0, 512)])).unwrap();
-    p.run(Duration::from_secs(1));
-    assert_eq!(statuses(&mut p), [(1, WcStatus::RemAccessErr)]);
+    assert_eq!(bind_then_write(50, 0, MwType::Type2), (WcStatus::MwBindErr, None));
+    assert_eq!(bind_then_write(51, 5, MwType::Type2), (WcStatus::Success, Some(WcStatus::Success)));
+    assert_eq!(bind_then_write(52, 0, MwType::Type1), (WcStatus::Success, Some(WcStatus::RemAccessErr)));
 }
 
 /// An XRC target has no PD of its own: a WRITE that names an XRC SRQ of PD 3 reaches a region

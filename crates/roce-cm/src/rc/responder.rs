@@ -300,18 +300,7 @@ impl RcQp {
             (Some(InMsg::Write { va, rkey, resid, total }), _) if !starts => (va, rkey, resid, total),
             (_, Some(r)) => {
                 let total = u64::from(r.dma_len);
-                if total > 0
-                    && ctx
-                        .mrs
-                        .check_remote(
-                            self.remote_accessor(ctx.srqs),
-                            r.rkey,
-                            r.va,
-                            r.dma_len as usize,
-                            Access::REMOTE_WRITE,
-                        )
-                        .is_err()
-                {
+                if total > 0 && !self.reth_reachable(ctx, &r, Access::REMOTE_WRITE) {
                     return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
                 }
                 (r.va, r.rkey, total, total)
@@ -367,12 +356,7 @@ impl RcQp {
         if r.dma_len > 1 << 31 {
             return self.nak_invalid(ctx, p);
         }
-        if r.dma_len > 0
-            && ctx
-                .mrs
-                .check_remote(self.remote_accessor(ctx.srqs), r.rkey, r.va, r.dma_len as usize, Access::REMOTE_READ)
-                .is_err()
-        {
+        if r.dma_len > 0 && !self.reth_reachable(ctx, &r, Access::REMOTE_READ) {
             return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
         }
         let npkts = (r.dma_len as u64).div_ceil(u64::from(self.attr.path_mtu)).max(1) as u32;
@@ -484,12 +468,12 @@ impl RcQp {
         let p = b.psn;
         let (Some(f), Some(r)) = (ext.feth, ext.reth) else { return self.nak_invalid(ctx, p) };
         let need = flush_access(ext);
-        let checked = if f.selectivity_level() == super::FlushLevel::Mr.wire() {
-            ctx.mrs.check_remote_key(self.remote_accessor(ctx.srqs), r.rkey, need)
+        let reachable = if f.selectivity_level() == super::FlushLevel::Mr.wire() {
+            ctx.mrs.check_remote_key(self.remote_accessor(ctx.srqs), r.rkey, need).is_ok()
         } else {
-            ctx.mrs.check_remote(self.remote_accessor(ctx.srqs), r.rkey, r.va, r.dma_len as usize, need)
+            self.reth_reachable(ctx, &r, need)
         };
-        if checked.is_err() {
+        if !reachable {
             return self.nak_fatal(ctx, p, AETH_NAK_REM_ACCESS);
         }
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);

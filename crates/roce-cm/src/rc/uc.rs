@@ -164,19 +164,7 @@ impl RcQp {
             (Some(InMsg::Write { va, rkey, resid, total }), _) if !starts => (va, rkey, resid, total),
             (_, Some(r)) if starts => {
                 let total = u64::from(r.dma_len);
-                if total > 1 << 31
-                    || (total > 0
-                        && ctx
-                            .mrs
-                            .check_remote(
-                                self.remote_accessor(ctx.srqs),
-                                r.rkey,
-                                r.va,
-                                r.dma_len as usize,
-                                Access::REMOTE_WRITE,
-                            )
-                            .is_err())
-                {
+                if total > 1 << 31 || (total > 0 && !self.reth_reachable(ctx, &r, Access::REMOTE_WRITE)) {
                     return Err(UcDrop::Invalid); // rkey violation, UC: class D/E drop
                 }
                 (r.va, r.rkey, total, total)
